@@ -1,0 +1,35 @@
+import { randomBytes } from 'node:crypto';
+import { readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+
+/** What `tdp dev` remembers between runs in $TDP_HOME/credentials.json (mode 0600). */
+export interface DevCredentials {
+  adminToken: string;
+  /** TDP_SECRET_KEYS format: the keyring that seals application secrets in this database. */
+  secretKeys: string;
+  apiKey?: string;
+  tenantId?: string;
+  applicationId?: string;
+  callbackSecret?: string;
+}
+
+export function credentialsPath(home: string): string {
+  return join(home, 'credentials.json');
+}
+
+export async function loadCredentials(home: string): Promise<DevCredentials | null> {
+  try {
+    return JSON.parse(await readFile(credentialsPath(home), 'utf8')) as DevCredentials;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw new Error(`cannot read ${credentialsPath(home)}: ${(error as Error).message}`);
+  }
+}
+
+export async function saveCredentials(home: string, credentials: DevCredentials): Promise<void> {
+  await writeFile(credentialsPath(home), `${JSON.stringify(credentials, null, 2)}\n`, { mode: 0o600 });
+}
+
+export function newAdminToken(): string {
+  return `tdpadm_${randomBytes(24).toString('base64url')}`;
+}

@@ -1,0 +1,139 @@
+import { mkdir } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { resolve } from 'node:path';
+import {
+  configFromEnv,
+  connectDatabase,
+  ensureDevelopmentIdentity,
+  generateKeyringEntry,
+  migrate,
+  parseKeyring,
+  startServer,
+} from '@tdp/server';
+import {
+  credentialsPath,
+  type DevCredentials,
+  loadCredentials,
+  newAdminToken,
+  saveCredentials,
+} from './credentials.ts';
+import { startEmbeddedPostgres } from './embeddedPostgres.ts';
+import { onShutdownSignal } from './signals.ts';
+
+const preferredPostgresPort = 54329;
+
+async function portIsFree(port: number): Promise<boolean> {
+  return new Promise((resolvePromise) => {
+    const probe = createServer()
+      .once('error', () => resolvePromise(false))
+      .once('listening', () => probe.close(() => resolvePromise(true)))
+      .listen(port, '127.0.0.1');
+  });
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolvePromise, reject) => {
+    const probe = createServer()
+      .once('error', reject)
+      .listen(0, '127.0.0.1', () => {
+        const address = probe.address();
+        probe.close(() => resolvePromise(typeof address === 'object' && address ? address.port : 0));
+      });
+  });
+}
+
+async function ensureDatabase(adminUrl: string, name: string): Promise<void> {
+  const sql = connectDatabase({ url: adminUrl, maxConnections: 1 });
+  try {
+    const [exists] = await sql`SELECT 1 FROM pg_database WHERE datname = ${name}`;
+    if (!exists) await sql.unsafe(`CREATE DATABASE "${name}"`);
+  } finally {
+    await sql.end();
+  }
+}
+
+/** `tdp dev`: a whole local system in one command, keeping its data in $TDP_HOME between runs. */
+export async function runDev(env: NodeJS.ProcessEnv): Promise<number> {
+  const home = resolve(env.TDP_HOME ?? '.tdp');
+  await mkdir(home, { recursive: true });
+  const say = (line: string) => process.stdout.write(`${line}\n`);
+
+  const previous = await loadCredentials(home);
+  const credentials: DevCredentials = {
+    ...previous,
+    adminToken: env.TDP_ADMIN_TOKEN ?? previous?.adminToken ?? newAdminToken(),
+    secretKeys: env.TDP_SECRET_KEYS ?? previous?.secretKeys ?? generateKeyringEntry('dev1'),
+  };
+  await saveCredentials(home, credentials);
+
+  let databaseUrl = env.DATABASE_URL;
+  let stopPostgres = async () => {};
+  if (!databaseUrl) {
+    const requestedPort = env.TDP_PG_PORT ? Number(env.TDP_PG_PORT) : preferredPostgresPort;
+    const port = (await portIsFree(requestedPort)) ? requestedPort : await freePort();
+    say(`Starting embedded PostgreSQL on 127.0.0.1:${port} (data in ${resolve(home, 'postgres')})…`);
+    const postgres = await startEmbeddedPostgres({ dataDirectory: resolve(home, 'postgres'), port });
+    stopPostgres = () => postgres.stop();
+    try {
+      await ensureDatabase(postgres.adminUrl, 'tdp');
+    } catch (error) {
+      await postgres.stop();
+      throw error;
+    }
+    databaseUrl = postgres.urlFor('tdp');
+  }
+
+  let server: Awaited<ReturnType<typeof startServer>>;
+  try {
+    const sql = connectDatabase({ url: databaseUrl, maxConnections: 1 });
+    try {
+      await migrate(sql);
+    } finally {
+      await sql.end();
+    }
+    server = await startServer(
+      configFromEnv(env, {
+        databaseUrl,
+        adminToken: credentials.adminToken,
+        secretKeyring: parseKeyring(credentials.secretKeys),
+        allowInsecureCallbacks: env.TDP_ALLOW_INSECURE_CALLBACKS !== 'false',
+      }),
+    );
+  } catch (error) {
+    await stopPostgres();
+    throw error;
+  }
+
+  const identity = await ensureDevelopmentIdentity(
+    server.identity,
+    env.TDP_DEV_API_KEY ?? previous?.apiKey ?? null,
+  );
+  Object.assign(credentials, {
+    apiKey: identity.apiKey,
+    tenantId: identity.tenantId,
+    applicationId: identity.applicationId,
+    ...(identity.callbackSecret ? { callbackSecret: identity.callbackSecret } : {}),
+  });
+  await saveCredentials(home, credentials);
+
+  say('');
+  say('TDP is running.');
+  say(`  API           ${server.url}/v1`);
+  say(`  API docs      ${server.url}/docs`);
+  say(`  OpenAPI       ${server.url}/openapi.json`);
+  say(`  Health        ${server.url}/readyz   Metrics ${server.url}/metrics`);
+  say(`  API key       ${identity.apiKey}`);
+  say(`  Admin token   ${credentials.adminToken}`);
+  say(`  Credentials   ${credentialsPath(home)}`);
+  say('');
+  say('Try it:');
+  say(`  curl -H "Authorization: Bearer ${identity.apiKey}" ${server.url}/v1/tasks`);
+  say('Press Ctrl-C to stop.');
+
+  await onShutdownSignal(async () => {
+    await server.close();
+    await stopPostgres();
+  });
+  say('TDP stopped cleanly.');
+  return 0;
+}

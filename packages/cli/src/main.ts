@@ -1,0 +1,85 @@
+/**
+ * `tdp` — one command for the platform.
+ *
+ *   tdp dev       embedded PostgreSQL + migrations + server, with a development tenant, application and key
+ *   tdp server    the server against DATABASE_URL
+ *   tdp migrate   apply database migrations to DATABASE_URL
+ */
+import { parseArgs } from 'node:util';
+import { ConfigError, configFromEnv, connectDatabase, migrate, startServer } from '@tdp/server';
+import { runDev } from './dev.ts';
+import { onShutdownSignal } from './signals.ts';
+
+const usage = `Usage: tdp <command> [options]
+
+Commands:
+  dev        Run TDP locally: embedded PostgreSQL, migrations, server; prints URLs and a development API key
+  server     Run the server against DATABASE_URL (requires TDP_ADMIN_TOKEN and TDP_SECRET_KEYS)
+  migrate    Apply database migrations to DATABASE_URL
+
+Options:
+  --port <n>     HTTP port (TDP_PORT, default 8080; 0 picks a free port)
+  --home <dir>   Data folder for 'dev' (TDP_HOME, default ./.tdp)
+  --host <addr>  Listen address (TDP_HOST, default 127.0.0.1)
+  -h, --help     Show this help
+`;
+
+async function main(argv: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      port: { type: 'string' },
+      home: { type: 'string' },
+      host: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  const command = positionals[0];
+  if (values.help || !command) {
+    process.stdout.write(usage);
+    return command || values.help ? 0 : 2;
+  }
+  const env = { ...process.env };
+  if (values.port !== undefined) env.TDP_PORT = values.port;
+  if (values.home !== undefined) env.TDP_HOME = values.home;
+  if (values.host !== undefined) env.TDP_HOST = values.host;
+
+  switch (command) {
+    case 'dev':
+      return runDev(env);
+    case 'server': {
+      const server = await startServer(configFromEnv(env));
+      server.logger.info({ url: server.url }, 'TDP server listening');
+      await onShutdownSignal(() => server.close());
+      return 0;
+    }
+    case 'migrate': {
+      const url = env.DATABASE_URL;
+      if (!url) throw new ConfigError('DATABASE_URL is required');
+      const sql = connectDatabase({ url, maxConnections: 1 });
+      try {
+        const applied = await migrate(sql);
+        process.stdout.write(
+          applied.length ? `applied: ${applied.join(', ')}\n` : 'migrations are current\n',
+        );
+      } finally {
+        await sql.end();
+      }
+      return 0;
+    }
+    default:
+      process.stderr.write(`unknown command "${command}"\n\n${usage}`);
+      return 2;
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    process.stderr.write(
+      `tdp: ${error instanceof ConfigError ? error.message : ((error as Error).stack ?? String(error))}\n`,
+    );
+    process.exit(1);
+  },
+);

@@ -1,0 +1,84 @@
+/**
+ * The error catalogue: every failure TDP reports over HTTP has a stable `code`, an HTTP status and a
+ * title. Clients branch on `code`, never on message text. `retryable` says whether repeating the same
+ * request (with the same idempotency key) can succeed later.
+ *
+ * docs/errors.md mirrors this table; a test keeps the two in step.
+ */
+export const errorCatalogue = {
+  MALFORMED_JSON: { status: 400, retryable: false, title: 'The request body is not valid JSON' },
+  VALIDATION_FAILED: { status: 400, retryable: false, title: 'The request does not match its schema' },
+  IDEMPOTENCY_KEY_REQUIRED: { status: 400, retryable: false, title: 'An Idempotency-Key header is required' },
+  UNAUTHENTICATED: { status: 401, retryable: false, title: 'Missing or invalid credentials' },
+  FORBIDDEN: { status: 403, retryable: false, title: 'The credentials do not allow this operation' },
+  ROUTE_NOT_FOUND: { status: 404, retryable: false, title: 'No such endpoint' },
+  TENANT_NOT_FOUND: { status: 404, retryable: false, title: 'Tenant not found' },
+  APPLICATION_NOT_FOUND: { status: 404, retryable: false, title: 'Application not found' },
+  API_KEY_NOT_FOUND: { status: 404, retryable: false, title: 'API key not found' },
+  TASK_NOT_FOUND: { status: 404, retryable: false, title: 'Task not found' },
+  WORKFLOW_DEFINITION_NOT_FOUND: {
+    status: 404,
+    retryable: false,
+    title: 'Workflow definition not found',
+  },
+  METHOD_NOT_ALLOWED: { status: 405, retryable: false, title: 'Method not allowed' },
+  IDEMPOTENCY_KEY_REUSED: {
+    status: 409,
+    retryable: false,
+    title: 'The Idempotency-Key was already used for a different request',
+  },
+  WORKFLOW_VERSION_EXISTS: {
+    status: 409,
+    retryable: false,
+    title: 'This workflow version is already published with different content',
+  },
+  APPLICATION_NAME_TAKEN: {
+    status: 409,
+    retryable: false,
+    title: 'An application with this name already exists in the tenant',
+  },
+  INVALID_TRANSITION: { status: 409, retryable: false, title: 'The execution cannot make this transition' },
+  PAYLOAD_TOO_LARGE: { status: 413, retryable: false, title: 'The request body is too large' },
+  UNSUPPORTED_MEDIA_TYPE: { status: 415, retryable: false, title: 'Unsupported content type' },
+  WORKFLOW_DEFINITION_INVALID: { status: 422, retryable: false, title: 'The workflow definition is invalid' },
+  UNKNOWN_WORKFLOW: {
+    status: 422,
+    retryable: false,
+    title: 'No published workflow has this name and version',
+  },
+  INPUT_INVALID: {
+    status: 422,
+    retryable: false,
+    title: "The input does not match the workflow's input schema",
+  },
+  CALLBACK_URL_INVALID: { status: 422, retryable: false, title: 'The callback URL is not acceptable' },
+  STEP_CONSTRAINTS_INVALID: { status: 422, retryable: false, title: 'The step constraints are invalid' },
+  INTERNAL_ERROR: { status: 500, retryable: true, title: 'Internal error' },
+  DATABASE_UNAVAILABLE: { status: 503, retryable: true, title: 'The database is unavailable' },
+  REQUEST_TIMEOUT: { status: 503, retryable: true, title: 'The request did not finish within its deadline' },
+  SHUTTING_DOWN: { status: 503, retryable: true, title: 'The server is shutting down' },
+} as const satisfies Record<string, { status: number; retryable: boolean; title: string }>;
+
+export type ErrorCode = keyof typeof errorCatalogue;
+
+export interface FieldError {
+  /** JSON pointer or dotted path of the offending value. */
+  path: string;
+  message: string;
+}
+
+/** RFC 9457 problem details, as TDP sends them (`application/problem+json`). */
+export interface Problem {
+  type: string;
+  title: string;
+  status: number;
+  code: ErrorCode;
+  detail: string;
+  retryable: boolean;
+  errors?: FieldError[];
+  instance?: string;
+}
+
+export function problemType(code: ErrorCode): string {
+  return `urn:tdp:error:${code}`;
+}

@@ -1,0 +1,252 @@
+/**
+ * Wire contracts of the public API. These TypeBox schemas validate requests at the HTTP edge, produce the
+ * OpenAPI document and give the TypeScript types, so the three never disagree.
+ *
+ * Glossary
+ * - workflow definition: a named, versioned DAG of capability steps; immutable once published.
+ * - task: a durable request from an application to run one workflow on one input.
+ * - execution: one run of a task, holding the frozen definition snapshot with merged step constraints.
+ * - step: one node of the DAG inside one execution.
+ * - version: a per-aggregate counter that only rises; sent as a decimal string.
+ */
+import { type Static, Type } from 'typebox';
+
+const Strict = { additionalProperties: false } as const;
+
+export const Labels = Type.Record(
+  Type.String({ minLength: 1, maxLength: 63 }),
+  Type.String({ maxLength: 63 }),
+);
+
+export const MinimumResources = Type.Object(
+  {
+    cpuMillis: Type.Optional(Type.Integer({ minimum: 0 })),
+    memoryMb: Type.Optional(Type.Integer({ minimum: 0 })),
+    gpus: Type.Optional(Type.Integer({ minimum: 0 })),
+  },
+  Strict,
+);
+
+/** Where a step may run; also the shape of a task's per-step constraint override. */
+export const Affinity = Type.Object(
+  {
+    nodeId: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+    group: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+    requiredLabels: Type.Optional(Labels),
+    preferredLabels: Type.Optional(Labels),
+    minimumResources: Type.Optional(MinimumResources),
+  },
+  Strict,
+);
+export type Affinity = Static<typeof Affinity>;
+
+export const StepTimeouts = Type.Object(
+  {
+    scheduleToStartMs: Type.Optional(Type.Integer({ minimum: 1 })),
+    startToCloseMs: Type.Optional(Type.Integer({ minimum: 1 })),
+    heartbeatMs: Type.Optional(Type.Integer({ minimum: 1 })),
+  },
+  Strict,
+);
+
+export const RetryPolicy = Type.Object(
+  {
+    maxAttempts: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })),
+    initialBackoffMs: Type.Optional(Type.Integer({ minimum: 0 })),
+    maxBackoffMs: Type.Optional(Type.Integer({ minimum: 0 })),
+    multiplier: Type.Optional(Type.Number({ minimum: 1, maximum: 10 })),
+    nonRetryableErrorCodes: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { maxItems: 100 })),
+  },
+  Strict,
+);
+
+export const FailurePolicy = Type.Union([
+  Type.Literal('FAIL_TASK'),
+  Type.Literal('RETRY_THEN_FAIL_TASK'),
+  Type.Literal('CONTINUE_WITH_WARNING'),
+]);
+export type FailurePolicy = Static<typeof FailurePolicy>;
+
+const StepKey = Type.String({ minLength: 1, maxLength: 100, pattern: '^[A-Za-z][A-Za-z0-9_-]*$' });
+
+export const StepDefinitionInput = Type.Object(
+  {
+    key: StepKey,
+    capability: Type.String({ minLength: 1, maxLength: 200 }),
+    capabilityVersion: Type.String({ minLength: 1, maxLength: 50 }),
+    dependsOn: Type.Optional(Type.Array(Type.String(), { maxItems: 100 })),
+    /**
+     * Input field → value. A string starting with `$.input` reads the task input, `$.steps.<key>.output`
+     * reads an upstream step's output; anything else is a literal.
+     */
+    inputMapping: Type.Optional(Type.Record(Type.String({ minLength: 1 }), Type.Unknown())),
+    affinity: Type.Optional(Affinity),
+    timeouts: Type.Optional(StepTimeouts),
+    retry: Type.Optional(RetryPolicy),
+    failurePolicy: Type.Optional(FailurePolicy),
+  },
+  Strict,
+);
+
+export const WorkflowVersion = Type.String({
+  minLength: 1,
+  maxLength: 64,
+  pattern: '^[A-Za-z0-9][A-Za-z0-9._-]*$',
+});
+export const WorkflowName = Type.String({
+  minLength: 1,
+  maxLength: 200,
+  pattern: '^[A-Za-z0-9][A-Za-z0-9._-]*$',
+});
+
+export const PublishWorkflowDefinitionRequest = Type.Object(
+  {
+    name: WorkflowName,
+    version: WorkflowVersion,
+    description: Type.Optional(Type.String({ maxLength: 2000 })),
+    inputSchema: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+    steps: Type.Array(StepDefinitionInput, { minItems: 1, maxItems: 200 }),
+  },
+  Strict,
+);
+export type PublishWorkflowDefinitionRequest = Static<typeof PublishWorkflowDefinitionRequest>;
+
+export const StepDefinition = Type.Object({
+  key: Type.String(),
+  capability: Type.String(),
+  capabilityVersion: Type.String(),
+  dependsOn: Type.Array(Type.String()),
+  inputMapping: Type.Record(Type.String(), Type.Unknown()),
+  affinity: Affinity,
+  timeouts: StepTimeouts,
+  retry: Type.Object({
+    maxAttempts: Type.Integer(),
+    initialBackoffMs: Type.Integer(),
+    maxBackoffMs: Type.Integer(),
+    multiplier: Type.Number(),
+    nonRetryableErrorCodes: Type.Array(Type.String()),
+  }),
+  failurePolicy: FailurePolicy,
+});
+export type StepDefinition = Static<typeof StepDefinition>;
+
+export const WorkflowDefinition = Type.Object({
+  id: Type.String(),
+  name: Type.String(),
+  version: Type.String(),
+  description: Type.Union([Type.String(), Type.Null()]),
+  inputSchema: Type.Record(Type.String(), Type.Unknown()),
+  steps: Type.Array(StepDefinition),
+  publishedAt: Type.String({ format: 'date-time' }),
+});
+export type WorkflowDefinition = Static<typeof WorkflowDefinition>;
+
+export const StepConstraints = Type.Record(Type.String(), Affinity);
+export type StepConstraints = Static<typeof StepConstraints>;
+
+export const CreateTaskRequest = Type.Object(
+  {
+    workflowName: WorkflowName,
+    workflowVersion: WorkflowVersion,
+    name: Type.String({ minLength: 1, maxLength: 200 }),
+    externalRef: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+    input: Type.Optional(Type.Unknown()),
+    callbackUrl: Type.Optional(Type.String({ minLength: 1, maxLength: 2048 })),
+    priority: Type.Optional(Type.Integer({ minimum: 0, maximum: 100 })),
+    stepConstraints: Type.Optional(StepConstraints),
+    ownerId: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+  },
+  Strict,
+);
+export type CreateTaskRequest = Static<typeof CreateTaskRequest>;
+
+export const ExecutionStatus = Type.Union([
+  Type.Literal('CREATED'),
+  Type.Literal('QUEUED'),
+  Type.Literal('RUNNING'),
+  Type.Literal('CANCELING'),
+  Type.Literal('SUCCEEDED'),
+  Type.Literal('FAILED'),
+  Type.Literal('TIMED_OUT'),
+  Type.Literal('CANCELED'),
+]);
+export type ExecutionStatus = Static<typeof ExecutionStatus>;
+
+export const StepStatus = Type.Union([
+  Type.Literal('WAITING'),
+  Type.Literal('READY'),
+  Type.Literal('QUEUED'),
+  Type.Literal('RUNNING'),
+  Type.Literal('SUCCEEDED'),
+  Type.Literal('FAILED'),
+  Type.Literal('SKIPPED'),
+  Type.Literal('CANCELED'),
+]);
+export type StepStatus = Static<typeof StepStatus>;
+
+export const LifecycleStatus = Type.Union([
+  Type.Literal('PENDING'),
+  Type.Literal('RUNNING'),
+  Type.Literal('SUCCEEDED'),
+  Type.Literal('FAILED'),
+  Type.Literal('CANCELLED'),
+  Type.Literal('TIMED_OUT'),
+]);
+export type LifecycleStatus = Static<typeof LifecycleStatus>;
+
+const Timestamp = Type.String({ format: 'date-time' });
+const NullableTimestamp = Type.Union([Timestamp, Type.Null()]);
+
+export const StepView = Type.Object({
+  id: Type.String(),
+  key: Type.String(),
+  capability: Type.String(),
+  capabilityVersion: Type.String(),
+  dependsOn: Type.Array(Type.String()),
+  status: StepStatus,
+  version: Type.String(),
+  createdAt: Timestamp,
+  updatedAt: Timestamp,
+});
+export type StepView = Static<typeof StepView>;
+
+export const ExecutionView = Type.Object({
+  id: Type.String(),
+  number: Type.Integer(),
+  status: ExecutionStatus,
+  progress: Type.Integer(),
+  version: Type.String(),
+  createdAt: Timestamp,
+  startedAt: NullableTimestamp,
+  completedAt: NullableTimestamp,
+  steps: Type.Array(StepView),
+});
+export type ExecutionView = Static<typeof ExecutionView>;
+
+export const TaskView = Type.Object({
+  id: Type.String(),
+  applicationId: Type.String(),
+  workflowName: Type.String(),
+  workflowVersion: Type.String(),
+  name: Type.String(),
+  externalRef: Type.Union([Type.String(), Type.Null()]),
+  input: Type.Unknown(),
+  callbackUrl: Type.Union([Type.String(), Type.Null()]),
+  priority: Type.Integer(),
+  ownerId: Type.Union([Type.String(), Type.Null()]),
+  lifecycleStatus: LifecycleStatus,
+  version: Type.String(),
+  currentExecutionId: Type.String(),
+  createdAt: Timestamp,
+  updatedAt: Timestamp,
+});
+export type TaskView = Static<typeof TaskView>;
+
+export const TaskWithExecution = Type.Object({ task: TaskView, execution: ExecutionView });
+export type TaskWithExecution = Static<typeof TaskWithExecution>;
+
+export const TaskPage = Type.Object({
+  items: Type.Array(TaskWithExecution),
+  nextCursor: Type.Union([Type.String(), Type.Null()]),
+});
+export type TaskPage = Static<typeof TaskPage>;

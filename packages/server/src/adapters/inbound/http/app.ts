@@ -1,0 +1,133 @@
+import { randomUUID } from 'node:crypto';
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import { Ajv } from 'ajv';
+import addFormatsModule from 'ajv-formats';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import { problem, sendProblem, toProblem } from './problems.ts';
+import { ProblemSchema } from './schemas.ts';
+
+const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
+
+export interface HttpOptions {
+  logger: Logger;
+  bodyLimitBytes: number;
+  /** A request still unanswered after this long gets a 503 REQUEST_TIMEOUT. */
+  requestDeadlineMs: number;
+  publicUrl: string;
+  version: string;
+}
+
+/**
+ * The Fastify instance with what every surface shares: strict validation (no coercion and no silently
+ * dropped fields in bodies), problem+json errors, request deadlines, OpenAPI at /openapi.json, docs at /docs.
+ */
+export async function createHttpApp(options: HttpOptions): Promise<FastifyInstance> {
+  const app = Fastify({
+    loggerInstance: options.logger as FastifyBaseLogger,
+    bodyLimit: options.bodyLimitBytes,
+    requestTimeout: options.requestDeadlineMs * 2,
+    connectionTimeout: options.requestDeadlineMs * 2,
+    genReqId: (request) => {
+      const given = request.headers['x-request-id'];
+      return typeof given === 'string' && /^[\w.-]{1,128}$/.test(given) ? given : randomUUID();
+    },
+    return503OnClosing: true,
+    forceCloseConnections: 'idle',
+    disableRequestLogging: true,
+  });
+
+  const bodyAjv = addFormats(
+    new Ajv({
+      allErrors: true,
+      removeAdditional: false,
+      coerceTypes: false,
+      useDefaults: true,
+      strict: false,
+    }),
+  );
+  const otherAjv = addFormats(
+    new Ajv({
+      allErrors: true,
+      removeAdditional: false,
+      coerceTypes: true,
+      useDefaults: true,
+      strict: false,
+    }),
+  );
+  for (const ajv of [bodyAjv, otherAjv]) ajv.addSchema(ProblemSchema);
+  app.setValidatorCompiler(({ schema, httpPart }) =>
+    (httpPart === 'body' ? bodyAjv : otherAjv).compile(schema),
+  );
+
+  app.addSchema(ProblemSchema);
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'TDP API',
+        version: options.version,
+        description:
+          'Durable task platform. Applications authenticate with `Authorization: Bearer <api key>`; the admin API with ' +
+          '`Authorization: Bearer <TDP_ADMIN_TOKEN>`. Errors are `application/problem+json` with a stable `code`.',
+      },
+      servers: [{ url: options.publicUrl }],
+      components: {
+        securitySchemes: {
+          apiKey: { type: 'http', scheme: 'bearer', description: 'Application API key (tdp_…)' },
+          adminToken: { type: 'http', scheme: 'bearer', description: 'TDP_ADMIN_TOKEN' },
+        },
+      },
+    },
+    refResolver: {
+      buildLocalReference: (json, _baseUri, _fragment, i) => (json.$id as string) ?? `def-${i}`,
+    },
+  });
+  await app.register(swaggerUi, { routePrefix: '/docs' });
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+
+  app.addHook('onRequest', async (request, reply) => {
+    const timer = setTimeout(() => {
+      if (!reply.sent) {
+        request.log.warn(
+          { url: request.url, deadlineMs: options.requestDeadlineMs },
+          'request exceeded its deadline',
+        );
+        sendProblem(
+          reply,
+          problem(
+            'REQUEST_TIMEOUT',
+            `no answer within ${options.requestDeadlineMs} ms`,
+            undefined,
+            request.url,
+          ),
+        );
+      }
+    }, options.requestDeadlineMs);
+    timer.unref();
+    reply.raw.once('close', () => clearTimeout(timer));
+  });
+
+  app.setErrorHandler((error, request, reply) => {
+    const body = toProblem(error, request);
+    if (body.status >= 500) request.log.error({ err: error, code: body.code }, 'request failed');
+    if (reply.sent) return;
+    return sendProblem(reply, body);
+  });
+
+  app.setNotFoundHandler((request, reply) =>
+    sendProblem(
+      reply,
+      problem(
+        'ROUTE_NOT_FOUND',
+        `no endpoint ${request.method} ${request.url.split('?')[0]}`,
+        undefined,
+        request.url,
+      ),
+    ),
+  );
+
+  return app;
+}

@@ -1,0 +1,51 @@
+import type { FastifyInstance } from 'fastify';
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+
+/** The process's metrics, in a registry of its own (no global default registry). */
+export class Metrics {
+  readonly registry = new Registry();
+  readonly httpDuration = new Histogram({
+    name: 'tdp_http_request_duration_seconds',
+    help: 'HTTP request duration by route and status',
+    labelNames: ['method', 'route', 'status'] as const,
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+    registers: [this.registry],
+  });
+  readonly outboxPublished = new Counter({
+    name: 'tdp_outbox_published_total',
+    help: 'Domain events published from the outbox',
+    registers: [this.registry],
+  });
+  readonly outboxFailed = new Counter({
+    name: 'tdp_outbox_failed_total',
+    help: 'Failed outbox publication attempts, by outcome (FAILED = will retry, DEAD = gave up)',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+  readonly outboxLatency = new Histogram({
+    name: 'tdp_outbox_commit_to_publish_seconds',
+    help: 'Time from the commit of a domain event to its publication',
+    buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30, 120],
+    registers: [this.registry],
+  });
+
+  constructor(oldestUnpublishedAgeSeconds: () => Promise<number>) {
+    collectDefaultMetrics({ register: this.registry, prefix: 'tdp_' });
+    new Gauge({
+      name: 'tdp_outbox_oldest_unpublished_age_seconds',
+      help: 'Age of the oldest domain event not yet published',
+      registers: [this.registry],
+      async collect() {
+        this.set(await oldestUnpublishedAgeSeconds().catch(() => Number.NaN));
+      },
+    });
+  }
+
+  instrument(app: FastifyInstance): void {
+    app.addHook('onResponse', async (request, reply) => {
+      this.httpDuration
+        .labels(request.method, request.routeOptions.url ?? 'unmatched', String(reply.statusCode))
+        .observe(reply.elapsedTime / 1000);
+    });
+  }
+}

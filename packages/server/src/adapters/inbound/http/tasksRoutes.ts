@@ -1,0 +1,137 @@
+import { CreateTaskRequest, LifecycleStatus, TaskPage, TaskWithExecution } from '@tdp/protocol';
+import type { FastifyInstance } from 'fastify';
+import { Type } from 'typebox';
+import type { ApiKeyAuthenticator } from '../../../core/identity/authenticate.ts';
+import { type CancelTaskDeps, cancelTask } from '../../../core/tasks/cancelTask.ts';
+import { type CreateTaskDeps, createTask } from '../../../core/tasks/createTask.ts';
+import { getTask, listTasks } from '../../../core/tasks/queryTasks.ts';
+import { principalOf, requireApplication } from './auth.ts';
+import { problem, sendProblem } from './problems.ts';
+import { emptyBodyAsObject, IdempotencyKeyHeader, problemResponses, Uuid } from './schemas.ts';
+
+export interface TaskRouteDeps {
+  authenticator: ApiKeyAuthenticator;
+  create: CreateTaskDeps;
+  cancel: CancelTaskDeps;
+}
+
+export function registerTaskRoutes(app: FastifyInstance, deps: TaskRouteDeps): void {
+  const onRequest = requireApplication(deps.authenticator);
+  const security = [{ apiKey: [] }];
+
+  app.post<{ Body: CreateTaskRequest; Headers: { 'idempotency-key'?: string } }>(
+    '/v1/tasks',
+    {
+      onRequest,
+      preValidation: async (request, reply) => {
+        if (!request.headers['idempotency-key']) {
+          return sendProblem(
+            reply,
+            problem(
+              'IDEMPOTENCY_KEY_REQUIRED',
+              'send an Idempotency-Key header; reuse it when you retry',
+              undefined,
+              request.url,
+            ),
+          );
+        }
+      },
+      schema: {
+        tags: ['tasks'],
+        summary: 'Submit a task',
+        description:
+          'Creates a task and its first execution from a published workflow. Requires `Idempotency-Key`: a retry ' +
+          'with the same key and request returns the original answer (200); the same key with another request is 409.',
+        security,
+        headers: IdempotencyKeyHeader,
+        body: CreateTaskRequest,
+        response: { 200: TaskWithExecution, 201: TaskWithExecution, ...problemResponses },
+      },
+    },
+    async (request, reply) => {
+      const key = request.headers['idempotency-key']!;
+      const result = await createTask(deps.create, principalOf(request), key, request.body);
+      if (result.status === 200) reply.header('idempotent-replayed', 'true');
+      return reply
+        .code(result.status)
+        .header('location', `/v1/tasks/${result.body.task.id}`)
+        .send(result.body);
+    },
+  );
+
+  app.get<{
+    Querystring: { limit?: number; cursor?: string; externalRef?: string; status?: LifecycleStatus };
+  }>(
+    '/v1/tasks',
+    {
+      onRequest,
+      schema: {
+        tags: ['tasks'],
+        summary: 'List tasks, newest first',
+        description:
+          'Pages with `cursor` (the `nextCursor` of the previous page). `externalRef` finds tasks by your reference.',
+        security,
+        querystring: Type.Object(
+          {
+            limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200, default: 50 })),
+            cursor: Type.Optional(Uuid),
+            externalRef: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+            status: Type.Optional(LifecycleStatus),
+          },
+          { additionalProperties: false },
+        ),
+        response: { 200: TaskPage, ...problemResponses },
+      },
+    },
+    async (request) => {
+      const { limit = 50, cursor, externalRef, status } = request.query;
+      return listTasks(deps.create.tasks, principalOf(request), {
+        limit,
+        ...(cursor ? { cursor } : {}),
+        ...(externalRef ? { externalRef } : {}),
+        ...(status ? { lifecycleStatus: status } : {}),
+      });
+    },
+  );
+
+  const TaskParams = Type.Object({ id: Uuid });
+
+  app.get<{ Params: { id: string } }>(
+    '/v1/tasks/:id',
+    {
+      onRequest,
+      schema: {
+        tags: ['tasks'],
+        summary: 'Read a task with its current execution and steps',
+        security,
+        params: TaskParams,
+        response: { 200: TaskWithExecution, ...problemResponses },
+      },
+    },
+    async (request) => getTask(deps.create.tasks, principalOf(request), request.params.id),
+  );
+
+  app.post<{ Params: { id: string }; Body: { reason?: string } | undefined }>(
+    '/v1/tasks/:id(^[0-9a-fA-F-]{36})::cancel',
+    {
+      onRequest,
+      preValidation: emptyBodyAsObject,
+      schema: {
+        tags: ['tasks'],
+        summary: 'Cancel a task',
+        description:
+          'Idempotent. A task that has not started ends CANCELED at once; a running one goes to CANCELING until its ' +
+          'attempts stop. A finished task answers 409 INVALID_TRANSITION.',
+        security,
+        params: TaskParams,
+        body: Type.Object(
+          { reason: Type.Optional(Type.String({ maxLength: 500 })) },
+          { additionalProperties: false },
+        ),
+        response: { 200: TaskWithExecution, ...problemResponses },
+      },
+    },
+    async (request) =>
+      cancelTask(deps.cancel, principalOf(request), request.params.id, request.body?.reason ?? null),
+  );
+}

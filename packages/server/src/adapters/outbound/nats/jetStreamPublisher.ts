@@ -1,0 +1,59 @@
+import { connect, type JetStreamClient, type NatsConnection, nanos } from 'nats';
+import type { DomainEvent, EventPublisher } from '../../../core/outbox/ports.ts';
+
+export interface JetStreamOptions {
+  url: string;
+  stream?: string;
+  /** JetStream drops a message whose id it saw within this window. */
+  duplicateWindowMs?: number;
+  publishTimeoutMs?: number;
+}
+
+/** `tdp.<tenant>.<application>.events.<type>`; dots in the type become subject levels (execution.created). */
+export function subjectFor(event: Pick<DomainEvent, 'tenantId' | 'applicationId' | 'type'>): string {
+  return `tdp.${event.tenantId}.${event.applicationId}.events.${event.type}`;
+}
+
+/**
+ * Publishes domain events to NATS JetStream. The message id is the event id, so a re-publication after a
+ * crash or lease takeover is dropped by JetStream inside its duplicate window.
+ */
+export class JetStreamPublisher implements EventPublisher {
+  private constructor(
+    private readonly connection: NatsConnection,
+    private readonly jetstream: JetStreamClient,
+    private readonly timeoutMs: number,
+  ) {}
+
+  static async connect(options: JetStreamOptions): Promise<JetStreamPublisher> {
+    const connection = await connect({ servers: options.url, name: 'tdp-outbox', maxReconnectAttempts: -1 });
+    try {
+      const stream = options.stream ?? 'TDP_EVENTS';
+      const manager = await connection.jetstreamManager();
+      try {
+        await manager.streams.info(stream);
+      } catch {
+        await manager.streams.add({
+          name: stream,
+          subjects: ['tdp.*.*.events.>'],
+          duplicate_window: nanos(options.duplicateWindowMs ?? 120_000),
+        });
+      }
+      return new JetStreamPublisher(connection, connection.jetstream(), options.publishTimeoutMs ?? 5_000);
+    } catch (error) {
+      await connection.close();
+      throw error;
+    }
+  }
+
+  async publish(event: DomainEvent): Promise<void> {
+    await this.jetstream.publish(subjectFor(event), JSON.stringify(event.payload), {
+      msgID: event.id,
+      timeout: this.timeoutMs,
+    });
+  }
+
+  async close(): Promise<void> {
+    await this.connection.drain();
+  }
+}

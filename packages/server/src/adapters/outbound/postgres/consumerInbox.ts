@@ -1,0 +1,22 @@
+import type { Sql, TxSql } from './database.ts';
+
+/**
+ * Applies an event's effect at most once per consumer: the inbox row and the effect commit together,
+ * so a redelivered event (same id) finds the row and is skipped. Returns whether the effect ran.
+ */
+export async function consumeOnce(
+  sql: Sql,
+  consumer: string,
+  eventId: string,
+  now: Date,
+  effect: (tx: TxSql) => Promise<void>,
+): Promise<boolean> {
+  return (await sql.begin(async (tx) => {
+    const [fresh] = await tx`
+      INSERT INTO consumer_inbox (consumer, event_id, processed_at) VALUES (${consumer}, ${eventId}, ${now})
+      ON CONFLICT DO NOTHING RETURNING 1`;
+    if (!fresh) return false;
+    await effect(tx);
+    return true;
+  })) as boolean;
+}

@@ -1,0 +1,168 @@
+import type { ApiKeyRecord, Application, IdentityStore, Tenant } from '../../../core/identity/ports.ts';
+import { isUniqueViolation, type Sql } from './database.ts';
+
+interface ApplicationRow {
+  id: string;
+  tenant_id: string;
+  name: string;
+  callback_secret_sealed: string;
+  previous_callback_secret_sealed: string | null;
+  previous_callback_secret_expires_at: Date | null;
+  resource_provider_url: string | null;
+  resource_provider_token_sealed: string | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+interface ApiKeyRow {
+  id: string;
+  application_id: string;
+  tenant_id: string;
+  secret_hash: Buffer;
+  label: string | null;
+  created_at: Date;
+  expires_at: Date | null;
+  revoked_at: Date | null;
+}
+
+const toApplication = (row: ApplicationRow): Application => ({
+  id: row.id,
+  tenantId: row.tenant_id,
+  name: row.name,
+  callbackSecretSealed: row.callback_secret_sealed,
+  previousCallbackSecretSealed: row.previous_callback_secret_sealed,
+  previousCallbackSecretExpiresAt: row.previous_callback_secret_expires_at,
+  resourceProviderUrl: row.resource_provider_url,
+  resourceProviderTokenSealed: row.resource_provider_token_sealed,
+  createdAt: row.created_at,
+  updatedAt: row.updated_at,
+});
+
+const toApiKey = (row: ApiKeyRow): ApiKeyRecord => ({
+  id: row.id,
+  applicationId: row.application_id,
+  tenantId: row.tenant_id,
+  secretHash: row.secret_hash,
+  label: row.label,
+  createdAt: row.created_at,
+  expiresAt: row.expires_at,
+  revokedAt: row.revoked_at,
+});
+
+export class PostgresIdentityStore implements IdentityStore {
+  constructor(private readonly sql: Sql) {}
+
+  async insertTenant(tenant: Tenant): Promise<void> {
+    await this
+      .sql`INSERT INTO tenant (id, name, created_at) VALUES (${tenant.id}, ${tenant.name}, ${tenant.createdAt})`;
+  }
+
+  async listTenants(): Promise<Tenant[]> {
+    const rows = await this.sql<{ id: string; name: string; created_at: Date }[]>`
+      SELECT id, name, created_at FROM tenant ORDER BY id`;
+    return rows.map((r) => ({ id: r.id, name: r.name, createdAt: r.created_at }));
+  }
+
+  async getTenant(id: string): Promise<Tenant | null> {
+    const [row] = await this.sql<{ id: string; name: string; created_at: Date }[]>`
+      SELECT id, name, created_at FROM tenant WHERE id = ${id}`;
+    return row ? { id: row.id, name: row.name, createdAt: row.created_at } : null;
+  }
+
+  async findTenantByName(name: string): Promise<Tenant | null> {
+    const [row] = await this.sql<{ id: string; name: string; created_at: Date }[]>`
+      SELECT id, name, created_at FROM tenant WHERE name = ${name}`;
+    return row ? { id: row.id, name: row.name, createdAt: row.created_at } : null;
+  }
+
+  async findApplicationByName(tenantId: string, name: string): Promise<Application | null> {
+    const [row] = await this.sql<ApplicationRow[]>`
+      SELECT * FROM application WHERE tenant_id = ${tenantId} AND name = ${name}`;
+    return row ? toApplication(row) : null;
+  }
+
+  async insertApiKey(key: ApiKeyRecord): Promise<boolean> {
+    const rows = await this.sql`
+      INSERT INTO api_key (id, application_id, secret_hash, label, created_at, expires_at)
+      VALUES (${key.id}, ${key.applicationId}, ${key.secretHash}, ${key.label}, ${key.createdAt}, ${key.expiresAt})
+      ON CONFLICT (id) DO NOTHING RETURNING id`;
+    return rows.length > 0;
+  }
+
+  async insertApplication(application: Application, firstKey: ApiKeyRecord): Promise<boolean> {
+    try {
+      await this.sql.begin(async (tx) => {
+        await tx`
+          INSERT INTO application (id, tenant_id, name, callback_secret_sealed, resource_provider_url,
+                                   resource_provider_token_sealed, created_at, updated_at)
+          VALUES (${application.id}, ${application.tenantId}, ${application.name}, ${application.callbackSecretSealed},
+                  ${application.resourceProviderUrl}, ${application.resourceProviderTokenSealed},
+                  ${application.createdAt}, ${application.updatedAt})`;
+        await tx`
+          INSERT INTO api_key (id, application_id, secret_hash, label, created_at)
+          VALUES (${firstKey.id}, ${application.id}, ${firstKey.secretHash}, ${firstKey.label}, ${firstKey.createdAt})`;
+      });
+      return true;
+    } catch (error) {
+      if (isUniqueViolation(error, 'application_tenant_id_name_key')) return false;
+      throw error;
+    }
+  }
+
+  async getApplication(id: string): Promise<Application | null> {
+    const [row] = await this.sql<ApplicationRow[]>`SELECT * FROM application WHERE id = ${id}`;
+    return row ? toApplication(row) : null;
+  }
+
+  async listApplications(tenantId: string): Promise<Application[]> {
+    const rows = await this.sql<
+      ApplicationRow[]
+    >`SELECT * FROM application WHERE tenant_id = ${tenantId} ORDER BY id`;
+    return rows.map(toApplication);
+  }
+
+  async updateApplication(application: Application): Promise<void> {
+    await this.sql`
+      UPDATE application SET
+        name = ${application.name},
+        callback_secret_sealed = ${application.callbackSecretSealed},
+        previous_callback_secret_sealed = ${application.previousCallbackSecretSealed},
+        previous_callback_secret_expires_at = ${application.previousCallbackSecretExpiresAt},
+        resource_provider_url = ${application.resourceProviderUrl},
+        resource_provider_token_sealed = ${application.resourceProviderTokenSealed},
+        updated_at = ${application.updatedAt}
+      WHERE id = ${application.id}`;
+  }
+
+  async rotateApiKey(key: ApiKeyRecord, othersExpireAt: Date): Promise<void> {
+    await this.sql.begin(async (tx) => {
+      await tx`
+        UPDATE api_key SET expires_at = ${othersExpireAt}
+        WHERE application_id = ${key.applicationId} AND revoked_at IS NULL
+          AND (expires_at IS NULL OR expires_at > ${othersExpireAt})`;
+      await tx`
+        INSERT INTO api_key (id, application_id, secret_hash, label, created_at)
+        VALUES (${key.id}, ${key.applicationId}, ${key.secretHash}, ${key.label}, ${key.createdAt})`;
+    });
+  }
+
+  async revokeApiKey(applicationId: string, keyId: string, at: Date): Promise<boolean> {
+    const rows = await this.sql`
+      UPDATE api_key SET revoked_at = coalesce(revoked_at, ${at})
+      WHERE id = ${keyId} AND application_id = ${applicationId} RETURNING id`;
+    return rows.length > 0;
+  }
+
+  async findApiKey(keyId: string): Promise<ApiKeyRecord | null> {
+    const [row] = await this.sql<ApiKeyRow[]>`
+      SELECT k.*, a.tenant_id FROM api_key k JOIN application a ON a.id = k.application_id WHERE k.id = ${keyId}`;
+    return row ? toApiKey(row) : null;
+  }
+
+  async listApiKeys(applicationId: string): Promise<ApiKeyRecord[]> {
+    const rows = await this.sql<ApiKeyRow[]>`
+      SELECT k.*, a.tenant_id FROM api_key k JOIN application a ON a.id = k.application_id
+      WHERE k.application_id = ${applicationId} ORDER BY k.created_at`;
+    return rows.map(toApiKey);
+  }
+}

@@ -1,0 +1,138 @@
+import { newId } from '@tdp/protocol';
+import { afterFailure, type ClaimPolicy, claimPolicy } from '../../../core/outbox/policy.ts';
+import type { ClaimedOutboxEvent, OutboxQueue } from '../../../core/outbox/ports.ts';
+import type { Sql } from './database.ts';
+
+/**
+ * The claim/lease/back-off/dead mechanism, written once. Every outbox-like table has the columns
+ * id, status (PENDING, PUBLISHING, PUBLISHED, FAILED, DEAD), attempts, available_at, claim_id,
+ * claim_expires_at, last_error, published_at and created_at.
+ */
+export type ClaimableTable = 'outbox_event';
+
+export class ClaimableRows {
+  constructor(
+    private readonly sql: Sql,
+    private readonly table: ClaimableTable,
+    private readonly policy: ClaimPolicy = claimPolicy,
+  ) {}
+
+  /** Claims due rows in a short transaction: oldest due first, skipping rows another claimer holds. */
+  async claim<Row extends object>(
+    now: Date,
+    limit: number,
+  ): Promise<(Row & { id: string; claim_id: string; attempts: number })[]> {
+    const claimId = newId();
+    const leaseUntil = new Date(now.getTime() + this.policy.leaseMs);
+    const table = this.sql(this.table);
+    return this.sql`
+      WITH due AS (
+        SELECT id FROM ${table}
+        WHERE (status IN ('PENDING', 'FAILED') AND available_at <= ${now})
+           OR (status = 'PUBLISHING' AND claim_expires_at <= ${now})
+        ORDER BY available_at, id
+        LIMIT ${limit}
+        FOR UPDATE SKIP LOCKED
+      )
+      UPDATE ${table} AS row
+      SET status = 'PUBLISHING', attempts = row.attempts + 1, claim_id = ${claimId}, claim_expires_at = ${leaseUntil}
+      FROM due WHERE row.id = due.id
+      RETURNING row.*` as unknown as Promise<(Row & { id: string; claim_id: string; attempts: number })[]>;
+  }
+
+  async markPublished(claimId: string, ids: string[], now: Date): Promise<string[]> {
+    const rows = await this.sql<{ id: string }[]>`
+      UPDATE ${this.sql(this.table)}
+      SET status = 'PUBLISHED', published_at = ${now}, claim_id = NULL, claim_expires_at = NULL, last_error = NULL
+      WHERE id = ANY(${ids}::uuid[]) AND claim_id = ${claimId} AND status = 'PUBLISHING'
+      RETURNING id`;
+    return rows.map((r) => r.id);
+  }
+
+  async markFailed(
+    claimId: string,
+    id: string,
+    attempts: number,
+    error: string,
+    now: Date,
+  ): Promise<'FAILED' | 'DEAD' | null> {
+    const outcome = afterFailure(attempts, now, this.policy);
+    const availableAt = outcome.status === 'FAILED' ? outcome.availableAt : now;
+    const rows = await this.sql`
+      UPDATE ${this.sql(this.table)}
+      SET status = ${outcome.status}, available_at = ${availableAt}, last_error = ${error},
+          claim_id = NULL, claim_expires_at = NULL
+      WHERE id = ${id} AND claim_id = ${claimId} AND status = 'PUBLISHING'
+      RETURNING id`;
+    return rows.length > 0 ? outcome.status : null;
+  }
+
+  async nextDueAt(): Promise<Date | null> {
+    const table = this.sql(this.table);
+    const [row] = await this.sql<{ due: Date | null }[]>`
+      SELECT least(
+        (SELECT min(available_at) FROM ${table} WHERE status IN ('PENDING', 'FAILED')),
+        (SELECT min(claim_expires_at) FROM ${table} WHERE status = 'PUBLISHING')
+      ) AS due`;
+    return row?.due ?? null;
+  }
+
+  /** Age of the oldest row not yet published (PENDING, PUBLISHING or FAILED), in seconds; 0 when none. */
+  async oldestUnpublishedAgeSeconds(now: Date): Promise<number> {
+    const [row] = await this.sql<{ oldest: Date | null }[]>`
+      SELECT min(created_at) AS oldest FROM ${this.sql(this.table)} WHERE status IN ('PENDING', 'PUBLISHING', 'FAILED')`;
+    return row?.oldest ? Math.max(0, (now.getTime() - row.oldest.getTime()) / 1000) : 0;
+  }
+
+  async countByStatus(): Promise<Record<string, number>> {
+    const rows = await this.sql<{ status: string; count: bigint }[]>`
+      SELECT status, count(*) AS count FROM ${this.sql(this.table)} WHERE status <> 'PUBLISHED' GROUP BY status`;
+    return Object.fromEntries(rows.map((r) => [r.status, Number(r.count)]));
+  }
+}
+
+interface OutboxEventRow {
+  id: string;
+  claim_id: string;
+  attempts: number;
+  tenant_id: string;
+  application_id: string;
+  event_type: string;
+  payload: Record<string, unknown>;
+  created_at: Date;
+}
+
+/** The domain-event outbox on top of the shared claim mechanism. */
+export class PostgresOutboxQueue implements OutboxQueue {
+  readonly rows: ClaimableRows;
+
+  constructor(sql: Sql, policy: ClaimPolicy = claimPolicy) {
+    this.rows = new ClaimableRows(sql, 'outbox_event', policy);
+  }
+
+  async claim(now: Date, limit: number): Promise<ClaimedOutboxEvent[]> {
+    const rows = await this.rows.claim<OutboxEventRow>(now, limit);
+    return rows.map((row) => ({
+      id: row.id,
+      claimId: row.claim_id,
+      attempts: row.attempts,
+      tenantId: row.tenant_id,
+      applicationId: row.application_id,
+      eventType: row.event_type,
+      payload: row.payload,
+      createdAt: row.created_at,
+    }));
+  }
+
+  markPublished(claimId: string, ids: string[], now: Date) {
+    return this.rows.markPublished(claimId, ids, now);
+  }
+
+  markFailed(claimId: string, id: string, attempts: number, error: string, now: Date) {
+    return this.rows.markFailed(claimId, id, attempts, error, now);
+  }
+
+  nextDueAt() {
+    return this.rows.nextDueAt();
+  }
+}

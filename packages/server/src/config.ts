@@ -1,0 +1,73 @@
+import { type Keyring, parseKeyring } from './core/identity/secretBox.ts';
+
+/** Settings, compiled once at the edge; the rest of the server sees only these values. */
+export interface ServerConfig {
+  databaseUrl: string;
+  host: string;
+  port: number;
+  publicUrl: string;
+  adminToken: string;
+  secretKeyring: Keyring;
+  allowInsecureCallbacks: boolean;
+  natsUrl: string | null;
+  bodyLimitBytes: number;
+  requestDeadlineMs: number;
+  statementTimeoutMs: number;
+  databasePoolSize: number;
+  logLevel: string;
+  runLoops: boolean;
+}
+
+export class ConfigError extends Error {}
+
+function required(env: NodeJS.ProcessEnv, name: string): string {
+  const value = env[name]?.trim();
+  if (!value) throw new ConfigError(`${name} is required`);
+  return value;
+}
+
+function integer(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const raw = env[name]?.trim();
+  if (!raw) return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 0)
+    throw new ConfigError(`${name} must be a non-negative integer, got "${raw}"`);
+  return value;
+}
+
+const truthy = (value: string | undefined) => ['1', 'true', 'yes'].includes((value ?? '').toLowerCase());
+
+/** Reads the server's settings from the environment (flags are folded into it by the CLI). */
+export function configFromEnv(env: NodeJS.ProcessEnv, overrides: Partial<ServerConfig> = {}): ServerConfig {
+  const port = overrides.port ?? integer(env, 'TDP_PORT', 8080);
+  const host = overrides.host ?? env.TDP_HOST ?? '127.0.0.1';
+  const adminToken = overrides.adminToken ?? required(env, 'TDP_ADMIN_TOKEN');
+  if (adminToken.length < 16) throw new ConfigError('TDP_ADMIN_TOKEN must be at least 16 characters');
+  let secretKeyring = overrides.secretKeyring;
+  if (!secretKeyring) {
+    try {
+      secretKeyring = parseKeyring(required(env, 'TDP_SECRET_KEYS'));
+    } catch (error) {
+      throw new ConfigError(`TDP_SECRET_KEYS: ${(error as Error).message}`);
+    }
+  }
+  return {
+    databaseUrl: overrides.databaseUrl ?? required(env, 'DATABASE_URL'),
+    host,
+    port,
+    publicUrl:
+      overrides.publicUrl ??
+      env.TDP_PUBLIC_URL ??
+      `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${port}`,
+    adminToken,
+    secretKeyring,
+    allowInsecureCallbacks: overrides.allowInsecureCallbacks ?? truthy(env.TDP_ALLOW_INSECURE_CALLBACKS),
+    natsUrl: overrides.natsUrl !== undefined ? overrides.natsUrl : env.NATS_URL?.trim() || null,
+    bodyLimitBytes: overrides.bodyLimitBytes ?? integer(env, 'TDP_BODY_LIMIT_BYTES', 1024 * 1024),
+    requestDeadlineMs: overrides.requestDeadlineMs ?? integer(env, 'TDP_REQUEST_DEADLINE_MS', 15_000),
+    statementTimeoutMs: overrides.statementTimeoutMs ?? integer(env, 'TDP_STATEMENT_TIMEOUT_MS', 10_000),
+    databasePoolSize: overrides.databasePoolSize ?? integer(env, 'TDP_DB_POOL_SIZE', 20),
+    logLevel: overrides.logLevel ?? env.TDP_LOG_LEVEL ?? 'info',
+    runLoops: overrides.runLoops ?? true,
+  };
+}

@@ -1,0 +1,32 @@
+import type { FieldError, StepDefinition } from '@tdp/protocol';
+
+export interface StoredDefinition {
+  id: string;
+  tenantId: string;
+  name: string;
+  version: string;
+  description: string | null;
+  inputSchema: Record<string, unknown>;
+  steps: StepDefinition[];
+  contentHash: string;
+  publishedBy: string;
+  publishedAt: Date;
+}
+
+export interface DefinitionStore {
+  /** Inserts unless (tenant, name, version) exists; returns the row that is stored either way. */
+  insertIfAbsent(definition: StoredDefinition): Promise<{ inserted: boolean; stored: StoredDefinition }>;
+  get(tenantId: string, name: string, version: string): Promise<StoredDefinition | null>;
+  list(
+    tenantId: string,
+    filter: { name?: string; limit: number; after?: string },
+  ): Promise<StoredDefinition[]>;
+}
+
+/** JSON Schema support: checks that a document is a schema, and validates values against one. */
+export interface JsonSchemaValidator {
+  /** Errors in the schema itself; empty when it is a valid JSON Schema (draft 2020-12). */
+  checkSchema(schema: Record<string, unknown>): FieldError[];
+  /** Errors of `value` against `schema`; `cacheKey` identifies an immutable schema for compilation reuse. */
+  validate(cacheKey: string, schema: Record<string, unknown>, value: unknown): FieldError[];
+}

@@ -1,0 +1,57 @@
+import type { PublishWorkflowDefinitionRequest } from '@tdp/protocol';
+import type { ApplicationPrincipal } from '../identity/ports.ts';
+import { fingerprint } from '../shared/canonicalJson.ts';
+import { AppError } from '../shared/errors.ts';
+import type { Clock, IdGenerator } from '../shared/ports.ts';
+import { normaliseSteps, validateSteps } from './dag.ts';
+import type { DefinitionStore, JsonSchemaValidator, StoredDefinition } from './ports.ts';
+
+export interface DefinitionDeps {
+  store: DefinitionStore;
+  schemas: JsonSchemaValidator;
+  clock: Clock;
+  ids: IdGenerator;
+}
+
+/**
+ * Publishes a workflow definition for the caller's tenant. A name + version is immutable: publishing the
+ * same content again returns the stored definition (safe to retry), different content is a conflict.
+ */
+export async function publishDefinition(
+  deps: DefinitionDeps,
+  principal: ApplicationPrincipal,
+  request: PublishWorkflowDefinitionRequest,
+): Promise<{ definition: StoredDefinition; created: boolean }> {
+  const steps = normaliseSteps(request.steps);
+  const inputSchema = request.inputSchema ?? {};
+  const errors = [
+    ...validateSteps(steps),
+    ...deps.schemas
+      .checkSchema(inputSchema)
+      .map((e) => ({ path: `/inputSchema${e.path}`, message: e.message })),
+  ];
+  if (errors.length > 0) {
+    throw new AppError('WORKFLOW_DEFINITION_INVALID', errors.map((e) => e.message).join('; '), errors);
+  }
+  const description = request.description ?? null;
+  const contentHash = fingerprint({ description, inputSchema, steps });
+  const { inserted, stored } = await deps.store.insertIfAbsent({
+    id: deps.ids.newId(),
+    tenantId: principal.tenantId,
+    name: request.name,
+    version: request.version,
+    description,
+    inputSchema,
+    steps,
+    contentHash,
+    publishedBy: principal.applicationId,
+    publishedAt: deps.clock.now(),
+  });
+  if (!inserted && stored.contentHash !== contentHash) {
+    throw new AppError(
+      'WORKFLOW_VERSION_EXISTS',
+      `${request.name} version ${request.version} is already published with different content; publish a new version`,
+    );
+  }
+  return { definition: stored, created: inserted };
+}

@@ -1,0 +1,209 @@
+import { randomBytes } from 'node:crypto';
+import { AppError } from '../shared/errors.ts';
+import type { Clock, IdGenerator } from '../shared/ports.ts';
+import { generateApiKey } from './apiKeys.ts';
+import type { ApiKeyRecord, Application, IdentityStore } from './ports.ts';
+import type { SecretBox } from './secretBox.ts';
+
+export interface ApplicationDeps {
+  store: IdentityStore;
+  secrets: SecretBox;
+  clock: Clock;
+  ids: IdGenerator;
+  /** Allows http:// resource-provider URLs (development only). */
+  allowInsecureUrls: boolean;
+}
+
+export interface ResourceProviderSettings {
+  url: string;
+  bearerToken: string;
+}
+
+/** A freshly issued key: the plaintext is returned here once and never stored. */
+export interface IssuedApiKey {
+  id: string;
+  key: string;
+  createdAt: Date;
+}
+
+const sealedField = (applicationId: string, field: string) => `application:${applicationId}:${field}`;
+
+export function newCallbackSecret(): string {
+  return `whsec_${randomBytes(32).toString('base64url')}`;
+}
+
+/** Checks an outbound URL we will call with credentials: https (unless allowed), no userinfo. */
+export function checkOutboundUrl(text: string, allowInsecure: boolean): string | null {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    return 'is not an absolute URL';
+  }
+  if (url.protocol !== 'https:' && !(allowInsecure && url.protocol === 'http:')) {
+    return allowInsecure ? 'must use http or https' : 'must use https';
+  }
+  if (url.username || url.password) return 'must not contain credentials';
+  if (url.hash) return 'must not contain a fragment';
+  return null;
+}
+
+function sealResourceProvider(
+  deps: ApplicationDeps,
+  applicationId: string,
+  settings: ResourceProviderSettings,
+) {
+  const problem = checkOutboundUrl(settings.url, deps.allowInsecureUrls);
+  if (problem) {
+    throw new AppError('VALIDATION_FAILED', `resourceProvider.url ${problem}`, [
+      { path: '/resourceProvider/url', message: problem },
+    ]);
+  }
+  return {
+    resourceProviderUrl: settings.url,
+    resourceProviderTokenSealed: deps.secrets.seal(
+      settings.bearerToken,
+      sealedField(applicationId, 'resource_provider_token'),
+    ),
+  };
+}
+
+function newKeyRecord(application: Application, label: string | null, now: Date) {
+  const generated = generateApiKey();
+  const record: ApiKeyRecord = {
+    id: generated.keyId,
+    applicationId: application.id,
+    tenantId: application.tenantId,
+    secretHash: generated.secretHash,
+    label,
+    createdAt: now,
+    expiresAt: null,
+    revokedAt: null,
+  };
+  const issued: IssuedApiKey = { id: generated.keyId, key: generated.plaintext, createdAt: now };
+  return { record, issued };
+}
+
+export async function createApplication(
+  deps: ApplicationDeps,
+  input: {
+    tenantId: string;
+    name: string;
+    resourceProvider?: ResourceProviderSettings;
+    callbackSecret?: string;
+  },
+): Promise<{ application: Application; apiKey: IssuedApiKey; callbackSecret: string }> {
+  const tenant = await deps.store.getTenant(input.tenantId);
+  if (!tenant) throw new AppError('TENANT_NOT_FOUND', `tenant ${input.tenantId} does not exist`);
+  const now = deps.clock.now();
+  const id = deps.ids.newId();
+  const callbackSecret = input.callbackSecret ?? newCallbackSecret();
+  const application: Application = {
+    id,
+    tenantId: tenant.id,
+    name: input.name.trim(),
+    callbackSecretSealed: deps.secrets.seal(callbackSecret, sealedField(id, 'callback_secret')),
+    previousCallbackSecretSealed: null,
+    previousCallbackSecretExpiresAt: null,
+    resourceProviderUrl: null,
+    resourceProviderTokenSealed: null,
+    createdAt: now,
+    updatedAt: now,
+    ...(input.resourceProvider ? sealResourceProvider(deps, id, input.resourceProvider) : {}),
+  };
+  const { record, issued } = newKeyRecord(application, 'initial', now);
+  if (!(await deps.store.insertApplication(application, record))) {
+    throw new AppError(
+      'APPLICATION_NAME_TAKEN',
+      `tenant ${tenant.id} already has an application named "${application.name}"`,
+    );
+  }
+  return { application, apiKey: issued, callbackSecret };
+}
+
+async function requireApplication(deps: Pick<ApplicationDeps, 'store'>, id: string): Promise<Application> {
+  const application = await deps.store.getApplication(id);
+  if (!application) throw new AppError('APPLICATION_NOT_FOUND', `application ${id} does not exist`);
+  return application;
+}
+
+export async function updateResourceProvider(
+  deps: ApplicationDeps,
+  applicationId: string,
+  settings: ResourceProviderSettings | null,
+): Promise<Application> {
+  const application = await requireApplication(deps, applicationId);
+  const updated: Application = {
+    ...application,
+    ...(settings
+      ? sealResourceProvider(deps, application.id, settings)
+      : { resourceProviderUrl: null, resourceProviderTokenSealed: null }),
+    updatedAt: deps.clock.now(),
+  };
+  await deps.store.updateApplication(updated);
+  return updated;
+}
+
+/**
+ * Issues a new API key. Keys issued before keep working for `overlapSeconds` so callers can roll the
+ * new key out; after that only the new key is accepted.
+ */
+export async function rotateApiKey(
+  deps: ApplicationDeps,
+  applicationId: string,
+  options: { overlapSeconds: number; label: string | null },
+): Promise<{ apiKey: IssuedApiKey; previousKeysExpireAt: Date }> {
+  const application = await requireApplication(deps, applicationId);
+  const now = deps.clock.now();
+  const { record, issued } = newKeyRecord(application, options.label, now);
+  const previousKeysExpireAt = new Date(now.getTime() + options.overlapSeconds * 1000);
+  await deps.store.rotateApiKey(record, previousKeysExpireAt);
+  return { apiKey: issued, previousKeysExpireAt };
+}
+
+export async function revokeApiKey(
+  deps: ApplicationDeps,
+  applicationId: string,
+  keyId: string,
+): Promise<void> {
+  await requireApplication(deps, applicationId);
+  if (!(await deps.store.revokeApiKey(applicationId, keyId, deps.clock.now()))) {
+    throw new AppError('API_KEY_NOT_FOUND', `application ${applicationId} has no API key ${keyId}`);
+  }
+}
+
+/** A new signing secret; the previous one stays valid for signatures during the overlap. */
+export async function rotateCallbackSecret(
+  deps: ApplicationDeps,
+  applicationId: string,
+  overlapSeconds: number,
+): Promise<{ callbackSecret: string; previousSecretExpiresAt: Date }> {
+  const application = await requireApplication(deps, applicationId);
+  const now = deps.clock.now();
+  const callbackSecret = newCallbackSecret();
+  const previousSecretExpiresAt = new Date(now.getTime() + overlapSeconds * 1000);
+  await deps.store.updateApplication({
+    ...application,
+    callbackSecretSealed: deps.secrets.seal(callbackSecret, sealedField(application.id, 'callback_secret')),
+    previousCallbackSecretSealed: application.callbackSecretSealed,
+    previousCallbackSecretExpiresAt: previousSecretExpiresAt,
+    updatedAt: now,
+  });
+  return { callbackSecret, previousSecretExpiresAt };
+}
+
+/** The decrypted secrets of an application, for the components that sign or call on its behalf. */
+export function openApplicationSecrets(secrets: SecretBox, application: Application) {
+  return {
+    callbackSecret: secrets.open(
+      application.callbackSecretSealed,
+      sealedField(application.id, 'callback_secret'),
+    ),
+    resourceProviderToken: application.resourceProviderTokenSealed
+      ? secrets.open(
+          application.resourceProviderTokenSealed,
+          sealedField(application.id, 'resource_provider_token'),
+        )
+      : null,
+  };
+}

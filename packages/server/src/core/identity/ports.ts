@@ -1,0 +1,64 @@
+/**
+ * Identity glossary
+ * - tenant: an organisation; the outermost isolation boundary.
+ * - application: a business system inside a tenant; it owns API keys, a callback signing secret and a
+ *   resource provider (URL + bearer token) through which workers get access to its files.
+ * - API key: `tdp_<keyId>_<secret>`; stored as a hash; several may be valid during a rotation overlap.
+ * - principal: who is calling, as established by authentication.
+ */
+export interface Tenant {
+  id: string;
+  name: string;
+  createdAt: Date;
+}
+
+export interface Application {
+  id: string;
+  tenantId: string;
+  name: string;
+  callbackSecretSealed: string;
+  previousCallbackSecretSealed: string | null;
+  previousCallbackSecretExpiresAt: Date | null;
+  resourceProviderUrl: string | null;
+  resourceProviderTokenSealed: string | null;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export interface ApiKeyRecord {
+  id: string;
+  applicationId: string;
+  tenantId: string;
+  secretHash: Buffer;
+  label: string | null;
+  createdAt: Date;
+  expiresAt: Date | null;
+  revokedAt: Date | null;
+}
+
+export interface ApplicationPrincipal {
+  kind: 'application';
+  tenantId: string;
+  applicationId: string;
+  keyId: string;
+}
+
+export interface IdentityStore {
+  insertTenant(tenant: Tenant): Promise<void>;
+  listTenants(): Promise<Tenant[]>;
+  getTenant(id: string): Promise<Tenant | null>;
+  findTenantByName(name: string): Promise<Tenant | null>;
+  /** Inserts the application and its first key atomically; false when the name is taken in the tenant. */
+  insertApplication(application: Application, firstKey: ApiKeyRecord): Promise<boolean>;
+  getApplication(id: string): Promise<Application | null>;
+  findApplicationByName(tenantId: string, name: string): Promise<Application | null>;
+  listApplications(tenantId: string): Promise<Application[]>;
+  updateApplication(application: Application): Promise<void>;
+  /** Adds a key; every other live key of the application then expires at `othersExpireAt` at the latest. */
+  rotateApiKey(key: ApiKeyRecord, othersExpireAt: Date): Promise<void>;
+  /** Adds a key without touching the others; false when the key id exists already. */
+  insertApiKey(key: ApiKeyRecord): Promise<boolean>;
+  revokeApiKey(applicationId: string, keyId: string, at: Date): Promise<boolean>;
+  findApiKey(keyId: string): Promise<ApiKeyRecord | null>;
+  listApiKeys(applicationId: string): Promise<ApiKeyRecord[]>;
+}

@@ -1,0 +1,34 @@
+import type { TaskPage, TaskWithExecution } from '@tdp/protocol';
+import type { ApplicationPrincipal } from '../identity/ports.ts';
+import { AppError } from '../shared/errors.ts';
+import type { TaskStore } from './ports.ts';
+import { toTaskView } from './views.ts';
+
+/** Another application's task is reported as missing, never as forbidden: its existence is not ours to know. */
+export async function getTask(
+  tasks: TaskStore,
+  principal: ApplicationPrincipal,
+  taskId: string,
+): Promise<TaskWithExecution> {
+  const state = await tasks.getTask(principal.applicationId, taskId);
+  if (!state) throw new AppError('TASK_NOT_FOUND', `task ${taskId} does not exist`);
+  return toTaskView(state);
+}
+
+export async function listTasks(
+  tasks: TaskStore,
+  principal: ApplicationPrincipal,
+  query: { limit: number; cursor?: string; externalRef?: string; lifecycleStatus?: string },
+): Promise<TaskPage> {
+  const rows = await tasks.listTasks(principal.applicationId, {
+    limit: query.limit + 1,
+    ...(query.cursor ? { before: query.cursor } : {}),
+    ...(query.externalRef ? { externalRef: query.externalRef } : {}),
+    ...(query.lifecycleStatus ? { lifecycleStatus: query.lifecycleStatus } : {}),
+  });
+  const page = rows.slice(0, query.limit);
+  return {
+    items: page.map(toTaskView),
+    nextCursor: rows.length > query.limit ? (page.at(-1)?.task.id ?? null) : null,
+  };
+}

@@ -1,0 +1,27 @@
+import type { Logger } from 'pino';
+import { type DispatchObserver, dispatchOutboxBatch } from '../core/outbox/dispatchOutbox.ts';
+import type { EventPublisher, OutboxQueue } from '../core/outbox/ports.ts';
+import type { Clock } from '../core/shared/ports.ts';
+import { WakeableLoop } from './wakeableLoop.ts';
+
+export function createOutboxLoop(deps: {
+  queue: OutboxQueue;
+  publisher: EventPublisher;
+  clock: Clock;
+  logger: Logger;
+  observer?: DispatchObserver;
+  batchSize?: number;
+}): WakeableLoop {
+  const batchSize = deps.batchSize ?? 100;
+  return new WakeableLoop({
+    name: 'outbox',
+    logger: deps.logger,
+    round: async () => {
+      const report = await dispatchOutboxBatch(deps, batchSize);
+      if (report.failed + report.dead + report.lostClaims > 0)
+        deps.logger.warn({ report }, 'outbox round had failures');
+      return { full: report.claimed === batchSize };
+    },
+    nextDueAt: () => deps.queue.nextDueAt(),
+  });
+}

@@ -1,0 +1,224 @@
+/**
+ * The composition root: the only module that knows every concrete class. It turns a config into a
+ * running server (HTTP API + background loops) and gives back a handle that shuts it all down in order.
+ */
+import { newId } from '@tdp/protocol';
+import type { FastifyInstance } from 'fastify';
+import { type Logger, pino } from 'pino';
+import { registerAdminRoutes } from './adapters/inbound/http/adminRoutes.ts';
+import { createHttpApp } from './adapters/inbound/http/app.ts';
+import { registerDefinitionRoutes } from './adapters/inbound/http/definitionsRoutes.ts';
+import { registerHealthRoutes } from './adapters/inbound/http/healthRoutes.ts';
+import { Metrics } from './adapters/inbound/http/metrics.ts';
+import { registerTaskRoutes } from './adapters/inbound/http/tasksRoutes.ts';
+import { InProcessBus } from './adapters/outbound/bus/inProcessBus.ts';
+import { AjvJsonSchemaValidator } from './adapters/outbound/jsonschema/ajvValidator.ts';
+import { JetStreamPublisher } from './adapters/outbound/nats/jetStreamPublisher.ts';
+import { connectDatabase, type Sql } from './adapters/outbound/postgres/database.ts';
+import { PostgresDefinitionStore } from './adapters/outbound/postgres/definitionStore.ts';
+import { PostgresIdentityStore } from './adapters/outbound/postgres/identityStore.ts';
+import { loadMigrations, migrationsCurrent } from './adapters/outbound/postgres/migrate.ts';
+import { PostgresOutboxQueue } from './adapters/outbound/postgres/outboxQueue.ts';
+import { PostgresTaskStore } from './adapters/outbound/postgres/taskStore.ts';
+import type { ServerConfig } from './config.ts';
+import { DefinitionCatalog } from './core/definitions/catalog.ts';
+import type { ApplicationDeps } from './core/identity/applications.ts';
+import { ApiKeyAuthenticator } from './core/identity/authenticate.ts';
+import { SecretBox } from './core/identity/secretBox.ts';
+import type { EventPublisher } from './core/outbox/ports.ts';
+import { type Clock, type IdGenerator, systemClock } from './core/shared/ports.ts';
+import type { OutboxSignal } from './core/tasks/ports.ts';
+import { createOutboxLoop } from './loops/outboxLoop.ts';
+import type { WakeableLoop } from './loops/wakeableLoop.ts';
+
+export { connectDatabase } from './adapters/outbound/postgres/database.ts';
+export { migrate } from './adapters/outbound/postgres/migrate.ts';
+export { ConfigError, configFromEnv, type ServerConfig } from './config.ts';
+
+export const serverVersion = '0.1.0';
+const outboxChannel = 'tdp_outbox';
+
+export interface RunningServer {
+  app: FastifyInstance;
+  sql: Sql;
+  url: string;
+  bus: InProcessBus;
+  identity: ApplicationDeps;
+  logger: Logger;
+  /** Stops accepting, lets in-flight requests and loop rounds finish, then closes connections. */
+  close(): Promise<void>;
+}
+
+export interface ServerDependencies {
+  clock?: Clock;
+  ids?: IdGenerator;
+  logger?: Logger;
+  /** Replaces the event publisher chosen from the config (tests). */
+  publisher?: EventPublisher;
+}
+
+/**
+ * Wakes the local outbox loop at once and, at most every 100 ms, sends a NOTIFY so loops in other
+ * processes hear about the new rows. The NOTIFY is sent outside the writing transaction (a NOTIFY inside
+ * every commit would serialise commits).
+ */
+class OutboxWakeup implements OutboxSignal {
+  private notifyPending = false;
+  loop: WakeableLoop | null = null;
+
+  constructor(private readonly sql: Sql) {}
+
+  outboxWritten(): void {
+    this.loop?.wake();
+    if (this.notifyPending) return;
+    this.notifyPending = true;
+    setTimeout(() => {
+      this.notifyPending = false;
+      this.sql.notify(outboxChannel, '').catch(() => {});
+    }, 100).unref();
+  }
+}
+
+export async function startServer(
+  config: ServerConfig,
+  overrides: ServerDependencies = {},
+): Promise<RunningServer> {
+  const logger =
+    overrides.logger ??
+    pino({
+      level: config.logLevel,
+      redact: {
+        paths: ['req.headers.authorization', '*.apiKey', '*.key', '*.callbackSecret', '*.bearerToken'],
+        remove: true,
+      },
+    });
+  const clock = overrides.clock ?? systemClock;
+  const ids = overrides.ids ?? { newId };
+  const sql = connectDatabase({
+    url: config.databaseUrl,
+    maxConnections: config.databasePoolSize,
+    statementTimeoutMs: config.statementTimeoutMs,
+    applicationName: 'tdp-server',
+  });
+
+  const migrations = await loadMigrations();
+  const latestMigration = migrations.at(-1)?.version ?? 0;
+  const identityStore = new PostgresIdentityStore(sql);
+  const secrets = new SecretBox(config.secretKeyring);
+  const authenticator = new ApiKeyAuthenticator(identityStore, clock);
+  const schemas = new AjvJsonSchemaValidator();
+  const definitionStore = new PostgresDefinitionStore(sql);
+  const tasks = new PostgresTaskStore(sql);
+  const outboxQueue = new PostgresOutboxQueue(sql);
+  const signal = new OutboxWakeup(sql);
+  const bus = new InProcessBus();
+  const nats =
+    overrides.publisher || !config.natsUrl ? null : await JetStreamPublisher.connect({ url: config.natsUrl });
+  const publisher: EventPublisher = overrides.publisher ?? nats ?? bus;
+  const metrics = new Metrics(() => outboxQueue.rows.oldestUnpublishedAgeSeconds(clock.now()));
+  const identity: ApplicationDeps = {
+    store: identityStore,
+    secrets,
+    clock,
+    ids,
+    allowInsecureUrls: config.allowInsecureCallbacks,
+  };
+
+  const app = await createHttpApp({
+    logger,
+    bodyLimitBytes: config.bodyLimitBytes,
+    requestDeadlineMs: config.requestDeadlineMs,
+    publicUrl: config.publicUrl,
+    version: serverVersion,
+  });
+  metrics.instrument(app);
+  registerHealthRoutes(app, {
+    metrics: metrics.registry,
+    readiness: async () => {
+      try {
+        const current = await migrationsCurrent(sql, latestMigration);
+        return {
+          ready: current,
+          checks: { database: 'ok', migrations: current ? 'ok' : 'pending migrations' },
+        };
+      } catch (error) {
+        return { ready: false, checks: { database: (error as Error).message, migrations: 'unknown' } };
+      }
+    },
+  });
+  registerAdminRoutes(app, { adminToken: config.adminToken, applications: identity, authenticator });
+  registerDefinitionRoutes(app, {
+    authenticator,
+    definitions: { store: definitionStore, schemas, clock, ids },
+  });
+  const catalog = new DefinitionCatalog(definitionStore);
+  registerTaskRoutes(app, {
+    authenticator,
+    create: {
+      tasks,
+      definitions: catalog,
+      schemas,
+      clock,
+      ids,
+      signal,
+      allowInsecureCallbacks: config.allowInsecureCallbacks,
+    },
+    cancel: { tasks, clock, ids, signal },
+  });
+
+  const loops: WakeableLoop[] = [];
+  let unlisten: (() => Promise<void>) | null = null;
+  if (config.runLoops) {
+    const outboxLoop = createOutboxLoop({
+      queue: outboxQueue,
+      publisher,
+      clock,
+      logger: logger.child({ loop: 'outbox' }),
+      observer: {
+        published: (_event, committedAt, now) => {
+          metrics.outboxPublished.inc();
+          metrics.outboxLatency.observe(Math.max(0, now.getTime() - committedAt.getTime()) / 1000);
+        },
+        failed: (event, error, outcome) => {
+          metrics.outboxFailed.labels(outcome ?? 'LOST_CLAIM').inc();
+          logger.warn(
+            { eventId: event.id, eventType: event.type, err: error, outcome },
+            'outbox publication failed',
+          );
+        },
+      },
+    });
+    signal.loop = outboxLoop;
+    loops.push(outboxLoop);
+    const listener = await sql.listen(outboxChannel, () => outboxLoop.wake());
+    unlisten = listener.unlisten;
+  }
+
+  await app.listen({ host: config.host, port: config.port });
+  for (const loop of loops) loop.start();
+  const address = app.server.address();
+  const port = typeof address === 'object' && address ? address.port : config.port;
+  const url = `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${port}`;
+
+  let closing: Promise<void> | null = null;
+  return {
+    app,
+    sql,
+    url,
+    bus,
+    identity,
+    logger,
+    close: () => {
+      closing ??= (async () => {
+        await app.close();
+        await Promise.all(loops.map((loop) => loop.stop()));
+        await unlisten?.().catch(() => {});
+        await nats?.close().catch(() => {});
+        await sql.end({ timeout: 5 });
+      })();
+      return closing;
+    },
+  };
+}
+export { ensureDevelopmentIdentity } from './core/identity/developmentIdentity.ts';
+export { generateKeyringEntry, parseKeyring } from './core/identity/secretBox.ts';
