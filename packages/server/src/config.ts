@@ -10,6 +10,8 @@ export interface ServerConfig {
   secretKeyring: Keyring;
   allowInsecureCallbacks: boolean;
   natsUrl: string | null;
+  /** First token of event subjects (`tdp.<tenant>.<application>.events.<type>`). */
+  natsSubjectPrefix: string;
   bodyLimitBytes: number;
   requestDeadlineMs: number;
   statementTimeoutMs: number;
@@ -63,6 +65,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv, overrides: Partial<ServerC
     secretKeyring,
     allowInsecureCallbacks: overrides.allowInsecureCallbacks ?? truthy(env.TDP_ALLOW_INSECURE_CALLBACKS),
     natsUrl: overrides.natsUrl !== undefined ? overrides.natsUrl : env.NATS_URL?.trim() || null,
+    natsSubjectPrefix: overrides.natsSubjectPrefix ?? env.TDP_NATS_SUBJECT_PREFIX ?? 'tdp',
     bodyLimitBytes: overrides.bodyLimitBytes ?? integer(env, 'TDP_BODY_LIMIT_BYTES', 1024 * 1024),
     requestDeadlineMs: overrides.requestDeadlineMs ?? integer(env, 'TDP_REQUEST_DEADLINE_MS', 15_000),
     statementTimeoutMs: overrides.statementTimeoutMs ?? integer(env, 'TDP_STATEMENT_TIMEOUT_MS', 10_000),

@@ -113,7 +113,16 @@ export async function startServer(
   const signal = new OutboxWakeup(sql);
   const bus = new InProcessBus();
   const nats =
-    overrides.publisher || !config.natsUrl ? null : await JetStreamPublisher.connect({ url: config.natsUrl });
+    overrides.publisher || !config.natsUrl
+      ? null
+      : await JetStreamPublisher.connect({
+          url: config.natsUrl,
+          subjectPrefix: config.natsSubjectPrefix,
+          stream:
+            config.natsSubjectPrefix === 'tdp'
+              ? 'TDP_EVENTS'
+              : `${config.natsSubjectPrefix.toUpperCase()}_EVENTS`,
+        });
   const publisher: EventPublisher = overrides.publisher ?? nats ?? bus;
   const metrics = new Metrics(() => outboxQueue.rows.oldestUnpublishedAgeSeconds(clock.now()));
   const identity: ApplicationDeps = {

@@ -16,6 +16,7 @@ export function createOutboxLoop(deps: {
   return new WakeableLoop({
     name: 'outbox',
     logger: deps.logger,
+    now: () => deps.clock.now(),
     round: async () => {
       const report = await dispatchOutboxBatch(deps, batchSize);
       if (report.failed + report.dead + report.lostClaims > 0)

@@ -11,6 +11,8 @@ export interface WakeableLoopOptions {
   /** When the next row becomes due, to sleep exactly until then. */
   nextDueAt: () => Promise<Date | null>;
   logger: Logger;
+  /** The clock due times are measured against. */
+  now: () => Date;
   /** Upper bound on a sleep, as a safety net for missed wake-ups. */
   maxIdleMs?: number;
 }
@@ -59,7 +61,9 @@ export class WakeableLoop {
         if (full || this.wakeRequested) continue;
         const due = await this.options.nextDueAt();
         const maxIdle = this.options.maxIdleMs ?? 30_000;
-        delayMs = due ? Math.min(Math.max(due.getTime() - Date.now(), 0), maxIdle) : maxIdle;
+        delayMs = due
+          ? Math.min(Math.max(due.getTime() - this.options.now().getTime(), 0), maxIdle)
+          : maxIdle;
       } catch (error) {
         failures += 1;
         delayMs = Math.min(1_000 * 2 ** (failures - 1), 30_000);

@@ -3,7 +3,7 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { Ajv } from 'ajv';
 import addFormatsModule from 'ajv-formats';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import type { Logger } from 'pino';
 import { problem, sendProblem, toProblem } from './problems.ts';
 import { ProblemSchema } from './schemas.ts';
@@ -35,7 +35,8 @@ export async function createHttpApp(options: HttpOptions): Promise<FastifyInstan
     },
     return503OnClosing: true,
     forceCloseConnections: 'idle',
-    disableRequestLogging: true,
+    // Per-request lines come from our onResponse hook at debug level; errors are logged by the error handler.
+    logController: new LogController({ disableRequestLogging: true }),
   });
 
   const bodyAjv = addFormats(
@@ -108,6 +109,18 @@ export async function createHttpApp(options: HttpOptions): Promise<FastifyInstan
     }, options.requestDeadlineMs);
     timer.unref();
     reply.raw.once('close', () => clearTimeout(timer));
+  });
+
+  app.addHook('onResponse', async (request, reply) => {
+    request.log.debug(
+      {
+        method: request.method,
+        url: request.routeOptions.url,
+        status: reply.statusCode,
+        ms: reply.elapsedTime,
+      },
+      'request',
+    );
   });
 
   app.setErrorHandler((error, request, reply) => {

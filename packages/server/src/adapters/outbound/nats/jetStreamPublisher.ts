@@ -4,14 +4,19 @@ import type { DomainEvent, EventPublisher } from '../../../core/outbox/ports.ts'
 export interface JetStreamOptions {
   url: string;
   stream?: string;
+  /** First subject token; `tdp` unless several deployments share one NATS. */
+  subjectPrefix?: string;
   /** JetStream drops a message whose id it saw within this window. */
   duplicateWindowMs?: number;
   publishTimeoutMs?: number;
 }
 
 /** `tdp.<tenant>.<application>.events.<type>`; dots in the type become subject levels (execution.created). */
-export function subjectFor(event: Pick<DomainEvent, 'tenantId' | 'applicationId' | 'type'>): string {
-  return `tdp.${event.tenantId}.${event.applicationId}.events.${event.type}`;
+export function subjectFor(
+  event: Pick<DomainEvent, 'tenantId' | 'applicationId' | 'type'>,
+  prefix = 'tdp',
+): string {
+  return `${prefix}.${event.tenantId}.${event.applicationId}.events.${event.type}`;
 }
 
 /**
@@ -23,6 +28,7 @@ export class JetStreamPublisher implements EventPublisher {
     private readonly connection: NatsConnection,
     private readonly jetstream: JetStreamClient,
     private readonly timeoutMs: number,
+    private readonly subjectPrefix: string,
   ) {}
 
   static async connect(options: JetStreamOptions): Promise<JetStreamPublisher> {
@@ -35,11 +41,16 @@ export class JetStreamPublisher implements EventPublisher {
       } catch {
         await manager.streams.add({
           name: stream,
-          subjects: ['tdp.*.*.events.>'],
+          subjects: [`${options.subjectPrefix ?? 'tdp'}.*.*.events.>`],
           duplicate_window: nanos(options.duplicateWindowMs ?? 120_000),
         });
       }
-      return new JetStreamPublisher(connection, connection.jetstream(), options.publishTimeoutMs ?? 5_000);
+      return new JetStreamPublisher(
+        connection,
+        connection.jetstream(),
+        options.publishTimeoutMs ?? 5_000,
+        options.subjectPrefix ?? 'tdp',
+      );
     } catch (error) {
       await connection.close();
       throw error;
@@ -47,7 +58,7 @@ export class JetStreamPublisher implements EventPublisher {
   }
 
   async publish(event: DomainEvent): Promise<void> {
-    await this.jetstream.publish(subjectFor(event), JSON.stringify(event.payload), {
+    await this.jetstream.publish(subjectFor(event, this.subjectPrefix), JSON.stringify(event.payload), {
       msgID: event.id,
       timeout: this.timeoutMs,
     });

@@ -1,0 +1,131 @@
+/**
+ * The Quickstart promise: `npm start` boots the whole system on embedded PostgreSQL, answers /readyz,
+ * accepts a task with the printed key, shuts down cleanly on Ctrl-C, and a second start reuses the data.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { access, chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+const root = new URL('../../../', import.meta.url).pathname;
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer()
+      .once('error', reject)
+      .listen(0, '127.0.0.1', () => {
+        const address = probe.address();
+        probe.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
+      });
+  });
+}
+
+interface Started {
+  child: ChildProcess;
+  output: () => string;
+  /** Resolves when every process of the tree has closed its output (npm may exit before `tdp`). */
+  closed: Promise<void>;
+}
+
+async function npmStart(env: NodeJS.ProcessEnv): Promise<Started> {
+  // Its own process group, like a terminal: Ctrl-C goes to the group.
+  const child = spawn('npm', ['start'], {
+    cwd: root,
+    env: { ...process.env, ...env },
+    detached: true,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout!.on('data', (chunk: Buffer) => {
+    output += chunk.toString();
+  });
+  child.stderr!.on('data', (chunk: Buffer) => {
+    output += chunk.toString();
+  });
+  const closed = new Promise<void>((resolve) => child.once('close', () => resolve()));
+  const deadline = Date.now() + 120_000;
+  while (!output.includes('Press Ctrl-C to stop.')) {
+    if (child.exitCode !== null) throw new Error(`npm start exited early:\n${output}`);
+    if (Date.now() > deadline) throw new Error(`npm start did not come up:\n${output}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return { child, output: () => output, closed };
+}
+
+/** Ctrl-C as a terminal sends it (to the whole process group); resolves with everything printed. */
+async function ctrlC(started: Started): Promise<string> {
+  process.kill(-started.child.pid!, 'SIGINT');
+  await started.closed;
+  return started.output();
+}
+
+describe('npm start', () => {
+  let home: string;
+  let port: number;
+  let pgPort: number;
+
+  beforeAll(async () => {
+    home = await mkdtemp(join(tmpdir(), 'tdp-home-'));
+    await chmod(home, 0o755);
+    port = await freePort();
+    pgPort = await freePort();
+  });
+  afterAll(async () => {
+    await rm(home, { recursive: true, force: true });
+  });
+
+  it('boots, answers /readyz, creates a task, stops cleanly, and reuses its data on the next start', {
+    timeout: 240_000,
+  }, async () => {
+    const env = {
+      TDP_HOME: home,
+      TDP_PORT: String(port),
+      TDP_PG_PORT: String(pgPort),
+      DATABASE_URL: '',
+      NATS_URL: '',
+    };
+    const first = await npmStart(env);
+    const apiKey = /API key\s+(tdp_\S+)/.exec(first.output())![1]!;
+    expect(first.output()).toContain(`http://127.0.0.1:${port}/docs`);
+    const credentials = JSON.parse(await readFile(join(home, 'credentials.json'), 'utf8'));
+    expect(credentials.apiKey).toBe(apiKey);
+
+    const base = `http://127.0.0.1:${port}`;
+    expect((await fetch(`${base}/readyz`)).status).toBe(200);
+    const headers = { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' };
+    const published = await fetch(`${base}/v1/workflow-definitions`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({
+        name: 'smoke',
+        version: '1',
+        steps: [{ key: 'clean', capability: 'archive.clean', capabilityVersion: '1' }],
+      }),
+    });
+    expect(published.status).toBe(201);
+    const created = await fetch(`${base}/v1/tasks`, {
+      method: 'POST',
+      headers: { ...headers, 'idempotency-key': 'smoke-1' },
+      body: JSON.stringify({ workflowName: 'smoke', workflowVersion: '1', name: 'smoke task' }),
+    });
+    expect(created.status).toBe(201);
+    const taskId = ((await created.json()) as { task: { id: string } }).task.id;
+
+    const printed = await ctrlC(first);
+    expect(printed).toContain('SIGINT: shutting down');
+    expect(printed).toContain('TDP stopped cleanly.');
+    // PostgreSQL is stopped too: its lock file is gone.
+    await expect(access(join(home, 'postgres', 'postmaster.pid'))).rejects.toThrow();
+
+    const second = await npmStart(env);
+    try {
+      expect(/API key\s+(tdp_\S+)/.exec(second.output())![1]).toBe(apiKey);
+      const read = await fetch(`${base}/v1/tasks/${taskId}`, { headers });
+      expect(read.status).toBe(200);
+    } finally {
+      expect(await ctrlC(second)).toContain('TDP stopped cleanly.');
+    }
+  });
+});

@@ -1,0 +1,112 @@
+import type { ExecutionStatus } from '@tdp/protocol';
+import { describe, expect, it } from 'vitest';
+import {
+  canTransition,
+  isTerminal,
+  lifecycleOf,
+  planCancel,
+  setExecutionProgress,
+  TransitionRefused,
+  transitionExecution,
+} from '../src/core/tasks/execution.ts';
+import type { ExecutionRecord } from '../src/core/tasks/model.ts';
+
+const at = new Date('2026-01-01T00:00:00Z');
+const later = new Date('2026-01-01T00:01:00Z');
+
+function execution(status: ExecutionStatus, progress = 0): ExecutionRecord {
+  return {
+    id: 'e',
+    taskId: 't',
+    number: 1,
+    status,
+    progress,
+    snapshot: { definitionId: 'd', name: 'w', version: '1', steps: [] },
+    version: 3n,
+    createdAt: at,
+    startedAt: null,
+    completedAt: null,
+    updatedAt: at,
+  };
+}
+
+describe('execution state machine', () => {
+  it('allows exactly the transitions of the source document', () => {
+    const all: ExecutionStatus[] = [
+      'CREATED',
+      'QUEUED',
+      'RUNNING',
+      'CANCELING',
+      'SUCCEEDED',
+      'FAILED',
+      'TIMED_OUT',
+      'CANCELED',
+    ];
+    const allowed = all.flatMap((from) =>
+      all.filter((to) => canTransition(from, to)).map((to) => `${from}->${to}`),
+    );
+    expect(allowed.sort()).toEqual(
+      [
+        'CREATED->QUEUED',
+        'CREATED->SUCCEEDED',
+        'CREATED->FAILED',
+        'CREATED->TIMED_OUT',
+        'CREATED->CANCELING',
+        'CREATED->CANCELED',
+        'QUEUED->RUNNING',
+        'QUEUED->SUCCEEDED',
+        'QUEUED->FAILED',
+        'QUEUED->TIMED_OUT',
+        'QUEUED->CANCELING',
+        'QUEUED->CANCELED',
+        'RUNNING->SUCCEEDED',
+        'RUNNING->FAILED',
+        'RUNNING->TIMED_OUT',
+        'RUNNING->CANCELING',
+        'RUNNING->CANCELED',
+        'CANCELING->FAILED',
+        'CANCELING->TIMED_OUT',
+        'CANCELING->CANCELED',
+      ].sort(),
+    );
+    expect(all.filter(isTerminal)).toEqual(['SUCCEEDED', 'FAILED', 'TIMED_OUT', 'CANCELED']);
+  });
+
+  it('keeps start and completion times, progress and version', () => {
+    const running = transitionExecution(
+      transitionExecution(execution('CREATED'), 'QUEUED', at),
+      'RUNNING',
+      later,
+    );
+    expect(running).toMatchObject({ status: 'RUNNING', startedAt: later, completedAt: null, version: 5n });
+    const done = transitionExecution(running, 'SUCCEEDED', later);
+    expect(done).toMatchObject({ status: 'SUCCEEDED', progress: 100, completedAt: later, version: 6n });
+    expect(transitionExecution(done, 'SUCCEEDED', later)).toBe(done);
+    expect(() => transitionExecution(done, 'RUNNING', later)).toThrow(TransitionRefused);
+  });
+
+  it('only lets progress rise, within 0–100, while running', () => {
+    const running = execution('RUNNING', 40);
+    expect(setExecutionProgress(running, 55, later)).toMatchObject({ progress: 55, version: 4n });
+    expect(setExecutionProgress(running, 40, later)).toBe(running);
+    expect(() => setExecutionProgress(running, 39, later)).toThrow(/between 40 and 100/);
+    expect(() => setExecutionProgress(running, 101, later)).toThrow();
+    expect(() => setExecutionProgress(execution('QUEUED'), 10, later)).toThrow(/QUEUED/);
+  });
+
+  it('plans cancellation: immediate before running, CANCELING while running, answered when done', () => {
+    expect(planCancel('CREATED')).toEqual({ kind: 'transition', to: 'CANCELED' });
+    expect(planCancel('QUEUED')).toEqual({ kind: 'transition', to: 'CANCELED' });
+    expect(planCancel('RUNNING')).toEqual({ kind: 'transition', to: 'CANCELING' });
+    expect(planCancel('CANCELING')).toEqual({ kind: 'already', status: 'CANCELING' });
+    expect(planCancel('CANCELED')).toEqual({ kind: 'already', status: 'CANCELED' });
+    expect(planCancel('SUCCEEDED')).toEqual({ kind: 'refused', status: 'SUCCEEDED' });
+  });
+
+  it('maps execution status to the task lifecycle', () => {
+    expect(lifecycleOf('CREATED')).toBe('PENDING');
+    expect(lifecycleOf('CANCELING')).toBe('RUNNING');
+    expect(lifecycleOf('CANCELED')).toBe('CANCELLED');
+    expect(lifecycleOf('TIMED_OUT')).toBe('TIMED_OUT');
+  });
+});

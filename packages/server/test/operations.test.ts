@@ -1,0 +1,160 @@
+import { readFile } from 'node:fs/promises';
+import { errorCatalogue } from '@tdp/protocol';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { type Harness, startHarness, zipWorkflow } from '../../../test/harness.ts';
+import { TcpProxy } from '../../../test/tcpProxy.ts';
+import { connectDatabase } from '../src/main.ts';
+
+describe('a database outage', () => {
+  let h: Harness;
+  let proxy: TcpProxy;
+  let sql: ReturnType<typeof connectDatabase>;
+
+  beforeAll(async () => {
+    const target = new URL(inject('databaseAdminUrl'));
+    proxy = new TcpProxy(target.hostname, Number(target.port || 5432));
+    await proxy.start();
+    // The server reaches the same PostgreSQL through the proxy; the test reads it directly.
+    h = await startHarness({
+      serverDatabaseUrl: (url) => {
+        const through = new URL(url);
+        through.hostname = '127.0.0.1';
+        through.port = String(proxy.port);
+        return through.toString();
+      },
+    });
+    sql = connectDatabase({ url: h.databaseUrl, maxConnections: 1 });
+  });
+  afterAll(async () => {
+    await sql.end();
+    await proxy.restore();
+    await h.close();
+    await proxy.cut();
+  });
+
+  it('answers 503 DATABASE_UNAVAILABLE, writes nothing, and recovers when the database is back', async () => {
+    const app = await h.createApplication();
+    await h.request('POST', '/v1/workflow-definitions', { token: app.apiKey, body: zipWorkflow() });
+    const body = {
+      workflowName: 'zip-clean-watermark',
+      workflowVersion: '1',
+      name: 'n',
+      input: { sourceZip: 'z' },
+    };
+    expect(
+      (
+        await h.request('POST', '/v1/tasks', {
+          token: app.apiKey,
+          headers: { 'idempotency-key': 'before' },
+          body,
+        })
+      ).status,
+    ).toBe(201);
+
+    await proxy.cut();
+    const during = await h.request('POST', '/v1/tasks', {
+      token: app.apiKey,
+      headers: { 'idempotency-key': 'during' },
+      body,
+    });
+    expect(during.status).toBe(503);
+    expect(during.body).toMatchObject({ code: 'DATABASE_UNAVAILABLE', retryable: true });
+    expect(during.headers.get('retry-after')).toBe('1');
+    expect((await fetch(`${h.url}/readyz`)).status).toBe(503);
+    const [count] = await sql`SELECT count(*) AS n FROM idempotency WHERE key = 'during'`;
+    expect(count!.n).toBe(0n);
+
+    await proxy.restore();
+    await expect
+      .poll(
+        async () =>
+          (
+            await h.request('POST', '/v1/tasks', {
+              token: app.apiKey,
+              headers: { 'idempotency-key': 'during' },
+              body,
+            })
+          ).status,
+        {
+          timeout: 10_000,
+        },
+      )
+      .toBe(201);
+    expect((await fetch(`${h.url}/readyz`)).status).toBe(200);
+  });
+});
+
+describe('operations endpoints', () => {
+  let h: Harness;
+  beforeAll(async () => {
+    h = await startHarness();
+  });
+  afterAll(() => h.close());
+
+  it('reports liveness, readiness with migrations, and Prometheus metrics', async () => {
+    expect((await (await fetch(`${h.url}/healthz`)).json()) as unknown).toEqual({ status: 'ok' });
+    const ready = await fetch(`${h.url}/readyz`);
+    expect(ready.status).toBe(200);
+    expect((await ready.json()) as unknown).toEqual({
+      status: 'ready',
+      checks: { database: 'ok', migrations: 'ok' },
+    });
+
+    const sql = connectDatabase({ url: h.databaseUrl, maxConnections: 1 });
+    await sql`DELETE FROM schema_migration WHERE version = (SELECT max(version) FROM schema_migration)`;
+    const pending = await fetch(`${h.url}/readyz`);
+    expect(pending.status).toBe(503);
+    expect(((await pending.json()) as any).checks.migrations).toBe('pending migrations');
+    await sql.end();
+
+    await fetch(`${h.url}/healthz`);
+    const metrics = await (await fetch(`${h.url}/metrics`)).text();
+    expect(metrics).toContain('tdp_http_request_duration_seconds_bucket');
+    expect(metrics).toContain('route="/healthz"');
+    expect(metrics).toContain('tdp_outbox_oldest_unpublished_age_seconds');
+  });
+
+  it('serves an OpenAPI 3.1 document that lists the API and the problem schema, and a docs page', async () => {
+    const doc = (await (await fetch(`${h.url}/openapi.json`)).json()) as any;
+    expect(doc.openapi).toBe('3.1.0');
+    expect(Object.keys(doc.paths)).toEqual(
+      expect.arrayContaining([
+        '/v1/tasks',
+        '/v1/tasks/{id}',
+        '/v1/workflow-definitions',
+        '/admin/v1/tenants',
+      ]),
+    );
+    expect(
+      doc.paths['/v1/tasks'].post.requestBody.content['application/json'].schema.properties,
+    ).toHaveProperty('workflowName');
+    expect(JSON.stringify(doc.components)).toContain('retryable');
+    const docs = await fetch(`${h.url}/docs`, { redirect: 'follow' });
+    expect(docs.status).toBe(200);
+    expect(await docs.text()).toContain('swagger');
+  });
+
+  it('answers unknown routes with a problem', async () => {
+    const res = await h.request('GET', '/v1/nothing');
+    expect(res.status).toBe(404);
+    expect(res.headers.get('content-type')).toContain('application/problem+json');
+    expect(res.body.code).toBe('ROUTE_NOT_FOUND');
+  });
+});
+
+describe('the error catalogue', () => {
+  it('matches docs/errors.md, code for code', async () => {
+    const doc = await readFile(new URL('../../../docs/errors.md', import.meta.url), 'utf8');
+    const rows = [...doc.matchAll(/^\| `([A-Z_]+)` \| (\d{3}) \| (yes|no) \|/gm)].map((m) => [
+      m[1],
+      Number(m[2]),
+      m[3] === 'yes',
+    ]);
+    const catalogue = Object.entries(errorCatalogue).map(([code, entry]) => [
+      code,
+      entry.status,
+      entry.retryable,
+    ]);
+    expect(rows).toEqual(catalogue);
+  });
+});

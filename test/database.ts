@@ -1,0 +1,27 @@
+import { randomBytes } from 'node:crypto';
+import { inject } from 'vitest';
+import { connectDatabase } from '../packages/server/src/main.ts';
+import { withDatabase } from './globalSetup.ts';
+
+/** A fresh, migrated database for one test file (a copy of the template), dropped by `drop()`. */
+export async function createTestDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
+  const adminUrl = inject('databaseAdminUrl');
+  const name = `tdp_test_${randomBytes(6).toString('hex')}`;
+  const admin = connectDatabase({ url: adminUrl, maxConnections: 1 });
+  try {
+    await admin.unsafe(`CREATE DATABASE ${name} TEMPLATE ${inject('templateDatabase')}`);
+  } finally {
+    await admin.end();
+  }
+  return {
+    url: withDatabase(adminUrl, name),
+    drop: async () => {
+      const sql = connectDatabase({ url: adminUrl, maxConnections: 1 });
+      try {
+        await sql.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      } finally {
+        await sql.end();
+      }
+    },
+  };
+}

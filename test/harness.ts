@@ -1,0 +1,180 @@
+/**
+ * A real server on a real database for integration tests, with helpers to create tenants, applications
+ * and definitions through the admin and public APIs. Only the clock can be moved by the test.
+ */
+import { randomBytes } from 'node:crypto';
+import { pino } from 'pino';
+import type { EventPublisher } from '../packages/server/src/core/outbox/ports.ts';
+import {
+  generateKeyringEntry,
+  parseKeyring,
+  type RunningServer,
+  startServer,
+} from '../packages/server/src/main.ts';
+import { createTestDatabase } from './database.ts';
+
+export class TestClock {
+  constructor(private current = new Date()) {}
+  now = (): Date => new Date(this.current);
+  advance(ms: number): void {
+    this.current = new Date(this.current.getTime() + ms);
+  }
+  set(date: Date): void {
+    this.current = date;
+  }
+}
+
+export interface Harness {
+  server: RunningServer;
+  url: string;
+  adminToken: string;
+  clock: TestClock;
+  databaseUrl: string;
+  close(): Promise<void>;
+  request(
+    method: string,
+    path: string,
+    options?: { token?: string; body?: unknown; headers?: Record<string, string>; rawBody?: string },
+  ): Promise<{ status: number; body: any; headers: Headers }>;
+  createApplication(
+    tenantName?: string,
+  ): Promise<{ tenantId: string; applicationId: string; apiKey: string; callbackSecret: string }>;
+  createApplicationIn(
+    tenantId: string,
+    name?: string,
+  ): Promise<{ tenantId: string; applicationId: string; apiKey: string; callbackSecret: string }>;
+}
+
+export async function startHarness(
+  options: {
+    runLoops?: boolean;
+    publisher?: EventPublisher;
+    bodyLimitBytes?: number;
+    nats?: { url: string; subjectPrefix: string };
+    /** Rewrites the database URL the server uses (e.g. through a proxy); tests still get the direct URL. */
+    serverDatabaseUrl?: (url: string) => string;
+  } = {},
+): Promise<Harness> {
+  const database = await createTestDatabase();
+  const clock = new TestClock();
+  const adminToken = `adm_${randomBytes(16).toString('hex')}`;
+  const server = await startServer(
+    {
+      databaseUrl: options.serverDatabaseUrl ? options.serverDatabaseUrl(database.url) : database.url,
+      host: '127.0.0.1',
+      port: 0,
+      publicUrl: 'http://127.0.0.1',
+      adminToken,
+      secretKeyring: parseKeyring(generateKeyringEntry('test1')),
+      allowInsecureCallbacks: false,
+      natsUrl: options.nats?.url ?? null,
+      natsSubjectPrefix: options.nats?.subjectPrefix ?? 'tdp',
+      bodyLimitBytes: options.bodyLimitBytes ?? 1024 * 1024,
+      requestDeadlineMs: 10_000,
+      statementTimeoutMs: 10_000,
+      databasePoolSize: 10,
+      logLevel: 'silent',
+      runLoops: options.runLoops ?? false,
+    },
+    {
+      clock,
+      logger: pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }),
+      ...(options.publisher ? { publisher: options.publisher } : {}),
+    },
+  );
+
+  const request: Harness['request'] = async (method, path, { token, body, headers, rawBody } = {}) => {
+    const response = await fetch(`${server.url}${path}`, {
+      method,
+      headers: {
+        ...(token ? { authorization: `Bearer ${token}` } : {}),
+        ...(body !== undefined || rawBody !== undefined ? { 'content-type': 'application/json' } : {}),
+        ...headers,
+      },
+      ...(rawBody !== undefined
+        ? { body: rawBody }
+        : body !== undefined
+          ? { body: JSON.stringify(body) }
+          : {}),
+    });
+    const text = await response.text();
+    let parsed: unknown = text;
+    try {
+      parsed = text ? JSON.parse(text) : null;
+    } catch {}
+    return { status: response.status, body: parsed, headers: response.headers };
+  };
+
+  let counter = 0;
+  const createApplicationIn: Harness['createApplicationIn'] = async (tenantId, name) => {
+    counter += 1;
+    const created = await request('POST', `/admin/v1/tenants/${tenantId}/applications`, {
+      token: adminToken,
+      body: { name: name ?? `app-${counter}` },
+    });
+    if (created.status !== 201)
+      throw new Error(`create application: ${created.status} ${JSON.stringify(created.body)}`);
+    return {
+      tenantId,
+      applicationId: created.body.application.id,
+      apiKey: created.body.apiKey.key,
+      callbackSecret: created.body.callbackSecret,
+    };
+  };
+
+  return {
+    server,
+    url: server.url,
+    adminToken,
+    clock,
+    databaseUrl: database.url,
+    request,
+    createApplicationIn,
+    createApplication: async (tenantName) => {
+      counter += 1;
+      const tenant = await request('POST', '/admin/v1/tenants', {
+        token: adminToken,
+        body: { name: tenantName ?? `tenant-${counter}-${randomBytes(3).toString('hex')}` },
+      });
+      if (tenant.status !== 201)
+        throw new Error(`create tenant: ${tenant.status} ${JSON.stringify(tenant.body)}`);
+      return createApplicationIn(tenant.body.id);
+    },
+    close: async () => {
+      await server.close();
+      await database.drop();
+    },
+  };
+}
+
+/** The demo workflow of source document 000: clean a ZIP, then watermark its images. */
+export function zipWorkflow(name = 'zip-clean-watermark', version = '1') {
+  return {
+    name,
+    version,
+    inputSchema: {
+      type: 'object',
+      required: ['sourceZip'],
+      properties: {
+        sourceZip: { type: 'string', minLength: 1 },
+        watermarkText: { type: 'string', maxLength: 100 },
+      },
+      additionalProperties: false,
+    },
+    steps: [
+      {
+        key: 'clean',
+        capability: 'archive.clean',
+        capabilityVersion: '1',
+        inputMapping: { source: '$.input.sourceZip' },
+      },
+      {
+        key: 'watermark',
+        capability: 'image.watermark',
+        capabilityVersion: '2',
+        dependsOn: ['clean'],
+        inputMapping: { archive: '$.steps.clean.output.archive', text: '$.input.watermarkText' },
+      },
+    ],
+  };
+}
