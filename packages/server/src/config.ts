@@ -71,6 +71,6 @@ export function configFromEnv(env: NodeJS.ProcessEnv, overrides: Partial<ServerC
     statementTimeoutMs: overrides.statementTimeoutMs ?? integer(env, 'TDP_STATEMENT_TIMEOUT_MS', 10_000),
     databasePoolSize: overrides.databasePoolSize ?? integer(env, 'TDP_DB_POOL_SIZE', 20),
     logLevel: overrides.logLevel ?? env.TDP_LOG_LEVEL ?? 'info',
-    runLoops: overrides.runLoops ?? true,
+    runLoops: overrides.runLoops ?? env.TDP_RUN_LOOPS !== 'false',
   };
 }

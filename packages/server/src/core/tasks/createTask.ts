@@ -146,8 +146,8 @@ export async function createTask(
   const body = toTaskView({ task, execution, steps });
   const requestHash = fingerprint(request);
 
-  const result = await deps.tasks.transaction(async (tx): Promise<CreateTaskResult> => {
-    const existing = await tx.claimIdempotency({
+  const existing = await deps.tasks.createTask(
+    {
       principal: `application:${principal.applicationId}`,
       operation,
       key: idempotencyKey,
@@ -155,19 +155,18 @@ export async function createTask(
       responseStatus: 201,
       responseBody: body,
       createdAt: now,
-    });
-    if (existing) {
-      if (existing.requestHash !== requestHash) {
-        throw new AppError(
-          'IDEMPOTENCY_KEY_REUSED',
-          `Idempotency-Key "${idempotencyKey}" was used for a different request; use a new key for a new task`,
-        );
-      }
-      return { status: 200, body: existing.responseBody as TaskWithExecution };
+    },
+    { task, execution, steps, event, outbox: [outboxFor(task, event)] },
+  );
+  if (existing) {
+    if (existing.requestHash !== requestHash) {
+      throw new AppError(
+        'IDEMPOTENCY_KEY_REUSED',
+        `Idempotency-Key "${idempotencyKey}" was used for a different request; use a new key for a new task`,
+      );
     }
-    await tx.insertTaskGraph({ task, execution, steps, event, outbox: [outboxFor(task, event)] });
-    return { status: 201, body };
-  });
-  if (result.status === 201) deps.signal.outboxWritten();
-  return result;
+    return { status: 200, body: existing.responseBody as TaskWithExecution };
+  }
+  deps.signal.outboxWritten();
+  return { status: 201, body };
 }

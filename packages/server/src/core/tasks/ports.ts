@@ -37,12 +37,6 @@ export interface TaskChange {
 }
 
 export interface TaskTransaction {
-  /**
-   * Records the idempotency entry unless one exists for (principal, operation, key). Returns null when it
-   * was recorded now, or the existing entry (after waiting for a concurrent writer of the same key).
-   */
-  claimIdempotency(record: IdempotencyRecord): Promise<IdempotencyRecord | null>;
-  insertTaskGraph(graph: NewTaskGraph): Promise<void>;
   /** The task with its current execution and steps, locked until the transaction ends. */
   lockTask(applicationId: string, taskId: string): Promise<TaskState | null>;
   saveChange(change: TaskChange): Promise<void>;
@@ -57,6 +51,12 @@ export interface TaskListFilter {
 }
 
 export interface TaskStore {
+  /**
+   * Atomically records the idempotency entry and the new task graph, unless (principal, operation, key)
+   * already has an entry: then nothing is written and the existing entry is returned (after waiting for
+   * a concurrent writer of the same key to finish). Returns null when the task was created.
+   */
+  createTask(idempotency: IdempotencyRecord, graph: NewTaskGraph): Promise<IdempotencyRecord | null>;
   transaction<T>(work: (tx: TaskTransaction) => Promise<T>): Promise<T>;
   getTask(applicationId: string, taskId: string): Promise<TaskState | null>;
   listTasks(applicationId: string, filter: TaskListFilter): Promise<TaskState[]>;

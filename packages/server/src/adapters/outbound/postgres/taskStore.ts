@@ -133,60 +133,6 @@ function insertOutbox(sql: TxSql, rows: OutboxRecord[]) {
 class PostgresTaskTransaction implements TaskTransaction {
   constructor(private readonly sql: TxSql) {}
 
-  async claimIdempotency(record: IdempotencyRecord): Promise<IdempotencyRecord | null> {
-    const sql = this.sql;
-    const inserted = await sql`
-      INSERT INTO idempotency (principal, operation, key, request_hash, response_status, response_body, created_at)
-      VALUES (${record.principal}, ${record.operation}, ${record.key}, ${record.requestHash}, ${record.responseStatus},
-              ${sql.json(record.responseBody as never)}, ${record.createdAt})
-      ON CONFLICT DO NOTHING
-      RETURNING 1`;
-    if (inserted.length > 0) return null;
-    const [existing] = await sql<
-      { request_hash: string; response_status: number; response_body: unknown; created_at: Date }[]
-    >`SELECT request_hash, response_status, response_body, created_at FROM idempotency
-      WHERE principal = ${record.principal} AND operation = ${record.operation} AND key = ${record.key}`;
-    if (!existing) throw new Error('idempotency record conflicted but cannot be read');
-    return {
-      ...record,
-      requestHash: existing.request_hash,
-      responseStatus: existing.response_status,
-      responseBody: existing.response_body,
-      createdAt: existing.created_at,
-    };
-  }
-
-  async insertTaskGraph({ task: t, execution: e, steps, event, outbox }: NewTaskGraph): Promise<void> {
-    const sql = this.sql;
-    // Sent back to back without waiting (pipelined); the server runs them in order in this transaction.
-    await Promise.all([
-      sql`
-        INSERT INTO task (id, tenant_id, application_id, workflow_definition_id, workflow_name, workflow_version, name,
-                          external_ref, input, callback_url, priority, owner_id, lifecycle_status, version,
-                          current_execution_id, created_at, updated_at)
-        VALUES (${t.id}, ${t.tenantId}, ${t.applicationId}, ${t.workflowDefinitionId}, ${t.workflowName},
-                ${t.workflowVersion}, ${t.name}, ${t.externalRef}, ${sql.json(t.input as never)}, ${t.callbackUrl},
-                ${t.priority}, ${t.ownerId}, ${t.lifecycleStatus}, ${t.version}, ${t.currentExecutionId},
-                ${t.createdAt}, ${t.updatedAt})`,
-      sql`
-        INSERT INTO execution (id, task_id, number, status, progress, snapshot, version, created_at, updated_at)
-        VALUES (${e.id}, ${e.taskId}, ${e.number}, ${e.status}, ${e.progress}, ${sql.json(e.snapshot as never)},
-                ${e.version}, ${e.createdAt}, ${e.updatedAt})`,
-      sql`
-        INSERT INTO step (id, execution_id, step_key, capability, capability_version, depends_on, status, version,
-                          created_at, updated_at)
-        SELECT id, ${e.id}::uuid, step_key, capability, capability_version,
-               string_to_array(depends_on, ','), status, 1, ${e.createdAt}::timestamptz,
-               ${e.createdAt}::timestamptz
-        FROM unnest(${steps.map((s) => s.id)}::uuid[], ${steps.map((s) => s.key)}::text[],
-                    ${steps.map((s) => s.capability)}::text[], ${steps.map((s) => s.capabilityVersion)}::text[],
-                    ${steps.map((s) => s.dependsOn.join(','))}::text[], ${steps.map((s) => s.status)}::text[])
-             AS s(id, step_key, capability, capability_version, depends_on, status)`,
-      insertEvent(sql, event, t.createdAt),
-      insertOutbox(sql, outbox),
-    ]);
-  }
-
   async lockTask(applicationId: string, taskId: string): Promise<TaskState | null> {
     const [task] = await this.sql<TaskRow[]>`
       SELECT * FROM task WHERE id = ${taskId} AND application_id = ${applicationId} FOR UPDATE`;
@@ -227,8 +173,68 @@ async function loadState(sql: Queryable, task: TaskRecord): Promise<TaskState> {
   return { task, execution: toExecution(execution), steps: steps.map(toStep) };
 }
 
+/** Thrown inside the create transaction to roll it back when the idempotency key is already taken. */
+class KeyTaken extends Error {}
+
 export class PostgresTaskStore implements TaskStore {
   constructor(private readonly sql: Sql) {}
+
+  async createTask(record: IdempotencyRecord, { task: t, execution: e, steps, event, outbox }: NewTaskGraph) {
+    try {
+      await this.sql.begin(async (sql) => {
+        // All statements go out back to back (pipelined) and run in order in this transaction. If the key
+        // is taken, the idempotency insert returns no row (after waiting for a concurrent holder of the
+        // key to commit) and everything is rolled back; the common case costs a single round trip.
+        const [claimed] = await Promise.all([
+          sql`
+            INSERT INTO idempotency (principal, operation, key, request_hash, response_status, response_body, created_at)
+            VALUES (${record.principal}, ${record.operation}, ${record.key}, ${record.requestHash}, ${record.responseStatus},
+                    ${sql.json(record.responseBody as never)}, ${record.createdAt})
+            ON CONFLICT DO NOTHING
+            RETURNING 1`,
+          sql`
+            INSERT INTO task (id, tenant_id, application_id, workflow_definition_id, workflow_name, workflow_version, name,
+                              external_ref, input, callback_url, priority, owner_id, lifecycle_status, version,
+                              current_execution_id, created_at, updated_at)
+            VALUES (${t.id}, ${t.tenantId}, ${t.applicationId}, ${t.workflowDefinitionId}, ${t.workflowName},
+                    ${t.workflowVersion}, ${t.name}, ${t.externalRef}, ${sql.json(t.input as never)}, ${t.callbackUrl},
+                    ${t.priority}, ${t.ownerId}, ${t.lifecycleStatus}, ${t.version}, ${t.currentExecutionId},
+                    ${t.createdAt}, ${t.updatedAt})`,
+          sql`
+            INSERT INTO execution (id, task_id, number, status, progress, snapshot, version, created_at, updated_at)
+            VALUES (${e.id}, ${e.taskId}, ${e.number}, ${e.status}, ${e.progress}, ${sql.json(e.snapshot as never)},
+                    ${e.version}, ${e.createdAt}, ${e.updatedAt})`,
+          sql`
+            INSERT INTO step (id, execution_id, step_key, capability, capability_version, depends_on, status, version,
+                              created_at, updated_at)
+            SELECT id, ${e.id}::uuid, step_key, capability, capability_version, string_to_array(depends_on, ','), status, 1,
+                   ${e.createdAt}::timestamptz, ${e.createdAt}::timestamptz
+            FROM unnest(${steps.map((s) => s.id)}::uuid[], ${steps.map((s) => s.key)}::text[],
+                        ${steps.map((s) => s.capability)}::text[], ${steps.map((s) => s.capabilityVersion)}::text[],
+                        ${steps.map((s) => s.dependsOn.join(','))}::text[], ${steps.map((s) => s.status)}::text[])
+                 AS s(id, step_key, capability, capability_version, depends_on, status)`,
+          insertEvent(sql, event, t.createdAt),
+          insertOutbox(sql, outbox),
+        ]);
+        if (claimed.length === 0) throw new KeyTaken();
+      });
+      return null;
+    } catch (error) {
+      if (!(error instanceof KeyTaken)) throw error;
+    }
+    const [existing] = await this.sql<
+      { request_hash: string; response_status: number; response_body: unknown; created_at: Date }[]
+    >`SELECT request_hash, response_status, response_body, created_at FROM idempotency
+      WHERE principal = ${record.principal} AND operation = ${record.operation} AND key = ${record.key}`;
+    if (!existing) throw new Error('idempotency record conflicted but cannot be read');
+    return {
+      ...record,
+      requestHash: existing.request_hash,
+      responseStatus: existing.response_status,
+      responseBody: existing.response_body,
+      createdAt: existing.created_at,
+    };
+  }
 
   transaction<T>(work: (tx: TaskTransaction) => Promise<T>): Promise<T> {
     return this.sql.begin((sql) => work(new PostgresTaskTransaction(sql))) as Promise<T>;

@@ -1,0 +1,16 @@
+/** `npm run bench -- <name>…` runs the named benchmarks (all of them when none is named). */
+import { benchCreate } from './create.ts';
+
+const benchmarks: Record<string, () => Promise<void>> = { create: benchCreate };
+
+const requested = process.argv.slice(2);
+const names = requested.length > 0 ? requested : Object.keys(benchmarks);
+for (const name of names) {
+  const run = benchmarks[name];
+  if (!run) {
+    console.error(`unknown benchmark "${name}"; known: ${Object.keys(benchmarks).join(', ')}`);
+    process.exit(2);
+  }
+  await run();
+}
+process.exit(0);

@@ -1,0 +1,101 @@
+/** Shared pieces of the benchmarks: a real PostgreSQL, a fresh database, percentiles. */
+import { randomBytes } from 'node:crypto';
+import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startEmbeddedPostgres } from '../packages/cli/src/embeddedPostgres.ts';
+import { connectDatabase, migrate } from '../packages/server/src/main.ts';
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer()
+      .once('error', reject)
+      .listen(0, '127.0.0.1', () => {
+        const address = probe.address();
+        probe.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
+      });
+  });
+}
+
+/** A migrated database of its own on DATABASE_URL's server, or on an embedded PostgreSQL. */
+export async function benchDatabase(): Promise<{ url: string; close(): Promise<void> }> {
+  let adminUrl = process.env.DATABASE_URL;
+  let stopServer = async () => {};
+  if (!adminUrl) {
+    const home = await mkdtemp(join(tmpdir(), 'tdp-bench-'));
+    await chmod(home, 0o755);
+    const postgres = await startEmbeddedPostgres({
+      dataDirectory: join(home, 'postgres'),
+      port: await freePort(),
+    });
+    adminUrl = postgres.adminUrl;
+    stopServer = async () => {
+      await postgres.stop();
+      await rm(home, { recursive: true, force: true });
+    };
+  }
+  const name = `tdp_bench_${randomBytes(4).toString('hex')}`;
+  const admin = connectDatabase({ url: adminUrl, maxConnections: 1 });
+  await admin.unsafe(`CREATE DATABASE ${name}`);
+  const url = new URL(adminUrl);
+  url.pathname = `/${name}`;
+  const sql = connectDatabase({ url: url.toString(), maxConnections: 1 });
+  await migrate(sql);
+  await sql.end();
+  return {
+    url: url.toString(),
+    close: async () => {
+      await admin.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await admin.end();
+      await stopServer();
+    },
+  };
+}
+
+export function percentile(sortedMs: number[], p: number): number {
+  if (sortedMs.length === 0) return Number.NaN;
+  return sortedMs[Math.min(sortedMs.length - 1, Math.floor((p / 100) * sortedMs.length))]!;
+}
+
+export interface LoadResult {
+  count: number;
+  seconds: number;
+  perSecond: number;
+  p50: number;
+  p99: number;
+}
+
+/** Runs `operation` from `concurrency` workers until `total` operations are done; measures each one. */
+export async function runLoad(
+  total: number,
+  concurrency: number,
+  operation: (i: number) => Promise<void>,
+): Promise<LoadResult> {
+  const latencies: number[] = [];
+  let next = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < total) {
+        const i = next++;
+        const t0 = performance.now();
+        await operation(i);
+        latencies.push(performance.now() - t0);
+      }
+    }),
+  );
+  const seconds = (performance.now() - started) / 1000;
+  latencies.sort((a, b) => a - b);
+  return {
+    count: total,
+    seconds,
+    perSecond: total / seconds,
+    p50: percentile(latencies, 50),
+    p99: percentile(latencies, 99),
+  };
+}
+
+export function describe(result: LoadResult): string {
+  return `${result.perSecond.toFixed(0)}/s  p50 ${result.p50.toFixed(2)} ms  p99 ${result.p99.toFixed(2)} ms  (${result.count} in ${result.seconds.toFixed(1)} s)`;
+}
