@@ -3,7 +3,7 @@
  * and definitions through the admin and public APIs. Only the clock can be moved by the test.
  */
 import { randomBytes } from 'node:crypto';
-import { pino } from 'pino';
+import { type Logger, pino } from 'pino';
 import type { EventPublisher } from '../packages/server/src/core/outbox/ports.ts';
 import {
   generateKeyringEntry,
@@ -51,11 +51,16 @@ export async function startHarness(
     publisher?: EventPublisher;
     bodyLimitBytes?: number;
     nats?: { url: string; subjectPrefix: string };
+    /** Another harness's database, to run a second server on the same data (it is not dropped here). */
+    sharedDatabaseUrl?: string;
+    logger?: Logger;
     /** Rewrites the database URL the server uses (e.g. through a proxy); tests still get the direct URL. */
     serverDatabaseUrl?: (url: string) => string;
   } = {},
 ): Promise<Harness> {
-  const database = await createTestDatabase();
+  const database = options.sharedDatabaseUrl
+    ? { url: options.sharedDatabaseUrl, drop: async () => {} }
+    : await createTestDatabase();
   const clock = new TestClock();
   const adminToken = `adm_${randomBytes(16).toString('hex')}`;
   const server = await startServer(
@@ -78,7 +83,7 @@ export async function startHarness(
     },
     {
       clock,
-      logger: pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }),
+      logger: options.logger ?? pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }),
       ...(options.publisher ? { publisher: options.publisher } : {}),
     },
   );

@@ -145,7 +145,7 @@ describe('operations endpoints', () => {
 describe('the error catalogue', () => {
   it('matches docs/errors.md, code for code', async () => {
     const doc = await readFile(new URL('../../../docs/errors.md', import.meta.url), 'utf8');
-    const rows = [...doc.matchAll(/^\| `([A-Z_]+)` \| (\d{3}) \| (yes|no) \|/gm)].map((m) => [
+    const rows = [...doc.matchAll(/^\| `([A-Z_]+)` *\| (\d{3}) *\| (yes|no) *\|/gm)].map((m) => [
       m[1],
       Number(m[2]),
       m[3] === 'yes',
@@ -156,5 +156,79 @@ describe('the error catalogue', () => {
       entry.retryable,
     ]);
     expect(rows).toEqual(catalogue);
+  });
+});
+
+describe('shutdown', () => {
+  it('finishes in-flight requests before closing: every create either commits with 201 or is refused whole', async () => {
+    const h = await startHarness();
+    const app = await h.createApplication();
+    await h.request('POST', '/v1/workflow-definitions', { token: app.apiKey, body: zipWorkflow() });
+    const sql = connectDatabase({ url: h.databaseUrl, maxConnections: 1 });
+    try {
+      const body = {
+        workflowName: 'zip-clean-watermark',
+        workflowVersion: '1',
+        name: 'n',
+        input: { sourceZip: 'z' },
+      };
+      const inFlight = Array.from({ length: 30 }, (_, i) =>
+        h
+          .request('POST', '/v1/tasks', {
+            token: app.apiKey,
+            headers: { 'idempotency-key': `shutdown-${i}` },
+            body,
+          })
+          .catch(() => null),
+      );
+      await new Promise((r) => setTimeout(r, 5));
+      const closing = h.server.close();
+      const answers = await Promise.all(inFlight);
+      await closing;
+      const created = answers.filter((a) => a?.status === 201).length;
+      expect(created).toBeGreaterThan(0);
+      for (const answer of answers) if (answer && answer.status !== 201) expect(answer.status).toBe(503);
+      const [row] = await sql`SELECT count(*) AS n FROM task`;
+      expect(Number(row!.n)).toBe(created);
+    } finally {
+      await sql.end();
+      await h.close().catch(() => {});
+    }
+  });
+});
+
+describe('logs', () => {
+  it('never contain API keys, callback secrets or resource-provider tokens', async () => {
+    const lines: string[] = [];
+    const { pino } = await import('pino');
+    const logger = pino({ level: 'trace' }, { write: (line: string) => lines.push(line) });
+    const h = await startHarness({ logger });
+    try {
+      const tenant = await h.request('POST', '/admin/v1/tenants', {
+        token: h.adminToken,
+        body: { name: 'logged' },
+      });
+      const created = await h.request('POST', `/admin/v1/tenants/${tenant.body.id}/applications`, {
+        token: h.adminToken,
+        body: {
+          name: 'app',
+          resourceProvider: { url: 'https://rp.example', bearerToken: 'rp-secret-token-value' },
+        },
+      });
+      await h.request('GET', '/v1/tasks', { token: created.body.apiKey.key });
+      await h.request('GET', '/v1/tasks', { token: 'tdp_wrong' });
+      const text = lines.join('');
+      expect(lines.length).toBeGreaterThan(0);
+      for (const secret of [
+        created.body.apiKey.key,
+        created.body.callbackSecret,
+        'rp-secret-token-value',
+        h.adminToken,
+      ]) {
+        expect(text).not.toContain(secret);
+      }
+    } finally {
+      await h.close();
+    }
   });
 });

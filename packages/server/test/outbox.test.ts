@@ -199,3 +199,41 @@ describe('the outbox loop in a running server', () => {
     expect(metrics).toMatch(/tdp_outbox_oldest_unpublished_age_seconds 0/);
   });
 });
+
+describe('a dispatcher in another process', () => {
+  it('is woken by NOTIFY when a task is created elsewhere, long before its idle timeout', async () => {
+    const writer = await startHarness({ runLoops: false });
+    const bus = new InProcessBus();
+    const seen: string[] = [];
+    bus.subscribe((event) => {
+      seen.push(event.id);
+    });
+    const dispatcher = await startHarness({
+      runLoops: true,
+      publisher: bus,
+      sharedDatabaseUrl: writer.databaseUrl,
+    });
+    try {
+      const app = await writer.createApplication();
+      await writer.request('POST', '/v1/workflow-definitions', { token: app.apiKey, body: zipWorkflow() });
+      // Let the dispatcher find nothing and go to sleep (its idle timeout is 30 s).
+      await new Promise((r) => setTimeout(r, 300));
+      const started = Date.now();
+      await writer.request('POST', '/v1/tasks', {
+        token: app.apiKey,
+        headers: { 'idempotency-key': 'notify-1' },
+        body: {
+          workflowName: 'zip-clean-watermark',
+          workflowVersion: '1',
+          name: 'n',
+          input: { sourceZip: 'z' },
+        },
+      });
+      await expect.poll(() => seen.length, { timeout: 5_000, interval: 20 }).toBe(1);
+      expect(Date.now() - started).toBeLessThan(5_000);
+    } finally {
+      await dispatcher.close();
+      await writer.close();
+    }
+  });
+});

@@ -27,6 +27,8 @@ export async function createHttpApp(options: HttpOptions): Promise<FastifyInstan
   const app = Fastify({
     loggerInstance: options.logger as FastifyBaseLogger,
     bodyLimit: options.bodyLimitBytes,
+    // Every request is answered within its deadline (503 REQUEST_TIMEOUT after it; see problems.ts).
+    handlerTimeout: options.requestDeadlineMs,
     requestTimeout: options.requestDeadlineMs * 2,
     connectionTimeout: options.requestDeadlineMs * 2,
     genReqId: (request) => {
@@ -89,28 +91,6 @@ export async function createHttpApp(options: HttpOptions): Promise<FastifyInstan
   await app.register(swaggerUi, { routePrefix: '/docs' });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
-  app.addHook('onRequest', async (request, reply) => {
-    const timer = setTimeout(() => {
-      if (!reply.sent) {
-        request.log.warn(
-          { url: request.url, deadlineMs: options.requestDeadlineMs },
-          'request exceeded its deadline',
-        );
-        sendProblem(
-          reply,
-          problem(
-            'REQUEST_TIMEOUT',
-            `no answer within ${options.requestDeadlineMs} ms`,
-            undefined,
-            request.url,
-          ),
-        );
-      }
-    }, options.requestDeadlineMs);
-    timer.unref();
-    reply.raw.once('close', () => clearTimeout(timer));
-  });
-
   app.addHook('onResponse', async (request, reply) => {
     request.log.debug(
       {
@@ -121,6 +101,17 @@ export async function createHttpApp(options: HttpOptions): Promise<FastifyInstan
       },
       'request',
     );
+  });
+
+  // Shutting down: answers to requests already in flight close their connection, so that keep-alive
+  // connections do not hold the server open after the last response.
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
+  app.addHook('onSend', async (_request, reply, payload) => {
+    if (closing) reply.header('connection', 'close');
+    return payload;
   });
 
   app.setErrorHandler((error, request, reply) => {
