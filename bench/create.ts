@@ -8,36 +8,14 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { Pool } from 'undici';
 import { v7 } from 'uuid';
 import { connectDatabase, generateKeyringEntry } from '../packages/server/src/main.ts';
+import { zipWorkflow } from '../test/fixtures.ts';
 import { benchDatabase, describe, freePort, runLoad } from './support.ts';
 
 const concurrency = 16;
 const total = Number(process.env.BENCH_CREATE_COUNT ?? 6000);
 const warmup = 500;
 
-const definition = {
-  name: 'zip-clean-watermark',
-  version: '1',
-  inputSchema: {
-    type: 'object',
-    required: ['sourceZip'],
-    properties: { sourceZip: { type: 'string' }, watermarkText: { type: 'string', maxLength: 100 } },
-  },
-  steps: [
-    {
-      key: 'clean',
-      capability: 'archive.clean',
-      capabilityVersion: '1',
-      inputMapping: { source: '$.input.sourceZip' },
-    },
-    {
-      key: 'watermark',
-      capability: 'image.watermark',
-      capabilityVersion: '2',
-      dependsOn: ['clean'],
-      inputMapping: { archive: '$.steps.clean.output.archive' },
-    },
-  ],
-};
+const definition = zipWorkflow();
 
 async function startServerProcess(
   databaseUrl: string,

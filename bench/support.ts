@@ -1,39 +1,18 @@
 /** Shared pieces of the benchmarks: a real PostgreSQL, a fresh database, percentiles. */
-import { randomBytes } from 'node:crypto';
-import { chmod, mkdtemp, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { startEmbeddedPostgres } from '../packages/cli/src/embeddedPostgres.ts';
-import { connectDatabase, migrate } from '../packages/server/src/main.ts';
+export { freePort } from '../packages/cli/src/embeddedPostgres.ts';
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer()
-      .once('error', reject)
-      .listen(0, '127.0.0.1', () => {
-        const address = probe.address();
-        probe.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-      });
-  });
-}
+import { randomBytes } from 'node:crypto';
+import { startTemporaryPostgres } from '../packages/cli/src/embeddedPostgres.ts';
+import { connectDatabase, migrate } from '../packages/server/src/main.ts';
 
 /** A migrated database of its own on DATABASE_URL's server, or on an embedded PostgreSQL. */
 export async function benchDatabase(): Promise<{ url: string; close(): Promise<void> }> {
   let adminUrl = process.env.DATABASE_URL;
   let stopServer = async () => {};
   if (!adminUrl) {
-    const home = await mkdtemp(join(tmpdir(), 'tdp-bench-'));
-    await chmod(home, 0o755);
-    const postgres = await startEmbeddedPostgres({
-      dataDirectory: join(home, 'postgres'),
-      port: await freePort(),
-    });
+    const postgres = await startTemporaryPostgres();
     adminUrl = postgres.adminUrl;
-    stopServer = async () => {
-      await postgres.stop();
-      await rm(home, { recursive: true, force: true });
-    };
+    stopServer = () => postgres.stop();
   }
   const name = `tdp_bench_${randomBytes(4).toString('hex')}`;
   const admin = connectDatabase({ url: adminUrl, maxConnections: 1 });

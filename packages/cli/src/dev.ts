@@ -17,7 +17,7 @@ import {
   newAdminToken,
   saveCredentials,
 } from './credentials.ts';
-import { startEmbeddedPostgres } from './embeddedPostgres.ts';
+import { freePort, startEmbeddedPostgres } from './embeddedPostgres.ts';
 import { onShutdownSignal } from './signals.ts';
 
 const preferredPostgresPort = 54329;
@@ -28,17 +28,6 @@ async function portIsFree(port: number): Promise<boolean> {
       .once('error', () => resolvePromise(false))
       .once('listening', () => probe.close(() => resolvePromise(true)))
       .listen(port, '127.0.0.1');
-  });
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolvePromise, reject) => {
-    const probe = createServer()
-      .once('error', reject)
-      .listen(0, '127.0.0.1', () => {
-        const address = probe.address();
-        probe.close(() => resolvePromise(typeof address === 'object' && address ? address.port : 0));
-      });
   });
 }
 
@@ -104,10 +93,17 @@ export async function runDev(env: NodeJS.ProcessEnv): Promise<number> {
     throw error;
   }
 
-  const identity = await ensureDevelopmentIdentity(
-    server.identity,
-    env.TDP_DEV_API_KEY ?? previous?.apiKey ?? null,
-  );
+  let identity: Awaited<ReturnType<typeof ensureDevelopmentIdentity>>;
+  try {
+    identity = await ensureDevelopmentIdentity(server.identity, {
+      fixedKey: env.TDP_DEV_API_KEY || null,
+      rememberedKey: previous?.apiKey ?? null,
+    });
+  } catch (error) {
+    await server.close();
+    await stopPostgres();
+    throw error;
+  }
   Object.assign(credentials, {
     apiKey: identity.apiKey,
     tenantId: identity.tenantId,

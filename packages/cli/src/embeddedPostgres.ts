@@ -7,8 +7,9 @@
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { access, chmod, chown, constants, mkdir, stat } from 'node:fs/promises';
-import { arch, platform } from 'node:os';
+import { access, chmod, chown, constants, mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { arch, platform, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 
 export interface EmbeddedPostgresOptions {
@@ -187,6 +188,35 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
         clearTimeout(timer);
       })();
       return stopping;
+    },
+  };
+}
+
+/** A TCP port nobody listens on right now (127.0.0.1). */
+export async function freePort(): Promise<number> {
+  return new Promise((resolvePort, reject) => {
+    const probe = createServer()
+      .once('error', reject)
+      .listen(0, '127.0.0.1', () => {
+        const address = probe.address();
+        probe.close(() => resolvePort(typeof address === 'object' && address ? address.port : 0));
+      });
+  });
+}
+
+/** A throw-away cluster in a temporary folder (tests, benchmarks); `stop()` also deletes its files. */
+export async function startTemporaryPostgres(): Promise<EmbeddedPostgres> {
+  const home = await mkdtemp(join(tmpdir(), 'tdp-pg-'));
+  await chmod(home, 0o755); // the postgres user must reach the data folder when we run as root
+  const postgres = await startEmbeddedPostgres({
+    dataDirectory: join(home, 'postgres'),
+    port: await freePort(),
+  });
+  return {
+    ...postgres,
+    stop: async () => {
+      await postgres.stop();
+      await rm(home, { recursive: true, force: true });
     },
   };
 }

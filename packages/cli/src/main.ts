@@ -6,7 +6,7 @@
  *   tdp migrate   apply database migrations to DATABASE_URL
  */
 import { parseArgs } from 'node:util';
-import { ConfigError, configFromEnv, connectDatabase, migrate, startServer } from '@tdp/server';
+import { AppError, ConfigError, configFromEnv, connectDatabase, migrate, startServer } from '@tdp/server';
 import { runDev } from './dev.ts';
 import { onShutdownSignal } from './signals.ts';
 
@@ -77,8 +77,10 @@ async function main(argv: string[]): Promise<number> {
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (error: unknown) => {
+    // Errors we raise on purpose read as messages; anything else keeps its stack for the bug report.
+    const expected = error instanceof ConfigError || error instanceof AppError;
     process.stderr.write(
-      `tdp: ${error instanceof ConfigError ? error.message : ((error as Error).stack ?? String(error))}\n`,
+      `tdp: ${expected ? (error as Error).message : ((error as Error).stack ?? String(error))}\n`,
     );
     process.exit(1);
   },

@@ -231,3 +231,4 @@ export async function startServer(
 }
 export { ensureDevelopmentIdentity } from './core/identity/developmentIdentity.ts';
 export { generateKeyringEntry, parseKeyring } from './core/identity/secretBox.ts';
+export { AppError } from './core/shared/errors.ts';

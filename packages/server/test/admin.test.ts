@@ -141,3 +141,43 @@ describe('admin API and identity', () => {
     expect(noTenant.body.code).toBe('TENANT_NOT_FOUND');
   });
 });
+
+describe('the development identity of tdp dev', () => {
+  it('creates tenant, application and key once, keeps a remembered or fixed key, and refuses a malformed one', async () => {
+    const { ensureDevelopmentIdentity } = await import('../src/main.ts');
+    const { generateApiKey } = await import('../src/core/identity/apiKeys.ts');
+    const first = await ensureDevelopmentIdentity(h.server.identity, {});
+    expect(first.apiKey).toMatch(/^tdp_/);
+    expect(first.callbackSecret).toMatch(/^whsec_/);
+    expect((await h.request('GET', '/v1/tasks', { token: first.apiKey })).status).toBe(200);
+
+    const again = await ensureDevelopmentIdentity(h.server.identity, { rememberedKey: first.apiKey });
+    expect(again).toMatchObject({
+      tenantId: first.tenantId,
+      applicationId: first.applicationId,
+      apiKey: first.apiKey,
+    });
+
+    const fixed = generateApiKey().plaintext; // as TDP_DEV_API_KEY
+    const withFixed = await ensureDevelopmentIdentity(h.server.identity, { fixedKey: fixed });
+    expect(withFixed.apiKey).toBe(fixed);
+    expect(withFixed.applicationId).toBe(first.applicationId);
+    expect((await h.request('GET', '/v1/tasks', { token: fixed })).status).toBe(200);
+
+    await expect(ensureDevelopmentIdentity(h.server.identity, { fixedKey: 'devkey' })).rejects.toThrow(
+      /must look like tdp_/,
+    );
+
+    // A remembered key that was revoked is replaced; a fixed one that was revoked is an error.
+    const keyId = fixed.split('_')[1]!;
+    await h.request('DELETE', `/admin/v1/applications/${first.applicationId}/api-keys/${keyId}`, {
+      token: h.adminToken,
+    });
+    const replaced = await ensureDevelopmentIdentity(h.server.identity, { rememberedKey: fixed });
+    expect(replaced.apiKey).not.toBe(fixed);
+    expect((await h.request('GET', '/v1/tasks', { token: replaced.apiKey })).status).toBe(200);
+    await expect(ensureDevelopmentIdentity(h.server.identity, { fixedKey: fixed })).rejects.toThrow(
+      /revoked/,
+    );
+  });
+});

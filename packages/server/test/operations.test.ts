@@ -187,7 +187,8 @@ describe('shutdown', () => {
       await closing;
       const created = answers.filter((a) => a?.status === 201).length;
       expect(created).toBeGreaterThan(0);
-      for (const answer of answers) if (answer && answer.status !== 201) expect(answer.status).toBe(503);
+      for (const answer of answers)
+        if (answer && answer.status !== 201) expect(answer.body.code).toBe('SHUTTING_DOWN');
       const [row] = await sql`SELECT count(*) AS n FROM task`;
       expect(Number(row!.n)).toBe(created);
     } finally {

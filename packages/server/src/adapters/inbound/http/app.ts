@@ -35,7 +35,8 @@ export async function createHttpApp(options: HttpOptions): Promise<FastifyInstan
       const given = request.headers['x-request-id'];
       return typeof given === 'string' && /^[\w.-]{1,128}$/.test(given) ? given : randomUUID();
     },
-    return503OnClosing: true,
+    // Our own onRequest hook answers during shutdown, as a problem+json like every other error.
+    return503OnClosing: false,
     forceCloseConnections: 'idle',
     // Per-request lines come from our onResponse hook at debug level; errors are logged by the error handler.
     logController: new LogController({ disableRequestLogging: true }),
@@ -108,6 +109,19 @@ export async function createHttpApp(options: HttpOptions): Promise<FastifyInstan
   let closing = false;
   app.addHook('preClose', async () => {
     closing = true;
+  });
+  app.addHook('onRequest', async (request, reply) => {
+    if (closing) {
+      return sendProblem(
+        reply.header('connection', 'close'),
+        problem(
+          'SHUTTING_DOWN',
+          'the server is shutting down; retry on another instance or shortly',
+          undefined,
+          request.url,
+        ),
+      );
+    }
   });
   app.addHook('onSend', async (_request, reply, payload) => {
     if (closing) reply.header('connection', 'close');
