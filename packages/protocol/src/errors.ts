@@ -21,7 +21,74 @@ export const errorCatalogue = {
     retryable: false,
     title: 'Workflow definition not found',
   },
+  WORKFLOW_NOT_FOUND: { status: 404, retryable: false, title: 'Workflow not found' },
+  STEP_NOT_REGISTERED: {
+    status: 404,
+    retryable: false,
+    title: 'The step (or step attempt) is not registered for this task',
+  },
+  STATUS_DEFINITION_NOT_FOUND: { status: 404, retryable: false, title: 'Status definition not found' },
   METHOD_NOT_ALLOWED: { status: 405, retryable: false, title: 'Method not allowed' },
+  EXECUTION_CREDENTIAL_INVALID: {
+    status: 401,
+    retryable: false,
+    title: 'The execution token or handle is missing, invalid or expired',
+  },
+  EVENT_TYPE_NOT_ALLOWED: {
+    status: 403,
+    retryable: false,
+    title: 'This credential may not report this event type',
+  },
+  OPERATION_MISMATCH: {
+    status: 403,
+    retryable: false,
+    title: 'The operationCode does not match the registered execution',
+  },
+  PRODUCER_MISMATCH: {
+    status: 403,
+    retryable: false,
+    title: 'The producerId does not match the registered execution',
+  },
+  OPERATION_NOT_ALLOWED: {
+    status: 403,
+    retryable: false,
+    title: "The task's dynamic registration policy does not allow this operation here",
+  },
+  EVENTS_PRUNED: {
+    status: 410,
+    retryable: false,
+    title: 'The requested part of the event history was pruned',
+  },
+  EVENT_ID_CONFLICT: {
+    status: 409,
+    retryable: false,
+    title: 'This eventId was already used with different content',
+  },
+  STALE_EXECUTION: {
+    status: 409,
+    retryable: false,
+    title: 'The event belongs to an execution that is no longer current',
+  },
+  SOURCE_SEQ_REGRESSION: {
+    status: 409,
+    retryable: false,
+    title: 'sourceSeq is not higher than the last accepted one of this producer',
+  },
+  TASK_TYPE_FROZEN: {
+    status: 409,
+    retryable: false,
+    title: 'The task type and status definition are already bound',
+  },
+  REGISTRY_VERSION_EXISTS: {
+    status: 409,
+    retryable: false,
+    title: 'This registry version is already defined with different content',
+  },
+  VERSION_MISMATCH: {
+    status: 412,
+    retryable: false,
+    title: 'If-Match does not match the current task version',
+  },
   IDEMPOTENCY_KEY_REUSED: {
     status: 409,
     retryable: false,
@@ -40,6 +107,32 @@ export const errorCatalogue = {
   INVALID_TRANSITION: { status: 409, retryable: false, title: 'The execution cannot make this transition' },
   PAYLOAD_TOO_LARGE: { status: 413, retryable: false, title: 'The request body is too large' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, retryable: false, title: 'Unsupported content type' },
+  SCHEMA_NOT_ALLOWED: {
+    status: 422,
+    retryable: false,
+    title: 'data.schema is not registered for this operation and event type',
+  },
+  DATA_INVALID: { status: 422, retryable: false, title: 'data.value does not match its registered schema' },
+  UNKNOWN_BUSINESS_STATUS: {
+    status: 422,
+    retryable: false,
+    title: "businessStatus is not registered in the task's status definition",
+  },
+  DYNAMIC_STEP_LIMIT: {
+    status: 422,
+    retryable: false,
+    title: "A limit of the task's dynamic registration policy was reached",
+  },
+  PRECONDITION_REQUIRED: {
+    status: 428,
+    retryable: false,
+    title: 'An If-Match header with the task version is required',
+  },
+  REGISTRATION_RATE_LIMITED: {
+    status: 429,
+    retryable: true,
+    title: 'Too many dynamic step registrations for this task in the last minute',
+  },
   WORKFLOW_DEFINITION_INVALID: { status: 422, retryable: false, title: 'The workflow definition is invalid' },
   UNKNOWN_WORKFLOW: {
     status: 422,

@@ -1,3 +1,4 @@
 export * from './errors.ts';
 export * from './ids.ts';
 export * from './schemas.ts';
+export * from './status.ts';

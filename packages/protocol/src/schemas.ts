@@ -155,6 +155,8 @@ export const CreateTaskRequest = Type.Object(
     priority: Type.Optional(Type.Integer({ minimum: 0, maximum: 100 })),
     stepConstraints: Type.Optional(StepConstraints),
     ownerId: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+    /** An existing workflow of yours to add the task to; by default each task gets a workflow of its own. */
+    workflowId: Type.Optional(Type.String({ format: 'uuid' })),
   },
   Strict,
 );
@@ -197,14 +199,68 @@ export type LifecycleStatus = Static<typeof LifecycleStatus>;
 const Timestamp = Type.String({ format: 'date-time' });
 const NullableTimestamp = Type.Union([Timestamp, Type.Null()]);
 
+export const Health = Type.Union([Type.Literal('HEALTHY'), Type.Literal('DEGRADED'), Type.Literal('STALE')]);
+export type Health = Static<typeof Health>;
+
+/** A structured error: `code` drives behaviour, `userMessage` is safe to show (redacted, bounded). */
+export const StructuredError = Type.Object(
+  {
+    category: Type.String({ minLength: 1, maxLength: 64 }),
+    code: Type.String({ minLength: 1, maxLength: 128 }),
+    retryable: Type.Boolean(),
+    userMessage: Type.Optional(Type.String({ maxLength: 2000 })),
+    /** Server-side diagnostics reference; stored, never sent to a browser. */
+    diagnosticsRef: Type.Optional(Type.String({ maxLength: 255 })),
+  },
+  { additionalProperties: false },
+);
+export type StructuredError = Static<typeof StructuredError>;
+
+export const PublicError = Type.Object({
+  category: Type.String(),
+  code: Type.String(),
+  retryable: Type.Boolean(),
+  userMessage: Type.Union([Type.String(), Type.Null()]),
+});
+export type PublicError = Static<typeof PublicError>;
+
+export const Progress = Type.Object(
+  {
+    current: Type.Optional(Type.Number({ minimum: 0 })),
+    total: Type.Optional(Type.Number({ minimum: 0 })),
+    unit: Type.Optional(Type.String({ maxLength: 32 })),
+    percent: Type.Optional(Type.Number({ minimum: 0, maximum: 100 })),
+  },
+  { additionalProperties: false },
+);
+export type Progress = Static<typeof Progress>;
+
 export const StepView = Type.Object({
   id: Type.String(),
   key: Type.String(),
+  attempt: Type.Integer(),
+  executionId: Type.Union([Type.String(), Type.Null()]),
   capability: Type.String(),
   capabilityVersion: Type.String(),
+  operationCode: Type.String(),
   dependsOn: Type.Array(Type.String()),
+  dynamic: Type.Boolean(),
   status: StepStatus,
+  lifecycleStatus: LifecycleStatus,
+  businessStatus: Type.Union([Type.String(), Type.Null()]),
+  phaseCode: Type.Union([Type.String(), Type.Null()]),
+  phaseLabel: Type.Union([Type.String(), Type.Null()]),
+  progress: Type.Union([Progress, Type.Null()]),
+  health: Health,
   version: Type.String(),
+  dataSchema: Type.Union([Type.String(), Type.Null()]),
+  data: Type.Unknown(),
+  error: Type.Union([PublicError, Type.Null()]),
+  startedAt: Type.Union([Type.String(), Type.Null()]),
+  finishedAt: Type.Union([Type.String(), Type.Null()]),
+  durationMs: Type.Union([Type.Integer(), Type.Null()]),
+  durationSource: Type.Union([Type.String(), Type.Null()]),
+  lastHeartbeatAt: Type.Union([Type.String(), Type.Null()]),
   createdAt: Timestamp,
   updatedAt: Timestamp,
 });
@@ -225,20 +281,39 @@ export type ExecutionView = Static<typeof ExecutionView>;
 
 export const TaskView = Type.Object({
   id: Type.String(),
+  workflowId: Type.String(),
   applicationId: Type.String(),
-  workflowName: Type.String(),
-  workflowVersion: Type.String(),
+  workflowName: Type.Union([Type.String(), Type.Null()]),
+  workflowVersion: Type.Union([Type.String(), Type.Null()]),
+  clientTaskKey: Type.String(),
   name: Type.String(),
   externalRef: Type.Union([Type.String(), Type.Null()]),
   input: Type.Unknown(),
   callbackUrl: Type.Union([Type.String(), Type.Null()]),
   priority: Type.Integer(),
   ownerId: Type.Union([Type.String(), Type.Null()]),
+  taskType: Type.Union([Type.String(), Type.Null()]),
+  productId: Type.Union([Type.String(), Type.Null()]),
+  statusDefinitionVersion: Type.Union([Type.Integer(), Type.Null()]),
   lifecycleStatus: LifecycleStatus,
+  businessStatus: Type.String(),
+  health: Health,
+  failure: Type.Union([
+    Type.Intersect([PublicError, Type.Object({ failedStepId: Type.Union([Type.String(), Type.Null()]) })]),
+    Type.Null(),
+  ]),
   version: Type.String(),
   currentExecutionId: Type.String(),
   createdAt: Timestamp,
   updatedAt: Timestamp,
+  startedAt: Type.Union([Type.String(), Type.Null()]),
+  finishedAt: Type.Union([Type.String(), Type.Null()]),
+  /** Derived: startedAt − createdAt. */
+  queueDurationMs: Type.Union([Type.Integer(), Type.Null()]),
+  /** The coordinator's reported duration of the whole run, when given. */
+  runDurationMs: Type.Union([Type.Integer(), Type.Null()]),
+  /** Derived: finishedAt − createdAt. */
+  totalDurationMs: Type.Union([Type.Integer(), Type.Null()]),
 });
 export type TaskView = Static<typeof TaskView>;
 

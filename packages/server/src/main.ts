@@ -19,6 +19,7 @@ import { PostgresDefinitionStore } from './adapters/outbound/postgres/definition
 import { PostgresIdentityStore } from './adapters/outbound/postgres/identityStore.ts';
 import { loadMigrations, migrationsCurrent } from './adapters/outbound/postgres/migrate.ts';
 import { PostgresOutboxQueue } from './adapters/outbound/postgres/outboxQueue.ts';
+import { PostgresStatusStore } from './adapters/outbound/postgres/statusStore.ts';
 import { PostgresTaskStore } from './adapters/outbound/postgres/taskStore.ts';
 import type { ServerConfig } from './config.ts';
 import { DefinitionCatalog } from './core/definitions/catalog.ts';
@@ -109,6 +110,7 @@ export async function startServer(
   const schemas = new AjvJsonSchemaValidator();
   const definitionStore = new PostgresDefinitionStore(sql);
   const tasks = new PostgresTaskStore(sql);
+  const statusStore = new PostgresStatusStore(sql);
   const outboxQueue = new PostgresOutboxQueue(sql);
   const signal = new OutboxWakeup(sql);
   const bus = new InProcessBus();
@@ -163,8 +165,9 @@ export async function startServer(
   const catalog = new DefinitionCatalog(definitionStore);
   registerTaskRoutes(app, {
     authenticator,
+    tasks,
     create: {
-      tasks,
+      store: statusStore,
       definitions: catalog,
       schemas,
       clock,
@@ -172,7 +175,7 @@ export async function startServer(
       signal,
       allowInsecureCallbacks: config.allowInsecureCallbacks,
     },
-    cancel: { tasks, clock, ids, signal },
+    cancel: { store: statusStore, clock, ids, signal },
   });
 
   const loops: WakeableLoop[] = [];

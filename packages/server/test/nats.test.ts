@@ -42,14 +42,14 @@ describe.skipIf(!available)('NATS JetStream publisher', () => {
   it('creates the stream when missing, publishes to the tenant/application subject, and JetStream drops a repeated event id', async () => {
     const event = {
       id: newId(),
-      type: 'execution.created',
+      type: 'TASK_CREATED',
       tenantId: newId(),
       applicationId: newId(),
       occurredAt: new Date().toISOString(),
       payload: { taskId: 't-1', taskVersion: '1' },
     };
     expect(subjectFor(event, prefix)).toBe(
-      `${prefix}.${event.tenantId}.${event.applicationId}.events.execution.created`,
+      `${prefix}.${event.tenantId}.${event.applicationId}.events.TASK_CREATED`,
     );
     await publisher.publish(event);
     await publisher.publish(event); // the outbox re-publishes after a crash: same id
@@ -74,7 +74,7 @@ describe.skipIf(!available)('NATS JetStream publisher', () => {
 });
 
 describe.skipIf(!available)('a server configured with NATS_URL', () => {
-  it('streams the execution.created event of a new task to JetStream', async () => {
+  it('streams the TASK_CREATED event of a new task to JetStream', async () => {
     const prefix = `tdpsrv${newId().replaceAll('-', '').slice(-10)}`;
     const stream = `${prefix.toUpperCase()}_EVENTS`;
     const h = await startHarness({ runLoops: true, nats: { url: natsUrl, subjectPrefix: prefix } });
@@ -99,9 +99,7 @@ describe.skipIf(!available)('a server configured with NATS_URL', () => {
         deliver_policy: DeliverPolicy.All,
       });
       const message = await (await nc.jetstream().consumers.get(stream, 'reader')).next({ expires: 10_000 });
-      expect(message?.subject).toBe(
-        `${prefix}.${app.tenantId}.${app.applicationId}.events.execution.created`,
-      );
+      expect(message?.subject).toBe(`${prefix}.${app.tenantId}.${app.applicationId}.events.TASK_CREATED`);
       expect(message?.json()).toMatchObject({
         taskId: created.body.task.id,
         executionId: created.body.execution.id,

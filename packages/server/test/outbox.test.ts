@@ -19,7 +19,7 @@ async function addEvents(n: number, at: Date): Promise<string[]> {
   for (const id of ids) {
     await sql`
       INSERT INTO outbox_event (id, tenant_id, application_id, aggregate_id, event_type, payload, available_at, created_at)
-      VALUES (${id}, ${tenantId}, ${applicationId}, ${newId()}, 'execution.created', ${sql.json({ id })}, ${at}, ${at})`;
+      VALUES (${id}, ${tenantId}, ${applicationId}, ${newId()}, 'TASK_CREATED', ${sql.json({ id })}, ${at}, ${at})`;
   }
   return ids;
 }
@@ -190,7 +190,7 @@ describe('the outbox loop in a running server', () => {
         input: { sourceZip: 'z' },
       },
     });
-    await expect.poll(() => seen.map((e) => e.type), { timeout: 5_000 }).toContain('execution.created');
+    await expect.poll(() => seen.map((e) => e.type), { timeout: 5_000 }).toContain('TASK_CREATED');
     const event = seen.find((e) => e.payload.taskId === created.body.task.id)!;
     expect(event).toMatchObject({ tenantId: app.tenantId, applicationId: app.applicationId });
     expect(event.payload).toMatchObject({ executionId: created.body.execution.id, taskVersion: '1' });

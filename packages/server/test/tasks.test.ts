@@ -76,11 +76,11 @@ describe('POST /v1/tasks', () => {
     });
     expect(execution!.snapshot.steps[0].affinity).toEqual({});
     const events = await sql`SELECT task_version, type FROM task_event WHERE task_id = ${res.body.task.id}`;
-    expect(events.map((e) => [e.task_version, e.type])).toEqual([[1n, 'execution.created']]);
+    expect(events.map((e) => [e.task_version, e.type])).toEqual([[1n, 'TASK_CREATED']]);
     const outbox =
       await sql`SELECT id, event_type, status, payload FROM outbox_event WHERE aggregate_id = ${res.body.task.id}`;
     expect(outbox).toHaveLength(1);
-    expect(outbox[0]).toMatchObject({ event_type: 'execution.created', status: 'PENDING' });
+    expect(outbox[0]).toMatchObject({ event_type: 'TASK_CREATED', status: 'PENDING' });
     expect(outbox[0]!.payload).toMatchObject({
       taskId: res.body.task.id,
       executionId: res.body.execution.id,
@@ -367,10 +367,10 @@ describe('reading and cancelling tasks', () => {
     expect(again.body).toEqual(cancelled.body);
     const events =
       await sql`SELECT task_version, type, payload FROM task_event WHERE task_id = ${id} ORDER BY task_version`;
-    expect(events.map((e) => e.type)).toEqual(['execution.created', 'execution.canceled']);
+    expect(events.map((e) => e.type)).toEqual(['TASK_CREATED', 'TASK_CANCELLED']);
     expect(events[1]!.payload).toMatchObject({ previousStatus: 'CREATED', reason: 'customer asked' });
     const outbox = await sql`SELECT event_type FROM outbox_event WHERE aggregate_id = ${id} ORDER BY id`;
-    expect(outbox.map((o) => o.event_type)).toEqual(['execution.created', 'execution.canceled']);
+    expect(outbox.map((o) => o.event_type)).toEqual(['TASK_CREATED', 'TASK_CANCELLED']);
 
     const read = await h.request('GET', `/v1/tasks/${id}`, { token: app.apiKey });
     expect(read.body).toEqual(cancelled.body);

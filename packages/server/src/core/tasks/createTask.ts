@@ -5,21 +5,15 @@ import { checkOutboundUrl } from '../identity/applications.ts';
 import type { ApplicationPrincipal } from '../identity/ports.ts';
 import { fingerprint } from '../shared/canonicalJson.ts';
 import { AppError } from '../shared/errors.ts';
-import type { Clock, IdGenerator } from '../shared/ports.ts';
-import { lifecycleOf } from './execution.ts';
-import type { ExecutionRecord, StepRecord, TaskEventRecord, TaskRecord } from './model.ts';
-import { outboxFor } from './outboxEvents.ts';
-import type { OutboxSignal, TaskStore } from './ports.ts';
+import { type FactDeps, inFactTransaction } from '../status/facts.ts';
+import { workflowProjection } from '../status/projections.ts';
+import { newTaskState, newWorkflowRecord } from './newTask.ts';
 import { applyStepConstraints } from './snapshot.ts';
 import { toTaskView } from './views.ts';
 
-export interface CreateTaskDeps {
-  tasks: TaskStore;
+export interface CreateTaskDeps extends FactDeps {
   definitions: DefinitionCatalog;
   schemas: JsonSchemaValidator;
-  clock: Clock;
-  ids: IdGenerator;
-  signal: OutboxSignal;
   allowInsecureCallbacks: boolean;
 }
 
@@ -30,11 +24,14 @@ export interface CreateTaskResult {
 }
 
 const operation = 'task.create';
+/** TDP's own workers report the steps of tasks created here (issue: the worker gateway). */
+export const platformWorkerProducer = 'tdp:worker';
 
 /**
  * Accepts a task: validates it against the published workflow, freezes the definition into execution #1
- * and writes the idempotency record, task, execution, steps, first event and outbox row in one
- * transaction. Replays with the same key and request return the original answer.
+ * and commits the idempotency record, the workflow (implicit unless named), the task, execution, steps,
+ * TASK_CREATED (task version 1), the outbox event and the projections in one transaction. The platform is
+ * the coordinator of such tasks. Replays with the same key and request return the original answer.
  */
 export async function createTask(
   deps: CreateTaskDeps,
@@ -78,76 +75,66 @@ export async function createTask(
       merged.errors,
     );
   }
-
-  const now = deps.clock.now();
-  const task: TaskRecord = {
-    id: deps.ids.newId(),
-    tenantId: principal.tenantId,
-    applicationId: principal.applicationId,
-    workflowDefinitionId: definition.id,
-    workflowName: definition.name,
-    workflowVersion: definition.version,
-    name: request.name.trim(),
-    externalRef: request.externalRef ?? null,
-    input,
-    callbackUrl: request.callbackUrl ?? null,
-    priority: request.priority ?? 50,
-    ownerId: request.ownerId ?? null,
-    lifecycleStatus: lifecycleOf('CREATED'),
-    version: 1n,
-    currentExecutionId: deps.ids.newId(),
-    createdAt: now,
-    updatedAt: now,
-  };
-  const execution: ExecutionRecord = {
-    id: task.currentExecutionId,
-    taskId: task.id,
-    number: 1,
-    status: 'CREATED',
-    progress: 0,
-    snapshot: {
-      definitionId: definition.id,
-      name: definition.name,
-      version: definition.version,
-      steps: merged.steps,
-    },
-    version: 1n,
-    createdAt: now,
-    startedAt: null,
-    completedAt: null,
-    updatedAt: now,
-  };
-  const steps: StepRecord[] = merged.steps.map((step) => ({
-    id: deps.ids.newId(),
-    executionId: execution.id,
-    key: step.key,
-    capability: step.capability,
-    capabilityVersion: step.capabilityVersion,
-    dependsOn: step.dependsOn,
-    status: 'WAITING',
-    version: 1n,
-    createdAt: now,
-    updatedAt: now,
-  }));
-  const event: TaskEventRecord = {
-    id: deps.ids.newId(),
-    taskId: task.id,
-    executionId: execution.id,
-    taskVersion: 1n,
-    type: 'execution.created',
-    producer: `application:${principal.applicationId}`,
-    payload: {
-      status: execution.status,
-      externalRef: task.externalRef,
-      workflow: { name: definition.name, version: definition.version },
-    },
-    occurredAt: now,
-  };
-  const body = toTaskView({ task, execution, steps });
   const requestHash = fingerprint(request);
 
-  const existing = await deps.tasks.createTask(
-    {
+  return inFactTransaction(deps, async (session): Promise<CreateTaskResult> => {
+    const now = session.now;
+    const workflow = request.workflowId
+      ? await session.tx.lockWorkflow(request.workflowId)
+      : newWorkflowRecord(
+          deps.ids,
+          {
+            tenantId: principal.tenantId,
+            applicationId: principal.applicationId,
+            clientWorkflowKey: `task:${idempotencyKey}`,
+            ownerId: request.ownerId ?? null,
+            title: request.name.trim(),
+            workflowType: null,
+            requestHash,
+            taskCount: 1,
+          },
+          now,
+        );
+    if (!workflow || workflow.applicationId !== principal.applicationId) {
+      throw new AppError('WORKFLOW_NOT_FOUND', `workflow ${request.workflowId} does not exist`);
+    }
+    const state = newTaskState(
+      deps.ids,
+      {
+        tenantId: principal.tenantId,
+        applicationId: principal.applicationId,
+        workflowId: workflow.id,
+        clientTaskKey: request.workflowId ? `task:${idempotencyKey}` : 'task',
+        name: request.name.trim(),
+        ownerId: request.ownerId ?? null,
+        definition: { id: definition.id, name: definition.name, version: definition.version },
+        snapshot: {
+          definitionId: definition.id,
+          name: definition.name,
+          version: definition.version,
+          steps: merged.steps,
+        },
+        steps: merged.steps.map((step) => ({
+          key: step.key,
+          operationCode: step.capability,
+          capability: step.capability,
+          capabilityVersion: step.capabilityVersion,
+          expectedProducer: platformWorkerProducer,
+          dependsOn: step.dependsOn,
+          failurePolicy: step.failurePolicy,
+          heartbeatTimeoutSeconds: step.timeouts.heartbeatMs
+            ? Math.ceil(step.timeouts.heartbeatMs / 1000)
+            : null,
+        })),
+        externalRef: request.externalRef ?? null,
+        input,
+        callbackUrl: request.callbackUrl ?? null,
+        priority: request.priority ?? 50,
+      },
+      now,
+    );
+    const body = toTaskView(state);
+    const existing = await session.tx.claimIdempotency({
       principal: `application:${principal.applicationId}`,
       operation,
       key: idempotencyKey,
@@ -155,18 +142,46 @@ export async function createTask(
       responseStatus: 201,
       responseBody: body,
       createdAt: now,
-    },
-    { task, execution, steps, event, outbox: [outboxFor(task, event)] },
-  );
-  if (existing) {
-    if (existing.requestHash !== requestHash) {
-      throw new AppError(
-        'IDEMPOTENCY_KEY_REUSED',
-        `Idempotency-Key "${idempotencyKey}" was used for a different request; use a new key for a new task`,
-      );
+    });
+    if (existing) {
+      if (existing.requestHash !== requestHash) {
+        throw new AppError(
+          'IDEMPOTENCY_KEY_REUSED',
+          `Idempotency-Key "${idempotencyKey}" was used for a different request; use a new key for a new task`,
+        );
+      }
+      return { status: 200, body: existing.responseBody as TaskWithExecution };
     }
-    return { status: 200, body: existing.responseBody as TaskWithExecution };
-  }
-  deps.signal.outboxWritten();
-  return { status: 201, body };
+    const implicit = !request.workflowId;
+    await session.commit(
+      null,
+      state,
+      {
+        id: deps.ids.newId(),
+        type: 'TASK_CREATED',
+        producer: `application:${principal.applicationId}`,
+        payload: {
+          externalRef: state.task.externalRef,
+          workflow: { name: definition.name, version: definition.version },
+        },
+        occurredAt: now,
+        receivedAt: now,
+      },
+      {
+        write: {
+          newTask: { task: state.task, execution: state.execution },
+          newSteps: state.steps,
+          ...(implicit ? { newWorkflow: workflow } : {}),
+        },
+        countInWorkflow: !implicit,
+      },
+    );
+    if (implicit)
+      await session.tx.write({
+        events: [],
+        outbox: [],
+        realtime: [workflowProjection(workflow, () => deps.ids.newId(), now)],
+      });
+    return { status: 201, body };
+  });
 }

@@ -5,8 +5,22 @@
  * - step: one DAG node inside an execution; its state machine lives in the orchestration context.
  * - task version: rises by one with every recorded fact about the task (the event log's order).
  * - outbox event: a committed fact waiting to be published to the event bus.
+ * - workflow: groups the tasks of one business request (document 002); every task belongs to one.
+ * - step attempt: a step row is one attempt of one step; its `attemptId` is the execution instance that
+ *   producers report for (`executionId` on the wire, bound into their credential).
+ * - lifecycle / business status / phase / health: four separate fields; only lifecycle drives rules.
  */
-import type { ExecutionStatus, LifecycleStatus, StepDefinition, StepStatus } from '@tdp/protocol';
+import type {
+  DynamicRegistrationPolicy,
+  ExecutionStatus,
+  FailurePolicy,
+  Health,
+  LifecycleStatus,
+  Progress,
+  StepDefinition,
+  StepStatus,
+  StructuredError,
+} from '@tdp/protocol';
 
 export interface ExecutionSnapshot {
   definitionId: string;
@@ -15,24 +29,43 @@ export interface ExecutionSnapshot {
   steps: StepDefinition[];
 }
 
+export interface TaskFailure extends StructuredError {
+  failedStepId: string | null;
+}
+
 export interface TaskRecord {
   id: string;
   tenantId: string;
   applicationId: string;
-  workflowDefinitionId: string;
-  workflowName: string;
-  workflowVersion: string;
+  workflowId: string;
+  clientTaskKey: string;
+  workflowDefinitionId: string | null;
+  workflowName: string | null;
+  workflowVersion: string | null;
   name: string;
   externalRef: string | null;
   input: unknown;
   callbackUrl: string | null;
   priority: number;
   ownerId: string | null;
+  taskType: string | null;
+  productId: string | null;
+  statusDefinitionVersion: number | null;
   lifecycleStatus: LifecycleStatus;
+  businessStatus: string;
+  health: Health;
+  failure: TaskFailure | null;
+  coordinatorSourceSeq: bigint;
+  dynamicPolicy: DynamicRegistrationPolicy;
+  dynamicStepCount: number;
   version: bigint;
   currentExecutionId: string;
   createdAt: Date;
   updatedAt: Date;
+  startedAt: Date | null;
+  finishedAt: Date | null;
+  durationMs: number | null;
+  eventsPrunedBefore: bigint;
 }
 
 export interface ExecutionRecord {
@@ -51,12 +84,44 @@ export interface ExecutionRecord {
 
 export interface StepRecord {
   id: string;
+  taskId: string;
   executionId: string;
   key: string;
+  attempt: number;
+  clientStepKey: string;
   capability: string;
   capabilityVersion: string;
+  operationCode: string;
+  operationDefinitionVersion: number | null;
+  expectedProducer: string | null;
+  failurePolicy: FailurePolicy;
   dependsOn: string[];
+  dynamic: boolean;
+  parentAttemptId: string | null;
+  depth: number;
+  displayName: string | null;
+  /** The execution instance of this attempt, once activated or registered. */
+  attemptId: string | null;
+  current: boolean;
   status: StepStatus;
+  businessStatus: string | null;
+  phaseCode: string | null;
+  phaseLabel: string | null;
+  progress: Progress | null;
+  health: Health;
+  sourceSeqs: Record<string, number>;
+  heartbeatIntervalSeconds: number | null;
+  heartbeatTimeoutSeconds: number | null;
+  lastHeartbeatSeq: bigint;
+  lastHeartbeatAt: Date | null;
+  staleSince: Date | null;
+  dataSchema: string | null;
+  stateData: unknown;
+  startedAt: Date | null;
+  finishedAt: Date | null;
+  durationMs: number | null;
+  durationSource: string | null;
+  error: StructuredError | null;
   version: bigint;
   createdAt: Date;
   updatedAt: Date;
@@ -65,12 +130,28 @@ export interface StepRecord {
 export interface TaskEventRecord {
   id: string;
   taskId: string;
+  workflowId: string;
   executionId: string;
   taskVersion: bigint;
   type: string;
   producer: string;
   payload: Record<string, unknown>;
   occurredAt: Date;
+  receivedAt: Date;
+  taskAttempt: number;
+  stepKey: string | null;
+  stepAttempt: number | null;
+  attemptId: string | null;
+  stepVersion: bigint | null;
+  operationCode: string | null;
+  sourceSeq: bigint | null;
+  lifecycleStatus: LifecycleStatus;
+  businessStatus: string;
+  health: Health;
+  phaseCode: string | null;
+  dataSchema: string | null;
+  errorCode: string | null;
+  durationMs: number | null;
 }
 
 export interface OutboxRecord {
@@ -88,4 +169,41 @@ export interface TaskState {
   task: TaskRecord;
   execution: ExecutionRecord;
   steps: StepRecord[];
+}
+
+export interface WorkflowRecord {
+  id: string;
+  tenantId: string;
+  applicationId: string;
+  clientWorkflowKey: string;
+  ownerId: string | null;
+  title: string;
+  workflowType: string | null;
+  lifecycleStatus: LifecycleStatus;
+  version: bigint;
+  taskCount: number;
+  /** How many of its tasks are in each lifecycle status. */
+  taskCounts: Partial<Record<LifecycleStatus, number>>;
+  requestHash: string;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+/** A projection row for a realtime channel, committed with the fact it shows. */
+export interface RealtimeRecord {
+  id: string;
+  tenantId: string;
+  aggregateType: 'TASK' | 'WORKFLOW';
+  aggregateId: string;
+  aggregateVersion: bigint;
+  channel: string;
+  projection: 'USER_SUMMARY' | 'TASK_DETAIL' | 'WORKFLOW_SUMMARY' | 'USER_REMOVAL';
+  payload: Record<string, unknown>;
+  createdAt: Date;
+}
+
+export interface AclEntry {
+  principalType: 'USER' | 'PROJECT' | 'ROLE';
+  principalId: string;
+  permission: 'VIEW' | 'OPERATE' | 'ADMIN';
 }

@@ -1,25 +1,116 @@
-import type { TaskWithExecution } from '@tdp/protocol';
-import type { TaskState } from './model.ts';
+import type {
+  LifecycleStatus,
+  PublicError,
+  StepStatus,
+  StructuredError,
+  TaskWithExecution,
+} from '@tdp/protocol';
+import type { StepRecord, TaskState } from './model.ts';
+
+/** The lifecycle of one step attempt, from its orchestration status. */
+export function stepLifecycle(status: StepStatus): LifecycleStatus {
+  switch (status) {
+    case 'WAITING':
+    case 'READY':
+    case 'QUEUED':
+      return 'PENDING';
+    case 'RUNNING':
+      return 'RUNNING';
+    case 'SUCCEEDED':
+    case 'SKIPPED':
+      return 'SUCCEEDED';
+    case 'FAILED':
+      return 'FAILED';
+    case 'CANCELED':
+      return 'CANCELLED';
+    default: {
+      const unreachable: never = status;
+      throw new Error(`unknown step status ${String(unreachable)}`);
+    }
+  }
+}
+
+/** What of an error may leave the server: never the diagnostics reference. */
+export function publicError(error: StructuredError | null): PublicError | null {
+  if (!error) return null;
+  return {
+    category: error.category,
+    code: error.code,
+    retryable: error.retryable,
+    userMessage: error.userMessage ?? null,
+  };
+}
+
+const iso = (date: Date | null) => date?.toISOString() ?? null;
+const between = (from: Date | null, to: Date | null) =>
+  from && to ? Math.max(0, to.getTime() - from.getTime()) : null;
+
+export function toStepView(step: StepRecord): TaskWithExecution['execution']['steps'][number] {
+  return {
+    id: step.id,
+    key: step.key,
+    attempt: step.attempt,
+    executionId: step.attemptId,
+    capability: step.capability,
+    capabilityVersion: step.capabilityVersion,
+    operationCode: step.operationCode,
+    dependsOn: step.dependsOn,
+    dynamic: step.dynamic,
+    status: step.status,
+    lifecycleStatus: stepLifecycle(step.status),
+    businessStatus: step.businessStatus,
+    phaseCode: step.phaseCode,
+    phaseLabel: step.phaseLabel,
+    progress: step.progress,
+    health: step.health,
+    version: step.version.toString(),
+    dataSchema: step.dataSchema,
+    data: step.stateData ?? null,
+    error: publicError(step.error),
+    startedAt: iso(step.startedAt),
+    finishedAt: iso(step.finishedAt),
+    durationMs: step.durationMs,
+    durationSource: step.durationSource,
+    lastHeartbeatAt: iso(step.lastHeartbeatAt),
+    createdAt: step.createdAt.toISOString(),
+    updatedAt: step.updatedAt.toISOString(),
+  };
+}
 
 /** The public JSON shape of a task with its current execution (versions as decimal strings). */
 export function toTaskView({ task, execution, steps }: TaskState): TaskWithExecution {
   return {
     task: {
       id: task.id,
+      workflowId: task.workflowId,
       applicationId: task.applicationId,
       workflowName: task.workflowName,
       workflowVersion: task.workflowVersion,
+      clientTaskKey: task.clientTaskKey,
       name: task.name,
       externalRef: task.externalRef,
       input: task.input,
       callbackUrl: task.callbackUrl,
       priority: task.priority,
       ownerId: task.ownerId,
+      taskType: task.taskType,
+      productId: task.productId,
+      statusDefinitionVersion: task.statusDefinitionVersion,
       lifecycleStatus: task.lifecycleStatus,
+      businessStatus: task.businessStatus,
+      health: task.health,
+      failure: task.failure
+        ? { ...publicError(task.failure)!, failedStepId: task.failure.failedStepId }
+        : null,
       version: task.version.toString(),
       currentExecutionId: task.currentExecutionId,
       createdAt: task.createdAt.toISOString(),
       updatedAt: task.updatedAt.toISOString(),
+      startedAt: iso(task.startedAt),
+      finishedAt: iso(task.finishedAt),
+      queueDurationMs: between(task.createdAt, task.startedAt),
+      runDurationMs: task.durationMs,
+      totalDurationMs: between(task.createdAt, task.finishedAt),
     },
     execution: {
       id: execution.id,
@@ -28,19 +119,9 @@ export function toTaskView({ task, execution, steps }: TaskState): TaskWithExecu
       progress: execution.progress,
       version: execution.version.toString(),
       createdAt: execution.createdAt.toISOString(),
-      startedAt: execution.startedAt?.toISOString() ?? null,
-      completedAt: execution.completedAt?.toISOString() ?? null,
-      steps: steps.map((step) => ({
-        id: step.id,
-        key: step.key,
-        capability: step.capability,
-        capabilityVersion: step.capabilityVersion,
-        dependsOn: step.dependsOn,
-        status: step.status,
-        version: step.version.toString(),
-        createdAt: step.createdAt.toISOString(),
-        updatedAt: step.updatedAt.toISOString(),
-      })),
+      startedAt: iso(execution.startedAt),
+      completedAt: iso(execution.completedAt),
+      steps: steps.filter((s) => s.current).map(toStepView),
     },
   };
 }

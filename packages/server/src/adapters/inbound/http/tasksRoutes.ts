@@ -2,8 +2,10 @@ import { CreateTaskRequest, LifecycleStatus, TaskPage, TaskWithExecution } from 
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import type { ApiKeyAuthenticator } from '../../../core/identity/authenticate.ts';
-import { type CancelTaskDeps, cancelTask } from '../../../core/tasks/cancelTask.ts';
+import type { FactDeps } from '../../../core/status/facts.ts';
+import { cancelTask } from '../../../core/tasks/cancelTask.ts';
 import { type CreateTaskDeps, createTask } from '../../../core/tasks/createTask.ts';
+import type { TaskStore } from '../../../core/tasks/ports.ts';
 import { getTask, listTasks } from '../../../core/tasks/queryTasks.ts';
 import { principalOf, requireApplication } from './auth.ts';
 import { problem, sendProblem } from './problems.ts';
@@ -11,8 +13,9 @@ import { emptyBodyAsObject, IdempotencyKeyHeader, problemResponses, Uuid } from 
 
 export interface TaskRouteDeps {
   authenticator: ApiKeyAuthenticator;
+  tasks: TaskStore;
   create: CreateTaskDeps;
-  cancel: CancelTaskDeps;
+  cancel: FactDeps;
 }
 
 export function registerTaskRoutes(app: FastifyInstance, deps: TaskRouteDeps): void {
@@ -85,7 +88,7 @@ export function registerTaskRoutes(app: FastifyInstance, deps: TaskRouteDeps): v
     },
     async (request) => {
       const { limit = 50, cursor, externalRef, status } = request.query;
-      return listTasks(deps.create.tasks, principalOf(request), {
+      return listTasks(deps.tasks, principalOf(request), {
         limit,
         ...(cursor ? { cursor } : {}),
         ...(externalRef ? { externalRef } : {}),
@@ -108,7 +111,7 @@ export function registerTaskRoutes(app: FastifyInstance, deps: TaskRouteDeps): v
         response: { 200: TaskWithExecution, ...problemResponses },
       },
     },
-    async (request) => getTask(deps.create.tasks, principalOf(request), request.params.id),
+    async (request) => getTask(deps.tasks, principalOf(request), request.params.id),
   );
 
   app.post<{ Params: { id: string }; Body: { reason?: string } | undefined }>(

@@ -1,0 +1,349 @@
+import type {
+  AttemptRecord,
+  DedupRecord,
+  FactWrite,
+  StatusStore,
+  StatusTransaction,
+} from '../../../core/status/ports.ts';
+import type {
+  AclEntry,
+  RealtimeRecord,
+  StepRecord,
+  TaskEventRecord,
+  TaskState,
+  WorkflowRecord,
+} from '../../../core/tasks/model.ts';
+import type { IdempotencyRecord } from '../../../core/tasks/ports.ts';
+import type { Queryable, Sql, TxSql } from './database.ts';
+import {
+  type ExecutionRow,
+  heartbeatDeadline,
+  type StepRow,
+  type TaskRow,
+  toExecution,
+  toStep,
+  toTask,
+  toWorkflow,
+  type WorkflowRow,
+} from './rows.ts';
+
+/** Reads a task with its current execution and all step rows of that execution. */
+export async function loadTaskState(sql: Queryable, task: TaskRow): Promise<TaskState> {
+  const [[execution], steps] = await Promise.all([
+    sql<ExecutionRow[]>`SELECT * FROM execution WHERE id = ${task.current_execution_id}`,
+    sql<StepRow[]>`SELECT * FROM step WHERE execution_id = ${task.current_execution_id} ORDER BY id`,
+  ]);
+  if (!execution) throw new Error(`task ${task.id} has no execution ${task.current_execution_id}`);
+  return { task: toTask(task), execution: toExecution(execution), steps: steps.map(toStep) };
+}
+
+function insertStep(sql: TxSql, s: StepRecord) {
+  return sql`
+    INSERT INTO step (id, task_id, execution_id, step_key, attempt, client_step_key, capability, capability_version,
+                      operation_code, operation_definition_version, expected_producer, failure_policy, depends_on, dynamic,
+                      parent_attempt_id, depth, display_name, attempt_id, current, status, business_status, phase_code,
+                      phase_label, progress, health, source_seqs, heartbeat_interval_seconds, heartbeat_timeout_seconds,
+                      last_heartbeat_seq, last_heartbeat_at, heartbeat_deadline_at, stale_since, data_schema, state_data,
+                      started_at, finished_at, duration_ms, duration_source, error, version, created_at, updated_at)
+    VALUES (${s.id}, ${s.taskId}, ${s.executionId}, ${s.key}, ${s.attempt}, ${s.clientStepKey}, ${s.capability},
+            ${s.capabilityVersion}, ${s.operationCode}, ${s.operationDefinitionVersion}, ${s.expectedProducer},
+            ${s.failurePolicy}, ${s.dependsOn}::text[], ${s.dynamic}, ${s.parentAttemptId}, ${s.depth}, ${s.displayName},
+            ${s.attemptId}, ${s.current}, ${s.status}, ${s.businessStatus}, ${s.phaseCode}, ${s.phaseLabel},
+            ${s.progress ? sql.json(s.progress as never) : null}, ${s.health}, ${sql.json(s.sourceSeqs)},
+            ${s.heartbeatIntervalSeconds}, ${s.heartbeatTimeoutSeconds}, ${s.lastHeartbeatSeq}, ${s.lastHeartbeatAt},
+            ${heartbeatDeadline(s)}, ${s.staleSince}, ${s.dataSchema},
+            ${s.stateData === null || s.stateData === undefined ? null : sql.json(s.stateData as never)},
+            ${s.startedAt}, ${s.finishedAt}, ${s.durationMs}, ${s.durationSource},
+            ${s.error ? sql.json(s.error as never) : null}, ${s.version}, ${s.createdAt}, ${s.updatedAt})`;
+}
+
+function updateStep(sql: TxSql, s: StepRecord) {
+  return sql`
+    UPDATE step SET
+      attempt_id = ${s.attemptId}, current = ${s.current}, status = ${s.status}, business_status = ${s.businessStatus},
+      phase_code = ${s.phaseCode}, phase_label = ${s.phaseLabel},
+      progress = ${s.progress ? sql.json(s.progress as never) : null}, health = ${s.health},
+      source_seqs = ${sql.json(s.sourceSeqs)}, operation_definition_version = ${s.operationDefinitionVersion},
+      expected_producer = ${s.expectedProducer},
+      heartbeat_interval_seconds = ${s.heartbeatIntervalSeconds}, heartbeat_timeout_seconds = ${s.heartbeatTimeoutSeconds},
+      last_heartbeat_seq = ${s.lastHeartbeatSeq}, last_heartbeat_at = ${s.lastHeartbeatAt},
+      heartbeat_deadline_at = ${heartbeatDeadline(s)}, stale_since = ${s.staleSince}, data_schema = ${s.dataSchema},
+      state_data = ${s.stateData === null || s.stateData === undefined ? null : sql.json(s.stateData as never)},
+      started_at = ${s.startedAt}, finished_at = ${s.finishedAt}, duration_ms = ${s.durationMs},
+      duration_source = ${s.durationSource}, error = ${s.error ? sql.json(s.error as never) : null},
+      version = ${s.version}, updated_at = ${s.updatedAt}
+    WHERE id = ${s.id}`;
+}
+
+function insertEvent(sql: TxSql, e: TaskEventRecord, committedAt: Date) {
+  return sql`
+    INSERT INTO task_event (id, task_id, execution_id, task_version, type, producer, payload, occurred_at, committed_at,
+                            workflow_id, step_key, step_attempt, attempt_id, step_version, task_attempt, operation_code,
+                            source_seq, lifecycle_status, business_status, health, phase_code, data_schema, error_code,
+                            received_at, duration_ms)
+    VALUES (${e.id}, ${e.taskId}, ${e.executionId}, ${e.taskVersion}, ${e.type}, ${e.producer},
+            ${sql.json(e.payload as never)}, ${e.occurredAt}, ${committedAt}, ${e.workflowId}, ${e.stepKey},
+            ${e.stepAttempt}, ${e.attemptId}, ${e.stepVersion}, ${e.taskAttempt}, ${e.operationCode}, ${e.sourceSeq},
+            ${e.lifecycleStatus}, ${e.businessStatus}, ${e.health}, ${e.phaseCode}, ${e.dataSchema}, ${e.errorCode},
+            ${e.receivedAt}, ${e.durationMs})`;
+}
+
+function insertRealtime(sql: TxSql, rows: RealtimeRecord[]) {
+  return sql`
+    INSERT INTO realtime_outbox (id, tenant_id, aggregate_type, aggregate_id, aggregate_version, channel, projection,
+                                 payload, available_at, created_at)
+    SELECT id, tenant_id, aggregate_type, aggregate_id, aggregate_version, channel, projection, payload::jsonb,
+           created_at, created_at
+    FROM unnest(${rows.map((r) => r.id)}::uuid[], ${rows.map((r) => r.tenantId)}::uuid[],
+                ${rows.map((r) => r.aggregateType)}::text[], ${rows.map((r) => r.aggregateId)}::uuid[],
+                ${rows.map((r) => r.aggregateVersion.toString())}::bigint[], ${rows.map((r) => r.channel)}::text[],
+                ${rows.map((r) => r.projection)}::text[], ${rows.map((r) => JSON.stringify(r.payload))}::text[],
+                ${rows.map((r) => r.createdAt.toISOString())}::timestamptz[])
+         AS r(id, tenant_id, aggregate_type, aggregate_id, aggregate_version, channel, projection, payload, created_at)`;
+}
+
+function upsertTask(sql: TxSql, t: TaskState['task'], insert: boolean) {
+  if (insert) {
+    return sql`
+      INSERT INTO task (id, tenant_id, application_id, workflow_id, client_task_key, workflow_definition_id, workflow_name,
+                        workflow_version, name, external_ref, input, callback_url, priority, owner_id, task_type, product_id,
+                        status_definition_version, lifecycle_status, business_status, health, failure,
+                        coordinator_source_seq, dynamic_policy, dynamic_step_count, version, current_execution_id,
+                        created_at, updated_at, started_at, finished_at, duration_ms, events_pruned_before)
+      VALUES (${t.id}, ${t.tenantId}, ${t.applicationId}, ${t.workflowId}, ${t.clientTaskKey}, ${t.workflowDefinitionId},
+              ${t.workflowName}, ${t.workflowVersion}, ${t.name}, ${t.externalRef}, ${sql.json(t.input as never)},
+              ${t.callbackUrl}, ${t.priority}, ${t.ownerId}, ${t.taskType}, ${t.productId}, ${t.statusDefinitionVersion},
+              ${t.lifecycleStatus}, ${t.businessStatus}, ${t.health}, ${t.failure ? sql.json(t.failure as never) : null},
+              ${t.coordinatorSourceSeq}, ${sql.json(t.dynamicPolicy as never)}, ${t.dynamicStepCount}, ${t.version},
+              ${t.currentExecutionId}, ${t.createdAt}, ${t.updatedAt}, ${t.startedAt}, ${t.finishedAt}, ${t.durationMs},
+              ${t.eventsPrunedBefore})`;
+  }
+  return sql`
+    UPDATE task SET
+      task_type = ${t.taskType}, product_id = ${t.productId}, status_definition_version = ${t.statusDefinitionVersion},
+      lifecycle_status = ${t.lifecycleStatus}, business_status = ${t.businessStatus}, health = ${t.health},
+      failure = ${t.failure ? sql.json(t.failure as never) : null}, coordinator_source_seq = ${t.coordinatorSourceSeq},
+      dynamic_step_count = ${t.dynamicStepCount}, version = ${t.version}, current_execution_id = ${t.currentExecutionId},
+      updated_at = ${t.updatedAt}, started_at = ${t.startedAt}, finished_at = ${t.finishedAt}, duration_ms = ${t.durationMs}
+    WHERE id = ${t.id}`;
+}
+
+function upsertExecution(sql: TxSql, e: TaskState['execution'], insert: boolean) {
+  if (insert) {
+    return sql`
+      INSERT INTO execution (id, task_id, number, status, progress, snapshot, version, created_at, started_at, completed_at, updated_at)
+      VALUES (${e.id}, ${e.taskId}, ${e.number}, ${e.status}, ${e.progress}, ${sql.json(e.snapshot as never)}, ${e.version},
+              ${e.createdAt}, ${e.startedAt}, ${e.completedAt}, ${e.updatedAt})`;
+  }
+  return sql`
+    UPDATE execution SET status = ${e.status}, progress = ${e.progress}, version = ${e.version}, started_at = ${e.startedAt},
+                         completed_at = ${e.completedAt}, updated_at = ${e.updatedAt}
+    WHERE id = ${e.id}`;
+}
+
+function upsertWorkflow(sql: TxSql, w: WorkflowRecord, insert: boolean) {
+  if (insert) {
+    return sql`
+      INSERT INTO workflow (id, tenant_id, application_id, client_workflow_key, owner_id, title, workflow_type,
+                            lifecycle_status, version, task_count, task_counts, request_hash, created_at, updated_at)
+      VALUES (${w.id}, ${w.tenantId}, ${w.applicationId}, ${w.clientWorkflowKey}, ${w.ownerId}, ${w.title}, ${w.workflowType},
+              ${w.lifecycleStatus}, ${w.version}, ${w.taskCount}, ${sql.json(w.taskCounts as never)}, ${w.requestHash},
+              ${w.createdAt}, ${w.updatedAt})`;
+  }
+  return sql`
+    UPDATE workflow SET lifecycle_status = ${w.lifecycleStatus}, version = ${w.version}, task_count = ${w.taskCount},
+                        task_counts = ${sql.json(w.taskCounts as never)}, updated_at = ${w.updatedAt}
+    WHERE id = ${w.id}`;
+}
+
+class PostgresStatusTransaction implements StatusTransaction {
+  constructor(private readonly sql: TxSql) {}
+
+  async lockTask(taskId: string): Promise<TaskState | null> {
+    const [task] = await this.sql<TaskRow[]>`SELECT * FROM task WHERE id = ${taskId} FOR UPDATE`;
+    return task ? loadTaskState(this.sql, task) : null;
+  }
+
+  async lockWorkflow(workflowId: string): Promise<WorkflowRecord | null> {
+    const [row] = await this.sql<WorkflowRow[]>`SELECT * FROM workflow WHERE id = ${workflowId} FOR UPDATE`;
+    return row ? toWorkflow(row) : null;
+  }
+
+  async findWorkflowByKey(applicationId: string, key: string): Promise<WorkflowRecord | null> {
+    const [row] = await this.sql<WorkflowRow[]>`
+      SELECT * FROM workflow WHERE application_id = ${applicationId} AND client_workflow_key = ${key}`;
+    return row ? toWorkflow(row) : null;
+  }
+
+  async findTaskIdByClientKey(workflowId: string, clientTaskKey: string): Promise<string | null> {
+    const [row] = await this.sql<{ id: string }[]>`
+      SELECT id FROM task WHERE workflow_id = ${workflowId} AND client_task_key = ${clientTaskKey}`;
+    return row?.id ?? null;
+  }
+
+  async findDedup(eventId: string): Promise<DedupRecord | null> {
+    const [row] = await this.sql<
+      {
+        event_id: string;
+        task_id: string;
+        payload_hash: string;
+        result: Record<string, unknown>;
+        created_at: Date;
+      }[]
+    >`
+      SELECT * FROM event_dedup WHERE event_id = ${eventId}`;
+    return row
+      ? {
+          eventId: row.event_id,
+          taskId: row.task_id,
+          payloadHash: row.payload_hash,
+          result: row.result,
+          createdAt: row.created_at,
+        }
+      : null;
+  }
+
+  async findAttempt(attemptId: string): Promise<AttemptRecord | null> {
+    const [row] = await this.sql<
+      {
+        id: string;
+        task_id: string;
+        step_id: string;
+        application_id: string;
+        operation_code: string;
+        producer_id: string;
+        allowed_event_types: string[];
+        handle_hash: Buffer;
+        expires_at: Date;
+        revoked_at: Date | null;
+        created_at: Date;
+      }[]
+    >`SELECT * FROM attempt WHERE id = ${attemptId}`;
+    return row
+      ? {
+          id: row.id,
+          taskId: row.task_id,
+          stepId: row.step_id,
+          applicationId: row.application_id,
+          operationCode: row.operation_code,
+          producerId: row.producer_id,
+          allowedEventTypes: row.allowed_event_types,
+          handleHash: row.handle_hash,
+          expiresAt: row.expires_at,
+          revokedAt: row.revoked_at,
+          createdAt: row.created_at,
+        }
+      : null;
+  }
+
+  async acl(taskId: string): Promise<AclEntry[]> {
+    const rows = await this.sql<
+      {
+        principal_type: AclEntry['principalType'];
+        principal_id: string;
+        permission: AclEntry['permission'];
+      }[]
+    >`
+      SELECT principal_type, principal_id, permission FROM task_acl WHERE task_id = ${taskId} AND revoked_at IS NULL`;
+    return rows.map((r) => ({
+      principalType: r.principal_type,
+      principalId: r.principal_id,
+      permission: r.permission,
+    }));
+  }
+
+  async countRegistrationsSince(taskId: string, since: Date): Promise<number> {
+    const [row] = await this.sql<{ n: bigint }[]>`
+      SELECT count(*) AS n FROM step WHERE task_id = ${taskId} AND dynamic AND created_at > ${since}`;
+    return Number(row?.n ?? 0);
+  }
+
+  async claimIdempotency(record: IdempotencyRecord): Promise<IdempotencyRecord | null> {
+    const sql = this.sql;
+    const inserted = await sql`
+      INSERT INTO idempotency (principal, operation, key, request_hash, response_status, response_body, created_at)
+      VALUES (${record.principal}, ${record.operation}, ${record.key}, ${record.requestHash}, ${record.responseStatus},
+              ${sql.json(record.responseBody as never)}, ${record.createdAt})
+      ON CONFLICT DO NOTHING
+      RETURNING 1`;
+    if (inserted.length > 0) return null;
+    const [existing] = await sql<
+      { request_hash: string; response_status: number; response_body: unknown; created_at: Date }[]
+    >`
+      SELECT request_hash, response_status, response_body, created_at FROM idempotency
+      WHERE principal = ${record.principal} AND operation = ${record.operation} AND key = ${record.key}`;
+    if (!existing) throw new Error('idempotency record conflicted but cannot be read');
+    return {
+      ...record,
+      requestHash: existing.request_hash,
+      responseStatus: existing.response_status,
+      responseBody: existing.response_body,
+      createdAt: existing.created_at,
+    };
+  }
+
+  async write(w: FactWrite): Promise<void> {
+    const sql = this.sql;
+    const committedAt = w.events[0]?.receivedAt ?? new Date();
+    // Sent back to back (pipelined); the server runs them in this order inside the transaction.
+    const statements: Promise<unknown>[] = [];
+    if (w.newWorkflow) statements.push(upsertWorkflow(sql, w.newWorkflow, true));
+    if (w.workflow) statements.push(upsertWorkflow(sql, w.workflow, false));
+    if (w.newTask) {
+      statements.push(upsertTask(sql, w.newTask.task, true), upsertExecution(sql, w.newTask.execution, true));
+    }
+    if (w.task) statements.push(upsertTask(sql, w.task, false));
+    if (w.execution) statements.push(upsertExecution(sql, w.execution, false));
+    for (const step of w.newSteps ?? []) statements.push(insertStep(sql, step));
+    for (const step of w.steps ?? []) statements.push(updateStep(sql, step));
+    for (const a of w.attempts ?? []) {
+      statements.push(sql`
+        INSERT INTO attempt (id, task_id, step_id, application_id, operation_code, producer_id, allowed_event_types,
+                             handle_hash, expires_at, revoked_at, created_at)
+        VALUES (${a.id}, ${a.taskId}, ${a.stepId}, ${a.applicationId}, ${a.operationCode}, ${a.producerId},
+                ${a.allowedEventTypes}::text[], ${a.handleHash}, ${a.expiresAt}, ${a.revokedAt}, ${a.createdAt})`);
+    }
+    if (w.revokeAttemptIds && w.revokeAttemptIds.length > 0) {
+      statements.push(sql`
+        UPDATE attempt SET revoked_at = coalesce(revoked_at, ${committedAt}) WHERE id = ANY(${w.revokeAttemptIds}::uuid[])`);
+    }
+    for (const event of w.events)
+      statements.push(
+        insertEvent(sql, event, event.receivedAt > committedAt ? event.receivedAt : committedAt),
+      );
+    for (const d of w.dedup ?? []) {
+      statements.push(sql`
+        INSERT INTO event_dedup (event_id, task_id, payload_hash, result, created_at)
+        VALUES (${d.eventId}, ${d.taskId}, ${d.payloadHash}, ${sql.json(d.result as never)}, ${d.createdAt})`);
+    }
+    if (w.outbox.length > 0) {
+      statements.push(sql`
+        INSERT INTO outbox_event (id, tenant_id, application_id, aggregate_id, event_type, payload, available_at, created_at)
+        SELECT id, tenant_id, application_id, aggregate_id, event_type, payload::jsonb, created_at, created_at
+        FROM unnest(${w.outbox.map((r) => r.id)}::uuid[], ${w.outbox.map((r) => r.tenantId)}::uuid[],
+                    ${w.outbox.map((r) => r.applicationId)}::uuid[], ${w.outbox.map((r) => r.aggregateId)}::uuid[],
+                    ${w.outbox.map((r) => r.eventType)}::text[], ${w.outbox.map((r) => JSON.stringify(r.payload))}::text[],
+                    ${w.outbox.map((r) => r.createdAt.toISOString())}::timestamptz[])
+             AS o(id, tenant_id, application_id, aggregate_id, event_type, payload, created_at)`);
+    }
+    if (w.realtime.length > 0) statements.push(insertRealtime(sql, w.realtime));
+    await Promise.all(statements);
+  }
+}
+
+const retryableCodes = new Set(['40P01', '40001']);
+
+export class PostgresStatusStore implements StatusStore {
+  constructor(private readonly sql: Sql) {}
+
+  async transaction<T>(work: (tx: StatusTransaction) => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        return (await this.sql.begin((sql) => work(new PostgresStatusTransaction(sql)))) as T;
+      } catch (error) {
+        const code = (error as { code?: string }).code;
+        if (attempt >= 5 || !code || !retryableCodes.has(code)) throw error;
+      }
+    }
+  }
+}

@@ -1,0 +1,299 @@
+/**
+ * Realtime projections (document 002 §3.3.1, §6): each built from the validated current state through a
+ * field whitelist — never from a producer's raw JSON. Summaries carry no step data, inputs or
+ * diagnostics; details carry steps and their registered data; workflow summaries carry only counts.
+ */
+import type { LifecycleStatus } from '@tdp/protocol';
+import type {
+  AclEntry,
+  RealtimeRecord,
+  StepRecord,
+  TaskEventRecord,
+  TaskState,
+  WorkflowRecord,
+} from '../tasks/model.ts';
+import { publicError, stepLifecycle } from '../tasks/views.ts';
+import type { StatusDefinition } from './ports.ts';
+
+export const channels = {
+  user: (tenantId: string, userId: string) => `task_user:${tenantId}/${userId}`,
+  project: (tenantId: string, projectId: string) => `task_project:${tenantId}/${projectId}`,
+  role: (tenantId: string, roleId: string) => `task_role:${tenantId}/${roleId}`,
+  detail: (tenantId: string, taskId: string) => `task_detail:${tenantId}/${taskId}`,
+  workflow: (tenantId: string, workflowId: string) => `workflow_summary:${tenantId}/${workflowId}`,
+};
+
+export interface Notice {
+  id: string;
+  kind:
+    | 'TASK_SUCCEEDED'
+    | 'TASK_FAILED'
+    | 'TASK_CANCELLED'
+    | 'TASK_TIMED_OUT'
+    | 'STEP_FAILED'
+    | 'ACTION_REQUIRED';
+  severity: 'INFO' | 'WARNING' | 'ERROR' | 'ACTION_REQUIRED';
+  message: string;
+}
+
+const terminalNotice: Partial<Record<LifecycleStatus, Pick<Notice, 'kind' | 'severity'>>> = {
+  SUCCEEDED: { kind: 'TASK_SUCCEEDED', severity: 'INFO' },
+  FAILED: { kind: 'TASK_FAILED', severity: 'ERROR' },
+  CANCELLED: { kind: 'TASK_CANCELLED', severity: 'WARNING' },
+  TIMED_OUT: { kind: 'TASK_TIMED_OUT', severity: 'ERROR' },
+};
+
+/** A notice for failures, terminal states and action-required states; its id is `taskId:taskVersion`. */
+export function noticeFor(
+  before: TaskState | null,
+  after: TaskState,
+  event: TaskEventRecord,
+  statusDefinition: StatusDefinition | null,
+): Notice | null {
+  const id = `${after.task.id}:${after.task.version}`;
+  const title = after.task.name;
+  const ended =
+    before?.task.lifecycleStatus !== after.task.lifecycleStatus
+      ? terminalNotice[after.task.lifecycleStatus]
+      : undefined;
+  if (ended) {
+    const reason = after.task.failure?.userMessage ? `: ${after.task.failure.userMessage}` : '';
+    return {
+      id,
+      ...ended,
+      message: `${title} ${after.task.lifecycleStatus.toLowerCase().replace('_', ' ')}${reason}`,
+    };
+  }
+  if (event.type === 'STEP_FAILED') {
+    const step = after.steps.find((s) => s.attemptId === event.attemptId);
+    const message = step?.error?.userMessage ?? `step ${event.stepKey} failed`;
+    return {
+      id,
+      kind: 'STEP_FAILED',
+      severity: step?.failurePolicy === 'CONTINUE_WITH_WARNING' ? 'WARNING' : 'ERROR',
+      message,
+    };
+  }
+  const entry = statusDefinition?.statuses.find((s) => s.code === after.task.businessStatus);
+  if (entry?.severity === 'ACTION_REQUIRED' && before?.task.businessStatus !== after.task.businessStatus) {
+    return {
+      id,
+      kind: 'ACTION_REQUIRED',
+      severity: 'ACTION_REQUIRED',
+      message: `${title}: ${entry.displayName}`,
+    };
+  }
+  return null;
+}
+
+function taskProgressPercent(state: TaskState): number | null {
+  return state.execution.status === 'CREATED' ? null : state.execution.progress;
+}
+
+export function summaryPayload(state: TaskState, notice: Notice | null): Record<string, unknown> {
+  const { task } = state;
+  return {
+    kind: 'task.summary',
+    schemaVersion: 1,
+    taskId: task.id,
+    workflowId: task.workflowId,
+    taskVersion: task.version.toString(),
+    title: task.name,
+    taskType: task.taskType,
+    productId: task.productId,
+    lifecycleStatus: task.lifecycleStatus,
+    businessStatus: task.businessStatus,
+    health: task.health,
+    progressPercent: taskProgressPercent(state),
+    error: task.failure ? { code: task.failure.code, userMessage: task.failure.userMessage ?? null } : null,
+    createdAt: task.createdAt.toISOString(),
+    updatedAt: task.updatedAt.toISOString(),
+    startedAt: task.startedAt?.toISOString() ?? null,
+    finishedAt: task.finishedAt?.toISOString() ?? null,
+    notice,
+  };
+}
+
+function stepDetail(step: StepRecord) {
+  return {
+    stepId: step.key,
+    attempt: step.attempt,
+    executionId: step.attemptId,
+    operationCode: step.operationCode,
+    displayName: step.displayName,
+    dynamic: step.dynamic,
+    dependsOn: step.dependsOn,
+    lifecycleStatus: stepLifecycle(step.status),
+    status: step.status,
+    businessStatus: step.businessStatus,
+    phaseCode: step.phaseCode,
+    phaseLabel: step.phaseLabel,
+    progress: step.progress,
+    health: step.health,
+    stepVersion: step.version.toString(),
+    dataSchema: step.dataSchema,
+    data: step.stateData ?? null,
+    error: publicError(step.error),
+    startedAt: step.startedAt?.toISOString() ?? null,
+    finishedAt: step.finishedAt?.toISOString() ?? null,
+    durationMs: step.durationMs,
+  };
+}
+
+export function detailPayload(
+  state: TaskState,
+  event: TaskEventRecord,
+  notice: Notice | null,
+  committedAt: Date,
+): Record<string, unknown> {
+  const { task } = state;
+  const trigger = state.steps.find((s) => s.attemptId !== null && s.attemptId === event.attemptId);
+  return {
+    kind: 'task.detail',
+    schemaVersion: 1,
+    taskId: task.id,
+    workflowId: task.workflowId,
+    taskVersion: task.version.toString(),
+    triggerEvent: {
+      eventId: event.id,
+      eventType: event.type,
+      stepId: event.stepKey,
+      operationCode: event.operationCode,
+      durationMs: event.durationMs,
+      dataSchema: event.dataSchema,
+      data: trigger && event.dataSchema ? (trigger.stateData ?? null) : null,
+      committedAt: committedAt.toISOString(),
+    },
+    state: {
+      title: task.name,
+      taskType: task.taskType,
+      productId: task.productId,
+      lifecycleStatus: task.lifecycleStatus,
+      businessStatus: task.businessStatus,
+      health: task.health,
+      progressPercent: taskProgressPercent(state),
+      failure: task.failure
+        ? { ...publicError(task.failure), failedStepId: task.failure.failedStepId }
+        : null,
+      createdAt: task.createdAt.toISOString(),
+      startedAt: task.startedAt?.toISOString() ?? null,
+      finishedAt: task.finishedAt?.toISOString() ?? null,
+      asOf: committedAt.toISOString(),
+      steps: state.steps.filter((s) => s.current).map(stepDetail),
+    },
+    notice,
+  };
+}
+
+export function workflowPayload(workflow: WorkflowRecord): Record<string, unknown> {
+  return {
+    kind: 'workflow.summary',
+    schemaVersion: 1,
+    workflowId: workflow.id,
+    workflowVersion: workflow.version.toString(),
+    title: workflow.title,
+    workflowType: workflow.workflowType,
+    lifecycleStatus: workflow.lifecycleStatus,
+    taskCount: workflow.taskCount,
+    taskCounts: workflow.taskCounts,
+    updatedAt: workflow.updatedAt.toISOString(),
+  };
+}
+
+/** The channels that see a task's summary: its owner and every principal of its live ACL. */
+export function summaryChannels(state: TaskState, acl: AclEntry[]): string[] {
+  const { tenantId, ownerId } = state.task;
+  const list = new Set<string>();
+  if (ownerId) list.add(channels.user(tenantId, ownerId));
+  for (const entry of acl) {
+    if (entry.principalType === 'USER') list.add(channels.user(tenantId, entry.principalId));
+    else if (entry.principalType === 'PROJECT') list.add(channels.project(tenantId, entry.principalId));
+    else list.add(channels.role(tenantId, entry.principalId));
+  }
+  return [...list];
+}
+
+export function taskProjections(
+  state: TaskState,
+  event: TaskEventRecord,
+  acl: AclEntry[],
+  notice: Notice | null,
+  newId: () => string,
+  at: Date,
+): RealtimeRecord[] {
+  const base = {
+    tenantId: state.task.tenantId,
+    aggregateType: 'TASK' as const,
+    aggregateId: state.task.id,
+    aggregateVersion: state.task.version,
+    createdAt: at,
+  };
+  const summary = summaryPayload(state, notice);
+  return [
+    ...summaryChannels(state, acl).map((channel) => ({
+      ...base,
+      id: newId(),
+      channel,
+      projection: 'USER_SUMMARY' as const,
+      payload: summary,
+    })),
+    {
+      ...base,
+      id: newId(),
+      channel: channels.detail(state.task.tenantId, state.task.id),
+      projection: 'TASK_DETAIL',
+      payload: detailPayload(state, event, notice, at),
+    },
+  ];
+}
+
+export function workflowProjection(workflow: WorkflowRecord, newId: () => string, at: Date): RealtimeRecord {
+  return {
+    id: newId(),
+    tenantId: workflow.tenantId,
+    aggregateType: 'WORKFLOW',
+    aggregateId: workflow.id,
+    aggregateVersion: workflow.version,
+    channel: channels.workflow(workflow.tenantId, workflow.id),
+    projection: 'WORKFLOW_SUMMARY',
+    payload: workflowPayload(workflow),
+    createdAt: at,
+  };
+}
+
+const terminal: ReadonlySet<LifecycleStatus> = new Set(['SUCCEEDED', 'FAILED', 'CANCELLED', 'TIMED_OUT']);
+
+/** A workflow's lifecycle from its tasks' counts: running while any runs, ended when all ended. */
+export function workflowLifecycle(counts: Partial<Record<LifecycleStatus, number>>): LifecycleStatus {
+  const total = Object.values(counts).reduce((a, b) => a + (b ?? 0), 0);
+  if (total === 0) return 'PENDING';
+  const count = (s: LifecycleStatus) => counts[s] ?? 0;
+  const ended = [...terminal].reduce((sum, s) => sum + count(s), 0);
+  if (ended < total) return count('RUNNING') > 0 || ended > 0 ? 'RUNNING' : 'PENDING';
+  if (count('FAILED') > 0) return 'FAILED';
+  if (count('TIMED_OUT') > 0) return 'TIMED_OUT';
+  if (count('CANCELLED') === total) return 'CANCELLED';
+  return 'SUCCEEDED';
+}
+
+/** The workflow after one of its tasks moved from `from` (null: newly added) to `to`. */
+export function workflowAfterTaskChange(
+  workflow: WorkflowRecord,
+  from: LifecycleStatus | null,
+  to: LifecycleStatus,
+  at: Date,
+): WorkflowRecord {
+  const taskCounts = { ...workflow.taskCounts };
+  if (from) taskCounts[from] = Math.max(0, (taskCounts[from] ?? 0) - 1);
+  taskCounts[to] = (taskCounts[to] ?? 0) + 1;
+  for (const key of Object.keys(taskCounts) as LifecycleStatus[])
+    if (taskCounts[key] === 0) delete taskCounts[key];
+  return {
+    ...workflow,
+    taskCounts,
+    taskCount: workflow.taskCount + (from ? 0 : 1),
+    lifecycleStatus: workflowLifecycle(taskCounts),
+    version: workflow.version + 1n,
+    updatedAt: at,
+  };
+}
