@@ -54,6 +54,7 @@ export async function startHarness(
     /** Another harness's database, to run a second server on the same data (it is not dropped here). */
     sharedDatabaseUrl?: string;
     logger?: Logger;
+    healthGraceMs?: number;
     /** Rewrites the database URL the server uses (e.g. through a proxy); tests still get the direct URL. */
     serverDatabaseUrl?: (url: string) => string;
   } = {},
@@ -80,6 +81,10 @@ export async function startHarness(
       databasePoolSize: 10,
       logLevel: 'silent',
       runLoops: options.runLoops ?? false,
+      executionCredentialTtlMs: 3600_000,
+      heartbeatIntervalSeconds: 15,
+      heartbeatTimeoutSeconds: 60,
+      healthGraceMs: options.healthGraceMs ?? 120_000,
     },
     {
       clock,

@@ -111,6 +111,8 @@ CREATE TABLE attempt (
   producer_id          text NOT NULL,
   allowed_event_types  text[] NOT NULL,
   handle_hash          bytea NOT NULL UNIQUE,
+  -- The handle itself, sealed, so an idempotent re-activation can hand out the same one.
+  handle_sealed        text NOT NULL,
   expires_at           timestamptz NOT NULL,
   revoked_at           timestamptz,
   created_at           timestamptz NOT NULL

@@ -18,6 +18,12 @@ export interface ServerConfig {
   databasePoolSize: number;
   logLevel: string;
   runLoops: boolean;
+  /** Lifetime of execution tokens and handles (they are also revoked when their step attempt ends). */
+  executionCredentialTtlMs: number;
+  heartbeatIntervalSeconds: number;
+  heartbeatTimeoutSeconds: number;
+  /** The health reconciler judges nobody for this long after start-up or a database outage. */
+  healthGraceMs: number;
 }
 
 export class ConfigError extends Error {}
@@ -72,5 +78,12 @@ export function configFromEnv(env: NodeJS.ProcessEnv, overrides: Partial<ServerC
     databasePoolSize: overrides.databasePoolSize ?? integer(env, 'TDP_DB_POOL_SIZE', 20),
     logLevel: overrides.logLevel ?? env.TDP_LOG_LEVEL ?? 'info',
     runLoops: overrides.runLoops ?? env.TDP_RUN_LOOPS !== 'false',
+    executionCredentialTtlMs:
+      overrides.executionCredentialTtlMs ?? integer(env, 'TDP_EXECUTION_CREDENTIAL_TTL_MS', 6 * 3600_000),
+    heartbeatIntervalSeconds:
+      overrides.heartbeatIntervalSeconds ?? integer(env, 'TDP_HEARTBEAT_INTERVAL_SECONDS', 15),
+    heartbeatTimeoutSeconds:
+      overrides.heartbeatTimeoutSeconds ?? integer(env, 'TDP_HEARTBEAT_TIMEOUT_SECONDS', 60),
+    healthGraceMs: overrides.healthGraceMs ?? integer(env, 'TDP_HEALTH_GRACE_MS', 120_000),
   };
 }

@@ -10,6 +10,7 @@ import { createHttpApp } from './adapters/inbound/http/app.ts';
 import { registerDefinitionRoutes } from './adapters/inbound/http/definitionsRoutes.ts';
 import { registerHealthRoutes } from './adapters/inbound/http/healthRoutes.ts';
 import { Metrics } from './adapters/inbound/http/metrics.ts';
+import { registerStatusRoutes } from './adapters/inbound/http/statusRoutes.ts';
 import { registerTaskRoutes } from './adapters/inbound/http/tasksRoutes.ts';
 import { InProcessBus } from './adapters/outbound/bus/inProcessBus.ts';
 import { AjvJsonSchemaValidator } from './adapters/outbound/jsonschema/ajvValidator.ts';
@@ -19,8 +20,12 @@ import { PostgresDefinitionStore } from './adapters/outbound/postgres/definition
 import { PostgresIdentityStore } from './adapters/outbound/postgres/identityStore.ts';
 import { loadMigrations, migrationsCurrent } from './adapters/outbound/postgres/migrate.ts';
 import { PostgresOutboxQueue } from './adapters/outbound/postgres/outboxQueue.ts';
+import { PostgresRegistryStore } from './adapters/outbound/postgres/registryStore.ts';
+import { PostgresStatusReads } from './adapters/outbound/postgres/statusReads.ts';
 import { PostgresStatusStore } from './adapters/outbound/postgres/statusStore.ts';
 import { PostgresTaskStore } from './adapters/outbound/postgres/taskStore.ts';
+import { JoseExecutionCredentials } from './adapters/outbound/tokens/executionCredentials.ts';
+import { JoseUserTokens } from './adapters/outbound/tokens/userTokens.ts';
 import type { ServerConfig } from './config.ts';
 import { DefinitionCatalog } from './core/definitions/catalog.ts';
 import type { ApplicationDeps } from './core/identity/applications.ts';
@@ -28,7 +33,11 @@ import { ApiKeyAuthenticator } from './core/identity/authenticate.ts';
 import { SecretBox } from './core/identity/secretBox.ts';
 import type { EventPublisher } from './core/outbox/ports.ts';
 import { type Clock, type IdGenerator, systemClock } from './core/shared/ports.ts';
+import type { StatusDeps } from './core/status/deps.ts';
+import { HealthReconciler } from './core/status/healthReconciler.ts';
+import { RegistryCatalog } from './core/status/registries.ts';
 import type { OutboxSignal } from './core/tasks/ports.ts';
+import { createHealthLoop } from './loops/healthLoop.ts';
 import { createOutboxLoop } from './loops/outboxLoop.ts';
 import type { WakeableLoop } from './loops/wakeableLoop.ts';
 
@@ -157,7 +166,32 @@ export async function startServer(
       }
     },
   });
-  registerAdminRoutes(app, { adminToken: config.adminToken, applications: identity, authenticator });
+  const registryStore = new PostgresRegistryStore(sql);
+  const status: StatusDeps = {
+    store: statusStore,
+    clock,
+    ids,
+    signal,
+    registries: new RegistryCatalog(registryStore),
+    schemas,
+    credentials: new JoseExecutionCredentials(config.secretKeyring),
+    secrets,
+    credentialTtlMs: config.executionCredentialTtlMs,
+    defaultHeartbeatIntervalSeconds: config.heartbeatIntervalSeconds,
+    defaultHeartbeatTimeoutSeconds: config.heartbeatTimeoutSeconds,
+  };
+  registerAdminRoutes(app, {
+    adminToken: config.adminToken,
+    applications: identity,
+    authenticator,
+    registries: { registries: registryStore, clock, schemas },
+  });
+  registerStatusRoutes(app, {
+    authenticator,
+    status,
+    reads: { reads: new PostgresStatusReads(sql), clock, ids },
+    userTokens: new JoseUserTokens(config.secretKeyring),
+  });
   registerDefinitionRoutes(app, {
     authenticator,
     definitions: { store: definitionStore, schemas, clock, ids },
@@ -202,6 +236,14 @@ export async function startServer(
     });
     signal.loop = outboxLoop;
     loops.push(outboxLoop);
+    loops.push(
+      createHealthLoop({
+        reconciler: new HealthReconciler(status, { graceMs: config.healthGraceMs, maxPerCycle: 100 }),
+        logger: logger.child({ loop: 'health' }),
+        clock,
+        intervalMs: 5_000,
+      }),
+    );
     const listener = await sql.listen(outboxChannel, () => outboxLoop.wake());
     unlisten = listener.unlisten;
   }

@@ -31,6 +31,7 @@ export interface AttemptRecord {
   producerId: string;
   allowedEventTypes: string[];
   handleHash: Buffer;
+  handleSealed: string;
   expiresAt: Date;
   revokedAt: Date | null;
   createdAt: Date;
@@ -62,6 +63,8 @@ export interface FactWrite {
 }
 
 export interface StatusTransaction {
+  /** Locks the task unless another transaction holds it (then null: try again later). */
+  lockTaskIfFree(taskId: string): Promise<TaskState | null>;
   /** The task with its current execution and that execution's step rows, locked until commit. */
   lockTask(taskId: string): Promise<TaskState | null>;
   lockWorkflow(workflowId: string): Promise<WorkflowRecord | null>;
@@ -69,6 +72,7 @@ export interface StatusTransaction {
   findTaskIdByClientKey(workflowId: string, clientTaskKey: string): Promise<string | null>;
   findDedup(eventId: string): Promise<DedupRecord | null>;
   findAttempt(attemptId: string): Promise<AttemptRecord | null>;
+  findAttemptByHandle(handleHash: Buffer): Promise<AttemptRecord | null>;
   acl(taskId: string): Promise<AclEntry[]>;
   /** Dynamic registrations of the task since `since` (for the per-minute limit). */
   countRegistrationsSince(taskId: string, since: Date): Promise<number>;
@@ -77,7 +81,71 @@ export interface StatusTransaction {
   write(write: FactWrite): Promise<void>;
 }
 
+/** One heartbeat resolved to its execution instance. */
+export interface HeartbeatUpdate {
+  attemptId: string;
+  heartbeatSeq: number;
+}
+
+/** Why a heartbeat did not renew the lease, as the database sees the step attempt. */
+export interface HeartbeatProbe {
+  attemptId: string;
+  taskId: string;
+  status: string;
+  health: string;
+  current: boolean;
+  lastHeartbeatSeq: bigint;
+  executionIsCurrent: boolean;
+}
+
+export interface StatusReads {
+  events(
+    taskId: string,
+    afterTaskVersion: bigint,
+    limit: number,
+  ): Promise<import('../tasks/model.ts').TaskEventRecord[]>;
+  /** Tasks a user may see (owner or live ACL), most recently updated first. */
+  visibleTasks(
+    tenantId: string,
+    viewer: Viewer,
+    page: { limit: number; before?: { updatedAt: Date; id: string } },
+  ): Promise<TaskState[]>;
+  canView(taskId: string, viewer: Viewer): Promise<boolean>;
+  tasksOf(workflowId: string): Promise<TaskState[]>;
+  workflow(workflowId: string): Promise<WorkflowRecord | null>;
+  task(taskId: string): Promise<TaskState | null>;
+  /** Drops events below `beforeVersion` (retention); reads before it answer EVENTS_PRUNED. */
+  pruneEvents(taskId: string, beforeVersion: bigint): Promise<void>;
+  grantAcl(taskId: string, entry: AclEntry, at: Date): Promise<void>;
+  revokeAcl(taskId: string, principalType: string, principalId: string, at: Date): Promise<boolean>;
+  insertRealtime(rows: RealtimeRecord[]): Promise<void>;
+  attachExternalRef(
+    applicationId: string,
+    refType: string,
+    refValue: string,
+    taskId: string,
+    at: Date,
+  ): Promise<string>;
+  findExternalRef(applicationId: string, refType: string, refValue: string): Promise<string | null>;
+}
+
+/** Someone reading on behalf of an end user: the user, and the projects and roles they act in. */
+export interface Viewer {
+  userId: string;
+  projects: string[];
+  roles: string[];
+}
+
 export interface StatusStore {
+  /**
+   * The light heartbeat path: renews the lease of every RUNNING, HEALTHY, current attempt whose sequence
+   * rises, in one statement; no version, no event, no message. Returns the attempts it renewed.
+   */
+  renewLeases(updates: HeartbeatUpdate[], now: Date): Promise<Set<string>>;
+  probeAttempts(attemptIds: string[]): Promise<HeartbeatProbe[]>;
+  attemptsByHandle(hashes: Buffer[]): Promise<AttemptRecord[]>;
+  /** Tasks with running, healthy steps past their heartbeat deadline (candidates, not locked). */
+  overdueTasks(now: Date, limit: number): Promise<string[]>;
   /** Runs `work` in one transaction; retried from the start on a deadlock or serialization failure. */
   transaction<T>(work: (tx: StatusTransaction) => Promise<T>): Promise<T>;
 }
@@ -152,3 +220,16 @@ export interface ExecutionCredentials {
 }
 
 export type LifecycleCounts = Partial<Record<LifecycleStatus, number>>;
+
+/** Short-lived tokens an application's backend obtains for one of its users (reads as that user). */
+export interface UserPrincipal {
+  kind: 'user';
+  applicationId: string;
+  tenantId: string;
+  viewer: Viewer;
+}
+
+export interface UserTokens {
+  sign(principal: UserPrincipal, expiresAt: Date): Promise<string>;
+  verify(token: string, now: Date): Promise<UserPrincipal | null>;
+}

@@ -1,5 +1,7 @@
+import { OperationDefinitionRequest, StatusDefinitionRequest } from '@tdp/protocol';
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
+import type { JsonSchemaValidator } from '../../../core/definitions/ports.ts';
 import {
   type ApplicationDeps,
   createApplication,
@@ -12,6 +14,9 @@ import type { ApiKeyAuthenticator } from '../../../core/identity/authenticate.ts
 import type { Application } from '../../../core/identity/ports.ts';
 import { createTenant } from '../../../core/identity/tenants.ts';
 import { AppError } from '../../../core/shared/errors.ts';
+import type { Clock } from '../../../core/shared/ports.ts';
+import type { RegistryStore } from '../../../core/status/ports.ts';
+import { defineOperation, defineStatuses } from '../../../core/status/registries.ts';
 import { requireAdmin } from './auth.ts';
 import { emptyBodyAsObject, problemResponses, Uuid } from './schemas.ts';
 
@@ -65,7 +70,12 @@ const iso = (d: Date | null) => d?.toISOString() ?? null;
 
 export function registerAdminRoutes(
   app: FastifyInstance,
-  deps: { adminToken: string; applications: ApplicationDeps; authenticator: ApiKeyAuthenticator },
+  deps: {
+    adminToken: string;
+    applications: ApplicationDeps;
+    authenticator: ApiKeyAuthenticator;
+    registries: { registries: RegistryStore; clock: Clock; schemas: JsonSchemaValidator };
+  },
 ): void {
   const onRequest = requireAdmin(deps.adminToken);
   const security = [{ adminToken: [] }];
@@ -310,6 +320,89 @@ export function registerAdminRoutes(
         callbackSecret: result.callbackSecret,
         previousSecretExpiresAt: result.previousSecretExpiresAt.toISOString(),
       });
+    },
+  );
+
+  app.post<{ Params: { id: string }; Body: StatusDefinitionRequest }>(
+    '/admin/v1/applications/:id/status-definitions',
+    {
+      onRequest,
+      schema: {
+        tags,
+        security,
+        summary: 'Define a version of the business statuses of a task type (immutable once defined)',
+        params: Type.Object({ id: Uuid }),
+        body: StatusDefinitionRequest,
+        response: {
+          200: Type.Record(Type.String(), Type.Unknown()),
+          201: Type.Record(Type.String(), Type.Unknown()),
+          ...problemResponses,
+        },
+      },
+    },
+    async (request, reply) => {
+      await getApplication(request.params.id);
+      const { definition, created } = await defineStatuses(deps.registries, request.params.id, request.body);
+      return reply
+        .code(created ? 201 : 200)
+        .send({ ...definition, createdAt: definition.createdAt.toISOString() });
+    },
+  );
+
+  app.get<{ Params: { id: string } }>(
+    '/admin/v1/applications/:id/status-definitions',
+    {
+      onRequest,
+      schema: { tags, security, summary: 'List status definitions', params: Type.Object({ id: Uuid }) },
+    },
+    async (request) => {
+      await getApplication(request.params.id);
+      return (await deps.registries.registries.listStatusDefinitions(request.params.id)).map((d) => ({
+        ...d,
+        createdAt: d.createdAt.toISOString(),
+      }));
+    },
+  );
+
+  app.post<{ Params: { id: string }; Body: OperationDefinitionRequest }>(
+    '/admin/v1/applications/:id/operation-definitions',
+    {
+      onRequest,
+      schema: {
+        tags,
+        security,
+        summary:
+          'Define a version of an operation: producers, event types and the data schemas they may send',
+        params: Type.Object({ id: Uuid }),
+        body: OperationDefinitionRequest,
+        response: {
+          200: Type.Record(Type.String(), Type.Unknown()),
+          201: Type.Record(Type.String(), Type.Unknown()),
+          ...problemResponses,
+        },
+      },
+    },
+    async (request, reply) => {
+      await getApplication(request.params.id);
+      const { definition, created } = await defineOperation(deps.registries, request.params.id, request.body);
+      return reply
+        .code(created ? 201 : 200)
+        .send({ ...definition, createdAt: definition.createdAt.toISOString() });
+    },
+  );
+
+  app.get<{ Params: { id: string } }>(
+    '/admin/v1/applications/:id/operation-definitions',
+    {
+      onRequest,
+      schema: { tags, security, summary: 'List operation definitions', params: Type.Object({ id: Uuid }) },
+    },
+    async (request) => {
+      await getApplication(request.params.id);
+      return (await deps.registries.registries.listOperationDefinitions(request.params.id)).map((d) => ({
+        ...d,
+        createdAt: d.createdAt.toISOString(),
+      }));
     },
   );
 }

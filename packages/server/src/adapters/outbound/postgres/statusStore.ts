@@ -2,6 +2,8 @@ import type {
   AttemptRecord,
   DedupRecord,
   FactWrite,
+  HeartbeatProbe,
+  HeartbeatUpdate,
   StatusStore,
   StatusTransaction,
 } from '../../../core/status/ports.ts';
@@ -156,11 +158,46 @@ function upsertWorkflow(sql: TxSql, w: WorkflowRecord, insert: boolean) {
     WHERE id = ${w.id}`;
 }
 
+export interface AttemptRow {
+  id: string;
+  task_id: string;
+  step_id: string;
+  application_id: string;
+  operation_code: string;
+  producer_id: string;
+  allowed_event_types: string[];
+  handle_hash: Buffer;
+  handle_sealed: string;
+  expires_at: Date;
+  revoked_at: Date | null;
+  created_at: Date;
+}
+
+export const toAttempt = (row: AttemptRow): AttemptRecord => ({
+  id: row.id,
+  taskId: row.task_id,
+  stepId: row.step_id,
+  applicationId: row.application_id,
+  operationCode: row.operation_code,
+  producerId: row.producer_id,
+  allowedEventTypes: row.allowed_event_types,
+  handleHash: row.handle_hash,
+  handleSealed: row.handle_sealed,
+  expiresAt: row.expires_at,
+  revokedAt: row.revoked_at,
+  createdAt: row.created_at,
+});
+
 class PostgresStatusTransaction implements StatusTransaction {
   constructor(private readonly sql: TxSql) {}
 
   async lockTask(taskId: string): Promise<TaskState | null> {
     const [task] = await this.sql<TaskRow[]>`SELECT * FROM task WHERE id = ${taskId} FOR UPDATE`;
+    return task ? loadTaskState(this.sql, task) : null;
+  }
+
+  async lockTaskIfFree(taskId: string): Promise<TaskState | null> {
+    const [task] = await this.sql<TaskRow[]>`SELECT * FROM task WHERE id = ${taskId} FOR UPDATE SKIP LOCKED`;
     return task ? loadTaskState(this.sql, task) : null;
   }
 
@@ -204,36 +241,13 @@ class PostgresStatusTransaction implements StatusTransaction {
   }
 
   async findAttempt(attemptId: string): Promise<AttemptRecord | null> {
-    const [row] = await this.sql<
-      {
-        id: string;
-        task_id: string;
-        step_id: string;
-        application_id: string;
-        operation_code: string;
-        producer_id: string;
-        allowed_event_types: string[];
-        handle_hash: Buffer;
-        expires_at: Date;
-        revoked_at: Date | null;
-        created_at: Date;
-      }[]
-    >`SELECT * FROM attempt WHERE id = ${attemptId}`;
-    return row
-      ? {
-          id: row.id,
-          taskId: row.task_id,
-          stepId: row.step_id,
-          applicationId: row.application_id,
-          operationCode: row.operation_code,
-          producerId: row.producer_id,
-          allowedEventTypes: row.allowed_event_types,
-          handleHash: row.handle_hash,
-          expiresAt: row.expires_at,
-          revokedAt: row.revoked_at,
-          createdAt: row.created_at,
-        }
-      : null;
+    const [row] = await this.sql<AttemptRow[]>`SELECT * FROM attempt WHERE id = ${attemptId}`;
+    return row ? toAttempt(row) : null;
+  }
+
+  async findAttemptByHandle(handleHash: Buffer): Promise<AttemptRecord | null> {
+    const [row] = await this.sql<AttemptRow[]>`SELECT * FROM attempt WHERE handle_hash = ${handleHash}`;
+    return row ? toAttempt(row) : null;
   }
 
   async acl(taskId: string): Promise<AclEntry[]> {
@@ -299,9 +313,11 @@ class PostgresStatusTransaction implements StatusTransaction {
     for (const a of w.attempts ?? []) {
       statements.push(sql`
         INSERT INTO attempt (id, task_id, step_id, application_id, operation_code, producer_id, allowed_event_types,
-                             handle_hash, expires_at, revoked_at, created_at)
+                             handle_hash, handle_sealed, expires_at, revoked_at, created_at)
         VALUES (${a.id}, ${a.taskId}, ${a.stepId}, ${a.applicationId}, ${a.operationCode}, ${a.producerId},
-                ${a.allowedEventTypes}::text[], ${a.handleHash}, ${a.expiresAt}, ${a.revokedAt}, ${a.createdAt})`);
+                ${a.allowedEventTypes}::text[], ${a.handleHash}, ${a.handleSealed}, ${a.expiresAt}, ${a.revokedAt},
+                ${a.createdAt})
+        ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at`);
     }
     if (w.revokeAttemptIds && w.revokeAttemptIds.length > 0) {
       statements.push(sql`
@@ -335,6 +351,63 @@ const retryableCodes = new Set(['40P01', '40001']);
 
 export class PostgresStatusStore implements StatusStore {
   constructor(private readonly sql: Sql) {}
+
+  async renewLeases(updates: HeartbeatUpdate[], now: Date): Promise<Set<string>> {
+    const rows = await this.sql<{ attempt_id: string }[]>`
+      UPDATE step SET last_heartbeat_seq = x.seq, last_heartbeat_at = ${now},
+                      heartbeat_deadline_at = ${now}::timestamptz + make_interval(secs => step.heartbeat_timeout_seconds)
+      FROM (SELECT DISTINCT ON (attempt_id) attempt_id, seq
+            FROM unnest(${updates.map((u) => u.attemptId)}::uuid[], ${updates.map((u) => String(u.heartbeatSeq))}::bigint[])
+                 AS u(attempt_id, seq)
+            ORDER BY attempt_id, seq DESC) AS x
+      WHERE step.attempt_id = x.attempt_id AND step.status = 'RUNNING' AND step.health = 'HEALTHY' AND step.current
+        AND step.last_heartbeat_seq < x.seq
+      RETURNING step.attempt_id`;
+    return new Set(rows.map((r) => r.attempt_id));
+  }
+
+  async probeAttempts(attemptIds: string[]): Promise<HeartbeatProbe[]> {
+    const rows = await this.sql<
+      {
+        attempt_id: string;
+        task_id: string;
+        status: string;
+        health: string;
+        current: boolean;
+        last_heartbeat_seq: bigint;
+        execution_is_current: boolean;
+      }[]
+    >`
+      SELECT s.attempt_id, s.task_id, s.status, s.health, s.current, s.last_heartbeat_seq,
+             (t.current_execution_id = s.execution_id) AS execution_is_current
+      FROM step s JOIN task t ON t.id = s.task_id
+      WHERE s.attempt_id = ANY(${attemptIds}::uuid[])`;
+    return rows.map((r) => ({
+      attemptId: r.attempt_id,
+      taskId: r.task_id,
+      status: r.status,
+      health: r.health,
+      current: r.current,
+      lastHeartbeatSeq: r.last_heartbeat_seq,
+      executionIsCurrent: r.execution_is_current,
+    }));
+  }
+
+  async attemptsByHandle(hashes: Buffer[]): Promise<AttemptRecord[]> {
+    const rows = await this.sql<AttemptRow[]>`
+      SELECT * FROM attempt
+      WHERE handle_hash IN (SELECT decode(h, 'hex') FROM unnest(${hashes.map((h) => h.toString('hex'))}::text[]) AS h)`;
+    return rows.map(toAttempt);
+  }
+
+  async overdueTasks(now: Date, limit: number): Promise<string[]> {
+    const rows = await this.sql<{ task_id: string }[]>`
+      SELECT DISTINCT task_id FROM (
+        SELECT task_id FROM step
+        WHERE status = 'RUNNING' AND health = 'HEALTHY' AND heartbeat_deadline_at <= ${now}
+        ORDER BY heartbeat_deadline_at LIMIT ${limit}) AS due`;
+    return rows.map((r) => r.task_id);
+  }
 
   async transaction<T>(work: (tx: StatusTransaction) => Promise<T>): Promise<T> {
     for (let attempt = 1; ; attempt += 1) {

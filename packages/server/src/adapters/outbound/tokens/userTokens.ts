@@ -1,0 +1,52 @@
+import { jwtVerify, SignJWT } from 'jose';
+import type { Keyring } from '../../../core/identity/secretBox.ts';
+import type { UserPrincipal, UserTokens } from '../../../core/status/ports.ts';
+import { derivedKey } from './executionCredentials.ts';
+
+const audience = 'tdp:user';
+
+/** HS256 tokens for an application's end users (`sub` = user), signed with a derived key. */
+export class JoseUserTokens implements UserTokens {
+  constructor(private readonly keyring: Keyring) {}
+
+  async sign(principal: UserPrincipal, expiresAt: Date): Promise<string> {
+    const kid = this.keyring.activeKeyId;
+    return new SignJWT({
+      app: principal.applicationId,
+      ten: principal.tenantId,
+      prj: principal.viewer.projects,
+      rol: principal.viewer.roles,
+    })
+      .setProtectedHeader({ alg: 'HS256', kid })
+      .setSubject(principal.viewer.userId)
+      .setAudience(audience)
+      .setExpirationTime(Math.floor(expiresAt.getTime() / 1000))
+      .sign(derivedKey(this.keyring, kid, 'user-token'));
+  }
+
+  async verify(token: string, now: Date): Promise<UserPrincipal | null> {
+    try {
+      const { payload } = await jwtVerify(
+        token,
+        (header) => derivedKey(this.keyring, String(header.kid), 'user-token'),
+        {
+          audience,
+          algorithms: ['HS256'],
+          currentDate: now,
+        },
+      );
+      return {
+        kind: 'user',
+        applicationId: String(payload.app),
+        tenantId: String(payload.ten),
+        viewer: {
+          userId: String(payload.sub),
+          projects: (payload.prj as string[]) ?? [],
+          roles: (payload.rol as string[]) ?? [],
+        },
+      };
+    } catch {
+      return null;
+    }
+  }
+}

@@ -1,0 +1,430 @@
+/**
+ * `reportTaskEvent`: the one application service every fact of a producer or coordinator goes through
+ * (REST single, REST batch; other adapters later). Adapters only authenticate and decode.
+ *
+ * Validation chain, in order: credential → dedup by eventId (a retry gets the first answer even after
+ * the step ended) → step registry → operation and producer → current attempt and execution → allowed
+ * event types → data.schema in the operation's registry and JSON Schema valid → sourceSeq per step
+ * attempt and producer → state machine → business status in the bound status definition. Then one
+ * commit on the fact path.
+ */
+import type { EventResult, Progress, ReportableEventType, StructuredError } from '@tdp/protocol';
+import type { ApplicationPrincipal } from '../identity/ports.ts';
+import { fingerprint } from '../shared/canonicalJson.ts';
+import { AppError } from '../shared/errors.ts';
+import type { StepRecord, TaskState } from '../tasks/model.ts';
+import type { StatusDeps } from './deps.ts';
+import { type FactSession, inFactTransaction } from './facts.ts';
+import type { ExecutionClaims } from './ports.ts';
+import { matchesPattern } from './registries.ts';
+import {
+  applyStepEvent,
+  checkBusinessStatus,
+  endTask,
+  isRefusal,
+  type Refusal,
+  refuse,
+  type StepEventType,
+  sanitiseError,
+  taskAfterStepChange,
+} from './stateMachine.ts';
+
+/** An event as decoded from either wire form; identity fields are only claims until checked. */
+export interface ReportedEvent {
+  eventId: string;
+  eventType: ReportableEventType;
+  sourceSeq: number;
+  businessStatus?: string | undefined;
+  phaseCode?: string | undefined;
+  phaseLabel?: string | undefined;
+  progress?: Progress | undefined;
+  message?: string | undefined;
+  occurredAt?: string | undefined;
+  durationMs?: number | undefined;
+  durationSource?: 'MONOTONIC' | 'WALL_CLOCK_ESTIMATE' | undefined;
+  data?: { schema: string; value: unknown } | undefined;
+  error?: StructuredError | undefined;
+  failedStepId?: string | undefined;
+  // Restated identity (full form); compared with the credential.
+  workflowId?: string | undefined;
+  taskId?: string | undefined;
+  taskAttempt?: number | undefined;
+  stepId?: string | undefined;
+  stepAttempt?: number | undefined;
+  executionId?: string | undefined;
+  operationCode?: string | undefined;
+  producerId?: string | undefined;
+  taskType?: string | null | undefined;
+}
+
+export type EventCredential =
+  | { kind: 'token'; token: string }
+  | { kind: 'handle'; handle: string; principal: ApplicationPrincipal }
+  | { kind: 'coordinator'; principal: ApplicationPrincipal };
+
+export interface ReportItem {
+  credential: EventCredential;
+  event: ReportedEvent;
+}
+
+export type ReportOutcome = { ok: true; result: EventResult } | { ok: false; error: AppError };
+
+const coordinatorEvents = new Set(['TASK_COMPLETED', 'TASK_FAILED']);
+
+/** The hash that tells a retry (same content) from a conflicting reuse of an eventId. */
+export function payloadHash(event: ReportedEvent): string {
+  return fingerprint(event);
+}
+
+async function resolveExecution(
+  deps: StatusDeps,
+  session: FactSession,
+  credential: EventCredential,
+): Promise<ExecutionClaims | Refusal> {
+  if (credential.kind === 'token') {
+    const claims = await deps.credentials.verify(credential.token, session.now);
+    return claims ?? refuse('EXECUTION_CREDENTIAL_INVALID', 'the execution token is invalid or expired');
+  }
+  if (credential.kind !== 'handle')
+    return refuse('EXECUTION_CREDENTIAL_INVALID', 'step events need an execution credential');
+  const attempt = await session.tx.findAttemptByHandle(deps.credentials.hashHandle(credential.handle));
+  if (
+    !attempt ||
+    attempt.applicationId !== credential.principal.applicationId ||
+    attempt.expiresAt <= session.now
+  ) {
+    return refuse('EXECUTION_CREDENTIAL_INVALID', 'the execution handle is unknown, expired or not yours');
+  }
+  return {
+    applicationId: attempt.applicationId,
+    tenantId: credential.principal.tenantId,
+    workflowId: '',
+    taskId: attempt.taskId,
+    taskAttempt: 0,
+    stepId: '',
+    stepAttempt: 0,
+    executionId: attempt.id,
+    operationCode: attempt.operationCode,
+    producerId: attempt.producerId,
+    allowedEventTypes: attempt.allowedEventTypes,
+    expiresAt: attempt.expiresAt,
+  };
+}
+
+function mismatch(claimed: unknown, actual: unknown): boolean {
+  return claimed !== undefined && claimed !== null && claimed !== actual;
+}
+
+/** Validates and commits one event inside the session; a refusal throws AppError and writes nothing. */
+async function reportOne(deps: StatusDeps, session: FactSession, item: ReportItem): Promise<EventResult> {
+  const { event, credential } = item;
+  const now = session.now;
+  const hash = payloadHash(event);
+  const fail = (r: Refusal): never => {
+    throw new AppError(r.code, r.message);
+  };
+
+  let claims: ExecutionClaims | null = null;
+  let taskId: string;
+  if (credential.kind === 'coordinator') {
+    if (!coordinatorEvents.has(event.eventType)) {
+      throw new AppError(
+        'EVENT_TYPE_NOT_ALLOWED',
+        `${event.eventType} must be reported with the step's execution credential`,
+      );
+    }
+    if (!event.taskId) throw new AppError('VALIDATION_FAILED', 'taskId is required');
+    taskId = event.taskId;
+  } else {
+    const resolved = await resolveExecution(deps, session, credential);
+    if (isRefusal(resolved)) fail(resolved);
+    claims = resolved as ExecutionClaims;
+    taskId = claims.taskId;
+  }
+
+  const before = await session.tx.lockTask(taskId);
+  const applicationId =
+    credential.kind === 'token' ? claims!.applicationId : credential.principal.applicationId;
+  if (!before || before.task.applicationId !== applicationId)
+    throw new AppError('TASK_NOT_FOUND', `task ${taskId} does not exist`);
+
+  // A retry of an accepted event gets the first answer back, whatever happened since.
+  const seen = await session.tx.findDedup(event.eventId);
+  if (seen) {
+    if (seen.taskId === taskId && seen.payloadHash === hash)
+      return { ...(seen.result as unknown as EventResult), duplicate: true };
+    throw new AppError(
+      'EVENT_ID_CONFLICT',
+      `eventId ${event.eventId} was already used with different content`,
+    );
+  }
+  if (mismatch(event.taskId, taskId) || mismatch(event.workflowId, before.task.workflowId)) {
+    throw new AppError(
+      'EXECUTION_CREDENTIAL_INVALID',
+      'the event names another task or workflow than its credential',
+    );
+  }
+  if (mismatch(event.taskAttempt, before.execution.number)) {
+    throw new AppError(
+      'STALE_EXECUTION',
+      `task attempt ${event.taskAttempt} is not the current one (${before.execution.number})`,
+    );
+  }
+  const statusDefinition = await deps.registries.statusDefinition(
+    before.task.applicationId,
+    before.task.taskType,
+    before.task.statusDefinitionVersion,
+  );
+  if (mismatch(event.taskType, before.task.taskType)) {
+    throw new AppError(
+      'VALIDATION_FAILED',
+      `taskType ${event.taskType} is not the task's (${before.task.taskType ?? 'unclassified'})`,
+    );
+  }
+
+  if (!claims) return reportCoordinatorEvent(deps, session, before, event, hash, statusDefinition);
+
+  // Step registry, operation and producer.
+  const step = before.steps.find((s) => s.attemptId === claims!.executionId);
+  if (!step) {
+    const keyed = before.steps.find((s) => s.key === event.stepId);
+    throw new AppError(
+      keyed ? 'STALE_EXECUTION' : 'STEP_NOT_REGISTERED',
+      keyed
+        ? `execution ${claims.executionId} belongs to an earlier run of task ${taskId}`
+        : `step ${event.stepId ?? claims.stepId} is not registered on task ${taskId}`,
+    );
+  }
+  if (
+    mismatch(event.stepId, step.key) ||
+    mismatch(event.stepAttempt, step.attempt) ||
+    mismatch(event.executionId, step.attemptId)
+  ) {
+    throw new AppError(
+      'EXECUTION_CREDENTIAL_INVALID',
+      `the credential is for step ${step.key} attempt ${step.attempt} (execution ${step.attemptId})`,
+    );
+  }
+  if (claims.operationCode !== step.operationCode || mismatch(event.operationCode, step.operationCode)) {
+    throw new AppError(
+      'OPERATION_MISMATCH',
+      `step ${step.key} runs ${step.operationCode}, not ${event.operationCode ?? claims.operationCode}`,
+    );
+  }
+  if (
+    mismatch(event.producerId, claims.producerId) ||
+    (step.expectedProducer !== null && !matchesPattern(step.expectedProducer, claims.producerId))
+  ) {
+    throw new AppError(
+      'PRODUCER_MISMATCH',
+      `step ${step.key} is reported by ${claims.producerId}, not ${event.producerId ?? claims.producerId}`,
+    );
+  }
+  if (!step.current)
+    throw new AppError(
+      'STALE_EXECUTION',
+      `step ${step.key} attempt ${step.attempt} was superseded by a newer attempt`,
+    );
+  if (!claims.allowedEventTypes.includes(event.eventType)) {
+    throw new AppError(
+      'EVENT_TYPE_NOT_ALLOWED',
+      `this execution may report ${claims.allowedEventTypes.join(', ')}, not ${event.eventType}`,
+    );
+  }
+  // Registered data schema.
+  if (event.data) {
+    const operation = await deps.registries.operationDefinition(
+      before.task.applicationId,
+      step.operationCode,
+      step.operationDefinitionVersion,
+    );
+    const schema = operation?.dataSchemas[event.data.schema];
+    if (!schema || !schema.eventTypes.includes(event.eventType)) {
+      throw new AppError(
+        'SCHEMA_NOT_ALLOWED',
+        `data.schema ${event.data.schema} is not registered for ${step.operationCode} ${event.eventType}`,
+      );
+    }
+    const errors = deps.schemas.validate(
+      `op:${operation.applicationId}:${operation.operationCode}:${operation.version}:${event.data.schema}`,
+      schema.jsonSchema,
+      event.data.value,
+    );
+    if (errors.length > 0) {
+      throw new AppError(
+        'DATA_INVALID',
+        `data.value does not match ${event.data.schema}: ${errors.map((e) => `${e.path || '/'} ${e.message}`).join('; ')}`,
+        errors.map((e) => ({ path: `/data/value${e.path}`, message: e.message })),
+      );
+    }
+  }
+  const lastSeq = step.sourceSeqs[claims.producerId] ?? 0;
+  if (event.sourceSeq <= lastSeq) {
+    throw new AppError(
+      'SOURCE_SEQ_REGRESSION',
+      `sourceSeq ${event.sourceSeq} is not above ${lastSeq}, the last accepted from ${claims.producerId} for step ${step.key} attempt ${step.attempt}`,
+    );
+  }
+  const changed = applyStepEvent(
+    step,
+    { ...event, eventType: event.eventType as StepEventType, producerId: claims.producerId },
+    now,
+  );
+  if (isRefusal(changed)) fail(changed);
+  const nextStep = changed as StepRecord;
+  const businessRefusal = checkBusinessStatus(
+    statusDefinition,
+    before.task.businessStatus,
+    event.businessStatus,
+    event.eventType as StepEventType,
+  );
+  if (businessRefusal) fail(businessRefusal);
+
+  const steps = before.steps.map((s) => (s.id === step.id ? nextStep : s));
+  const moved = taskAfterStepChange(before.task, before.execution, steps, event.businessStatus, now);
+  const after: TaskState = { task: moved.task, execution: moved.execution, steps };
+  const ended = nextStep.status === 'SUCCEEDED' || nextStep.status === 'FAILED';
+  const { result } = await session.commit(
+    before,
+    after,
+    {
+      id: event.eventId,
+      type: event.eventType,
+      producer: claims.producerId,
+      payload: eventPayload(event),
+      occurredAt: event.occurredAt ? new Date(event.occurredAt) : now,
+      receivedAt: now,
+      stepKey: step.key,
+      stepAttempt: step.attempt,
+      attemptId: step.attemptId,
+      stepVersion: nextStep.version,
+      operationCode: step.operationCode,
+      sourceSeq: event.sourceSeq,
+      phaseCode: event.phaseCode ?? null,
+      dataSchema: event.data?.schema ?? null,
+      errorCode: nextStep.error && event.eventType === 'STEP_FAILED' ? nextStep.error.code : null,
+      durationMs: event.durationMs ?? null,
+    },
+    {
+      dedupHash: hash,
+      statusDefinition,
+      write: {
+        task: after.task,
+        ...(after.execution !== before.execution ? { execution: after.execution } : {}),
+        steps: [nextStep],
+        ...(ended && step.attemptId ? { revokeAttemptIds: [step.attemptId] } : {}),
+      },
+    },
+  );
+  return result;
+}
+
+/** What the immutable log keeps of an event beyond its columns (never the diagnostics reference). */
+function eventPayload(event: ReportedEvent): Record<string, unknown> {
+  return {
+    ...(event.businessStatus ? { businessStatus: event.businessStatus } : {}),
+    ...(event.phaseLabel ? { phaseLabel: event.phaseLabel } : {}),
+    ...(event.progress ? { progress: event.progress } : {}),
+    ...(event.message ? { message: event.message } : {}),
+    ...(event.data ? { data: event.data } : {}),
+    ...(event.error ? { error: sanitiseError(event.error, event.error.code) } : {}),
+    ...(event.durationSource ? { durationSource: event.durationSource } : {}),
+    ...(event.failedStepId ? { failedStepId: event.failedStepId } : {}),
+  };
+}
+
+async function reportCoordinatorEvent(
+  deps: StatusDeps,
+  session: FactSession,
+  before: TaskState,
+  event: ReportedEvent,
+  hash: string,
+  statusDefinition: Awaited<ReturnType<StatusDeps['registries']['statusDefinition']>>,
+): Promise<EventResult> {
+  const now = session.now;
+  if (BigInt(event.sourceSeq) <= before.task.coordinatorSourceSeq) {
+    throw new AppError(
+      'SOURCE_SEQ_REGRESSION',
+      `sourceSeq ${event.sourceSeq} is not above ${before.task.coordinatorSourceSeq}, the coordinator's last for this task`,
+    );
+  }
+  const eventType = event.eventType as 'TASK_COMPLETED' | 'TASK_FAILED';
+  const businessRefusal = checkBusinessStatus(
+    statusDefinition,
+    before.task.businessStatus,
+    event.businessStatus,
+    eventType,
+  );
+  if (businessRefusal) throw new AppError(businessRefusal.code, businessRefusal.message);
+  const failure =
+    eventType === 'TASK_FAILED'
+      ? { ...sanitiseError(event.error, 'TASK_FAILED'), failedStepId: event.failedStepId ?? null }
+      : null;
+  const ended = endTask(
+    before.task,
+    before.execution,
+    eventType === 'TASK_COMPLETED' ? 'SUCCEEDED' : 'FAILED',
+    { businessStatus: event.businessStatus, durationMs: event.durationMs, failure },
+    now,
+  );
+  if (isRefusal(ended)) throw new AppError(ended.code, ended.message);
+  const revokeAttemptIds = before.steps.filter((s) => s.attemptId && s.current).map((s) => s.attemptId!);
+  const after: TaskState = {
+    task: { ...ended.task, coordinatorSourceSeq: BigInt(event.sourceSeq) },
+    execution: ended.execution,
+    steps: before.steps,
+  };
+  const { result } = await session.commit(
+    before,
+    after,
+    {
+      id: event.eventId,
+      type: eventType,
+      producer: `application:${before.task.applicationId}`,
+      payload: eventPayload(event),
+      occurredAt: event.occurredAt ? new Date(event.occurredAt) : now,
+      receivedAt: now,
+      sourceSeq: event.sourceSeq,
+      errorCode: failure?.code ?? null,
+      durationMs: event.durationMs ?? null,
+    },
+    {
+      dedupHash: hash,
+      statusDefinition,
+      write: { task: after.task, execution: after.execution, revokeAttemptIds },
+    },
+  );
+  return result;
+}
+
+/** One event, in its own transaction; a refusal is thrown as the AppError the API answers with. */
+export async function reportTaskEvent(deps: StatusDeps, item: ReportItem): Promise<EventResult> {
+  return inFactTransaction(deps, (session) => reportOne(deps, session, item));
+}
+
+/**
+ * A batch in one transaction: each item is validated and committed on its own (a refused item writes
+ * nothing and does not stop the others) and gets its own result. Items are applied in task-id order
+ * (keeping the given order within a task) so concurrent batches take task locks in the same order.
+ */
+export async function reportTaskEvents(deps: StatusDeps, items: ReportItem[]): Promise<ReportOutcome[]> {
+  const outcomes: ReportOutcome[] = new Array(items.length);
+  const order = items.map((item, index) => ({ item, index, key: taskKeyOf(item) }));
+  order.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : a.index - b.index));
+  await inFactTransaction(deps, async (session) => {
+    for (const { item, index } of order) {
+      try {
+        outcomes[index] = { ok: true, result: await reportOne(deps, session, item) };
+      } catch (error) {
+        if (!(error instanceof AppError)) throw error;
+        outcomes[index] = { ok: false, error };
+      }
+    }
+  });
+  return outcomes;
+}
+
+/** Best-effort task id for lock ordering (tokens and handles resolve inside the transaction). */
+function taskKeyOf(item: ReportItem): string {
+  return item.event.taskId ?? (item.credential.kind === 'handle' ? `~${item.credential.handle}` : '~');
+}

@@ -1,0 +1,271 @@
+/**
+ * Reads of the status service: snapshots, the event timeline, batch status with known versions, a
+ * user's tasks, a workflow with the task summaries its reader may see. Also ACL grants (with their
+ * projections) and external references.
+ */
+import type { AclGrantRequest, TaskEventView, TaskSummary, TaskWithExecution } from '@tdp/protocol';
+import type { ApplicationPrincipal } from '../identity/ports.ts';
+import { AppError } from '../shared/errors.ts';
+import type { Clock, IdGenerator } from '../shared/ports.ts';
+import type { TaskEventRecord, TaskState } from '../tasks/model.ts';
+import { toTaskView } from '../tasks/views.ts';
+import type { StatusReads, UserPrincipal } from './ports.ts';
+import { channels, summaryPayload, workflowPayload } from './projections.ts';
+
+export type Reader = ApplicationPrincipal | UserPrincipal;
+
+export interface ReadDeps {
+  reads: StatusReads;
+  clock: Clock;
+  ids: IdGenerator;
+}
+
+/** The task if the reader may see it: its application always; a user as owner or through the ACL. */
+export async function readableTask(deps: ReadDeps, reader: Reader, taskId: string): Promise<TaskState> {
+  const state = await deps.reads.task(taskId);
+  const visible =
+    state &&
+    state.task.applicationId === reader.applicationId &&
+    (reader.kind === 'application' || (await deps.reads.canView(taskId, reader.viewer)));
+  if (!visible) throw new AppError('TASK_NOT_FOUND', `task ${taskId} does not exist`);
+  return state;
+}
+
+export function toEventView(e: TaskEventRecord & { committedAt?: Date }): TaskEventView {
+  const payload = { ...e.payload };
+  if (payload.error && typeof payload.error === 'object') {
+    const { diagnosticsRef: _hidden, ...error } = payload.error as Record<string, unknown>;
+    payload.error = error;
+  }
+  return {
+    eventId: e.id,
+    taskVersion: e.taskVersion.toString(),
+    stepVersion: e.stepVersion?.toString() ?? null,
+    eventType: e.type,
+    stepId: e.stepKey,
+    stepAttempt: e.stepAttempt,
+    executionId: e.attemptId,
+    operationCode: e.operationCode,
+    producerId: e.producer,
+    sourceSeq: e.sourceSeq?.toString() ?? null,
+    lifecycleStatus: e.lifecycleStatus,
+    businessStatus: e.businessStatus,
+    health: e.health,
+    phaseCode: e.phaseCode,
+    dataSchema: e.dataSchema,
+    errorCode: e.errorCode,
+    occurredAt: e.occurredAt.toISOString(),
+    receivedAt: e.receivedAt?.toISOString() ?? null,
+    committedAt: (e.committedAt ?? e.receivedAt).toISOString(),
+    durationMs: e.durationMs,
+    payload,
+  };
+}
+
+export async function taskEvents(
+  deps: ReadDeps,
+  reader: Reader,
+  taskId: string,
+  afterTaskVersion: bigint,
+  limit: number,
+) {
+  const state = await readableTask(deps, reader, taskId);
+  const oldest = state.task.eventsPrunedBefore;
+  if (afterTaskVersion + 1n < oldest) {
+    throw new AppError(
+      'EVENTS_PRUNED',
+      `events before task version ${oldest} were pruned; read the snapshot, then continue from afterTaskVersion=${oldest - 1n}`,
+    );
+  }
+  const events = await deps.reads.events(taskId, afterTaskVersion, limit + 1);
+  const page = events.slice(0, limit);
+  return {
+    taskId,
+    items: page.map(toEventView),
+    nextAfterTaskVersion: events.length > limit ? (page.at(-1)?.taskVersion.toString() ?? null) : null,
+    oldestAvailableTaskVersion: oldest.toString(),
+  };
+}
+
+/** Status of many tasks at once: unchanged ones (known version is current) come back without a body. */
+export async function batchGet(
+  deps: ReadDeps,
+  reader: Reader,
+  items: { taskId: string; knownVersion?: string | undefined }[],
+) {
+  const results = [];
+  for (const item of items) {
+    const state = await readableTask(deps, reader, item.taskId).catch(() => null);
+    if (!state) {
+      results.push({ taskId: item.taskId, found: false, changed: false, taskVersion: null });
+      continue;
+    }
+    const changed = item.knownVersion === undefined || BigInt(item.knownVersion) < state.task.version;
+    results.push({
+      taskId: item.taskId,
+      found: true,
+      changed,
+      taskVersion: state.task.version.toString(),
+      ...(changed ? { snapshot: toTaskView(state) } : {}),
+    });
+  }
+  return { items: results };
+}
+
+export function toSummary(state: TaskState): TaskSummary {
+  const payload = summaryPayload(state, null);
+  return {
+    taskId: state.task.id,
+    workflowId: state.task.workflowId,
+    taskVersion: state.task.version.toString(),
+    title: state.task.name,
+    taskType: state.task.taskType,
+    productId: state.task.productId,
+    lifecycleStatus: state.task.lifecycleStatus,
+    businessStatus: state.task.businessStatus,
+    health: state.task.health,
+    progressPercent: payload.progressPercent as number | null,
+    error: payload.error as TaskSummary['error'],
+    createdAt: state.task.createdAt.toISOString(),
+    updatedAt: state.task.updatedAt.toISOString(),
+  };
+}
+
+const encodeCursor = (state: TaskState) =>
+  Buffer.from(`${state.task.updatedAt.toISOString()}|${state.task.id}`).toString('base64url');
+
+function decodeCursor(cursor: string): { updatedAt: Date; id: string } {
+  const [at, id] = Buffer.from(cursor, 'base64url').toString().split('|');
+  const updatedAt = new Date(at ?? '');
+  if (!id || Number.isNaN(updatedAt.getTime()))
+    throw new AppError('VALIDATION_FAILED', 'cursor is not valid');
+  return { updatedAt, id };
+}
+
+/** The tasks a user may see (owner or ACL), most recently updated first. */
+export async function myTasks(
+  deps: ReadDeps,
+  user: UserPrincipal,
+  query: { limit: number; cursor?: string | undefined },
+) {
+  const rows = await deps.reads.visibleTasks(user.tenantId, user.viewer, {
+    limit: query.limit + 1,
+    ...(query.cursor ? { before: decodeCursor(query.cursor) } : {}),
+  });
+  const page = rows.filter((r) => r.task.applicationId === user.applicationId).slice(0, query.limit);
+  return {
+    items: page.map(toSummary),
+    nextCursor: rows.length > query.limit && page.length > 0 ? encodeCursor(page.at(-1)!) : null,
+  };
+}
+
+/** A workflow with the summaries of the tasks its reader may see (a user only sees their tasks). */
+export async function workflowView(deps: ReadDeps, reader: Reader, workflowId: string) {
+  const workflow = await deps.reads.workflow(workflowId);
+  if (!workflow || workflow.applicationId !== reader.applicationId)
+    throw new AppError('WORKFLOW_NOT_FOUND', `workflow ${workflowId} does not exist`);
+  const tasks = await deps.reads.tasksOf(workflowId);
+  const visible = reader.kind === 'application' ? tasks : await filterVisible(deps, reader, tasks);
+  if (reader.kind === 'user' && visible.length === 0 && workflow.ownerId !== reader.viewer.userId) {
+    throw new AppError('WORKFLOW_NOT_FOUND', `workflow ${workflowId} does not exist`);
+  }
+  return { workflow: workflowPayload(workflow), tasks: visible.map(toSummary) };
+}
+
+async function filterVisible(deps: ReadDeps, user: UserPrincipal, tasks: TaskState[]): Promise<TaskState[]> {
+  const visible: TaskState[] = [];
+  for (const state of tasks) if (await deps.reads.canView(state.task.id, user.viewer)) visible.push(state);
+  return visible;
+}
+
+/** Grants a principal access; its summary channel gets the task's current summary at once. */
+export async function grantAccess(
+  deps: ReadDeps,
+  principal: ApplicationPrincipal,
+  taskId: string,
+  request: AclGrantRequest,
+) {
+  const state = await readableTask(deps, principal, taskId);
+  const now = deps.clock.now();
+  await deps.reads.grantAcl(
+    taskId,
+    {
+      principalType: request.principalType,
+      principalId: request.principalId,
+      permission: request.permission ?? 'VIEW',
+    },
+    now,
+  );
+  const channel = aclChannel(state, request.principalType, request.principalId);
+  await deps.reads.insertRealtime([
+    {
+      id: deps.ids.newId(),
+      tenantId: state.task.tenantId,
+      aggregateType: 'TASK',
+      aggregateId: taskId,
+      aggregateVersion: state.task.version,
+      channel,
+      projection: 'USER_SUMMARY',
+      payload: summaryPayload(state, null),
+      createdAt: now,
+    },
+  ]);
+}
+
+/** Revokes access; the principal's channel gets a removal tombstone so clients drop the task. */
+export async function revokeAccess(
+  deps: ReadDeps,
+  principal: ApplicationPrincipal,
+  taskId: string,
+  principalType: 'USER' | 'PROJECT' | 'ROLE',
+  principalId: string,
+) {
+  const state = await readableTask(deps, principal, taskId);
+  const now = deps.clock.now();
+  if (!(await deps.reads.revokeAcl(taskId, principalType, principalId, now))) {
+    throw new AppError(
+      'VALIDATION_FAILED',
+      `${principalType} ${principalId} has no access to task ${taskId}`,
+    );
+  }
+  await deps.reads.insertRealtime([
+    {
+      id: deps.ids.newId(),
+      tenantId: state.task.tenantId,
+      aggregateType: 'TASK',
+      aggregateId: taskId,
+      aggregateVersion: state.task.version,
+      channel: aclChannel(state, principalType, principalId),
+      projection: 'USER_REMOVAL',
+      payload: { kind: 'task.removed', schemaVersion: 1, taskId, taskVersion: state.task.version.toString() },
+      createdAt: now,
+    },
+  ]);
+}
+
+function aclChannel(state: TaskState, type: 'USER' | 'PROJECT' | 'ROLE', id: string): string {
+  if (type === 'USER') return channels.user(state.task.tenantId, id);
+  if (type === 'PROJECT') return channels.project(state.task.tenantId, id);
+  return channels.role(state.task.tenantId, id);
+}
+
+export async function attachExternalRef(
+  deps: ReadDeps,
+  principal: ApplicationPrincipal,
+  taskId: string,
+  refType: string,
+  refValue: string,
+) {
+  await readableTask(deps, principal, taskId);
+  const owner = await deps.reads.attachExternalRef(
+    principal.applicationId,
+    refType,
+    refValue,
+    taskId,
+    deps.clock.now(),
+  );
+  if (owner !== taskId)
+    throw new AppError('IDEMPOTENCY_KEY_REUSED', `${refType}:${refValue} already refers to task ${owner}`);
+}
+
+export type { TaskWithExecution };

@@ -1,0 +1,143 @@
+/**
+ * The versioned registries of document 002 §4.6–4.7. A version, once defined, never changes: tasks and
+ * executions that bound it keep its meaning. Defining the same content again is a harmless replay.
+ */
+import type { OperationDefinitionRequest, StatusDefinitionRequest } from '@tdp/protocol';
+import type { JsonSchemaValidator } from '../definitions/ports.ts';
+import { canonicalJson } from '../shared/canonicalJson.ts';
+import { AppError } from '../shared/errors.ts';
+import type { Clock } from '../shared/ports.ts';
+import type { OperationDefinition, RegistryStore, StatusDefinition } from './ports.ts';
+
+/** `SEARCH.*` matches `SEARCH.WEB`; `*` matches anything; otherwise exact. */
+export function matchesPattern(pattern: string, value: string): boolean {
+  if (pattern === '*') return true;
+  if (pattern.endsWith('*')) return value.startsWith(pattern.slice(0, -1));
+  return pattern === value;
+}
+
+export const stepEventTypes = ['STEP_STARTED', 'STEP_PROGRESS', 'STEP_COMPLETED', 'STEP_FAILED'] as const;
+
+/** Cached reads of immutable registry versions. */
+export class RegistryCatalog {
+  private readonly statuses = new Map<string, StatusDefinition>();
+  private readonly operations = new Map<string, OperationDefinition>();
+
+  constructor(readonly store: RegistryStore) {}
+
+  async statusDefinition(
+    applicationId: string,
+    taskType: string | null,
+    version: number | null,
+  ): Promise<StatusDefinition | null> {
+    if (taskType === null || version === null) return null;
+    const key = `${applicationId}/${taskType}/${version}`;
+    const cached = this.statuses.get(key);
+    if (cached) return cached;
+    const found = await this.store.getStatusDefinition(applicationId, taskType, version);
+    if (found) this.statuses.set(key, found);
+    return found;
+  }
+
+  /** A bound version (cached forever) or, with no version, the newest one (not cached: it may change). */
+  async operationDefinition(
+    applicationId: string,
+    operationCode: string,
+    version: number | null,
+  ): Promise<OperationDefinition | null> {
+    if (version === null) return this.store.getOperationDefinition(applicationId, operationCode);
+    const key = `${applicationId}/${operationCode}/${version}`;
+    const cached = this.operations.get(key);
+    if (cached) return cached;
+    const found = await this.store.getOperationDefinition(applicationId, operationCode, version);
+    if (found) this.operations.set(key, found);
+    return found;
+  }
+}
+
+export async function defineStatuses(
+  deps: { registries: RegistryStore; clock: Clock },
+  applicationId: string,
+  request: StatusDefinitionRequest,
+): Promise<{ definition: StatusDefinition; created: boolean }> {
+  const codes = new Set<string>();
+  for (const [index, status] of request.statuses.entries()) {
+    if (codes.has(status.code)) {
+      throw new AppError('VALIDATION_FAILED', `status code ${status.code} appears twice`, [
+        { path: `/statuses/${index}/code`, message: 'duplicate code' },
+      ]);
+    }
+    codes.add(status.code);
+  }
+  for (const [index, status] of request.statuses.entries()) {
+    for (const from of status.allowedFrom ?? []) {
+      if (!codes.has(from) && !['PENDING', 'RUNNING'].includes(from)) {
+        throw new AppError('VALIDATION_FAILED', `${status.code}.allowedFrom names unknown status ${from}`, [
+          { path: `/statuses/${index}/allowedFrom`, message: `unknown status ${from}` },
+        ]);
+      }
+    }
+  }
+  const definition: StatusDefinition = {
+    applicationId,
+    taskType: request.taskType,
+    version: request.version,
+    statuses: request.statuses,
+    createdAt: deps.clock.now(),
+  };
+  const { inserted, stored } = await deps.registries.insertStatusDefinition(definition);
+  if (!inserted && canonicalJson(stored.statuses) !== canonicalJson(definition.statuses)) {
+    throw new AppError(
+      'REGISTRY_VERSION_EXISTS',
+      `${request.taskType} status definition v${request.version} exists with other content; define a new version`,
+    );
+  }
+  return { definition: stored, created: inserted };
+}
+
+export async function defineOperation(
+  deps: { registries: RegistryStore; clock: Clock; schemas: JsonSchemaValidator },
+  applicationId: string,
+  request: OperationDefinitionRequest,
+): Promise<{ definition: OperationDefinition; created: boolean }> {
+  for (const [name, schema] of Object.entries(request.dataSchemas)) {
+    for (const eventType of schema.eventTypes) {
+      if (!request.allowedEventTypes.includes(eventType as (typeof request.allowedEventTypes)[number])) {
+        throw new AppError(
+          'VALIDATION_FAILED',
+          `data schema ${name} names event type ${eventType}, which the operation does not allow`,
+          [{ path: `/dataSchemas/${name}/eventTypes`, message: `${eventType} is not in allowedEventTypes` }],
+        );
+      }
+    }
+    const errors = deps.schemas.checkSchema(schema.jsonSchema);
+    if (errors.length > 0) {
+      throw new AppError(
+        'VALIDATION_FAILED',
+        `data schema ${name} is not a valid JSON Schema: ${errors[0]!.message}`,
+        [{ path: `/dataSchemas/${name}/jsonSchema${errors[0]!.path}`, message: errors[0]!.message }],
+      );
+    }
+  }
+  const definition: OperationDefinition = {
+    applicationId,
+    operationCode: request.operationCode,
+    version: request.version,
+    displayName: request.displayName,
+    taskTypePattern: request.taskTypePattern ?? '*',
+    producerPattern: request.producerPattern,
+    allowedEventTypes: request.allowedEventTypes,
+    dataSchemas: request.dataSchemas,
+    failurePolicy: request.failurePolicy ?? 'FAIL_TASK',
+    createdAt: deps.clock.now(),
+  };
+  const { inserted, stored } = await deps.registries.insertOperationDefinition(definition);
+  const comparable = (d: OperationDefinition) => canonicalJson({ ...d, createdAt: null });
+  if (!inserted && comparable(stored) !== comparable(definition)) {
+    throw new AppError(
+      'REGISTRY_VERSION_EXISTS',
+      `${request.operationCode} v${request.version} exists with other content; define a new version`,
+    );
+  }
+  return { definition: stored, created: inserted };
+}
