@@ -12,7 +12,7 @@ import type { StatusDeps } from './deps.ts';
 import { type FactSession, inFactTransaction } from './facts.ts';
 import type { AttemptRecord, ExecutionClaims, OperationDefinition } from './ports.ts';
 import { matchesPattern, stepEventTypes } from './registries.ts';
-import { stepIsFinished } from './stateMachine.ts';
+import { stepIsFinished, taskAfterStepChange } from './stateMachine.ts';
 
 const handleField = (attemptId: string) => `attempt:${attemptId}:handle`;
 
@@ -206,11 +206,8 @@ export async function activateStep(
     if (base === current) steps.push(activated);
     else newSteps.push(activated);
     const afterSteps = [...before.steps.map((s) => steps.find((c) => c.id === s.id) ?? s), ...newSteps];
-    const after: TaskState = {
-      ...before,
-      task: { ...before.task, version: before.task.version + 1n, updatedAt: now },
-      steps: afterSteps,
-    };
+    const moved = taskAfterStepChange(before.task, before.execution, afterSteps, undefined, now);
+    const after: TaskState = { task: moved.task, execution: moved.execution, steps: afterSteps };
     await session.commit(
       before,
       after,
@@ -227,7 +224,7 @@ export async function activateStep(
         stepVersion: activated.version,
         operationCode: activated.operationCode,
       },
-      { write: { task: after.task, steps, newSteps, attempts: [attemptRecord] } },
+      { write: { task: after.task, execution: after.execution, steps, newSteps, attempts: [attemptRecord] } },
     );
     return issueContext(deps, after, activated, attemptRecord, true);
   });
@@ -366,16 +363,9 @@ export async function registerExecution(
     const attemptRecord = newAttempt(deps, before, step, request.producerId, operation, now);
     step.attemptId = attemptRecord.id;
     const superseded = previous ? [{ ...previous, current: false, updatedAt: now }] : [];
-    const after: TaskState = {
-      ...before,
-      task: {
-        ...before.task,
-        dynamicStepCount: before.task.dynamicStepCount + 1,
-        version: before.task.version + 1n,
-        updatedAt: now,
-      },
-      steps: [...before.steps.map((s) => superseded.find((x) => x.id === s.id) ?? s), step],
-    };
+    const afterSteps = [...before.steps.map((s) => superseded.find((x) => x.id === s.id) ?? s), step];
+    const moved = taskAfterStepChange({ ...before.task, dynamicStepCount: before.task.dynamicStepCount + 1 }, before.execution, afterSteps, undefined, now);
+    const after: TaskState = { task: moved.task, execution: moved.execution, steps: afterSteps };
     await session.commit(
       before,
       after,
@@ -398,7 +388,7 @@ export async function registerExecution(
         stepVersion: step.version,
         operationCode: step.operationCode,
       },
-      { write: { task: after.task, newSteps: [step], steps: superseded, attempts: [attemptRecord] } },
+      { write: { task: after.task, execution: after.execution, newSteps: [step], steps: superseded, attempts: [attemptRecord] } },
     );
     return issueContext(deps, after, step, attemptRecord, true);
   });

@@ -161,12 +161,11 @@ export function taskAfterStepChange(
   at: Date,
 ): { task: TaskRecord; execution: ExecutionRecord } {
   let nextExecution = execution;
-  if (
-    (execution.status === 'CREATED' || execution.status === 'QUEUED') &&
-    steps.some((s) => s.current && !pendingStep.has(s.status))
-  ) {
-    nextExecution = transitionExecution(execution, 'RUNNING', at);
-  }
+  const current = steps.filter((s) => s.current);
+  const queued = current.some((s) => s.status === 'QUEUED');
+  const started = current.some((s) => !pendingStep.has(s.status));
+  if (execution.status === 'CREATED' && (queued || started)) nextExecution = transitionExecution(nextExecution, 'QUEUED', at);
+  if (nextExecution.status === 'QUEUED' && started) nextExecution = transitionExecution(nextExecution, 'RUNNING', at);
   if (nextExecution.status === 'RUNNING') {
     const progress = aggregateProgress(nextExecution, steps);
     if (progress !== nextExecution.progress) nextExecution = { ...nextExecution, progress, updatedAt: at };
