@@ -50,8 +50,8 @@ export const stepIsFinished = (status: StepStatus) => finishedStep.has(status);
 export function sanitiseError(error: StructuredError | undefined, fallbackCode: string): StructuredError {
   const base = error ?? { category: 'UNKNOWN', code: fallbackCode, retryable: false };
   const userMessage = base.userMessage
-    ?.replace(/(https?:\/\/|s3:\/\/|gs:\/\/)\S+/gi, '[link]')
-    .replace(/\b(bearer|token|secret|password|apikey|api_key)\b\s*[:=]?\s*\S+/gi, '[redacted]')
+    ?.replace(/(https?:\/\/|s3:\/\/|gs:\/\/)[^\s)\]}'"]+/gi, '[link]')
+    .replace(/\b(bearer|token|secret|password|apikey|api_key)\b\s*[:=]?\s*[^\s)\]}'",;]+/gi, '[redacted]')
     .slice(0, 500);
   return {
     category: base.category,
