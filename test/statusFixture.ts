@@ -17,28 +17,57 @@ export interface Context {
 
 export const documentSteps = [
   { stepId: '01_prepare', operationCode: 'FILE.PREPARE', expectedProducer: 'file-service' },
-  { stepId: '02_parse', operationCode: 'DOCUMENT.PARSE', expectedProducer: 'document-parser', dependsOn: ['01_prepare'] },
+  {
+    stepId: '02_parse',
+    operationCode: 'DOCUMENT.PARSE',
+    expectedProducer: 'document-parser',
+    dependsOn: ['01_prepare'],
+  },
 ];
 
 export async function coordinator(h: Harness) {
   const app = await h.createApplication();
-  const call = (method: string, path: string, body?: unknown, headers?: Record<string, string>, token = app.apiKey) =>
-    h.request(method, path, { token, ...(body !== undefined ? { body } : {}), ...(headers ? { headers } : {}) });
+  const call = (
+    method: string,
+    path: string,
+    body?: unknown,
+    headers?: Record<string, string>,
+    token = app.apiKey,
+  ) =>
+    h.request(method, path, {
+      token,
+      ...(body !== undefined ? { body } : {}),
+      ...(headers ? { headers } : {}),
+    });
 
-  async function createWorkflow(options: { key?: string; ownerId?: string; tasks?: Record<string, unknown>[] } = {}) {
+  async function createWorkflow(
+    options: { key?: string; ownerId?: string; tasks?: Record<string, unknown>[] } = {},
+  ) {
     const res = await call('POST', '/v1/workflows', {
       clientWorkflowKey: options.key ?? `wf-${newId()}`,
       ownerId: options.ownerId ?? 'user-42',
       title: 'Process the uploaded documents',
-      initialTasks: options.tasks ?? [{ clientTaskKey: 'parse-contract', title: 'Parse the contract', knownSteps: documentSteps }],
+      initialTasks: options.tasks ?? [
+        { clientTaskKey: 'parse-contract', title: 'Parse the contract', knownSteps: documentSteps },
+      ],
     });
-    if (res.status !== 201 && res.status !== 200) throw new Error(`create workflow: ${res.status} ${JSON.stringify(res.body)}`);
-    return res.body as { workflowId: string; workflowVersion: string; tasks: { taskId: string; clientTaskKey: string; taskVersion: string }[] };
+    if (res.status !== 201 && res.status !== 200)
+      throw new Error(`create workflow: ${res.status} ${JSON.stringify(res.body)}`);
+    return res.body as {
+      workflowId: string;
+      workflowVersion: string;
+      tasks: { taskId: string; clientTaskKey: string; taskVersion: string }[];
+    };
   }
 
   async function activate(taskId: string, stepId: string, attempt?: number): Promise<Context> {
-    const res = await call('POST', `/v1/tasks/${taskId}/steps/${stepId}:activate`, attempt ? { attempt } : undefined);
-    if (res.status !== 201 && res.status !== 200) throw new Error(`activate: ${res.status} ${JSON.stringify(res.body)}`);
+    const res = await call(
+      'POST',
+      `/v1/tasks/${taskId}/steps/${stepId}:activate`,
+      attempt ? { attempt } : undefined,
+    );
+    if (res.status !== 201 && res.status !== 200)
+      throw new Error(`activate: ${res.status} ${JSON.stringify(res.body)}`);
     return res.body as Context;
   }
 
@@ -66,7 +95,8 @@ export async function coordinator(h: Harness) {
     };
   }
 
-  const report = (ctx: Context, body: Record<string, unknown>) => call('POST', '/v1/task-events', body, undefined, ctx.executionToken);
+  const report = (ctx: Context, body: Record<string, unknown>) =>
+    call('POST', '/v1/task-events', body, undefined, ctx.executionToken);
 
   const task = async (taskId: string) => (await call('GET', `/v1/tasks/${taskId}`)).body;
 

@@ -54,6 +54,8 @@ export interface RunningServer {
   url: string;
   bus: InProcessBus;
   identity: ApplicationDeps;
+  /** The status service's dependencies (tests drive the health reconciler with them). */
+  status: StatusDeps;
   logger: Logger;
   /** Stops accepting, lets in-flight requests and loop rounds finish, then closes connections. */
   close(): Promise<void>;
@@ -261,6 +263,7 @@ export async function startServer(
     url,
     bus,
     identity,
+    status,
     logger,
     close: () => {
       closing ??= (async () => {

@@ -3,9 +3,9 @@
  */
 import { newId } from '@tdp/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connectDatabase } from '../src/main.ts';
 import { type Harness, startHarness } from '../../../test/harness.ts';
 import { coordinator, documentSteps } from '../../../test/statusFixture.ts';
+import { connectDatabase } from '../src/main.ts';
 
 let h: Harness;
 let c: Awaited<ReturnType<typeof coordinator>>;
@@ -23,7 +23,13 @@ afterAll(async () => {
 
 const twoProducerTask = async () => {
   const wf = await c.createWorkflow({
-    tasks: [{ clientTaskKey: 'pair', title: 'Two services', knownSteps: [documentSteps[0], { ...documentSteps[1], dependsOn: [] }] }],
+    tasks: [
+      {
+        clientTaskKey: 'pair',
+        title: 'Two services',
+        knownSteps: [documentSteps[0], { ...documentSteps[1], dependsOn: [] }],
+      },
+    ],
   });
   const taskId = wf.tasks[0]!.taskId;
   return { wf, taskId, a: await c.activate(taskId, '01_prepare'), b: await c.activate(taskId, '02_parse') };
@@ -36,14 +42,26 @@ describe('versions', () => {
     await Promise.all([c.report(a, c.event(a)), c.report(b, c.event(b))]);
     const sends = [];
     for (let seq = 2; seq <= 101; seq += 1) {
-      sends.push(c.report(a, c.event(a, { sourceSeq: seq, eventType: 'STEP_PROGRESS', progress: { percent: seq - 1 } })));
-      sends.push(c.report(b, c.event(b, { sourceSeq: seq, eventType: 'STEP_PROGRESS', progress: { percent: seq - 1 } })));
+      sends.push(
+        c.report(
+          a,
+          c.event(a, { sourceSeq: seq, eventType: 'STEP_PROGRESS', progress: { percent: seq - 1 } }),
+        ),
+      );
+      sends.push(
+        c.report(
+          b,
+          c.event(b, { sourceSeq: seq, eventType: 'STEP_PROGRESS', progress: { percent: seq - 1 } }),
+        ),
+      );
     }
     const answers = await Promise.all(sends);
     const refused = answers.filter((r) => r.status !== 200);
     // Concurrent sends of one producer may arrive out of order: those are refused as regressions, never applied twice.
     for (const r of refused) expect(r.body.code).toBe('SOURCE_SEQ_REGRESSION');
-    const versions = (await sql`SELECT task_version FROM task_event WHERE task_id = ${taskId} AND task_version > ${start} ORDER BY task_version`).map((r) => r.task_version as bigint);
+    const versions = (
+      await sql`SELECT task_version FROM task_event WHERE task_id = ${taskId} AND task_version > ${start} ORDER BY task_version`
+    ).map((r) => r.task_version as bigint);
     const expected = Array.from({ length: versions.length }, (_, i) => start + 1n + BigInt(i));
     expect(versions).toEqual(expected);
     expect(versions.length).toBe(2 + answers.length - refused.length);
@@ -57,7 +75,10 @@ describe('versions', () => {
     const stream = async (ctx: typeof a) => {
       const versions: bigint[] = [];
       for (let seq = 1; seq <= 100; seq += 1) {
-        const r = await c.report(ctx, c.event(ctx, { sourceSeq: seq, eventType: seq === 1 ? 'STEP_STARTED' : 'STEP_PROGRESS' }));
+        const r = await c.report(
+          ctx,
+          c.event(ctx, { sourceSeq: seq, eventType: seq === 1 ? 'STEP_STARTED' : 'STEP_PROGRESS' }),
+        );
         expect(r.status).toBe(200);
         versions.push(BigInt(r.body.taskVersion));
       }
@@ -82,7 +103,13 @@ describe('versions', () => {
              (SELECT count(*) FROM outbox_event o WHERE o.id = ${body.eventId}) AS outbox,
              (SELECT count(*) FROM realtime_outbox r WHERE r.aggregate_id = t.id AND r.aggregate_version = t.version) AS realtime
       FROM task t JOIN step s ON s.task_id = t.id AND s.step_key = '01_prepare' WHERE t.id = ${taskId}`;
-    expect(row).toMatchObject({ version, step_version: BigInt(res.body.stepVersion), events: 1n, dedup: 1n, outbox: 1n });
+    expect(row).toMatchObject({
+      version,
+      step_version: BigInt(res.body.stepVersion),
+      events: 1n,
+      dedup: 1n,
+      outbox: 1n,
+    });
     expect(Number(row!.realtime)).toBeGreaterThanOrEqual(2);
   });
 
@@ -90,12 +117,16 @@ describe('versions', () => {
     const { a } = await twoProducerTask();
     const body = c.event(a);
     const single = await c.report(a, body);
-    const batch = await h.request('POST', '/v1/task-events:batch', { body: { events: [{ ...body, executionToken: a.executionToken }] } });
+    const batch = await h.request('POST', '/v1/task-events:batch', {
+      body: { events: [{ ...body, executionToken: a.executionToken }] },
+    });
     expect(batch.status).toBe(200);
     expect(batch.body.results[0]).toMatchObject({ ok: true, result: { ...single.body, duplicate: true } });
     // And the other way round: first in a batch, then alone.
     const next = c.event(a, { sourceSeq: 2, eventType: 'STEP_PROGRESS' });
-    const viaBatch = await h.request('POST', '/v1/task-events:batch', { body: { events: [{ ...next, executionToken: a.executionToken }] } });
+    const viaBatch = await h.request('POST', '/v1/task-events:batch', {
+      body: { events: [{ ...next, executionToken: a.executionToken }] },
+    });
     const viaSingle = await c.report(a, next);
     expect(viaSingle.body).toEqual({ ...viaBatch.body.results[0].result, duplicate: true });
   });
@@ -109,7 +140,12 @@ describe('versions', () => {
       { ...c.event(a, { sourceSeq: 1, eventType: 'STEP_PROGRESS' }), executionToken: a.executionToken },
     ];
     const res = await h.request('POST', '/v1/task-events:batch', { token: c.app.apiKey, body: { events } });
-    expect(res.body.results.map((r: any) => (r.ok ? 'ok' : r.error.code))).toEqual(['ok', 'EVENT_TYPE_NOT_ALLOWED', 'ok', 'SOURCE_SEQ_REGRESSION']);
+    expect(res.body.results.map((r: any) => (r.ok ? 'ok' : r.error.code))).toEqual([
+      'ok',
+      'EVENT_TYPE_NOT_ALLOWED',
+      'ok',
+      'SOURCE_SEQ_REGRESSION',
+    ]);
     const steps = (await c.task(taskId)).execution.steps;
     expect(steps.map((s: any) => s.status)).toEqual(['RUNNING', 'RUNNING']);
   });
@@ -123,16 +159,39 @@ describe('versions', () => {
     });
     const [ta, tb] = wf.tasks;
     const ctx = await c.activate(ta!.taskId, '01_prepare');
-    const workflowBefore = (await c.call('GET', `/v1/workflows/${wf.workflowId}`)).body.workflow.workflowVersion;
+    const workflowBefore = (await c.call('GET', `/v1/workflows/${wf.workflowId}`)).body.workflow
+      .workflowVersion;
     await c.report(ctx, c.event(ctx));
     await c.report(ctx, c.event(ctx, { sourceSeq: 2, eventType: 'STEP_PROGRESS' }));
-    const failed = await c.report(ctx, c.event(ctx, { sourceSeq: 3, eventType: 'STEP_FAILED', error: { category: 'BUSINESS_INPUT', code: 'UNSUPPORTED', retryable: false } }));
+    const failed = await c.report(
+      ctx,
+      c.event(ctx, {
+        sourceSeq: 3,
+        eventType: 'STEP_FAILED',
+        error: { category: 'BUSINESS_INPUT', code: 'UNSUPPORTED', retryable: false },
+      }),
+    );
     expect(failed.status).toBe(200);
-    await c.call('POST', '/v1/task-events', { eventId: newId(), taskId: ta!.taskId, producerId: 'coordinator', sourceSeq: 1, eventType: 'TASK_FAILED', error: { category: 'BUSINESS_INPUT', code: 'UNSUPPORTED', retryable: false, userMessage: 'Unsupported file format' } });
+    await c.call('POST', '/v1/task-events', {
+      eventId: newId(),
+      taskId: ta!.taskId,
+      producerId: 'coordinator',
+      sourceSeq: 1,
+      eventType: 'TASK_FAILED',
+      error: {
+        category: 'BUSINESS_INPUT',
+        code: 'UNSUPPORTED',
+        retryable: false,
+        userMessage: 'Unsupported file format',
+      },
+    });
     const view = (await c.call('GET', `/v1/workflows/${wf.workflowId}`)).body;
     const a = view.tasks.find((t: any) => t.taskId === ta!.taskId);
     const b = view.tasks.find((t: any) => t.taskId === tb!.taskId);
-    expect(a).toMatchObject({ lifecycleStatus: 'FAILED', error: { code: 'UNSUPPORTED', userMessage: 'Unsupported file format' } });
+    expect(a).toMatchObject({
+      lifecycleStatus: 'FAILED',
+      error: { code: 'UNSUPPORTED', userMessage: 'Unsupported file format' },
+    });
     expect(b).toMatchObject({ lifecycleStatus: 'PENDING', taskVersion: tb!.taskVersion });
     // The workflow moved only when a task's lifecycle moved (PENDING→RUNNING, RUNNING→FAILED): two versions.
     expect(BigInt(view.workflow.workflowVersion)).toBe(BigInt(workflowBefore) + 2n);
@@ -142,14 +201,33 @@ describe('versions', () => {
   it("the producer's monotonic duration is kept, never replaced by a wall-clock difference", async () => {
     const { taskId, a } = await twoProducerTask();
     await c.report(a, c.event(a, { occurredAt: '2020-01-01T00:00:00Z' }));
-    await c.report(a, c.event(a, { sourceSeq: 2, eventType: 'STEP_COMPLETED', occurredAt: '2030-01-01T00:00:00Z', durationMs: 18_000 }));
+    await c.report(
+      a,
+      c.event(a, {
+        sourceSeq: 2,
+        eventType: 'STEP_COMPLETED',
+        occurredAt: '2030-01-01T00:00:00Z',
+        durationMs: 18_000,
+      }),
+    );
     const step = (await c.task(taskId)).execution.steps.find((s: any) => s.key === '01_prepare');
     expect(step).toMatchObject({ durationMs: 18_000, durationSource: 'MONOTONIC' });
     const { b } = await twoProducerTask();
     await c.report(b, c.event(b));
-    await c.report(b, c.event(b, { sourceSeq: 2, eventType: 'STEP_COMPLETED', durationMs: 5_000, durationSource: 'WALL_CLOCK_ESTIMATE' }));
+    await c.report(
+      b,
+      c.event(b, {
+        sourceSeq: 2,
+        eventType: 'STEP_COMPLETED',
+        durationMs: 5_000,
+        durationSource: 'WALL_CLOCK_ESTIMATE',
+      }),
+    );
     const steps = (await c.task(b.taskId)).execution.steps;
-    expect(steps.find((s: any) => s.key === '02_parse')).toMatchObject({ durationMs: 5_000, durationSource: 'WALL_CLOCK_ESTIMATE' });
+    expect(steps.find((s: any) => s.key === '02_parse')).toMatchObject({
+      durationMs: 5_000,
+      durationSource: 'WALL_CLOCK_ESTIMATE',
+    });
     const events = (await c.call('GET', `/v1/tasks/${taskId}/events`)).body.items;
     const done = events.find((e: any) => e.eventType === 'STEP_COMPLETED');
     expect(done).toMatchObject({ durationMs: 18_000, occurredAt: '2030-01-01T00:00:00.000Z' });
@@ -159,52 +237,122 @@ describe('versions', () => {
 
 describe('projections and reads', () => {
   it('summary, detail and workflow projections follow their field whitelists; diagnostics never leave the server', async () => {
-    const wf = await c.createWorkflow({ ownerId: 'user-7', tasks: [{ clientTaskKey: 'w', title: 'Whitelist', knownSteps: [documentSteps[0]] }] });
+    const wf = await c.createWorkflow({
+      ownerId: 'user-7',
+      tasks: [{ clientTaskKey: 'w', title: 'Whitelist', knownSteps: [documentSteps[0]] }],
+    });
     const taskId = wf.tasks[0]!.taskId;
     const ctx = await c.activate(taskId, '01_prepare');
     await c.report(ctx, c.event(ctx));
-    await c.report(ctx, c.event(ctx, { sourceSeq: 2, eventType: 'STEP_FAILED', error: { category: 'SYSTEM', code: 'DISK_FULL', retryable: true, userMessage: 'Storage is full (token: abc123)', diagnosticsRef: 'trace://secret-trace' } }));
-    const rows = await sql`SELECT channel, projection, payload FROM realtime_outbox WHERE aggregate_id = ${taskId} ORDER BY aggregate_version DESC, projection`;
+    await c.report(
+      ctx,
+      c.event(ctx, {
+        sourceSeq: 2,
+        eventType: 'STEP_FAILED',
+        error: {
+          category: 'SYSTEM',
+          code: 'DISK_FULL',
+          retryable: true,
+          userMessage: 'Storage is full (token: abc123)',
+          diagnosticsRef: 'trace://secret-trace',
+        },
+      }),
+    );
+    const rows =
+      await sql`SELECT channel, projection, payload FROM realtime_outbox WHERE aggregate_id = ${taskId} ORDER BY aggregate_version DESC, projection`;
     const detail = rows.find((r) => r.projection === 'TASK_DETAIL')!;
     const summary = rows.find((r) => r.projection === 'USER_SUMMARY')!;
     expect(summary.channel).toBe(`task_user:${c.app.tenantId}/user-7`);
     expect(detail.channel).toBe(`task_detail:${c.app.tenantId}/${taskId}`);
     expect(Object.keys(summary.payload).sort()).toEqual(
-      ['kind', 'schemaVersion', 'taskId', 'workflowId', 'taskVersion', 'title', 'taskType', 'productId', 'lifecycleStatus', 'businessStatus', 'health', 'progressPercent', 'error', 'createdAt', 'updatedAt', 'startedAt', 'finishedAt', 'notice'].sort(),
+      [
+        'kind',
+        'schemaVersion',
+        'taskId',
+        'workflowId',
+        'taskVersion',
+        'title',
+        'taskType',
+        'productId',
+        'lifecycleStatus',
+        'businessStatus',
+        'health',
+        'progressPercent',
+        'error',
+        'createdAt',
+        'updatedAt',
+        'startedAt',
+        'finishedAt',
+        'notice',
+      ].sort(),
     );
-    expect(detail.payload.state.steps[0]).toMatchObject({ stepId: '01_prepare', error: { code: 'DISK_FULL', userMessage: 'Storage is full ([redacted])' } });
-    const everything = JSON.stringify(await sql`SELECT payload FROM realtime_outbox WHERE aggregate_id = ${taskId}`);
+    expect(detail.payload.state.steps[0]).toMatchObject({
+      stepId: '01_prepare',
+      error: { code: 'DISK_FULL', userMessage: 'Storage is full ([redacted])' },
+    });
+    const everything = JSON.stringify(
+      await sql`SELECT payload FROM realtime_outbox WHERE aggregate_id = ${taskId}`,
+    );
     expect(everything).not.toContain('secret-trace');
     expect(everything).not.toContain('abc123');
-    expect(JSON.stringify((await c.call('GET', `/v1/tasks/${taskId}/events`)).body)).not.toContain('secret-trace');
+    expect(JSON.stringify((await c.call('GET', `/v1/tasks/${taskId}/events`)).body)).not.toContain(
+      'secret-trace',
+    );
     expect(JSON.stringify(await c.task(taskId))).not.toContain('secret-trace');
     // The log keeps it for the server's own diagnostics.
-    const [logged] = await sql`SELECT payload FROM task_event WHERE task_id = ${taskId} AND type = 'STEP_FAILED'`;
+    const [logged] =
+      await sql`SELECT payload FROM task_event WHERE task_id = ${taskId} AND type = 'STEP_FAILED'`;
     expect(logged!.payload.error.diagnosticsRef).toBe('trace://secret-trace');
   });
 
   it('a user not watching the detail still gets failure and action-required notices on the summary channel (notice id taskId:taskVersion)', async () => {
-    const wf = await c.createWorkflow({ ownerId: 'user-notice', tasks: [{ clientTaskKey: 'n', title: 'Notices', knownSteps: [documentSteps[0]] }] });
+    const wf = await c.createWorkflow({
+      ownerId: 'user-notice',
+      tasks: [{ clientTaskKey: 'n', title: 'Notices', knownSteps: [documentSteps[0]] }],
+    });
     const taskId = wf.tasks[0]!.taskId;
     const ctx = await c.activate(taskId, '01_prepare');
     await c.report(ctx, c.event(ctx));
-    const failed = await c.report(ctx, c.event(ctx, { sourceSeq: 2, eventType: 'STEP_FAILED', error: { category: 'X', code: 'Y', retryable: false, userMessage: 'Could not read page 3' } }));
-    const [row] = await sql`SELECT payload FROM realtime_outbox WHERE aggregate_id = ${taskId} AND projection = 'USER_SUMMARY' AND aggregate_version = ${BigInt(failed.body.taskVersion)}`;
-    expect(row!.payload.notice).toEqual({ id: `${taskId}:${failed.body.taskVersion}`, kind: 'STEP_FAILED', severity: 'ERROR', message: 'Could not read page 3' });
+    const failed = await c.report(
+      ctx,
+      c.event(ctx, {
+        sourceSeq: 2,
+        eventType: 'STEP_FAILED',
+        error: { category: 'X', code: 'Y', retryable: false, userMessage: 'Could not read page 3' },
+      }),
+    );
+    const [row] =
+      await sql`SELECT payload FROM realtime_outbox WHERE aggregate_id = ${taskId} AND projection = 'USER_SUMMARY' AND aggregate_version = ${BigInt(failed.body.taskVersion)}`;
+    expect(row!.payload.notice).toEqual({
+      id: `${taskId}:${failed.body.taskVersion}`,
+      kind: 'STEP_FAILED',
+      severity: 'ERROR',
+      message: 'Could not read page 3',
+    });
     // Progress rows carry no notice; every failure and terminal row carries its own.
-    const notices = await sql`SELECT payload->'notice'->>'kind' AS kind FROM realtime_outbox WHERE aggregate_id = ${taskId} AND projection = 'USER_SUMMARY' ORDER BY aggregate_version`;
+    const notices =
+      await sql`SELECT payload->'notice'->>'kind' AS kind FROM realtime_outbox WHERE aggregate_id = ${taskId} AND projection = 'USER_SUMMARY' ORDER BY aggregate_version`;
     expect(notices.map((n) => n.kind)).toEqual([null, null, null, 'STEP_FAILED']);
   });
 
   it('one user summary channel interleaves several tasks, each with its own task version; summaries carry no inputs or step data', async () => {
-    const wf = await c.createWorkflow({ ownerId: 'user-multi', tasks: [1, 2, 3].map((i) => ({ clientTaskKey: `t${i}`, title: `Task ${i}`, knownSteps: [documentSteps[0]] })) });
+    const wf = await c.createWorkflow({
+      ownerId: 'user-multi',
+      tasks: [1, 2, 3].map((i) => ({
+        clientTaskKey: `t${i}`,
+        title: `Task ${i}`,
+        knownSteps: [documentSteps[0]],
+      })),
+    });
     for (const t of wf.tasks) {
       const ctx = await c.activate(t.taskId, '01_prepare');
       await c.report(ctx, c.event(ctx));
     }
-    const rows = await sql`SELECT aggregate_id, aggregate_version, payload FROM realtime_outbox WHERE channel = ${`task_user:${c.app.tenantId}/user-multi`} ORDER BY created_at, id`;
+    const rows =
+      await sql`SELECT aggregate_id, aggregate_version, payload FROM realtime_outbox WHERE channel = ${`task_user:${c.app.tenantId}/user-multi`} ORDER BY created_at, id`;
     const perTask = new Map<string, bigint[]>();
-    for (const r of rows) perTask.set(r.aggregate_id, [...(perTask.get(r.aggregate_id) ?? []), r.aggregate_version]);
+    for (const r of rows)
+      perTask.set(r.aggregate_id, [...(perTask.get(r.aggregate_id) ?? []), r.aggregate_version]);
     expect(perTask.size).toBe(3);
     for (const versions of perTask.values()) expect(versions).toEqual([1n, 2n, 3n]);
     for (const r of rows) {
@@ -217,10 +365,16 @@ describe('projections and reads', () => {
 
   it('the timeline resumes from afterTaskVersion and recognises a pruned window', async () => {
     const { taskId, a } = await twoProducerTask();
-    for (let seq = 1; seq <= 5; seq += 1) await c.report(a, c.event(a, { sourceSeq: seq, eventType: seq === 1 ? 'STEP_STARTED' : 'STEP_PROGRESS' }));
+    for (let seq = 1; seq <= 5; seq += 1)
+      await c.report(
+        a,
+        c.event(a, { sourceSeq: seq, eventType: seq === 1 ? 'STEP_STARTED' : 'STEP_PROGRESS' }),
+      );
     const all = (await c.call('GET', `/v1/tasks/${taskId}/events?limit=3`)).body;
     expect(all.items.map((e: any) => e.taskVersion)).toEqual(['1', '2', '3']);
-    const rest = (await c.call('GET', `/v1/tasks/${taskId}/events?afterTaskVersion=${all.nextAfterTaskVersion}`)).body;
+    const rest = (
+      await c.call('GET', `/v1/tasks/${taskId}/events?afterTaskVersion=${all.nextAfterTaskVersion}`)
+    ).body;
     expect(rest.items.map((e: any) => e.taskVersion)).toEqual(['4', '5', '6', '7', '8']);
     expect(rest.nextAfterTaskVersion).toBeNull();
     const { PostgresStatusReads } = await import('../src/adapters/outbound/postgres/statusReads.ts');
@@ -239,24 +393,54 @@ describe('projections and reads', () => {
     const known = (await c.task(taskId)).task.version;
     const quietVersion = (await c.task(quiet)).task.version;
     await c.report(a, c.event(a));
-    const res = await c.call('POST', '/v1/tasks/status:batchGet', { tasks: [{ taskId, knownVersion: known }, { taskId: quiet, knownVersion: quietVersion }, { taskId: newId() }] });
-    expect(res.body.items[0]).toMatchObject({ found: true, changed: true, snapshot: { task: { id: taskId } } });
-    expect(res.body.items[1]).toEqual({ taskId: quiet, found: true, changed: false, taskVersion: quietVersion });
+    const res = await c.call('POST', '/v1/tasks/status:batchGet', {
+      tasks: [
+        { taskId, knownVersion: known },
+        { taskId: quiet, knownVersion: quietVersion },
+        { taskId: newId() },
+      ],
+    });
+    expect(res.body.items[0]).toMatchObject({
+      found: true,
+      changed: true,
+      snapshot: { task: { id: taskId } },
+    });
+    expect(res.body.items[1]).toEqual({
+      taskId: quiet,
+      found: true,
+      changed: false,
+      taskVersion: quietVersion,
+    });
     expect(res.body.items[2]).toMatchObject({ found: false });
   });
 
   it('a user reads their own and shared tasks; ACL revocation publishes a removal and blocks further reads', async () => {
-    const wf = await c.createWorkflow({ ownerId: 'alice', tasks: [{ clientTaskKey: 'mine', title: 'Mine' }, { clientTaskKey: 'shared', title: 'Shared' }] });
+    const wf = await c.createWorkflow({
+      ownerId: 'alice',
+      tasks: [
+        { clientTaskKey: 'mine', title: 'Mine' },
+        { clientTaskKey: 'shared', title: 'Shared' },
+      ],
+    });
     const [mine, shared] = wf.tasks;
-    const token = async (userId: string, projects: string[] = []) => (await c.call('POST', '/v1/user-tokens', { userId, projects })).body.token as string;
+    const token = async (userId: string, projects: string[] = []) =>
+      (await c.call('POST', '/v1/user-tokens', { userId, projects })).body.token as string;
     const alice = await token('alice');
     const bob = await token('bob', ['finance']);
-    const list = async (t: string) => (await h.request('GET', '/v1/me/tasks', { token: t })).body.items.map((i: any) => i.taskId);
+    const list = async (t: string) =>
+      (await h.request('GET', '/v1/me/tasks', { token: t })).body.items.map((i: any) => i.taskId);
     expect((await list(alice)).sort()).toEqual([mine!.taskId, shared!.taskId].sort());
     expect(await list(bob)).toEqual([]);
     expect((await h.request('GET', `/v1/tasks/${shared!.taskId}/events`, { token: bob })).status).toBe(404);
 
-    expect((await c.call('POST', `/v1/tasks/${shared!.taskId}/acl`, { principalType: 'PROJECT', principalId: 'finance' })).status).toBe(204);
+    expect(
+      (
+        await c.call('POST', `/v1/tasks/${shared!.taskId}/acl`, {
+          principalType: 'PROJECT',
+          principalId: 'finance',
+        })
+      ).status,
+    ).toBe(204);
     expect(await list(bob)).toEqual([shared!.taskId]);
     expect((await h.request('GET', `/v1/tasks/${shared!.taskId}/events`, { token: bob })).status).toBe(200);
     const view = (await h.request('GET', `/v1/workflows/${wf.workflowId}`, { token: bob })).body;
@@ -265,28 +449,52 @@ describe('projections and reads', () => {
     expect((await c.call('DELETE', `/v1/tasks/${shared!.taskId}/acl/PROJECT/finance`)).status).toBe(204);
     expect(await list(bob)).toEqual([]);
     expect((await h.request('GET', `/v1/tasks/${shared!.taskId}/events`, { token: bob })).status).toBe(404);
-    const [removal] = await sql`SELECT channel, payload FROM realtime_outbox WHERE aggregate_id = ${shared!.taskId} AND projection = 'USER_REMOVAL'`;
-    expect(removal).toMatchObject({ channel: `task_project:${c.app.tenantId}/finance`, payload: { kind: 'task.removed', taskId: shared!.taskId } });
+    const [removal] =
+      await sql`SELECT channel, payload FROM realtime_outbox WHERE aggregate_id = ${shared!.taskId} AND projection = 'USER_REMOVAL'`;
+    expect(removal).toMatchObject({
+      channel: `task_project:${c.app.tenantId}/finance`,
+      payload: { kind: 'task.removed', taskId: shared!.taskId },
+    });
     expect((await h.request('GET', '/v1/me/tasks', { token: c.app.apiKey })).status).toBe(401);
   });
 
   it('classification binds the type once, guarded by If-Match on the task version', async () => {
     await h.request('POST', `/admin/v1/applications/${c.app.applicationId}/status-definitions`, {
       token: h.adminToken,
-      body: { taskType: 'RESEARCH', version: 1, statuses: [{ code: 'SEARCHING', displayName: 'Searching', lifecycleStatus: 'RUNNING' }] },
+      body: {
+        taskType: 'RESEARCH',
+        version: 1,
+        statuses: [{ code: 'SEARCHING', displayName: 'Searching', lifecycleStatus: 'RUNNING' }],
+      },
     });
     const wf = await c.createWorkflow({ tasks: [{ clientTaskKey: 'c', title: 'Unclassified' }] });
     const taskId = wf.tasks[0]!.taskId;
-    const patch = (body: unknown, ifMatch?: string) => c.call('PATCH', `/v1/tasks/${taskId}/classification`, body, ifMatch ? { 'if-match': ifMatch } : undefined);
+    const patch = (body: unknown, ifMatch?: string) =>
+      c.call(
+        'PATCH',
+        `/v1/tasks/${taskId}/classification`,
+        body,
+        ifMatch ? { 'if-match': ifMatch } : undefined,
+      );
     expect((await patch({ productId: 'kb' })).body.code).toBe('PRECONDITION_REQUIRED');
     expect((await patch({ productId: 'kb' }, '"7"')).body.code).toBe('VERSION_MISMATCH');
-    const classified = await patch({ productId: 'knowledge-assistant', taskType: 'RESEARCH', statusDefinitionVersion: 1 }, '"1"');
+    const classified = await patch(
+      { productId: 'knowledge-assistant', taskType: 'RESEARCH', statusDefinitionVersion: 1 },
+      '"1"',
+    );
     expect(classified.status).toBe(200);
     expect(classified.headers.get('etag')).toBe('"2"');
-    expect(classified.body.task).toMatchObject({ taskType: 'RESEARCH', statusDefinitionVersion: 1, productId: 'knowledge-assistant', version: '2' });
+    expect(classified.body.task).toMatchObject({
+      taskType: 'RESEARCH',
+      statusDefinitionVersion: 1,
+      productId: 'knowledge-assistant',
+      version: '2',
+    });
     expect((await patch({ taskType: 'OTHER' }, '"2"')).body.code).toBe('TASK_TYPE_FROZEN');
     expect((await patch({ productId: 'renamed' }, '"2"')).body.task.productId).toBe('renamed');
-    const events = (await c.call('GET', `/v1/tasks/${taskId}/events`)).body.items.map((e: any) => e.eventType);
+    const events = (await c.call('GET', `/v1/tasks/${taskId}/events`)).body.items.map(
+      (e: any) => e.eventType,
+    );
     expect(events).toEqual(['TASK_CREATED', 'TASK_CLASSIFIED', 'TASK_CLASSIFIED']);
   });
 

@@ -182,7 +182,7 @@ async function reportOne(deps: StatusDeps, session: FactSession, item: ReportIte
     );
   }
 
-  if (!claims) return reportCoordinatorEvent(deps, session, before, event, hash, statusDefinition);
+  if (!claims) return reportCoordinatorEvent(session, before, event, hash, statusDefinition);
 
   // Step registry, operation and producer.
   const step = before.steps.find((s) => s.attemptId === claims!.executionId);
@@ -239,7 +239,7 @@ async function reportOne(deps: StatusDeps, session: FactSession, item: ReportIte
       step.operationDefinitionVersion,
     );
     const schema = operation?.dataSchemas[event.data.schema];
-    if (!schema || !schema.eventTypes.includes(event.eventType)) {
+    if (!operation || !schema?.eventTypes.includes(event.eventType)) {
       throw new AppError(
         'SCHEMA_NOT_ALLOWED',
         `data.schema ${event.data.schema} is not registered for ${step.operationCode} ${event.eventType}`,
@@ -334,7 +334,6 @@ function eventPayload(event: ReportedEvent): Record<string, unknown> {
 }
 
 async function reportCoordinatorEvent(
-  deps: StatusDeps,
   session: FactSession,
   before: TaskState,
   event: ReportedEvent,

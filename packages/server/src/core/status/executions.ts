@@ -364,7 +364,13 @@ export async function registerExecution(
     step.attemptId = attemptRecord.id;
     const superseded = previous ? [{ ...previous, current: false, updatedAt: now }] : [];
     const afterSteps = [...before.steps.map((s) => superseded.find((x) => x.id === s.id) ?? s), step];
-    const moved = taskAfterStepChange({ ...before.task, dynamicStepCount: before.task.dynamicStepCount + 1 }, before.execution, afterSteps, undefined, now);
+    const moved = taskAfterStepChange(
+      { ...before.task, dynamicStepCount: before.task.dynamicStepCount + 1 },
+      before.execution,
+      afterSteps,
+      undefined,
+      now,
+    );
     const after: TaskState = { task: moved.task, execution: moved.execution, steps: afterSteps };
     await session.commit(
       before,
@@ -388,7 +394,15 @@ export async function registerExecution(
         stepVersion: step.version,
         operationCode: step.operationCode,
       },
-      { write: { task: after.task, execution: after.execution, newSteps: [step], steps: superseded, attempts: [attemptRecord] } },
+      {
+        write: {
+          task: after.task,
+          execution: after.execution,
+          newSteps: [step],
+          steps: superseded,
+          attempts: [attemptRecord],
+        },
+      },
     );
     return issueContext(deps, after, step, attemptRecord, true);
   });

@@ -164,8 +164,10 @@ export function taskAfterStepChange(
   const current = steps.filter((s) => s.current);
   const queued = current.some((s) => s.status === 'QUEUED');
   const started = current.some((s) => !pendingStep.has(s.status));
-  if (execution.status === 'CREATED' && (queued || started)) nextExecution = transitionExecution(nextExecution, 'QUEUED', at);
-  if (nextExecution.status === 'QUEUED' && started) nextExecution = transitionExecution(nextExecution, 'RUNNING', at);
+  if (execution.status === 'CREATED' && (queued || started))
+    nextExecution = transitionExecution(nextExecution, 'QUEUED', at);
+  if (nextExecution.status === 'QUEUED' && started)
+    nextExecution = transitionExecution(nextExecution, 'RUNNING', at);
   if (nextExecution.status === 'RUNNING') {
     const progress = aggregateProgress(nextExecution, steps);
     if (progress !== nextExecution.progress) nextExecution = { ...nextExecution, progress, updatedAt: at };

@@ -298,7 +298,8 @@ class PostgresStatusTransaction implements StatusTransaction {
 
   async write(w: FactWrite): Promise<void> {
     const sql = this.sql;
-    const committedAt = w.events[0]?.receivedAt ?? new Date();
+    // Facts are committed at the time their session started (the injected clock); revocations too.
+    const committedAt = w.events[0]?.receivedAt ?? null;
     // Sent back to back (pipelined); the server runs them in this order inside the transaction.
     const statements: Promise<unknown>[] = [];
     if (w.newWorkflow) statements.push(upsertWorkflow(sql, w.newWorkflow, true));
@@ -319,14 +320,11 @@ class PostgresStatusTransaction implements StatusTransaction {
                 ${a.createdAt})
         ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at`);
     }
-    if (w.revokeAttemptIds && w.revokeAttemptIds.length > 0) {
+    if (w.revokeAttemptIds && w.revokeAttemptIds.length > 0 && committedAt) {
       statements.push(sql`
         UPDATE attempt SET revoked_at = coalesce(revoked_at, ${committedAt}) WHERE id = ANY(${w.revokeAttemptIds}::uuid[])`);
     }
-    for (const event of w.events)
-      statements.push(
-        insertEvent(sql, event, event.receivedAt > committedAt ? event.receivedAt : committedAt),
-      );
+    for (const event of w.events) statements.push(insertEvent(sql, event, event.receivedAt));
     for (const d of w.dedup ?? []) {
       statements.push(sql`
         INSERT INTO event_dedup (event_id, task_id, payload_hash, result, created_at)
