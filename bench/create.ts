@@ -3,13 +3,12 @@
  * a real `tdp server` process), against the floor: the same rows inserted by a plain script with the same
  * driver, same concurrency, no HTTP and no validation.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { Pool } from 'undici';
 import { v7 } from 'uuid';
-import { connectDatabase, generateKeyringEntry } from '../packages/server/src/main.ts';
+import { connectDatabase } from '../packages/server/src/main.ts';
 import { zipWorkflow } from '../test/fixtures.ts';
-import { benchDatabase, describe, freePort, runLoad } from './support.ts';
+import { benchDatabase, describe, runLoad, startBenchServer } from './support.ts';
 
 const concurrency = 16;
 const total = Number(process.env.BENCH_CREATE_COUNT ?? 6000);
@@ -17,64 +16,10 @@ const warmup = 500;
 
 const definition = zipWorkflow();
 
-async function startServerProcess(
-  databaseUrl: string,
-  port: number,
-  adminToken: string,
-): Promise<ChildProcess> {
-  const child = spawn(
-    process.execPath,
-    [
-      ...(process.env.BENCH_PROFILE ? ['--cpu-prof', '--cpu-prof-dir=/tmp/prof'] : []),
-      '--import',
-      'tsx',
-      'packages/cli/src/main.ts',
-      'server',
-    ],
-    {
-      env: {
-        ...process.env,
-        DATABASE_URL: databaseUrl,
-        TDP_PORT: String(port),
-        TDP_ADMIN_TOKEN: adminToken,
-        TDP_SECRET_KEYS: generateKeyringEntry('bench'),
-        TDP_LOG_LEVEL: 'warn',
-        NATS_URL: '',
-      },
-      stdio: ['ignore', 'inherit', 'inherit'],
-    },
-  );
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    try {
-      if ((await fetch(`http://127.0.0.1:${port}/readyz`)).ok) return child;
-    } catch {}
-    if (Date.now() > deadline || child.exitCode !== null) throw new Error('tdp server did not start');
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
 async function measureHttp(databaseUrl: string) {
-  const port = await freePort();
-  const adminToken = randomBytes(24).toString('hex');
-  const server = await startServerProcess(databaseUrl, port, adminToken);
-  const base = `http://127.0.0.1:${port}`;
-  const admin = { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' };
-  const tenant = (await (
-    await fetch(`${base}/admin/v1/tenants`, {
-      method: 'POST',
-      headers: admin,
-      body: JSON.stringify({ name: 'bench' }),
-    })
-  ).json()) as { id: string };
-  const app = (await (
-    await fetch(`${base}/admin/v1/tenants/${tenant.id}/applications`, {
-      method: 'POST',
-      headers: admin,
-      body: JSON.stringify({ name: 'bench' }),
-    })
-  ).json()) as { apiKey: { key: string } };
-  const headers = { authorization: `Bearer ${app.apiKey.key}`, 'content-type': 'application/json' };
+  const server = await startBenchServer(databaseUrl);
+  const base = server.base;
+  const headers = { authorization: `Bearer ${server.apiKey}`, 'content-type': 'application/json' };
   await fetch(`${base}/v1/workflow-definitions`, {
     method: 'POST',
     headers,
@@ -104,8 +49,7 @@ async function measureHttp(databaseUrl: string) {
   await runLoad(warmup, concurrency, (i) => create(total + i));
   const result = await runLoad(total, concurrency, create);
   await pool.close();
-  server.kill('SIGTERM');
-  await new Promise((resolve) => server.once('exit', resolve));
+  await server.stop();
   return result;
 }
 

@@ -1,7 +1,8 @@
 /** `npm run bench -- <name>…` runs the named benchmarks (all of them when none is named). */
 import { benchCreate } from './create.ts';
+import { benchEvents } from './events.ts';
 
-const benchmarks: Record<string, () => Promise<void>> = { create: benchCreate };
+const benchmarks: Record<string, () => Promise<void>> = { create: benchCreate, events: benchEvents };
 
 const requested = process.argv.slice(2);
 const names = requested.length > 0 ? requested : Object.keys(benchmarks);

@@ -1,9 +1,10 @@
-/** Shared pieces of the benchmarks: a real PostgreSQL, a fresh database, percentiles. */
-export { freePort } from '../packages/cli/src/embeddedPostgres.ts';
+/** Shared pieces of the benchmarks: a real PostgreSQL, a fresh database, a server, percentiles. */
 
+import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { startTemporaryPostgres } from '../packages/cli/src/embeddedPostgres.ts';
-import { connectDatabase, migrate } from '../packages/server/src/main.ts';
+import { connectDatabase, generateKeyringEntry, migrate } from '../packages/server/src/main.ts';
+import { freePort } from '../packages/cli/src/embeddedPostgres.ts';
 
 /** A migrated database of its own on DATABASE_URL's server, or on an embedded PostgreSQL. */
 export async function benchDatabase(): Promise<{ url: string; close(): Promise<void> }> {
@@ -77,4 +78,51 @@ export async function runLoad(
 
 export function describe(result: LoadResult): string {
   return `${result.perSecond.toFixed(0)}/s  p50 ${result.p50.toFixed(2)} ms  p99 ${result.p99.toFixed(2)} ms  (${result.count} in ${result.seconds.toFixed(1)} s)`;
+}
+
+/** A real `tdp server` process on the bench database, with one tenant and application ready. */
+export async function startBenchServer(databaseUrl: string) {
+  const port = await freePort();
+  const adminToken = randomBytes(24).toString('hex');
+  const child: ChildProcess = spawn(
+    process.execPath,
+    [...(process.env.BENCH_PROFILE ? ['--cpu-prof', '--cpu-prof-dir=/tmp/prof'] : []), '--import', 'tsx', 'packages/cli/src/main.ts', 'server'],
+    {
+      env: {
+        ...process.env,
+        DATABASE_URL: databaseUrl,
+        TDP_PORT: String(port),
+        TDP_ADMIN_TOKEN: adminToken,
+        TDP_SECRET_KEYS: generateKeyringEntry('bench'),
+        TDP_LOG_LEVEL: 'warn',
+        NATS_URL: '',
+      },
+      stdio: ['ignore', 'inherit', 'inherit'],
+    },
+  );
+  const base = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    try {
+      if ((await fetch(`${base}/readyz`)).ok) break;
+    } catch {}
+    if (Date.now() > deadline || child.exitCode !== null) throw new Error('tdp server did not start');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const admin = { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' };
+  const tenant = (await (await fetch(`${base}/admin/v1/tenants`, { method: 'POST', headers: admin, body: JSON.stringify({ name: `bench-${port}` }) })).json()) as { id: string };
+  const app = (await (
+    await fetch(`${base}/admin/v1/tenants/${tenant.id}/applications`, { method: 'POST', headers: admin, body: JSON.stringify({ name: 'bench' }) })
+  ).json()) as { apiKey: { key: string }; application: { id: string } };
+  return {
+    base,
+    adminToken,
+    apiKey: app.apiKey.key,
+    applicationId: app.application.id,
+    tenantId: tenant.id,
+    stop: async () => {
+      child.kill('SIGTERM');
+      if (child.exitCode === null) await new Promise((resolve) => child.once('exit', resolve));
+    },
+  };
 }

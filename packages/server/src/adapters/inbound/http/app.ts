@@ -3,6 +3,7 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { Ajv } from 'ajv';
 import addFormatsModule from 'ajv-formats';
+import secureJson from 'secure-json-parse';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import type { Logger } from 'pino';
 import { problem, sendProblem, toProblem } from './problems.ts';
@@ -66,6 +67,19 @@ export async function createHttpApp(options: HttpOptions): Promise<FastifyInstan
   );
 
   app.addSchema(ProblemSchema);
+
+  // JSON bodies, parsed safely (no __proto__ / constructor poisoning); an empty body is "no body", which
+  // endpoints with optional bodies accept and the others reject through their schema.
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
+    const text = String(body);
+    if (text.trim() === '') return done(null, undefined);
+    try {
+      done(null, secureJson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' }));
+    } catch (error) {
+      done(Object.assign(error as Error, { statusCode: 400, code: 'FST_ERR_CTP_INVALID_JSON_BODY' }), undefined);
+    }
+  });
 
   await app.register(swagger, {
     openapi: {
