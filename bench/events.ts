@@ -38,12 +38,19 @@ async function json(pool: Pool, method: 'POST' | 'GET', path: string, apiKey: st
     ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
   });
   const text = await response.body.text();
-  if (response.statusCode >= 300) throw new Error(`${method} ${path} answered ${response.statusCode}: ${text.slice(0, 300)}`);
+  if (response.statusCode >= 300)
+    throw new Error(`${method} ${path} answered ${response.statusCode}: ${text.slice(0, 300)}`);
   return JSON.parse(text);
 }
 
 /** Tasks with one running step each (or one task with many), activated and started. */
-async function prepare(pool: Pool, apiKey: string, workflows: number, tasksPer: number, stepsPer: number): Promise<Execution[]> {
+async function prepare(
+  pool: Pool,
+  apiKey: string,
+  workflows: number,
+  tasksPer: number,
+  stepsPer: number,
+): Promise<Execution[]> {
   const executions: Execution[] = [];
   for (let w = 0; w < workflows; w += 1) {
     const wf = await json(pool, 'POST', '/v1/workflows', apiKey, {
@@ -61,7 +68,9 @@ async function prepare(pool: Pool, apiKey: string, workflows: number, tasksPer: 
         })),
       })),
     });
-    const pairs = wf.tasks.flatMap((t: { taskId: string }) => Array.from({ length: stepsPer }, (_, s) => ({ taskId: t.taskId, step: `s${s}` })));
+    const pairs = wf.tasks.flatMap((t: { taskId: string }) =>
+      Array.from({ length: stepsPer }, (_, s) => ({ taskId: t.taskId, step: `s${s}` })),
+    );
     await runLoad(pairs.length, 16, async (i) => {
       const { taskId, step } = pairs[i]!;
       const ctx = await json(pool, 'POST', `/v1/tasks/${taskId}/steps/${step}:activate`, apiKey);
@@ -71,27 +80,46 @@ async function prepare(pool: Pool, apiKey: string, workflows: number, tasksPer: 
   await runLoad(executions.length, 16, async (i) => {
     const e = executions[i]!;
     e.seq += 1;
-    await json(pool, 'POST', '/v1/task-events', apiKey, { executionHandle: e.handle, eventId: v7(), eventType: 'STEP_STARTED', sourceSeq: e.seq });
+    await json(pool, 'POST', '/v1/task-events', apiKey, {
+      executionHandle: e.handle,
+      eventId: v7(),
+      eventType: 'STEP_STARTED',
+      sourceSeq: e.seq,
+    });
   });
   return executions;
 }
 
 const progressEvent = (e: Execution) => {
   e.seq += 1;
-  return { executionHandle: e.handle, eventId: v7(), eventType: 'STEP_PROGRESS', sourceSeq: e.seq, progress: { percent: Math.min(99, e.seq % 100) } };
+  return {
+    executionHandle: e.handle,
+    eventId: v7(),
+    eventType: 'STEP_PROGRESS',
+    sourceSeq: e.seq,
+    progress: { percent: Math.min(99, e.seq % 100) },
+  };
 };
 
 /** Splits `items` into `parts` disjoint slices (each client owns its executions: sequences stay ordered). */
-const partition = <T>(items: T[], parts: number) => Array.from({ length: parts }, (_, p) => items.filter((_, i) => i % parts === p));
+const partition = <T>(items: T[], parts: number) =>
+  Array.from({ length: parts }, (_, p) => items.filter((_, i) => i % parts === p));
 
-async function httpBatches(pool: Pool, apiKey: string, executions: Execution[], total: number): Promise<LoadResult> {
+async function httpBatches(
+  pool: Pool,
+  apiKey: string,
+  executions: Execution[],
+  total: number,
+): Promise<LoadResult> {
   const groups = partition(executions, BATCH_CLIENTS);
   const cursors = groups.map(() => 0);
   const batches = Math.ceil(total / BATCH);
   const result = await runLoad(batches, BATCH_CLIENTS, async (i) => {
     const client = i % BATCH_CLIENTS;
     const group = groups[client]!;
-    const events = Array.from({ length: BATCH }, () => progressEvent(group[cursors[client]!++ % group.length]!));
+    const events = Array.from({ length: BATCH }, () =>
+      progressEvent(group[cursors[client]!++ % group.length]!),
+    );
     const answer = await json(pool, 'POST', '/v1/task-events:batch', apiKey, { events });
     const refused = answer.results.filter((r: { ok: boolean }) => !r.ok);
     if (refused.length > 0) throw new Error(`batch refused ${refused.length}: ${JSON.stringify(refused[0])}`);
@@ -99,7 +127,13 @@ async function httpBatches(pool: Pool, apiKey: string, executions: Execution[], 
   return { ...result, count: batches * BATCH, perSecond: (batches * BATCH) / result.seconds };
 }
 
-async function httpSingles(pool: Pool, apiKey: string, executions: Execution[], total: number, clients: number): Promise<LoadResult> {
+async function httpSingles(
+  pool: Pool,
+  apiKey: string,
+  executions: Execution[],
+  total: number,
+  clients: number,
+): Promise<LoadResult> {
   const groups = partition(executions, clients);
   const cursors = groups.map(() => 0);
   const busy = groups.map(() => false);
@@ -108,14 +142,25 @@ async function httpSingles(pool: Pool, apiKey: string, executions: Execution[], 
     busy[client] = true;
     const group = groups[client]!;
     try {
-      await json(pool, 'POST', '/v1/task-events', apiKey, progressEvent(group[cursors[client]!++ % group.length]!));
+      await json(
+        pool,
+        'POST',
+        '/v1/task-events',
+        apiKey,
+        progressEvent(group[cursors[client]!++ % group.length]!),
+      );
     } finally {
       busy[client] = false;
     }
   });
 }
 
-async function httpHeartbeats(pool: Pool, apiKey: string, executions: Execution[], total: number): Promise<LoadResult> {
+async function httpHeartbeats(
+  pool: Pool,
+  apiKey: string,
+  executions: Execution[],
+  total: number,
+): Promise<LoadResult> {
   const groups = partition(executions, BATCH_CLIENTS);
   const requests = Math.ceil(total / HEARTBEAT_BATCH);
   const offsets = groups.map(() => 0);
@@ -129,9 +174,14 @@ async function httpHeartbeats(pool: Pool, apiKey: string, executions: Execution[
     });
     const answer = await json(pool, 'POST', '/v1/task-heartbeats:batch', apiKey, { heartbeats: items });
     const refused = answer.results.filter((r: { accepted: boolean }) => !r.accepted);
-    if (refused.length > 0) throw new Error(`heartbeats refused ${refused.length}: ${JSON.stringify(refused[0])}`);
+    if (refused.length > 0)
+      throw new Error(`heartbeats refused ${refused.length}: ${JSON.stringify(refused[0])}`);
   });
-  return { ...result, count: requests * HEARTBEAT_BATCH, perSecond: (requests * HEARTBEAT_BATCH) / result.seconds };
+  return {
+    ...result,
+    count: requests * HEARTBEAT_BATCH,
+    perSecond: (requests * HEARTBEAT_BATCH) / result.seconds,
+  };
 }
 
 /**
@@ -152,7 +202,12 @@ async function floorEvent(tx: Sql, e: Execution, tenantId: string, applicationId
   await tx`SELECT * FROM event_dedup WHERE event_id = ${eventId}`;
   await tx`SELECT principal_type, principal_id, permission FROM task_acl WHERE task_id = ${e.taskId} AND revoked_at IS NULL`;
   const version = BigInt(task!.version) + 1n;
-  const payload = { taskId: e.taskId, taskVersion: version.toString(), lifecycleStatus: 'RUNNING', progress: e.seq % 100 };
+  const payload = {
+    taskId: e.taskId,
+    taskVersion: version.toString(),
+    lifecycleStatus: 'RUNNING',
+    progress: e.seq % 100,
+  };
   await Promise.all([
     tx`UPDATE step SET version = version + 1, progress = ${tx.json({ percent: e.seq % 100 })}, source_seqs = ${tx.json({ 'bench-worker': e.seq })},
                        last_heartbeat_at = ${now}, updated_at = ${now} WHERE attempt_id = ${e.executionId}`,
@@ -168,14 +223,22 @@ async function floorEvent(tx: Sql, e: Execution, tenantId: string, applicationId
   ]);
 }
 
-async function floorBatches(sql: Sql, executions: Execution[], total: number, tenantId: string, applicationId: string) {
+async function floorBatches(
+  sql: Sql,
+  executions: Execution[],
+  total: number,
+  tenantId: string,
+  applicationId: string,
+) {
   const groups = partition(executions, BATCH_CLIENTS);
   const cursors = groups.map(() => 0);
   const batches = Math.ceil(total / BATCH);
   const result = await runLoad(batches, BATCH_CLIENTS, async (i) => {
     const client = i % BATCH_CLIENTS;
     const group = groups[client]!;
-    const chosen = Array.from({ length: BATCH }, () => group[cursors[client]!++ % group.length]!).sort((a, b) => (a.taskId < b.taskId ? -1 : 1));
+    const chosen = Array.from({ length: BATCH }, () => group[cursors[client]!++ % group.length]!).sort(
+      (a, b) => (a.taskId < b.taskId ? -1 : 1),
+    );
     await sql.begin(async (tx) => {
       for (const e of chosen) await floorEvent(tx as unknown as Sql, e, tenantId, applicationId);
     });
@@ -183,7 +246,14 @@ async function floorBatches(sql: Sql, executions: Execution[], total: number, te
   return { ...result, count: batches * BATCH, perSecond: (batches * BATCH) / result.seconds };
 }
 
-async function floorSingles(sql: Sql, executions: Execution[], total: number, clients: number, tenantId: string, applicationId: string) {
+async function floorSingles(
+  sql: Sql,
+  executions: Execution[],
+  total: number,
+  clients: number,
+  tenantId: string,
+  applicationId: string,
+) {
   const groups = partition(executions, clients);
   const cursors = groups.map(() => 0);
   const busy = groups.map(() => false);
@@ -192,7 +262,9 @@ async function floorSingles(sql: Sql, executions: Execution[], total: number, cl
     busy[client] = true;
     const group = groups[client]!;
     try {
-      await sql.begin((tx) => floorEvent(tx as unknown as Sql, group[cursors[client]!++ % group.length]!, tenantId, applicationId));
+      await sql.begin((tx) =>
+        floorEvent(tx as unknown as Sql, group[cursors[client]!++ % group.length]!, tenantId, applicationId),
+      );
     } finally {
       busy[client] = false;
     }
@@ -221,7 +293,11 @@ async function floorHeartbeats(sql: Sql, executions: Execution[], total: number)
       WHERE step.attempt_id = x.attempt_id AND step.status = 'RUNNING' AND step.health = 'HEALTHY' AND step.current
         AND step.last_heartbeat_seq < x.seq`;
   });
-  return { ...result, count: requests * HEARTBEAT_BATCH, perSecond: (requests * HEARTBEAT_BATCH) / result.seconds };
+  return {
+    ...result,
+    count: requests * HEARTBEAT_BATCH,
+    perSecond: (requests * HEARTBEAT_BATCH) / result.seconds,
+  };
 }
 
 const ratio = (a: LoadResult, b: LoadResult) => (a.perSecond / b.perSecond).toFixed(2);
@@ -232,7 +308,9 @@ export async function benchEvents(): Promise<void> {
   const pool = new Pool(server.base, { connections: SINGLE_CLIENTS });
   const sql = connectDatabase({ url: database.url, maxConnections: SINGLE_CLIENTS });
   try {
-    console.log(`events: ${TASKS} tasks, PostgreSQL ${process.env.DATABASE_URL ? 'from DATABASE_URL' : 'embedded'}`);
+    console.log(
+      `events: ${TASKS} tasks, PostgreSQL ${process.env.DATABASE_URL ? 'from DATABASE_URL' : 'embedded'}`,
+    );
     const executions = await prepare(pool, server.apiKey, 10, TASKS / 10, 1);
     const hot = await prepare(pool, server.apiKey, 1, 1, SINGLE_CLIENTS);
 
@@ -246,15 +324,37 @@ export async function benchEvents(): Promise<void> {
     console.log(`  heartbeats (${HEARTBEAT_BATCH}/request)         HTTP   ${describe(beats)}`);
     await server.stop();
 
-    const floorBatch = await floorBatches(sql, executions, BATCH_EVENTS, server.tenantId, server.applicationId);
+    const floorBatch = await floorBatches(
+      sql,
+      executions,
+      BATCH_EVENTS,
+      server.tenantId,
+      server.applicationId,
+    );
     console.log(`  batch floor (same statements, same driver)    ${describe(floorBatch)}`);
-    const floorSingle = await floorSingles(sql, executions, SINGLE_EVENTS, SINGLE_CLIENTS, server.tenantId, server.applicationId);
+    const floorSingle = await floorSingles(
+      sql,
+      executions,
+      SINGLE_EVENTS,
+      SINGLE_CLIENTS,
+      server.tenantId,
+      server.applicationId,
+    );
     console.log(`  single floor                                  ${describe(floorSingle)}`);
-    const floorHot = await floorSingles(sql, hot, HOT_EVENTS, SINGLE_CLIENTS, server.tenantId, server.applicationId);
+    const floorHot = await floorSingles(
+      sql,
+      hot,
+      HOT_EVENTS,
+      SINGLE_CLIENTS,
+      server.tenantId,
+      server.applicationId,
+    );
     console.log(`  hot task floor                                ${describe(floorHot)}`);
     const floorBeats = await floorHeartbeats(sql, executions, HEARTBEAT_ITEMS);
     console.log(`  heartbeat floor                               ${describe(floorBeats)}`);
-    console.log(`  ratio batch ${ratio(batch, floorBatch)} (target >= 0.6), single ${ratio(single, floorSingle)}, hot ${ratio(hotHttp, floorHot)}, heartbeats ${ratio(beats, floorBeats)}`);
+    console.log(
+      `  ratio batch ${ratio(batch, floorBatch)} (target >= 0.6), single ${ratio(single, floorSingle)}, hot ${ratio(hotHttp, floorHot)}, heartbeats ${ratio(beats, floorBeats)}`,
+    );
     console.log(`  heartbeat items/s ${beats.perSecond.toFixed(0)} (target >= 20,000)`);
   } finally {
     await pool.close();

@@ -2,9 +2,8 @@
 
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { startTemporaryPostgres } from '../packages/cli/src/embeddedPostgres.ts';
+import { freePort, startTemporaryPostgres } from '../packages/cli/src/embeddedPostgres.ts';
 import { connectDatabase, generateKeyringEntry, migrate } from '../packages/server/src/main.ts';
-import { freePort } from '../packages/cli/src/embeddedPostgres.ts';
 
 /** A migrated database of its own on DATABASE_URL's server, or on an embedded PostgreSQL. */
 export async function benchDatabase(): Promise<{ url: string; close(): Promise<void> }> {
@@ -86,7 +85,13 @@ export async function startBenchServer(databaseUrl: string) {
   const adminToken = randomBytes(24).toString('hex');
   const child: ChildProcess = spawn(
     process.execPath,
-    [...(process.env.BENCH_PROFILE ? ['--cpu-prof', '--cpu-prof-dir=/tmp/prof'] : []), '--import', 'tsx', 'packages/cli/src/main.ts', 'server'],
+    [
+      ...(process.env.BENCH_PROFILE ? ['--cpu-prof', '--cpu-prof-dir=/tmp/prof'] : []),
+      '--import',
+      'tsx',
+      'packages/cli/src/main.ts',
+      'server',
+    ],
     {
       env: {
         ...process.env,
@@ -110,9 +115,19 @@ export async function startBenchServer(databaseUrl: string) {
     await new Promise((r) => setTimeout(r, 100));
   }
   const admin = { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' };
-  const tenant = (await (await fetch(`${base}/admin/v1/tenants`, { method: 'POST', headers: admin, body: JSON.stringify({ name: `bench-${port}` }) })).json()) as { id: string };
+  const tenant = (await (
+    await fetch(`${base}/admin/v1/tenants`, {
+      method: 'POST',
+      headers: admin,
+      body: JSON.stringify({ name: `bench-${port}` }),
+    })
+  ).json()) as { id: string };
   const app = (await (
-    await fetch(`${base}/admin/v1/tenants/${tenant.id}/applications`, { method: 'POST', headers: admin, body: JSON.stringify({ name: 'bench' }) })
+    await fetch(`${base}/admin/v1/tenants/${tenant.id}/applications`, {
+      method: 'POST',
+      headers: admin,
+      body: JSON.stringify({ name: 'bench' }),
+    })
   ).json()) as { apiKey: { key: string }; application: { id: string } };
   return {
     base,

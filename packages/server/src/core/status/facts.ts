@@ -8,7 +8,7 @@
  */
 import type { EventResult, LifecycleStatus } from '@tdp/protocol';
 import type { Clock, IdGenerator } from '../shared/ports.ts';
-import type { TaskEventRecord, TaskState } from '../tasks/model.ts';
+import type { RealtimeRecord, TaskEventRecord, TaskState } from '../tasks/model.ts';
 import { outboxFor } from '../tasks/outboxEvents.ts';
 import type { OutboxSignal } from '../tasks/ports.ts';
 import type { FactWrite, StatusDefinition, StatusStore, StatusTransaction } from './ports.ts';
@@ -36,6 +36,8 @@ export interface EventDraft {
 export interface CommitOptions {
   /** Extra rows of the same fact (new steps, credentials, idempotency, …). */
   write?: Omit<FactWrite, 'events' | 'outbox' | 'realtime' | 'dedup'>;
+  /** More projections committed with this fact (e.g. a workflow created with it). */
+  extraRealtime?: RealtimeRecord[];
   /** Record the answer under the event id, so a retry gets it back. */
   dedupHash?: string;
   statusDefinition?: StatusDefinition | null;
@@ -112,7 +114,7 @@ export class FactSession {
     const acl = before ? await this.tx.acl(task.id) : [];
     const notice = noticeFor(before, after, event, options.statusDefinition ?? null);
     const result = eventResult(after, event, committedAt);
-    await this.tx.write({
+    const written = await this.tx.write({
       ...options.write,
       events: [event],
       ...(options.dedupHash
@@ -129,8 +131,12 @@ export class FactSession {
           }
         : {}),
       outbox: [outboxFor(task, event)],
-      realtime: taskProjections(after, event, acl, notice, () => this.ids.newId(), committedAt),
+      realtime: [
+        ...taskProjections(after, event, acl, notice, () => this.ids.newId(), committedAt),
+        ...(options.extraRealtime ?? []),
+      ],
     });
+    if (!written.idempotencyClaimed) return { event, result, committedAt, idempotencyClaimed: false };
     this.wroteOutbox = true;
     const from = before?.task.lifecycleStatus ?? null;
     if (options.countInWorkflow !== false && from !== task.lifecycleStatus) {
@@ -138,7 +144,7 @@ export class FactSession {
       list.push({ from, to: task.lifecycleStatus });
       this.workflowChanges.set(task.workflowId, list);
     }
-    return { event, result, committedAt };
+    return { event, result, committedAt, idempotencyClaimed: true };
   }
 
   /** Applies the workflow aggregates touched by this transaction's facts (new workflow versions). */

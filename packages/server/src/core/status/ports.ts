@@ -47,6 +47,8 @@ export interface DedupRecord {
 
 /** Everything one fact (or one creation) writes; the store sends it in one round of statements. */
 export interface FactWrite {
+  /** Claimed in the same round; `write` reports whether the key was still free. */
+  idempotency?: IdempotencyRecord;
   newWorkflow?: WorkflowRecord;
   newTask?: { task: TaskRecord; execution: ExecutionRecord };
   workflow?: WorkflowRecord;
@@ -76,9 +78,9 @@ export interface StatusTransaction {
   acl(taskId: string): Promise<AclEntry[]>;
   /** Dynamic registrations of the task since `since` (for the per-minute limit). */
   countRegistrationsSince(taskId: string, since: Date): Promise<number>;
-  /** Claims an idempotency key; null when claimed now, else the stored answer (after any concurrent holder). */
-  claimIdempotency(record: IdempotencyRecord): Promise<IdempotencyRecord | null>;
-  write(write: FactWrite): Promise<void>;
+  findIdempotency(principal: string, operation: string, key: string): Promise<IdempotencyRecord | null>;
+  /** Sends every statement at once (pipelined); false `idempotencyClaimed` means the key was taken. */
+  write(write: FactWrite): Promise<{ idempotencyClaimed: boolean }>;
 }
 
 /** One heartbeat resolved to its execution instance. */

@@ -77,7 +77,7 @@ export async function createTask(
   }
   const requestHash = fingerprint(request);
 
-  return inFactTransaction(deps, async (session): Promise<CreateTaskResult> => {
+  return inFactTransaction(deps, async (session) => {
     const now = session.now;
     const workflow = request.workflowId
       ? await session.tx.lockWorkflow(request.workflowId)
@@ -134,26 +134,8 @@ export async function createTask(
       now,
     );
     const body = toTaskView(state);
-    const existing = await session.tx.claimIdempotency({
-      principal: `application:${principal.applicationId}`,
-      operation,
-      key: idempotencyKey,
-      requestHash,
-      responseStatus: 201,
-      responseBody: body,
-      createdAt: now,
-    });
-    if (existing) {
-      if (existing.requestHash !== requestHash) {
-        throw new AppError(
-          'IDEMPOTENCY_KEY_REUSED',
-          `Idempotency-Key "${idempotencyKey}" was used for a different request; use a new key for a new task`,
-        );
-      }
-      return { status: 200, body: existing.responseBody as TaskWithExecution };
-    }
     const implicit = !request.workflowId;
-    await session.commit(
+    const { idempotencyClaimed } = await session.commit(
       null,
       state,
       {
@@ -169,19 +151,51 @@ export async function createTask(
       },
       {
         write: {
+          idempotency: {
+            principal: `application:${principal.applicationId}`,
+            operation,
+            key: idempotencyKey,
+            requestHash,
+            responseStatus: 201,
+            responseBody: body,
+            createdAt: now,
+          },
           newTask: { task: state.task, execution: state.execution },
           newSteps: state.steps,
           ...(implicit ? { newWorkflow: workflow } : {}),
         },
+        extraRealtime: implicit ? [workflowProjection(workflow, () => deps.ids.newId(), now)] : [],
         countInWorkflow: !implicit,
       },
     );
-    if (implicit)
-      await session.tx.write({
-        events: [],
-        outbox: [],
-        realtime: [workflowProjection(workflow, () => deps.ids.newId(), now)],
-      });
-    return { status: 201, body };
+    // The key was taken (maybe by a concurrent request we waited for): undo everything, answer as a replay.
+    if (!idempotencyClaimed) throw new KeyTaken();
+    return { status: 201 as const, body };
+  }).catch(async (error: unknown) => {
+    // The key was taken, or its implicit workflow was (same key, so same request or a reuse): a replay.
+    const taken = error instanceof KeyTaken || (error as { code?: string }).code === '23505';
+    if (!taken) throw error;
+    return (await replay(deps, principal, idempotencyKey, requestHash)) ?? Promise.reject(error);
   });
+}
+
+class KeyTaken extends Error {}
+
+async function replay(
+  deps: CreateTaskDeps,
+  principal: ApplicationPrincipal,
+  key: string,
+  requestHash: string,
+): Promise<CreateTaskResult | null> {
+  const existing = await deps.store.transaction((tx) =>
+    tx.findIdempotency(`application:${principal.applicationId}`, operation, key),
+  );
+  if (!existing) return null;
+  if (existing.requestHash !== requestHash) {
+    throw new AppError(
+      'IDEMPOTENCY_KEY_REUSED',
+      `Idempotency-Key "${key}" was used for a different request; use a new key for a new task`,
+    );
+  }
+  return { status: 200, body: existing.responseBody as TaskWithExecution };
 }

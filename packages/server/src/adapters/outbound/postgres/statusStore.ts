@@ -272,36 +272,43 @@ class PostgresStatusTransaction implements StatusTransaction {
     return Number(row?.n ?? 0);
   }
 
-  async claimIdempotency(record: IdempotencyRecord): Promise<IdempotencyRecord | null> {
-    const sql = this.sql;
-    const inserted = await sql`
-      INSERT INTO idempotency (principal, operation, key, request_hash, response_status, response_body, created_at)
-      VALUES (${record.principal}, ${record.operation}, ${record.key}, ${record.requestHash}, ${record.responseStatus},
-              ${sql.json(record.responseBody as never)}, ${record.createdAt})
-      ON CONFLICT DO NOTHING
-      RETURNING 1`;
-    if (inserted.length > 0) return null;
-    const [existing] = await sql<
+  async findIdempotency(
+    principal: string,
+    operation: string,
+    key: string,
+  ): Promise<IdempotencyRecord | null> {
+    const [row] = await this.sql<
       { request_hash: string; response_status: number; response_body: unknown; created_at: Date }[]
     >`
       SELECT request_hash, response_status, response_body, created_at FROM idempotency
-      WHERE principal = ${record.principal} AND operation = ${record.operation} AND key = ${record.key}`;
-    if (!existing) throw new Error('idempotency record conflicted but cannot be read');
-    return {
-      ...record,
-      requestHash: existing.request_hash,
-      responseStatus: existing.response_status,
-      responseBody: existing.response_body,
-      createdAt: existing.created_at,
-    };
+      WHERE principal = ${principal} AND operation = ${operation} AND key = ${key}`;
+    return row
+      ? {
+          principal,
+          operation,
+          key,
+          requestHash: row.request_hash,
+          responseStatus: row.response_status,
+          responseBody: row.response_body,
+          createdAt: row.created_at,
+        }
+      : null;
   }
 
-  async write(w: FactWrite): Promise<void> {
+  async write(w: FactWrite): Promise<{ idempotencyClaimed: boolean }> {
     const sql = this.sql;
     // Facts are committed at the time their session started (the injected clock); revocations too.
     const committedAt = w.events[0]?.receivedAt ?? null;
     // Sent back to back (pipelined); the server runs them in this order inside the transaction.
     const statements: Promise<unknown>[] = [];
+    const idempotency = w.idempotency
+      ? sql`
+          INSERT INTO idempotency (principal, operation, key, request_hash, response_status, response_body, created_at)
+          VALUES (${w.idempotency.principal}, ${w.idempotency.operation}, ${w.idempotency.key}, ${w.idempotency.requestHash},
+                  ${w.idempotency.responseStatus}, ${sql.json(w.idempotency.responseBody as never)}, ${w.idempotency.createdAt})
+          ON CONFLICT DO NOTHING RETURNING 1`
+      : null;
+    if (idempotency) statements.push(idempotency);
     if (w.newWorkflow) statements.push(upsertWorkflow(sql, w.newWorkflow, true));
     if (w.workflow) statements.push(upsertWorkflow(sql, w.workflow, false));
     if (w.newTask) {
@@ -342,6 +349,7 @@ class PostgresStatusTransaction implements StatusTransaction {
     }
     if (w.realtime.length > 0) statements.push(insertRealtime(sql, w.realtime));
     await Promise.all(statements);
+    return { idempotencyClaimed: idempotency ? (await idempotency).length > 0 : true };
   }
 }
 
