@@ -3,7 +3,7 @@
  * a real `tdp server` process), against the floor: the same rows inserted by a plain script with the same
  * driver, same concurrency, no HTTP and no validation.
  */
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { Pool } from 'undici';
 import { v7 } from 'uuid';
 import { connectDatabase } from '../packages/server/src/main.ts';
@@ -53,48 +53,73 @@ async function measureHttp(databaseUrl: string) {
   return result;
 }
 
-/** The same rows per task (idempotency, task, execution, 2 steps, event, outbox) in one pipelined transaction. */
+/**
+ * The floor: the very rows one created task writes (workflow, task, execution, steps, event, idempotency
+ * record, outbox event, projections), copied from a task the server created, with fresh ids, in one
+ * pipelined transaction per task — no HTTP, no validation.
+ */
 async function measureFloor(databaseUrl: string) {
   const sql = connectDatabase({ url: databaseUrl, maxConnections: concurrency });
-  const [app] = await sql`SELECT a.id, a.tenant_id FROM application a LIMIT 1`;
-  const [def] = await sql`SELECT id FROM workflow_definition LIMIT 1`;
-  // Rows as large as the server's: reuse a real snapshot, response body and event payloads as templates.
-  const [template] = await sql`
-    SELECT e.snapshot, i.response_body, ev.payload AS event_payload, o.payload AS outbox_payload
-    FROM execution e JOIN task t ON t.id = e.task_id
+  const [tpl] = await sql`
+    SELECT to_jsonb(w) AS workflow, to_jsonb(t) AS task, to_jsonb(e) AS execution, to_jsonb(v) AS event,
+           to_jsonb(i) AS idempotency, to_jsonb(o) AS outbox,
+           ARRAY(SELECT to_jsonb(s) FROM step s WHERE s.execution_id = t.current_execution_id) AS steps,
+           ARRAY(SELECT to_jsonb(r) FROM realtime_outbox r WHERE r.aggregate_id IN (t.id, t.workflow_id)) AS realtime
+    FROM task t
+    JOIN workflow w ON w.id = t.workflow_id
+    JOIN execution e ON e.id = t.current_execution_id
+    JOIN task_event v ON v.task_id = t.id AND v.task_version = 1
+    JOIN outbox_event o ON o.id = v.id
     JOIN idempotency i ON i.response_body->'task'->>'id' = t.id::text
-    JOIN task_event ev ON ev.task_id = t.id JOIN outbox_event o ON o.id = ev.id
-    LIMIT 1`;
+    ORDER BY t.id LIMIT 1`;
+  if (!tpl) throw new Error('no task to copy: the HTTP phase created none');
   const run = randomUUID();
-  const insert = async (i: number) => {
-    const now = new Date();
-    const taskId = v7();
-    const executionId = v7();
-    const eventId = v7();
-    const input = { sourceZip: `asset://${i}`, watermarkText: '© ACME' };
+  const insert = (tx: typeof sql, table: string, row: Record<string, unknown>) =>
+    tx.unsafe(
+      `INSERT INTO ${table} SELECT * FROM jsonb_populate_record(NULL::${table}, $1::jsonb)`,
+      [row] as never,
+      { prepare: true },
+    );
+  const create = async (i: number) => {
+    const [workflowId, taskId, executionId, eventId] = [v7(), v7(), v7(), v7()];
+    const key = `${run}-${i}`;
     await sql.begin((tx) => [
-      tx`INSERT INTO idempotency (principal, operation, key, request_hash, response_status, response_body, created_at)
-         VALUES (${`application:${app!.id}`}, 'task.create', ${`${run}-${i}`}, ${randomBytes(32).toString('hex')}, 201,
-                 ${tx.json({ ...template!.response_body, task: { ...template!.response_body.task, id: taskId } })}, ${now})`,
-      tx`INSERT INTO task (id, tenant_id, application_id, workflow_definition_id, workflow_name, workflow_version, name,
-                           external_ref, input, callback_url, priority, owner_id, lifecycle_status, version,
-                           current_execution_id, created_at, updated_at)
-         VALUES (${taskId}, ${app!.tenant_id}, ${app!.id}, ${def!.id}, 'zip-clean-watermark', '1', ${`Order ${i}`},
-                 ${`floor-${run}-${i}`}, ${tx.json(input)}, 'https://app.example/tdp/callback', 50, null, 'PENDING', 1,
-                 ${executionId}, ${now}, ${now})`,
-      tx`INSERT INTO execution (id, task_id, number, status, progress, snapshot, version, created_at, updated_at)
-         VALUES (${executionId}, ${taskId}, 1, 'CREATED', 0, ${tx.json(template!.snapshot)}, 1, ${now}, ${now})`,
-      tx`INSERT INTO step (id, execution_id, step_key, capability, capability_version, depends_on, status, version, created_at, updated_at)
-         VALUES (${v7()}, ${executionId}, 'clean', 'archive.clean', '1', '{}', 'WAITING', 1, ${now}, ${now}),
-                (${v7()}, ${executionId}, 'watermark', 'image.watermark', '2', '{clean}', 'WAITING', 1, ${now}, ${now})`,
-      tx`INSERT INTO task_event (id, task_id, execution_id, task_version, type, producer, payload, occurred_at, committed_at)
-         VALUES (${eventId}, ${taskId}, ${executionId}, 1, 'execution.created', 'bench', ${tx.json(template!.event_payload)}, ${now}, ${now})`,
-      tx`INSERT INTO outbox_event (id, tenant_id, application_id, aggregate_id, event_type, payload, available_at, created_at)
-         VALUES (${eventId}, ${app!.tenant_id}, ${app!.id}, ${taskId}, 'execution.created', ${tx.json({ ...template!.outbox_payload, id: eventId, taskId })}, ${now}, ${now})`,
+      insert(tx as never, 'workflow', {
+        ...tpl.workflow,
+        id: workflowId,
+        client_workflow_key: `task:${key}`,
+      }),
+      insert(tx as never, 'task', {
+        ...tpl.task,
+        id: taskId,
+        workflow_id: workflowId,
+        current_execution_id: executionId,
+        external_ref: key,
+      }),
+      insert(tx as never, 'execution', { ...tpl.execution, id: executionId, task_id: taskId }),
+      ...(tpl.steps as Record<string, unknown>[]).map((step) =>
+        insert(tx as never, 'step', { ...step, id: v7(), task_id: taskId, execution_id: executionId }),
+      ),
+      insert(tx as never, 'task_event', {
+        ...tpl.event,
+        id: eventId,
+        task_id: taskId,
+        execution_id: executionId,
+        workflow_id: workflowId,
+      }),
+      insert(tx as never, 'idempotency', { ...tpl.idempotency, key }),
+      insert(tx as never, 'outbox_event', { ...tpl.outbox, id: eventId, aggregate_id: taskId }),
+      ...(tpl.realtime as Record<string, unknown>[]).map((row) =>
+        insert(tx as never, 'realtime_outbox', {
+          ...row,
+          id: v7(),
+          aggregate_id: row.aggregate_type === 'TASK' ? taskId : workflowId,
+        }),
+      ),
     ]);
   };
-  await runLoad(warmup, concurrency, (i) => insert(total + i));
-  const result = await runLoad(total, concurrency, insert);
+  await runLoad(warmup, concurrency, (i) => create(total + i));
+  const result = await runLoad(total, concurrency, create);
   await sql.end();
   return result;
 }
