@@ -51,6 +51,17 @@ describe('identity and idempotency', () => {
     expect(await counts(taskId)).toEqual(before);
   });
 
+  it('a producer resending its outbox after a restart gets the original answers, even after the step ended', async () => {
+    const { taskId, ctx } = await c.runningContext();
+    const started = c.event(ctx);
+    const completed = c.event(ctx, { sourceSeq: 2, eventType: 'STEP_COMPLETED', durationMs: 1200 });
+    const first = [await c.report(ctx, started), await c.report(ctx, completed)];
+    const before = await counts(taskId);
+    const resent = [await c.report(ctx, started), await c.report(ctx, completed)];
+    expect(resent.map((r) => r.body)).toEqual(first.map((r) => ({ ...r.body, duplicate: true })));
+    expect(await counts(taskId)).toEqual(before);
+  });
+
   it('the same eventId with different content is rejected', async () => {
     const { taskId, ctx } = await c.runningContext();
     const body = c.event(ctx);
@@ -212,6 +223,10 @@ describe('dynamic steps', () => {
       sourceSeq: 1,
     });
     expect(handle.body.code).toBe('EXECUTION_CREDENTIAL_INVALID');
+    // Activating a step the task never declared.
+    const unknown = await c.call('POST', `/v1/tasks/${taskId}/steps/invented_step:activate`);
+    expect(unknown.status).toBe(404);
+    expect(unknown.body.code).toBe('STEP_NOT_REGISTERED');
     expect(await counts(taskId)).toEqual(before);
     expect((await c.task(taskId)).execution.steps.map((s: any) => s.key)).toEqual(['01_prepare', '02_parse']);
   });
