@@ -1,0 +1,130 @@
+/**
+ * Scheduling glossary
+ * - node: a machine an operator registered, with trusted labels, a weight and a management status.
+ * - worker: a session of the worker runtime on a node, offering capabilities with versions.
+ * - hard filters: a worker that fails one cannot take the step; each failure has a reason for people.
+ * - score: preferred-label matches × 1,000,000 + weight × 1,000 − running attempts × 10,000; ties go to
+ *   the lowest node id, then worker id, so the choice is deterministic.
+ */
+import type { Affinity } from '@tdp/protocol';
+
+export interface WorkerCandidate {
+  workerId: string;
+  nodeId: string;
+  nodeStatus: 'ACTIVE' | 'CORDONED';
+  nodeLabels: Record<string, string>;
+  nodeGroup: string | null;
+  weight: number;
+  runtimeState: 'READY' | 'DRAINING';
+  schedulingStatus: 'ELIGIBLE' | 'INELIGIBLE';
+  lastHeartbeatAt: Date;
+  capabilities: { name: string; version: string }[];
+  runningAttempts: number;
+  maxConcurrency: number;
+  freeResources: { cpuMillis: number; memoryMb: number; gpus: number };
+}
+
+export interface PlacementRequest {
+  capability: string;
+  capabilityVersion: string;
+  affinity: Affinity;
+}
+
+export type Selection =
+  | { ok: true; workerId: string; nodeId: string; score: number; considered: number }
+  | { ok: false; reasons: string[] };
+
+export function score(candidate: WorkerCandidate, affinity: Affinity): number {
+  const preferred = Object.entries(affinity.preferredLabels ?? {}).filter(
+    ([k, v]) => candidate.nodeLabels[k] === v,
+  ).length;
+  return preferred * 1_000_000 + candidate.weight * 1_000 - candidate.runningAttempts * 10_000;
+}
+
+/** Why this worker cannot take the request (empty: it can). */
+export function disqualifications(
+  candidate: WorkerCandidate,
+  request: PlacementRequest,
+  now: Date,
+  heartbeatTtlMs: number,
+): string[] {
+  const reasons: string[] = [];
+  const { affinity } = request;
+  if (affinity.nodeId && candidate.nodeId !== affinity.nodeId) reasons.push(`not on node ${affinity.nodeId}`);
+  if (affinity.group && candidate.nodeGroup !== affinity.group)
+    reasons.push(`not in group ${affinity.group}`);
+  if (candidate.nodeStatus !== 'ACTIVE') reasons.push(`node ${candidate.nodeId} is ${candidate.nodeStatus}`);
+  if (candidate.runtimeState !== 'READY') reasons.push(`worker is ${candidate.runtimeState}`);
+  if (candidate.schedulingStatus !== 'ELIGIBLE') reasons.push('worker is not eligible');
+  if (now.getTime() - candidate.lastHeartbeatAt.getTime() > heartbeatTtlMs)
+    reasons.push('worker heartbeat is stale');
+  if (
+    !candidate.capabilities.some(
+      (c) => c.name === request.capability && c.version === request.capabilityVersion,
+    )
+  ) {
+    reasons.push(`does not offer ${request.capability}@${request.capabilityVersion}`);
+  }
+  for (const [key, value] of Object.entries(affinity.requiredLabels ?? {})) {
+    if (candidate.nodeLabels[key] !== value) reasons.push(`node lacks label ${key}=${value}`);
+  }
+  if (candidate.runningAttempts >= candidate.maxConcurrency)
+    reasons.push('worker is at its concurrency limit');
+  const min = affinity.minimumResources ?? {};
+  if ((min.cpuMillis ?? 0) > candidate.freeResources.cpuMillis)
+    reasons.push(`needs ${min.cpuMillis} CPU millis`);
+  if ((min.memoryMb ?? 0) > candidate.freeResources.memoryMb) reasons.push(`needs ${min.memoryMb} MB memory`);
+  if ((min.gpus ?? 0) > candidate.freeResources.gpus) reasons.push(`needs ${min.gpus} GPU`);
+  return reasons;
+}
+
+/** Step-level reasons for people when nobody qualifies ("no worker offers image.watermark@2"). */
+export function unschedulableReasons(
+  candidates: WorkerCandidate[],
+  request: PlacementRequest,
+  now: Date,
+  heartbeatTtlMs: number,
+): string[] {
+  const offering = candidates.filter((c) =>
+    c.capabilities.some((x) => x.name === request.capability && x.version === request.capabilityVersion),
+  );
+  if (candidates.length === 0) return ['no worker is registered'];
+  if (offering.length === 0) return [`no worker offers ${request.capability}@${request.capabilityVersion}`];
+  const reasons = new Set<string>();
+  for (const [key, value] of Object.entries(request.affinity.requiredLabels ?? {})) {
+    if (!offering.some((c) => c.nodeStatus === 'ACTIVE' && c.nodeLabels[key] === value)) {
+      reasons.add(`required label ${key}=${value} matches no active node`);
+    }
+  }
+  if (reasons.size > 0) return [...reasons];
+  for (const candidate of offering) {
+    for (const reason of disqualifications(candidate, request, now, heartbeatTtlMs))
+      reasons.add(`${candidate.workerId}: ${reason}`);
+  }
+  return [...reasons];
+}
+
+/** The hard filters, then the highest score; ties by node id, then worker id. */
+export function selectWorker(
+  candidates: WorkerCandidate[],
+  request: PlacementRequest,
+  now: Date,
+  heartbeatTtlMs: number,
+): Selection {
+  const qualified = candidates.filter((c) => disqualifications(c, request, now, heartbeatTtlMs).length === 0);
+  if (qualified.length === 0)
+    return { ok: false, reasons: unschedulableReasons(candidates, request, now, heartbeatTtlMs) };
+  const ranked = qualified
+    .map((c) => ({ c, s: score(c, request.affinity) }))
+    .sort(
+      (a, b) => b.s - a.s || a.c.nodeId.localeCompare(b.c.nodeId) || a.c.workerId.localeCompare(b.c.workerId),
+    );
+  const best = ranked[0]!;
+  return {
+    ok: true,
+    workerId: best.c.workerId,
+    nodeId: best.c.nodeId,
+    score: best.s,
+    considered: candidates.length,
+  };
+}

@@ -1,0 +1,92 @@
+import { describe, expect, it } from 'vitest';
+import {
+  type PlacementRequest,
+  selectWorker,
+  type WorkerCandidate,
+} from '../src/core/scheduling/selector.ts';
+
+const now = new Date('2026-01-01T00:00:00Z');
+const worker = (overrides: Partial<WorkerCandidate> = {}): WorkerCandidate => ({
+  workerId: 'w1',
+  nodeId: 'node-a',
+  nodeStatus: 'ACTIVE',
+  nodeLabels: {},
+  nodeGroup: null,
+  weight: 100,
+  runtimeState: 'READY',
+  schedulingStatus: 'ELIGIBLE',
+  lastHeartbeatAt: now,
+  capabilities: [{ name: 'image.watermark', version: '2' }],
+  runningAttempts: 0,
+  maxConcurrency: 4,
+  freeResources: { cpuMillis: 2000, memoryMb: 4096, gpus: 0 },
+  ...overrides,
+});
+const request = (affinity: PlacementRequest['affinity'] = {}): PlacementRequest => ({
+  capability: 'image.watermark',
+  capabilityVersion: '2',
+  affinity,
+});
+const select = (candidates: WorkerCandidate[], affinity: PlacementRequest['affinity'] = {}) =>
+  selectWorker(candidates, request(affinity), now, 30_000);
+
+describe('worker selection', () => {
+  it.each([
+    ['node pinned elsewhere', worker(), { nodeId: 'node-b' }, 'not on node node-b'],
+    ['wrong group', worker({ nodeGroup: 'cpu' }), { group: 'gpu' }, 'not in group gpu'],
+    ['cordoned node', worker({ nodeStatus: 'CORDONED' }), {}, 'node node-a is CORDONED'],
+    ['draining worker', worker({ runtimeState: 'DRAINING' }), {}, 'worker is DRAINING'],
+    ['ineligible worker', worker({ schedulingStatus: 'INELIGIBLE' }), {}, 'worker is not eligible'],
+    [
+      'stale heartbeat',
+      worker({ lastHeartbeatAt: new Date(now.getTime() - 31_000) }),
+      {},
+      'worker heartbeat is stale',
+    ],
+    [
+      'other capability version',
+      worker({ capabilities: [{ name: 'image.watermark', version: '1' }] }),
+      {},
+      'no worker offers image.watermark@2',
+    ],
+    [
+      'missing required label',
+      worker({ nodeLabels: { gpu: 'false' } }),
+      { requiredLabels: { gpu: 'true' } },
+      'required label gpu=true matches no active node',
+    ],
+    ['full', worker({ runningAttempts: 4 }), {}, 'w1: worker is at its concurrency limit'],
+    ['not enough memory', worker(), { minimumResources: { memoryMb: 8192 } }, 'w1: needs 8192 MB memory'],
+    ['no GPU', worker(), { minimumResources: { gpus: 1 } }, 'w1: needs 1 GPU'],
+  ])('filters out a worker: %s', (_name, candidate, affinity, reason) => {
+    const result = select([candidate], affinity);
+    expect(result.ok).toBe(false);
+    expect(result.ok ? [] : result.reasons.join(' | ')).toContain(reason);
+  });
+
+  it('explains an empty cluster', () => {
+    expect(select([])).toEqual({ ok: false, reasons: ['no worker is registered'] });
+  });
+
+  it('scores preferred labels, then weight, minus running attempts; ties go to the lowest node id', () => {
+    const labelled = worker({
+      workerId: 'labelled',
+      nodeId: 'node-z',
+      nodeLabels: { ssd: 'true' },
+      weight: 1,
+    });
+    const heavy = worker({ workerId: 'heavy', nodeId: 'node-y', weight: 500 });
+    expect(select([heavy, labelled], { preferredLabels: { ssd: 'true' } })).toMatchObject({
+      ok: true,
+      workerId: 'labelled',
+      score: 1_001_000,
+    });
+    expect(select([heavy, labelled])).toMatchObject({ ok: true, workerId: 'heavy', score: 500_000 });
+    const busy = worker({ workerId: 'busy', nodeId: 'node-a', runningAttempts: 3 });
+    const idle = worker({ workerId: 'idle', nodeId: 'node-b' });
+    expect(select([busy, idle])).toMatchObject({ workerId: 'idle' });
+    const tieB = worker({ workerId: 'x', nodeId: 'node-b' });
+    const tieA = worker({ workerId: 'y', nodeId: 'node-a' });
+    expect(select([tieB, tieA])).toMatchObject({ workerId: 'y', nodeId: 'node-a' });
+  });
+});
