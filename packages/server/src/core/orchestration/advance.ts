@@ -101,7 +101,7 @@ export function advance(steps: StepDefinition[], states: StepState[], fact: Orch
     changed = false;
     for (const step of steps) {
       const state = byKey.get(step.key);
-      if (!state || state.status !== 'WAITING') continue;
+      if (state?.status !== 'WAITING') continue;
       const dependencies = step.dependsOn.map((d) => byKey.get(d)!);
       const blocked = dependencies.find(
         (d) => d.status === 'SKIPPED' || d.status === 'FAILED' || d.status === 'CANCELED',
