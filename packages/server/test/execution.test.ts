@@ -23,6 +23,7 @@ function execution(status: ExecutionStatus, progress = 0): ExecutionRecord {
     progress,
     snapshot: { definitionId: 'd', name: 'w', version: '1', steps: [] },
     version: 3n,
+    callbackSequence: 0,
     createdAt: at,
     startedAt: null,
     completedAt: null,

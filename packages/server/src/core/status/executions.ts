@@ -32,7 +32,7 @@ export function allowedEventTypes(operation: OperationDefinition | null): string
     : [...stepEventTypes];
 }
 
-async function issueContext(
+export async function issueContext(
   deps: StatusDeps,
   state: TaskState,
   step: StepRecord,
@@ -74,13 +74,14 @@ async function issueContext(
   };
 }
 
-function newAttempt(
+export function newAttempt(
   deps: StatusDeps,
   state: TaskState,
   step: StepRecord,
   producerId: string,
   operation: OperationDefinition | null,
   at: Date,
+  workerId: string | null = null,
 ): AttemptRecord {
   const id = deps.ids.newId();
   const { handle, hash } = deps.credentials.newHandle();
@@ -94,6 +95,8 @@ function newAttempt(
     allowedEventTypes: allowedEventTypes(operation),
     handleHash: hash,
     handleSealed: deps.secrets.seal(handle, handleField(id)),
+    workerId,
+    leaseVersion: 1,
     expiresAt: new Date(at.getTime() + deps.credentialTtlMs),
     revokedAt: null,
     createdAt: at,

@@ -21,6 +21,13 @@ import type {
   WorkflowRecord,
 } from '../tasks/model.ts';
 import type { IdempotencyRecord } from '../tasks/ports.ts';
+import type {
+  CallbackRecord,
+  SchedulingRequestRecord,
+  TimelineRecord,
+  TimerRecord,
+  WorkerCommandRecord,
+} from '../scheduling/model.ts';
 
 export interface AttemptRecord {
   id: string;
@@ -32,6 +39,9 @@ export interface AttemptRecord {
   allowedEventTypes: string[];
   handleHash: Buffer;
   handleSealed: string;
+  /** The worker session holding the lease (platform steps), and the lease's version. */
+  workerId: string | null;
+  leaseVersion: number;
   expiresAt: Date;
   revokedAt: Date | null;
   createdAt: Date;
@@ -62,6 +72,15 @@ export interface FactWrite {
   dedup?: DedupRecord[];
   outbox: OutboxRecord[];
   realtime: RealtimeRecord[];
+  schedulingRequests?: SchedulingRequestRecord[];
+  /** Scheduling requests that are done: dispatched, or their step no longer needs a worker. */
+  closeSchedulingRequests?: { stepIds: string[]; status: 'DISPATCHED' | 'CANCELED' };
+  workerCommands?: WorkerCommandRecord[];
+  /** Adds to (or, negative, frees) a worker's count of running attempts. */
+  workerLoad?: { workerId: string; delta: number }[];
+  timers?: TimerRecord[];
+  callbacks?: CallbackRecord[];
+  timeline?: TimelineRecord[];
 }
 
 export interface StatusTransaction {

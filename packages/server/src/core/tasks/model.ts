@@ -76,6 +76,8 @@ export interface ExecutionRecord {
   progress: number;
   snapshot: ExecutionSnapshot;
   version: bigint;
+  /** Sequence number of the last callback of this execution. */
+  callbackSequence: number;
   createdAt: Date;
   startedAt: Date | null;
   completedAt: Date | null;

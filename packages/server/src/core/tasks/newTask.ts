@@ -136,6 +136,7 @@ export function newTaskState(ids: IdGenerator, spec: NewTaskSpec, at: Date): Tas
       progress: 0,
       snapshot: spec.snapshot,
       version: 1n,
+      callbackSequence: 0,
       createdAt: at,
       startedAt: null,
       completedAt: null,

@@ -61,6 +61,7 @@ export interface ExecutionRow {
   progress: number;
   snapshot: ExecutionSnapshot;
   version: bigint;
+  callback_sequence: number;
   created_at: Date;
   started_at: Date | null;
   completed_at: Date | null;
@@ -173,6 +174,7 @@ export const toExecution = (r: ExecutionRow): ExecutionRecord => ({
   progress: r.progress,
   snapshot: r.snapshot,
   version: r.version,
+  callbackSequence: r.callback_sequence,
   createdAt: r.created_at,
   startedAt: r.started_at,
   completedAt: r.completed_at,

@@ -133,13 +133,14 @@ function upsertTask(sql: TxSql, t: TaskState['task'], insert: boolean) {
 function upsertExecution(sql: TxSql, e: TaskState['execution'], insert: boolean) {
   if (insert) {
     return sql`
-      INSERT INTO execution (id, task_id, number, status, progress, snapshot, version, created_at, started_at, completed_at, updated_at)
+      INSERT INTO execution (id, task_id, number, status, progress, snapshot, version, callback_sequence, created_at,
+                             started_at, completed_at, updated_at)
       VALUES (${e.id}, ${e.taskId}, ${e.number}, ${e.status}, ${e.progress}, ${sql.json(e.snapshot as never)}, ${e.version},
-              ${e.createdAt}, ${e.startedAt}, ${e.completedAt}, ${e.updatedAt})`;
+              ${e.callbackSequence}, ${e.createdAt}, ${e.startedAt}, ${e.completedAt}, ${e.updatedAt})`;
   }
   return sql`
     UPDATE execution SET status = ${e.status}, progress = ${e.progress}, version = ${e.version}, started_at = ${e.startedAt},
-                         completed_at = ${e.completedAt}, updated_at = ${e.updatedAt}
+                         completed_at = ${e.completedAt}, updated_at = ${e.updatedAt}, callback_sequence = ${e.callbackSequence}
     WHERE id = ${e.id}`;
 }
 
@@ -168,6 +169,8 @@ export interface AttemptRow {
   allowed_event_types: string[];
   handle_hash: Buffer;
   handle_sealed: string;
+  worker_id: string | null;
+  lease_version: number;
   expires_at: Date;
   revoked_at: Date | null;
   created_at: Date;
@@ -183,6 +186,8 @@ export const toAttempt = (row: AttemptRow): AttemptRecord => ({
   allowedEventTypes: row.allowed_event_types,
   handleHash: row.handle_hash,
   handleSealed: row.handle_sealed,
+  workerId: row.worker_id,
+  leaseVersion: row.lease_version,
   expiresAt: row.expires_at,
   revokedAt: row.revoked_at,
   createdAt: row.created_at,
@@ -321,10 +326,10 @@ class PostgresStatusTransaction implements StatusTransaction {
     for (const a of w.attempts ?? []) {
       statements.push(sql`
         INSERT INTO attempt (id, task_id, step_id, application_id, operation_code, producer_id, allowed_event_types,
-                             handle_hash, handle_sealed, expires_at, revoked_at, created_at)
+                             handle_hash, handle_sealed, worker_id, lease_version, expires_at, revoked_at, created_at)
         VALUES (${a.id}, ${a.taskId}, ${a.stepId}, ${a.applicationId}, ${a.operationCode}, ${a.producerId},
-                ${a.allowedEventTypes}::text[], ${a.handleHash}, ${a.handleSealed}, ${a.expiresAt}, ${a.revokedAt},
-                ${a.createdAt})
+                ${a.allowedEventTypes}::text[], ${a.handleHash}, ${a.handleSealed}, ${a.workerId}, ${a.leaseVersion},
+                ${a.expiresAt}, ${a.revokedAt}, ${a.createdAt})
         ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at`);
     }
     if (w.revokeAttemptIds && w.revokeAttemptIds.length > 0 && committedAt) {
@@ -348,6 +353,43 @@ class PostgresStatusTransaction implements StatusTransaction {
              AS o(id, tenant_id, application_id, aggregate_id, event_type, payload, created_at)`);
     }
     if (w.realtime.length > 0) statements.push(insertRealtime(sql, w.realtime));
+    for (const r of w.schedulingRequests ?? []) {
+      statements.push(sql`
+        INSERT INTO scheduling_request (id, task_id, step_id, priority, available_at, created_at, updated_at)
+        VALUES (${r.id}, ${r.taskId}, ${r.stepId}, ${r.priority}, ${r.availableAt}, ${r.createdAt}, ${r.createdAt})
+        ON CONFLICT (step_id) DO NOTHING`);
+    }
+    if (w.closeSchedulingRequests && w.closeSchedulingRequests.stepIds.length > 0) {
+      statements.push(sql`
+        UPDATE scheduling_request SET status = ${w.closeSchedulingRequests.status}, updated_at = now()
+        WHERE step_id = ANY(${w.closeSchedulingRequests.stepIds}::uuid[]) AND status = 'PENDING'`);
+    }
+    for (const c of w.workerCommands ?? []) {
+      statements.push(sql`
+        INSERT INTO worker_command (id, worker_id, type, payload, created_at)
+        VALUES (${c.id}, ${c.workerId}, ${c.type}, ${sql.json(c.payload as never)}, ${c.createdAt})`);
+    }
+    for (const load of w.workerLoad ?? []) {
+      statements.push(sql`
+        UPDATE worker SET running_attempts = greatest(0, running_attempts + ${load.delta}) WHERE id = ${load.workerId}`);
+    }
+    for (const t of w.timers ?? []) {
+      statements.push(sql`
+        INSERT INTO timer (id, kind, task_id, step_id, payload, available_at, created_at)
+        VALUES (${t.id}, ${t.kind}, ${t.taskId}, ${t.stepId}, ${sql.json(t.payload as never)}, ${t.availableAt}, ${t.createdAt})`);
+    }
+    for (const c of w.callbacks ?? []) {
+      statements.push(sql`
+        INSERT INTO callback_delivery (id, application_id, task_id, execution_id, sequence, event_id, event_type, url,
+                                       payload, available_at, created_at)
+        VALUES (${c.id}, ${c.applicationId}, ${c.taskId}, ${c.executionId}, ${c.sequence}, ${c.eventId}, ${c.eventType},
+                ${c.url}, ${sql.json(c.payload as never)}, ${c.createdAt}, ${c.createdAt})`);
+    }
+    for (const m of w.timeline ?? []) {
+      statements.push(sql`
+        INSERT INTO timeline (id, task_id, execution_id, kind, message, data, at)
+        VALUES (${m.id}, ${m.taskId}, ${m.executionId}, ${m.kind}, ${m.message}, ${sql.json(m.data as never)}, ${m.at})`);
+    }
     await Promise.all(statements);
     return { idempotencyClaimed: idempotency ? (await idempotency).length > 0 : true };
   }
