@@ -65,9 +65,27 @@ describe('POST /v1/tasks', () => {
       applicationId: app.applicationId,
     });
     expect(res.body.execution).toMatchObject({ number: 1, status: 'CREATED', progress: 0 });
+    // The platform coordinates: the root step is ready (with a scheduling request), its dependent waits.
     expect(
       res.body.execution.steps.map((s: { key: string; status: string }) => `${s.key}:${s.status}`),
-    ).toEqual(['clean:WAITING', 'watermark:WAITING']);
+    ).toEqual(['clean:READY', 'watermark:WAITING']);
+    const requests =
+      await sql`SELECT r.status, s.step_key FROM scheduling_request r JOIN step s ON s.id = r.step_id WHERE r.task_id = ${res.body.task.id}`;
+    expect(requests).toEqual([{ status: 'PENDING', step_key: 'clean' }]);
+    const [callback] =
+      await sql`SELECT sequence, event_type, url, payload FROM callback_delivery WHERE task_id = ${res.body.task.id}`;
+    expect(callback).toMatchObject({
+      sequence: 1,
+      event_type: 'execution.created',
+      url: 'https://app.example/tdp/callback',
+    });
+    expect(callback!.payload).toMatchObject({
+      specVersion: '1.0',
+      type: 'execution.created',
+      sequence: 1,
+      externalRef: 'order-1',
+      status: 'CREATED',
+    });
 
     const [execution] = await sql`SELECT snapshot FROM execution WHERE id = ${res.body.execution.id}`;
     expect(execution!.snapshot.steps[1].affinity).toEqual({

@@ -10,6 +10,13 @@
  */
 import type { FailurePolicy, LifecycleStatus, StatusDefinitionEntry } from '@tdp/protocol';
 import type {
+  CallbackRecord,
+  SchedulingRequestRecord,
+  TimelineRecord,
+  TimerRecord,
+  WorkerCommandRecord,
+} from '../scheduling/model.ts';
+import type {
   AclEntry,
   ExecutionRecord,
   OutboxRecord,
@@ -21,13 +28,6 @@ import type {
   WorkflowRecord,
 } from '../tasks/model.ts';
 import type { IdempotencyRecord } from '../tasks/ports.ts';
-import type {
-  CallbackRecord,
-  SchedulingRequestRecord,
-  TimelineRecord,
-  TimerRecord,
-  WorkerCommandRecord,
-} from '../scheduling/model.ts';
 
 export interface AttemptRecord {
   id: string;

@@ -1,5 +1,6 @@
 import type { TaskWithExecution } from '@tdp/protocol';
 import type { ApplicationPrincipal } from '../identity/ports.ts';
+import { callbackFor, milestone } from '../orchestration/platform.ts';
 import { AppError } from '../shared/errors.ts';
 import { type FactDeps, inFactTransaction } from '../status/facts.ts';
 import { endTask, isRefusal } from '../status/stateMachine.ts';
@@ -64,11 +65,23 @@ export async function cancelTask(
         steps: before.steps,
       };
     }
+    const eventId = deps.ids.newId();
+    const cancelledStepIds = after.steps
+      .filter((s, i) => s !== before.steps[i] && s.status === 'CANCELED')
+      .map((s) => s.id);
+    const notified = callbackFor(
+      deps.ids,
+      after,
+      eventId,
+      isTerminal(after.execution.status) ? 'execution.canceled' : 'execution.canceling',
+      now,
+    );
+    after = notified.state;
     await session.commit(
       before,
       after,
       {
-        id: deps.ids.newId(),
+        id: eventId,
         type: isTerminal(after.execution.status) ? 'TASK_CANCELLED' : 'TASK_CANCEL_REQUESTED',
         producer: `application:${principal.applicationId}`,
         payload: { status: after.execution.status, previousStatus: before.execution.status, reason },
@@ -81,6 +94,11 @@ export async function cancelTask(
           execution: after.execution,
           steps: after.steps.filter((s, i) => s !== before.steps[i]),
           revokeAttemptIds,
+          closeSchedulingRequests: { stepIds: cancelledStepIds, status: 'CANCELED' },
+          callbacks: notified.callback ? [notified.callback] : [],
+          timeline: [
+            milestone(deps.ids, after, 'CANCELED', reason ? `cancelled: ${reason}` : 'cancelled', {}, now),
+          ],
         },
       },
     );

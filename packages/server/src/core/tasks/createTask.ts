@@ -3,6 +3,7 @@ import type { DefinitionCatalog } from '../definitions/catalog.ts';
 import type { JsonSchemaValidator } from '../definitions/ports.ts';
 import { checkOutboundUrl } from '../identity/applications.ts';
 import type { ApplicationPrincipal } from '../identity/ports.ts';
+import { callbackFor, milestone, orchestrate } from '../orchestration/platform.ts';
 import { fingerprint } from '../shared/canonicalJson.ts';
 import { AppError } from '../shared/errors.ts';
 import { type FactDeps, inFactTransaction } from '../status/facts.ts';
@@ -98,7 +99,7 @@ export async function createTask(
     if (!workflow || workflow.applicationId !== principal.applicationId) {
       throw new AppError('WORKFLOW_NOT_FOUND', `workflow ${request.workflowId} does not exist`);
     }
-    const state = newTaskState(
+    const created = newTaskState(
       deps.ids,
       {
         tenantId: principal.tenantId,
@@ -133,13 +134,17 @@ export async function createTask(
       },
       now,
     );
+    // The platform coordinates this task: the roots are ready at once, the application hears "created".
+    const eventId = deps.ids.newId();
+    const started = orchestrate(deps.ids, created, { kind: 'EXECUTION_STARTED' }, now);
+    const { state, callback } = callbackFor(deps.ids, started.state, eventId, 'execution.created', now);
     const body = toTaskView(state);
     const implicit = !request.workflowId;
     const { idempotencyClaimed } = await session.commit(
       null,
       state,
       {
-        id: deps.ids.newId(),
+        id: eventId,
         type: 'TASK_CREATED',
         producer: `application:${principal.applicationId}`,
         payload: {
@@ -163,6 +168,19 @@ export async function createTask(
           newTask: { task: state.task, execution: state.execution },
           newSteps: state.steps,
           ...(implicit ? { newWorkflow: workflow } : {}),
+          schedulingRequests: started.write.schedulingRequests ?? [],
+          callbacks: callback ? [callback] : [],
+          timeline: [
+            milestone(
+              deps.ids,
+              state,
+              'CREATED',
+              `execution #1 of ${definition.name}@${definition.version} created`,
+              {},
+              now,
+            ),
+            ...(started.write.timeline ?? []),
+          ],
         },
         extraRealtime: implicit ? [workflowProjection(workflow, () => deps.ids.newId(), now)] : [],
         countInWorkflow: !implicit,

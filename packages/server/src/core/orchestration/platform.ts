@@ -1,0 +1,255 @@
+/**
+ * TDP as the coordinator of tasks created through POST /v1/tasks: after each fact, `advance` decides
+ * what follows and this module turns its transitions into records of the same transaction — steps made
+ * ready (with scheduling requests), skipped or cancelled (with cancel commands), retries (a new attempt
+ * and a timer), callbacks with the execution's next sequence number, and timeline milestones.
+ */
+import type { StepDefinition } from '@tdp/protocol';
+import type {
+  CallbackRecord,
+  SchedulingRequestRecord,
+  TimelineRecord,
+  TimerRecord,
+  WorkerCommandRecord,
+} from '../scheduling/model.ts';
+import type { IdGenerator } from '../shared/ports.ts';
+import type { FactWrite } from '../status/ports.ts';
+import type { StepRecord, TaskState } from '../tasks/model.ts';
+import { newStepRecord } from '../tasks/newTask.ts';
+import { advance, type OrchestrationFact, type StepState } from './advance.ts';
+
+export type OrchestrationWrite = Pick<
+  FactWrite,
+  | 'schedulingRequests'
+  | 'closeSchedulingRequests'
+  | 'timers'
+  | 'timeline'
+  | 'workerCommands'
+  | 'revokeAttemptIds'
+  | 'newSteps'
+>;
+
+export interface Orchestrated {
+  state: TaskState;
+  /** Step rows changed by orchestration (besides those the fact changed itself). */
+  changedSteps: StepRecord[];
+  write: OrchestrationWrite;
+  /** The execution is over: the caller records the coordinator's end of the task. */
+  end:
+    | { outcome: 'SUCCEEDED'; degraded: boolean }
+    | { outcome: 'FAILED'; stepKey: string; errorCode: string }
+    | null;
+}
+
+export const isPlatformTask = (state: TaskState) => state.task.workflowDefinitionId !== null;
+
+export function milestone(
+  ids: IdGenerator,
+  state: TaskState,
+  kind: string,
+  message: string,
+  data: Record<string, unknown>,
+  at: Date,
+): TimelineRecord {
+  return { id: ids.newId(), taskId: state.task.id, executionId: state.execution.id, kind, message, data, at };
+}
+
+/** Outputs of succeeded steps, for input mapping. */
+export function stepOutputs(state: TaskState): Record<string, unknown> {
+  return Object.fromEntries(
+    state.steps.filter((s) => s.current && s.status === 'SUCCEEDED').map((s) => [s.key, s.stateData]),
+  );
+}
+
+export function orchestrate(
+  ids: IdGenerator,
+  state: TaskState,
+  fact: OrchestrationFact,
+  at: Date,
+): Orchestrated {
+  const definitions: StepDefinition[] = state.execution.snapshot.steps;
+  const current = state.steps.filter((s) => s.current);
+  const states: StepState[] = current.map((s) => ({ key: s.key, status: s.status, attempt: s.attempt }));
+  const transitions = advance(definitions, states, fact);
+  let steps = [...state.steps];
+  const changed = new Map<string, StepRecord>();
+  const write: Required<
+    Pick<
+      OrchestrationWrite,
+      'schedulingRequests' | 'timers' | 'timeline' | 'workerCommands' | 'revokeAttemptIds' | 'newSteps'
+    >
+  > &
+    OrchestrationWrite = {
+    schedulingRequests: [] as SchedulingRequestRecord[],
+    timers: [] as TimerRecord[],
+    timeline: [] as TimelineRecord[],
+    workerCommands: [] as WorkerCommandRecord[],
+    revokeAttemptIds: [] as string[],
+    newSteps: [] as StepRecord[],
+  };
+  const cancelled: string[] = [];
+  let end: Orchestrated['end'] = null;
+  const update = (step: StepRecord, patch: Partial<StepRecord>) => {
+    const next = { ...step, ...patch, version: step.version + 1n, updatedAt: at };
+    steps = steps.map((s) => (s.id === step.id ? next : s));
+    changed.set(next.id, next);
+    return next;
+  };
+  const currentStep = (key: string) => steps.find((s) => s.key === key && s.current)!;
+
+  for (const t of transitions) {
+    switch (t.kind) {
+      case 'STEP_READY': {
+        const step = update(currentStep(t.stepKey), { status: 'READY' });
+        write.schedulingRequests.push({
+          id: ids.newId(),
+          taskId: state.task.id,
+          stepId: step.id,
+          priority: state.task.priority,
+          availableAt: at,
+          createdAt: at,
+        });
+        write.timeline.push(
+          milestone(
+            ids,
+            state,
+            'STEP_READY',
+            `step ${t.stepKey} is ready (attempt ${t.attempt})`,
+            { stepId: t.stepKey, attempt: t.attempt },
+            at,
+          ),
+        );
+        break;
+      }
+      case 'STEP_SKIPPED':
+        update(currentStep(t.stepKey), { status: 'SKIPPED', finishedAt: at });
+        write.timeline.push(
+          milestone(
+            ids,
+            state,
+            'STEP_SKIPPED',
+            `step ${t.stepKey} skipped: ${t.reason}`,
+            { stepId: t.stepKey },
+            at,
+          ),
+        );
+        break;
+      case 'STEP_CANCELED': {
+        const step = currentStep(t.stepKey);
+        update(step, { status: 'CANCELED', finishedAt: at });
+        cancelled.push(step.id);
+        if (step.attemptId) write.revokeAttemptIds.push(step.attemptId);
+        break;
+      }
+      case 'RETRY_SCHEDULED': {
+        const failed = currentStep(t.stepKey);
+        update(failed, { current: false });
+        const retry: StepRecord = {
+          ...newStepRecord(
+            ids,
+            state.task.id,
+            state.execution.id,
+            { ...failed, expectedProducer: failed.expectedProducer },
+            at,
+          ),
+          attempt: t.attempt,
+          clientStepKey: failed.clientStepKey,
+          capability: failed.capability,
+          capabilityVersion: failed.capabilityVersion,
+        };
+        steps.push(retry);
+        write.newSteps.push(retry);
+        write.timers.push({
+          id: ids.newId(),
+          kind: 'RETRY_DUE',
+          taskId: state.task.id,
+          stepId: retry.id,
+          payload: { stepKey: t.stepKey, attempt: t.attempt },
+          availableAt: new Date(at.getTime() + t.delayMs),
+          createdAt: at,
+        });
+        write.timeline.push(
+          milestone(
+            ids,
+            state,
+            'RETRY_SCHEDULED',
+            `step ${t.stepKey} attempt ${t.attempt} in ${t.delayMs} ms: ${t.reason}`,
+            { stepId: t.stepKey, attempt: t.attempt, delayMs: t.delayMs, reason: t.reason },
+            at,
+          ),
+        );
+        break;
+      }
+      case 'EXECUTION_SUCCEEDED':
+        end = { outcome: 'SUCCEEDED', degraded: t.degraded };
+        break;
+      case 'EXECUTION_FAILED':
+        end = { outcome: 'FAILED', stepKey: t.stepKey, errorCode: t.errorCode };
+        break;
+      default: {
+        const unreachable: never = t;
+        throw new Error(`unknown transition ${JSON.stringify(unreachable)}`);
+      }
+    }
+  }
+  return {
+    state: { ...state, steps },
+    changedSteps: [...changed.values()].filter((s) => !write.newSteps.some((n) => n.id === s.id)),
+    write: {
+      ...write,
+      ...(cancelled.length > 0
+        ? { closeSchedulingRequests: { stepIds: cancelled, status: 'CANCELED' as const } }
+        : {}),
+    },
+    end,
+  };
+}
+
+/** A callback for an execution event: the execution's next sequence number, the signed body's content. */
+export function callbackFor(
+  ids: IdGenerator,
+  state: TaskState,
+  eventId: string,
+  eventType: string,
+  at: Date,
+): { callback: CallbackRecord | null; state: TaskState } {
+  const { task, execution } = state;
+  if (!task.callbackUrl) return { callback: null, state };
+  const sequence = execution.callbackSequence + 1;
+  const next = { ...state, execution: { ...execution, callbackSequence: sequence } };
+  const outputs = execution.status === 'SUCCEEDED' ? stepOutputs(state) : null;
+  return {
+    state: next,
+    callback: {
+      id: ids.newId(),
+      applicationId: task.applicationId,
+      taskId: task.id,
+      executionId: execution.id,
+      sequence,
+      eventId,
+      eventType,
+      url: task.callbackUrl,
+      payload: {
+        specVersion: '1.0',
+        eventId,
+        type: eventType,
+        sequence,
+        applicationId: task.applicationId,
+        taskId: task.id,
+        executionId: execution.id,
+        externalRef: task.externalRef,
+        status: execution.status,
+        progress: execution.progress,
+        data: {
+          lifecycleStatus: task.lifecycleStatus,
+          failure: task.failure
+            ? { code: task.failure.code, userMessage: task.failure.userMessage ?? null }
+            : null,
+          outputs,
+        },
+        occurredAt: at.toISOString(),
+      },
+      createdAt: at,
+    },
+  };
+}
