@@ -10,6 +10,13 @@
  */
 import type { EventResult, Progress, ReportableEventType, StructuredError } from '@tdp/protocol';
 import type { ApplicationPrincipal } from '../identity/ports.ts';
+import {
+  callbackFor,
+  isPlatformTask,
+  milestone,
+  type Orchestrated,
+  orchestrate,
+} from '../orchestration/platform.ts';
 import { fingerprint } from '../shared/canonicalJson.ts';
 import { AppError } from '../shared/errors.ts';
 import type { StepRecord, TaskState } from '../tasks/model.ts';
@@ -59,6 +66,8 @@ export interface ReportedEvent {
 
 export type EventCredential =
   | { kind: 'token'; token: string }
+  /** A platform worker, already checked by the worker gateway (attempt, lease version, worker). */
+  | { kind: 'worker'; claims: ExecutionClaims }
   | { kind: 'handle'; handle: string; principal: ApplicationPrincipal }
   | { kind: 'coordinator'; principal: ApplicationPrincipal };
 
@@ -70,6 +79,7 @@ export interface ReportItem {
 export type ReportOutcome = { ok: true; result: EventResult } | { ok: false; error: AppError };
 
 const coordinatorEvents = new Set(['TASK_COMPLETED', 'TASK_FAILED']);
+export const platformOutputSchema = 'tdp.output.v1';
 
 /** The hash that tells a retry (same content) from a conflicting reuse of an eventId. */
 export function payloadHash(event: ReportedEvent): string {
@@ -144,7 +154,9 @@ async function reportOne(deps: StatusDeps, session: FactSession, item: ReportIte
 
   const before = await session.tx.lockTask(taskId);
   const applicationId =
-    credential.kind === 'token' ? claims!.applicationId : credential.principal.applicationId;
+    credential.kind === 'token' || credential.kind === 'worker'
+      ? claims!.applicationId
+      : credential.principal.applicationId;
   if (!before || before.task.applicationId !== applicationId)
     throw new AppError('TASK_NOT_FOUND', `task ${taskId} does not exist`);
 
@@ -231,8 +243,8 @@ async function reportOne(deps: StatusDeps, session: FactSession, item: ReportIte
       `this execution may report ${claims.allowedEventTypes.join(', ')}, not ${event.eventType}`,
     );
   }
-  // Registered data schema.
-  if (event.data) {
+  // Registered data schema; TDP's own workers report capability output as `tdp.output.v1`.
+  if (event.data && !(credential.kind === 'worker' && event.data.schema === platformOutputSchema)) {
     const operation = await deps.registries.operationDefinition(
       before.task.applicationId,
       step.operationCode,
@@ -282,8 +294,44 @@ async function reportOne(deps: StatusDeps, session: FactSession, item: ReportIte
 
   const steps = before.steps.map((s) => (s.id === step.id ? nextStep : s));
   const moved = taskAfterStepChange(before.task, before.execution, steps, event.businessStatus, now);
-  const after: TaskState = { task: moved.task, execution: moved.execution, steps };
+  let after: TaskState = { task: moved.task, execution: moved.execution, steps };
   const ended = nextStep.status === 'SUCCEEDED' || nextStep.status === 'FAILED';
+  const platform = isPlatformTask(after);
+  // TDP coordinates its own tasks: what follows this fact is decided and written in the same transaction.
+  const orchestrated =
+    platform && ended
+      ? orchestrate(
+          deps.ids,
+          after,
+          nextStep.status === 'SUCCEEDED'
+            ? { kind: 'STEP_SUCCEEDED', stepKey: step.key }
+            : {
+                kind: 'STEP_FAILED',
+                stepKey: step.key,
+                errorCode: nextStep.error?.code ?? 'STEP_FAILED',
+                retryable: nextStep.error?.retryable ?? false,
+              },
+          now,
+        )
+      : null;
+  if (orchestrated) after = orchestrated.state;
+  const executionMoved =
+    after.execution.status !== before.execution.status ||
+    after.execution.progress !== before.execution.progress;
+  const notified =
+    platform && executionMoved
+      ? callbackFor(
+          deps.ids,
+          after,
+          event.eventId,
+          after.execution.status !== before.execution.status
+            ? `execution.${after.execution.status.toLowerCase()}`
+            : 'execution.progress',
+          now,
+        )
+      : null;
+  if (notified) after = notified.state;
+  const attempt = ended && platform && step.attemptId ? await session.tx.findAttempt(step.attemptId) : null;
   const { result } = await session.commit(
     before,
     after,
@@ -311,12 +359,82 @@ async function reportOne(deps: StatusDeps, session: FactSession, item: ReportIte
       write: {
         task: after.task,
         ...(after.execution !== before.execution ? { execution: after.execution } : {}),
-        steps: [nextStep],
-        ...(ended && step.attemptId ? { revokeAttemptIds: [step.attemptId] } : {}),
+        steps: [nextStep, ...(orchestrated?.changedSteps.filter((s) => s.id !== nextStep.id) ?? [])],
+        ...(orchestrated ? { ...orchestrated.write, newSteps: orchestrated.write.newSteps ?? [] } : {}),
+        revokeAttemptIds: [
+          ...(ended && step.attemptId ? [step.attemptId] : []),
+          ...(orchestrated?.write.revokeAttemptIds ?? []),
+        ],
+        ...(notified?.callback ? { callbacks: [notified.callback] } : {}),
+        ...(attempt?.workerId ? { workerLoad: [{ workerId: attempt.workerId, delta: -1 }] } : {}),
       },
     },
   );
+  if (orchestrated?.end) await finishPlatformTask(deps, session, after, orchestrated.end);
   return result;
+}
+
+/** The orchestrator, as the platform tasks' coordinator, ends the task: its own fact after the step's. */
+async function finishPlatformTask(
+  deps: StatusDeps,
+  session: FactSession,
+  current: TaskState,
+  end: NonNullable<Orchestrated['end']>,
+) {
+  const now = session.now;
+  const before = current;
+  const failure =
+    end.outcome === 'FAILED'
+      ? { category: 'STEP', code: end.errorCode, retryable: false, failedStepId: end.stepKey }
+      : null;
+  const ended = endTask(before.task, before.execution, end.outcome, { failure }, now);
+  if (isRefusal(ended)) return;
+  const degraded = end.outcome === 'SUCCEEDED' && end.degraded;
+  let after: TaskState = {
+    task: { ...ended.task, ...(degraded ? { health: 'DEGRADED' as const } : {}) },
+    execution: ended.execution,
+    steps: before.steps,
+  };
+  const eventId = deps.ids.newId();
+  const notified = callbackFor(
+    deps.ids,
+    after,
+    eventId,
+    `execution.${after.execution.status.toLowerCase()}`,
+    now,
+  );
+  after = notified.state;
+  await session.commit(
+    before,
+    after,
+    {
+      id: eventId,
+      type: end.outcome === 'SUCCEEDED' ? 'TASK_COMPLETED' : 'TASK_FAILED',
+      producer: 'tdp:orchestrator',
+      payload:
+        end.outcome === 'FAILED' ? { failedStepId: end.stepKey, errorCode: end.errorCode } : { degraded },
+      occurredAt: now,
+      receivedAt: now,
+      errorCode: failure?.code ?? null,
+    },
+    {
+      write: {
+        task: after.task,
+        execution: after.execution,
+        callbacks: notified.callback ? [notified.callback] : [],
+        timeline: [
+          milestone(
+            deps.ids,
+            after,
+            'FINISHED',
+            `execution #${after.execution.number} ${after.execution.status.toLowerCase()}`,
+            { status: after.execution.status },
+            now,
+          ),
+        ],
+      },
+    },
+  );
 }
 
 /** What the immutable log keeps of an event beyond its columns (never the diagnostics reference). */
