@@ -55,6 +55,7 @@ export async function startHarness(
     sharedDatabaseUrl?: string;
     logger?: Logger;
     healthGraceMs?: number;
+    allowInsecureCallbacks?: boolean;
     /** Rewrites the database URL the server uses (e.g. through a proxy); tests still get the direct URL. */
     serverDatabaseUrl?: (url: string) => string;
   } = {},
@@ -72,7 +73,7 @@ export async function startHarness(
       publicUrl: 'http://127.0.0.1',
       adminToken,
       secretKeyring: parseKeyring(generateKeyringEntry('test1')),
-      allowInsecureCallbacks: false,
+      allowInsecureCallbacks: options.allowInsecureCallbacks ?? false,
       natsUrl: options.nats?.url ?? null,
       natsSubjectPrefix: options.nats?.subjectPrefix ?? 'tdp',
       bodyLimitBytes: options.bodyLimitBytes ?? 1024 * 1024,
@@ -85,6 +86,7 @@ export async function startHarness(
       heartbeatIntervalSeconds: 15,
       heartbeatTimeoutSeconds: 60,
       healthGraceMs: options.healthGraceMs ?? 120_000,
+      workerHeartbeatTtlMs: 30_000,
     },
     {
       clock,

@@ -24,6 +24,8 @@ export interface ServerConfig {
   heartbeatTimeoutSeconds: number;
   /** The health reconciler judges nobody for this long after start-up or a database outage. */
   healthGraceMs: number;
+  /** A worker whose heartbeats stop for this long is not given new work. */
+  workerHeartbeatTtlMs: number;
 }
 
 export class ConfigError extends Error {}
@@ -85,5 +87,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv, overrides: Partial<ServerC
     heartbeatTimeoutSeconds:
       overrides.heartbeatTimeoutSeconds ?? integer(env, 'TDP_HEARTBEAT_TIMEOUT_SECONDS', 60),
     healthGraceMs: overrides.healthGraceMs ?? integer(env, 'TDP_HEALTH_GRACE_MS', 120_000),
+    workerHeartbeatTtlMs:
+      overrides.workerHeartbeatTtlMs ?? integer(env, 'TDP_WORKER_HEARTBEAT_TTL_MS', 30_000),
   };
 }

@@ -10,28 +10,35 @@ import { createHttpApp } from './adapters/inbound/http/app.ts';
 import { registerDefinitionRoutes } from './adapters/inbound/http/definitionsRoutes.ts';
 import { registerHealthRoutes } from './adapters/inbound/http/healthRoutes.ts';
 import { Metrics } from './adapters/inbound/http/metrics.ts';
+import { registerRunRoutes } from './adapters/inbound/http/runRoutes.ts';
 import { registerStatusRoutes } from './adapters/inbound/http/statusRoutes.ts';
 import { registerTaskRoutes } from './adapters/inbound/http/tasksRoutes.ts';
+import { registerWorkerRoutes } from './adapters/inbound/http/workerRoutes.ts';
 import { InProcessBus } from './adapters/outbound/bus/inProcessBus.ts';
 import { AjvJsonSchemaValidator } from './adapters/outbound/jsonschema/ajvValidator.ts';
 import { JetStreamPublisher } from './adapters/outbound/nats/jetStreamPublisher.ts';
+import { PostgresCallbackQueue } from './adapters/outbound/postgres/callbackQueue.ts';
 import { connectDatabase, type Sql } from './adapters/outbound/postgres/database.ts';
 import { PostgresDefinitionStore } from './adapters/outbound/postgres/definitionStore.ts';
 import { PostgresIdentityStore } from './adapters/outbound/postgres/identityStore.ts';
 import { loadMigrations, migrationsCurrent } from './adapters/outbound/postgres/migrate.ts';
-import { PostgresOutboxQueue } from './adapters/outbound/postgres/outboxQueue.ts';
+import { ClaimableRows, PostgresOutboxQueue } from './adapters/outbound/postgres/outboxQueue.ts';
 import { PostgresRegistryStore } from './adapters/outbound/postgres/registryStore.ts';
 import { PostgresStatusReads } from './adapters/outbound/postgres/statusReads.ts';
 import { PostgresStatusStore } from './adapters/outbound/postgres/statusStore.ts';
 import { PostgresTaskStore } from './adapters/outbound/postgres/taskStore.ts';
+import { PostgresWorkerStore } from './adapters/outbound/postgres/workerStore.ts';
 import { JoseExecutionCredentials } from './adapters/outbound/tokens/executionCredentials.ts';
 import { JoseUserTokens } from './adapters/outbound/tokens/userTokens.ts';
 import type { ServerConfig } from './config.ts';
 import { DefinitionCatalog } from './core/definitions/catalog.ts';
 import type { ApplicationDeps } from './core/identity/applications.ts';
+import { openApplicationSecrets } from './core/identity/applications.ts';
 import { ApiKeyAuthenticator } from './core/identity/authenticate.ts';
 import { SecretBox } from './core/identity/secretBox.ts';
 import type { EventPublisher } from './core/outbox/ports.ts';
+import type { DispatchDeps } from './core/scheduling/dispatch.ts';
+import { CommandHub, type WorkerDeps } from './core/scheduling/workers.ts';
 import { type Clock, type IdGenerator, systemClock } from './core/shared/ports.ts';
 import type { StatusDeps } from './core/status/deps.ts';
 import { HealthReconciler } from './core/status/healthReconciler.ts';
@@ -39,6 +46,7 @@ import { RegistryCatalog } from './core/status/registries.ts';
 import type { OutboxSignal } from './core/tasks/ports.ts';
 import { createHealthLoop } from './loops/healthLoop.ts';
 import { createOutboxLoop } from './loops/outboxLoop.ts';
+import { createCallbackLoop, createSchedulerLoop, createTimerLoop } from './loops/runLoops.ts';
 import type { WakeableLoop } from './loops/wakeableLoop.ts';
 
 export { connectDatabase } from './adapters/outbound/postgres/database.ts';
@@ -76,12 +84,13 @@ export interface ServerDependencies {
  */
 class OutboxWakeup implements OutboxSignal {
   private notifyPending = false;
-  loop: WakeableLoop | null = null;
+  /** Loops that may have new work after any commit of a fact (outbox, scheduler, callbacks, timers). */
+  loops: WakeableLoop[] = [];
 
   constructor(private readonly sql: Sql) {}
 
   outboxWritten(): void {
-    this.loop?.wake();
+    for (const loop of this.loops) loop.wake();
     if (this.notifyPending) return;
     this.notifyPending = true;
     setTimeout(() => {
@@ -188,6 +197,26 @@ export async function startServer(
     authenticator,
     registries: { registries: registryStore, clock, schemas },
   });
+  const workerStore = new PostgresWorkerStore(sql);
+  const hub = new CommandHub();
+  const callbackQueue = new PostgresCallbackQueue(sql);
+  let schedulerWake = () => {};
+  const workerDeps: WorkerDeps = {
+    status,
+    workers: workerStore,
+    heartbeatIntervalSeconds: Math.max(1, Math.floor(config.workerHeartbeatTtlMs / 3000)),
+    heartbeatTtlMs: config.workerHeartbeatTtlMs,
+    workersChanged: () => schedulerWake(),
+  };
+  const dispatchDeps: DispatchDeps = {
+    status,
+    workers: workerStore,
+    heartbeatTtlMs: config.workerHeartbeatTtlMs,
+    wake: (ids) => hub.notify(ids),
+    retryUnplaceableMs: 5_000,
+  };
+  registerWorkerRoutes(app, { workers: workerDeps, hub, adminToken: config.adminToken, authenticator });
+  registerRunRoutes(app, { authenticator, sql, callbacks: callbackQueue, clock });
   registerStatusRoutes(app, {
     authenticator,
     status,
@@ -202,6 +231,7 @@ export async function startServer(
   registerTaskRoutes(app, {
     authenticator,
     tasks,
+    unschedulableReasons: (taskId) => workerStore.pendingReasons(taskId),
     create: {
       store: statusStore,
       definitions: catalog,
@@ -236,8 +266,66 @@ export async function startServer(
         },
       },
     });
-    signal.loop = outboxLoop;
     loops.push(outboxLoop);
+    const scheduler = createSchedulerLoop({
+      ...dispatchDeps,
+      logger: logger.child({ loop: 'scheduler' }),
+      clock,
+    });
+    schedulerWake = () => scheduler.wake();
+    loops.push(scheduler);
+    loops.push(
+      createTimerLoop({
+        status,
+        timers: new ClaimableRows(sql, 'timer'),
+        logger: logger.child({ loop: 'timers' }),
+        clock,
+      }),
+    );
+    const secretsCache = new Map<string, { secrets: string[]; at: number }>();
+    loops.push(
+      createCallbackLoop({
+        queue: callbackQueue,
+        rows: callbackQueue.rows,
+        clock,
+        logger: logger.child({ loop: 'callbacks' }),
+        signingSecrets: async (applicationId) => {
+          const cached = secretsCache.get(applicationId);
+          if (cached && Date.now() - cached.at < 30_000) return cached.secrets;
+          const application = await identityStore.getApplication(applicationId);
+          if (!application) return [];
+          const opened = openApplicationSecrets(secrets, application);
+          const list = [opened.callbackSecret];
+          if (
+            application.previousCallbackSecretSealed &&
+            application.previousCallbackSecretExpiresAt &&
+            application.previousCallbackSecretExpiresAt > clock.now()
+          ) {
+            list.push(
+              secrets.open(
+                application.previousCallbackSecretSealed,
+                `application:${application.id}:callback_secret`,
+              ),
+            );
+          }
+          secretsCache.set(applicationId, { secrets: list, at: Date.now() });
+          return list;
+        },
+        post: async (url, body, headers) => {
+          // No redirects: a callback goes to the URL the task named, nowhere else.
+          const response = await fetch(url, {
+            method: 'POST',
+            body,
+            headers,
+            redirect: 'manual',
+            signal: AbortSignal.timeout(10_000),
+          });
+          await response.arrayBuffer().catch(() => undefined);
+          return { status: response.status };
+        },
+      }),
+    );
+    signal.loops = loops.slice();
     loops.push(
       createHealthLoop({
         reconciler: new HealthReconciler(status, { graceMs: config.healthGraceMs, maxPerCycle: 100 }),

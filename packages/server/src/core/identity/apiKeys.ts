@@ -5,7 +5,7 @@
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 
-const keyPattern = /^tdp_([A-Za-z0-9]{16})_([A-Za-z0-9_-]{43})$/;
+const keyPattern = (prefix: string) => new RegExp(`^${prefix}_([A-Za-z0-9]{16})_([A-Za-z0-9_-]{43})$`);
 const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
 
 export interface GeneratedApiKey {
@@ -26,14 +26,15 @@ export function hashSecret(secret: string): Buffer {
   return createHash('sha256').update(secret).digest();
 }
 
-export function generateApiKey(): GeneratedApiKey {
+/** `prefix` tells key kinds apart: `tdp` for applications, `tdpw` for workers. */
+export function generateApiKey(prefix = 'tdp'): GeneratedApiKey {
   const keyId = randomKeyId();
   const secret = randomBytes(32).toString('base64url');
-  return { keyId, plaintext: `tdp_${keyId}_${secret}`, secretHash: hashSecret(secret) };
+  return { keyId, plaintext: `${prefix}_${keyId}_${secret}`, secretHash: hashSecret(secret) };
 }
 
-export function parseApiKey(plaintext: string): { keyId: string; secret: string } | null {
-  const match = keyPattern.exec(plaintext);
+export function parseApiKey(plaintext: string, prefix = 'tdp'): { keyId: string; secret: string } | null {
+  const match = keyPattern(prefix).exec(plaintext);
   if (!match) return null;
   return { keyId: match[1]!, secret: match[2]! };
 }

@@ -16,7 +16,13 @@ import type { IdGenerator } from '../shared/ports.ts';
 import type { FactWrite } from '../status/ports.ts';
 import type { StepRecord, TaskState } from '../tasks/model.ts';
 import { newStepRecord } from '../tasks/newTask.ts';
-import { advance, type OrchestrationFact, type StepState } from './advance.ts';
+import {
+  advance,
+  type OrchestrationFact,
+  type ResolvedInput,
+  resolveInput,
+  type StepState,
+} from './advance.ts';
 
 export type OrchestrationWrite = Pick<
   FactWrite,
@@ -252,4 +258,14 @@ export function callbackFor(
       createdAt: at,
     },
   };
+}
+
+/** The input of a platform step from the task input and the outputs of the steps it depends on. */
+export function resolvePlatformInput(state: TaskState, step: StepRecord): ResolvedInput {
+  const definition = state.execution.snapshot.steps.find((d) => d.key === step.key);
+  if (!definition)
+    return { ok: false, code: 'INPUT_MAPPING_MISSING', message: `step ${step.key} is not in the snapshot` };
+  const outputs = stepOutputs(state);
+  // Upstream outputs are stored as the step's data (`tdp.output.v1`): the value itself.
+  return resolveInput(definition, state.task.input, outputs);
 }

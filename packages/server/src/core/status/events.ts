@@ -375,7 +375,7 @@ async function reportOne(deps: StatusDeps, session: FactSession, item: ReportIte
 }
 
 /** The orchestrator, as the platform tasks' coordinator, ends the task: its own fact after the step's. */
-async function finishPlatformTask(
+export async function finishPlatformTask(
   deps: StatusDeps,
   session: FactSession,
   current: TaskState,

@@ -83,7 +83,18 @@ export interface FactWrite {
   timeline?: TimelineRecord[];
 }
 
+export interface ClaimedSchedulingRequest {
+  id: string;
+  taskId: string;
+  stepId: string;
+}
+
 export interface StatusTransaction {
+  /** Due PENDING scheduling requests, by priority then age, locked (SKIP LOCKED) until commit. */
+  claimSchedulingRequests(now: Date, limit: number): Promise<ClaimedSchedulingRequest[]>;
+  deferSchedulingRequest(id: string, reasons: string[], availableAt: Date): Promise<void>;
+  /** A transaction-scoped advisory lock on a key (e.g. step + attempt). */
+  advisoryLock(key: string): Promise<void>;
   /** Locks the task unless another transaction holds it (then null: try again later). */
   lockTaskIfFree(taskId: string): Promise<TaskState | null>;
   /** The task with its current execution and that execution's step rows, locked until commit. */
@@ -165,6 +176,7 @@ export interface StatusStore {
   renewLeases(updates: HeartbeatUpdate[], now: Date): Promise<Set<string>>;
   probeAttempts(attemptIds: string[]): Promise<HeartbeatProbe[]>;
   attemptsByHandle(hashes: Buffer[]): Promise<AttemptRecord[]>;
+  attemptsById(ids: string[]): Promise<AttemptRecord[]>;
   /** Tasks with running, healthy steps past their heartbeat deadline (candidates, not locked). */
   overdueTasks(now: Date, limit: number): Promise<string[]>;
   /** Runs `work` in one transaction; retried from the start on a deadlock or serialization failure. */

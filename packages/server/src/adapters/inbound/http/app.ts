@@ -99,6 +99,11 @@ export async function createHttpApp(options: HttpOptions): Promise<FastifyInstan
         securitySchemes: {
           apiKey: { type: 'http', scheme: 'bearer', description: 'Application API key (tdp_…)' },
           adminToken: { type: 'http', scheme: 'bearer', description: 'TDP_ADMIN_TOKEN' },
+          workerKey: {
+            type: 'http',
+            scheme: 'bearer',
+            description: 'Worker key (tdpw_…), from POST /admin/v1/worker-credentials',
+          },
         },
       },
     },

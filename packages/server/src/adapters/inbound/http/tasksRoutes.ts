@@ -14,6 +14,8 @@ import { emptyBodyAsObject, IdempotencyKeyHeader, problemResponses, Uuid } from 
 export interface TaskRouteDeps {
   authenticator: ApiKeyAuthenticator;
   tasks: TaskStore;
+  /** Why each still-queued step of a task has no worker yet (step row id → reasons). */
+  unschedulableReasons: (taskId: string) => Promise<Map<string, string[]>>;
   create: CreateTaskDeps;
   cancel: FactDeps;
 }
@@ -111,7 +113,14 @@ export function registerTaskRoutes(app: FastifyInstance, deps: TaskRouteDeps): v
         response: { 200: TaskWithExecution, ...problemResponses },
       },
     },
-    async (request) => getTask(deps.tasks, principalOf(request), request.params.id),
+    async (request) => {
+      const view = await getTask(deps.tasks, principalOf(request), request.params.id);
+      const reasons = await deps.unschedulableReasons(view.task.id);
+      for (const step of view.execution.steps) {
+        if (step.status === 'READY') step.unschedulableReasons = reasons.get(step.id) ?? [];
+      }
+      return view;
+    },
   );
 
   app.post<{ Params: { id: string }; Body: { reason?: string } | undefined }>(

@@ -8,7 +8,7 @@ import type { Sql } from './database.ts';
  * id, status (PENDING, PUBLISHING, PUBLISHED, FAILED, DEAD), attempts, available_at, claim_id,
  * claim_expires_at, last_error, published_at and created_at.
  */
-export type ClaimableTable = 'outbox_event';
+export type ClaimableTable = 'outbox_event' | 'timer' | 'callback_delivery' | 'realtime_outbox';
 
 export class ClaimableRows {
   constructor(
@@ -65,6 +65,14 @@ export class ClaimableRows {
       WHERE id = ${id} AND claim_id = ${claimId} AND status = 'PUBLISHING'
       RETURNING id`;
     return rows.length > 0 ? outcome.status : null;
+  }
+
+  /** Gives up on a row at once (a permanent error); only while the claim is ours. */
+  async markDead(claimId: string, id: string, error: string): Promise<boolean> {
+    const rows = await this.sql`
+      UPDATE ${this.sql(this.table)} SET status = 'DEAD', last_error = ${error}, claim_id = NULL, claim_expires_at = NULL
+      WHERE id = ${id} AND claim_id = ${claimId} AND status = 'PUBLISHING' RETURNING id`;
+    return rows.length > 0;
   }
 
   async nextDueAt(): Promise<Date | null> {

@@ -196,6 +196,26 @@ export const toAttempt = (row: AttemptRow): AttemptRecord => ({
 class PostgresStatusTransaction implements StatusTransaction {
   constructor(private readonly sql: TxSql) {}
 
+  async claimSchedulingRequests(now: Date, limit: number) {
+    const rows = await this.sql<{ id: string; task_id: string; step_id: string }[]>`
+      SELECT id, task_id, step_id FROM scheduling_request
+      WHERE status = 'PENDING' AND available_at <= ${now}
+      ORDER BY priority DESC, created_at
+      LIMIT ${limit}
+      FOR UPDATE SKIP LOCKED`;
+    return rows.map((r) => ({ id: r.id, taskId: r.task_id, stepId: r.step_id }));
+  }
+
+  async deferSchedulingRequest(id: string, reasons: string[], availableAt: Date) {
+    await this.sql`
+      UPDATE scheduling_request SET reasons = ${this.sql.json(reasons)}, available_at = ${availableAt}, updated_at = ${availableAt}
+      WHERE id = ${id}`;
+  }
+
+  async advisoryLock(key: string) {
+    await this.sql`SELECT pg_advisory_xact_lock(hashtext(${key}))`;
+  }
+
   async lockTask(taskId: string): Promise<TaskState | null> {
     const [task] = await this.sql<TaskRow[]>`SELECT * FROM task WHERE id = ${taskId} FOR UPDATE`;
     return task ? loadTaskState(this.sql, task) : null;
@@ -445,6 +465,11 @@ export class PostgresStatusStore implements StatusStore {
     const rows = await this.sql<AttemptRow[]>`
       SELECT * FROM attempt
       WHERE handle_hash IN (SELECT decode(h, 'hex') FROM unnest(${hashes.map((h) => h.toString('hex'))}::text[]) AS h)`;
+    return rows.map(toAttempt);
+  }
+
+  async attemptsById(ids: string[]): Promise<AttemptRecord[]> {
+    const rows = await this.sql<AttemptRow[]>`SELECT * FROM attempt WHERE id = ANY(${ids}::uuid[])`;
     return rows.map(toAttempt);
   }
 

@@ -1,0 +1,108 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { Type } from 'typebox';
+import type { ApiKeyAuthenticator } from '../../../core/identity/authenticate.ts';
+import { AppError } from '../../../core/shared/errors.ts';
+import type { Clock } from '../../../core/shared/ports.ts';
+import type { PostgresCallbackQueue } from '../../outbound/postgres/callbackQueue.ts';
+import type { Sql } from '../../outbound/postgres/database.ts';
+import { problemResponses, Uuid } from './schemas.ts';
+
+/** The timeline and callback log of a task, and redelivery of a callback. */
+export function registerRunRoutes(
+  app: FastifyInstance,
+  deps: { authenticator: ApiKeyAuthenticator; sql: Sql; callbacks: PostgresCallbackQueue; clock: Clock },
+): void {
+  async function application(request: FastifyRequest) {
+    const token = /^Bearer\s+(\S+)$/i.exec(request.headers.authorization ?? '')?.[1];
+    const principal = token ? await deps.authenticator.authenticate(token) : null;
+    if (!principal)
+      throw new AppError('UNAUTHENTICATED', 'send your API key as "Authorization: Bearer <key>"');
+    return principal;
+  }
+  async function ownTask(request: FastifyRequest, taskId: string) {
+    const principal = await application(request);
+    const [row] =
+      await deps.sql`SELECT 1 FROM task WHERE id = ${taskId} AND application_id = ${principal.applicationId}`;
+    if (!row) throw new AppError('TASK_NOT_FOUND', `task ${taskId} does not exist`);
+    return principal;
+  }
+  const tags = ['tasks'];
+  const security = [{ apiKey: [] }];
+
+  app.get<{ Params: { id: string } }>(
+    '/v1/tasks/:id/timeline',
+    {
+      schema: {
+        tags,
+        security,
+        summary: 'Milestones of the task: created, ready, worker selected, retries, finished',
+        params: Type.Object({ id: Uuid }),
+      },
+    },
+    async (request) => {
+      await ownTask(request, request.params.id);
+      const rows = await deps.sql<
+        { kind: string; message: string; data: Record<string, unknown>; at: Date; execution_id: string }[]
+      >`
+        SELECT kind, message, data, at, execution_id FROM timeline WHERE task_id = ${request.params.id} ORDER BY at, id`;
+      return {
+        items: rows.map((r) => ({
+          kind: r.kind,
+          message: r.message,
+          data: r.data,
+          executionId: r.execution_id,
+          at: r.at.toISOString(),
+        })),
+      };
+    },
+  );
+
+  app.get<{ Params: { id: string } }>(
+    '/v1/tasks/:id/callbacks',
+    {
+      schema: {
+        tags,
+        security,
+        summary: 'The callback deliveries of the task, with their outcome',
+        params: Type.Object({ id: Uuid }),
+      },
+    },
+    async (request) => {
+      await ownTask(request, request.params.id);
+      const rows = await deps.callbacks.forTask(request.params.id);
+      return {
+        items: rows.map((r) => ({
+          id: r.id,
+          sequence: r.sequence,
+          eventType: r.event_type,
+          status: r.status,
+          attempts: r.attempts,
+          responseStatus: r.response_status,
+          lastError: r.last_error,
+          createdAt: r.created_at.toISOString(),
+          deliveredAt: r.published_at?.toISOString() ?? null,
+        })),
+      };
+    },
+  );
+
+  app.post<{ Params: { id: string } }>(
+    '/v1/callbacks/:id(^[0-9a-fA-F-]{36})::redeliver',
+    {
+      schema: {
+        tags,
+        security,
+        summary: 'Send a callback again (e.g. after it went DEAD)',
+        params: Type.Object({ id: Uuid }),
+        response: { 202: Type.Null(), ...problemResponses },
+      },
+    },
+    async (request, reply) => {
+      const principal = await application(request);
+      if (!(await deps.callbacks.redeliver(principal.applicationId, request.params.id, deps.clock.now()))) {
+        throw new AppError('TASK_NOT_FOUND', `callback ${request.params.id} does not exist or is being sent`);
+      }
+      return reply.code(202).send();
+    },
+  );
+}

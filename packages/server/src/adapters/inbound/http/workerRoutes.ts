@@ -1,0 +1,361 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { Type } from 'typebox';
+import { tokensEqual } from '../../../core/identity/apiKeys.ts';
+import type { ApiKeyAuthenticator } from '../../../core/identity/authenticate.ts';
+import {
+  authenticateWorkerKey,
+  type CommandHub,
+  issueWorkerKey,
+  recordWorkerEvents,
+  registerWorker,
+  requireWorker,
+  type WorkerDeps,
+  type WorkerEvent,
+} from '../../../core/scheduling/workers.ts';
+import { AppError } from '../../../core/shared/errors.ts';
+import { requireAdmin } from './auth.ts';
+import { emptyBodyAsObject, problemResponses, Uuid } from './schemas.ts';
+
+const Capability = Type.Object(
+  {
+    name: Type.String({ minLength: 1, maxLength: 200 }),
+    version: Type.String({ minLength: 1, maxLength: 50 }),
+  },
+  { additionalProperties: false },
+);
+const Labels = Type.Record(Type.String({ minLength: 1, maxLength: 63 }), Type.String({ maxLength: 63 }));
+
+function bearer(request: FastifyRequest): string | null {
+  return /^Bearer\s+(\S+)$/i.exec(request.headers.authorization ?? '')?.[1] ?? null;
+}
+
+export function registerWorkerRoutes(
+  app: FastifyInstance,
+  deps: {
+    workers: WorkerDeps;
+    hub: CommandHub;
+    adminToken: string;
+    authenticator: ApiKeyAuthenticator;
+    keepAliveMs?: number;
+  },
+): void {
+  const tags = ['workers'];
+  const security = [{ workerKey: [] }];
+
+  async function workerCredential(request: FastifyRequest): Promise<string> {
+    const token = bearer(request);
+    const id = token ? await authenticateWorkerKey(deps.workers, token) : null;
+    if (!id) throw new AppError('UNAUTHENTICATED', 'send a worker key as "Authorization: Bearer tdpw_…"');
+    return id;
+  }
+
+  app.post<{ Body: { label?: string } }>(
+    '/admin/v1/worker-credentials',
+    {
+      onRequest: requireAdmin(deps.adminToken),
+      preValidation: emptyBodyAsObject,
+      schema: {
+        tags: ['admin'],
+        security: [{ adminToken: [] }],
+        summary: 'Issue a worker key (shown once)',
+        body: Type.Object(
+          { label: Type.Optional(Type.String({ maxLength: 200 })) },
+          { additionalProperties: false },
+        ),
+        response: { 201: Type.Object({ id: Type.String(), key: Type.String() }), ...problemResponses },
+      },
+    },
+    async (request, reply) =>
+      reply.code(201).send(await issueWorkerKey(deps.workers, request.body.label ?? null)),
+  );
+
+  app.put<{
+    Params: { id: string };
+    Body: {
+      labels?: Record<string, string>;
+      group?: string | null;
+      weight?: number;
+      status?: 'ACTIVE' | 'CORDONED';
+    };
+  }>(
+    '/admin/v1/nodes/:id',
+    {
+      onRequest: requireAdmin(deps.adminToken),
+      schema: {
+        tags: ['admin'],
+        security: [{ adminToken: [] }],
+        summary: "Set a node's trusted labels, group, weight or management status (ACTIVE / CORDONED)",
+        params: Type.Object({ id: Type.String({ minLength: 1, maxLength: 200 }) }),
+        body: Type.Object(
+          {
+            labels: Type.Optional(Labels),
+            group: Type.Optional(Type.Union([Type.String({ maxLength: 200 }), Type.Null()])),
+            weight: Type.Optional(Type.Integer({ minimum: 0, maximum: 1000 })),
+            status: Type.Optional(Type.Union([Type.Literal('ACTIVE'), Type.Literal('CORDONED')])),
+          },
+          { additionalProperties: false },
+        ),
+        response: { 204: Type.Null(), ...problemResponses },
+      },
+    },
+    async (request, reply) => {
+      await deps.workers.workers.upsertNode(
+        { id: request.params.id, ...request.body },
+        deps.workers.status.clock.now(),
+      );
+      deps.workers.workersChanged();
+      return reply.code(204).send();
+    },
+  );
+
+  app.post<{ Body: Parameters<typeof registerWorker>[2] }>(
+    '/v1/workers/register',
+    {
+      schema: {
+        tags,
+        security,
+        summary: 'Register a worker session',
+        body: Type.Object(
+          {
+            instanceId: Type.String({ minLength: 1, maxLength: 200 }),
+            name: Type.String({ minLength: 1, maxLength: 200 }),
+            nodeId: Type.String({ minLength: 1, maxLength: 200 }),
+            capabilities: Type.Array(Capability, { minItems: 1, maxItems: 200 }),
+            labels: Type.Optional(Labels),
+            resources: Type.Optional(
+              Type.Object(
+                {
+                  cpuMillis: Type.Optional(Type.Integer({ minimum: 0 })),
+                  memoryMb: Type.Optional(Type.Integer({ minimum: 0 })),
+                  gpus: Type.Optional(Type.Integer({ minimum: 0 })),
+                },
+                { additionalProperties: false },
+              ),
+            ),
+            maxConcurrency: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
+          },
+          { additionalProperties: false },
+        ),
+        response: {
+          201: Type.Object({
+            workerId: Type.String(),
+            heartbeatIntervalSeconds: Type.Integer(),
+            heartbeatTtlSeconds: Type.Integer(),
+          }),
+          ...problemResponses,
+        },
+      },
+    },
+    async (request, reply) =>
+      reply.code(201).send(await registerWorker(deps.workers, await workerCredential(request), request.body)),
+  );
+
+  app.post<{ Params: { id: string }; Body: { runtimeState?: 'READY' | 'DRAINING' } }>(
+    '/v1/workers/:id/heartbeat',
+    {
+      preValidation: emptyBodyAsObject,
+      schema: {
+        tags,
+        security,
+        summary: 'Worker heartbeat (and runtime state)',
+        params: Type.Object({ id: Uuid }),
+        body: Type.Object(
+          { runtimeState: Type.Optional(Type.Union([Type.Literal('READY'), Type.Literal('DRAINING')])) },
+          { additionalProperties: false },
+        ),
+        response: { 204: Type.Null(), ...problemResponses },
+      },
+    },
+    async (request, reply) => {
+      await requireWorker(deps.workers, await workerCredential(request), request.params.id);
+      await deps.workers.workers.heartbeat(
+        request.params.id,
+        deps.workers.status.clock.now(),
+        request.body.runtimeState ?? null,
+      );
+      if (request.body.runtimeState) deps.workers.workersChanged();
+      return reply.code(204).send();
+    },
+  );
+
+  app.get(
+    '/v1/workers',
+    {
+      schema: {
+        tags,
+        summary:
+          'Worker sessions with capabilities, labels, state and heartbeat age (API key or admin token)',
+      },
+    },
+    async (request) => {
+      const token = bearer(request);
+      const allowed =
+        token && (tokensEqual(token, deps.adminToken) || (await deps.authenticator.authenticate(token)));
+      if (!allowed) throw new AppError('UNAUTHENTICATED', 'send an API key or the admin token');
+      const now = deps.workers.status.clock.now().getTime();
+      return (await deps.workers.workers.listWorkers()).map((w) => ({
+        id: w.id,
+        name: w.name,
+        instanceId: w.instanceId,
+        nodeId: w.nodeId,
+        nodeStatus: w.nodeStatus,
+        labels: w.nodeLabels,
+        claimedLabels: w.claimedLabels,
+        capabilities: w.capabilities,
+        resources: w.resources,
+        runtimeState: w.runtimeState,
+        runningAttempts: w.runningAttempts,
+        maxConcurrency: w.maxConcurrency,
+        heartbeatAgeMs: now - w.lastHeartbeatAt.getTime(),
+      }));
+    },
+  );
+
+  app.get<{ Params: { id: string } }>(
+    '/v1/workers/:id/commands',
+    {
+      schema: {
+        tags,
+        security,
+        summary: 'The command stream (SSE); resumes after Last-Event-ID; commands repeat until acknowledged',
+        params: Type.Object({ id: Uuid }),
+      },
+    },
+    async (request, reply) => {
+      await requireWorker(deps.workers, await workerCredential(request), request.params.id);
+      const workerId = request.params.id;
+      const lastEventId = request.headers['last-event-id'];
+      let cursor =
+        typeof lastEventId === 'string' && /^[0-9a-f-]{36}$/i.test(lastEventId) ? lastEventId : null;
+      reply.hijack();
+      const raw = reply.raw;
+      raw.writeHead(200, {
+        'content-type': 'text/event-stream',
+        'cache-control': 'no-cache',
+        connection: 'keep-alive',
+        'x-accel-buffering': 'no',
+      });
+      let sending = Promise.resolve();
+      let closed = false;
+      const flush = () => {
+        sending = sending
+          .then(async () => {
+            if (closed) return;
+            for (const command of await deps.workers.workers.openCommands(workerId, cursor)) {
+              raw.write(
+                `id: ${command.id}\nevent: ${command.type}\ndata: ${JSON.stringify({ commandId: command.id, type: command.type, ...command.payload })}\n\n`,
+              );
+              cursor = command.id;
+            }
+          })
+          .catch((error) => request.log.warn({ err: error, workerId }, 'command stream flush failed'));
+      };
+      const unlisten = deps.hub.listen(workerId, flush);
+      const keepAlive = setInterval(() => raw.write(': keep-alive\n\n'), deps.keepAliveMs ?? 15_000);
+      raw.on('close', () => {
+        closed = true;
+        unlisten();
+        clearInterval(keepAlive);
+      });
+      raw.write(': connected\n\n');
+      flush();
+    },
+  );
+
+  app.post<{ Params: { id: string; commandId: string } }>(
+    '/v1/workers/:id/commands/:commandId(^[0-9a-fA-F-]{36})::ack',
+    {
+      schema: {
+        tags,
+        security,
+        summary: 'Acknowledge a command (it stops being re-sent)',
+        params: Type.Object({ id: Uuid, commandId: Uuid }),
+        response: { 204: Type.Null(), ...problemResponses },
+      },
+    },
+    async (request, reply) => {
+      await requireWorker(deps.workers, await workerCredential(request), request.params.id);
+      if (
+        !(await deps.workers.workers.ackCommand(
+          request.params.id,
+          request.params.commandId,
+          deps.workers.status.clock.now(),
+        ))
+      ) {
+        throw new AppError('VALIDATION_FAILED', `command ${request.params.commandId} is not this worker's`);
+      }
+      return reply.code(204).send();
+    },
+  );
+
+  app.post<{ Params: { id: string }; Body: { events: WorkerEvent[] } }>(
+    '/v1/workers/:id/events::batch',
+    {
+      schema: {
+        tags,
+        security,
+        summary: "The attempt inbox: the worker's events, a result per item",
+        params: Type.Object({ id: Uuid }),
+        body: Type.Object(
+          {
+            events: Type.Array(
+              Type.Object(
+                {
+                  attemptId: Uuid,
+                  leaseVersion: Type.Integer({ minimum: 1 }),
+                  eventId: Uuid,
+                  eventType: Type.Union([
+                    Type.Literal('STEP_STARTED'),
+                    Type.Literal('STEP_PROGRESS'),
+                    Type.Literal('STEP_COMPLETED'),
+                    Type.Literal('STEP_FAILED'),
+                  ]),
+                  sourceSeq: Type.Integer({ minimum: 1 }),
+                  progress: Type.Optional(
+                    Type.Object(
+                      {
+                        percent: Type.Optional(Type.Number({ minimum: 0, maximum: 100 })),
+                        current: Type.Optional(Type.Number()),
+                        total: Type.Optional(Type.Number()),
+                        unit: Type.Optional(Type.String()),
+                      },
+                      { additionalProperties: false },
+                    ),
+                  ),
+                  phaseCode: Type.Optional(Type.String({ maxLength: 64 })),
+                  phaseLabel: Type.Optional(Type.String({ maxLength: 200 })),
+                  message: Type.Optional(Type.String({ maxLength: 500 })),
+                  output: Type.Optional(Type.Unknown()),
+                  error: Type.Optional(
+                    Type.Object(
+                      {
+                        category: Type.String(),
+                        code: Type.String(),
+                        retryable: Type.Boolean(),
+                        userMessage: Type.Optional(Type.String({ maxLength: 2000 })),
+                        diagnosticsRef: Type.Optional(Type.String({ maxLength: 255 })),
+                      },
+                      { additionalProperties: false },
+                    ),
+                  ),
+                  durationMs: Type.Optional(Type.Integer({ minimum: 0 })),
+                  occurredAt: Type.Optional(Type.String({ format: 'date-time' })),
+                },
+                { additionalProperties: false },
+              ),
+              { minItems: 1, maxItems: 500 },
+            ),
+          },
+          { additionalProperties: false },
+        ),
+      },
+    },
+    async (request) => {
+      const worker = await requireWorker(deps.workers, await workerCredential(request), request.params.id);
+      const outcomes = await recordWorkerEvents(deps.workers, worker, request.body.events);
+      return {
+        results: outcomes.map((o, index) => ({ index, eventId: request.body.events[index]!.eventId, ...o })),
+      };
+    },
+  );
+}

@@ -1,0 +1,164 @@
+import type { WorkerCommand, WorkerSession, WorkerStore } from '../../../core/scheduling/ports.ts';
+import type { WorkerCandidate } from '../../../core/scheduling/selector.ts';
+import type { Sql } from './database.ts';
+
+interface WorkerRow {
+  id: string;
+  instance_id: string;
+  name: string;
+  node_id: string;
+  credential_id: string;
+  capabilities: { name: string; version: string }[];
+  claimed_labels: Record<string, string>;
+  resources: { cpuMillis: number; memoryMb: number; gpus: number };
+  max_concurrency: number;
+  runtime_state: 'READY' | 'DRAINING';
+  scheduling_status: 'ELIGIBLE' | 'INELIGIBLE';
+  running_attempts: number;
+  last_heartbeat_at: Date;
+  created_at: Date;
+  ended_at: Date | null;
+}
+
+const toSession = (r: WorkerRow): WorkerSession => ({
+  id: r.id,
+  instanceId: r.instance_id,
+  name: r.name,
+  nodeId: r.node_id,
+  credentialId: r.credential_id,
+  capabilities: r.capabilities,
+  claimedLabels: r.claimed_labels,
+  resources: r.resources,
+  maxConcurrency: r.max_concurrency,
+  runtimeState: r.runtime_state,
+  runningAttempts: r.running_attempts,
+  lastHeartbeatAt: r.last_heartbeat_at,
+  createdAt: r.created_at,
+  endedAt: r.ended_at,
+});
+
+export class PostgresWorkerStore implements WorkerStore {
+  constructor(private readonly sql: Sql) {}
+
+  async findCredential(id: string) {
+    const [row] = await this.sql<{ id: string; secret_hash: Buffer; revoked_at: Date | null }[]>`
+      SELECT id, secret_hash, revoked_at FROM worker_credential WHERE id = ${id}`;
+    return row ? { id: row.id, secretHash: row.secret_hash, revokedAt: row.revoked_at } : null;
+  }
+
+  async insertCredential(id: string, secretHash: Buffer, label: string | null, at: Date) {
+    await this
+      .sql`INSERT INTO worker_credential (id, secret_hash, label, created_at) VALUES (${id}, ${secretHash}, ${label}, ${at})`;
+  }
+
+  async upsertNode(
+    node: {
+      id: string;
+      labels?: Record<string, string>;
+      group?: string | null;
+      weight?: number;
+      status?: 'ACTIVE' | 'CORDONED';
+    },
+    at: Date,
+  ) {
+    await this.sql`
+      INSERT INTO worker_node (id, labels, group_name, weight, management_status, created_at, updated_at)
+      VALUES (${node.id}, ${this.sql.json(node.labels ?? {})}, ${node.group ?? null}, ${node.weight ?? 100}, ${node.status ?? 'ACTIVE'}, ${at}, ${at})
+      ON CONFLICT (id) DO UPDATE SET
+        labels = CASE WHEN ${node.labels !== undefined} THEN excluded.labels ELSE worker_node.labels END,
+        group_name = CASE WHEN ${node.group !== undefined} THEN excluded.group_name ELSE worker_node.group_name END,
+        weight = CASE WHEN ${node.weight !== undefined} THEN excluded.weight ELSE worker_node.weight END,
+        management_status = CASE WHEN ${node.status !== undefined} THEN excluded.management_status ELSE worker_node.management_status END,
+        updated_at = excluded.updated_at`;
+  }
+
+  async insertWorker(w: WorkerSession) {
+    await this.sql`
+      INSERT INTO worker (id, instance_id, name, node_id, credential_id, capabilities, claimed_labels, resources, max_concurrency,
+                          runtime_state, running_attempts, last_heartbeat_at, created_at)
+      VALUES (${w.id}, ${w.instanceId}, ${w.name}, ${w.nodeId}, ${w.credentialId}, ${this.sql.json(w.capabilities)},
+              ${this.sql.json(w.claimedLabels)}, ${this.sql.json(w.resources)}, ${w.maxConcurrency}, ${w.runtimeState}, 0,
+              ${w.lastHeartbeatAt}, ${w.createdAt})`;
+  }
+
+  async getWorker(id: string) {
+    const [row] = await this.sql<WorkerRow[]>`SELECT * FROM worker WHERE id = ${id}`;
+    return row ? toSession(row) : null;
+  }
+
+  async heartbeat(id: string, at: Date, runtimeState: 'READY' | 'DRAINING' | null) {
+    const rows = await this.sql`
+      UPDATE worker SET last_heartbeat_at = ${at}, runtime_state = coalesce(${runtimeState}, runtime_state)
+      WHERE id = ${id} AND ended_at IS NULL RETURNING id`;
+    return rows.length > 0;
+  }
+
+  async endWorker(id: string, at: Date) {
+    await this.sql`UPDATE worker SET ended_at = coalesce(ended_at, ${at}) WHERE id = ${id}`;
+  }
+
+  async candidates(): Promise<WorkerCandidate[]> {
+    const rows = await this.sql<
+      (WorkerRow & {
+        labels: Record<string, string>;
+        group_name: string | null;
+        weight: number;
+        management_status: 'ACTIVE' | 'CORDONED';
+      })[]
+    >`
+      SELECT w.*, n.labels, n.group_name, n.weight, n.management_status
+      FROM worker w JOIN worker_node n ON n.id = w.node_id
+      WHERE w.ended_at IS NULL`;
+    return rows.map((r) => ({
+      workerId: r.id,
+      nodeId: r.node_id,
+      nodeStatus: r.management_status,
+      nodeLabels: r.labels,
+      nodeGroup: r.group_name,
+      weight: r.weight,
+      runtimeState: r.runtime_state,
+      schedulingStatus: r.scheduling_status,
+      lastHeartbeatAt: r.last_heartbeat_at,
+      capabilities: r.capabilities,
+      runningAttempts: r.running_attempts,
+      maxConcurrency: r.max_concurrency,
+      freeResources: r.resources,
+    }));
+  }
+
+  async listWorkers() {
+    const rows = await this.sql<
+      (WorkerRow & { labels: Record<string, string>; management_status: string })[]
+    >`
+      SELECT w.*, n.labels, n.management_status FROM worker w JOIN worker_node n ON n.id = w.node_id
+      WHERE w.ended_at IS NULL ORDER BY w.node_id, w.id`;
+    return rows.map((r) => ({ ...toSession(r), nodeLabels: r.labels, nodeStatus: r.management_status }));
+  }
+
+  async openCommands(workerId: string, afterId: string | null): Promise<WorkerCommand[]> {
+    const rows = await this.sql<
+      { id: string; type: string; payload: Record<string, unknown>; created_at: Date }[]
+    >`
+      SELECT id, type, payload, created_at FROM worker_command
+      WHERE worker_id = ${workerId} AND acked_at IS NULL ${afterId ? this.sql`AND id > ${afterId}` : this.sql``}
+      ORDER BY id`;
+    return rows.map((r) => ({ id: r.id, type: r.type, payload: r.payload, createdAt: r.created_at }));
+  }
+
+  async ackCommand(workerId: string, commandId: string, at: Date) {
+    const rows = await this.sql`
+      UPDATE worker_command SET acked_at = coalesce(acked_at, ${at}) WHERE id = ${commandId} AND worker_id = ${workerId} RETURNING id`;
+    return rows.length > 0;
+  }
+
+  async deferRequest(id: string, reasons: string[], availableAt: Date) {
+    await this
+      .sql`UPDATE scheduling_request SET reasons = ${this.sql.json(reasons)}, available_at = ${availableAt} WHERE id = ${id}`;
+  }
+
+  async pendingReasons(taskId: string) {
+    const rows = await this.sql<{ step_id: string; reasons: string[] }[]>`
+      SELECT step_id, reasons FROM scheduling_request WHERE task_id = ${taskId} AND status = 'PENDING'`;
+    return new Map(rows.map((r) => [r.step_id, r.reasons]));
+  }
+}

@@ -1,0 +1,96 @@
+/**
+ * The callback sender: claims due deliveries (the shared lease mechanism), posts each signed with the
+ * application's secret (both secrets during a rotation), and records the outcome while the claim is
+ * ours. 2xx delivers; 410 and other 4xx except 408/429 are permanent (DEAD at once); anything else
+ * retries with back-off plus jitter and goes DEAD after the attempt limit.
+ */
+import { signatureHeader, signatureHeaderValue } from '@tdp/protocol';
+import type { Clock } from '../shared/ports.ts';
+
+export interface ClaimedCallback {
+  id: string;
+  claimId: string;
+  attempts: number;
+  applicationId: string;
+  url: string;
+  payload: Record<string, unknown>;
+}
+
+export interface CallbackQueue {
+  claim(now: Date, limit: number): Promise<ClaimedCallback[]>;
+  delivered(claimId: string, id: string, status: number, now: Date): Promise<void>;
+  failed(
+    claimId: string,
+    id: string,
+    attempts: number,
+    error: string,
+    now: Date,
+    jitterMs: number,
+  ): Promise<void>;
+  dead(claimId: string, id: string, error: string): Promise<void>;
+}
+
+export interface CallbackSenderDeps {
+  queue: CallbackQueue;
+  /** The secrets that sign for an application now (current first). */
+  signingSecrets(applicationId: string): Promise<string[]>;
+  post(url: string, body: string, headers: Record<string, string>): Promise<{ status: number }>;
+  clock: Clock;
+  random?: () => number;
+}
+
+export function isPermanentFailure(status: number): boolean {
+  return status === 410 || (status >= 400 && status < 500 && status !== 408 && status !== 429);
+}
+
+export async function sendDueCallbacks(
+  deps: CallbackSenderDeps,
+  limit: number,
+): Promise<{ claimed: number; delivered: number; failed: number; dead: number }> {
+  const batch = await deps.queue.claim(deps.clock.now(), limit);
+  const report = { claimed: batch.length, delivered: 0, failed: 0, dead: 0 };
+  await Promise.all(
+    batch.map(async (delivery) => {
+      const body = JSON.stringify(delivery.payload);
+      const timestamp = Math.floor(deps.clock.now().getTime() / 1000);
+      try {
+        const secrets = await deps.signingSecrets(delivery.applicationId);
+        const response = await deps.post(delivery.url, body, {
+          'content-type': 'application/json',
+          'user-agent': 'tdp-callbacks/1',
+          [signatureHeader]: signatureHeaderValue(secrets, timestamp, body),
+        });
+        if (response.status >= 200 && response.status < 300) {
+          await deps.queue.delivered(delivery.claimId, delivery.id, response.status, deps.clock.now());
+          report.delivered += 1;
+        } else if (isPermanentFailure(response.status)) {
+          await deps.queue.dead(delivery.claimId, delivery.id, `HTTP ${response.status}`);
+          report.dead += 1;
+        } else {
+          await deps.queue.failed(
+            delivery.claimId,
+            delivery.id,
+            delivery.attempts,
+            `HTTP ${response.status}`,
+            deps.clock.now(),
+            jitter(deps),
+          );
+          report.failed += 1;
+        }
+      } catch (error) {
+        await deps.queue.failed(
+          delivery.claimId,
+          delivery.id,
+          delivery.attempts,
+          (error as Error).message.slice(0, 500),
+          deps.clock.now(),
+          jitter(deps),
+        );
+        report.failed += 1;
+      }
+    }),
+  );
+  return report;
+}
+
+const jitter = (deps: CallbackSenderDeps) => Math.floor((deps.random ?? Math.random)() * 1000);

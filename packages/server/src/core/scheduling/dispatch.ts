@@ -1,0 +1,230 @@
+/**
+ * The dispatch transaction (document 000 §4): claim ready requests by priority then age, choose a worker
+ * with the pure selector, and — under a transaction-scoped advisory lock on step + attempt, after
+ * re-checking that the execution is open and the step still waits — create the attempt, the durable
+ * START_ATTEMPT command and the milestone, and reserve the worker's capacity. The worker is woken after
+ * the commit; if that wake-up is lost, the command is still there. A request nobody can take stays
+ * queued with its reasons and is tried again later (or at once when a worker registers).
+ */
+
+import { milestone, orchestrate, resolvePlatformInput } from '../orchestration/platform.ts';
+import type { StatusDeps } from '../status/deps.ts';
+import { finishPlatformTask } from '../status/events.ts';
+import { issueContext, newAttempt } from '../status/executions.ts';
+import { inFactTransaction } from '../status/facts.ts';
+import { taskAfterStepChange } from '../status/stateMachine.ts';
+import { platformWorkerProducer } from '../tasks/createTask.ts';
+import { isTerminal } from '../tasks/execution.ts';
+import type { StepRecord, TaskState } from '../tasks/model.ts';
+import type { WorkerStore } from './ports.ts';
+import { selectWorker } from './selector.ts';
+
+export interface DispatchDeps {
+  status: StatusDeps;
+  workers: WorkerStore;
+  heartbeatTtlMs: number;
+  /** Called after the commit with the workers that got commands. */
+  wake: (workerIds: string[]) => void;
+  retryUnplaceableMs: number;
+}
+
+/** One round: up to `limit` requests. Returns how many were claimed (placed, deferred or closed). */
+export async function dispatchReady(deps: DispatchDeps, limit: number): Promise<number> {
+  const woken = new Set<string>();
+  const candidates = await deps.workers.candidates();
+  const claimed = await inFactTransaction(deps.status, async (session) => {
+    const requests = await session.tx.claimSchedulingRequests(session.now, limit);
+    const now = session.now;
+    for (const request of requests) {
+      const before = await session.tx.lockTask(request.taskId);
+      const step = before?.steps.find((s) => s.id === request.stepId);
+      if (
+        !before ||
+        !step ||
+        !step.current ||
+        step.status !== 'READY' ||
+        step.attemptId ||
+        isTerminal(before.execution.status)
+      ) {
+        await session.tx.write({
+          events: [],
+          outbox: [],
+          realtime: [],
+          closeSchedulingRequests: { stepIds: [request.stepId], status: 'CANCELED' },
+        });
+        continue;
+      }
+      await session.tx.advisoryLock(`dispatch:${step.id}:${step.attempt}`);
+      const definition = before.execution.snapshot.steps.find((d) => d.key === step.key)!;
+      const selection = selectWorker(
+        candidates,
+        {
+          capability: step.capability,
+          capabilityVersion: step.capabilityVersion,
+          affinity: definition.affinity,
+        },
+        now,
+        deps.heartbeatTtlMs,
+      );
+      if (!selection.ok) {
+        await session.tx.deferSchedulingRequest(
+          request.id,
+          selection.reasons,
+          new Date(now.getTime() + deps.retryUnplaceableMs),
+        );
+        continue;
+      }
+      const input = resolvePlatformInput(before, step);
+      if (!input.ok) {
+        await failUnstartable(deps, session, before, step, input.code, input.message);
+        continue;
+      }
+      const attempt = newAttempt(
+        deps.status,
+        before,
+        step,
+        platformWorkerProducer,
+        null,
+        now,
+        selection.workerId,
+      );
+      const queued: StepRecord = {
+        ...step,
+        status: 'QUEUED',
+        attemptId: attempt.id,
+        version: step.version + 1n,
+        updatedAt: now,
+      };
+      const steps = before.steps.map((s) => (s.id === step.id ? queued : s));
+      const moved = taskAfterStepChange(before.task, before.execution, steps, undefined, now);
+      const after: TaskState = { task: moved.task, execution: moved.execution, steps };
+      const context = await issueContext(deps.status, after, queued, attempt, true);
+      const chosen = candidates.find((c) => c.workerId === selection.workerId)!;
+      chosen.runningAttempts += 1;
+      await session.commit(
+        before,
+        after,
+        {
+          id: deps.status.ids.newId(),
+          type: 'STEP_DISPATCHED',
+          producer: 'tdp:scheduler',
+          payload: { workerId: selection.workerId, nodeId: selection.nodeId, score: selection.score },
+          occurredAt: now,
+          receivedAt: now,
+          stepKey: step.key,
+          stepAttempt: step.attempt,
+          attemptId: attempt.id,
+          stepVersion: queued.version,
+          operationCode: step.operationCode,
+        },
+        {
+          write: {
+            task: after.task,
+            ...(after.execution !== before.execution ? { execution: after.execution } : {}),
+            steps: [queued],
+            attempts: [attempt],
+            closeSchedulingRequests: { stepIds: [step.id], status: 'DISPATCHED' },
+            workerLoad: [{ workerId: selection.workerId, delta: 1 }],
+            workerCommands: [
+              {
+                id: deps.status.ids.newId(),
+                workerId: selection.workerId,
+                type: 'START_ATTEMPT',
+                payload: {
+                  attemptId: attempt.id,
+                  leaseVersion: attempt.leaseVersion,
+                  taskId: before.task.id,
+                  executionId: before.execution.id,
+                  stepId: step.key,
+                  attempt: step.attempt,
+                  capability: step.capability,
+                  capabilityVersion: step.capabilityVersion,
+                  input: input.value,
+                  executionToken: context.executionToken,
+                  heartbeatIntervalSeconds: context.heartbeatIntervalSeconds,
+                  timeouts: definition.timeouts,
+                },
+                createdAt: now,
+              },
+            ],
+            timeline: [
+              milestone(
+                deps.status.ids,
+                after,
+                'WORKER_SELECTED',
+                `step ${step.key} attempt ${step.attempt} → worker ${selection.workerId} on ${selection.nodeId} (score ${selection.score})`,
+                {
+                  stepId: step.key,
+                  workerId: selection.workerId,
+                  nodeId: selection.nodeId,
+                  score: selection.score,
+                },
+                now,
+              ),
+            ],
+          },
+        },
+      );
+      woken.add(selection.workerId);
+    }
+    return requests.length;
+  });
+  if (woken.size > 0) deps.wake([...woken]);
+  return claimed;
+}
+
+/** A step whose input cannot be built fails without running (non-retryable), and the DAG moves on. */
+async function failUnstartable(
+  deps: DispatchDeps,
+  session: Parameters<Parameters<typeof inFactTransaction>[1]>[0],
+  before: TaskState,
+  step: StepRecord,
+  code: string,
+  message: string,
+) {
+  const now = session.now;
+  const failed: StepRecord = {
+    ...step,
+    status: 'FAILED',
+    finishedAt: now,
+    error: { category: 'INPUT', code, retryable: false, userMessage: message },
+    version: step.version + 1n,
+    updatedAt: now,
+  };
+  const steps = before.steps.map((s) => (s.id === step.id ? failed : s));
+  const orchestrated = orchestrate(
+    deps.status.ids,
+    { ...before, steps },
+    { kind: 'STEP_FAILED', stepKey: step.key, errorCode: code, retryable: false },
+    now,
+  );
+  const moved = taskAfterStepChange(before.task, before.execution, orchestrated.state.steps, undefined, now);
+  const after: TaskState = { task: moved.task, execution: moved.execution, steps: orchestrated.state.steps };
+  await session.commit(
+    before,
+    after,
+    {
+      id: deps.status.ids.newId(),
+      type: 'STEP_FAILED',
+      producer: 'tdp:scheduler',
+      payload: { error: failed.error },
+      occurredAt: now,
+      receivedAt: now,
+      stepKey: step.key,
+      stepAttempt: step.attempt,
+      stepVersion: failed.version,
+      operationCode: step.operationCode,
+      errorCode: code,
+    },
+    {
+      write: {
+        task: after.task,
+        ...(after.execution !== before.execution ? { execution: after.execution } : {}),
+        steps: [failed, ...orchestrated.changedSteps.filter((s) => s.id !== failed.id)],
+        ...orchestrated.write,
+        closeSchedulingRequests: { stepIds: [step.id], status: 'CANCELED' },
+      },
+    },
+  );
+  if (orchestrated.end) await finishPlatformTask(deps.status, session, after, orchestrated.end);
+}

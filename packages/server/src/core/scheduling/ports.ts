@@ -1,0 +1,58 @@
+import type { WorkerCandidate } from './selector.ts';
+
+export interface WorkerSession {
+  id: string;
+  instanceId: string;
+  name: string;
+  nodeId: string;
+  credentialId: string;
+  capabilities: { name: string; version: string }[];
+  claimedLabels: Record<string, string>;
+  resources: { cpuMillis: number; memoryMb: number; gpus: number };
+  maxConcurrency: number;
+  runtimeState: 'READY' | 'DRAINING';
+  runningAttempts: number;
+  lastHeartbeatAt: Date;
+  createdAt: Date;
+  endedAt: Date | null;
+}
+
+export interface PendingRequest {
+  id: string;
+  taskId: string;
+  stepId: string;
+  priority: number;
+}
+
+export interface WorkerCommand {
+  id: string;
+  type: string;
+  payload: Record<string, unknown>;
+  createdAt: Date;
+}
+
+export interface WorkerStore {
+  findCredential(id: string): Promise<{ id: string; secretHash: Buffer; revokedAt: Date | null } | null>;
+  insertCredential(id: string, secretHash: Buffer, label: string | null, at: Date): Promise<void>;
+  upsertNode(
+    node: {
+      id: string;
+      labels?: Record<string, string>;
+      group?: string | null;
+      weight?: number;
+      status?: 'ACTIVE' | 'CORDONED';
+    },
+    at: Date,
+  ): Promise<void>;
+  insertWorker(worker: WorkerSession): Promise<void>;
+  getWorker(id: string): Promise<WorkerSession | null>;
+  heartbeat(id: string, at: Date, runtimeState: 'READY' | 'DRAINING' | null): Promise<boolean>;
+  endWorker(id: string, at: Date): Promise<void>;
+  candidates(): Promise<WorkerCandidate[]>;
+  listWorkers(): Promise<(WorkerSession & { nodeLabels: Record<string, string>; nodeStatus: string })[]>;
+  openCommands(workerId: string, afterId: string | null): Promise<WorkerCommand[]>;
+  ackCommand(workerId: string, commandId: string, at: Date): Promise<boolean>;
+  /** Requests that gave up waiting: their reasons for people, and when to try again. */
+  deferRequest(id: string, reasons: string[], availableAt: Date): Promise<void>;
+  pendingReasons(taskId: string): Promise<Map<string, string[]>>;
+}

@@ -1,0 +1,213 @@
+/**
+ * The worker gateway's use cases. Workers authenticate with worker keys (`tdpw_…`), never with
+ * application keys. A worker may claim labels, but placement trusts only the labels an operator put on
+ * its node. Events from a worker pass its attempt inbox: the attempt must be the worker's and the lease
+ * version current; then they go through the status service like any other fact.
+ */
+import { type EventResult, newId } from '@tdp/protocol';
+import { generateApiKey, keyIsUsable, parseApiKey, secretMatches } from '../identity/apiKeys.ts';
+import { AppError } from '../shared/errors.ts';
+import type { StatusDeps } from '../status/deps.ts';
+import { platformOutputSchema, type ReportedEvent, reportTaskEvents } from '../status/events.ts';
+import type { WorkerSession, WorkerStore } from './ports.ts';
+
+export interface WorkerDeps {
+  status: StatusDeps;
+  workers: WorkerStore;
+  heartbeatIntervalSeconds: number;
+  heartbeatTtlMs: number;
+  /** A worker registered or changed: unplaceable requests may fit now. */
+  workersChanged: () => void;
+}
+
+export async function issueWorkerKey(deps: WorkerDeps, label: string | null) {
+  const generated = generateApiKey('tdpw');
+  await deps.workers.insertCredential(generated.keyId, generated.secretHash, label, deps.status.clock.now());
+  return { id: generated.keyId, key: generated.plaintext };
+}
+
+export async function authenticateWorkerKey(deps: WorkerDeps, plaintext: string): Promise<string | null> {
+  const parsed = parseApiKey(plaintext, 'tdpw');
+  if (!parsed) return null;
+  const credential = await deps.workers.findCredential(parsed.keyId);
+  if (!credential || !secretMatches(parsed.secret, credential.secretHash)) return null;
+  return keyIsUsable({ revokedAt: credential.revokedAt, expiresAt: null }, deps.status.clock.now())
+    ? credential.id
+    : null;
+}
+
+export interface RegisterWorkerRequest {
+  instanceId: string;
+  name: string;
+  nodeId: string;
+  capabilities: { name: string; version: string }[];
+  labels?: Record<string, string> | undefined;
+  resources?:
+    | { cpuMillis?: number | undefined; memoryMb?: number | undefined; gpus?: number | undefined }
+    | undefined;
+  maxConcurrency?: number | undefined;
+}
+
+export async function registerWorker(deps: WorkerDeps, credentialId: string, request: RegisterWorkerRequest) {
+  const now = deps.status.clock.now();
+  // The node record exists from here on; an operator sets its trusted labels, group and weight.
+  await deps.workers.upsertNode({ id: request.nodeId }, now);
+  const session: WorkerSession = {
+    id: newId(),
+    instanceId: request.instanceId,
+    name: request.name,
+    nodeId: request.nodeId,
+    credentialId,
+    capabilities: request.capabilities,
+    claimedLabels: request.labels ?? {},
+    resources: {
+      cpuMillis: request.resources?.cpuMillis ?? 1000,
+      memoryMb: request.resources?.memoryMb ?? 1024,
+      gpus: request.resources?.gpus ?? 0,
+    },
+    maxConcurrency: request.maxConcurrency ?? 4,
+    runtimeState: 'READY',
+    runningAttempts: 0,
+    lastHeartbeatAt: now,
+    createdAt: now,
+    endedAt: null,
+  };
+  await deps.workers.insertWorker(session);
+  deps.workersChanged();
+  return {
+    workerId: session.id,
+    heartbeatIntervalSeconds: deps.heartbeatIntervalSeconds,
+    heartbeatTtlSeconds: Math.round(deps.heartbeatTtlMs / 1000),
+  };
+}
+
+export async function requireWorker(
+  deps: WorkerDeps,
+  credentialId: string,
+  workerId: string,
+): Promise<WorkerSession> {
+  const worker = await deps.workers.getWorker(workerId);
+  if (!worker || worker.credentialId !== credentialId || worker.endedAt)
+    throw new AppError('UNAUTHENTICATED', `worker ${workerId} is not yours or has ended`);
+  return worker;
+}
+
+export interface WorkerEvent {
+  attemptId: string;
+  leaseVersion: number;
+  eventId: string;
+  eventType: 'STEP_STARTED' | 'STEP_PROGRESS' | 'STEP_COMPLETED' | 'STEP_FAILED';
+  sourceSeq: number;
+  progress?: ReportedEvent['progress'];
+  phaseCode?: string | undefined;
+  phaseLabel?: string | undefined;
+  message?: string | undefined;
+  output?: unknown;
+  error?: ReportedEvent['error'];
+  durationMs?: number | undefined;
+  occurredAt?: string | undefined;
+}
+
+export type WorkerEventOutcome =
+  | { ok: true; result: EventResult }
+  | { ok: false; code: string; status: number; detail: string };
+
+/** The attempt inbox: each item checked against the worker and its lease, then the status service. */
+export async function recordWorkerEvents(
+  deps: WorkerDeps,
+  worker: WorkerSession,
+  items: WorkerEvent[],
+): Promise<WorkerEventOutcome[]> {
+  const attempts = new Map(
+    (await deps.status.store.attemptsById([...new Set(items.map((i) => i.attemptId))])).map((a) => [a.id, a]),
+  );
+  const outcomes: (WorkerEventOutcome | null)[] = items.map((item) => {
+    const attempt = attempts.get(item.attemptId);
+    if (!attempt || attempt.workerId !== worker.id)
+      return {
+        ok: false,
+        code: 'STEP_NOT_REGISTERED',
+        status: 404,
+        detail: `attempt ${item.attemptId} is not leased to this worker`,
+      };
+    if (attempt.leaseVersion !== item.leaseVersion)
+      return {
+        ok: false,
+        code: 'STALE_EXECUTION',
+        status: 409,
+        detail: `lease version ${item.leaseVersion} is not current (${attempt.leaseVersion})`,
+      };
+    return null;
+  });
+  const accepted = items
+    .map((item, index) => ({ item, index }))
+    .filter(({ index }) => outcomes[index] === null);
+  if (accepted.length > 0) {
+    const results = await reportTaskEvents(
+      deps.status,
+      accepted.map(({ item }) => {
+        const attempt = attempts.get(item.attemptId)!;
+        return {
+          credential: {
+            kind: 'worker' as const,
+            claims: {
+              applicationId: attempt.applicationId,
+              tenantId: '',
+              workflowId: '',
+              taskId: attempt.taskId,
+              taskAttempt: 0,
+              stepId: '',
+              stepAttempt: 0,
+              executionId: attempt.id,
+              operationCode: attempt.operationCode,
+              producerId: attempt.producerId,
+              allowedEventTypes: attempt.allowedEventTypes,
+              expiresAt: attempt.expiresAt,
+            },
+          },
+          event: {
+            eventId: item.eventId,
+            eventType: item.eventType,
+            sourceSeq: item.sourceSeq,
+            progress: item.progress,
+            phaseCode: item.phaseCode,
+            phaseLabel: item.phaseLabel,
+            message: item.message,
+            durationMs: item.durationMs,
+            occurredAt: item.occurredAt,
+            error: item.error,
+            ...(item.eventType === 'STEP_COMPLETED' && item.output !== undefined
+              ? { data: { schema: platformOutputSchema, value: item.output } }
+              : {}),
+          },
+        };
+      }),
+    );
+    accepted.forEach(({ index }, i) => {
+      const outcome = results[i]!;
+      outcomes[index] = outcome.ok
+        ? { ok: true, result: outcome.result }
+        : { ok: false, code: outcome.error.code, status: 0, detail: outcome.error.message };
+    });
+  }
+  return outcomes as WorkerEventOutcome[];
+}
+
+/** Notifies open command streams in this process that their worker has new commands. */
+export class CommandHub {
+  private readonly listeners = new Map<string, Set<() => void>>();
+
+  listen(workerId: string, listener: () => void): () => void {
+    const set = this.listeners.get(workerId) ?? new Set();
+    set.add(listener);
+    this.listeners.set(workerId, set);
+    return () => {
+      set.delete(listener);
+      if (set.size === 0) this.listeners.delete(workerId);
+    };
+  }
+
+  notify(workerIds: string[]): void {
+    for (const id of workerIds) for (const listener of this.listeners.get(id) ?? []) listener();
+  }
+}

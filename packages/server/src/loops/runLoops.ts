@@ -1,0 +1,85 @@
+import type { Logger } from 'pino';
+import type { ClaimableRows } from '../adapters/outbound/postgres/outboxQueue.ts';
+import type { CallbackSenderDeps } from '../core/callbacks/sendCallbacks.ts';
+import { sendDueCallbacks } from '../core/callbacks/sendCallbacks.ts';
+import { fireTimer } from '../core/orchestration/timers.ts';
+import { type DispatchDeps, dispatchReady } from '../core/scheduling/dispatch.ts';
+import type { Clock } from '../core/shared/ports.ts';
+import type { StatusDeps } from '../core/status/deps.ts';
+import { WakeableLoop } from './wakeableLoop.ts';
+
+/** Places ready steps on workers; woken by every commit and by worker changes, else every second. */
+export function createSchedulerLoop(deps: DispatchDeps & { logger: Logger; clock: Clock }): WakeableLoop {
+  const batch = 20;
+  return new WakeableLoop({
+    name: 'scheduler',
+    logger: deps.logger,
+    now: () => deps.clock.now(),
+    maxIdleMs: 1_000,
+    batchWindowMs: 5,
+    round: async () => ({ full: (await dispatchReady(deps, batch)) === batch }),
+    nextDueAt: async () => null,
+  });
+}
+
+/** Fires due timers (retry back-off) through the fact path. */
+export function createTimerLoop(deps: {
+  status: StatusDeps;
+  timers: ClaimableRows;
+  logger: Logger;
+  clock: Clock;
+}): WakeableLoop {
+  const batch = 50;
+  return new WakeableLoop({
+    name: 'timers',
+    logger: deps.logger,
+    now: () => deps.clock.now(),
+    maxIdleMs: 5_000,
+    round: async () => {
+      const due = await deps.timers.claim<{ kind: string; task_id: string; step_id: string | null }>(
+        deps.clock.now(),
+        batch,
+      );
+      for (const timer of due) {
+        try {
+          await fireTimer(deps.status, {
+            id: timer.id,
+            kind: timer.kind,
+            taskId: timer.task_id,
+            stepId: timer.step_id,
+          });
+          await deps.timers.markPublished(timer.claim_id, [timer.id], deps.clock.now());
+        } catch (error) {
+          await deps.timers.markFailed(
+            timer.claim_id,
+            timer.id,
+            timer.attempts,
+            (error as Error).message,
+            deps.clock.now(),
+          );
+        }
+      }
+      return { full: due.length === batch };
+    },
+    nextDueAt: () => deps.timers.nextDueAt(),
+  });
+}
+
+export function createCallbackLoop(
+  deps: CallbackSenderDeps & { rows: ClaimableRows; logger: Logger },
+): WakeableLoop {
+  const batch = 50;
+  return new WakeableLoop({
+    name: 'callbacks',
+    logger: deps.logger,
+    now: () => deps.clock.now(),
+    maxIdleMs: 5_000,
+    batchWindowMs: 10,
+    round: async () => {
+      const report = await sendDueCallbacks(deps, batch);
+      if (report.dead > 0) deps.logger.warn({ report }, 'callbacks went DEAD');
+      return { full: report.claimed === batch };
+    },
+    nextDueAt: () => deps.rows.nextDueAt(),
+  });
+}
