@@ -120,6 +120,8 @@ CREATE INDEX callback_delivery_by_task ON callback_delivery (task_id, sequence);
 -- Human-readable milestones per execution.
 CREATE TABLE timeline (
   id            uuid PRIMARY KEY,
+  -- Insertion order: milestones of one transaction share a timestamp.
+  position      bigserial NOT NULL,
   task_id       uuid NOT NULL REFERENCES task (id),
   execution_id  uuid NOT NULL,
   kind          text NOT NULL,
@@ -127,4 +129,4 @@ CREATE TABLE timeline (
   data          jsonb NOT NULL DEFAULT '{}',
   at            timestamptz NOT NULL
 );
-CREATE INDEX timeline_by_task ON timeline (task_id, at, id);
+CREATE INDEX timeline_by_task ON timeline (task_id, position);

@@ -91,6 +91,7 @@ async function resolveExecution(
   session: FactSession,
   credential: EventCredential,
 ): Promise<ExecutionClaims | Refusal> {
+  if (credential.kind === 'worker') return credential.claims;
   if (credential.kind === 'token') {
     const claims = await deps.credentials.verify(credential.token, session.now);
     return claims ?? refuse('EXECUTION_CREDENTIAL_INVALID', 'the execution token is invalid or expired');

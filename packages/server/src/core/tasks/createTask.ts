@@ -136,6 +136,14 @@ export async function createTask(
     );
     // The platform coordinates this task: the roots are ready at once, the application hears "created".
     const eventId = deps.ids.newId();
+    const createdMilestone = milestone(
+      deps.ids,
+      created,
+      'CREATED',
+      `execution #1 of ${definition.name}@${definition.version} created`,
+      {},
+      now,
+    );
     const started = orchestrate(deps.ids, created, { kind: 'EXECUTION_STARTED' }, now);
     const { state, callback } = callbackFor(deps.ids, started.state, eventId, 'execution.created', now);
     const body = toTaskView(state);

@@ -44,7 +44,7 @@ export function registerRunRoutes(
       const rows = await deps.sql<
         { kind: string; message: string; data: Record<string, unknown>; at: Date; execution_id: string }[]
       >`
-        SELECT kind, message, data, at, execution_id FROM timeline WHERE task_id = ${request.params.id} ORDER BY at, id`;
+        SELECT kind, message, data, at, execution_id FROM timeline WHERE task_id = ${request.params.id} ORDER BY position`;
       return {
         items: rows.map((r) => ({
           kind: r.kind,

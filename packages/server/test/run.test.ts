@@ -1,0 +1,242 @@
+/**
+ * Running the work end to end: a task is placed on a registered worker through its command stream, the
+ * worker reports through the attempt inbox, the DAG advances in the same transactions, and the
+ * application receives signed callbacks in sequence.
+ */
+import { createServer, type Server } from 'node:http';
+import { newId, verifySignature } from '@tdp/protocol';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Harness, startHarness, zipWorkflow } from '../../../test/harness.ts';
+import { completeWith, startTestWorker } from '../../../test/testWorker.ts';
+
+let h: Harness;
+let app: Awaited<ReturnType<Harness['createApplication']>>;
+let workerKey: string;
+let receiver: Server;
+let receiverUrl: string;
+const received: { body: any; raw: string; signature: string | undefined }[] = [];
+let failNext = 0;
+
+beforeAll(async () => {
+  h = await startHarness({ runLoops: true, allowInsecureCallbacks: true });
+  app = await h.createApplication();
+  workerKey = (
+    await h.request('POST', '/admin/v1/worker-credentials', { token: h.adminToken, body: { label: 'tests' } })
+  ).body.key;
+  await h.request('POST', '/v1/workflow-definitions', { token: app.apiKey, body: zipWorkflow() });
+  receiver = createServer((req, res) => {
+    let raw = '';
+    req.on('data', (chunk) => {
+      raw += chunk;
+    });
+    req.on('end', () => {
+      if (failNext > 0) {
+        failNext -= 1;
+        res.writeHead(503).end();
+        return;
+      }
+      received.push({
+        body: JSON.parse(raw),
+        raw,
+        signature: req.headers['tdp-signature'] as string | undefined,
+      });
+      res.writeHead(204).end();
+    });
+  });
+  await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+  const address = receiver.address();
+  receiverUrl = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}/tdp/callback`;
+});
+afterAll(async () => {
+  await h.close();
+  await new Promise((resolve) => receiver.close(resolve));
+});
+
+const submit = (key: string, extra: Record<string, unknown> = {}) =>
+  h.request('POST', '/v1/tasks', {
+    token: app.apiKey,
+    headers: { 'idempotency-key': key },
+    body: {
+      workflowName: 'zip-clean-watermark',
+      workflowVersion: '1',
+      name: 'Holiday photos',
+      externalRef: key,
+      input: { sourceZip: 'asset://z1', watermarkText: '© ACME' },
+      callbackUrl: receiverUrl,
+      ...extra,
+    },
+  });
+
+const taskStatus = async (id: string) =>
+  (await h.request('GET', `/v1/tasks/${id}`, { token: app.apiKey })).body;
+
+describe('running a task', () => {
+  it('explains why a ready step has no worker', async () => {
+    const created = await submit(`unplaceable-${newId()}`);
+    await expect
+      .poll(async () => (await taskStatus(created.body.task.id)).execution.steps[0].unschedulableReasons, {
+        timeout: 5_000,
+      })
+      .toEqual(['no worker is registered']);
+  });
+
+  it('places steps on a worker, feeds outputs forward, ends the task and calls back in sequence, signed', async () => {
+    const worker = await startTestWorker({
+      baseUrl: h.url,
+      workerKey,
+      nodeId: 'node-1',
+      capabilities: [
+        { name: 'archive.clean', version: '1' },
+        { name: 'image.watermark', version: '2' },
+      ],
+      handler: async (command, report) => {
+        const output =
+          command.stepId === 'clean'
+            ? { archive: 'asset://cleaned' }
+            : { archive: `asset://watermarked(${command.input.archive})` };
+        await completeWith(output)(command, report);
+      },
+    });
+    try {
+      const created = await submit(`run-${newId()}`);
+      const taskId = created.body.task.id;
+      await expect
+        .poll(async () => (await taskStatus(taskId)).task.lifecycleStatus, { timeout: 15_000 })
+        .toBe('SUCCEEDED');
+      const final = await taskStatus(taskId);
+      expect(final.execution).toMatchObject({ status: 'SUCCEEDED', progress: 100 });
+      expect(final.execution.steps.map((s: any) => `${s.key}:${s.status}`)).toEqual([
+        'clean:SUCCEEDED',
+        'watermark:SUCCEEDED',
+      ]);
+      const watermark = worker.received.find((c) => c.taskId === taskId && c.stepId === 'watermark')!;
+      expect(watermark.input).toEqual({ archive: 'asset://cleaned', text: '© ACME' });
+
+      await expect
+        .poll(() => received.filter((r) => r.body.taskId === taskId).at(-1)?.body.type, { timeout: 15_000 })
+        .toBe('execution.succeeded');
+      const mine = received.filter((r) => r.body.taskId === taskId);
+      expect(mine.map((r) => r.body.sequence)).toEqual(mine.map((_, i) => i + 1));
+      expect(mine[0]!.body).toMatchObject({
+        specVersion: '1.0',
+        type: 'execution.created',
+        applicationId: app.applicationId,
+        externalRef: created.body.task.externalRef,
+      });
+      for (const r of mine) {
+        expect(
+          verifySignature(r.signature, r.raw, app.callbackSecret, Math.floor(Date.now() / 1000)),
+        ).toEqual({ ok: true });
+      }
+      expect(mine.at(-1)!.body.data.outputs.watermark).toEqual({
+        archive: 'asset://watermarked(asset://cleaned)',
+      });
+
+      const timeline = (
+        await h.request('GET', `/v1/tasks/${taskId}/timeline`, { token: app.apiKey })
+      ).body.items.map((m: any) => m.kind);
+      expect(timeline).toEqual([
+        'CREATED',
+        'STEP_READY',
+        'WORKER_SELECTED',
+        'STEP_READY',
+        'WORKER_SELECTED',
+        'FINISHED',
+      ]);
+      const log = (await h.request('GET', `/v1/tasks/${taskId}/callbacks`, { token: app.apiKey })).body.items;
+      expect(log.every((d: any) => d.status === 'PUBLISHED' && d.responseStatus === 204)).toBe(true);
+    } finally {
+      await worker.stop();
+    }
+  });
+
+  it('a receiver failing 3 times then succeeding gets each sequence delivered and acknowledged once', async () => {
+    const worker = await startTestWorker({
+      baseUrl: h.url,
+      workerKey,
+      nodeId: 'node-2',
+      capabilities: [
+        { name: 'archive.clean', version: '1' },
+        { name: 'image.watermark', version: '2' },
+      ],
+      handler: completeWith({ archive: 'a' }),
+    });
+    try {
+      failNext = 3;
+      const created = await submit(`flaky-${newId()}`);
+      const taskId = created.body.task.id;
+      // Back-off is 2, 4, 8 s of the injected clock: move it along until the first delivery lands.
+      await expect
+        .poll(async () => (await taskStatus(taskId)).task.lifecycleStatus, { timeout: 15_000 })
+        .toBe('SUCCEEDED');
+      // Failed deliveries back off 2, 4, 8 s on the injected clock: move it along until every one is delivered.
+      const log = async () =>
+        (await h.request('GET', `/v1/tasks/${taskId}/callbacks`, { token: app.apiKey })).body.items as any[];
+      await expect
+        .poll(
+          async () => {
+            h.clock.advance(10_000);
+            return (await log()).every((d) => d.status === 'PUBLISHED');
+          },
+          { timeout: 30_000, interval: 500 },
+        )
+        .toBe(true);
+      const deliveries = await log();
+      const sequences = received
+        .filter((r) => r.body.taskId === taskId)
+        .map((r) => r.body.sequence)
+        .sort((a, b) => a - b);
+      expect(sequences).toEqual(deliveries.map((d) => d.sequence));
+      expect(deliveries.reduce((sum, d) => sum + d.attempts, 0)).toBe(deliveries.length + 3);
+      expect(deliveries.some((d) => d.attempts > 1)).toBe(true);
+    } finally {
+      h.clock.set(new Date());
+      await worker.stop();
+    }
+  });
+
+  it('refuses events for attempts the worker does not hold, or with an old lease, and changes nothing', async () => {
+    const worker = await startTestWorker({
+      baseUrl: h.url,
+      workerKey,
+      nodeId: 'node-3',
+      capabilities: [{ name: 'other.cap', version: '1' }],
+      handler: async () => {},
+    });
+    try {
+      const res: any = await worker.report([
+        { attemptId: newId(), leaseVersion: 1, eventId: newId(), eventType: 'STEP_STARTED', sourceSeq: 1 },
+      ]);
+      expect(res.results[0]).toMatchObject({ ok: false, code: 'STEP_NOT_REGISTERED' });
+      const unknownWorker = await fetch(`${h.url}/v1/workers/${newId()}/events:batch`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${workerKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify({
+          events: [
+            {
+              attemptId: newId(),
+              leaseVersion: 1,
+              eventId: newId(),
+              eventType: 'STEP_STARTED',
+              sourceSeq: 1,
+            },
+          ],
+        }),
+      });
+      expect(unknownWorker.status).toBe(401);
+      const appKeyAsWorker = await fetch(`${h.url}/v1/workers/register`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${app.apiKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify({
+          instanceId: 'x',
+          name: 'x',
+          nodeId: 'n',
+          capabilities: [{ name: 'a', version: '1' }],
+        }),
+      });
+      expect(appKeyAsWorker.status).toBe(401);
+    } finally {
+      await worker.stop();
+    }
+  });
+});

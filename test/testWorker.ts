@@ -1,0 +1,148 @@
+/**
+ * A minimal HTTP worker for tests: registers, follows its SSE command stream, acknowledges commands and
+ * runs a handler per START_ATTEMPT, reporting through the attempt inbox.
+ */
+import { newId } from '../packages/protocol/src/ids.ts';
+
+export interface StartCommand {
+  commandId: string;
+  attemptId: string;
+  leaseVersion: number;
+  taskId: string;
+  stepId: string;
+  attempt: number;
+  capability: string;
+  input: Record<string, unknown>;
+}
+
+export type Handler = (
+  command: StartCommand,
+  report: (events: Record<string, unknown>[]) => Promise<any>,
+) => Promise<void>;
+
+export async function startTestWorker(options: {
+  baseUrl: string;
+  workerKey: string;
+  nodeId: string;
+  capabilities: { name: string; version: string }[];
+  handler: Handler;
+}) {
+  const headers = { authorization: `Bearer ${options.workerKey}`, 'content-type': 'application/json' };
+  const registered = await fetch(`${options.baseUrl}/v1/workers/register`, {
+    method: 'POST',
+    headers,
+    body: JSON.stringify({
+      instanceId: newId(),
+      name: `test-${options.nodeId}`,
+      nodeId: options.nodeId,
+      capabilities: options.capabilities,
+    }),
+  });
+  if (registered.status !== 201) throw new Error(`register: ${registered.status} ${await registered.text()}`);
+  const { workerId } = (await registered.json()) as { workerId: string };
+  const received: StartCommand[] = [];
+  const seen = new Set<string>();
+  const abort = new AbortController();
+  let lastEventId: string | null = null;
+
+  const report = async (events: Record<string, unknown>[]) => {
+    const res = await fetch(`${options.baseUrl}/v1/workers/${workerId}/events:batch`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ events }),
+    });
+    return res.json();
+  };
+
+  const follow = async (signal: AbortSignal) => {
+    const response = await fetch(`${options.baseUrl}/v1/workers/${workerId}/commands`, {
+      headers: {
+        authorization: headers.authorization,
+        ...(lastEventId ? { 'last-event-id': lastEventId } : {}),
+      },
+      signal,
+    });
+    const reader = response.body!.getReader();
+    const decoder = new TextDecoder();
+    let buffer = '';
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      buffer += decoder.decode(value, { stream: true });
+      let boundary = buffer.indexOf('\n\n');
+      while (boundary >= 0) {
+        const block = buffer.slice(0, boundary);
+        buffer = buffer.slice(boundary + 2);
+        boundary = buffer.indexOf('\n\n');
+        const data = block
+          .split('\n')
+          .find((l) => l.startsWith('data: '))
+          ?.slice(6);
+        const id = block
+          .split('\n')
+          .find((l) => l.startsWith('id: '))
+          ?.slice(4);
+        if (!data || !id) continue;
+        lastEventId = id;
+        const command = JSON.parse(data) as StartCommand & { type: string };
+        if (seen.has(command.commandId)) continue;
+        seen.add(command.commandId);
+        await fetch(`${options.baseUrl}/v1/workers/${workerId}/commands/${command.commandId}:ack`, {
+          method: 'POST',
+          headers: { authorization: headers.authorization },
+        });
+        if (command.type === 'START_ATTEMPT') {
+          received.push(command);
+          void options.handler(command, report);
+        }
+      }
+    }
+  };
+  let streaming = follow(abort.signal).catch(() => {});
+
+  return {
+    workerId,
+    received,
+    report,
+    /** Drops the stream and reconnects with Last-Event-ID, as after a network blip. */
+    reconnect: async () => {
+      abort.abort();
+      await streaming;
+      const again = new AbortController();
+      streaming = follow(again.signal).catch(() => {});
+      return () => again.abort();
+    },
+    /** Drains (no new work) and drops the command stream. */
+    stop: async () => {
+      await fetch(`${options.baseUrl}/v1/workers/${workerId}/heartbeat`, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify({ runtimeState: 'DRAINING' }),
+      });
+      abort.abort();
+    },
+  };
+}
+
+export const completeWith =
+  (output: unknown): Handler =>
+  async (command, report) => {
+    await report([
+      {
+        attemptId: command.attemptId,
+        leaseVersion: command.leaseVersion,
+        eventId: newId(),
+        eventType: 'STEP_STARTED',
+        sourceSeq: 1,
+      },
+      {
+        attemptId: command.attemptId,
+        leaseVersion: command.leaseVersion,
+        eventId: newId(),
+        eventType: 'STEP_COMPLETED',
+        sourceSeq: 2,
+        output,
+        durationMs: 5,
+      },
+    ]);
+  };
