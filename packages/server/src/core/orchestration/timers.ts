@@ -20,8 +20,7 @@ export async function fireTimer(deps: StatusDeps, timer: DueTimer): Promise<void
   await inFactTransaction(deps, async (session) => {
     const before = await session.tx.lockTask(timer.taskId);
     const step = before?.steps.find((s) => s.id === timer.stepId);
-    if (!before || !step || !step.current || step.status !== 'WAITING' || isTerminal(before.execution.status))
-      return;
+    if (!before || !step?.current || step.status !== 'WAITING' || isTerminal(before.execution.status)) return;
     const orchestrated = orchestrate(deps.ids, before, { kind: 'RETRY_DUE', stepKey: step.key }, session.now);
     const ready = orchestrated.changedSteps.find((s) => s.id === step.id);
     if (!ready) return;

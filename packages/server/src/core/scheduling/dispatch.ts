@@ -40,8 +40,7 @@ export async function dispatchReady(deps: DispatchDeps, limit: number): Promise<
       const step = before?.steps.find((s) => s.id === request.stepId);
       if (
         !before ||
-        !step ||
-        !step.current ||
+        !step?.current ||
         step.status !== 'READY' ||
         step.attemptId ||
         isTerminal(before.execution.status)

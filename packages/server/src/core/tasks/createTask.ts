@@ -178,17 +178,7 @@ export async function createTask(
           ...(implicit ? { newWorkflow: workflow } : {}),
           schedulingRequests: started.write.schedulingRequests ?? [],
           callbacks: callback ? [callback] : [],
-          timeline: [
-            milestone(
-              deps.ids,
-              state,
-              'CREATED',
-              `execution #1 of ${definition.name}@${definition.version} created`,
-              {},
-              now,
-            ),
-            ...(started.write.timeline ?? []),
-          ],
+          timeline: [createdMilestone, ...(started.write.timeline ?? [])],
         },
         extraRealtime: implicit ? [workflowProjection(workflow, () => deps.ids.newId(), now)] : [],
         countInWorkflow: !implicit,
