@@ -42,7 +42,7 @@ export async function startTestWorker(options: {
   const { workerId } = (await registered.json()) as { workerId: string };
   const received: StartCommand[] = [];
   const seen = new Set<string>();
-  const abort = new AbortController();
+  let abort = new AbortController();
   let lastEventId: string | null = null;
 
   const report = async (events: Record<string, unknown>[]) => {
@@ -108,9 +108,8 @@ export async function startTestWorker(options: {
     reconnect: async () => {
       abort.abort();
       await streaming;
-      const again = new AbortController();
-      streaming = follow(again.signal).catch(() => {});
-      return () => again.abort();
+      abort = new AbortController();
+      streaming = follow(abort.signal).catch(() => {});
     },
     /** Drains (no new work) and drops the command stream. */
     stop: async () => {

@@ -46,7 +46,12 @@ import { RegistryCatalog } from './core/status/registries.ts';
 import type { OutboxSignal } from './core/tasks/ports.ts';
 import { createHealthLoop } from './loops/healthLoop.ts';
 import { createOutboxLoop } from './loops/outboxLoop.ts';
-import { createCallbackLoop, createSchedulerLoop, createTimerLoop } from './loops/runLoops.ts';
+import {
+  createCallbackLoop,
+  createLeaseLoop,
+  createSchedulerLoop,
+  createTimerLoop,
+} from './loops/runLoops.ts';
 import type { WakeableLoop } from './loops/wakeableLoop.ts';
 
 export { connectDatabase } from './adapters/outbound/postgres/database.ts';
@@ -274,6 +279,14 @@ export async function startServer(
     });
     schedulerWake = () => scheduler.wake();
     loops.push(scheduler);
+    loops.push(
+      createLeaseLoop({
+        ...dispatchDeps,
+        logger: logger.child({ loop: 'leases' }),
+        clock,
+        intervalMs: 2_000,
+      }),
+    );
     loops.push(
       createTimerLoop({
         status,

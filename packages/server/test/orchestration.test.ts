@@ -205,3 +205,27 @@ describe('input mapping', () => {
     });
   });
 });
+
+describe('lost attempts', () => {
+  it('retries an attempt lost with its worker under every policy, while attempts remain', () => {
+    const steps = normaliseSteps([
+      {
+        key: 'a',
+        capability: 'c',
+        capabilityVersion: '1',
+        failurePolicy: 'FAIL_TASK',
+        retry: { maxAttempts: 2 },
+      },
+    ]);
+    const lost = (attempt: number) =>
+      advance(steps, [{ key: 'a', status: 'FAILED', attempt }], {
+        kind: 'STEP_FAILED',
+        stepKey: 'a',
+        errorCode: 'WORKER_LOST',
+        retryable: true,
+        infrastructure: true,
+      });
+    expect(lost(1)).toMatchObject([{ kind: 'RETRY_SCHEDULED', attempt: 2 }]);
+    expect(lost(2).map((t) => t.kind)).toEqual(['EXECUTION_FAILED']);
+  });
+});

@@ -4,6 +4,7 @@ import type { CallbackSenderDeps } from '../core/callbacks/sendCallbacks.ts';
 import { sendDueCallbacks } from '../core/callbacks/sendCallbacks.ts';
 import { fireTimer } from '../core/orchestration/timers.ts';
 import { type DispatchDeps, dispatchReady } from '../core/scheduling/dispatch.ts';
+import { reapLostWorkers } from '../core/scheduling/leases.ts';
 import type { Clock } from '../core/shared/ports.ts';
 import type { StatusDeps } from '../core/status/deps.ts';
 import { WakeableLoop } from './wakeableLoop.ts';
@@ -81,5 +82,23 @@ export function createCallbackLoop(
       return { full: report.claimed === batch };
     },
     nextDueAt: () => deps.rows.nextDueAt(),
+  });
+}
+
+/** Ends silent worker sessions and retries what they held. */
+export function createLeaseLoop(
+  deps: DispatchDeps & { logger: Logger; clock: Clock; intervalMs: number },
+): WakeableLoop {
+  return new WakeableLoop({
+    name: 'leases',
+    logger: deps.logger,
+    now: () => deps.clock.now(),
+    maxIdleMs: deps.intervalMs,
+    round: async () => {
+      const reaped = await reapLostWorkers(deps);
+      if (reaped > 0) deps.logger.warn({ reaped }, 'attempts of lost workers failed over');
+      return { full: false };
+    },
+    nextDueAt: async () => null,
   });
 }

@@ -22,7 +22,8 @@ export interface StepState {
 export type OrchestrationFact =
   | { kind: 'EXECUTION_STARTED' }
   | { kind: 'STEP_SUCCEEDED'; stepKey: string }
-  | { kind: 'STEP_FAILED'; stepKey: string; errorCode: string; retryable: boolean }
+  /** `infrastructure`: the attempt was lost (worker gone, lease expired), not failed by the step. */
+  | { kind: 'STEP_FAILED'; stepKey: string; errorCode: string; retryable: boolean; infrastructure?: boolean }
   | { kind: 'RETRY_DUE'; stepKey: string };
 
 export type Transition =
@@ -48,6 +49,8 @@ function mayRetry(
   state: StepState,
   fact: Extract<OrchestrationFact, { kind: 'STEP_FAILED' }>,
 ): boolean {
+  // A lost attempt is retried under every policy: the step itself never failed.
+  if (fact.infrastructure) return state.attempt < step.retry.maxAttempts;
   if (step.failurePolicy === 'FAIL_TASK') return false;
   if (!fact.retryable || step.retry.nonRetryableErrorCodes.includes(fact.errorCode)) return false;
   return state.attempt < step.retry.maxAttempts;

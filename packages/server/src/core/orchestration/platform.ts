@@ -269,3 +269,10 @@ export function resolvePlatformInput(state: TaskState, step: StepRecord): Resolv
   // Upstream outputs are stored as the step's data (`tdp.output.v1`): the value itself.
   return resolveInput(definition, state.task.input, outputs);
 }
+
+/** The step rows to write: the fact's own step (as orchestration left it) and every other changed one. */
+export function stepsToWrite(factStep: StepRecord, orchestrated: Orchestrated | null): StepRecord[] {
+  if (!orchestrated) return [factStep];
+  const own = orchestrated.changedSteps.find((s) => s.id === factStep.id) ?? factStep;
+  return [own, ...orchestrated.changedSteps.filter((s) => s.id !== factStep.id)];
+}

@@ -7,7 +7,7 @@
  * queued with its reasons and is tried again later (or at once when a worker registers).
  */
 
-import { milestone, orchestrate, resolvePlatformInput } from '../orchestration/platform.ts';
+import { milestone, orchestrate, resolvePlatformInput, stepsToWrite } from '../orchestration/platform.ts';
 import type { StatusDeps } from '../status/deps.ts';
 import { finishPlatformTask } from '../status/events.ts';
 import { issueContext, newAttempt } from '../status/executions.ts';
@@ -219,7 +219,7 @@ async function failUnstartable(
       write: {
         task: after.task,
         ...(after.execution !== before.execution ? { execution: after.execution } : {}),
-        steps: [failed, ...orchestrated.changedSteps.filter((s) => s.id !== failed.id)],
+        steps: stepsToWrite(failed, orchestrated),
         ...orchestrated.write,
         closeSchedulingRequests: { stepIds: [step.id], status: 'CANCELED' },
       },

@@ -50,9 +50,14 @@ export interface WorkerStore {
   endWorker(id: string, at: Date): Promise<void>;
   candidates(): Promise<WorkerCandidate[]>;
   listWorkers(): Promise<(WorkerSession & { nodeLabels: Record<string, string>; nodeStatus: string })[]>;
-  openCommands(workerId: string, afterId: string | null): Promise<WorkerCommand[]>;
+  /** Unacknowledged commands after `afterId`, and older unacknowledged ones created before `resendBefore`. */
+  openCommands(workerId: string, afterId: string | null, resendBefore: Date): Promise<WorkerCommand[]>;
   ackCommand(workerId: string, commandId: string, at: Date): Promise<boolean>;
   /** Requests that gave up waiting: their reasons for people, and when to try again. */
   deferRequest(id: string, reasons: string[], availableAt: Date): Promise<void>;
   pendingReasons(taskId: string): Promise<Map<string, string[]>>;
+  /** Live sessions whose last heartbeat is older than `before`. */
+  silentWorkers(before: Date): Promise<string[]>;
+  /** Attempts a worker holds whose step attempt is still open. */
+  openAttempts(workerId: string): Promise<{ attemptId: string; taskId: string }[]>;
 }

@@ -81,14 +81,20 @@ export async function registerWorker(deps: WorkerDeps, credentialId: string, req
   };
 }
 
+/**
+ * The worker session behind a request. An ended session (its leases expired) may still report — its
+ * late events are then answered STALE — but it gets no commands and cannot heartbeat back to life.
+ */
 export async function requireWorker(
   deps: WorkerDeps,
   credentialId: string,
   workerId: string,
+  allowEnded = false,
 ): Promise<WorkerSession> {
   const worker = await deps.workers.getWorker(workerId);
-  if (!worker || worker.credentialId !== credentialId || worker.endedAt)
-    throw new AppError('UNAUTHENTICATED', `worker ${workerId} is not yours or has ended`);
+  if (!worker || worker.credentialId !== credentialId || (worker.endedAt && !allowEnded)) {
+    throw new AppError('UNAUTHENTICATED', `worker ${workerId} is not yours or has ended; register again`);
+  }
   return worker;
 }
 

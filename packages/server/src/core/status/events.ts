@@ -16,6 +16,7 @@ import {
   milestone,
   type Orchestrated,
   orchestrate,
+  stepsToWrite,
 } from '../orchestration/platform.ts';
 import { fingerprint } from '../shared/canonicalJson.ts';
 import { AppError } from '../shared/errors.ts';
@@ -360,7 +361,7 @@ async function reportOne(deps: StatusDeps, session: FactSession, item: ReportIte
       write: {
         task: after.task,
         ...(after.execution !== before.execution ? { execution: after.execution } : {}),
-        steps: [nextStep, ...(orchestrated?.changedSteps.filter((s) => s.id !== nextStep.id) ?? [])],
+        steps: stepsToWrite(nextStep, orchestrated),
         ...(orchestrated ? { ...orchestrated.write, newSteps: orchestrated.write.newSteps ?? [] } : {}),
         revokeAttemptIds: [
           ...(ended && step.attemptId ? [step.attemptId] : []),

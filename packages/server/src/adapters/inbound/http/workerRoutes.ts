@@ -37,10 +37,17 @@ export function registerWorkerRoutes(
     adminToken: string;
     authenticator: ApiKeyAuthenticator;
     keepAliveMs?: number;
+    /** An unacknowledged command is sent again after this long. */
+    resendAfterMs?: number;
   },
 ): void {
   const tags = ['workers'];
   const security = [{ workerKey: [] }];
+  // Open command streams end when the server shuts down (they would otherwise hold it open).
+  const streams = new Set<import('node:http').ServerResponse>();
+  app.addHook('preClose', async () => {
+    for (const stream of streams) stream.end();
+  });
 
   async function workerCredential(request: FastifyRequest): Promise<string> {
     const token = bearer(request);
@@ -241,7 +248,10 @@ export function registerWorkerRoutes(
         sending = sending
           .then(async () => {
             if (closed) return;
-            for (const command of await deps.workers.workers.openCommands(workerId, cursor)) {
+            const resendBefore = new Date(
+              deps.workers.status.clock.now().getTime() - (deps.resendAfterMs ?? 30_000),
+            );
+            for (const command of await deps.workers.workers.openCommands(workerId, cursor, resendBefore)) {
               raw.write(
                 `id: ${command.id}\nevent: ${command.type}\ndata: ${JSON.stringify({ commandId: command.id, type: command.type, ...command.payload })}\n\n`,
               );
@@ -252,10 +262,15 @@ export function registerWorkerRoutes(
       };
       const unlisten = deps.hub.listen(workerId, flush);
       const keepAlive = setInterval(() => raw.write(': keep-alive\n\n'), deps.keepAliveMs ?? 15_000);
+      // Commands written by another server replica do not reach this process's hub: look every second.
+      const poll = setInterval(flush, 1_000);
+      streams.add(raw);
       raw.on('close', () => {
+        streams.delete(raw);
         closed = true;
         unlisten();
         clearInterval(keepAlive);
+        clearInterval(poll);
       });
       raw.write(': connected\n\n');
       flush();
@@ -351,7 +366,12 @@ export function registerWorkerRoutes(
       },
     },
     async (request) => {
-      const worker = await requireWorker(deps.workers, await workerCredential(request), request.params.id);
+      const worker = await requireWorker(
+        deps.workers,
+        await workerCredential(request),
+        request.params.id,
+        true,
+      );
       const outcomes = await recordWorkerEvents(deps.workers, worker, request.body.events);
       return {
         results: outcomes.map((o, index) => ({ index, eventId: request.body.events[index]!.eventId, ...o })),

@@ -156,6 +156,20 @@ export class PostgresWorkerStore implements WorkerStore {
       .sql`UPDATE scheduling_request SET reasons = ${this.sql.json(reasons)}, available_at = ${availableAt} WHERE id = ${id}`;
   }
 
+  async silentWorkers(before: Date) {
+    const rows = await this.sql<
+      { id: string }[]
+    >`SELECT id FROM worker WHERE ended_at IS NULL AND last_heartbeat_at < ${before}`;
+    return rows.map((r) => r.id);
+  }
+
+  async openAttempts(workerId: string) {
+    const rows = await this.sql<{ id: string; task_id: string }[]>`
+      SELECT a.id, a.task_id FROM attempt a JOIN step s ON s.attempt_id = a.id
+      WHERE a.worker_id = ${workerId} AND s.current AND s.status IN ('QUEUED', 'RUNNING')`;
+    return rows.map((r) => ({ attemptId: r.id, taskId: r.task_id }));
+  }
+
   async pendingReasons(taskId: string) {
     const rows = await this.sql<{ step_id: string; reasons: string[] }[]>`
       SELECT step_id, reasons FROM scheduling_request WHERE task_id = ${taskId} AND status = 'PENDING'`;

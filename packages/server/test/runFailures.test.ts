@@ -1,0 +1,254 @@
+/**
+ * Running the work when things go wrong: a retryable failure retried after its back-off, a worker that
+ * dies mid-attempt, two scheduler replicas racing, and a command stream that reconnects.
+ */
+import { newId } from '@tdp/protocol';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Harness, startHarness } from '../../../test/harness.ts';
+import { completeWith, startTestWorker } from '../../../test/testWorker.ts';
+import { connectDatabase } from '../src/main.ts';
+
+let h: Harness;
+let app: Awaited<ReturnType<Harness['createApplication']>>;
+let workerKey: string;
+let sql: ReturnType<typeof connectDatabase>;
+
+const oneStep = (name: string, capability: string, extra: Record<string, unknown> = {}) => ({
+  name,
+  version: '1',
+  steps: [
+    {
+      key: 'only',
+      capability,
+      capabilityVersion: '1',
+      retry: { maxAttempts: 3, initialBackoffMs: 1000, maxBackoffMs: 5000, multiplier: 2 },
+      ...extra,
+    },
+  ],
+});
+
+beforeAll(async () => {
+  h = await startHarness({ runLoops: true });
+  app = await h.createApplication();
+  workerKey = (await h.request('POST', '/admin/v1/worker-credentials', { token: h.adminToken, body: {} }))
+    .body.key;
+  for (const [name, capability, extra] of [
+    ['flaky-wf', 'flaky.op', { failurePolicy: 'RETRY_THEN_FAIL_TASK' }],
+    ['slow-wf', 'slow.op', {}],
+    ['race-wf', 'race.op', {}],
+    ['resume-wf', 'resume.op', {}],
+  ] as const) {
+    await h.request('POST', '/v1/workflow-definitions', {
+      token: app.apiKey,
+      body: oneStep(name, capability, extra),
+    });
+  }
+  sql = connectDatabase({ url: h.databaseUrl, maxConnections: 2 });
+});
+afterAll(async () => {
+  await sql.end();
+  await h.close();
+});
+
+const submit = (workflowName: string, key = newId()) =>
+  h.request('POST', '/v1/tasks', {
+    token: app.apiKey,
+    headers: { 'idempotency-key': key },
+    body: { workflowName, workflowVersion: '1', name: key },
+  });
+const status = async (id: string) => (await h.request('GET', `/v1/tasks/${id}`, { token: app.apiKey })).body;
+
+describe('failures while running', () => {
+  it('retries a retryable failure after its back-off on the injected clock, then succeeds', async () => {
+    let calls = 0;
+    const worker = await startTestWorker({
+      baseUrl: h.url,
+      workerKey,
+      nodeId: 'node-flaky',
+      capabilities: [{ name: 'flaky.op', version: '1' }],
+      handler: async (command, report) => {
+        calls += 1;
+        if (command.attempt === 1) {
+          await report([
+            {
+              attemptId: command.attemptId,
+              leaseVersion: 1,
+              eventId: newId(),
+              eventType: 'STEP_FAILED',
+              sourceSeq: 1,
+              error: { category: 'DEPENDENCY', code: 'UPSTREAM_TIMEOUT', retryable: true },
+            },
+          ]);
+        } else {
+          await completeWith({ ok: true })(command, report);
+        }
+      },
+    });
+    try {
+      const created = await submit('flaky-wf');
+      const taskId = created.body.task.id;
+      await expect
+        .poll(async () => (await status(taskId)).execution.steps[0]?.attempt, { timeout: 10_000 })
+        .toBe(2);
+      expect((await status(taskId)).execution.steps[0].status).toBe('WAITING');
+      h.clock.advance(1_001);
+      await expect
+        .poll(async () => (await status(taskId)).task.lifecycleStatus, { timeout: 15_000 })
+        .toBe('SUCCEEDED');
+      expect(calls).toBe(2);
+      const timeline = (await h.request('GET', `/v1/tasks/${taskId}/timeline`, { token: app.apiKey })).body
+        .items;
+      expect(timeline.find((m: any) => m.kind === 'RETRY_SCHEDULED')).toMatchObject({
+        data: { attempt: 2, delayMs: 1000, reason: 'UPSTREAM_TIMEOUT' },
+      });
+    } finally {
+      await worker.stop();
+    }
+  });
+
+  it('a worker that dies mid-attempt: the step runs again on another worker, one success is recorded, the late success is STALE', async () => {
+    const starts: string[] = [];
+    const dying = await startTestWorker({
+      baseUrl: h.url,
+      workerKey,
+      nodeId: 'node-a',
+      capabilities: [{ name: 'slow.op', version: '1' }],
+      handler: async (command, report) => {
+        starts.push(`a:${command.attempt}`);
+        await report([
+          {
+            attemptId: command.attemptId,
+            leaseVersion: 1,
+            eventId: newId(),
+            eventType: 'STEP_STARTED',
+            sourceSeq: 1,
+          },
+        ]);
+      },
+    });
+    const created = await submit('slow-wf');
+    const taskId = created.body.task.id;
+    await expect
+      .poll(async () => (await status(taskId)).execution.steps[0]?.status, { timeout: 10_000 })
+      .toBe('RUNNING');
+    const lostCommand = dying.received.find((c) => c.taskId === taskId)!;
+    // The first worker goes silent (killed: no drain, no more heartbeats); a second one is alive.
+    const surviving = await startTestWorker({
+      baseUrl: h.url,
+      workerKey,
+      nodeId: 'node-b',
+      capabilities: [{ name: 'slow.op', version: '1' }],
+      handler: async (command, report) => {
+        starts.push(`b:${command.attempt}`);
+        await completeWith({ done: true })(command, report);
+      },
+    });
+    try {
+      const keepAlive = async () =>
+        fetch(`${h.url}/v1/workers/${surviving.workerId}/heartbeat`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${workerKey}` },
+        });
+      h.clock.advance(31_000);
+      await keepAlive();
+      await expect
+        .poll(async () => (await status(taskId)).execution.steps[0]?.attempt, { timeout: 10_000 })
+        .toBe(2);
+      h.clock.advance(1_100);
+      await keepAlive();
+      await expect
+        .poll(async () => (await status(taskId)).task.lifecycleStatus, { timeout: 15_000 })
+        .toBe('SUCCEEDED');
+      expect(starts).toEqual(['a:1', 'b:2']);
+      const late = await dying.report([
+        {
+          attemptId: lostCommand.attemptId,
+          leaseVersion: 1,
+          eventId: newId(),
+          eventType: 'STEP_COMPLETED',
+          sourceSeq: 2,
+          output: { late: true },
+        },
+      ]);
+      expect((late as any).results[0]).toMatchObject({ ok: false, code: 'STALE_EXECUTION' });
+      const completions =
+        await sql`SELECT count(*) AS n FROM task_event WHERE task_id = ${taskId} AND type = 'STEP_COMPLETED'`;
+      expect(completions[0]!.n).toBe(1n);
+      const timeline = (
+        await h.request('GET', `/v1/tasks/${taskId}/timeline`, { token: app.apiKey })
+      ).body.items.map((m: any) => m.kind);
+      expect(timeline).toContain('WORKER_LOST');
+    } finally {
+      h.clock.set(new Date());
+      dying.stop();
+      await surviving.stop();
+    }
+  });
+
+  it('two scheduler replicas racing over the same requests create one attempt per step', async () => {
+    const replica = await startHarness({ runLoops: true, sharedDatabaseUrl: h.databaseUrl });
+    const worker = await startTestWorker({
+      baseUrl: h.url,
+      workerKey,
+      nodeId: 'node-race',
+      capabilities: [{ name: 'race.op', version: '1' }],
+      handler: completeWith({ ok: 1 }),
+    });
+    await fetch(`${h.url}/v1/workers/${worker.workerId}/heartbeat`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${workerKey}` },
+    });
+    try {
+      await sql`UPDATE worker SET max_concurrency = 100 WHERE id = ${worker.workerId}`;
+      const ids = await Promise.all(
+        Array.from({ length: 20 }, async () => (await submit('race-wf')).body.task.id as string),
+      );
+      await expect
+        .poll(
+          async () =>
+            (
+              await sql`SELECT count(*) AS n FROM task WHERE id = ANY(${ids}::uuid[]) AND lifecycle_status = 'SUCCEEDED'`
+            )[0]!.n,
+          { timeout: 20_000 },
+        )
+        .toBe(20n);
+      const attempts =
+        await sql`SELECT s.id, count(a.id) AS n FROM step s LEFT JOIN attempt a ON a.step_id = s.id WHERE s.task_id = ANY(${ids}::uuid[]) GROUP BY s.id`;
+      expect(attempts.every((r) => r.n === 1n)).toBe(true);
+      expect(
+        new Set(worker.received.filter((c) => ids.includes(c.taskId)).map((c) => c.attemptId)).size,
+      ).toBe(20);
+    } finally {
+      await worker.stop();
+      await replica.server.close();
+    }
+  });
+
+  it('the command stream resumes after a reconnect without losing or duplicating a command', async () => {
+    const worker = await startTestWorker({
+      baseUrl: h.url,
+      workerKey,
+      nodeId: 'node-resume',
+      capabilities: [{ name: 'resume.op', version: '1' }],
+      handler: completeWith({ ok: 1 }),
+    });
+    try {
+      const first = await submit('resume-wf');
+      await expect
+        .poll(async () => (await status(first.body.task.id)).task.lifecycleStatus, { timeout: 10_000 })
+        .toBe('SUCCEEDED');
+      await worker.reconnect();
+      const second = await submit('resume-wf');
+      await expect
+        .poll(async () => (await status(second.body.task.id)).task.lifecycleStatus, { timeout: 10_000 })
+        .toBe('SUCCEEDED');
+      const ids = worker.received.map((c) => c.commandId);
+      expect(new Set(ids).size).toBe(ids.length);
+      expect(worker.received.map((c) => c.taskId).sort()).toEqual(
+        [first.body.task.id, second.body.task.id].sort(),
+      );
+    } finally {
+      await worker.stop();
+    }
+  });
+});
