@@ -37,10 +37,12 @@ export function createTimerLoop(deps: {
     now: () => deps.clock.now(),
     maxIdleMs: 5_000,
     round: async () => {
-      const due = await deps.timers.claim<{ kind: string; task_id: string; step_id: string | null }>(
-        deps.clock.now(),
-        batch,
-      );
+      const due = await deps.timers.claim<{
+        kind: string;
+        task_id: string;
+        step_id: string | null;
+        payload: Record<string, unknown>;
+      }>(deps.clock.now(), batch);
       for (const timer of due) {
         try {
           await fireTimer(deps.status, {
@@ -48,6 +50,7 @@ export function createTimerLoop(deps: {
             kind: timer.kind,
             taskId: timer.task_id,
             stepId: timer.step_id,
+            payload: timer.payload,
           });
           await deps.timers.markPublished(timer.claim_id, [timer.id], deps.clock.now());
         } catch (error) {

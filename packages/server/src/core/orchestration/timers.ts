@@ -1,11 +1,19 @@
 /**
- * Timers fire through the fact path. RETRY_DUE: the step's new attempt becomes ready (with a scheduling
- * request) once its back-off has passed — unless the execution ended meanwhile.
+ * Timers fire through the fact path, under the injected clock:
+ * - RETRY_DUE: the step's new attempt becomes ready once its back-off has passed;
+ * - SCHEDULE_TO_START: a step still waiting for a worker after its limit fails (retryable);
+ * - START_TO_CLOSE: an attempt still open after its limit fails and its worker is told to stop;
+ * - HEARTBEAT_TIMEOUT: an attempt whose last sign of life is older than its limit fails; otherwise the
+ *   timer is set again for the next deadline;
+ * - CANCEL_GRACE: a cancelling execution whose attempts have not stopped is cancelled anyway.
+ * A timer whose step moved on (finished, superseded, retried) does nothing.
  */
 import type { StatusDeps } from '../status/deps.ts';
-import { inFactTransaction } from '../status/facts.ts';
+import { type FactSession, inFactTransaction } from '../status/facts.ts';
 import { isTerminal } from '../tasks/execution.ts';
-import type { TaskState } from '../tasks/model.ts';
+import type { StepRecord, TaskState } from '../tasks/model.ts';
+import { forceCancel } from './cancel.ts';
+import { failStepAttempt } from './failStep.ts';
 import { orchestrate } from './platform.ts';
 
 export interface DueTimer {
@@ -13,37 +21,141 @@ export interface DueTimer {
   kind: string;
   taskId: string;
   stepId: string | null;
+  payload: Record<string, unknown>;
 }
 
+const open = (step: StepRecord | undefined, attemptId: unknown): step is StepRecord =>
+  !!step?.current && step.attemptId === attemptId && (step.status === 'QUEUED' || step.status === 'RUNNING');
+
 export async function fireTimer(deps: StatusDeps, timer: DueTimer): Promise<void> {
-  if (timer.kind !== 'RETRY_DUE') return;
   await inFactTransaction(deps, async (session) => {
     const before = await session.tx.lockTask(timer.taskId);
-    const step = before?.steps.find((s) => s.id === timer.stepId);
-    if (!before || !step?.current || step.status !== 'WAITING' || isTerminal(before.execution.status)) return;
-    const orchestrated = orchestrate(deps.ids, before, { kind: 'RETRY_DUE', stepKey: step.key }, session.now);
-    const ready = orchestrated.changedSteps.find((s) => s.id === step.id);
-    if (!ready) return;
-    const after: TaskState = {
-      ...orchestrated.state,
-      task: { ...before.task, version: before.task.version + 1n, updatedAt: session.now },
-    };
-    await session.commit(
-      before,
-      after,
-      {
-        id: deps.ids.newId(),
-        type: 'STEP_READY',
-        producer: 'tdp:timer',
-        payload: { reason: 'retry back-off elapsed', attempt: step.attempt },
-        occurredAt: session.now,
-        receivedAt: session.now,
-        stepKey: step.key,
-        stepAttempt: step.attempt,
-        stepVersion: ready.version,
-        operationCode: step.operationCode,
-      },
-      { write: { task: after.task, steps: orchestrated.changedSteps, ...orchestrated.write } },
-    );
+    if (!before || isTerminal(before.execution.status)) return;
+    const step = before.steps.find((s) => s.id === timer.stepId);
+    const limitMs = Number(timer.payload.limitMs ?? 0);
+    switch (timer.kind) {
+      case 'RETRY_DUE':
+        if (step?.current && step.status === 'WAITING' && before.execution.status !== 'CANCELING')
+          await retryReady(deps, session, before, step);
+        return;
+      case 'SCHEDULE_TO_START':
+        if (step?.current && (step.status === 'READY' || step.status === 'QUEUED')) {
+          const attempt = step.attemptId ? await session.tx.findAttempt(step.attemptId) : null;
+          await timedOut(
+            deps,
+            session,
+            before,
+            step,
+            'SCHEDULE_TO_START_TIMEOUT',
+            `no worker started it within ${limitMs} ms`,
+            attempt?.workerId ?? null,
+          );
+        }
+        return;
+      case 'START_TO_CLOSE':
+        if (open(step, timer.payload.attemptId)) {
+          const attempt = await session.tx.findAttempt(step.attemptId!);
+          await timedOut(
+            deps,
+            session,
+            before,
+            step,
+            'START_TO_CLOSE_TIMEOUT',
+            `it did not finish within ${limitMs} ms`,
+            attempt?.workerId ?? null,
+          );
+        }
+        return;
+      case 'HEARTBEAT_TIMEOUT': {
+        if (!open(step, timer.payload.attemptId)) return;
+        const last = step.lastHeartbeatAt ?? step.startedAt ?? step.updatedAt;
+        const deadline = last.getTime() + limitMs;
+        if (deadline > session.now.getTime()) {
+          await session.tx.write({
+            events: [],
+            outbox: [],
+            realtime: [],
+            timers: [
+              {
+                id: deps.ids.newId(),
+                kind: 'HEARTBEAT_TIMEOUT',
+                taskId: before.task.id,
+                stepId: step.id,
+                payload: timer.payload,
+                availableAt: new Date(deadline),
+                createdAt: session.now,
+              },
+            ],
+          });
+          return;
+        }
+        const attempt = await session.tx.findAttempt(step.attemptId!);
+        await timedOut(
+          deps,
+          session,
+          before,
+          step,
+          'HEARTBEAT_TIMEOUT',
+          `no heartbeat for ${limitMs} ms`,
+          attempt?.workerId ?? null,
+        );
+        return;
+      }
+      case 'CANCEL_GRACE':
+        if (before.execution.status === 'CANCELING') await forceCancel(deps, session, before);
+        return;
+      default:
+        return;
+    }
   });
+}
+
+function timedOut(
+  deps: StatusDeps,
+  session: FactSession,
+  before: TaskState,
+  step: StepRecord,
+  code: string,
+  detail: string,
+  workerId: string | null,
+) {
+  return failStepAttempt(deps, session, before, step, {
+    producer: 'tdp:timer',
+    error: {
+      category: 'TIMEOUT',
+      code,
+      retryable: true,
+      userMessage: `Step ${step.key} timed out: ${detail}`,
+    },
+    infrastructure: false,
+    workerId,
+    milestone: 'TIMED_OUT',
+  });
+}
+
+async function retryReady(deps: StatusDeps, session: FactSession, before: TaskState, step: StepRecord) {
+  const orchestrated = orchestrate(deps.ids, before, { kind: 'RETRY_DUE', stepKey: step.key }, session.now);
+  const ready = orchestrated.changedSteps.find((s) => s.id === step.id);
+  if (!ready) return;
+  const after: TaskState = {
+    ...orchestrated.state,
+    task: { ...before.task, version: before.task.version + 1n, updatedAt: session.now },
+  };
+  await session.commit(
+    before,
+    after,
+    {
+      id: deps.ids.newId(),
+      type: 'STEP_READY',
+      producer: 'tdp:timer',
+      payload: { reason: 'retry back-off elapsed', attempt: step.attempt },
+      occurredAt: session.now,
+      receivedAt: session.now,
+      stepKey: step.key,
+      stepAttempt: step.attempt,
+      stepVersion: ready.version,
+      operationCode: step.operationCode,
+    },
+    { write: { task: after.task, steps: orchestrated.changedSteps, ...orchestrated.write } },
+  );
 }

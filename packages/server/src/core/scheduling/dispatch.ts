@@ -7,9 +7,9 @@
  * queued with its reasons and is tried again later (or at once when a worker registers).
  */
 
-import { milestone, orchestrate, resolvePlatformInput, stepsToWrite } from '../orchestration/platform.ts';
+import { failStepAttempt } from '../orchestration/failStep.ts';
+import { milestone, resolvePlatformInput } from '../orchestration/platform.ts';
 import type { StatusDeps } from '../status/deps.ts';
-import { finishPlatformTask } from '../status/events.ts';
 import { issueContext, newAttempt } from '../status/executions.ts';
 import { inFactTransaction } from '../status/facts.ts';
 import { taskAfterStepChange } from '../status/stateMachine.ts';
@@ -75,7 +75,13 @@ export async function dispatchReady(deps: DispatchDeps, limit: number): Promise<
       }
       const input = resolvePlatformInput(before, step);
       if (!input.ok) {
-        await failUnstartable(deps, session, before, step, input.code, input.message);
+        await failStepAttempt(deps.status, session, before, step, {
+          producer: 'tdp:scheduler',
+          error: { category: 'INPUT', code: input.code, retryable: false, userMessage: input.message },
+          infrastructure: false,
+          workerId: null,
+          milestone: 'INPUT_INVALID',
+        });
         continue;
       }
       const attempt = newAttempt(
@@ -146,6 +152,34 @@ export async function dispatchReady(deps: DispatchDeps, limit: number): Promise<
                 createdAt: now,
               },
             ],
+            timers: [
+              ...(definition.timeouts.startToCloseMs
+                ? [
+                    {
+                      id: deps.status.ids.newId(),
+                      kind: 'START_TO_CLOSE' as const,
+                      taskId: before.task.id,
+                      stepId: step.id,
+                      payload: { attemptId: attempt.id, limitMs: definition.timeouts.startToCloseMs },
+                      availableAt: new Date(now.getTime() + definition.timeouts.startToCloseMs),
+                      createdAt: now,
+                    },
+                  ]
+                : []),
+              ...(definition.timeouts.heartbeatMs
+                ? [
+                    {
+                      id: deps.status.ids.newId(),
+                      kind: 'HEARTBEAT_TIMEOUT' as const,
+                      taskId: before.task.id,
+                      stepId: step.id,
+                      payload: { attemptId: attempt.id, limitMs: definition.timeouts.heartbeatMs },
+                      availableAt: new Date(now.getTime() + definition.timeouts.heartbeatMs),
+                      createdAt: now,
+                    },
+                  ]
+                : []),
+            ],
             timeline: [
               milestone(
                 deps.status.ids,
@@ -170,60 +204,4 @@ export async function dispatchReady(deps: DispatchDeps, limit: number): Promise<
   });
   if (woken.size > 0) deps.wake([...woken]);
   return claimed;
-}
-
-/** A step whose input cannot be built fails without running (non-retryable), and the DAG moves on. */
-async function failUnstartable(
-  deps: DispatchDeps,
-  session: Parameters<Parameters<typeof inFactTransaction>[1]>[0],
-  before: TaskState,
-  step: StepRecord,
-  code: string,
-  message: string,
-) {
-  const now = session.now;
-  const failed: StepRecord = {
-    ...step,
-    status: 'FAILED',
-    finishedAt: now,
-    error: { category: 'INPUT', code, retryable: false, userMessage: message },
-    version: step.version + 1n,
-    updatedAt: now,
-  };
-  const steps = before.steps.map((s) => (s.id === step.id ? failed : s));
-  const orchestrated = orchestrate(
-    deps.status.ids,
-    { ...before, steps },
-    { kind: 'STEP_FAILED', stepKey: step.key, errorCode: code, retryable: false },
-    now,
-  );
-  const moved = taskAfterStepChange(before.task, before.execution, orchestrated.state.steps, undefined, now);
-  const after: TaskState = { task: moved.task, execution: moved.execution, steps: orchestrated.state.steps };
-  await session.commit(
-    before,
-    after,
-    {
-      id: deps.status.ids.newId(),
-      type: 'STEP_FAILED',
-      producer: 'tdp:scheduler',
-      payload: { error: failed.error },
-      occurredAt: now,
-      receivedAt: now,
-      stepKey: step.key,
-      stepAttempt: step.attempt,
-      stepVersion: failed.version,
-      operationCode: step.operationCode,
-      errorCode: code,
-    },
-    {
-      write: {
-        task: after.task,
-        ...(after.execution !== before.execution ? { execution: after.execution } : {}),
-        steps: stepsToWrite(failed, orchestrated),
-        ...orchestrated.write,
-        closeSchedulingRequests: { stepIds: [step.id], status: 'CANCELED' },
-      },
-    },
-  );
-  if (orchestrated.end) await finishPlatformTask(deps.status, session, after, orchestrated.end);
 }

@@ -19,7 +19,7 @@ export interface WorkerCommandRecord {
 
 export interface TimerRecord {
   id: string;
-  kind: 'RETRY_DUE';
+  kind: 'RETRY_DUE' | 'SCHEDULE_TO_START' | 'START_TO_CLOSE' | 'HEARTBEAT_TIMEOUT' | 'CANCEL_GRACE';
   taskId: string;
   stepId: string | null;
   payload: Record<string, unknown>;

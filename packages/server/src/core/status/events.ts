@@ -10,6 +10,7 @@
  */
 import type { EventResult, Progress, ReportableEventType, StructuredError } from '@tdp/protocol';
 import type { ApplicationPrincipal } from '../identity/ports.ts';
+import { cancelIfStopped } from '../orchestration/cancel.ts';
 import {
   callbackFor,
   isPlatformTask,
@@ -300,8 +301,9 @@ async function reportOne(deps: StatusDeps, session: FactSession, item: ReportIte
   const ended = nextStep.status === 'SUCCEEDED' || nextStep.status === 'FAILED';
   const platform = isPlatformTask(after);
   // TDP coordinates its own tasks: what follows this fact is decided and written in the same transaction.
+  const cancelling = before.execution.status === 'CANCELING';
   const orchestrated =
-    platform && ended
+    platform && ended && !cancelling
       ? orchestrate(
           deps.ids,
           after,
@@ -373,6 +375,7 @@ async function reportOne(deps: StatusDeps, session: FactSession, item: ReportIte
     },
   );
   if (orchestrated?.end) await finishPlatformTask(deps, session, after, orchestrated.end);
+  if (platform && ended && cancelling) await cancelIfStopped(deps, session, after);
   return result;
 }
 

@@ -1,6 +1,7 @@
 import type { TaskWithExecution } from '@tdp/protocol';
 import type { ApplicationPrincipal } from '../identity/ports.ts';
 import { callbackFor, milestone } from '../orchestration/platform.ts';
+import type { TimerRecord, WorkerCommandRecord } from '../scheduling/model.ts';
 import { AppError } from '../shared/errors.ts';
 import { type FactDeps, inFactTransaction } from '../status/facts.ts';
 import { endTask, isRefusal } from '../status/stateMachine.ts';
@@ -9,6 +10,9 @@ import type { StepRecord, TaskState } from './model.ts';
 import { toTaskView } from './views.ts';
 
 const finishedSteps = new Set<StepRecord['status']>(['SUCCEEDED', 'FAILED', 'SKIPPED', 'CANCELED']);
+
+/** How long running attempts get to stop after a cancel before the execution is cancelled anyway. */
+export const cancelGraceMs = 30_000;
 
 /**
  * Cancels the task's current execution, as its coordinator. Idempotent: cancelling a cancelled (or
@@ -37,6 +41,8 @@ export async function cancelTask(
     const now = session.now;
     let after: TaskState;
     const revokeAttemptIds: string[] = [];
+    const stopCommands: WorkerCommandRecord[] = [];
+    const graceTimers: TimerRecord[] = [];
     if (plan.to === 'CANCELED') {
       const ended = endTask(before.task, before.execution, 'CANCELED', {}, now);
       if (isRefusal(ended)) throw new AppError(ended.code, ended.message);
@@ -53,7 +59,33 @@ export async function cancelTask(
       });
       after = { task: ended.task, execution: ended.execution, steps };
     } else {
+      // Running: stop what has not started, ask workers to stop what has, and wait (within a grace period).
       const execution = transitionExecution(before.execution, plan.to, now);
+      const steps = await Promise.all(
+        before.steps.map(async (step) => {
+          if (!step.current || finishedSteps.has(step.status)) return step;
+          if (step.attemptId && (step.status === 'QUEUED' || step.status === 'RUNNING')) {
+            const attempt = await session.tx.findAttempt(step.attemptId);
+            if (attempt?.workerId) {
+              stopCommands.push({
+                id: deps.ids.newId(),
+                workerId: attempt.workerId,
+                type: 'CANCEL_ATTEMPT',
+                payload: { attemptId: step.attemptId, reason: 'TASK_CANCELLED' },
+                createdAt: now,
+              });
+            }
+            return step;
+          }
+          return {
+            ...step,
+            status: 'CANCELED' as const,
+            finishedAt: now,
+            version: step.version + 1n,
+            updatedAt: now,
+          };
+        }),
+      );
       after = {
         task: {
           ...before.task,
@@ -62,8 +94,17 @@ export async function cancelTask(
           updatedAt: now,
         },
         execution,
-        steps: before.steps,
+        steps,
       };
+      graceTimers.push({
+        id: deps.ids.newId(),
+        kind: 'CANCEL_GRACE',
+        taskId: before.task.id,
+        stepId: null,
+        payload: {},
+        availableAt: new Date(now.getTime() + cancelGraceMs),
+        createdAt: now,
+      });
     }
     const eventId = deps.ids.newId();
     const cancelledStepIds = after.steps
@@ -96,6 +137,8 @@ export async function cancelTask(
           revokeAttemptIds,
           closeSchedulingRequests: { stepIds: cancelledStepIds, status: 'CANCELED' },
           callbacks: notified.callback ? [notified.callback] : [],
+          workerCommands: stopCommands,
+          timers: graceTimers,
           timeline: [
             milestone(deps.ids, after, 'CANCELED', reason ? `cancelled: ${reason}` : 'cancelled', {}, now),
           ],

@@ -1,0 +1,85 @@
+/**
+ * Cancelling a running platform task: CANCELING → CANCEL_ATTEMPT to every open attempt → CANCELED once
+ * they have all stopped (their last facts arrive), or when the grace period ends, whichever is first.
+ */
+import type { StatusDeps } from '../status/deps.ts';
+import type { FactSession } from '../status/facts.ts';
+import { endTask, isRefusal, stepIsFinished } from '../status/stateMachine.ts';
+import type { StepRecord, TaskState } from '../tasks/model.ts';
+import { callbackFor, milestone } from './platform.ts';
+
+/** Ends a cancelling execution now: open steps are cancelled, their credentials revoked, workers freed. */
+export async function forceCancel(deps: StatusDeps, session: FactSession, before: TaskState): Promise<void> {
+  const now = session.now;
+  const ended = endTask(before.task, before.execution, 'CANCELED', {}, now);
+  if (isRefusal(ended)) return;
+  const revoke: string[] = [];
+  const freed: { workerId: string; delta: number }[] = [];
+  const changed: StepRecord[] = [];
+  const steps = await Promise.all(
+    before.steps.map(async (step) => {
+      if (!step.current || stepIsFinished(step.status)) return step;
+      if (step.attemptId) {
+        revoke.push(step.attemptId);
+        const attempt = await session.tx.findAttempt(step.attemptId);
+        if (attempt?.workerId && (step.status === 'QUEUED' || step.status === 'RUNNING'))
+          freed.push({ workerId: attempt.workerId, delta: -1 });
+      }
+      const cancelled = {
+        ...step,
+        status: 'CANCELED' as const,
+        finishedAt: now,
+        version: step.version + 1n,
+        updatedAt: now,
+      };
+      changed.push(cancelled);
+      return cancelled;
+    }),
+  );
+  const eventId = deps.ids.newId();
+  const notified = callbackFor(
+    deps.ids,
+    { task: ended.task, execution: ended.execution, steps },
+    eventId,
+    'execution.canceled',
+    now,
+  );
+  const after = notified.state;
+  await session.commit(
+    before,
+    after,
+    {
+      id: eventId,
+      type: 'TASK_CANCELLED',
+      producer: 'tdp:orchestrator',
+      payload: { status: 'CANCELED', previousStatus: before.execution.status },
+      occurredAt: now,
+      receivedAt: now,
+    },
+    {
+      write: {
+        task: after.task,
+        execution: after.execution,
+        steps: changed,
+        revokeAttemptIds: revoke,
+        workerLoad: freed,
+        closeSchedulingRequests: { stepIds: changed.map((s) => s.id), status: 'CANCELED' },
+        callbacks: notified.callback ? [notified.callback] : [],
+        timeline: [milestone(deps.ids, after, 'CANCELED', 'execution cancelled', {}, now)],
+      },
+    },
+  );
+}
+
+/** After a step of a cancelling execution stopped: cancel the execution once nothing is running. */
+export async function cancelIfStopped(
+  deps: StatusDeps,
+  session: FactSession,
+  state: TaskState,
+): Promise<void> {
+  if (state.execution.status !== 'CANCELING') return;
+  const running = state.steps.some(
+    (s) => s.current && s.attemptId && (s.status === 'QUEUED' || s.status === 'RUNNING'),
+  );
+  if (!running) await forceCancel(deps, session, state);
+}
