@@ -26,6 +26,8 @@ export async function startTestWorker(options: {
   nodeId: string;
   capabilities: { name: string; version: string }[];
   handler: Handler;
+  /** Sees every command (START_ATTEMPT, CANCEL_ATTEMPT, DRAIN). */
+  onCommand?: (command: StartCommand & { type: string }) => void;
 }) {
   const headers = { authorization: `Bearer ${options.workerKey}`, 'content-type': 'application/json' };
   const registered = await fetch(`${options.baseUrl}/v1/workers/register`, {
@@ -91,6 +93,7 @@ export async function startTestWorker(options: {
           method: 'POST',
           headers: { authorization: headers.authorization },
         });
+        options.onCommand?.(command);
         if (command.type === 'START_ATTEMPT') {
           received.push(command);
           void options.handler(command, report);

@@ -37,6 +37,10 @@ beforeAll(async () => {
     ['slow-wf', 'slow.op', {}],
     ['race-wf', 'race.op', {}],
     ['resume-wf', 'resume.op', {}],
+    ['cancel-wf', 'cancel.op', {}],
+    ['close-wf', 'close.op', { timeouts: { startToCloseMs: 5_000 }, retry: { maxAttempts: 1 } }],
+    ['start-wf', 'nobody.op', { timeouts: { scheduleToStartMs: 5_000 }, retry: { maxAttempts: 1 } }],
+    ['beat-wf', 'beat.op', { timeouts: { heartbeatMs: 5_000 }, retry: { maxAttempts: 1 } }],
   ] as const) {
     await h.request('POST', '/v1/workflow-definitions', {
       token: app.apiKey,
@@ -251,4 +255,150 @@ describe('failures while running', () => {
       await worker.stop();
     }
   });
+
+  it('cancelling a running task sends CANCEL_ATTEMPT, stays CANCELING, and ends CANCELED when the attempt stops', async () => {
+    const cancels: string[] = [];
+    const worker = await startTestWorker({
+      baseUrl: h.url,
+      workerKey,
+      nodeId: 'node-cancel',
+      capabilities: [{ name: 'cancel.op', version: '1' }],
+      handler: async (command, report) => {
+        await report([
+          {
+            attemptId: command.attemptId,
+            leaseVersion: 1,
+            eventId: newId(),
+            eventType: 'STEP_STARTED',
+            sourceSeq: 1,
+          },
+        ]);
+      },
+      onCommand: (command) => {
+        if (command.type === 'CANCEL_ATTEMPT') cancels.push(command.attemptId);
+      },
+    });
+    try {
+      const created = await submit('cancel-wf');
+      const taskId = created.body.task.id;
+      await expect
+        .poll(async () => (await status(taskId)).execution.steps[0]?.status, { timeout: 10_000 })
+        .toBe('RUNNING');
+      const cancelled = await h.request('POST', `/v1/tasks/${taskId}:cancel`, {
+        token: app.apiKey,
+        body: { reason: 'changed my mind' },
+      });
+      expect(cancelled.body.execution.status).toBe('CANCELING');
+      const attemptId = worker.received.find((c) => c.taskId === taskId)!.attemptId;
+      await expect.poll(() => cancels, { timeout: 10_000 }).toContain(attemptId);
+      expect((await status(taskId)).task.lifecycleStatus).toBe('RUNNING');
+      await worker.report([
+        {
+          attemptId,
+          leaseVersion: 1,
+          eventId: newId(),
+          eventType: 'STEP_FAILED',
+          sourceSeq: 2,
+          error: { category: 'CANCELLED', code: 'CANCELED', retryable: false },
+        },
+      ]);
+      await expect
+        .poll(async () => (await status(taskId)).execution.status, { timeout: 10_000 })
+        .toBe('CANCELED');
+      expect((await status(taskId)).task.lifecycleStatus).toBe('CANCELLED');
+    } finally {
+      await worker.stop();
+    }
+  });
+
+  it('a cancel whose attempt never stops ends CANCELED when the grace period runs out', async () => {
+    const worker = await startTestWorker({
+      baseUrl: h.url,
+      workerKey,
+      nodeId: 'node-cancel-deaf',
+      capabilities: [{ name: 'cancel.op', version: '1' }],
+      handler: async (command, report) => {
+        await report([
+          {
+            attemptId: command.attemptId,
+            leaseVersion: 1,
+            eventId: newId(),
+            eventType: 'STEP_STARTED',
+            sourceSeq: 1,
+          },
+        ]);
+      },
+    });
+    try {
+      const created = await submit('cancel-wf');
+      const taskId = created.body.task.id;
+      await expect
+        .poll(async () => (await status(taskId)).execution.steps[0]?.status, { timeout: 10_000 })
+        .toBe('RUNNING');
+      await h.request('POST', `/v1/tasks/${taskId}:cancel`, { token: app.apiKey });
+      h.clock.advance(30_001);
+      await fetch(`${h.url}/v1/workers/${worker.workerId}/heartbeat`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${workerKey}` },
+      });
+      await expect
+        .poll(async () => (await status(taskId)).execution.status, { timeout: 10_000 })
+        .toBe('CANCELED');
+    } finally {
+      h.clock.set(new Date());
+      await worker.stop();
+    }
+  });
+
+  it.each([
+    ['start-to-close', 'close-wf', 'close.op', true, 'START_TO_CLOSE_TIMEOUT'],
+    ['heartbeat', 'beat-wf', 'beat.op', true, 'HEARTBEAT_TIMEOUT'],
+    ['schedule-to-start', 'start-wf', 'nobody.op', false, 'SCHEDULE_TO_START_TIMEOUT'],
+  ])(
+    'the %s timeout fires under the injected clock',
+    async (_name, workflow, capability, withWorker, code) => {
+      const worker = withWorker
+        ? await startTestWorker({
+            baseUrl: h.url,
+            workerKey,
+            nodeId: `node-${capability}`,
+            capabilities: [{ name: capability, version: '1' }],
+            handler: async (command, report) => {
+              await report([
+                {
+                  attemptId: command.attemptId,
+                  leaseVersion: 1,
+                  eventId: newId(),
+                  eventType: 'STEP_STARTED',
+                  sourceSeq: 1,
+                },
+              ]);
+            },
+          })
+        : null;
+      try {
+        const created = await submit(workflow);
+        const taskId = created.body.task.id;
+        if (worker)
+          await expect
+            .poll(async () => (await status(taskId)).execution.steps[0]?.status, { timeout: 10_000 })
+            .toBe('RUNNING');
+        h.clock.advance(5_001);
+        if (worker)
+          await fetch(`${h.url}/v1/workers/${worker.workerId}/heartbeat`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${workerKey}` },
+          });
+        await expect
+          .poll(async () => (await status(taskId)).task.lifecycleStatus, { timeout: 10_000 })
+          .toBe('FAILED');
+        const final = await status(taskId);
+        expect(final.execution.steps[0].error).toMatchObject({ category: 'TIMEOUT', code });
+        expect(final.task.failure).toMatchObject({ code, failedStepId: 'only' });
+      } finally {
+        h.clock.set(new Date());
+        await worker?.stop();
+      }
+    },
+  );
 });

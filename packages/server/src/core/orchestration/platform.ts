@@ -115,6 +115,18 @@ export function orchestrate(
           availableAt: at,
           createdAt: at,
         });
+        const limit = definitions.find((d) => d.key === t.stepKey)?.timeouts.scheduleToStartMs;
+        if (limit) {
+          write.timers.push({
+            id: ids.newId(),
+            kind: 'SCHEDULE_TO_START',
+            taskId: state.task.id,
+            stepId: step.id,
+            payload: { limitMs: limit },
+            availableAt: new Date(at.getTime() + limit),
+            createdAt: at,
+          });
+        }
         write.timeline.push(
           milestone(
             ids,

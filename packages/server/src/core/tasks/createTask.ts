@@ -177,6 +177,7 @@ export async function createTask(
           newSteps: state.steps,
           ...(implicit ? { newWorkflow: workflow } : {}),
           schedulingRequests: started.write.schedulingRequests ?? [],
+          timers: started.write.timers ?? [],
           callbacks: callback ? [callback] : [],
           timeline: [createdMilestone, ...(started.write.timeline ?? [])],
         },
