@@ -41,6 +41,7 @@ beforeAll(async () => {
     ['close-wf', 'close.op', { timeouts: { startToCloseMs: 5_000 }, retry: { maxAttempts: 1 } }],
     ['start-wf', 'nobody.op', { timeouts: { scheduleToStartMs: 5_000 }, retry: { maxAttempts: 1 } }],
     ['beat-wf', 'beat.op', { timeouts: { heartbeatMs: 5_000 }, retry: { maxAttempts: 1 } }],
+    ['again-wf', 'again.op', {}],
   ] as const) {
     await h.request('POST', '/v1/workflow-definitions', {
       token: app.apiKey,
@@ -401,4 +402,64 @@ describe('failures while running', () => {
       }
     },
   );
+
+  it('retrying a failed task starts execution #2; late facts of #1 are STALE', async () => {
+    const worker = await startTestWorker({
+      baseUrl: h.url,
+      workerKey,
+      nodeId: 'node-again',
+      capabilities: [{ name: 'again.op', version: '1' }],
+      handler: async (command, report) => {
+        if (worker.received.filter((c) => c.taskId === command.taskId).length === 1) {
+          await report([
+            {
+              attemptId: command.attemptId,
+              leaseVersion: 1,
+              eventId: newId(),
+              eventType: 'STEP_FAILED',
+              sourceSeq: 1,
+              error: { category: 'INPUT', code: 'BAD_ZIP', retryable: false },
+            },
+          ]);
+        } else {
+          await completeWith({ ok: true })(command, report);
+        }
+      },
+    });
+    try {
+      const created = await submit('again-wf');
+      const taskId = created.body.task.id;
+      await expect
+        .poll(async () => (await status(taskId)).task.lifecycleStatus, { timeout: 10_000 })
+        .toBe('FAILED');
+      const first = worker.received.find((c) => c.taskId === taskId)!;
+      const retried = await h.request('POST', `/v1/tasks/${taskId}:retry`, { token: app.apiKey });
+      expect(retried.status).toBe(201);
+      expect(retried.body.execution).toMatchObject({ number: 2, status: 'CREATED' });
+      expect(retried.body.task.currentExecutionId).not.toBe(created.body.execution.id);
+      await expect
+        .poll(async () => (await status(taskId)).task.lifecycleStatus, { timeout: 10_000 })
+        .toBe('SUCCEEDED');
+      const late = (await worker.report([
+        {
+          attemptId: first.attemptId,
+          leaseVersion: 1,
+          eventId: newId(),
+          eventType: 'STEP_PROGRESS',
+          sourceSeq: 2,
+        },
+      ])) as any;
+      expect(late.results[0]).toMatchObject({ ok: false, code: 'STALE_EXECUTION' });
+      const running = await submit('again-wf');
+      await expect
+        .poll(async () => (await status(running.body.task.id)).task.lifecycleStatus, { timeout: 10_000 })
+        .toBe('FAILED');
+      const notFinished = await h.request('POST', `/v1/tasks/${created.body.task.id}:retry`, {
+        token: app.apiKey,
+      });
+      expect(notFinished.status).toBe(201);
+    } finally {
+      await worker.stop();
+    }
+  });
 });

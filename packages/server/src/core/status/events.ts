@@ -201,6 +201,12 @@ async function reportOne(deps: StatusDeps, session: FactSession, item: ReportIte
 
   // Step registry, operation and producer.
   const step = before.steps.find((s) => s.attemptId === claims!.executionId);
+  if (!step && (await session.tx.findAttempt(claims.executionId))) {
+    throw new AppError(
+      'STALE_EXECUTION',
+      `execution ${claims.executionId} belongs to an earlier run of task ${taskId}`,
+    );
+  }
   if (!step) {
     const keyed = before.steps.find((s) => s.key === event.stepId);
     throw new AppError(

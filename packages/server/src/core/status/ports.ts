@@ -64,6 +64,8 @@ export interface FactWrite {
   workflow?: WorkflowRecord;
   task?: TaskRecord;
   execution?: ExecutionRecord;
+  /** A further run of an existing task (POST /v1/tasks/{id}:retry). */
+  newExecution?: ExecutionRecord;
   newSteps?: StepRecord[];
   steps?: StepRecord[];
   attempts?: AttemptRecord[];

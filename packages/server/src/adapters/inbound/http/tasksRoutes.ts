@@ -7,6 +7,7 @@ import { cancelTask } from '../../../core/tasks/cancelTask.ts';
 import { type CreateTaskDeps, createTask } from '../../../core/tasks/createTask.ts';
 import type { TaskStore } from '../../../core/tasks/ports.ts';
 import { getTask, listTasks } from '../../../core/tasks/queryTasks.ts';
+import { retryTask } from '../../../core/tasks/retryTask.ts';
 import { principalOf, requireApplication } from './auth.ts';
 import { problem, sendProblem } from './problems.ts';
 import { emptyBodyAsObject, IdempotencyKeyHeader, problemResponses, Uuid } from './schemas.ts';
@@ -145,5 +146,23 @@ export function registerTaskRoutes(app: FastifyInstance, deps: TaskRouteDeps): v
     },
     async (request) =>
       cancelTask(deps.cancel, principalOf(request), request.params.id, request.body?.reason ?? null),
+  );
+
+  app.post<{ Params: { id: string } }>(
+    '/v1/tasks/:id(^[0-9a-fA-F-]{36})::retry',
+    {
+      onRequest,
+      schema: {
+        tags: ['tasks'],
+        summary: 'Run a finished task again (execution #n+1)',
+        description:
+          'The new execution uses the same frozen definition; late facts of the earlier one are answered STALE_EXECUTION.',
+        security,
+        params: TaskParams,
+        response: { 201: TaskWithExecution, ...problemResponses },
+      },
+    },
+    async (request, reply) =>
+      reply.code(201).send(await retryTask(deps.cancel, principalOf(request), request.params.id)),
   );
 }

@@ -339,6 +339,7 @@ class PostgresStatusTransaction implements StatusTransaction {
     if (w.newTask) {
       statements.push(upsertTask(sql, w.newTask.task, true), upsertExecution(sql, w.newTask.execution, true));
     }
+    if (w.newExecution) statements.push(upsertExecution(sql, w.newExecution, true));
     if (w.task) statements.push(upsertTask(sql, w.task, false));
     if (w.execution) statements.push(upsertExecution(sql, w.execution, false));
     for (const step of w.newSteps ?? []) statements.push(insertStep(sql, step));
