@@ -1,8 +1,13 @@
 /** `npm run bench -- <name>…` runs the named benchmarks (all of them when none is named). */
 import { benchCreate } from './create.ts';
+import { benchE2e } from './e2e.ts';
 import { benchEvents } from './events.ts';
 
-const benchmarks: Record<string, () => Promise<void>> = { create: benchCreate, events: benchEvents };
+const benchmarks: Record<string, () => Promise<void>> = {
+  create: benchCreate,
+  events: benchEvents,
+  e2e: benchE2e,
+};
 
 const requested = process.argv.slice(2);
 const names = requested.length > 0 ? requested : Object.keys(benchmarks);

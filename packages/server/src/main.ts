@@ -211,7 +211,12 @@ export async function startServer(
     workers: workerStore,
     heartbeatIntervalSeconds: Math.max(1, Math.floor(config.workerHeartbeatTtlMs / 3000)),
     heartbeatTtlMs: config.workerHeartbeatTtlMs,
-    workersChanged: () => schedulerWake(),
+    workersChanged: () => {
+      workerStore.retryDeferred(clock.now()).then(
+        () => schedulerWake(),
+        (error) => logger.warn({ err: error }, 'could not retry deferred scheduling requests'),
+      );
+    },
   };
   const dispatchDeps: DispatchDeps = {
     status,

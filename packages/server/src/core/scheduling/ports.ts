@@ -56,6 +56,8 @@ export interface WorkerStore {
   /** Requests that gave up waiting: their reasons for people, and when to try again. */
   deferRequest(id: string, reasons: string[], availableAt: Date): Promise<void>;
   pendingReasons(taskId: string): Promise<Map<string, string[]>>;
+  /** Requests waiting after finding no worker become due now (a worker registered or changed). */
+  retryDeferred(now: Date): Promise<void>;
   /** Live sessions whose last heartbeat is older than `before`. */
   silentWorkers(before: Date): Promise<string[]>;
   /** Attempts a worker holds whose step attempt is still open. */

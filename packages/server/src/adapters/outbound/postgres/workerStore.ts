@@ -156,6 +156,11 @@ export class PostgresWorkerStore implements WorkerStore {
       .sql`UPDATE scheduling_request SET reasons = ${this.sql.json(reasons)}, available_at = ${availableAt} WHERE id = ${id}`;
   }
 
+  async retryDeferred(now: Date) {
+    await this
+      .sql`UPDATE scheduling_request SET available_at = ${now} WHERE status = 'PENDING' AND available_at > ${now}`;
+  }
+
   async silentWorkers(before: Date) {
     const rows = await this.sql<
       { id: string }[]

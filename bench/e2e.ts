@@ -1,0 +1,246 @@
+/**
+ * `npm run bench -- e2e`: a one-step no-op workflow on TDP against graphile-worker and pg-boss doing the
+ * same, on the same PostgreSQL. Each: 10,000 jobs submitted one per call by 16 concurrent clients and
+ * processed by 2 worker processes (throughput from first submit to last start), then submit → start
+ * latency at a steady 100 jobs/s.
+ */
+import { type ChildProcess, fork } from 'node:child_process';
+import { Pool } from 'undici';
+import { benchDatabase, percentile, runLoad, startBenchServer } from './support.ts';
+
+const total = Number(process.env.BENCH_E2E_COUNT ?? 10_000);
+const steadyCount = Number(process.env.BENCH_E2E_STEADY ?? 1_000);
+const clients = 16;
+
+interface Workers {
+  handled(): number;
+  latencies(): Promise<number[]>;
+  stop(): Promise<void>;
+}
+
+function startWorkers(system: string, target: string, secret: string): Workers {
+  const children: ChildProcess[] = [];
+  const counts = new Map<number, number>();
+  for (let i = 0; i < 2; i += 1) {
+    const child = fork('bench/e2eWorker.ts', [system, target, secret], {
+      execArgv: ['--import', 'tsx'],
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
+    child.on('message', (m: { type: string; handled: number }) => {
+      if (m.type === 'count') counts.set(i, m.handled);
+    });
+    children.push(child);
+  }
+  return {
+    handled: () => [...counts.values()].reduce((a, b) => a + b, 0),
+    latencies: async () => {
+      const all = await Promise.all(
+        children.map(
+          (child) =>
+            new Promise<number[]>((resolve) => {
+              const listener = (m: { type: string; latencies: number[] }) => {
+                if (m.type === 'report') {
+                  child.off('message', listener);
+                  resolve(m.latencies);
+                }
+              };
+              child.on('message', listener);
+              child.send({ type: 'report' });
+            }),
+        ),
+      );
+      return all.flat();
+    },
+    stop: async () => {
+      await Promise.all(
+        children.map(
+          (c) =>
+            new Promise((resolve) =>
+              c.exitCode !== null ? resolve(null) : (c.once('exit', resolve), c.kill('SIGKILL')),
+            ),
+        ),
+      );
+    },
+  };
+}
+
+async function waitFor(workers: Workers, count: number, timeoutMs = 600_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (workers.handled() < count) {
+    if (Date.now() > deadline) throw new Error(`only ${workers.handled()} of ${count} jobs started`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+interface Figures {
+  perSecond: number;
+  p50: number;
+  p99: number;
+}
+
+/** Throughput (first submit → last start) and steady-state submit → start latency of one system. */
+async function measure(
+  submit: (i: number, sentAt?: number) => Promise<void>,
+  workers: Workers,
+  warm: number,
+): Promise<Figures> {
+  await runLoad(warm, clients, (i) => submit(i));
+  await waitFor(workers, warm);
+  await workers.latencies();
+  const startedAt = performance.now();
+  const base = workers.handled();
+  await runLoad(total, clients, (i) => submit(warm + i));
+  await waitFor(workers, base + total);
+  const perSecond = total / ((performance.now() - startedAt) / 1000);
+  await workers.latencies();
+  const steadyBase = workers.handled();
+  const t0 = performance.now();
+  const sends: Promise<void>[] = [];
+  for (let i = 0; i < steadyCount; i += 1) {
+    const due = t0 + i * 10;
+    const wait = due - performance.now();
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    sends.push(submit(warm + total + i, Date.now()));
+  }
+  await Promise.all(sends);
+  await waitFor(workers, steadyBase + steadyCount);
+  const latencies = (await workers.latencies()).sort((a, b) => a - b);
+  return { perSecond, p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
+}
+
+async function benchTdp(): Promise<Figures> {
+  const database = await benchDatabase();
+  const server = await startBenchServer(database.url);
+  const admin = { authorization: `Bearer ${server.adminToken}`, 'content-type': 'application/json' };
+  const workerKey = (
+    (await (
+      await fetch(`${server.base}/admin/v1/worker-credentials`, {
+        method: 'POST',
+        headers: admin,
+        body: '{}',
+      })
+    ).json()) as { key: string }
+  ).key;
+  const headers = { authorization: `Bearer ${server.apiKey}`, 'content-type': 'application/json' };
+  await fetch(`${server.base}/v1/workflow-definitions`, {
+    method: 'POST',
+    headers,
+    body: JSON.stringify({
+      name: 'noop',
+      version: '1',
+      steps: [
+        {
+          key: 'noop',
+          capability: 'noop',
+          capabilityVersion: '1',
+          inputMapping: { sentAt: '$.input.sentAt' },
+        },
+      ],
+    }),
+  });
+  const workers = startWorkers('tdp', server.base, workerKey);
+  const pool = new Pool(server.base, { connections: clients });
+  const run = Date.now();
+  try {
+    return await measure(
+      async (i, sentAt) => {
+        const response = await pool.request({
+          method: 'POST',
+          path: '/v1/tasks',
+          headers: { ...headers, 'idempotency-key': `${run}-${i}` },
+          body: JSON.stringify({
+            workflowName: 'noop',
+            workflowVersion: '1',
+            name: `noop ${i}`,
+            input: { sentAt: sentAt ?? 0 },
+          }),
+        });
+        await response.body.text();
+        if (response.statusCode !== 201) throw new Error(`POST /v1/tasks answered ${response.statusCode}`);
+      },
+      workers,
+      300,
+    );
+  } finally {
+    await pool.close();
+    await workers.stop();
+    await server.stop();
+    await database.close();
+  }
+}
+
+async function benchGraphile(): Promise<Figures> {
+  const database = await benchDatabase();
+  const { makeWorkerUtils } = await import('graphile-worker');
+  const { default: pg } = await import('pg');
+  const pgPool = new pg.Pool({ connectionString: database.url, max: clients });
+  pgPool.on('error', () => {});
+  const utils = await makeWorkerUtils({ pgPool });
+  await utils.migrate();
+  const workers = startWorkers('graphile', database.url, '');
+  try {
+    return await measure(
+      async (_i, sentAt) => {
+        await utils.addJob('noop', { sentAt: sentAt ?? 0 });
+      },
+      workers,
+      300,
+    );
+  } finally {
+    await workers.stop();
+    await utils.release();
+    await pgPool.end();
+    await database.close();
+  }
+}
+
+async function benchPgBoss(): Promise<Figures> {
+  const database = await benchDatabase();
+  const { PgBoss } = await import('pg-boss');
+  const boss = new PgBoss({ connectionString: database.url, max: clients });
+  boss.on('error', () => {});
+  await boss.start();
+  await boss.createQueue('noop', { notify: true } as never);
+  const workers = startWorkers('pgboss', database.url, '');
+  try {
+    return await measure(
+      async (_i, sentAt) => {
+        await boss.send('noop', { sentAt: sentAt ?? 0 });
+      },
+      workers,
+      300,
+    );
+  } finally {
+    await workers.stop();
+    await boss.stop({ graceful: false } as never).catch(() => {});
+    await database.close();
+  }
+}
+
+export async function benchE2e(): Promise<void> {
+  console.log(
+    `e2e: ${total} one-step no-op jobs, ${clients} submitting clients, 2 worker processes; latency at 100/s over ${steadyCount}`,
+  );
+  const results: [string, Figures][] = [];
+  for (const [name, run] of [
+    ['graphile-worker', benchGraphile],
+    ['pg-boss', benchPgBoss],
+    ['TDP', benchTdp],
+  ] as const) {
+    const figures = await run();
+    results.push([name, figures]);
+    console.log(
+      `  ${name.padEnd(16)} ${figures.perSecond.toFixed(0).padStart(6)} jobs/s   submit→start p50 ${figures.p50.toFixed(1)} ms  p99 ${figures.p99.toFixed(1)} ms`,
+    );
+  }
+  const tdp = results.find(([n]) => n === 'TDP')![1];
+  const peers = results.filter(([n]) => n !== 'TDP').map(([, f]) => f);
+  const fastest = Math.max(...peers.map((p) => p.perSecond));
+  const slowestP99 = Math.max(...peers.map((p) => p.p99));
+  console.log(
+    `  ratio throughput TDP / faster peer  ${(tdp.perSecond / fastest).toFixed(2)}  (target >= 0.5)`,
+  );
+  console.log(
+    `  p99 TDP ${tdp.p99.toFixed(1)} ms vs slower peer ${slowestP99.toFixed(1)} ms  (target: TDP <= slower)`,
+  );
+}

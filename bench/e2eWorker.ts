@@ -1,0 +1,154 @@
+/**
+ * A worker process for `bench -- e2e`, one per system: `tdp`, `graphile` or `pgboss`. It runs no-op jobs,
+ * measures submit → start latency from the `sentAt` in each payload, and reports counts and latencies
+ * to the parent over IPC.
+ */
+import { newId } from '../packages/protocol/src/ids.ts';
+
+const [system, target, secret] = process.argv.slice(2) as ['tdp' | 'graphile' | 'pgboss', string, string];
+let handled = 0;
+let latencies: number[] = [];
+const started = (sentAt: unknown) => {
+  handled += 1;
+  if (typeof sentAt === 'number') latencies.push(Date.now() - sentAt);
+};
+
+process.on('message', (message: { type: string }) => {
+  if (message.type === 'report') {
+    process.send?.({ type: 'report', handled, latencies });
+    latencies = [];
+  }
+});
+setInterval(() => process.send?.({ type: 'count', handled }), 100).unref();
+
+async function runTdp() {
+  const headers = { authorization: `Bearer ${secret}`, 'content-type': 'application/json' };
+  const registered = (await (
+    await fetch(`${target}/v1/workers/register`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({
+        instanceId: newId(),
+        name: `bench-${process.pid}`,
+        nodeId: `node-${process.pid}`,
+        capabilities: [{ name: 'noop', version: '1' }],
+        maxConcurrency: 256,
+      }),
+    })
+  ).json()) as { workerId: string };
+  const workerId = registered.workerId;
+  setInterval(() => {
+    void fetch(`${target}/v1/workers/${workerId}/heartbeat`, {
+      method: 'POST',
+      headers: { authorization: headers.authorization },
+    }).catch(() => {});
+  }, 5_000).unref();
+  // Reports and acks are batched: one request for everything that finished in the last few ms.
+  let events: Record<string, unknown>[] = [];
+  let acks: string[] = [];
+  const flush = async () => {
+    const batch = events;
+    const ackBatch = acks;
+    events = [];
+    acks = [];
+    await Promise.all([
+      batch.length > 0
+        ? fetch(`${target}/v1/workers/${workerId}/events:batch`, {
+            method: 'POST',
+            headers,
+            body: JSON.stringify({ events: batch }),
+          }).then((r) => r.arrayBuffer())
+        : null,
+      ...ackBatch.map((id) =>
+        fetch(`${target}/v1/workers/${workerId}/commands/${id}:ack`, {
+          method: 'POST',
+          headers: { authorization: headers.authorization },
+        }).then((r) => r.arrayBuffer()),
+      ),
+    ]);
+  };
+  setInterval(() => void flush().catch(() => {}), 5).unref();
+  const response = await fetch(`${target}/v1/workers/${workerId}/commands`, {
+    headers: { authorization: headers.authorization },
+  });
+  const reader = response.body!.getReader();
+  const decoder = new TextDecoder();
+  let buffer = '';
+  const seen = new Set<string>();
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += decoder.decode(value, { stream: true });
+    let boundary = buffer.indexOf('\n\n');
+    while (boundary >= 0) {
+      const block = buffer.slice(0, boundary);
+      buffer = buffer.slice(boundary + 2);
+      boundary = buffer.indexOf('\n\n');
+      const data = block
+        .split('\n')
+        .find((l) => l.startsWith('data: '))
+        ?.slice(6);
+      if (!data) continue;
+      const command = JSON.parse(data) as {
+        commandId: string;
+        type: string;
+        attemptId: string;
+        leaseVersion: number;
+        input: { sentAt?: number };
+      };
+      if (seen.has(command.commandId)) continue;
+      seen.add(command.commandId);
+      acks.push(command.commandId);
+      if (command.type !== 'START_ATTEMPT') continue;
+      started(command.input.sentAt);
+      events.push(
+        {
+          attemptId: command.attemptId,
+          leaseVersion: command.leaseVersion,
+          eventId: newId(),
+          eventType: 'STEP_STARTED',
+          sourceSeq: 1,
+        },
+        {
+          attemptId: command.attemptId,
+          leaseVersion: command.leaseVersion,
+          eventId: newId(),
+          eventType: 'STEP_COMPLETED',
+          sourceSeq: 2,
+          output: {},
+        },
+      );
+    }
+  }
+}
+
+async function runGraphile() {
+  const { run } = await import('graphile-worker');
+  const { default: pg } = await import('pg');
+  const pgPool = new pg.Pool({ connectionString: target, max: 20 });
+  pgPool.on('error', () => {});
+  await run({
+    pgPool,
+    concurrency: 16,
+    noHandleSignals: true,
+    pollInterval: 1000,
+    taskList: { noop: async (payload) => started((payload as { sentAt?: number }).sentAt) },
+  });
+}
+
+async function runPgBoss() {
+  const { PgBoss } = await import('pg-boss');
+  const boss = new PgBoss({ connectionString: target, useListenNotify: true, max: 10 });
+  boss.on('error', () => {});
+  await boss.start();
+  await boss.work(
+    'noop',
+    { batchSize: 50, localConcurrency: 4, pollingIntervalSeconds: 0.5 },
+    async (jobs: { data: { sentAt?: number } }[]) => {
+      for (const job of jobs) started(job.data.sentAt);
+    },
+  );
+}
+
+const runners = { tdp: runTdp, graphile: runGraphile, pgboss: runPgBoss };
+await runners[system]();
