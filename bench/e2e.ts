@@ -55,9 +55,11 @@ function startWorkers(system: string, target: string, secret: string): Workers {
       await Promise.all(
         children.map(
           (c) =>
-            new Promise((resolve) =>
-              c.exitCode !== null ? resolve(null) : (c.once('exit', resolve), c.kill('SIGKILL')),
-            ),
+            new Promise((resolve) => {
+              if (c.exitCode !== null) return resolve(null);
+              c.once('exit', resolve);
+              c.kill('SIGKILL');
+            }),
         ),
       );
     },
