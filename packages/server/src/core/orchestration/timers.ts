@@ -29,7 +29,7 @@ const open = (step: StepRecord | undefined, attemptId: unknown): step is StepRec
 
 export async function fireTimer(deps: StatusDeps, timer: DueTimer): Promise<void> {
   await inFactTransaction(deps, async (session) => {
-    const before = await session.tx.lockTask(timer.taskId);
+    const before = await session.lockTask(timer.taskId);
     if (!before || isTerminal(before.execution.status)) return;
     const step = before.steps.find((s) => s.id === timer.stepId);
     const limitMs = Number(timer.payload.limitMs ?? 0);

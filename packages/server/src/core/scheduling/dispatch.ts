@@ -36,7 +36,11 @@ export async function dispatchReady(deps: DispatchDeps, limit: number): Promise<
     const requests = await session.tx.claimSchedulingRequests(session.now, limit);
     const now = session.now;
     for (const request of requests) {
-      const before = await session.tx.lockTask(request.taskId);
+      // The advisory lock on the step attempt row goes out with the task lock (one round trip).
+      const [before] = await Promise.all([
+        session.lockTask(request.taskId),
+        session.tx.advisoryLock(`dispatch:${request.stepId}`),
+      ]);
       const step = before?.steps.find((s) => s.id === request.stepId);
       if (
         !before ||
@@ -53,7 +57,6 @@ export async function dispatchReady(deps: DispatchDeps, limit: number): Promise<
         });
         continue;
       }
-      await session.tx.advisoryLock(`dispatch:${step.id}:${step.attempt}`);
       const definition = before.execution.snapshot.steps.find((d) => d.key === step.key)!;
       const selection = selectWorker(
         candidates,

@@ -16,7 +16,7 @@ export async function reapLostWorkers(deps: DispatchDeps): Promise<number> {
     await deps.workers.endWorker(workerId, now);
     for (const { attemptId, taskId } of await deps.workers.openAttempts(workerId)) {
       await inFactTransaction(deps.status, async (session) => {
-        const before = await session.tx.lockTask(taskId);
+        const before = await session.lockTask(taskId);
         const step = before?.steps.find((s) => s.attemptId === attemptId);
         if (!before || !step?.current || (step.status !== 'QUEUED' && step.status !== 'RUNNING')) return;
         await failStepAttempt(deps.status, session, before, step, {

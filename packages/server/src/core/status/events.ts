@@ -155,7 +155,8 @@ async function reportOne(deps: StatusDeps, session: FactSession, item: ReportIte
     taskId = claims.taskId;
   }
 
-  const before = await session.tx.lockTask(taskId);
+  // The dedup read goes out right behind the lock, so it runs once the lock is held.
+  const [before, seen] = await Promise.all([session.lockTask(taskId), session.tx.findDedup(event.eventId)]);
   const applicationId =
     credential.kind === 'token' || credential.kind === 'worker'
       ? claims!.applicationId
@@ -164,7 +165,6 @@ async function reportOne(deps: StatusDeps, session: FactSession, item: ReportIte
     throw new AppError('TASK_NOT_FOUND', `task ${taskId} does not exist`);
 
   // A retry of an accepted event gets the first answer back, whatever happened since.
-  const seen = await session.tx.findDedup(event.eventId);
   if (seen) {
     if (seen.taskId === taskId && seen.payloadHash === hash)
       return { ...(seen.result as unknown as EventResult), duplicate: true };

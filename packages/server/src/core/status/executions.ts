@@ -108,7 +108,7 @@ async function requireOwnTask(
   principal: ApplicationPrincipal,
   taskId: string,
 ): Promise<TaskState> {
-  const state = await session.tx.lockTask(taskId);
+  const state = await session.lockTask(taskId);
   if (!state || state.task.applicationId !== principal.applicationId)
     throw new AppError('TASK_NOT_FOUND', `task ${taskId} does not exist`);
   return state;
@@ -248,7 +248,7 @@ export async function registerExecution(
   request: RegisterExecutionRequest,
 ): Promise<ExecutionContext> {
   return inFactTransaction(deps, async (session) => {
-    const before = await session.tx.lockTask(taskId);
+    const before = await session.lockTask(taskId);
     const applicationId =
       registrar.kind === 'coordinator' ? registrar.principal.applicationId : registrar.claims.applicationId;
     if (!before || before.task.applicationId !== applicationId)

@@ -74,6 +74,8 @@ export class FactSession {
     string,
     { from: LifecycleStatus | null; to: LifecycleStatus }[]
   >();
+  /** Tasks locked in this transaction, as of their last committed fact (no second read). */
+  private readonly locked = new Map<string, TaskState>();
   wroteOutbox = false;
 
   constructor(
@@ -81,6 +83,15 @@ export class FactSession {
     private readonly ids: IdGenerator,
     readonly now: Date,
   ) {}
+
+  /** The task, locked until the transaction ends; read once per transaction. */
+  async lockTask(taskId: string): Promise<TaskState | null> {
+    const known = this.locked.get(taskId);
+    if (known) return known;
+    const state = await this.tx.lockTask(taskId);
+    if (state) this.locked.set(taskId, state);
+    return state;
+  }
 
   async commit(before: TaskState | null, after: TaskState, draft: EventDraft, options: CommitOptions = {}) {
     const { task } = after;
@@ -111,7 +122,7 @@ export class FactSession {
       durationMs: draft.durationMs ?? null,
     };
     const committedAt = this.now;
-    const acl = before ? await this.tx.acl(task.id) : [];
+    const acl = before ? (before.acl ?? (await this.tx.acl(task.id))) : [];
     const notice = noticeFor(before, after, event, options.statusDefinition ?? null);
     const result = eventResult(after, event, committedAt);
     const written = await this.tx.write({
@@ -138,6 +149,7 @@ export class FactSession {
     });
     if (!written.idempotencyClaimed) return { event, result, committedAt, idempotencyClaimed: false };
     this.wroteOutbox = true;
+    this.locked.set(task.id, { ...after, acl });
     const from = before?.task.lifecycleStatus ?? null;
     if (options.countInWorkflow !== false && from !== task.lifecycleStatus) {
       const list = this.workflowChanges.get(task.workflowId) ?? [];

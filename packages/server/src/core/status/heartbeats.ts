@@ -143,7 +143,7 @@ async function recoverStale(
   seq: number,
 ): Promise<'HEALTHY' | null> {
   return inFactTransaction(deps, async (session) => {
-    const before = await session.tx.lockTask(taskId);
+    const before = await session.lockTask(taskId);
     const step = before?.steps.find((s) => s.attemptId === attemptId);
     if (
       !before ||

@@ -157,7 +157,7 @@ export async function createWorkflow(
         const refs = [];
         for (const task of tasks) {
           const taskId = await session.tx.findTaskIdByClientKey(existing.id, task.clientTaskKey);
-          const state = taskId ? await session.tx.lockTask(taskId) : null;
+          const state = taskId ? await session.lockTask(taskId) : null;
           if (state)
             refs.push({
               taskId: state.task.id,
@@ -229,7 +229,7 @@ export async function addWorkflowTask(
         throw new AppError('WORKFLOW_NOT_FOUND', `workflow ${workflowId} does not exist`);
       const existingId = await session.tx.findTaskIdByClientKey(workflow.id, spec.clientTaskKey);
       if (existingId) {
-        const state = await session.tx.lockTask(existingId);
+        const state = await session.lockTask(existingId);
         return {
           taskId: existingId,
           taskVersion: state!.task.version.toString(),

@@ -26,7 +26,7 @@ export async function cancelTask(
   reason: string | null,
 ): Promise<TaskWithExecution> {
   return inFactTransaction(deps, async (session) => {
-    const before = await session.tx.lockTask(taskId);
+    const before = await session.lockTask(taskId);
     if (!before || before.task.applicationId !== principal.applicationId) {
       throw new AppError('TASK_NOT_FOUND', `task ${taskId} does not exist`);
     }

@@ -171,6 +171,8 @@ export interface TaskState {
   task: TaskRecord;
   execution: ExecutionRecord;
   steps: StepRecord[];
+  /** The live ACL, when loaded with the task (the fact path needs it for projections). */
+  acl?: AclEntry[];
 }
 
 export interface WorkflowRecord {

@@ -19,7 +19,7 @@ export async function retryTask(
   taskId: string,
 ): Promise<TaskWithExecution> {
   return inFactTransaction(deps, async (session) => {
-    const before = await session.tx.lockTask(taskId);
+    const before = await session.lockTask(taskId);
     if (!before || before.task.applicationId !== principal.applicationId)
       throw new AppError('TASK_NOT_FOUND', `task ${taskId} does not exist`);
     if (before.task.workflowDefinitionId === null) {

@@ -30,13 +30,31 @@ import {
 } from './rows.ts';
 
 /** Reads a task with its current execution and all step rows of that execution. */
-export async function loadTaskState(sql: Queryable, task: TaskRow): Promise<TaskState> {
-  const [[execution], steps] = await Promise.all([
+export async function loadTaskState(sql: Queryable, task: TaskRow, withAcl = false): Promise<TaskState> {
+  const [[execution], steps, acl] = await Promise.all([
     sql<ExecutionRow[]>`SELECT * FROM execution WHERE id = ${task.current_execution_id}`,
     sql<StepRow[]>`SELECT * FROM step WHERE execution_id = ${task.current_execution_id} ORDER BY id`,
+    withAcl ? readAcl(sql, task.id) : Promise.resolve(undefined),
   ]);
   if (!execution) throw new Error(`task ${task.id} has no execution ${task.current_execution_id}`);
-  return { task: toTask(task), execution: toExecution(execution), steps: steps.map(toStep) };
+  return {
+    task: toTask(task),
+    execution: toExecution(execution),
+    steps: steps.map(toStep),
+    ...(acl ? { acl } : {}),
+  };
+}
+
+async function readAcl(sql: Queryable, taskId: string): Promise<AclEntry[]> {
+  const rows = await sql<
+    { principal_type: AclEntry['principalType']; principal_id: string; permission: AclEntry['permission'] }[]
+  >`
+    SELECT principal_type, principal_id, permission FROM task_acl WHERE task_id = ${taskId} AND revoked_at IS NULL`;
+  return rows.map((r) => ({
+    principalType: r.principal_type,
+    principalId: r.principal_id,
+    permission: r.permission,
+  }));
 }
 
 function insertStep(sql: TxSql, s: StepRecord) {
@@ -218,12 +236,12 @@ class PostgresStatusTransaction implements StatusTransaction {
 
   async lockTask(taskId: string): Promise<TaskState | null> {
     const [task] = await this.sql<TaskRow[]>`SELECT * FROM task WHERE id = ${taskId} FOR UPDATE`;
-    return task ? loadTaskState(this.sql, task) : null;
+    return task ? loadTaskState(this.sql, task, true) : null;
   }
 
   async lockTaskIfFree(taskId: string): Promise<TaskState | null> {
     const [task] = await this.sql<TaskRow[]>`SELECT * FROM task WHERE id = ${taskId} FOR UPDATE SKIP LOCKED`;
-    return task ? loadTaskState(this.sql, task) : null;
+    return task ? loadTaskState(this.sql, task, true) : null;
   }
 
   async lockWorkflow(workflowId: string): Promise<WorkflowRecord | null> {
