@@ -10,6 +10,8 @@ import { benchDatabase, percentile, runLoad, startBenchServer } from './support.
 
 const total = Number(process.env.BENCH_E2E_COUNT ?? 10_000);
 const steadyCount = Number(process.env.BENCH_E2E_STEADY ?? 1_000);
+/** `BENCH_E2E_ONLY=TDP` runs one system, e.g. while profiling it with BENCH_PROFILE=1. */
+const only = process.env.BENCH_E2E_ONLY;
 const clients = 16;
 
 interface Workers {
@@ -173,11 +175,12 @@ async function benchTdp(): Promise<Figures> {
 
 async function benchGraphile(): Promise<Figures> {
   const database = await benchDatabase();
-  const { makeWorkerUtils } = await import('graphile-worker');
+  const { makeWorkerUtils, Logger } = await import('graphile-worker');
   const { default: pg } = await import('pg');
   const pgPool = new pg.Pool({ connectionString: database.url, max: clients });
   pgPool.on('error', () => {});
-  const utils = await makeWorkerUtils({ pgPool });
+  pgPool.on('connect', (client) => client.on('error', () => {}));
+  const utils = await makeWorkerUtils({ pgPool, logger: new Logger(() => () => {}) });
   await utils.migrate();
   const workers = startWorkers('graphile', database.url, '');
   try {
@@ -229,16 +232,18 @@ export async function benchE2e(): Promise<void> {
     ['pg-boss', benchPgBoss],
     ['TDP', benchTdp],
   ] as const) {
+    if (only && only !== name) continue;
     const figures = await run();
     results.push([name, figures]);
     console.log(
       `  ${name.padEnd(16)} ${figures.perSecond.toFixed(0).padStart(6)} jobs/s   submit→start p50 ${figures.p50.toFixed(1)} ms  p99 ${figures.p99.toFixed(1)} ms`,
     );
   }
-  const tdp = results.find(([n]) => n === 'TDP')![1];
+  const tdp = results.find(([n]) => n === 'TDP')?.[1];
   const peers = results.filter(([n]) => n !== 'TDP').map(([, f]) => f);
   const fastest = Math.max(...peers.map((p) => p.perSecond));
   const slowestP99 = Math.max(...peers.map((p) => p.p99));
+  if (!tdp || peers.length === 0) return;
   console.log(
     `  ratio throughput TDP / faster peer  ${(tdp.perSecond / fastest).toFixed(2)}  (target >= 0.5)`,
   );

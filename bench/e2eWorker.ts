@@ -123,12 +123,17 @@ async function runTdp() {
 }
 
 async function runGraphile() {
-  const { run } = await import('graphile-worker');
+  const { run, Logger } = await import('graphile-worker');
   const { default: pg } = await import('pg');
   const pgPool = new pg.Pool({ connectionString: target, max: 20 });
   pgPool.on('error', () => {});
+  pgPool.on('connect', (client) => client.on('error', () => {}));
   await run({
     pgPool,
+    // Per-job INFO lines would cost graphile-worker time the other systems do not spend.
+    logger: new Logger(() => (level, message) => {
+      if (level === 'error') process.stderr.write(`graphile-worker: ${message}\n`);
+    }),
     concurrency: 16,
     noHandleSignals: true,
     pollInterval: 1000,

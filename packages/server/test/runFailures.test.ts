@@ -1,7 +1,10 @@
 /**
- * Running the work when things go wrong: a retryable failure retried after its back-off, a worker that
- * dies mid-attempt, two scheduler replicas racing, and a command stream that reconnects.
+ * Running the work when things go wrong: a retryable failure retried after its back-off, a worker process
+ * killed with SIGKILL mid-attempt, two scheduler replicas racing, and a command stream that reconnects.
  */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
 import { newId } from '@tdp/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Harness, startHarness } from '../../../test/harness.ts';
@@ -51,6 +54,7 @@ beforeAll(async () => {
   sql = connectDatabase({ url: h.databaseUrl, maxConnections: 2 });
 });
 afterAll(async () => {
+  for (const child of workerProcesses) child.kill('SIGKILL');
   await sql.end();
   await h.close();
 });
@@ -61,6 +65,37 @@ const submit = (workflowName: string, key = newId()) =>
     headers: { 'idempotency-key': key },
     body: { workflowName, workflowVersion: '1', name: key },
   });
+const workerProcesses: ChildProcess[] = [];
+
+/** Runs test/workerProcess.ts as a child process; `next()` resolves with each JSON line it prints. */
+function spawnWorkerProcess(key: string, nodeId: string, capability: string) {
+  const child = spawn(
+    process.execPath,
+    [
+      '--import',
+      'tsx',
+      fileURLToPath(new URL('../../../test/workerProcess.ts', import.meta.url)),
+      h.url,
+      key,
+      nodeId,
+      capability,
+    ],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  workerProcesses.push(child);
+  const lines = createInterface({ input: child.stdout! })[Symbol.asyncIterator]();
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  return {
+    child,
+    exited,
+    next: async (): Promise<Record<string, unknown>> => {
+      const line = await lines.next();
+      if (line.done) throw new Error('the worker process ended');
+      return JSON.parse(line.value);
+    },
+  };
+}
+
 const status = async (id: string) => (await h.request('GET', `/v1/tasks/${id}`, { token: app.apiKey })).body;
 
 describe('failures while running', () => {
@@ -111,33 +146,25 @@ describe('failures while running', () => {
     }
   });
 
-  it('a worker that dies mid-attempt: the step runs again on another worker, one success is recorded, the late success is STALE', async () => {
+  it('a worker killed with SIGKILL mid-attempt: the step runs again on another worker, one success is recorded, the late success is STALE', async () => {
     const starts: string[] = [];
-    const dying = await startTestWorker({
-      baseUrl: h.url,
-      workerKey,
-      nodeId: 'node-a',
-      capabilities: [{ name: 'slow.op', version: '1' }],
-      handler: async (command, report) => {
-        starts.push(`a:${command.attempt}`);
-        await report([
-          {
-            attemptId: command.attemptId,
-            leaseVersion: 1,
-            eventId: newId(),
-            eventType: 'STEP_STARTED',
-            sourceSeq: 1,
-          },
-        ]);
-      },
-    });
+    // The first worker is its own process, so it can really die.
+    const dying = spawnWorkerProcess(workerKey, 'node-a', 'slow.op');
+    const dyingId = (await dying.next()).workerId as string;
     const created = await submit('slow-wf');
     const taskId = created.body.task.id;
+    const lostCommand = (await dying.next()).started as {
+      taskId: string;
+      attemptId: string;
+      attempt: number;
+    };
+    expect(lostCommand.taskId).toBe(taskId);
+    starts.push(`a:${lostCommand.attempt}`);
     await expect
       .poll(async () => (await status(taskId)).execution.steps[0]?.status, { timeout: 10_000 })
       .toBe('RUNNING');
-    const lostCommand = dying.received.find((c) => c.taskId === taskId)!;
-    // The first worker goes silent (killed: no drain, no more heartbeats); a second one is alive.
+    dying.child.kill('SIGKILL');
+    await dying.exited;
     const surviving = await startTestWorker({
       baseUrl: h.url,
       workerKey,
@@ -165,16 +192,25 @@ describe('failures while running', () => {
         .poll(async () => (await status(taskId)).task.lifecycleStatus, { timeout: 15_000 })
         .toBe('SUCCEEDED');
       expect(starts).toEqual(['a:1', 'b:2']);
-      const late = await dying.report([
-        {
-          attemptId: lostCommand.attemptId,
-          leaseVersion: 1,
-          eventId: newId(),
-          eventType: 'STEP_COMPLETED',
-          sourceSeq: 2,
-          output: { late: true },
-        },
-      ]);
+      // Its success arrives late, e.g. from a copy of the process that was partitioned away.
+      const late = await (
+        await fetch(`${h.url}/v1/workers/${dyingId}/events:batch`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${workerKey}`, 'content-type': 'application/json' },
+          body: JSON.stringify({
+            events: [
+              {
+                attemptId: lostCommand.attemptId,
+                leaseVersion: 1,
+                eventId: newId(),
+                eventType: 'STEP_COMPLETED',
+                sourceSeq: 2,
+                output: { late: true },
+              },
+            ],
+          }),
+        })
+      ).json();
       expect((late as any).results[0]).toMatchObject({ ok: false, code: 'STALE_EXECUTION' });
       const completions =
         await sql`SELECT count(*) AS n FROM task_event WHERE task_id = ${taskId} AND type = 'STEP_COMPLETED'`;
@@ -185,7 +221,7 @@ describe('failures while running', () => {
       expect(timeline).toContain('WORKER_LOST');
     } finally {
       h.clock.set(new Date());
-      dying.stop();
+      dying.child.kill('SIGKILL');
       await surviving.stop();
     }
   });
