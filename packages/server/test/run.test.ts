@@ -8,6 +8,9 @@ import { newId, verifySignature } from '@tdp/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Harness, startHarness, zipWorkflow } from '../../../test/harness.ts';
 import { completeWith, startTestWorker } from '../../../test/testWorker.ts';
+import { PostgresCallbackQueue } from '../src/adapters/outbound/postgres/callbackQueue.ts';
+import { sendDueCallbacks } from '../src/core/callbacks/sendCallbacks.ts';
+import { connectDatabase } from '../src/main.ts';
 
 let h: Harness;
 let app: Awaited<ReturnType<Harness['createApplication']>>;
@@ -192,6 +195,55 @@ describe('running a task', () => {
     } finally {
       h.clock.set(new Date());
       await worker.stop();
+    }
+  });
+
+  it('a receiver that never accepts: the 20th failure makes the delivery DEAD; :redeliver sends it again', async () => {
+    failNext = Number.POSITIVE_INFINITY;
+    const sql = connectDatabase({ url: h.databaseUrl, maxConnections: 2 });
+    try {
+      // No worker offers these capabilities, so the only callback is the execution's creation.
+      const created = await submit(`dead-${newId()}`);
+      const taskId = created.body.task.id;
+      const log = async () =>
+        (await h.request('GET', `/v1/tasks/${taskId}/callbacks`, { token: app.apiKey })).body.items as any[];
+      await expect.poll(async () => (await log())[0]?.attempts, { timeout: 10_000 }).toBeGreaterThan(0);
+      // Nineteen failures already behind it, next try far in the future so the server's own sender
+      // leaves it alone; a sender of our own, on a clock past that, makes the twentieth attempt.
+      const later = new Date(Date.now() + 365 * 86_400_000);
+      await expect
+        .poll(async () => {
+          const moved = await sql`
+            UPDATE callback_delivery SET attempts = 19, available_at = ${later}
+            WHERE task_id = ${taskId} AND status = 'FAILED' RETURNING id`;
+          return moved.length;
+        })
+        .toBe(1);
+      const sender = {
+        queue: new PostgresCallbackQueue(sql),
+        clock: { now: () => new Date(later.getTime() + 1_000) },
+        signingSecrets: async () => [app.callbackSecret],
+        post: async (url: string, body: string, headers: Record<string, string>) => {
+          const response = await fetch(url, { method: 'POST', body, headers });
+          return { status: response.status };
+        },
+        random: () => 0.5,
+      };
+      expect(await sendDueCallbacks(sender, 10)).toMatchObject({ claimed: 1, delivered: 0 });
+      const [dead] = await log();
+      expect(dead).toMatchObject({ status: 'DEAD', attempts: 20 });
+      expect(received.some((r) => r.body.taskId === taskId)).toBe(false);
+
+      failNext = 0;
+      const other = await h.request('POST', `/v1/callbacks/${newId()}:redeliver`, { token: app.apiKey });
+      expect(other.status).toBe(404);
+      const again = await h.request('POST', `/v1/callbacks/${dead.id}:redeliver`, { token: app.apiKey });
+      expect(again.status).toBeLessThan(300);
+      await expect.poll(async () => (await log())[0]?.status, { timeout: 10_000 }).toBe('PUBLISHED');
+      expect(received.filter((r) => r.body.taskId === taskId)).toHaveLength(1);
+    } finally {
+      failNext = 0;
+      await sql.end();
     }
   });
 
