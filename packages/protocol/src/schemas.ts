@@ -84,6 +84,8 @@ export const StepDefinitionInput = Type.Object(
     timeouts: Type.Optional(StepTimeouts),
     retry: Type.Optional(RetryPolicy),
     failurePolicy: Type.Optional(FailurePolicy),
+    /** A delayed step: once ready, its first attempt waits this long before it is placed (up to 30 days). */
+    startDelayMs: Type.Optional(Type.Integer({ minimum: 1, maximum: 2_592_000_000 })),
   },
   Strict,
 );
@@ -127,6 +129,8 @@ export const StepDefinition = Type.Object({
     nonRetryableErrorCodes: Type.Array(Type.String()),
   }),
   failurePolicy: FailurePolicy,
+  /** Absent in definitions published before delayed steps existed. */
+  startDelayMs: Type.Optional(Type.Integer()),
 });
 export type StepDefinition = Static<typeof StepDefinition>;
 

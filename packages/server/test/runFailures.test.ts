@@ -45,6 +45,7 @@ beforeAll(async () => {
     ['start-wf', 'nobody.op', { timeouts: { scheduleToStartMs: 5_000 }, retry: { maxAttempts: 1 } }],
     ['beat-wf', 'beat.op', { timeouts: { heartbeatMs: 5_000 }, retry: { maxAttempts: 1 } }],
     ['again-wf', 'again.op', {}],
+    ['delayed-wf', 'delayed.op', { startDelayMs: 60_000, timeouts: { scheduleToStartMs: 5_000 } }],
   ] as const) {
     await h.request('POST', '/v1/workflow-definitions', {
       token: app.apiKey,
@@ -223,6 +224,60 @@ describe('failures while running', () => {
       h.clock.set(new Date());
       dying.child.kill('SIGKILL');
       await surviving.stop();
+    }
+  });
+
+  it('a delayed step waits for its delay on the injected clock, even when workers come and go', async () => {
+    const starts: string[] = [];
+    const first = await startTestWorker({
+      baseUrl: h.url,
+      workerKey,
+      nodeId: 'node-d1',
+      capabilities: [{ name: 'delayed.op', version: '1' }],
+      handler: async (command, report) => {
+        starts.push(command.taskId);
+        await completeWith({ waited: true })(command, report);
+      },
+    });
+    let second: Awaited<ReturnType<typeof startTestWorker>> | null = null;
+    try {
+      const created = await submit('delayed-wf');
+      const taskId = created.body.task.id;
+      // A worker registering retries deferred requests; it must not cut a delay short.
+      second = await startTestWorker({
+        baseUrl: h.url,
+        workerKey,
+        nodeId: 'node-d2',
+        capabilities: [{ name: 'delayed.op', version: '1' }],
+        handler: async (command, report) => {
+          starts.push(command.taskId);
+          await completeWith({ waited: true })(command, report);
+        },
+      });
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      expect(starts).toEqual([]);
+      const waiting = await status(taskId);
+      expect(waiting.execution.steps[0].status).toBe('READY');
+      expect(waiting.task.lifecycleStatus).not.toBe('FAILED');
+      const timeline = (await h.request('GET', `/v1/tasks/${taskId}/timeline`, { token: app.apiKey })).body
+        .items;
+      expect(timeline.find((m: any) => m.kind === 'STEP_READY').data).toMatchObject({ delayMs: 60_000 });
+
+      h.clock.advance(61_000);
+      // Both workers heart-beat at the new time, or the lease reaper would call them lost.
+      for (const worker of [first, second])
+        await fetch(`${h.url}/v1/workers/${worker.workerId}/heartbeat`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${workerKey}` },
+        });
+      await expect
+        .poll(async () => (await status(taskId)).task.lifecycleStatus, { timeout: 10_000 })
+        .toBe('SUCCEEDED');
+      expect(starts).toEqual([taskId]);
+    } finally {
+      h.clock.set(new Date());
+      await first.stop();
+      await second?.stop();
     }
   });
 

@@ -27,6 +27,7 @@ export function normaliseSteps(steps: StepInput[]): StepDefinition[] {
     timeouts: step.timeouts ?? {},
     retry: { ...defaultRetry, ...step.retry },
     failurePolicy: step.failurePolicy ?? 'FAIL_TASK',
+    startDelayMs: step.startDelayMs ?? 0,
   }));
 }
 

@@ -107,15 +107,19 @@ export function orchestrate(
     switch (t.kind) {
       case 'STEP_READY': {
         const step = update(currentStep(t.stepKey), { status: 'READY' });
+        const definition = definitions.find((d) => d.key === t.stepKey);
+        // A delayed step's first attempt waits; retries have their own back-off.
+        const delayMs = t.attempt === 1 ? (definition?.startDelayMs ?? 0) : 0;
+        const placeableAt = new Date(at.getTime() + delayMs);
         write.schedulingRequests.push({
           id: ids.newId(),
           taskId: state.task.id,
           stepId: step.id,
           priority: state.task.priority,
-          availableAt: at,
+          availableAt: placeableAt,
           createdAt: at,
         });
-        const limit = definitions.find((d) => d.key === t.stepKey)?.timeouts.scheduleToStartMs;
+        const limit = definition?.timeouts.scheduleToStartMs;
         if (limit) {
           write.timers.push({
             id: ids.newId(),
@@ -123,7 +127,7 @@ export function orchestrate(
             taskId: state.task.id,
             stepId: step.id,
             payload: { limitMs: limit },
-            availableAt: new Date(at.getTime() + limit),
+            availableAt: new Date(placeableAt.getTime() + limit),
             createdAt: at,
           });
         }
@@ -132,8 +136,10 @@ export function orchestrate(
             ids,
             state,
             'STEP_READY',
-            `step ${t.stepKey} is ready (attempt ${t.attempt})`,
-            { stepId: t.stepKey, attempt: t.attempt },
+            delayMs > 0
+              ? `step ${t.stepKey} is ready (attempt ${t.attempt}); placed after its ${delayMs} ms delay`
+              : `step ${t.stepKey} is ready (attempt ${t.attempt})`,
+            { stepId: t.stepKey, attempt: t.attempt, ...(delayMs > 0 ? { delayMs, placeableAt } : {}) },
             at,
           ),
         );

@@ -156,9 +156,11 @@ export class PostgresWorkerStore implements WorkerStore {
       .sql`UPDATE scheduling_request SET reasons = ${this.sql.json(reasons)}, available_at = ${availableAt} WHERE id = ${id}`;
   }
 
+  /** Only requests deferred for want of a worker (they carry reasons); a delayed step keeps its delay. */
   async retryDeferred(now: Date) {
     await this
-      .sql`UPDATE scheduling_request SET available_at = ${now} WHERE status = 'PENDING' AND available_at > ${now}`;
+      .sql`UPDATE scheduling_request SET available_at = ${now}
+           WHERE status = 'PENDING' AND available_at > ${now} AND reasons <> '[]'::jsonb`;
   }
 
   async silentWorkers(before: Date) {
