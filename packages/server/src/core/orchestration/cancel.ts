@@ -8,6 +8,11 @@ import { endTask, isRefusal, stepIsFinished } from '../status/stateMachine.ts';
 import type { StepRecord, TaskState } from '../tasks/model.ts';
 import { callbackFor, milestone } from './platform.ts';
 
+/** The step as it is once cancelled: finished now, one version on. */
+export function cancelledStep(step: StepRecord, now: Date): StepRecord {
+  return { ...step, status: 'CANCELED', finishedAt: now, version: step.version + 1n, updatedAt: now };
+}
+
 /** Ends a cancelling execution now: open steps are cancelled, their credentials revoked, workers freed. */
 export async function forceCancel(deps: StatusDeps, session: FactSession, before: TaskState): Promise<void> {
   const now = session.now;
@@ -25,13 +30,7 @@ export async function forceCancel(deps: StatusDeps, session: FactSession, before
         if (attempt?.workerId && (step.status === 'QUEUED' || step.status === 'RUNNING'))
           freed.push({ workerId: attempt.workerId, delta: -1 });
       }
-      const cancelled = {
-        ...step,
-        status: 'CANCELED' as const,
-        finishedAt: now,
-        version: step.version + 1n,
-        updatedAt: now,
-      };
+      const cancelled = cancelledStep(step, now);
       changed.push(cancelled);
       return cancelled;
     }),

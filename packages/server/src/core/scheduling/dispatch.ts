@@ -155,34 +155,23 @@ export async function dispatchReady(deps: DispatchDeps, limit: number): Promise<
                 createdAt: now,
               },
             ],
-            timers: [
-              ...(definition.timeouts.startToCloseMs
-                ? [
-                    {
-                      id: deps.status.ids.newId(),
-                      kind: 'START_TO_CLOSE' as const,
-                      taskId: before.task.id,
-                      stepId: step.id,
-                      payload: { attemptId: attempt.id, limitMs: definition.timeouts.startToCloseMs },
-                      availableAt: new Date(now.getTime() + definition.timeouts.startToCloseMs),
-                      createdAt: now,
-                    },
-                  ]
-                : []),
-              ...(definition.timeouts.heartbeatMs
-                ? [
-                    {
-                      id: deps.status.ids.newId(),
-                      kind: 'HEARTBEAT_TIMEOUT' as const,
-                      taskId: before.task.id,
-                      stepId: step.id,
-                      payload: { attemptId: attempt.id, limitMs: definition.timeouts.heartbeatMs },
-                      availableAt: new Date(now.getTime() + definition.timeouts.heartbeatMs),
-                      createdAt: now,
-                    },
-                  ]
-                : []),
-            ],
+            // Both limits run from the placement; the heartbeat timer re-arms itself while beats arrive.
+            timers: (
+              [
+                ['START_TO_CLOSE', definition.timeouts.startToCloseMs],
+                ['HEARTBEAT_TIMEOUT', definition.timeouts.heartbeatMs],
+              ] as const
+            )
+              .filter(([, limitMs]) => limitMs !== undefined)
+              .map(([kind, limitMs]) => ({
+                id: deps.status.ids.newId(),
+                kind,
+                taskId: before.task.id,
+                stepId: step.id,
+                payload: { attemptId: attempt.id, limitMs },
+                availableAt: new Date(now.getTime() + limitMs!),
+                createdAt: now,
+              })),
             timeline: [
               milestone(
                 deps.status.ids,

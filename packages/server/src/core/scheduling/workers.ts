@@ -8,7 +8,12 @@ import { type EventResult, newId } from '@tdp/protocol';
 import { generateApiKey, keyIsUsable, parseApiKey, secretMatches } from '../identity/apiKeys.ts';
 import { AppError } from '../shared/errors.ts';
 import type { StatusDeps } from '../status/deps.ts';
-import { platformOutputSchema, type ReportedEvent, reportTaskEvents } from '../status/events.ts';
+import {
+  claimsOfAttempt,
+  platformOutputSchema,
+  type ReportedEvent,
+  reportTaskEvents,
+} from '../status/events.ts';
 import type { WorkerSession, WorkerStore } from './ports.ts';
 
 export interface WorkerDeps {
@@ -156,20 +161,7 @@ export async function recordWorkerEvents(
         return {
           credential: {
             kind: 'worker' as const,
-            claims: {
-              applicationId: attempt.applicationId,
-              tenantId: '',
-              workflowId: '',
-              taskId: attempt.taskId,
-              taskAttempt: 0,
-              stepId: '',
-              stepAttempt: 0,
-              executionId: attempt.id,
-              operationCode: attempt.operationCode,
-              producerId: attempt.producerId,
-              allowedEventTypes: attempt.allowedEventTypes,
-              expiresAt: attempt.expiresAt,
-            },
+            claims: claimsOfAttempt(attempt, ''),
           },
           event: {
             eventId: item.eventId,

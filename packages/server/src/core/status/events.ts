@@ -24,7 +24,7 @@ import { AppError } from '../shared/errors.ts';
 import type { StepRecord, TaskState } from '../tasks/model.ts';
 import type { StatusDeps } from './deps.ts';
 import { type FactSession, inFactTransaction } from './facts.ts';
-import type { ExecutionClaims } from './ports.ts';
+import type { AttemptRecord, ExecutionClaims } from './ports.ts';
 import { matchesPattern } from './registries.ts';
 import {
   applyStepEvent,
@@ -108,9 +108,17 @@ async function resolveExecution(
   ) {
     return refuse('EXECUTION_CREDENTIAL_INVALID', 'the execution handle is unknown, expired or not yours');
   }
+  return claimsOfAttempt(attempt, credential.principal.tenantId);
+}
+
+/**
+ * What an attempt row vouches for when its holder is known another way (a handle, a worker lease):
+ * the fields a signed token would carry but the row does not are left empty and checked from the task.
+ */
+export function claimsOfAttempt(attempt: AttemptRecord, tenantId: string): ExecutionClaims {
   return {
     applicationId: attempt.applicationId,
-    tenantId: credential.principal.tenantId,
+    tenantId,
     workflowId: '',
     taskId: attempt.taskId,
     taskAttempt: 0,

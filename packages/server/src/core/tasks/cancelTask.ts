@@ -1,5 +1,6 @@
 import type { TaskWithExecution } from '@tdp/protocol';
 import type { ApplicationPrincipal } from '../identity/ports.ts';
+import { cancelledStep } from '../orchestration/cancel.ts';
 import { callbackFor, milestone } from '../orchestration/platform.ts';
 import type { TimerRecord, WorkerCommandRecord } from '../scheduling/model.ts';
 import { AppError } from '../shared/errors.ts';
@@ -49,13 +50,7 @@ export async function cancelTask(
       const steps = before.steps.map((step) => {
         if (!step.current || finishedSteps.has(step.status)) return step;
         if (step.attemptId) revokeAttemptIds.push(step.attemptId);
-        return {
-          ...step,
-          status: 'CANCELED' as const,
-          finishedAt: now,
-          version: step.version + 1n,
-          updatedAt: now,
-        };
+        return cancelledStep(step, now);
       });
       after = { task: ended.task, execution: ended.execution, steps };
     } else {
@@ -77,13 +72,7 @@ export async function cancelTask(
             }
             return step;
           }
-          return {
-            ...step,
-            status: 'CANCELED' as const,
-            finishedAt: now,
-            version: step.version + 1n,
-            updatedAt: now,
-          };
+          return cancelledStep(step, now);
         }),
       );
       after = {
