@@ -114,6 +114,13 @@ export async function startTestWorker(options: {
       abort = new AbortController();
       streaming = follow(abort.signal).catch(() => {});
     },
+    /** One session heartbeat, e.g. after a test moved the server's clock past the session TTL. */
+    heartbeat: async () => {
+      await fetch(`${options.baseUrl}/v1/workers/${workerId}/heartbeat`, {
+        method: 'POST',
+        headers: { authorization: headers.authorization },
+      });
+    },
     /** Drains (no new work) and drops the command stream. */
     stop: async () => {
       await fetch(`${options.baseUrl}/v1/workers/${workerId}/heartbeat`, {
@@ -126,25 +133,32 @@ export async function startTestWorker(options: {
   };
 }
 
+/** An attempt-inbox event of `command`'s attempt (a fresh event id each call). */
+export const attemptEvent = (
+  command: Pick<StartCommand, 'attemptId' | 'leaseVersion'>,
+  eventType: 'STEP_STARTED' | 'STEP_PROGRESS' | 'STEP_COMPLETED' | 'STEP_FAILED',
+  sourceSeq: number,
+  extra: Record<string, unknown> = {},
+) => ({
+  attemptId: command.attemptId,
+  leaseVersion: command.leaseVersion,
+  eventId: newId(),
+  eventType,
+  sourceSeq,
+  ...extra,
+});
+
 export const completeWith =
   (output: unknown): Handler =>
   async (command, report) => {
     await report([
-      {
-        attemptId: command.attemptId,
-        leaseVersion: command.leaseVersion,
-        eventId: newId(),
-        eventType: 'STEP_STARTED',
-        sourceSeq: 1,
-      },
-      {
-        attemptId: command.attemptId,
-        leaseVersion: command.leaseVersion,
-        eventId: newId(),
-        eventType: 'STEP_COMPLETED',
-        sourceSeq: 2,
-        output,
-        durationMs: 5,
-      },
+      attemptEvent(command, 'STEP_STARTED', 1),
+      attemptEvent(command, 'STEP_COMPLETED', 2, { output, durationMs: 5 }),
     ]);
+  };
+
+export const failWith =
+  (error: { category: string; code: string; retryable: boolean }): Handler =>
+  async (command, report) => {
+    await report([attemptEvent(command, 'STEP_FAILED', 1, { error })]);
   };

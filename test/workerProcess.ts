@@ -5,8 +5,7 @@
  *
  *   node --import tsx test/workerProcess.ts <baseUrl> <workerKey> <nodeId> <capability>
  */
-import { newId } from '../packages/protocol/src/ids.ts';
-import { startTestWorker } from './testWorker.ts';
+import { attemptEvent, startTestWorker } from './testWorker.ts';
 
 const [baseUrl, workerKey, nodeId, capability] = process.argv.slice(2) as [string, string, string, string];
 
@@ -16,15 +15,7 @@ const worker = await startTestWorker({
   nodeId,
   capabilities: [{ name: capability, version: '1' }],
   handler: async (command, report) => {
-    await report([
-      {
-        attemptId: command.attemptId,
-        leaseVersion: command.leaseVersion,
-        eventId: newId(),
-        eventType: 'STEP_STARTED',
-        sourceSeq: 1,
-      },
-    ]);
+    await report([attemptEvent(command, 'STEP_STARTED', 1)]);
     process.stdout.write(`${JSON.stringify({ started: command })}\n`);
   },
 });

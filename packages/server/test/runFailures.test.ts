@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { newId } from '@tdp/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Harness, startHarness } from '../../../test/harness.ts';
-import { completeWith, startTestWorker } from '../../../test/testWorker.ts';
+import { completeWith, failWith, startTestWorker } from '../../../test/testWorker.ts';
 import { connectDatabase } from '../src/main.ts';
 
 let h: Harness;
@@ -109,20 +109,11 @@ describe('failures while running', () => {
       capabilities: [{ name: 'flaky.op', version: '1' }],
       handler: async (command, report) => {
         calls += 1;
-        if (command.attempt === 1) {
-          await report([
-            {
-              attemptId: command.attemptId,
-              leaseVersion: 1,
-              eventId: newId(),
-              eventType: 'STEP_FAILED',
-              sourceSeq: 1,
-              error: { category: 'DEPENDENCY', code: 'UPSTREAM_TIMEOUT', retryable: true },
-            },
-          ]);
-        } else {
-          await completeWith({ ok: true })(command, report);
-        }
+        const run =
+          command.attempt === 1
+            ? failWith({ category: 'DEPENDENCY', code: 'UPSTREAM_TIMEOUT', retryable: true })
+            : completeWith({ ok: true });
+        await run(command, report);
       },
     });
     try {
@@ -177,18 +168,13 @@ describe('failures while running', () => {
       },
     });
     try {
-      const keepAlive = async () =>
-        fetch(`${h.url}/v1/workers/${surviving.workerId}/heartbeat`, {
-          method: 'POST',
-          headers: { authorization: `Bearer ${workerKey}` },
-        });
       h.clock.advance(31_000);
-      await keepAlive();
+      await surviving.heartbeat();
       await expect
         .poll(async () => (await status(taskId)).execution.steps[0]?.attempt, { timeout: 10_000 })
         .toBe(2);
       h.clock.advance(1_100);
-      await keepAlive();
+      await surviving.heartbeat();
       await expect
         .poll(async () => (await status(taskId)).task.lifecycleStatus, { timeout: 15_000 })
         .toBe('SUCCEEDED');
@@ -265,11 +251,8 @@ describe('failures while running', () => {
 
       h.clock.advance(61_000);
       // Both workers heart-beat at the new time, or the lease reaper would call them lost.
-      for (const worker of [first, second])
-        await fetch(`${h.url}/v1/workers/${worker.workerId}/heartbeat`, {
-          method: 'POST',
-          headers: { authorization: `Bearer ${workerKey}` },
-        });
+      await first.heartbeat();
+      await second.heartbeat();
       await expect
         .poll(async () => (await status(taskId)).task.lifecycleStatus, { timeout: 10_000 })
         .toBe('SUCCEEDED');
@@ -290,10 +273,7 @@ describe('failures while running', () => {
       capabilities: [{ name: 'race.op', version: '1' }],
       handler: completeWith({ ok: 1 }),
     });
-    await fetch(`${h.url}/v1/workers/${worker.workerId}/heartbeat`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${workerKey}` },
-    });
+    await worker.heartbeat();
     try {
       await sql`UPDATE worker SET max_concurrency = 100 WHERE id = ${worker.workerId}`;
       const ids = await Promise.all(
@@ -429,10 +409,7 @@ describe('failures while running', () => {
         .toBe('RUNNING');
       await h.request('POST', `/v1/tasks/${taskId}:cancel`, { token: app.apiKey });
       h.clock.advance(30_001);
-      await fetch(`${h.url}/v1/workers/${worker.workerId}/heartbeat`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${workerKey}` },
-      });
+      await worker.heartbeat();
       await expect
         .poll(async () => (await status(taskId)).execution.status, { timeout: 10_000 })
         .toBe('CANCELED');
@@ -476,11 +453,7 @@ describe('failures while running', () => {
             .poll(async () => (await status(taskId)).execution.steps[0]?.status, { timeout: 10_000 })
             .toBe('RUNNING');
         h.clock.advance(5_001);
-        if (worker)
-          await fetch(`${h.url}/v1/workers/${worker.workerId}/heartbeat`, {
-            method: 'POST',
-            headers: { authorization: `Bearer ${workerKey}` },
-          });
+        await worker?.heartbeat();
         await expect
           .poll(async () => (await status(taskId)).task.lifecycleStatus, { timeout: 10_000 })
           .toBe('FAILED');
@@ -501,20 +474,11 @@ describe('failures while running', () => {
       nodeId: 'node-again',
       capabilities: [{ name: 'again.op', version: '1' }],
       handler: async (command, report) => {
-        if (worker.received.filter((c) => c.taskId === command.taskId).length === 1) {
-          await report([
-            {
-              attemptId: command.attemptId,
-              leaseVersion: 1,
-              eventId: newId(),
-              eventType: 'STEP_FAILED',
-              sourceSeq: 1,
-              error: { category: 'INPUT', code: 'BAD_ZIP', retryable: false },
-            },
-          ]);
-        } else {
-          await completeWith({ ok: true })(command, report);
-        }
+        const run =
+          worker.received.filter((c) => c.taskId === command.taskId).length === 1
+            ? failWith({ category: 'INPUT', code: 'BAD_ZIP', retryable: false })
+            : completeWith({ ok: true });
+        await run(command, report);
       },
     });
     try {
