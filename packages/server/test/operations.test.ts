@@ -181,7 +181,13 @@ describe('shutdown', () => {
           })
           .catch(() => null),
       );
-      await new Promise((r) => setTimeout(r, 5));
+      // Close once the first create has committed: the other 29 are then in flight or still arriving.
+      const deadline = Date.now() + 5_000;
+      while (Date.now() < deadline) {
+        const [row] = await sql`SELECT count(*) AS n FROM task`;
+        if (Number(row!.n) > 0) break;
+        await new Promise((r) => setTimeout(r, 1));
+      }
       const closing = h.server.close();
       const answers = await Promise.all(inFlight);
       await closing;

@@ -32,168 +32,170 @@ export interface DispatchDeps {
 export async function dispatchReady(deps: DispatchDeps, limit: number): Promise<number> {
   const woken = new Set<string>();
   const candidates = await deps.workers.candidates();
-  const claimed = await inFactTransaction(deps.status, async (session) => {
-    const requests = await session.tx.claimSchedulingRequests(session.now, limit);
-    const now = session.now;
-    for (const request of requests) {
-      // The advisory lock on the step attempt row goes out with the task lock (one round trip).
-      const [before] = await Promise.all([
-        session.lockTask(request.taskId),
-        session.tx.advisoryLock(`dispatch:${request.stepId}`),
+  const claimed = await inFactTransaction(
+    deps.status,
+    async (session) => {
+      const requests = await session.tx.claimSchedulingRequests(session.now, limit);
+      const now = session.now;
+      // Every claimed step's advisory lock and task lock, in one round trip; then no reads until commit.
+      await Promise.all([
+        session.tx.advisoryLocks(requests.map((r) => `dispatch:${r.stepId}`)),
+        session.prefetch(requests.map((r) => r.taskId)),
       ]);
-      const step = before?.steps.find((s) => s.id === request.stepId);
-      if (
-        !before ||
-        !step?.current ||
-        step.status !== 'READY' ||
-        step.attemptId ||
-        isTerminal(before.execution.status)
-      ) {
-        await session.tx.write({
-          events: [],
-          outbox: [],
-          realtime: [],
-          closeSchedulingRequests: { stepIds: [request.stepId], status: 'CANCELED' },
-        });
-        continue;
-      }
-      const definition = before.execution.snapshot.steps.find((d) => d.key === step.key)!;
-      const selection = selectWorker(
-        candidates,
-        {
-          capability: step.capability,
-          capabilityVersion: step.capabilityVersion,
-          affinity: definition.affinity,
-        },
-        now,
-        deps.heartbeatTtlMs,
-      );
-      if (!selection.ok) {
-        await session.tx.deferSchedulingRequest(
-          request.id,
-          selection.reasons,
-          new Date(now.getTime() + deps.retryUnplaceableMs),
-        );
-        continue;
-      }
-      const input = resolvePlatformInput(before, step);
-      if (!input.ok) {
-        await failStepAttempt(deps.status, session, before, step, {
-          producer: 'tdp:scheduler',
-          error: { category: 'INPUT', code: input.code, retryable: false, userMessage: input.message },
-          infrastructure: false,
-          workerId: null,
-          milestone: 'INPUT_INVALID',
-        });
-        continue;
-      }
-      const attempt = newAttempt(
-        deps.status,
-        before,
-        step,
-        platformWorkerProducer,
-        null,
-        now,
-        selection.workerId,
-      );
-      const queued: StepRecord = {
-        ...step,
-        status: 'QUEUED',
-        attemptId: attempt.id,
-        version: step.version + 1n,
-        updatedAt: now,
-      };
-      const steps = before.steps.map((s) => (s.id === step.id ? queued : s));
-      const moved = taskAfterStepChange(before.task, before.execution, steps, undefined, now);
-      const after: TaskState = { task: moved.task, execution: moved.execution, steps };
-      const context = await issueContext(deps.status, after, queued, attempt, true);
-      const chosen = candidates.find((c) => c.workerId === selection.workerId)!;
-      chosen.runningAttempts += 1;
-      await session.commit(
-        before,
-        after,
-        {
-          id: deps.status.ids.newId(),
-          type: 'STEP_DISPATCHED',
-          producer: 'tdp:scheduler',
-          payload: { workerId: selection.workerId, nodeId: selection.nodeId, score: selection.score },
-          occurredAt: now,
-          receivedAt: now,
-          stepKey: step.key,
-          stepAttempt: step.attempt,
-          attemptId: attempt.id,
-          stepVersion: queued.version,
-          operationCode: step.operationCode,
-        },
-        {
-          write: {
-            task: after.task,
-            ...(after.execution !== before.execution ? { execution: after.execution } : {}),
-            steps: [queued],
-            attempts: [attempt],
-            closeSchedulingRequests: { stepIds: [step.id], status: 'DISPATCHED' },
-            workerLoad: [{ workerId: selection.workerId, delta: 1 }],
-            workerCommands: [
-              {
-                id: deps.status.ids.newId(),
-                workerId: selection.workerId,
-                type: 'START_ATTEMPT',
-                payload: {
-                  attemptId: attempt.id,
-                  leaseVersion: attempt.leaseVersion,
-                  taskId: before.task.id,
-                  executionId: before.execution.id,
-                  stepId: step.key,
-                  attempt: step.attempt,
-                  capability: step.capability,
-                  capabilityVersion: step.capabilityVersion,
-                  input: input.value,
-                  executionToken: context.executionToken,
-                  heartbeatIntervalSeconds: context.heartbeatIntervalSeconds,
-                  timeouts: definition.timeouts,
-                },
-                createdAt: now,
-              },
-            ],
-            // Both limits run from the placement; the heartbeat timer re-arms itself while beats arrive.
-            timers: (
-              [
-                ['START_TO_CLOSE', definition.timeouts.startToCloseMs],
-                ['HEARTBEAT_TIMEOUT', definition.timeouts.heartbeatMs],
-              ] as const
-            )
-              .filter(([, limitMs]) => limitMs !== undefined)
-              .map(([kind, limitMs]) => ({
-                id: deps.status.ids.newId(),
-                kind,
-                taskId: before.task.id,
-                stepId: step.id,
-                payload: { attemptId: attempt.id, limitMs },
-                availableAt: new Date(now.getTime() + limitMs!),
-                createdAt: now,
-              })),
-            timeline: [
-              milestone(
-                deps.status.ids,
-                after,
-                'WORKER_SELECTED',
-                `step ${step.key} attempt ${step.attempt} → worker ${selection.workerId} on ${selection.nodeId} (score ${selection.score})`,
-                {
-                  stepId: step.key,
-                  workerId: selection.workerId,
-                  nodeId: selection.nodeId,
-                  score: selection.score,
-                },
-                now,
-              ),
-            ],
+      for (const request of requests) {
+        const before = await session.lockTask(request.taskId);
+        const step = before?.steps.find((s) => s.id === request.stepId);
+        if (
+          !before ||
+          !step?.current ||
+          step.status !== 'READY' ||
+          step.attemptId ||
+          isTerminal(before.execution.status)
+        ) {
+          await session.write({
+            closeSchedulingRequests: { stepIds: [request.stepId], status: 'CANCELED' },
+          });
+          continue;
+        }
+        const definition = before.execution.snapshot.steps.find((d) => d.key === step.key)!;
+        const selection = selectWorker(
+          candidates,
+          {
+            capability: step.capability,
+            capabilityVersion: step.capabilityVersion,
+            affinity: definition.affinity,
           },
-        },
-      );
-      woken.add(selection.workerId);
-    }
-    return requests.length;
-  });
+          now,
+          deps.heartbeatTtlMs,
+        );
+        if (!selection.ok) {
+          await session.tx.deferSchedulingRequest(
+            request.id,
+            selection.reasons,
+            new Date(now.getTime() + deps.retryUnplaceableMs),
+          );
+          continue;
+        }
+        const input = resolvePlatformInput(before, step);
+        if (!input.ok) {
+          await failStepAttempt(deps.status, session, before, step, {
+            producer: 'tdp:scheduler',
+            error: { category: 'INPUT', code: input.code, retryable: false, userMessage: input.message },
+            infrastructure: false,
+            workerId: null,
+            milestone: 'INPUT_INVALID',
+          });
+          continue;
+        }
+        const attempt = newAttempt(
+          deps.status,
+          before,
+          step,
+          platformWorkerProducer,
+          null,
+          now,
+          selection.workerId,
+        );
+        const queued: StepRecord = {
+          ...step,
+          status: 'QUEUED',
+          attemptId: attempt.id,
+          version: step.version + 1n,
+          updatedAt: now,
+        };
+        const steps = before.steps.map((s) => (s.id === step.id ? queued : s));
+        const moved = taskAfterStepChange(before.task, before.execution, steps, undefined, now);
+        const after: TaskState = { task: moved.task, execution: moved.execution, steps };
+        const context = await issueContext(deps.status, after, queued, attempt, true);
+        const chosen = candidates.find((c) => c.workerId === selection.workerId)!;
+        chosen.runningAttempts += 1;
+        await session.commit(
+          before,
+          after,
+          {
+            id: deps.status.ids.newId(),
+            type: 'STEP_DISPATCHED',
+            producer: 'tdp:scheduler',
+            payload: { workerId: selection.workerId, nodeId: selection.nodeId, score: selection.score },
+            occurredAt: now,
+            receivedAt: now,
+            stepKey: step.key,
+            stepAttempt: step.attempt,
+            attemptId: attempt.id,
+            stepVersion: queued.version,
+            operationCode: step.operationCode,
+          },
+          {
+            write: {
+              task: after.task,
+              ...(after.execution !== before.execution ? { execution: after.execution } : {}),
+              steps: [queued],
+              attempts: [attempt],
+              closeSchedulingRequests: { stepIds: [step.id], status: 'DISPATCHED' },
+              workerLoad: [{ workerId: selection.workerId, delta: 1 }],
+              workerCommands: [
+                {
+                  id: deps.status.ids.newId(),
+                  workerId: selection.workerId,
+                  type: 'START_ATTEMPT',
+                  payload: {
+                    attemptId: attempt.id,
+                    leaseVersion: attempt.leaseVersion,
+                    taskId: before.task.id,
+                    executionId: before.execution.id,
+                    stepId: step.key,
+                    attempt: step.attempt,
+                    capability: step.capability,
+                    capabilityVersion: step.capabilityVersion,
+                    input: input.value,
+                    executionToken: context.executionToken,
+                    heartbeatIntervalSeconds: context.heartbeatIntervalSeconds,
+                    timeouts: definition.timeouts,
+                  },
+                  createdAt: now,
+                },
+              ],
+              // Both limits run from the placement; the heartbeat timer re-arms itself while beats arrive.
+              timers: (
+                [
+                  ['START_TO_CLOSE', definition.timeouts.startToCloseMs],
+                  ['HEARTBEAT_TIMEOUT', definition.timeouts.heartbeatMs],
+                ] as const
+              )
+                .filter(([, limitMs]) => limitMs !== undefined)
+                .map(([kind, limitMs]) => ({
+                  id: deps.status.ids.newId(),
+                  kind,
+                  taskId: before.task.id,
+                  stepId: step.id,
+                  payload: { attemptId: attempt.id, limitMs },
+                  availableAt: new Date(now.getTime() + limitMs!),
+                  createdAt: now,
+                })),
+              timeline: [
+                milestone(
+                  deps.status.ids,
+                  after,
+                  'WORKER_SELECTED',
+                  `step ${step.key} attempt ${step.attempt} → worker ${selection.workerId} on ${selection.nodeId} (score ${selection.score})`,
+                  {
+                    stepId: step.key,
+                    workerId: selection.workerId,
+                    nodeId: selection.nodeId,
+                    score: selection.score,
+                  },
+                  now,
+                ),
+              ],
+            },
+          },
+        );
+        woken.add(selection.workerId);
+      }
+      return requests.length;
+    },
+    { deferWrites: true },
+  );
   if (woken.size > 0) deps.wake([...woken]);
   return claimed;
 }

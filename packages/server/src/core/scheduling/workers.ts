@@ -180,6 +180,7 @@ export async function recordWorkerEvents(
           },
         };
       }),
+      { attempts: [...attempts.values()] },
     );
     accepted.forEach(({ index }, i) => {
       const outcome = results[i]!;

@@ -164,7 +164,7 @@ async function reportOne(deps: StatusDeps, session: FactSession, item: ReportIte
   }
 
   // The dedup read goes out right behind the lock, so it runs once the lock is held.
-  const [before, seen] = await Promise.all([session.lockTask(taskId), session.tx.findDedup(event.eventId)]);
+  const [before, seen] = await Promise.all([session.lockTask(taskId), session.findDedup(event.eventId)]);
   const applicationId =
     credential.kind === 'token' || credential.kind === 'worker'
       ? claims!.applicationId
@@ -209,7 +209,7 @@ async function reportOne(deps: StatusDeps, session: FactSession, item: ReportIte
 
   // Step registry, operation and producer.
   const step = before.steps.find((s) => s.attemptId === claims!.executionId);
-  if (!step && (await session.tx.findAttempt(claims.executionId))) {
+  if (!step && (await session.findAttempt(claims.executionId))) {
     throw new AppError(
       'STALE_EXECUTION',
       `execution ${claims.executionId} belongs to an earlier run of task ${taskId}`,
@@ -349,7 +349,7 @@ async function reportOne(deps: StatusDeps, session: FactSession, item: ReportIte
         )
       : null;
   if (notified) after = notified.state;
-  const attempt = ended && platform && step.attemptId ? await session.tx.findAttempt(step.attemptId) : null;
+  const attempt = ended && platform && step.attemptId ? await session.findAttempt(step.attemptId) : null;
   const { result } = await session.commit(
     before,
     after,
@@ -543,24 +543,43 @@ export async function reportTaskEvent(deps: StatusDeps, item: ReportItem): Promi
  * nothing and does not stop the others) and gets its own result. Items are applied in task-id order
  * (keeping the given order within a task) so concurrent batches take task locks in the same order.
  */
-export async function reportTaskEvents(deps: StatusDeps, items: ReportItem[]): Promise<ReportOutcome[]> {
+export async function reportTaskEvents(
+  deps: StatusDeps,
+  items: ReportItem[],
+  known: { attempts?: AttemptRecord[] } = {},
+): Promise<ReportOutcome[]> {
   const outcomes: ReportOutcome[] = new Array(items.length);
-  const order = items.map((item, index) => ({ item, index, key: taskKeyOf(item) }));
+  const attempts = new Map((known.attempts ?? []).map((a) => [a.id, a]));
+  const taskOf = (item: ReportItem) =>
+    item.credential.kind === 'worker'
+      ? (attempts.get(item.credential.claims.executionId)?.taskId ?? null)
+      : (item.event.taskId ?? null);
+  const order = items.map((item, index) => ({ item, index, key: taskKeyOf(item, taskOf(item)) }));
   order.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : a.index - b.index));
-  await inFactTransaction(deps, async (session) => {
-    for (const { item, index } of order) {
-      try {
-        outcomes[index] = { ok: true, result: await reportOne(deps, session, item) };
-      } catch (error) {
-        if (!(error instanceof AppError)) throw error;
-        outcomes[index] = { ok: false, error };
+  await inFactTransaction(
+    deps,
+    async (session) => {
+      session.rememberAttempts([...attempts.values()]);
+      // Tasks whose ids are known up front are locked (in id order) and read with the dedup records in one go.
+      await session.prefetch(
+        items.map(taskOf).filter((id): id is string => id !== null),
+        items.map((i) => i.event.eventId),
+      );
+      for (const { item, index } of order) {
+        try {
+          outcomes[index] = { ok: true, result: await reportOne(deps, session, item) };
+        } catch (error) {
+          if (!(error instanceof AppError)) throw error;
+          outcomes[index] = { ok: false, error };
+        }
       }
-    }
-  });
+    },
+    { deferWrites: true },
+  );
   return outcomes;
 }
 
 /** Best-effort task id for lock ordering (tokens and handles resolve inside the transaction). */
-function taskKeyOf(item: ReportItem): string {
-  return item.event.taskId ?? (item.credential.kind === 'handle' ? `~${item.credential.handle}` : '~');
+function taskKeyOf(item: ReportItem, taskId: string | null): string {
+  return taskId ?? (item.credential.kind === 'handle' ? `~${item.credential.handle}` : '~');
 }

@@ -11,7 +11,14 @@ import type { Clock, IdGenerator } from '../shared/ports.ts';
 import type { RealtimeRecord, TaskEventRecord, TaskState } from '../tasks/model.ts';
 import { outboxFor } from '../tasks/outboxEvents.ts';
 import type { OutboxSignal } from '../tasks/ports.ts';
-import type { FactWrite, StatusDefinition, StatusStore, StatusTransaction } from './ports.ts';
+import type {
+  AttemptRecord,
+  DedupRecord,
+  FactWrite,
+  StatusDefinition,
+  StatusStore,
+  StatusTransaction,
+} from './ports.ts';
 import { noticeFor, taskProjections, workflowAfterTaskChange, workflowProjection } from './projections.ts';
 
 export interface EventDraft {
@@ -69,6 +76,15 @@ export interface FactDeps {
   signal: OutboxSignal;
 }
 
+export interface SessionOptions {
+  /**
+   * Batch mode: facts are kept and written together when the transaction finishes, as one statement
+   * per table with each row in its last state. Reads inside the session see the deferred facts (task
+   * states and dedup records are served from the session), so a batch behaves as if written one by one.
+   */
+  deferWrites?: boolean;
+}
+
 export class FactSession {
   private readonly workflowChanges = new Map<
     string,
@@ -76,12 +92,17 @@ export class FactSession {
   >();
   /** Tasks locked in this transaction, as of their last committed fact (no second read). */
   private readonly locked = new Map<string, TaskState>();
+  private readonly pending: FactWrite[] = [];
+  /** Dedup records of this session's facts, and those read ahead for a batch (null: not seen). */
+  private readonly dedup = new Map<string, DedupRecord | null>();
+  private readonly attempts = new Map<string, AttemptRecord>();
   wroteOutbox = false;
 
   constructor(
     readonly tx: StatusTransaction,
     private readonly ids: IdGenerator,
     readonly now: Date,
+    private readonly options: SessionOptions = {},
   ) {}
 
   /** The task, locked until the transaction ends; read once per transaction. */
@@ -91,6 +112,44 @@ export class FactSession {
     const state = await this.tx.lockTask(taskId);
     if (state) this.locked.set(taskId, state);
     return state;
+  }
+
+  /**
+   * Locks a batch's tasks (in id order, so concurrent batches cannot deadlock on them) and reads the
+   * dedup records of its events, in one round trip.
+   */
+  async prefetch(taskIds: string[], eventIds: string[] = []): Promise<void> {
+    const wanted = [...new Set(taskIds)].filter((id) => !this.locked.has(id)).sort();
+    const unseen = [...new Set(eventIds)].filter((id) => !this.dedup.has(id));
+    const [states, records] = await Promise.all([
+      wanted.length > 0 ? this.tx.lockTasks(wanted) : [],
+      unseen.length > 0 ? this.tx.findDedups(unseen) : [],
+    ]);
+    for (const state of states) this.locked.set(state.task.id, state);
+    for (const id of unseen) this.dedup.set(id, null);
+    for (const record of records) this.dedup.set(record.eventId, record);
+  }
+
+  async findDedup(eventId: string): Promise<DedupRecord | null> {
+    const known = this.dedup.get(eventId);
+    if (known !== undefined) return known;
+    return this.tx.findDedup(eventId);
+  }
+
+  /** Attempt rows the caller already read (e.g. the worker inbox), served without a second read. */
+  rememberAttempts(attempts: AttemptRecord[]): void {
+    for (const attempt of attempts) this.attempts.set(attempt.id, attempt);
+  }
+
+  async findAttempt(attemptId: string): Promise<AttemptRecord | null> {
+    return this.attempts.get(attemptId) ?? this.tx.findAttempt(attemptId);
+  }
+
+  /** Rows that belong to no fact (e.g. a closed scheduling request), written with the session's facts. */
+  async write(write: Omit<FactWrite, 'events' | 'outbox' | 'realtime'>): Promise<void> {
+    const full: FactWrite = { ...write, events: [], outbox: [], realtime: [] };
+    if (this.options.deferWrites) this.pending.push(full);
+    else await this.tx.write(full);
   }
 
   async commit(before: TaskState | null, after: TaskState, draft: EventDraft, options: CommitOptions = {}) {
@@ -125,29 +184,27 @@ export class FactSession {
     const acl = before ? (before.acl ?? (await this.tx.acl(task.id))) : [];
     const notice = noticeFor(before, after, event, options.statusDefinition ?? null);
     const result = eventResult(after, event, committedAt);
-    const written = await this.tx.write({
+    const dedup: DedupRecord | null = options.dedupHash
+      ? { eventId: event.id, taskId: task.id, payloadHash: options.dedupHash, result, createdAt: committedAt }
+      : null;
+    const write: FactWrite = {
       ...options.write,
       events: [event],
-      ...(options.dedupHash
-        ? {
-            dedup: [
-              {
-                eventId: event.id,
-                taskId: task.id,
-                payloadHash: options.dedupHash,
-                result,
-                createdAt: committedAt,
-              },
-            ],
-          }
-        : {}),
+      ...(dedup ? { dedup: [dedup] } : {}),
       outbox: [outboxFor(task, event)],
       realtime: [
         ...taskProjections(after, event, acl, notice, () => this.ids.newId(), committedAt),
         ...(options.extraRealtime ?? []),
       ],
-    });
-    if (!written.idempotencyClaimed) return { event, result, committedAt, idempotencyClaimed: false };
+    };
+    if (this.options.deferWrites) {
+      if (write.idempotency) throw new Error('an idempotency claim needs its answer at once: not in a batch');
+      this.pending.push(write);
+    } else {
+      const written = await this.tx.write(write);
+      if (!written.idempotencyClaimed) return { event, result, committedAt, idempotencyClaimed: false };
+    }
+    if (dedup) this.dedup.set(dedup.eventId, dedup);
     this.wroteOutbox = true;
     this.locked.set(task.id, { ...after, acl });
     const from = before?.task.lifecycleStatus ?? null;
@@ -159,22 +216,30 @@ export class FactSession {
     return { event, result, committedAt, idempotencyClaimed: true };
   }
 
-  /** Applies the workflow aggregates touched by this transaction's facts (new workflow versions). */
+  /**
+   * Applies the workflow aggregates touched by this transaction's facts (new workflow versions), then
+   * writes whatever the session deferred.
+   */
   async finish(): Promise<void> {
-    for (const workflowId of [...this.workflowChanges.keys()].sort()) {
-      let workflow = await this.tx.lockWorkflow(workflowId);
-      if (!workflow) throw new Error(`workflow ${workflowId} of a task is missing`);
-      for (const change of this.workflowChanges.get(workflowId)!) {
-        workflow = workflowAfterTaskChange(workflow, change.from, change.to, this.now);
+    const workflowIds = [...this.workflowChanges.keys()].sort();
+    if (workflowIds.length > 0) {
+      const locked = new Map((await this.tx.lockWorkflows(workflowIds)).map((w) => [w.id, w]));
+      for (const workflowId of workflowIds) {
+        let workflow = locked.get(workflowId);
+        if (!workflow) throw new Error(`workflow ${workflowId} of a task is missing`);
+        for (const change of this.workflowChanges.get(workflowId)!) {
+          workflow = workflowAfterTaskChange(workflow, change.from, change.to, this.now);
+        }
+        this.pending.push({
+          workflow,
+          events: [],
+          outbox: [],
+          realtime: [workflowProjection(workflow, () => this.ids.newId(), this.now)],
+        });
       }
-      await this.tx.write({
-        workflow,
-        events: [],
-        outbox: [],
-        realtime: [workflowProjection(workflow, () => this.ids.newId(), this.now)],
-      });
+      this.workflowChanges.clear();
     }
-    this.workflowChanges.clear();
+    if (this.pending.length > 0) await this.tx.writeAll(this.pending.splice(0));
   }
 }
 
@@ -182,10 +247,11 @@ export class FactSession {
 export async function inFactTransaction<T>(
   deps: FactDeps,
   work: (session: FactSession) => Promise<T>,
+  options: SessionOptions = {},
 ): Promise<T> {
   let wrote = false;
   const result = await deps.store.transaction(async (tx) => {
-    const session = new FactSession(tx, deps.ids, deps.clock.now());
+    const session = new FactSession(tx, deps.ids, deps.clock.now(), options);
     const value = await work(session);
     await session.finish();
     wrote = session.wroteOutbox;

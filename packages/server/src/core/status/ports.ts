@@ -97,14 +97,21 @@ export interface StatusTransaction {
   deferSchedulingRequest(id: string, reasons: string[], availableAt: Date): Promise<void>;
   /** A transaction-scoped advisory lock on a key (e.g. step + attempt). */
   advisoryLock(key: string): Promise<void>;
+  /** Several advisory locks, taken in key order. */
+  advisoryLocks(keys: string[]): Promise<void>;
   /** Locks the task unless another transaction holds it (then null: try again later). */
   lockTaskIfFree(taskId: string): Promise<TaskState | null>;
   /** The task with its current execution and that execution's step rows, locked until commit. */
   lockTask(taskId: string): Promise<TaskState | null>;
+  /** Several tasks as `lockTask` reads one, locked in id order; missing ids are left out. */
+  lockTasks(taskIds: string[]): Promise<TaskState[]>;
   lockWorkflow(workflowId: string): Promise<WorkflowRecord | null>;
+  /** Locks the workflows in id order. */
+  lockWorkflows(workflowIds: string[]): Promise<WorkflowRecord[]>;
   findWorkflowByKey(applicationId: string, clientWorkflowKey: string): Promise<WorkflowRecord | null>;
   findTaskIdByClientKey(workflowId: string, clientTaskKey: string): Promise<string | null>;
   findDedup(eventId: string): Promise<DedupRecord | null>;
+  findDedups(eventIds: string[]): Promise<DedupRecord[]>;
   findAttempt(attemptId: string): Promise<AttemptRecord | null>;
   findAttemptByHandle(handleHash: Buffer): Promise<AttemptRecord | null>;
   acl(taskId: string): Promise<AclEntry[]>;
@@ -113,6 +120,8 @@ export interface StatusTransaction {
   findIdempotency(principal: string, operation: string, key: string): Promise<IdempotencyRecord | null>;
   /** Sends every statement at once (pipelined); false `idempotencyClaimed` means the key was taken. */
   write(write: FactWrite): Promise<{ idempotencyClaimed: boolean }>;
+  /** Several facts' writes in one round: each row once, in its last state (see `mergeWrites`). */
+  writeAll(writes: FactWrite[]): Promise<{ idempotencyClaimed: boolean }>;
 }
 
 /** One heartbeat resolved to its execution instance. */

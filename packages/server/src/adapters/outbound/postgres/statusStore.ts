@@ -17,6 +17,7 @@ import type {
 } from '../../../core/tasks/model.ts';
 import type { IdempotencyRecord } from '../../../core/tasks/ports.ts';
 import type { Queryable, Sql, TxSql } from './database.ts';
+import { type Column, insertRows, type RowValue, updateRows } from './recordset.ts';
 import {
   type ExecutionRow,
   heartbeatDeadline,
@@ -57,56 +58,329 @@ async function readAcl(sql: Queryable, taskId: string): Promise<AclEntry[]> {
   }));
 }
 
-function insertStep(sql: TxSql, s: StepRecord) {
-  return sql`
-    INSERT INTO step (id, task_id, execution_id, step_key, attempt, client_step_key, capability, capability_version,
-                      operation_code, operation_definition_version, expected_producer, failure_policy, depends_on, dynamic,
-                      parent_attempt_id, depth, display_name, attempt_id, current, status, business_status, phase_code,
-                      phase_label, progress, health, source_seqs, heartbeat_interval_seconds, heartbeat_timeout_seconds,
-                      last_heartbeat_seq, last_heartbeat_at, heartbeat_deadline_at, stale_since, data_schema, state_data,
-                      started_at, finished_at, duration_ms, duration_source, error, version, created_at, updated_at)
-    VALUES (${s.id}, ${s.taskId}, ${s.executionId}, ${s.key}, ${s.attempt}, ${s.clientStepKey}, ${s.capability},
-            ${s.capabilityVersion}, ${s.operationCode}, ${s.operationDefinitionVersion}, ${s.expectedProducer},
-            ${s.failurePolicy}, ${s.dependsOn}::text[], ${s.dynamic}, ${s.parentAttemptId}, ${s.depth}, ${s.displayName},
-            ${s.attemptId}, ${s.current}, ${s.status}, ${s.businessStatus}, ${s.phaseCode}, ${s.phaseLabel},
-            ${s.progress ? sql.json(s.progress as never) : null}, ${s.health}, ${sql.json(s.sourceSeqs)},
-            ${s.heartbeatIntervalSeconds}, ${s.heartbeatTimeoutSeconds}, ${s.lastHeartbeatSeq}, ${s.lastHeartbeatAt},
-            ${heartbeatDeadline(s)}, ${s.staleSince}, ${s.dataSchema},
-            ${s.stateData === null || s.stateData === undefined ? null : sql.json(s.stateData as never)},
-            ${s.startedAt}, ${s.finishedAt}, ${s.durationMs}, ${s.durationSource},
-            ${s.error ? sql.json(s.error as never) : null}, ${s.version}, ${s.createdAt}, ${s.updatedAt})`;
-}
+const stepColumns: Column[] = [
+  ['id', 'uuid'],
+  ['task_id', 'uuid'],
+  ['execution_id', 'uuid'],
+  ['step_key', 'text'],
+  ['attempt', 'integer'],
+  ['client_step_key', 'text'],
+  ['capability', 'text'],
+  ['capability_version', 'text'],
+  ['operation_code', 'text'],
+  ['operation_definition_version', 'integer'],
+  ['expected_producer', 'text'],
+  ['failure_policy', 'text'],
+  ['depends_on', 'text[]'],
+  ['dynamic', 'boolean'],
+  ['parent_attempt_id', 'uuid'],
+  ['depth', 'integer'],
+  ['display_name', 'text'],
+  ['attempt_id', 'uuid'],
+  ['current', 'boolean'],
+  ['status', 'text'],
+  ['business_status', 'text'],
+  ['phase_code', 'text'],
+  ['phase_label', 'text'],
+  ['progress', 'jsonb'],
+  ['health', 'text'],
+  ['source_seqs', 'jsonb'],
+  ['heartbeat_interval_seconds', 'integer'],
+  ['heartbeat_timeout_seconds', 'integer'],
+  ['last_heartbeat_seq', 'bigint'],
+  ['last_heartbeat_at', 'timestamptz'],
+  ['heartbeat_deadline_at', 'timestamptz'],
+  ['stale_since', 'timestamptz'],
+  ['data_schema', 'text'],
+  ['state_data', 'jsonb'],
+  ['started_at', 'timestamptz'],
+  ['finished_at', 'timestamptz'],
+  ['duration_ms', 'bigint'],
+  ['duration_source', 'text'],
+  ['error', 'jsonb'],
+  ['version', 'bigint'],
+  ['created_at', 'timestamptz'],
+  ['updated_at', 'timestamptz'],
+];
 
-function updateStep(sql: TxSql, s: StepRecord) {
-  return sql`
-    UPDATE step SET
-      attempt_id = ${s.attemptId}, current = ${s.current}, status = ${s.status}, business_status = ${s.businessStatus},
-      phase_code = ${s.phaseCode}, phase_label = ${s.phaseLabel},
-      progress = ${s.progress ? sql.json(s.progress as never) : null}, health = ${s.health},
-      source_seqs = ${sql.json(s.sourceSeqs)}, operation_definition_version = ${s.operationDefinitionVersion},
-      expected_producer = ${s.expectedProducer},
-      heartbeat_interval_seconds = ${s.heartbeatIntervalSeconds}, heartbeat_timeout_seconds = ${s.heartbeatTimeoutSeconds},
-      last_heartbeat_seq = ${s.lastHeartbeatSeq}, last_heartbeat_at = ${s.lastHeartbeatAt},
-      heartbeat_deadline_at = ${heartbeatDeadline(s)}, stale_since = ${s.staleSince}, data_schema = ${s.dataSchema},
-      state_data = ${s.stateData === null || s.stateData === undefined ? null : sql.json(s.stateData as never)},
-      started_at = ${s.startedAt}, finished_at = ${s.finishedAt}, duration_ms = ${s.durationMs},
-      duration_source = ${s.durationSource}, error = ${s.error ? sql.json(s.error as never) : null},
-      version = ${s.version}, updated_at = ${s.updatedAt}
-    WHERE id = ${s.id}`;
-}
+/** What a fact may change on an existing step row (its identity and definition stay). */
+const stepUpdateColumns = stepColumns.filter(
+  ([name]) =>
+    ![
+      'task_id',
+      'execution_id',
+      'step_key',
+      'attempt',
+      'client_step_key',
+      'capability',
+      'capability_version',
+      'operation_code',
+      'failure_policy',
+      'depends_on',
+      'dynamic',
+      'parent_attempt_id',
+      'depth',
+      'display_name',
+      'created_at',
+    ].includes(name),
+);
 
-function insertEvent(sql: TxSql, e: TaskEventRecord, committedAt: Date) {
-  return sql`
-    INSERT INTO task_event (id, task_id, execution_id, task_version, type, producer, payload, occurred_at, committed_at,
-                            workflow_id, step_key, step_attempt, attempt_id, step_version, task_attempt, operation_code,
-                            source_seq, lifecycle_status, business_status, health, phase_code, data_schema, error_code,
-                            received_at, duration_ms)
-    VALUES (${e.id}, ${e.taskId}, ${e.executionId}, ${e.taskVersion}, ${e.type}, ${e.producer},
-            ${sql.json(e.payload as never)}, ${e.occurredAt}, ${committedAt}, ${e.workflowId}, ${e.stepKey},
-            ${e.stepAttempt}, ${e.attemptId}, ${e.stepVersion}, ${e.taskAttempt}, ${e.operationCode}, ${e.sourceSeq},
-            ${e.lifecycleStatus}, ${e.businessStatus}, ${e.health}, ${e.phaseCode}, ${e.dataSchema}, ${e.errorCode},
-            ${e.receivedAt}, ${e.durationMs})`;
-}
+const stepRow = (s: StepRecord): Record<string, RowValue> => ({
+  id: s.id,
+  task_id: s.taskId,
+  execution_id: s.executionId,
+  step_key: s.key,
+  attempt: s.attempt,
+  client_step_key: s.clientStepKey,
+  capability: s.capability,
+  capability_version: s.capabilityVersion,
+  operation_code: s.operationCode,
+  operation_definition_version: s.operationDefinitionVersion,
+  expected_producer: s.expectedProducer,
+  failure_policy: s.failurePolicy,
+  depends_on: s.dependsOn,
+  dynamic: s.dynamic,
+  parent_attempt_id: s.parentAttemptId,
+  depth: s.depth,
+  display_name: s.displayName,
+  attempt_id: s.attemptId,
+  current: s.current,
+  status: s.status,
+  business_status: s.businessStatus,
+  phase_code: s.phaseCode,
+  phase_label: s.phaseLabel,
+  progress: s.progress ?? null,
+  health: s.health,
+  source_seqs: s.sourceSeqs,
+  heartbeat_interval_seconds: s.heartbeatIntervalSeconds,
+  heartbeat_timeout_seconds: s.heartbeatTimeoutSeconds,
+  last_heartbeat_seq: s.lastHeartbeatSeq,
+  last_heartbeat_at: s.lastHeartbeatAt,
+  heartbeat_deadline_at: heartbeatDeadline(s),
+  stale_since: s.staleSince,
+  data_schema: s.dataSchema,
+  state_data: (s.stateData ?? null) as RowValue,
+  started_at: s.startedAt,
+  finished_at: s.finishedAt,
+  duration_ms: s.durationMs,
+  duration_source: s.durationSource,
+  error: s.error ?? null,
+  version: s.version,
+  created_at: s.createdAt,
+  updated_at: s.updatedAt,
+});
+
+const eventColumns: Column[] = [
+  ['id', 'uuid'],
+  ['task_id', 'uuid'],
+  ['execution_id', 'uuid'],
+  ['task_version', 'bigint'],
+  ['type', 'text'],
+  ['producer', 'text'],
+  ['payload', 'jsonb'],
+  ['occurred_at', 'timestamptz'],
+  ['committed_at', 'timestamptz'],
+  ['workflow_id', 'uuid'],
+  ['step_key', 'text'],
+  ['step_attempt', 'integer'],
+  ['attempt_id', 'uuid'],
+  ['step_version', 'bigint'],
+  ['task_attempt', 'integer'],
+  ['operation_code', 'text'],
+  ['source_seq', 'bigint'],
+  ['lifecycle_status', 'text'],
+  ['business_status', 'text'],
+  ['health', 'text'],
+  ['phase_code', 'text'],
+  ['data_schema', 'text'],
+  ['error_code', 'text'],
+  ['received_at', 'timestamptz'],
+  ['duration_ms', 'bigint'],
+];
+
+// An event is committed at the time its session started (the injected clock): its receivedAt.
+const eventRow = (e: TaskEventRecord): Record<string, RowValue> => ({
+  id: e.id,
+  task_id: e.taskId,
+  execution_id: e.executionId,
+  task_version: e.taskVersion,
+  type: e.type,
+  producer: e.producer,
+  payload: e.payload,
+  occurred_at: e.occurredAt,
+  committed_at: e.receivedAt,
+  workflow_id: e.workflowId,
+  step_key: e.stepKey,
+  step_attempt: e.stepAttempt,
+  attempt_id: e.attemptId,
+  step_version: e.stepVersion,
+  task_attempt: e.taskAttempt,
+  operation_code: e.operationCode,
+  source_seq: e.sourceSeq,
+  lifecycle_status: e.lifecycleStatus,
+  business_status: e.businessStatus,
+  health: e.health,
+  phase_code: e.phaseCode,
+  data_schema: e.dataSchema,
+  error_code: e.errorCode,
+  received_at: e.receivedAt,
+  duration_ms: e.durationMs,
+});
+
+const taskUpdateColumns: Column[] = [
+  ['id', 'uuid'],
+  ['task_type', 'text'],
+  ['product_id', 'text'],
+  ['status_definition_version', 'integer'],
+  ['lifecycle_status', 'text'],
+  ['business_status', 'text'],
+  ['health', 'text'],
+  ['failure', 'jsonb'],
+  ['coordinator_source_seq', 'bigint'],
+  ['dynamic_step_count', 'integer'],
+  ['version', 'bigint'],
+  ['current_execution_id', 'uuid'],
+  ['updated_at', 'timestamptz'],
+  ['started_at', 'timestamptz'],
+  ['finished_at', 'timestamptz'],
+  ['duration_ms', 'bigint'],
+];
+
+const taskUpdateRow = (t: TaskState['task']): Record<string, RowValue> => ({
+  id: t.id,
+  task_type: t.taskType,
+  product_id: t.productId,
+  status_definition_version: t.statusDefinitionVersion,
+  lifecycle_status: t.lifecycleStatus,
+  business_status: t.businessStatus,
+  health: t.health,
+  failure: t.failure ?? null,
+  coordinator_source_seq: t.coordinatorSourceSeq,
+  dynamic_step_count: t.dynamicStepCount,
+  version: t.version,
+  current_execution_id: t.currentExecutionId,
+  updated_at: t.updatedAt,
+  started_at: t.startedAt,
+  finished_at: t.finishedAt,
+  duration_ms: t.durationMs,
+});
+
+const executionUpdateColumns: Column[] = [
+  ['id', 'uuid'],
+  ['status', 'text'],
+  ['progress', 'smallint'],
+  ['version', 'bigint'],
+  ['started_at', 'timestamptz'],
+  ['completed_at', 'timestamptz'],
+  ['updated_at', 'timestamptz'],
+  ['callback_sequence', 'integer'],
+];
+
+const executionUpdateRow = (e: TaskState['execution']): Record<string, RowValue> => ({
+  id: e.id,
+  status: e.status,
+  progress: e.progress,
+  version: e.version,
+  started_at: e.startedAt,
+  completed_at: e.completedAt,
+  updated_at: e.updatedAt,
+  callback_sequence: e.callbackSequence,
+});
+
+const workflowUpdateColumns: Column[] = [
+  ['id', 'uuid'],
+  ['lifecycle_status', 'text'],
+  ['version', 'bigint'],
+  ['task_count', 'integer'],
+  ['task_counts', 'jsonb'],
+  ['updated_at', 'timestamptz'],
+];
+
+const workflowUpdateRow = (w: WorkflowRecord): Record<string, RowValue> => ({
+  id: w.id,
+  lifecycle_status: w.lifecycleStatus,
+  version: w.version,
+  task_count: w.taskCount,
+  task_counts: w.taskCounts,
+  updated_at: w.updatedAt,
+});
+
+const attemptColumns: Column[] = [
+  ['id', 'uuid'],
+  ['task_id', 'uuid'],
+  ['step_id', 'uuid'],
+  ['application_id', 'uuid'],
+  ['operation_code', 'text'],
+  ['producer_id', 'text'],
+  ['allowed_event_types', 'text[]'],
+  ['handle_hash', 'bytea'],
+  ['handle_sealed', 'text'],
+  ['worker_id', 'uuid'],
+  ['lease_version', 'integer'],
+  ['expires_at', 'timestamptz'],
+  ['revoked_at', 'timestamptz'],
+  ['created_at', 'timestamptz'],
+];
+
+const dedupColumns: Column[] = [
+  ['event_id', 'uuid'],
+  ['task_id', 'uuid'],
+  ['payload_hash', 'text'],
+  ['result', 'jsonb'],
+  ['created_at', 'timestamptz'],
+];
+
+const schedulingRequestColumns: Column[] = [
+  ['id', 'uuid'],
+  ['task_id', 'uuid'],
+  ['step_id', 'uuid'],
+  ['priority', 'integer'],
+  ['available_at', 'timestamptz'],
+  ['created_at', 'timestamptz'],
+  ['updated_at', 'timestamptz'],
+];
+
+const workerCommandColumns: Column[] = [
+  ['id', 'uuid'],
+  ['worker_id', 'uuid'],
+  ['type', 'text'],
+  ['payload', 'jsonb'],
+  ['created_at', 'timestamptz'],
+];
+
+const timerColumns: Column[] = [
+  ['id', 'uuid'],
+  ['kind', 'text'],
+  ['task_id', 'uuid'],
+  ['step_id', 'uuid'],
+  ['payload', 'jsonb'],
+  ['available_at', 'timestamptz'],
+  ['created_at', 'timestamptz'],
+];
+
+const callbackColumns: Column[] = [
+  ['id', 'uuid'],
+  ['application_id', 'uuid'],
+  ['task_id', 'uuid'],
+  ['execution_id', 'uuid'],
+  ['sequence', 'integer'],
+  ['event_id', 'uuid'],
+  ['event_type', 'text'],
+  ['url', 'text'],
+  ['payload', 'jsonb'],
+  ['available_at', 'timestamptz'],
+  ['created_at', 'timestamptz'],
+];
+
+const timelineColumns: Column[] = [
+  ['id', 'uuid'],
+  ['task_id', 'uuid'],
+  ['execution_id', 'uuid'],
+  ['kind', 'text'],
+  ['message', 'text'],
+  ['data', 'jsonb'],
+  ['at', 'timestamptz'],
+];
 
 function insertRealtime(sql: TxSql, rows: RealtimeRecord[]) {
   return sql`
@@ -122,9 +396,8 @@ function insertRealtime(sql: TxSql, rows: RealtimeRecord[]) {
          AS r(id, tenant_id, aggregate_type, aggregate_id, aggregate_version, channel, projection, payload, created_at)`;
 }
 
-function upsertTask(sql: TxSql, t: TaskState['task'], insert: boolean) {
-  if (insert) {
-    return sql`
+function insertTask(sql: TxSql, t: TaskState['task']) {
+  return sql`
       INSERT INTO task (id, tenant_id, application_id, workflow_id, client_task_key, workflow_definition_id, workflow_name,
                         workflow_version, name, external_ref, input, callback_url, priority, owner_id, task_type, product_id,
                         status_definition_version, lifecycle_status, business_status, health, failure,
@@ -137,44 +410,23 @@ function upsertTask(sql: TxSql, t: TaskState['task'], insert: boolean) {
               ${t.coordinatorSourceSeq}, ${sql.json(t.dynamicPolicy as never)}, ${t.dynamicStepCount}, ${t.version},
               ${t.currentExecutionId}, ${t.createdAt}, ${t.updatedAt}, ${t.startedAt}, ${t.finishedAt}, ${t.durationMs},
               ${t.eventsPrunedBefore})`;
-  }
-  return sql`
-    UPDATE task SET
-      task_type = ${t.taskType}, product_id = ${t.productId}, status_definition_version = ${t.statusDefinitionVersion},
-      lifecycle_status = ${t.lifecycleStatus}, business_status = ${t.businessStatus}, health = ${t.health},
-      failure = ${t.failure ? sql.json(t.failure as never) : null}, coordinator_source_seq = ${t.coordinatorSourceSeq},
-      dynamic_step_count = ${t.dynamicStepCount}, version = ${t.version}, current_execution_id = ${t.currentExecutionId},
-      updated_at = ${t.updatedAt}, started_at = ${t.startedAt}, finished_at = ${t.finishedAt}, duration_ms = ${t.durationMs}
-    WHERE id = ${t.id}`;
 }
 
-function upsertExecution(sql: TxSql, e: TaskState['execution'], insert: boolean) {
-  if (insert) {
-    return sql`
+function insertExecution(sql: TxSql, e: TaskState['execution']) {
+  return sql`
       INSERT INTO execution (id, task_id, number, status, progress, snapshot, version, callback_sequence, created_at,
                              started_at, completed_at, updated_at)
       VALUES (${e.id}, ${e.taskId}, ${e.number}, ${e.status}, ${e.progress}, ${sql.json(e.snapshot as never)}, ${e.version},
               ${e.callbackSequence}, ${e.createdAt}, ${e.startedAt}, ${e.completedAt}, ${e.updatedAt})`;
-  }
-  return sql`
-    UPDATE execution SET status = ${e.status}, progress = ${e.progress}, version = ${e.version}, started_at = ${e.startedAt},
-                         completed_at = ${e.completedAt}, updated_at = ${e.updatedAt}, callback_sequence = ${e.callbackSequence}
-    WHERE id = ${e.id}`;
 }
 
-function upsertWorkflow(sql: TxSql, w: WorkflowRecord, insert: boolean) {
-  if (insert) {
-    return sql`
+function insertWorkflow(sql: TxSql, w: WorkflowRecord) {
+  return sql`
       INSERT INTO workflow (id, tenant_id, application_id, client_workflow_key, owner_id, title, workflow_type,
                             lifecycle_status, version, task_count, task_counts, request_hash, created_at, updated_at)
       VALUES (${w.id}, ${w.tenantId}, ${w.applicationId}, ${w.clientWorkflowKey}, ${w.ownerId}, ${w.title}, ${w.workflowType},
               ${w.lifecycleStatus}, ${w.version}, ${w.taskCount}, ${sql.json(w.taskCounts as never)}, ${w.requestHash},
               ${w.createdAt}, ${w.updatedAt})`;
-  }
-  return sql`
-    UPDATE workflow SET lifecycle_status = ${w.lifecycleStatus}, version = ${w.version}, task_count = ${w.taskCount},
-                        task_counts = ${sql.json(w.taskCounts as never)}, updated_at = ${w.updatedAt}
-    WHERE id = ${w.id}`;
 }
 
 export interface AttemptRow {
@@ -234,6 +486,12 @@ class PostgresStatusTransaction implements StatusTransaction {
     await this.sql`SELECT pg_advisory_xact_lock(hashtext(${key}))`;
   }
 
+  async advisoryLocks(keys: string[]) {
+    if (keys.length === 0) return;
+    await this.sql`
+      SELECT pg_advisory_xact_lock(hashtext(k)) FROM (SELECT k FROM unnest(${keys}::text[]) AS k ORDER BY k) AS sorted`;
+  }
+
   async lockTask(taskId: string): Promise<TaskState | null> {
     const [task] = await this.sql<TaskRow[]>`SELECT * FROM task WHERE id = ${taskId} FOR UPDATE`;
     return task ? loadTaskState(this.sql, task, true) : null;
@@ -242,6 +500,52 @@ class PostgresStatusTransaction implements StatusTransaction {
   async lockTaskIfFree(taskId: string): Promise<TaskState | null> {
     const [task] = await this.sql<TaskRow[]>`SELECT * FROM task WHERE id = ${taskId} FOR UPDATE SKIP LOCKED`;
     return task ? loadTaskState(this.sql, task, true) : null;
+  }
+
+  async lockTasks(taskIds: string[]): Promise<TaskState[]> {
+    const sql = this.sql;
+    // Sent together; each statement runs after the lock statement, so all read the locked state.
+    const [tasks, executions, steps, acl] = await Promise.all([
+      sql<TaskRow[]>`SELECT * FROM task WHERE id = ANY(${taskIds}::uuid[]) ORDER BY id FOR UPDATE`,
+      sql<ExecutionRow[]>`
+        SELECT e.* FROM execution e JOIN task t ON e.id = t.current_execution_id WHERE t.id = ANY(${taskIds}::uuid[])`,
+      sql<StepRow[]>`
+        SELECT s.* FROM step s JOIN task t ON s.execution_id = t.current_execution_id
+        WHERE t.id = ANY(${taskIds}::uuid[]) ORDER BY s.id`,
+      sql<
+        {
+          task_id: string;
+          principal_type: AclEntry['principalType'];
+          principal_id: string;
+          permission: AclEntry['permission'];
+        }[]
+      >`
+        SELECT task_id, principal_type, principal_id, permission FROM task_acl
+        WHERE task_id = ANY(${taskIds}::uuid[]) AND revoked_at IS NULL`,
+    ]);
+    const executionById = new Map(executions.map((e) => [e.id, e]));
+    return tasks.map((task) => {
+      const execution = executionById.get(task.current_execution_id);
+      if (!execution) throw new Error(`task ${task.id} has no execution ${task.current_execution_id}`);
+      return {
+        task: toTask(task),
+        execution: toExecution(execution),
+        steps: steps.filter((s) => s.task_id === task.id).map(toStep),
+        acl: acl
+          .filter((a) => a.task_id === task.id)
+          .map((a) => ({
+            principalType: a.principal_type,
+            principalId: a.principal_id,
+            permission: a.permission,
+          })),
+      };
+    });
+  }
+
+  async lockWorkflows(workflowIds: string[]): Promise<WorkflowRecord[]> {
+    const rows = await this.sql<WorkflowRow[]>`
+      SELECT * FROM workflow WHERE id = ANY(${workflowIds}::uuid[]) ORDER BY id FOR UPDATE`;
+    return rows.map(toWorkflow);
   }
 
   async lockWorkflow(workflowId: string): Promise<WorkflowRecord | null> {
@@ -281,6 +585,26 @@ class PostgresStatusTransaction implements StatusTransaction {
           createdAt: row.created_at,
         }
       : null;
+  }
+
+  async findDedups(eventIds: string[]): Promise<DedupRecord[]> {
+    const rows = await this.sql<
+      {
+        event_id: string;
+        task_id: string;
+        payload_hash: string;
+        result: Record<string, unknown>;
+        created_at: Date;
+      }[]
+    >`
+      SELECT * FROM event_dedup WHERE event_id = ANY(${eventIds}::uuid[])`;
+    return rows.map((row) => ({
+      eventId: row.event_id,
+      taskId: row.task_id,
+      payloadHash: row.payload_hash,
+      result: row.result,
+      createdAt: row.created_at,
+    }));
   }
 
   async findAttempt(attemptId: string): Promise<AttemptRecord | null> {
@@ -339,8 +663,13 @@ class PostgresStatusTransaction implements StatusTransaction {
   }
 
   async write(w: FactWrite): Promise<{ idempotencyClaimed: boolean }> {
+    return this.writeAll([w]);
+  }
+
+  async writeAll(writes: FactWrite[]): Promise<{ idempotencyClaimed: boolean }> {
     const sql = this.sql;
-    // Facts are committed at the time their session started (the injected clock); revocations too.
+    const w = mergeWrites(writes);
+    // Revocations carry the time of the first fact (the injected clock).
     const committedAt = w.events[0]?.receivedAt ?? null;
     // Sent back to back (pipelined); the server runs them in this order inside the transaction.
     const statements: Promise<unknown>[] = [];
@@ -352,34 +681,68 @@ class PostgresStatusTransaction implements StatusTransaction {
           ON CONFLICT DO NOTHING RETURNING 1`
       : null;
     if (idempotency) statements.push(idempotency);
-    if (w.newWorkflow) statements.push(upsertWorkflow(sql, w.newWorkflow, true));
-    if (w.workflow) statements.push(upsertWorkflow(sql, w.workflow, false));
-    if (w.newTask) {
-      statements.push(upsertTask(sql, w.newTask.task, true), upsertExecution(sql, w.newTask.execution, true));
+    for (const workflow of w.newWorkflows) statements.push(insertWorkflow(sql, workflow));
+    if (w.workflows.length > 0)
+      statements.push(updateRows(sql, 'workflow', workflowUpdateColumns, w.workflows.map(workflowUpdateRow)));
+    for (const created of w.newTasks) {
+      statements.push(insertTask(sql, created.task), insertExecution(sql, created.execution));
     }
-    if (w.newExecution) statements.push(upsertExecution(sql, w.newExecution, true));
-    if (w.task) statements.push(upsertTask(sql, w.task, false));
-    if (w.execution) statements.push(upsertExecution(sql, w.execution, false));
-    for (const step of w.newSteps ?? []) statements.push(insertStep(sql, step));
-    for (const step of w.steps ?? []) statements.push(updateStep(sql, step));
-    for (const a of w.attempts ?? []) {
-      statements.push(sql`
-        INSERT INTO attempt (id, task_id, step_id, application_id, operation_code, producer_id, allowed_event_types,
-                             handle_hash, handle_sealed, worker_id, lease_version, expires_at, revoked_at, created_at)
-        VALUES (${a.id}, ${a.taskId}, ${a.stepId}, ${a.applicationId}, ${a.operationCode}, ${a.producerId},
-                ${a.allowedEventTypes}::text[], ${a.handleHash}, ${a.handleSealed}, ${a.workerId}, ${a.leaseVersion},
-                ${a.expiresAt}, ${a.revokedAt}, ${a.createdAt})
-        ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at`);
+    for (const execution of w.newExecutions) statements.push(insertExecution(sql, execution));
+    if (w.tasks.length > 0)
+      statements.push(updateRows(sql, 'task', taskUpdateColumns, w.tasks.map(taskUpdateRow)));
+    if (w.executions.length > 0)
+      statements.push(
+        updateRows(sql, 'execution', executionUpdateColumns, w.executions.map(executionUpdateRow)),
+      );
+    if (w.newSteps.length > 0) statements.push(insertRows(sql, 'step', stepColumns, w.newSteps.map(stepRow)));
+    if (w.steps.length > 0) statements.push(updateRows(sql, 'step', stepUpdateColumns, w.steps.map(stepRow)));
+    if (w.attempts.length > 0) {
+      statements.push(
+        insertRows(
+          sql,
+          'attempt',
+          attemptColumns,
+          w.attempts.map((a) => ({
+            id: a.id,
+            task_id: a.taskId,
+            step_id: a.stepId,
+            application_id: a.applicationId,
+            operation_code: a.operationCode,
+            producer_id: a.producerId,
+            allowed_event_types: a.allowedEventTypes,
+            handle_hash: a.handleHash,
+            handle_sealed: a.handleSealed,
+            worker_id: a.workerId,
+            lease_version: a.leaseVersion,
+            expires_at: a.expiresAt,
+            revoked_at: a.revokedAt,
+            created_at: a.createdAt,
+          })),
+          'ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at',
+        ),
+      );
     }
-    if (w.revokeAttemptIds && w.revokeAttemptIds.length > 0 && committedAt) {
+    if (w.revokeAttemptIds.length > 0 && committedAt) {
       statements.push(sql`
         UPDATE attempt SET revoked_at = coalesce(revoked_at, ${committedAt}) WHERE id = ANY(${w.revokeAttemptIds}::uuid[])`);
     }
-    for (const event of w.events) statements.push(insertEvent(sql, event, event.receivedAt));
-    for (const d of w.dedup ?? []) {
-      statements.push(sql`
-        INSERT INTO event_dedup (event_id, task_id, payload_hash, result, created_at)
-        VALUES (${d.eventId}, ${d.taskId}, ${d.payloadHash}, ${sql.json(d.result as never)}, ${d.createdAt})`);
+    if (w.events.length > 0)
+      statements.push(insertRows(sql, 'task_event', eventColumns, w.events.map(eventRow)));
+    if (w.dedup.length > 0) {
+      statements.push(
+        insertRows(
+          sql,
+          'event_dedup',
+          dedupColumns,
+          w.dedup.map((d) => ({
+            event_id: d.eventId,
+            task_id: d.taskId,
+            payload_hash: d.payloadHash,
+            result: d.result,
+            created_at: d.createdAt,
+          })),
+        ),
+      );
     }
     if (w.outbox.length > 0) {
       statements.push(sql`
@@ -392,46 +755,211 @@ class PostgresStatusTransaction implements StatusTransaction {
              AS o(id, tenant_id, application_id, aggregate_id, event_type, payload, created_at)`);
     }
     if (w.realtime.length > 0) statements.push(insertRealtime(sql, w.realtime));
-    for (const r of w.schedulingRequests ?? []) {
-      statements.push(sql`
-        INSERT INTO scheduling_request (id, task_id, step_id, priority, available_at, created_at, updated_at)
-        VALUES (${r.id}, ${r.taskId}, ${r.stepId}, ${r.priority}, ${r.availableAt}, ${r.createdAt}, ${r.createdAt})
-        ON CONFLICT (step_id) DO NOTHING`);
+    if (w.schedulingRequests.length > 0) {
+      statements.push(
+        insertRows(
+          sql,
+          'scheduling_request',
+          schedulingRequestColumns,
+          w.schedulingRequests.map((r) => ({
+            id: r.id,
+            task_id: r.taskId,
+            step_id: r.stepId,
+            priority: r.priority,
+            available_at: r.availableAt,
+            created_at: r.createdAt,
+            updated_at: r.createdAt,
+          })),
+          'ON CONFLICT (step_id) DO NOTHING',
+        ),
+      );
     }
-    if (w.closeSchedulingRequests && w.closeSchedulingRequests.stepIds.length > 0) {
+    for (const [status, stepIds] of w.closeSchedulingRequests) {
       statements.push(sql`
-        UPDATE scheduling_request SET status = ${w.closeSchedulingRequests.status}, updated_at = now()
-        WHERE step_id = ANY(${w.closeSchedulingRequests.stepIds}::uuid[]) AND status = 'PENDING'`);
+        UPDATE scheduling_request SET status = ${status}, updated_at = now()
+        WHERE step_id = ANY(${stepIds}::uuid[]) AND status = 'PENDING'`);
     }
-    for (const c of w.workerCommands ?? []) {
-      statements.push(sql`
-        INSERT INTO worker_command (id, worker_id, type, payload, created_at)
-        VALUES (${c.id}, ${c.workerId}, ${c.type}, ${sql.json(c.payload as never)}, ${c.createdAt})`);
+    if (w.workerCommands.length > 0) {
+      statements.push(
+        insertRows(
+          sql,
+          'worker_command',
+          workerCommandColumns,
+          w.workerCommands.map((c) => ({
+            id: c.id,
+            worker_id: c.workerId,
+            type: c.type,
+            payload: c.payload,
+            created_at: c.createdAt,
+          })),
+        ),
+      );
     }
-    for (const load of w.workerLoad ?? []) {
+    if (w.workerLoad.length > 0) {
+      // One statement, workers in id order: concurrent transactions lock worker rows in the same order.
       statements.push(sql`
-        UPDATE worker SET running_attempts = greatest(0, running_attempts + ${load.delta}) WHERE id = ${load.workerId}`);
+        UPDATE worker SET running_attempts = greatest(0, running_attempts + l.delta)
+        FROM unnest(${w.workerLoad.map((l) => l.workerId)}::uuid[], ${w.workerLoad.map((l) => l.delta)}::int[])
+             AS l(worker_id, delta)
+        WHERE worker.id = l.worker_id`);
     }
-    for (const t of w.timers ?? []) {
-      statements.push(sql`
-        INSERT INTO timer (id, kind, task_id, step_id, payload, available_at, created_at)
-        VALUES (${t.id}, ${t.kind}, ${t.taskId}, ${t.stepId}, ${sql.json(t.payload as never)}, ${t.availableAt}, ${t.createdAt})`);
+    if (w.timers.length > 0) {
+      statements.push(
+        insertRows(
+          sql,
+          '"timer"',
+          timerColumns,
+          w.timers.map((t) => ({
+            id: t.id,
+            kind: t.kind,
+            task_id: t.taskId,
+            step_id: t.stepId,
+            payload: t.payload,
+            available_at: t.availableAt,
+            created_at: t.createdAt,
+          })),
+        ),
+      );
     }
-    for (const c of w.callbacks ?? []) {
-      statements.push(sql`
-        INSERT INTO callback_delivery (id, application_id, task_id, execution_id, sequence, event_id, event_type, url,
-                                       payload, available_at, created_at)
-        VALUES (${c.id}, ${c.applicationId}, ${c.taskId}, ${c.executionId}, ${c.sequence}, ${c.eventId}, ${c.eventType},
-                ${c.url}, ${sql.json(c.payload as never)}, ${c.createdAt}, ${c.createdAt})`);
+    if (w.callbacks.length > 0) {
+      statements.push(
+        insertRows(
+          sql,
+          'callback_delivery',
+          callbackColumns,
+          w.callbacks.map((c) => ({
+            id: c.id,
+            application_id: c.applicationId,
+            task_id: c.taskId,
+            execution_id: c.executionId,
+            sequence: c.sequence,
+            event_id: c.eventId,
+            event_type: c.eventType,
+            url: c.url,
+            payload: c.payload,
+            available_at: c.createdAt,
+            created_at: c.createdAt,
+          })),
+        ),
+      );
     }
-    for (const m of w.timeline ?? []) {
-      statements.push(sql`
-        INSERT INTO timeline (id, task_id, execution_id, kind, message, data, at)
-        VALUES (${m.id}, ${m.taskId}, ${m.executionId}, ${m.kind}, ${m.message}, ${sql.json(m.data as never)}, ${m.at})`);
+    if (w.timeline.length > 0) {
+      statements.push(
+        insertRows(
+          sql,
+          'timeline',
+          timelineColumns,
+          w.timeline.map((m) => ({
+            id: m.id,
+            task_id: m.taskId,
+            execution_id: m.executionId,
+            kind: m.kind,
+            message: m.message,
+            data: m.data,
+            at: m.at,
+          })),
+        ),
+      );
     }
     await Promise.all(statements);
     return { idempotencyClaimed: idempotency ? (await idempotency).length > 0 : true };
   }
+}
+
+/**
+ * Several facts of one transaction as one set of rows per table, applied in their order: a row written
+ * by two facts is sent once in its last state (an inserted row that a later fact changed is inserted
+ * as changed), lists are concatenated, worker load deltas summed per worker.
+ */
+export function mergeWrites(writes: FactWrite[]) {
+  const newWorkflows = new Map<string, WorkflowRecord>();
+  const workflows = new Map<string, WorkflowRecord>();
+  const newTasks = new Map<string, { task: TaskState['task']; execution: TaskState['execution'] }>();
+  const newExecutions = new Map<string, TaskState['execution']>();
+  const tasks = new Map<string, TaskState['task']>();
+  const executions = new Map<string, TaskState['execution']>();
+  const newSteps = new Map<string, StepRecord>();
+  const steps = new Map<string, StepRecord>();
+  const attempts = new Map<string, AttemptRecord>();
+  const revoked = new Set<string>();
+  const closed = new Map<'DISPATCHED' | 'CANCELED', string[]>();
+  const load = new Map<string, number>();
+  const merged = {
+    idempotency: undefined as FactWrite['idempotency'],
+    events: [] as TaskEventRecord[],
+    dedup: [] as NonNullable<FactWrite['dedup']>,
+    outbox: [] as FactWrite['outbox'],
+    realtime: [] as RealtimeRecord[],
+    schedulingRequests: [] as NonNullable<FactWrite['schedulingRequests']>,
+    workerCommands: [] as NonNullable<FactWrite['workerCommands']>,
+    timers: [] as NonNullable<FactWrite['timers']>,
+    callbacks: [] as NonNullable<FactWrite['callbacks']>,
+    timeline: [] as NonNullable<FactWrite['timeline']>,
+  };
+  for (const w of writes) {
+    if (w.idempotency) {
+      if (merged.idempotency) throw new Error('one transaction claims one idempotency key');
+      merged.idempotency = w.idempotency;
+    }
+    if (w.newWorkflow) newWorkflows.set(w.newWorkflow.id, w.newWorkflow);
+    if (w.workflow) {
+      if (newWorkflows.has(w.workflow.id)) newWorkflows.set(w.workflow.id, w.workflow);
+      else workflows.set(w.workflow.id, w.workflow);
+    }
+    if (w.newTask) newTasks.set(w.newTask.task.id, { ...w.newTask });
+    if (w.newExecution) newExecutions.set(w.newExecution.id, w.newExecution);
+    if (w.task) {
+      const created = newTasks.get(w.task.id);
+      if (created) created.task = w.task;
+      else tasks.set(w.task.id, w.task);
+    }
+    if (w.execution) {
+      const created = newTasks.get(w.execution.taskId);
+      if (created?.execution.id === w.execution.id) created.execution = w.execution;
+      else if (newExecutions.has(w.execution.id)) newExecutions.set(w.execution.id, w.execution);
+      else executions.set(w.execution.id, w.execution);
+    }
+    for (const step of w.newSteps ?? []) newSteps.set(step.id, step);
+    for (const step of w.steps ?? []) {
+      if (newSteps.has(step.id)) newSteps.set(step.id, step);
+      else steps.set(step.id, step);
+    }
+    for (const attempt of w.attempts ?? []) attempts.set(attempt.id, attempt);
+    for (const id of w.revokeAttemptIds ?? []) revoked.add(id);
+    if (w.closeSchedulingRequests && w.closeSchedulingRequests.stepIds.length > 0) {
+      const list = closed.get(w.closeSchedulingRequests.status) ?? [];
+      list.push(...w.closeSchedulingRequests.stepIds);
+      closed.set(w.closeSchedulingRequests.status, list);
+    }
+    for (const l of w.workerLoad ?? []) load.set(l.workerId, (load.get(l.workerId) ?? 0) + l.delta);
+    merged.events.push(...w.events);
+    merged.dedup.push(...(w.dedup ?? []));
+    merged.outbox.push(...w.outbox);
+    merged.realtime.push(...w.realtime);
+    merged.schedulingRequests.push(...(w.schedulingRequests ?? []));
+    merged.workerCommands.push(...(w.workerCommands ?? []));
+    merged.timers.push(...(w.timers ?? []));
+    merged.callbacks.push(...(w.callbacks ?? []));
+    merged.timeline.push(...(w.timeline ?? []));
+  }
+  return {
+    ...merged,
+    newWorkflows: [...newWorkflows.values()],
+    workflows: [...workflows.values()],
+    newTasks: [...newTasks.values()],
+    newExecutions: [...newExecutions.values()],
+    tasks: [...tasks.values()],
+    executions: [...executions.values()],
+    newSteps: [...newSteps.values()],
+    steps: [...steps.values()],
+    attempts: [...attempts.values()],
+    revokeAttemptIds: [...revoked],
+    closeSchedulingRequests: [...closed],
+    workerLoad: [...load]
+      .filter(([, delta]) => delta !== 0)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(([workerId, delta]) => ({ workerId, delta })),
+  };
 }
 
 const retryableCodes = new Set(['40P01', '40001']);
