@@ -59,12 +59,13 @@ async function runTdp() {
             body: JSON.stringify({ events: batch }),
           }).then((r) => r.arrayBuffer())
         : null,
-      ...ackBatch.map((id) =>
-        fetch(`${target}/v1/workers/${workerId}/commands/${id}:ack`, {
-          method: 'POST',
-          headers: { authorization: headers.authorization },
-        }).then((r) => r.arrayBuffer()),
-      ),
+      ackBatch.length > 0
+        ? fetch(`${target}/v1/workers/${workerId}/commands:ack`, {
+            method: 'POST',
+            headers,
+            body: JSON.stringify({ commandIds: ackBatch }),
+          }).then((r) => r.arrayBuffer())
+        : null,
     ]);
   };
   setInterval(() => void flush().catch(() => {}), 5).unref();

@@ -40,6 +40,7 @@ import type { EventPublisher } from './core/outbox/ports.ts';
 import type { DispatchDeps } from './core/scheduling/dispatch.ts';
 import { CommandHub, type WorkerDeps } from './core/scheduling/workers.ts';
 import { type Clock, type IdGenerator, systemClock } from './core/shared/ports.ts';
+import { TtlCache } from './core/shared/ttlCache.ts';
 import type { StatusDeps } from './core/status/deps.ts';
 import { HealthReconciler } from './core/status/healthReconciler.ts';
 import { RegistryCatalog } from './core/status/registries.ts';
@@ -211,6 +212,7 @@ export async function startServer(
     workers: workerStore,
     heartbeatIntervalSeconds: Math.max(1, Math.floor(config.workerHeartbeatTtlMs / 3000)),
     heartbeatTtlMs: config.workerHeartbeatTtlMs,
+    credentials: new TtlCache(5_000),
     workersChanged: () => {
       workerStore.retryDeferred(clock.now()).then(
         () => schedulerWake(),

@@ -40,6 +40,7 @@ beforeAll(async () => {
     ['slow-wf', 'slow.op', {}],
     ['race-wf', 'race.op', {}],
     ['resume-wf', 'resume.op', {}],
+    ['ack-wf', 'ack.op', {}],
     ['cancel-wf', 'cancel.op', {}],
     ['close-wf', 'close.op', { timeouts: { startToCloseMs: 5_000 }, retry: { maxAttempts: 1 } }],
     ['start-wf', 'nobody.op', { timeouts: { scheduleToStartMs: 5_000 }, retry: { maxAttempts: 1 } }],
@@ -326,6 +327,49 @@ describe('failures while running', () => {
     } finally {
       await worker.stop();
     }
+  });
+
+  it("acknowledges commands in a batch: all of them, or none when one is not the worker's", async () => {
+    const register = (nodeId: string) =>
+      h.request('POST', '/v1/workers/register', {
+        token: workerKey,
+        body: {
+          instanceId: newId(),
+          name: nodeId,
+          nodeId,
+          capabilities: [{ name: 'ack.op', version: '1' }],
+          maxConcurrency: 1,
+        },
+      });
+    const mine = (await register('node-ack-1')).body.workerId as string;
+    const other = (await register('node-ack-2')).body.workerId as string;
+    await Promise.all([submit('ack-wf'), submit('ack-wf')]);
+    const commandsOf = async (workerId: string) =>
+      sql<{ id: string; acked_at: Date | null }[]>`
+        SELECT id, acked_at FROM worker_command WHERE worker_id = ${workerId} ORDER BY id`;
+    // One attempt each (capacity 1): both workers hold a START_ATTEMPT nobody acknowledged yet.
+    await expect.poll(async () => (await commandsOf(mine)).length, { timeout: 10_000 }).toBe(1);
+    await expect.poll(async () => (await commandsOf(other)).length, { timeout: 10_000 }).toBe(1);
+    const [own] = await commandsOf(mine);
+    const [foreign] = await commandsOf(other);
+
+    const refused = await h.request('POST', `/v1/workers/${mine}/commands:ack`, {
+      token: workerKey,
+      body: { commandIds: [own!.id, foreign!.id] },
+    });
+    expect(refused.status).toBe(400);
+    expect(refused.body.code).toBe('VALIDATION_FAILED');
+    expect(refused.body.detail).toContain(foreign!.id);
+    expect((await commandsOf(mine))[0]!.acked_at).toBeNull();
+    expect((await commandsOf(other))[0]!.acked_at).toBeNull();
+
+    const accepted = await h.request('POST', `/v1/workers/${mine}/commands:ack`, {
+      token: workerKey,
+      body: { commandIds: [own!.id, own!.id] },
+    });
+    expect(accepted.status).toBe(204);
+    expect((await commandsOf(mine))[0]!.acked_at).not.toBeNull();
+    expect((await commandsOf(other))[0]!.acked_at).toBeNull();
   });
 
   it('cancelling a running task sends CANCEL_ATTEMPT, stays CANCELING, and ends CANCELED when the attempt stops', async () => {

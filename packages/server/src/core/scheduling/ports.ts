@@ -53,6 +53,8 @@ export interface WorkerStore {
   /** Unacknowledged commands after `afterId`, and older unacknowledged ones created before `resendBefore`. */
   openCommands(workerId: string, afterId: string | null, resendBefore: Date): Promise<WorkerCommand[]>;
   ackCommand(workerId: string, commandId: string, at: Date): Promise<boolean>;
+  /** Acknowledges all of `commandIds` if every one is the worker's, else none; returns the ids that are not. */
+  ackCommands(workerId: string, commandIds: string[], at: Date): Promise<string[]>;
   /** Requests that gave up waiting: their reasons for people, and when to try again. */
   deferRequest(id: string, reasons: string[], availableAt: Date): Promise<void>;
   pendingReasons(taskId: string): Promise<Map<string, string[]>>;

@@ -7,6 +7,7 @@
 import { type EventResult, newId } from '@tdp/protocol';
 import { generateApiKey, keyIsUsable, parseApiKey, secretMatches } from '../identity/apiKeys.ts';
 import { AppError } from '../shared/errors.ts';
+import type { TtlCache } from '../shared/ttlCache.ts';
 import type { StatusDeps } from '../status/deps.ts';
 import {
   claimsOfAttempt,
@@ -23,7 +24,11 @@ export interface WorkerDeps {
   heartbeatTtlMs: number;
   /** A worker registered or changed: unplaceable requests may fit now. */
   workersChanged: () => void;
+  /** Worker key rows, read by every worker request (there is no revocation yet to wait for). */
+  credentials: TtlCache<WorkerCredential>;
 }
+
+export type WorkerCredential = NonNullable<Awaited<ReturnType<WorkerStore['findCredential']>>>;
 
 export async function issueWorkerKey(deps: WorkerDeps, label: string | null) {
   const generated = generateApiKey('tdpw');
@@ -34,7 +39,9 @@ export async function issueWorkerKey(deps: WorkerDeps, label: string | null) {
 export async function authenticateWorkerKey(deps: WorkerDeps, plaintext: string): Promise<string | null> {
   const parsed = parseApiKey(plaintext, 'tdpw');
   if (!parsed) return null;
-  const credential = await deps.workers.findCredential(parsed.keyId);
+  const credential = await deps.credentials.get(parsed.keyId, () =>
+    deps.workers.findCredential(parsed.keyId),
+  );
   if (!credential || !secretMatches(parsed.secret, credential.secretHash)) return null;
   return keyIsUsable({ revokedAt: credential.revokedAt, expiresAt: null }, deps.status.clock.now())
     ? credential.id

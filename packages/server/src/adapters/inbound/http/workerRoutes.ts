@@ -303,6 +303,38 @@ export function registerWorkerRoutes(
     },
   );
 
+  app.post<{ Params: { id: string }; Body: { commandIds: string[] } }>(
+    '/v1/workers/:id/commands::ack',
+    {
+      schema: {
+        tags,
+        security,
+        summary: "Acknowledge many commands at once; all of them or, if one is not this worker's, none",
+        params: Type.Object({ id: Uuid }),
+        body: Type.Object(
+          { commandIds: Type.Array(Uuid, { minItems: 1, maxItems: 1000 }) },
+          { additionalProperties: false },
+        ),
+        response: { 204: Type.Null(), ...problemResponses },
+      },
+    },
+    async (request, reply) => {
+      await requireWorker(deps.workers, await workerCredential(request), request.params.id);
+      const unknown = await deps.workers.workers.ackCommands(
+        request.params.id,
+        request.body.commandIds,
+        deps.workers.status.clock.now(),
+      );
+      if (unknown.length > 0) {
+        throw new AppError(
+          'VALIDATION_FAILED',
+          `commands ${unknown.join(', ')} are not this worker's; nothing was acknowledged`,
+        );
+      }
+      return reply.code(204).send();
+    },
+  );
+
   app.post<{ Params: { id: string }; Body: { events: WorkerEvent[] } }>(
     '/v1/workers/:id/events::batch',
     {

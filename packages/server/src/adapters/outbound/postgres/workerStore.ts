@@ -151,6 +151,21 @@ export class PostgresWorkerStore implements WorkerStore {
     return rows.length > 0;
   }
 
+  async ackCommands(workerId: string, commandIds: string[], at: Date) {
+    const ids = [...new Set(commandIds)];
+    // One statement: nothing is acknowledged unless every id is this worker's.
+    const [row] = await this.sql<{ owned: string[] }[]>`
+      WITH owned AS (
+        SELECT id FROM worker_command WHERE id = ANY(${ids}::uuid[]) AND worker_id = ${workerId}
+      ), acked AS (
+        UPDATE worker_command SET acked_at = coalesce(acked_at, ${at})
+        WHERE id IN (SELECT id FROM owned) AND (SELECT count(*) FROM owned) = ${ids.length}
+      )
+      SELECT coalesce(array_agg(id::text), '{}') AS owned FROM owned`;
+    const owned = new Set(row?.owned ?? []);
+    return ids.filter((id) => !owned.has(id));
+  }
+
   async deferRequest(id: string, reasons: string[], availableAt: Date) {
     await this
       .sql`UPDATE scheduling_request SET reasons = ${this.sql.json(reasons)}, available_at = ${availableAt} WHERE id = ${id}`;
