@@ -197,13 +197,8 @@ export class FactSession {
         ...(options.extraRealtime ?? []),
       ],
     };
-    if (this.options.deferWrites) {
-      if (write.idempotency) throw new Error('an idempotency claim needs its answer at once: not in a batch');
-      this.pending.push(write);
-    } else {
-      const written = await this.tx.write(write);
-      if (!written.idempotencyClaimed) return { event, result, committedAt, idempotencyClaimed: false };
-    }
+    if (this.options.deferWrites) this.pending.push(write);
+    else await this.tx.write(write);
     if (dedup) this.dedup.set(dedup.eventId, dedup);
     this.wroteOutbox = true;
     this.locked.set(task.id, { ...after, acl });
@@ -213,7 +208,7 @@ export class FactSession {
       list.push({ from, to: task.lifecycleStatus });
       this.workflowChanges.set(task.workflowId, list);
     }
-    return { event, result, committedAt, idempotencyClaimed: true };
+    return { event, result, committedAt };
   }
 
   /**
@@ -239,7 +234,7 @@ export class FactSession {
       }
       this.workflowChanges.clear();
     }
-    if (this.pending.length > 0) await this.tx.writeAll(this.pending.splice(0));
+    if (this.pending.length > 0) this.tx.writeAtCommit(this.pending.splice(0));
   }
 }
 

@@ -57,7 +57,7 @@ export interface DedupRecord {
 
 /** Everything one fact (or one creation) writes; the store sends it in one round of statements. */
 export interface FactWrite {
-  /** Claimed in the same round; `write` reports whether the key was still free. */
+  /** Claimed in the same round; a key already taken fails the transaction (unique violation). */
   idempotency?: IdempotencyRecord;
   newWorkflow?: WorkflowRecord;
   newTask?: { task: TaskRecord; execution: ExecutionRecord };
@@ -119,9 +119,11 @@ export interface StatusTransaction {
   countRegistrationsSince(taskId: string, since: Date): Promise<number>;
   findIdempotency(principal: string, operation: string, key: string): Promise<IdempotencyRecord | null>;
   /** Sends every statement at once (pipelined); false `idempotencyClaimed` means the key was taken. */
-  write(write: FactWrite): Promise<{ idempotencyClaimed: boolean }>;
+  write(write: FactWrite): Promise<void>;
   /** Several facts' writes in one round: each row once, in its last state (see `mergeWrites`). */
-  writeAll(writes: FactWrite[]): Promise<{ idempotencyClaimed: boolean }>;
+  writeAll(writes: FactWrite[]): Promise<void>;
+  /** Writes sent together with the COMMIT (no round trip of their own); their failure fails the commit. */
+  writeAtCommit(writes: FactWrite[]): void;
 }
 
 /** One heartbeat resolved to its execution instance. */

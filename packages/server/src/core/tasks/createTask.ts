@@ -78,125 +78,126 @@ export async function createTask(
   }
   const requestHash = fingerprint(request);
 
-  return inFactTransaction(deps, async (session) => {
-    const now = session.now;
-    const workflow = request.workflowId
-      ? await session.tx.lockWorkflow(request.workflowId)
-      : newWorkflowRecord(
-          deps.ids,
-          {
-            tenantId: principal.tenantId,
-            applicationId: principal.applicationId,
-            clientWorkflowKey: `task:${idempotencyKey}`,
-            ownerId: request.ownerId ?? null,
-            title: request.name.trim(),
-            workflowType: null,
-            requestHash,
-            taskCount: 1,
+  return inFactTransaction(
+    deps,
+    async (session) => {
+      const now = session.now;
+      const workflow = request.workflowId
+        ? await session.tx.lockWorkflow(request.workflowId)
+        : newWorkflowRecord(
+            deps.ids,
+            {
+              tenantId: principal.tenantId,
+              applicationId: principal.applicationId,
+              clientWorkflowKey: `task:${idempotencyKey}`,
+              ownerId: request.ownerId ?? null,
+              title: request.name.trim(),
+              workflowType: null,
+              requestHash,
+              taskCount: 1,
+            },
+            now,
+          );
+      if (!workflow || workflow.applicationId !== principal.applicationId) {
+        throw new AppError('WORKFLOW_NOT_FOUND', `workflow ${request.workflowId} does not exist`);
+      }
+      const created = newTaskState(
+        deps.ids,
+        {
+          tenantId: principal.tenantId,
+          applicationId: principal.applicationId,
+          workflowId: workflow.id,
+          clientTaskKey: request.workflowId ? `task:${idempotencyKey}` : 'task',
+          name: request.name.trim(),
+          ownerId: request.ownerId ?? null,
+          definition: { id: definition.id, name: definition.name, version: definition.version },
+          snapshot: {
+            definitionId: definition.id,
+            name: definition.name,
+            version: definition.version,
+            steps: merged.steps,
           },
-          now,
-        );
-    if (!workflow || workflow.applicationId !== principal.applicationId) {
-      throw new AppError('WORKFLOW_NOT_FOUND', `workflow ${request.workflowId} does not exist`);
-    }
-    const created = newTaskState(
-      deps.ids,
-      {
-        tenantId: principal.tenantId,
-        applicationId: principal.applicationId,
-        workflowId: workflow.id,
-        clientTaskKey: request.workflowId ? `task:${idempotencyKey}` : 'task',
-        name: request.name.trim(),
-        ownerId: request.ownerId ?? null,
-        definition: { id: definition.id, name: definition.name, version: definition.version },
-        snapshot: {
-          definitionId: definition.id,
-          name: definition.name,
-          version: definition.version,
-          steps: merged.steps,
+          steps: merged.steps.map((step) => ({
+            key: step.key,
+            operationCode: step.capability,
+            capability: step.capability,
+            capabilityVersion: step.capabilityVersion,
+            expectedProducer: platformWorkerProducer,
+            dependsOn: step.dependsOn,
+            failurePolicy: step.failurePolicy,
+            heartbeatTimeoutSeconds: step.timeouts.heartbeatMs
+              ? Math.ceil(step.timeouts.heartbeatMs / 1000)
+              : null,
+          })),
+          externalRef: request.externalRef ?? null,
+          input,
+          callbackUrl: request.callbackUrl ?? null,
+          priority: request.priority ?? 50,
         },
-        steps: merged.steps.map((step) => ({
-          key: step.key,
-          operationCode: step.capability,
-          capability: step.capability,
-          capabilityVersion: step.capabilityVersion,
-          expectedProducer: platformWorkerProducer,
-          dependsOn: step.dependsOn,
-          failurePolicy: step.failurePolicy,
-          heartbeatTimeoutSeconds: step.timeouts.heartbeatMs
-            ? Math.ceil(step.timeouts.heartbeatMs / 1000)
-            : null,
-        })),
-        externalRef: request.externalRef ?? null,
-        input,
-        callbackUrl: request.callbackUrl ?? null,
-        priority: request.priority ?? 50,
-      },
-      now,
-    );
-    // The platform coordinates this task: the roots are ready at once, the application hears "created".
-    const eventId = deps.ids.newId();
-    const createdMilestone = milestone(
-      deps.ids,
-      created,
-      'CREATED',
-      `execution #1 of ${definition.name}@${definition.version} created`,
-      {},
-      now,
-    );
-    const started = orchestrate(deps.ids, created, { kind: 'EXECUTION_STARTED' }, now);
-    const { state, callback } = callbackFor(deps.ids, started.state, eventId, 'execution.created', now);
-    const body = toTaskView(state);
-    const implicit = !request.workflowId;
-    const { idempotencyClaimed } = await session.commit(
-      null,
-      state,
-      {
-        id: eventId,
-        type: 'TASK_CREATED',
-        producer: `application:${principal.applicationId}`,
-        payload: {
-          externalRef: state.task.externalRef,
-          workflow: { name: definition.name, version: definition.version },
-        },
-        occurredAt: now,
-        receivedAt: now,
-      },
-      {
-        write: {
-          idempotency: {
-            principal: `application:${principal.applicationId}`,
-            operation,
-            key: idempotencyKey,
-            requestHash,
-            responseStatus: 201,
-            responseBody: body,
-            createdAt: now,
+        now,
+      );
+      // The platform coordinates this task: the roots are ready at once, the application hears "created".
+      const eventId = deps.ids.newId();
+      const createdMilestone = milestone(
+        deps.ids,
+        created,
+        'CREATED',
+        `execution #1 of ${definition.name}@${definition.version} created`,
+        {},
+        now,
+      );
+      const started = orchestrate(deps.ids, created, { kind: 'EXECUTION_STARTED' }, now);
+      const { state, callback } = callbackFor(deps.ids, started.state, eventId, 'execution.created', now);
+      const body = toTaskView(state);
+      const implicit = !request.workflowId;
+      await session.commit(
+        null,
+        state,
+        {
+          id: eventId,
+          type: 'TASK_CREATED',
+          producer: `application:${principal.applicationId}`,
+          payload: {
+            externalRef: state.task.externalRef,
+            workflow: { name: definition.name, version: definition.version },
           },
-          newTask: { task: state.task, execution: state.execution },
-          newSteps: state.steps,
-          ...(implicit ? { newWorkflow: workflow } : {}),
-          schedulingRequests: started.write.schedulingRequests ?? [],
-          timers: started.write.timers ?? [],
-          callbacks: callback ? [callback] : [],
-          timeline: [createdMilestone, ...(started.write.timeline ?? [])],
+          occurredAt: now,
+          receivedAt: now,
         },
-        extraRealtime: implicit ? [workflowProjection(workflow, () => deps.ids.newId(), now)] : [],
-        countInWorkflow: !implicit,
-      },
-    );
-    // The key was taken (maybe by a concurrent request we waited for): undo everything, answer as a replay.
-    if (!idempotencyClaimed) throw new KeyTaken();
-    return { status: 201 as const, body };
-  }).catch(async (error: unknown) => {
-    // The key was taken, or its implicit workflow was (same key, so same request or a reuse): a replay.
-    const taken = error instanceof KeyTaken || (error as { code?: string }).code === '23505';
-    if (!taken) throw error;
+        {
+          write: {
+            idempotency: {
+              principal: `application:${principal.applicationId}`,
+              operation,
+              key: idempotencyKey,
+              requestHash,
+              responseStatus: 201,
+              responseBody: body,
+              createdAt: now,
+            },
+            newTask: { task: state.task, execution: state.execution },
+            newSteps: state.steps,
+            ...(implicit ? { newWorkflow: workflow } : {}),
+            schedulingRequests: started.write.schedulingRequests ?? [],
+            timers: started.write.timers ?? [],
+            callbacks: callback ? [callback] : [],
+            timeline: [createdMilestone, ...(started.write.timeline ?? [])],
+          },
+          extraRealtime: implicit ? [workflowProjection(workflow, () => deps.ids.newId(), now)] : [],
+          countInWorkflow: !implicit,
+        },
+      );
+      return { status: 201 as const, body };
+      // One round trip: the rows go out with BEGIN and COMMIT.
+    },
+    { deferWrites: true },
+  ).catch(async (error: unknown) => {
+    // The key was taken (maybe by a concurrent request whose commit the insert waited for), or its
+    // implicit workflow was (same key, so same request or a reuse): nothing was written; a replay.
+    if ((error as { code?: string }).code !== '23505') throw error;
     return (await replay(deps, principal, idempotencyKey, requestHash)) ?? Promise.reject(error);
   });
 }
-
-class KeyTaken extends Error {}
 
 async function replay(
   deps: CreateTaskDeps,

@@ -464,7 +464,18 @@ export const toAttempt = (row: AttemptRow): AttemptRecord => ({
 });
 
 class PostgresStatusTransaction implements StatusTransaction {
+  private readonly atCommit: FactWrite[] = [];
+
   constructor(private readonly sql: TxSql) {}
+
+  writeAtCommit(writes: FactWrite[]): void {
+    this.atCommit.push(...writes);
+  }
+
+  /** Starts the writes kept for the commit; the caller sends COMMIT right behind them. */
+  sendAtCommit(): Promise<unknown> | null {
+    return this.atCommit.length > 0 ? this.send(this.atCommit.splice(0)) : null;
+  }
 
   async claimSchedulingRequests(now: Date, limit: number) {
     const rows = await this.sql<{ id: string; task_id: string; step_id: string }[]>`
@@ -662,25 +673,29 @@ class PostgresStatusTransaction implements StatusTransaction {
       : null;
   }
 
-  async write(w: FactWrite): Promise<{ idempotencyClaimed: boolean }> {
-    return this.writeAll([w]);
+  async write(w: FactWrite): Promise<void> {
+    await this.send([w]);
   }
 
-  async writeAll(writes: FactWrite[]): Promise<{ idempotencyClaimed: boolean }> {
+  async writeAll(writes: FactWrite[]): Promise<void> {
+    await this.send(writes);
+  }
+
+  /** Issues the statements of `writes` without waiting for them. */
+  private send(writes: FactWrite[]) {
     const sql = this.sql;
     const w = mergeWrites(writes);
     // Revocations carry the time of the first fact (the injected clock).
     const committedAt = w.events[0]?.receivedAt ?? null;
     // Sent back to back (pipelined); the server runs them in this order inside the transaction.
     const statements: Promise<unknown>[] = [];
-    const idempotency = w.idempotency
-      ? sql`
-          INSERT INTO idempotency (principal, operation, key, request_hash, response_status, response_body, created_at)
-          VALUES (${w.idempotency.principal}, ${w.idempotency.operation}, ${w.idempotency.key}, ${w.idempotency.requestHash},
-                  ${w.idempotency.responseStatus}, ${sql.json(w.idempotency.responseBody as never)}, ${w.idempotency.createdAt})
-          ON CONFLICT DO NOTHING RETURNING 1`
-      : null;
-    if (idempotency) statements.push(idempotency);
+    if (w.idempotency) {
+      // No ON CONFLICT: a key already taken fails the transaction (the caller answers with a replay).
+      statements.push(sql`
+        INSERT INTO idempotency (principal, operation, key, request_hash, response_status, response_body, created_at)
+        VALUES (${w.idempotency.principal}, ${w.idempotency.operation}, ${w.idempotency.key}, ${w.idempotency.requestHash},
+                ${w.idempotency.responseStatus}, ${sql.json(w.idempotency.responseBody as never)}, ${w.idempotency.createdAt})`);
+    }
     for (const workflow of w.newWorkflows) statements.push(insertWorkflow(sql, workflow));
     if (w.workflows.length > 0)
       statements.push(updateRows(sql, 'workflow', workflowUpdateColumns, w.workflows.map(workflowUpdateRow)));
@@ -861,8 +876,10 @@ class PostgresStatusTransaction implements StatusTransaction {
         ),
       );
     }
-    await Promise.all(statements);
-    return { idempotencyClaimed: idempotency ? (await idempotency).length > 0 : true };
+    // Started here, in order: postgres.js sends a query only once something awaits it, and Promise.all
+    // would do that a microtask later — after a COMMIT issued right behind this call.
+    for (const statement of statements) (statement as unknown as { execute(): void }).execute();
+    return Promise.all(statements);
   }
 }
 
@@ -1032,11 +1049,39 @@ export class PostgresStatusStore implements StatusStore {
   async transaction<T>(work: (tx: StatusTransaction) => Promise<T>): Promise<T> {
     for (let attempt = 1; ; attempt += 1) {
       try {
-        return (await this.sql.begin((sql) => work(new PostgresStatusTransaction(sql)))) as T;
+        return await this.once(work);
       } catch (error) {
         const code = (error as { code?: string }).code;
         if (attempt >= 5 || !code || !retryableCodes.has(code)) throw error;
       }
+    }
+  }
+
+  /**
+   * One transaction on a reserved connection, with two round trips fewer than `sql.begin`: BEGIN goes
+   * out with the first statements, and COMMIT with the last writes. If one of those writes fails,
+   * PostgreSQL turns the COMMIT into a rollback, and the write's error is what the caller sees.
+   */
+  private async once<T>(work: (tx: StatusTransaction) => Promise<T>): Promise<T> {
+    const reserved = await this.sql.reserve();
+    const sql = reserved as unknown as TxSql;
+    try {
+      const begun = sql`BEGIN`.execute();
+      begun.catch(() => {});
+      const tx = new PostgresStatusTransaction(sql);
+      const value = await work(tx);
+      const last = tx.sendAtCommit();
+      const committed = sql`COMMIT`.execute();
+      committed.catch(() => {});
+      await begun;
+      if (last) await last;
+      await committed;
+      return value;
+    } catch (error) {
+      await sql`ROLLBACK`.catch(() => {});
+      throw error;
+    } finally {
+      reserved.release();
     }
   }
 }
