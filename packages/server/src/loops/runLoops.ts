@@ -11,7 +11,9 @@ import { WakeableLoop } from './wakeableLoop.ts';
 
 /** Places ready steps on workers; woken by every commit and by worker changes, else every second. */
 export function createSchedulerLoop(deps: DispatchDeps & { logger: Logger; clock: Clock }): WakeableLoop {
-  const batch = 20;
+  // A round locks its tasks and writes its attempts together, so a bigger round costs little more than a
+  // small one; 50 measured best in `bench -- e2e` (20: −25 %, 100: −7 %).
+  const batch = 50;
   return new WakeableLoop({
     name: 'scheduler',
     logger: deps.logger,
