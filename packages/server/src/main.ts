@@ -224,7 +224,7 @@ export async function startServer(
     status,
     workers: workerStore,
     heartbeatTtlMs: config.workerHeartbeatTtlMs,
-    wake: (ids) => hub.notify(ids),
+    wake: (commands) => hub.deliver(commands),
     retryUnplaceableMs: 5_000,
   };
   registerWorkerRoutes(app, { workers: workerDeps, hub, adminToken: config.adminToken, authenticator });

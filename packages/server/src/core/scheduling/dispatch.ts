@@ -16,6 +16,7 @@ import { taskAfterStepChange } from '../status/stateMachine.ts';
 import { platformWorkerProducer } from '../tasks/createTask.ts';
 import { isTerminal } from '../tasks/execution.ts';
 import type { StepRecord, TaskState } from '../tasks/model.ts';
+import type { WorkerCommandRecord } from './model.ts';
 import type { WorkerStore } from './ports.ts';
 import { selectWorker } from './selector.ts';
 
@@ -23,14 +24,14 @@ export interface DispatchDeps {
   status: StatusDeps;
   workers: WorkerStore;
   heartbeatTtlMs: number;
-  /** Called after the commit with the workers that got commands. */
-  wake: (workerIds: string[]) => void;
+  /** Called after the commit with the commands it wrote, for the workers' open streams. */
+  wake: (commands: WorkerCommandRecord[]) => void;
   retryUnplaceableMs: number;
 }
 
 /** One round: up to `limit` requests. Returns how many were claimed (placed, deferred or closed). */
 export async function dispatchReady(deps: DispatchDeps, limit: number): Promise<number> {
-  const woken = new Set<string>();
+  const sent: WorkerCommandRecord[] = [];
   const candidates = await deps.workers.candidates();
   const claimed = await inFactTransaction(
     deps.status,
@@ -107,6 +108,27 @@ export async function dispatchReady(deps: DispatchDeps, limit: number): Promise<
         const moved = taskAfterStepChange(before.task, before.execution, steps, undefined, now);
         const after: TaskState = { task: moved.task, execution: moved.execution, steps };
         const context = await issueContext(deps.status, after, queued, attempt, true);
+        const command: WorkerCommandRecord = {
+          id: deps.status.ids.newId(),
+          workerId: selection.workerId,
+          type: 'START_ATTEMPT',
+          payload: {
+            attemptId: attempt.id,
+            leaseVersion: attempt.leaseVersion,
+            taskId: before.task.id,
+            executionId: before.execution.id,
+            stepId: step.key,
+            attempt: step.attempt,
+            capability: step.capability,
+            capabilityVersion: step.capabilityVersion,
+            input: input.value,
+            executionToken: context.executionToken,
+            heartbeatIntervalSeconds: context.heartbeatIntervalSeconds,
+            timeouts: definition.timeouts,
+          },
+          createdAt: now,
+        };
+        sent.push(command);
         const chosen = candidates.find((c) => c.workerId === selection.workerId)!;
         chosen.runningAttempts += 1;
         await session.commit(
@@ -133,28 +155,7 @@ export async function dispatchReady(deps: DispatchDeps, limit: number): Promise<
               attempts: [attempt],
               closeSchedulingRequests: { stepIds: [step.id], status: 'DISPATCHED' },
               workerLoad: [{ workerId: selection.workerId, delta: 1 }],
-              workerCommands: [
-                {
-                  id: deps.status.ids.newId(),
-                  workerId: selection.workerId,
-                  type: 'START_ATTEMPT',
-                  payload: {
-                    attemptId: attempt.id,
-                    leaseVersion: attempt.leaseVersion,
-                    taskId: before.task.id,
-                    executionId: before.execution.id,
-                    stepId: step.key,
-                    attempt: step.attempt,
-                    capability: step.capability,
-                    capabilityVersion: step.capabilityVersion,
-                    input: input.value,
-                    executionToken: context.executionToken,
-                    heartbeatIntervalSeconds: context.heartbeatIntervalSeconds,
-                    timeouts: definition.timeouts,
-                  },
-                  createdAt: now,
-                },
-              ],
+              workerCommands: [command],
               // Both limits run from the placement; the heartbeat timer re-arms itself while beats arrive.
               timers: (
                 [
@@ -190,12 +191,11 @@ export async function dispatchReady(deps: DispatchDeps, limit: number): Promise<
             },
           },
         );
-        woken.add(selection.workerId);
       }
       return requests.length;
     },
     { deferWrites: true },
   );
-  if (woken.size > 0) deps.wake([...woken]);
+  if (sent.length > 0) deps.wake(sent);
   return claimed;
 }

@@ -15,6 +15,7 @@ import {
   type ReportedEvent,
   reportTaskEvents,
 } from '../status/events.ts';
+import type { WorkerCommandRecord } from './model.ts';
 import type { WorkerSession, WorkerStore } from './ports.ts';
 
 export interface WorkerDeps {
@@ -201,9 +202,9 @@ export async function recordWorkerEvents(
 
 /** Notifies open command streams in this process that their worker has new commands. */
 export class CommandHub {
-  private readonly listeners = new Map<string, Set<() => void>>();
+  private readonly listeners = new Map<string, Set<(commands?: WorkerCommandRecord[]) => void>>();
 
-  listen(workerId: string, listener: () => void): () => void {
+  listen(workerId: string, listener: (commands?: WorkerCommandRecord[]) => void): () => void {
     const set = this.listeners.get(workerId) ?? new Set();
     set.add(listener);
     this.listeners.set(workerId, set);
@@ -213,7 +214,20 @@ export class CommandHub {
     };
   }
 
+  /** The workers have new commands: their streams read them from the database. */
   notify(workerIds: string[]): void {
     for (const id of workerIds) for (const listener of this.listeners.get(id) ?? []) listener();
+  }
+
+  /** Committed commands, handed to the open streams of this process as they are (no read back). */
+  deliver(commands: WorkerCommandRecord[]): void {
+    const byWorker = new Map<string, WorkerCommandRecord[]>();
+    for (const command of commands) {
+      const list = byWorker.get(command.workerId) ?? [];
+      list.push(command);
+      byWorker.set(command.workerId, list);
+    }
+    for (const [workerId, list] of byWorker)
+      for (const listener of this.listeners.get(workerId) ?? []) listener(list);
   }
 }

@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import { tokensEqual } from '../../../core/identity/apiKeys.ts';
 import type { ApiKeyAuthenticator } from '../../../core/identity/authenticate.ts';
+import type { WorkerCommandRecord } from '../../../core/scheduling/model.ts';
 import {
   authenticateWorkerKey,
   type CommandHub,
@@ -244,6 +245,13 @@ export function registerWorkerRoutes(
       });
       let sending = Promise.resolve();
       let closed = false;
+      // Commands handed over by this process's dispatcher, written before the cursor reached them
+      // (id → when). Forgotten once the cursor passes them or they are old enough to be re-sent anyway.
+      const delivered = new Map<string, number>();
+      const send = (command: { id: string; type: string; payload: Record<string, unknown> }) =>
+        raw.write(
+          `id: ${command.id}\nevent: ${command.type}\ndata: ${JSON.stringify({ commandId: command.id, type: command.type, ...command.payload })}\n\n`,
+        );
       const flush = () => {
         sending = sending
           .then(async () => {
@@ -252,15 +260,27 @@ export function registerWorkerRoutes(
               deps.workers.status.clock.now().getTime() - (deps.resendAfterMs ?? 30_000),
             );
             for (const command of await deps.workers.workers.openCommands(workerId, cursor, resendBefore)) {
-              raw.write(
-                `id: ${command.id}\nevent: ${command.type}\ndata: ${JSON.stringify({ commandId: command.id, type: command.type, ...command.payload })}\n\n`,
-              );
-              cursor = command.id;
+              const isNew = cursor === null || command.id > cursor;
+              if (!(isNew && delivered.delete(command.id))) send(command);
+              if (isNew) cursor = command.id;
+            }
+            for (const [id, at] of delivered) {
+              if ((cursor !== null && id <= cursor) || at < resendBefore.getTime()) delivered.delete(id);
             }
           })
           .catch((error) => request.log.warn({ err: error, workerId }, 'command stream flush failed'));
       };
-      const unlisten = deps.hub.listen(workerId, flush);
+      const deliver = (commands: WorkerCommandRecord[]) => {
+        sending = sending.then(() => {
+          if (closed) return;
+          for (const command of commands) {
+            if (cursor !== null && command.id <= cursor) continue;
+            delivered.set(command.id, deps.workers.status.clock.now().getTime());
+            send(command);
+          }
+        });
+      };
+      const unlisten = deps.hub.listen(workerId, (commands) => (commands ? deliver(commands) : flush()));
       const keepAlive = setInterval(() => raw.write(': keep-alive\n\n'), deps.keepAliveMs ?? 15_000);
       // Commands written by another server replica do not reach this process's hub: look every second.
       const poll = setInterval(flush, 1_000);
