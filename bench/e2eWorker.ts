@@ -68,7 +68,7 @@ async function runTdp() {
         : null,
     ]);
   };
-  setInterval(() => void flush().catch(() => {}), 5).unref();
+  setInterval(() => void flush().catch(() => {}), 20).unref();
   const response = await fetch(`${target}/v1/workers/${workerId}/commands`, {
     headers: { authorization: headers.authorization },
   });

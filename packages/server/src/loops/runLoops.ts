@@ -19,7 +19,7 @@ export function createSchedulerLoop(deps: DispatchDeps & { logger: Logger; clock
     logger: deps.logger,
     now: () => deps.clock.now(),
     maxIdleMs: 1_000,
-    batchWindowMs: 5,
+    batchWindowMs: 2,
     round: async () => ({ full: (await dispatchReady(deps, batch)) === batch }),
     nextDueAt: async () => null,
   });

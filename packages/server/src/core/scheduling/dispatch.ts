@@ -32,16 +32,25 @@ export interface DispatchDeps {
 /** One round: up to `limit` requests. Returns how many were claimed (placed, deferred or closed). */
 export async function dispatchReady(deps: DispatchDeps, limit: number): Promise<number> {
   const sent: WorkerCommandRecord[] = [];
-  const candidates = await deps.workers.candidates();
+  // Read alongside the claim (another connection), not before it.
+  const candidatesRead = deps.workers.candidates();
+  candidatesRead.catch(() => {});
   const claimed = await inFactTransaction(
     deps.status,
     async (session) => {
-      const requests = await session.tx.claimSchedulingRequests(session.now, limit);
+      const [requests, candidates] = await Promise.all([
+        session.tx.claimSchedulingRequests(session.now, limit),
+        candidatesRead,
+      ]);
       const now = session.now;
       // Every claimed step's advisory lock and task lock, in one round trip; then no reads until commit.
       await Promise.all([
         session.tx.advisoryLocks(requests.map((r) => `dispatch:${r.stepId}`)),
-        session.prefetch(requests.map((r) => r.taskId)),
+        session.prefetch(
+          requests.map((r) => r.taskId),
+          [],
+          { workflows: true },
+        ),
       ]);
       for (const request of requests) {
         const before = await session.lockTask(request.taskId);

@@ -561,9 +561,12 @@ export async function reportTaskEvents(
     async (session) => {
       session.rememberAttempts([...attempts.values()]);
       // Tasks whose ids are known up front are locked (in id order) and read with the dedup records in one go.
+      const taskIds = items.map(taskOf);
+      // Their workflows too when every task is known: no task is then locked after a workflow.
       await session.prefetch(
-        items.map(taskOf).filter((id): id is string => id !== null),
+        taskIds.filter((id): id is string => id !== null),
         items.map((i) => i.event.eventId),
+        { workflows: taskIds.every((id) => id !== null) },
       );
       for (const { item, index } of order) {
         try {

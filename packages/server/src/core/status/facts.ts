@@ -8,7 +8,7 @@
  */
 import type { EventResult, LifecycleStatus } from '@tdp/protocol';
 import type { Clock, IdGenerator } from '../shared/ports.ts';
-import type { RealtimeRecord, TaskEventRecord, TaskState } from '../tasks/model.ts';
+import type { RealtimeRecord, TaskEventRecord, TaskState, WorkflowRecord } from '../tasks/model.ts';
 import { outboxFor } from '../tasks/outboxEvents.ts';
 import type { OutboxSignal } from '../tasks/ports.ts';
 import type {
@@ -93,6 +93,8 @@ export class FactSession {
   /** Tasks locked in this transaction, as of their last committed fact (no second read). */
   private readonly locked = new Map<string, TaskState>();
   private readonly pending: FactWrite[] = [];
+  /** Workflows a batch locked with its tasks (`prefetch`), as of the transaction's start. */
+  private readonly lockedWorkflows = new Map<string, WorkflowRecord>();
   /** Dedup records of this session's facts, and those read ahead for a batch (null: not seen). */
   private readonly dedup = new Map<string, DedupRecord | null>();
   private readonly attempts = new Map<string, AttemptRecord>();
@@ -118,14 +120,19 @@ export class FactSession {
    * Locks a batch's tasks (in id order, so concurrent batches cannot deadlock on them) and reads the
    * dedup records of its events, in one round trip.
    */
-  async prefetch(taskIds: string[], eventIds: string[] = []): Promise<void> {
+  async prefetch(
+    taskIds: string[],
+    eventIds: string[] = [],
+    options: { workflows?: boolean } = {},
+  ): Promise<void> {
     const wanted = [...new Set(taskIds)].filter((id) => !this.locked.has(id)).sort();
     const unseen = [...new Set(eventIds)].filter((id) => !this.dedup.has(id));
-    const [states, records] = await Promise.all([
-      wanted.length > 0 ? this.tx.lockTasks(wanted) : [],
+    const [locked, records] = await Promise.all([
+      wanted.length > 0 ? this.tx.lockTasks(wanted, options) : { tasks: [], workflows: [] },
       unseen.length > 0 ? this.tx.findDedups(unseen) : [],
     ]);
-    for (const state of states) this.locked.set(state.task.id, state);
+    for (const state of locked.tasks) this.locked.set(state.task.id, state);
+    for (const workflow of locked.workflows) this.lockedWorkflows.set(workflow.id, workflow);
     for (const id of unseen) this.dedup.set(id, null);
     for (const record of records) this.dedup.set(record.eventId, record);
   }
@@ -218,7 +225,9 @@ export class FactSession {
   async finish(): Promise<void> {
     const workflowIds = [...this.workflowChanges.keys()].sort();
     if (workflowIds.length > 0) {
-      const locked = new Map((await this.tx.lockWorkflows(workflowIds)).map((w) => [w.id, w]));
+      const missing = workflowIds.filter((id) => !this.lockedWorkflows.has(id));
+      const locked = new Map(this.lockedWorkflows);
+      if (missing.length > 0) for (const w of await this.tx.lockWorkflows(missing)) locked.set(w.id, w);
       for (const workflowId of workflowIds) {
         let workflow = locked.get(workflowId);
         if (!workflow) throw new Error(`workflow ${workflowId} of a task is missing`);

@@ -103,8 +103,14 @@ export interface StatusTransaction {
   lockTaskIfFree(taskId: string): Promise<TaskState | null>;
   /** The task with its current execution and that execution's step rows, locked until commit. */
   lockTask(taskId: string): Promise<TaskState | null>;
-  /** Several tasks as `lockTask` reads one, locked in id order; missing ids are left out. */
-  lockTasks(taskIds: string[]): Promise<TaskState[]>;
+  /**
+   * Several tasks as `lockTask` reads one, locked in id order (missing ids are left out), and with
+   * `workflows` their workflows too, locked after them in id order.
+   */
+  lockTasks(
+    taskIds: string[],
+    options?: { workflows?: boolean },
+  ): Promise<{ tasks: TaskState[]; workflows: WorkflowRecord[] }>;
   lockWorkflow(workflowId: string): Promise<WorkflowRecord | null>;
   /** Locks the workflows in id order. */
   lockWorkflows(workflowIds: string[]): Promise<WorkflowRecord[]>;

@@ -513,10 +513,10 @@ class PostgresStatusTransaction implements StatusTransaction {
     return task ? loadTaskState(this.sql, task, true) : null;
   }
 
-  async lockTasks(taskIds: string[]): Promise<TaskState[]> {
+  async lockTasks(taskIds: string[], options: { workflows?: boolean } = {}) {
     const sql = this.sql;
     // Sent together; each statement runs after the lock statement, so all read the locked state.
-    const [tasks, executions, steps, acl] = await Promise.all([
+    const [tasks, executions, steps, acl, workflows] = await Promise.all([
       sql<TaskRow[]>`SELECT * FROM task WHERE id = ANY(${taskIds}::uuid[]) ORDER BY id FOR UPDATE`,
       sql<ExecutionRow[]>`
         SELECT e.* FROM execution e JOIN task t ON e.id = t.current_execution_id WHERE t.id = ANY(${taskIds}::uuid[])`,
@@ -533,9 +533,15 @@ class PostgresStatusTransaction implements StatusTransaction {
       >`
         SELECT task_id, principal_type, principal_id, permission FROM task_acl
         WHERE task_id = ANY(${taskIds}::uuid[]) AND revoked_at IS NULL`,
+      // Workflows after tasks, in id order: the order every transaction locks them in.
+      options.workflows
+        ? sql<WorkflowRow[]>`
+            SELECT * FROM workflow WHERE id IN (SELECT workflow_id FROM task WHERE id = ANY(${taskIds}::uuid[]))
+            ORDER BY id FOR UPDATE`
+        : [],
     ]);
     const executionById = new Map(executions.map((e) => [e.id, e]));
-    return tasks.map((task) => {
+    const states = tasks.map((task) => {
       const execution = executionById.get(task.current_execution_id);
       if (!execution) throw new Error(`task ${task.id} has no execution ${task.current_execution_id}`);
       return {
@@ -551,6 +557,7 @@ class PostgresStatusTransaction implements StatusTransaction {
           })),
       };
     });
+    return { tasks: states, workflows: workflows.map(toWorkflow) };
   }
 
   async lockWorkflows(workflowIds: string[]): Promise<WorkflowRecord[]> {
