@@ -400,6 +400,15 @@ describe('failures while running', () => {
       await expect
         .poll(async () => (await status(taskId)).execution.steps[0]?.status, { timeout: 10_000 })
         .toBe('RUNNING');
+      // The worker's slot is taken while its attempt runs, and given back once the attempt ends.
+      const running = async () =>
+        (
+          (await h.request('GET', '/v1/workers', { token: app.apiKey })).body as {
+            id: string;
+            runningAttempts: number;
+          }[]
+        ).find((w) => w.id === worker.workerId)?.runningAttempts;
+      expect(await running()).toBe(1);
       const cancelled = await h.request('POST', `/v1/tasks/${taskId}:cancel`, {
         token: app.apiKey,
         body: { reason: 'changed my mind' },
@@ -422,6 +431,7 @@ describe('failures while running', () => {
         .poll(async () => (await status(taskId)).execution.status, { timeout: 10_000 })
         .toBe('CANCELED');
       expect((await status(taskId)).task.lifecycleStatus).toBe('CANCELLED');
+      expect(await running()).toBe(0);
     } finally {
       await worker.stop();
     }

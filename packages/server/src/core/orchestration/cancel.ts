@@ -19,22 +19,15 @@ export async function forceCancel(deps: StatusDeps, session: FactSession, before
   const ended = endTask(before.task, before.execution, 'CANCELED', {}, now);
   if (isRefusal(ended)) return;
   const revoke: string[] = [];
-  const freed: { workerId: string; delta: number }[] = [];
   const changed: StepRecord[] = [];
-  const steps = await Promise.all(
-    before.steps.map(async (step) => {
-      if (!step.current || stepIsFinished(step.status)) return step;
-      if (step.attemptId) {
-        revoke.push(step.attemptId);
-        const attempt = await session.tx.findAttempt(step.attemptId);
-        if (attempt?.workerId && (step.status === 'QUEUED' || step.status === 'RUNNING'))
-          freed.push({ workerId: attempt.workerId, delta: -1 });
-      }
-      const cancelled = cancelledStep(step, now);
-      changed.push(cancelled);
-      return cancelled;
-    }),
-  );
+  // Revoking an attempt also frees its worker's slot (running attempts are the unrevoked ones).
+  const steps = before.steps.map((step) => {
+    if (!step.current || stepIsFinished(step.status)) return step;
+    if (step.attemptId) revoke.push(step.attemptId);
+    const cancelled = cancelledStep(step, now);
+    changed.push(cancelled);
+    return cancelled;
+  });
   const eventId = deps.ids.newId();
   const notified = callbackFor(
     deps.ids,
@@ -61,7 +54,6 @@ export async function forceCancel(deps: StatusDeps, session: FactSession, before
         execution: after.execution,
         steps: changed,
         revokeAttemptIds: revoke,
-        workerLoad: freed,
         closeSchedulingRequests: { stepIds: changed.map((s) => s.id), status: 'CANCELED' },
         callbacks: notified.callback ? [notified.callback] : [],
         timeline: [milestone(deps.ids, after, 'CANCELED', 'execution cancelled', {}, now)],

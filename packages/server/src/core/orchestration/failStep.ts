@@ -80,7 +80,6 @@ export async function failStepAttempt(
         closeSchedulingRequests: { stepIds: [step.id], status: 'CANCELED' },
         ...(failure.workerId
           ? {
-              workerLoad: [{ workerId: failure.workerId, delta: -1 }],
               workerCommands: [
                 {
                   id: deps.ids.newId(),

@@ -163,7 +163,6 @@ export async function dispatchReady(deps: DispatchDeps, limit: number): Promise<
               steps: [queued],
               attempts: [attempt],
               closeSchedulingRequests: { stepIds: [step.id], status: 'DISPATCHED' },
-              workerLoad: [{ workerId: selection.workerId, delta: 1 }],
               workerCommands: [command],
               // Both limits run from the placement; the heartbeat timer re-arms itself while beats arrive.
               timers: (

@@ -349,7 +349,6 @@ async function reportOne(deps: StatusDeps, session: FactSession, item: ReportIte
         )
       : null;
   if (notified) after = notified.state;
-  const attempt = ended && platform && step.attemptId ? await session.findAttempt(step.attemptId) : null;
   const { result } = await session.commit(
     before,
     after,
@@ -384,7 +383,6 @@ async function reportOne(deps: StatusDeps, session: FactSession, item: ReportIte
           ...(orchestrated?.write.revokeAttemptIds ?? []),
         ],
         ...(notified?.callback ? { callbacks: [notified.callback] } : {}),
-        ...(attempt?.workerId ? { workerLoad: [{ workerId: attempt.workerId, delta: -1 }] } : {}),
       },
     },
   );

@@ -78,8 +78,6 @@ export interface FactWrite {
   /** Scheduling requests that are done: dispatched, or their step no longer needs a worker. */
   closeSchedulingRequests?: { stepIds: string[]; status: 'DISPATCHED' | 'CANCELED' };
   workerCommands?: WorkerCommandRecord[];
-  /** Adds to (or, negative, frees) a worker's count of running attempts. */
-  workerLoad?: { workerId: string; delta: number }[];
   timers?: TimerRecord[];
   callbacks?: CallbackRecord[];
   timeline?: TimelineRecord[];

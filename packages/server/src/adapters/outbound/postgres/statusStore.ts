@@ -817,14 +817,6 @@ class PostgresStatusTransaction implements StatusTransaction {
         ),
       );
     }
-    if (w.workerLoad.length > 0) {
-      // One statement, workers in id order: concurrent transactions lock worker rows in the same order.
-      statements.push(sql`
-        UPDATE worker SET running_attempts = greatest(0, running_attempts + l.delta)
-        FROM unnest(${w.workerLoad.map((l) => l.workerId)}::uuid[], ${w.workerLoad.map((l) => l.delta)}::int[])
-             AS l(worker_id, delta)
-        WHERE worker.id = l.worker_id`);
-    }
     if (w.timers.length > 0) {
       statements.push(
         insertRows(
@@ -893,7 +885,7 @@ class PostgresStatusTransaction implements StatusTransaction {
 /**
  * Several facts of one transaction as one set of rows per table, applied in their order: a row written
  * by two facts is sent once in its last state (an inserted row that a later fact changed is inserted
- * as changed), lists are concatenated, worker load deltas summed per worker.
+ * as changed), lists are concatenated.
  */
 export function mergeWrites(writes: FactWrite[]) {
   const newWorkflows = new Map<string, WorkflowRecord>();
@@ -907,7 +899,6 @@ export function mergeWrites(writes: FactWrite[]) {
   const attempts = new Map<string, AttemptRecord>();
   const revoked = new Set<string>();
   const closed = new Map<'DISPATCHED' | 'CANCELED', string[]>();
-  const load = new Map<string, number>();
   const merged = {
     idempotency: undefined as FactWrite['idempotency'],
     events: [] as TaskEventRecord[],
@@ -955,7 +946,6 @@ export function mergeWrites(writes: FactWrite[]) {
       list.push(...w.closeSchedulingRequests.stepIds);
       closed.set(w.closeSchedulingRequests.status, list);
     }
-    for (const l of w.workerLoad ?? []) load.set(l.workerId, (load.get(l.workerId) ?? 0) + l.delta);
     merged.events.push(...w.events);
     merged.dedup.push(...(w.dedup ?? []));
     merged.outbox.push(...w.outbox);
@@ -979,10 +969,6 @@ export function mergeWrites(writes: FactWrite[]) {
     attempts: [...attempts.values()],
     revokeAttemptIds: [...revoked],
     closeSchedulingRequests: [...closed],
-    workerLoad: [...load]
-      .filter(([, delta]) => delta !== 0)
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-      .map(([workerId, delta]) => ({ workerId, delta })),
   };
 }
 

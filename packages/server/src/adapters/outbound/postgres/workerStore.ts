@@ -37,6 +37,10 @@ const toSession = (r: WorkerRow): WorkerSession => ({
   endedAt: r.ended_at,
 });
 
+/** A session's running attempts: its attempts not yet revoked (an attempt is revoked when it ends). */
+const openAttempts = (sql: Sql) =>
+  sql`(SELECT count(*)::int FROM attempt a WHERE a.worker_id = w.id AND a.revoked_at IS NULL) AS running_attempts`;
+
 export class PostgresWorkerStore implements WorkerStore {
   constructor(private readonly sql: Sql) {}
 
@@ -75,14 +79,16 @@ export class PostgresWorkerStore implements WorkerStore {
   async insertWorker(w: WorkerSession) {
     await this.sql`
       INSERT INTO worker (id, instance_id, name, node_id, credential_id, capabilities, claimed_labels, resources, max_concurrency,
-                          runtime_state, running_attempts, last_heartbeat_at, created_at)
+                          runtime_state, last_heartbeat_at, created_at)
       VALUES (${w.id}, ${w.instanceId}, ${w.name}, ${w.nodeId}, ${w.credentialId}, ${this.sql.json(w.capabilities)},
-              ${this.sql.json(w.claimedLabels)}, ${this.sql.json(w.resources)}, ${w.maxConcurrency}, ${w.runtimeState}, 0,
+              ${this.sql.json(w.claimedLabels)}, ${this.sql.json(w.resources)}, ${w.maxConcurrency}, ${w.runtimeState},
               ${w.lastHeartbeatAt}, ${w.createdAt})`;
   }
 
   async getWorker(id: string) {
-    const [row] = await this.sql<WorkerRow[]>`SELECT * FROM worker WHERE id = ${id}`;
+    const [row] = await this.sql<
+      WorkerRow[]
+    >`SELECT w.*, ${openAttempts(this.sql)} FROM worker w WHERE w.id = ${id}`;
     return row ? toSession(row) : null;
   }
 
@@ -106,7 +112,7 @@ export class PostgresWorkerStore implements WorkerStore {
         management_status: 'ACTIVE' | 'CORDONED';
       })[]
     >`
-      SELECT w.*, n.labels, n.group_name, n.weight, n.management_status
+      SELECT w.*, ${openAttempts(this.sql)}, n.labels, n.group_name, n.weight, n.management_status
       FROM worker w JOIN worker_node n ON n.id = w.node_id
       WHERE w.ended_at IS NULL`;
     return rows.map((r) => ({
@@ -130,7 +136,7 @@ export class PostgresWorkerStore implements WorkerStore {
     const rows = await this.sql<
       (WorkerRow & { labels: Record<string, string>; management_status: string })[]
     >`
-      SELECT w.*, n.labels, n.management_status FROM worker w JOIN worker_node n ON n.id = w.node_id
+      SELECT w.*, ${openAttempts(this.sql)}, n.labels, n.management_status FROM worker w JOIN worker_node n ON n.id = w.node_id
       WHERE w.ended_at IS NULL ORDER BY w.node_id, w.id`;
     return rows.map((r) => ({ ...toSession(r), nodeLabels: r.labels, nodeStatus: r.management_status }));
   }
