@@ -41,6 +41,7 @@ beforeAll(async () => {
     ['race-wf', 'race.op', {}],
     ['resume-wf', 'resume.op', {}],
     ['ack-wf', 'ack.op', {}],
+    ['resend-wf', 'resend.op', {}],
     ['cancel-wf', 'cancel.op', {}],
     ['close-wf', 'close.op', { timeouts: { startToCloseMs: 5_000 }, retry: { maxAttempts: 1 } }],
     ['start-wf', 'nobody.op', { timeouts: { scheduleToStartMs: 5_000 }, retry: { maxAttempts: 1 } }],
@@ -370,6 +371,51 @@ describe('failures while running', () => {
     expect(accepted.status).toBe(204);
     expect((await commandsOf(mine))[0]!.acked_at).not.toBeNull();
     expect((await commandsOf(other))[0]!.acked_at).toBeNull();
+  });
+
+  it('sends an unacknowledged command again after the re-send interval, and stops once it is acknowledged', async () => {
+    const workerId = (
+      await h.request('POST', '/v1/workers/register', {
+        token: workerKey,
+        body: {
+          instanceId: newId(),
+          name: 'resend',
+          nodeId: 'node-resend',
+          capabilities: [{ name: 'resend.op', version: '1' }],
+        },
+      })
+    ).body.workerId as string;
+    const abort = new AbortController();
+    const stream = await fetch(`${h.url}/v1/workers/${workerId}/commands`, {
+      headers: { authorization: `Bearer ${workerKey}` },
+      signal: abort.signal,
+    });
+    let text = '';
+    const reading = (async () => {
+      const decoder = new TextDecoder();
+      for await (const chunk of stream.body!) text += decoder.decode(chunk as Uint8Array, { stream: true });
+    })().catch(() => {});
+    const copies = (commandId: string) => text.split(`id: ${commandId}\n`).length - 1;
+    try {
+      await submit('resend-wf');
+      await expect.poll(() => /id: ([0-9a-f-]{36})\n/.exec(text)?.[1], { timeout: 10_000 }).toBeTruthy();
+      const commandId = /id: ([0-9a-f-]{36})\n/.exec(text)![1]!;
+      expect(copies(commandId)).toBe(1);
+      h.clock.advance(31_000);
+      await expect.poll(() => copies(commandId), { timeout: 5_000 }).toBe(2);
+      const acked = await h.request('POST', `/v1/workers/${workerId}/commands:ack`, {
+        token: workerKey,
+        body: { commandIds: [commandId] },
+      });
+      expect(acked.status).toBe(204);
+      h.clock.advance(31_000);
+      await new Promise((r) => setTimeout(r, 2_500));
+      expect(copies(commandId)).toBe(2);
+    } finally {
+      h.clock.set(new Date());
+      abort.abort();
+      await reading;
+    }
   });
 
   it('cancelling a running task sends CANCEL_ATTEMPT, stays CANCELING, and ends CANCELED when the attempt stops', async () => {

@@ -50,8 +50,8 @@ export interface WorkerStore {
   endWorker(id: string, at: Date): Promise<void>;
   candidates(): Promise<WorkerCandidate[]>;
   listWorkers(): Promise<(WorkerSession & { nodeLabels: Record<string, string>; nodeStatus: string })[]>;
-  /** Unacknowledged commands after `afterId`, and older unacknowledged ones created before `resendBefore`. */
-  openCommands(workerId: string, afterId: string | null, resendBefore: Date): Promise<WorkerCommand[]>;
+  /** The worker's unacknowledged commands, oldest first (at most 1,000). */
+  openCommands(workerId: string): Promise<WorkerCommand[]>;
   ackCommand(workerId: string, commandId: string, at: Date): Promise<boolean>;
   /** Acknowledges all of `commandIds` if every one is the worker's, else none; returns the ids that are not. */
   ackCommands(workerId: string, commandIds: string[], at: Date): Promise<string[]>;

@@ -233,7 +233,9 @@ export function registerWorkerRoutes(
       await requireWorker(deps.workers, await workerCredential(request), request.params.id);
       const workerId = request.params.id;
       const lastEventId = request.headers['last-event-id'];
-      let cursor =
+      // Commands up to Last-Event-ID reached the worker on an earlier connection: not sent again unless
+      // still unacknowledged after the re-send interval.
+      const resumeAfter =
         typeof lastEventId === 'string' && /^[0-9a-f-]{36}$/i.test(lastEventId) ? lastEventId : null;
       reply.hijack();
       const raw = reply.raw;
@@ -245,39 +247,43 @@ export function registerWorkerRoutes(
       });
       let sending = Promise.resolve();
       let closed = false;
-      // Commands handed over by this process's dispatcher, written before the cursor reached them
-      // (id → when). Forgotten once the cursor passes them or they are old enough to be re-sent anyway.
-      const delivered = new Map<string, number>();
-      const send = (command: { id: string; type: string; payload: Record<string, unknown> }) =>
+      let firstFlush = true;
+      const resendAfterMs = deps.resendAfterMs ?? 30_000;
+      // When each unacknowledged command was last written to this stream. Commits do not arrive in id
+      // order (concurrent creates place steps too), so "sent" is remembered per id, not as a cursor.
+      const sentAt = new Map<string, number>();
+      const send = (command: { id: string; type: string; payload: Record<string, unknown> }, now: number) => {
+        sentAt.set(command.id, now);
         raw.write(
           `id: ${command.id}\nevent: ${command.type}\ndata: ${JSON.stringify({ commandId: command.id, type: command.type, ...command.payload })}\n\n`,
         );
+      };
       const flush = () => {
         sending = sending
           .then(async () => {
             if (closed) return;
-            const resendBefore = new Date(
-              deps.workers.status.clock.now().getTime() - (deps.resendAfterMs ?? 30_000),
-            );
-            for (const command of await deps.workers.workers.openCommands(workerId, cursor, resendBefore)) {
-              const isNew = cursor === null || command.id > cursor;
-              if (!(isNew && delivered.delete(command.id))) send(command);
-              if (isNew) cursor = command.id;
+            const readAt = deps.workers.status.clock.now().getTime();
+            const open = await deps.workers.workers.openCommands(workerId);
+            const now = deps.workers.status.clock.now().getTime();
+            for (const command of open) {
+              const last = sentAt.get(command.id);
+              if (last === undefined && firstFlush && resumeAfter !== null && command.id <= resumeAfter)
+                sentAt.set(command.id, now);
+              else if (last === undefined || last <= now - resendAfterMs) send(command, now);
             }
-            for (const [id, at] of delivered) {
-              if ((cursor !== null && id <= cursor) || at < resendBefore.getTime()) delivered.delete(id);
-            }
+            firstFlush = false;
+            // Acknowledged since: forget them (but not those written after this read began).
+            const stillOpen = new Set(open.map((c) => c.id));
+            for (const [id, at] of sentAt) if (!stillOpen.has(id) && at < readAt) sentAt.delete(id);
           })
           .catch((error) => request.log.warn({ err: error, workerId }, 'command stream flush failed'));
       };
+      // Commands this process's dispatcher or creates just committed: written as they are, no read back.
       const deliver = (commands: WorkerCommandRecord[]) => {
         sending = sending.then(() => {
           if (closed) return;
-          for (const command of commands) {
-            if (cursor !== null && command.id <= cursor) continue;
-            delivered.set(command.id, deps.workers.status.clock.now().getTime());
-            send(command);
-          }
+          const now = deps.workers.status.clock.now().getTime();
+          for (const command of commands) if (!sentAt.has(command.id)) send(command, now);
         });
       };
       const unlisten = deps.hub.listen(workerId, (commands) => (commands ? deliver(commands) : flush()));

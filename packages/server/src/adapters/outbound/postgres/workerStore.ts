@@ -141,13 +141,13 @@ export class PostgresWorkerStore implements WorkerStore {
     return rows.map((r) => ({ ...toSession(r), nodeLabels: r.labels, nodeStatus: r.management_status }));
   }
 
-  async openCommands(workerId: string, afterId: string | null): Promise<WorkerCommand[]> {
+  async openCommands(workerId: string): Promise<WorkerCommand[]> {
     const rows = await this.sql<
       { id: string; type: string; payload: Record<string, unknown>; created_at: Date }[]
     >`
       SELECT id, type, payload, created_at FROM worker_command
-      WHERE worker_id = ${workerId} AND acked_at IS NULL ${afterId ? this.sql`AND id > ${afterId}` : this.sql``}
-      ORDER BY id`;
+      WHERE worker_id = ${workerId} AND acked_at IS NULL
+      ORDER BY id LIMIT 1000`;
     return rows.map((r) => ({ id: r.id, type: r.type, payload: r.payload, createdAt: r.created_at }));
   }
 
