@@ -1051,30 +1051,17 @@ export class PostgresStatusStore implements StatusStore {
   }
 
   /**
-   * One transaction on a reserved connection, with two round trips fewer than `sql.begin`: BEGIN goes
-   * out with the first statements, and COMMIT with the last writes. If one of those writes fails,
-   * PostgreSQL turns the COMMIT into a rollback, and the write's error is what the caller sees.
+   * One transaction. The writes a session keeps for the commit go out in one round trip just before
+   * COMMIT. (Sending BEGIN and COMMIT in the same bursts on a reserved connection saved two more round
+   * trips, but a connection cut mid-transaction then went back to the pool broken; `sql.begin` handles that.)
    */
   private async once<T>(work: (tx: StatusTransaction) => Promise<T>): Promise<T> {
-    const reserved = await this.sql.reserve();
-    const sql = reserved as unknown as TxSql;
-    try {
-      const begun = sql`BEGIN`.execute();
-      begun.catch(() => {});
+    return (await this.sql.begin(async (sql) => {
       const tx = new PostgresStatusTransaction(sql);
       const value = await work(tx);
       const last = tx.sendAtCommit();
-      const committed = sql`COMMIT`.execute();
-      committed.catch(() => {});
-      await begun;
       if (last) await last;
-      await committed;
       return value;
-    } catch (error) {
-      await sql`ROLLBACK`.catch(() => {});
-      throw error;
-    } finally {
-      reserved.release();
-    }
+    })) as T;
   }
 }
