@@ -1,0 +1,71 @@
+import { describe, expect, it } from 'vitest';
+import { mergeWrites } from '../src/adapters/outbound/postgres/statusStore.ts';
+import type { FactWrite } from '../src/core/status/ports.ts';
+
+// Only the fields the merge looks at matter here; the rest of each record is carried along untouched.
+const task = (id: string, version: number) => ({ id, version: BigInt(version) }) as never;
+const execution = (id: string, taskId: string, progress: number) => ({ id, taskId, progress }) as never;
+const step = (id: string, status: string) => ({ id, status }) as never;
+const event = (id: string) => ({ id }) as never;
+const fact = (write: Partial<FactWrite>): FactWrite => ({ events: [], outbox: [], realtime: [], ...write });
+
+describe('mergeWrites: the facts of one batch as one set of rows per table', () => {
+  it('writes a row touched by several facts once, in its last state', () => {
+    const merged = mergeWrites([
+      fact({ task: task('t1', 2), execution: execution('e1', 't1', 0), events: [event('a')] }),
+      fact({ task: task('t2', 5), events: [event('b')] }),
+      fact({ task: task('t1', 3), execution: execution('e1', 't1', 100), events: [event('c')] }),
+      fact({ task: task('t1', 4), events: [event('d')] }),
+    ]);
+    expect(merged.tasks.map((t) => [t.id, t.version])).toEqual([
+      ['t1', 4n],
+      ['t2', 5n],
+    ]);
+    expect(merged.executions.map((e) => e.progress)).toEqual([100]);
+    expect(merged.events.map((e) => e.id)).toEqual(['a', 'b', 'c', 'd']);
+  });
+
+  it('inserts a row created and then changed in the same batch as changed, with no separate update', () => {
+    const merged = mergeWrites([
+      fact({
+        newTask: { task: task('t1', 1), execution: execution('e1', 't1', 0) },
+        newSteps: [step('s1', 'READY')],
+      }),
+      fact({ task: task('t1', 2), execution: execution('e1', 't1', 10), steps: [step('s1', 'QUEUED')] }),
+      fact({ steps: [step('s0', 'SUCCEEDED')] }),
+    ]);
+    expect(merged.newTasks).toHaveLength(1);
+    expect(merged.newTasks[0]!.task).toMatchObject({ version: 2n });
+    expect(merged.newTasks[0]!.execution).toMatchObject({ progress: 10 });
+    expect(merged.tasks).toEqual([]);
+    expect(merged.executions).toEqual([]);
+    expect(merged.newSteps.map((s) => s.status)).toEqual(['QUEUED']);
+    expect(merged.steps.map((s) => s.id)).toEqual(['s0']);
+  });
+
+  it('collects revocations once and closes scheduling requests per status', () => {
+    const merged = mergeWrites([
+      fact({
+        revokeAttemptIds: ['x', 'y'],
+        closeSchedulingRequests: { stepIds: ['s1'], status: 'DISPATCHED' },
+      }),
+      fact({
+        revokeAttemptIds: ['y', 'z'],
+        closeSchedulingRequests: { stepIds: ['s2'], status: 'CANCELED' },
+      }),
+      fact({ closeSchedulingRequests: { stepIds: ['s3'], status: 'DISPATCHED' } }),
+    ]);
+    expect(merged.revokeAttemptIds).toEqual(['x', 'y', 'z']);
+    expect(merged.closeSchedulingRequests).toEqual([
+      ['DISPATCHED', ['s1', 's3']],
+      ['CANCELED', ['s2']],
+    ]);
+  });
+
+  it('refuses two idempotency claims in one transaction', () => {
+    const claim = { principal: 'p', operation: 'o', key: 'k' } as never;
+    expect(() => mergeWrites([fact({ idempotency: claim }), fact({ idempotency: claim })])).toThrow(
+      /one idempotency key/,
+    );
+  });
+});
