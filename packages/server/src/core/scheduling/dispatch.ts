@@ -52,6 +52,7 @@ export async function dispatchReady(deps: DispatchDeps, limit: number): Promise<
           { workflows: true },
         ),
       ]);
+      const deferred: { id: string; reasons: string[] }[] = [];
       for (const request of requests) {
         const before = await session.lockTask(request.taskId);
         const placement = await placeStep(deps, session, before, request.stepId, candidates, true);
@@ -61,12 +62,11 @@ export async function dispatchReady(deps: DispatchDeps, limit: number): Promise<
             closeSchedulingRequests: { stepIds: [request.stepId], status: 'CANCELED' },
           });
         else if (placement.kind === 'unplaceable')
-          await session.tx.deferSchedulingRequest(
-            request.id,
-            placement.reasons,
-            new Date(now.getTime() + deps.retryUnplaceableMs),
-          );
+          deferred.push({ id: request.id, reasons: placement.reasons });
       }
+      // All of the round's unplaceable requests in one statement (with no worker up, that is every one).
+      if (deferred.length > 0)
+        await session.tx.deferSchedulingRequests(deferred, new Date(now.getTime() + deps.retryUnplaceableMs));
       return requests.length;
     },
     { deferWrites: true },

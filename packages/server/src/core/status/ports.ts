@@ -92,7 +92,8 @@ export interface ClaimedSchedulingRequest {
 export interface StatusTransaction {
   /** Due PENDING scheduling requests, by priority then age, locked (SKIP LOCKED) until commit. */
   claimSchedulingRequests(now: Date, limit: number): Promise<ClaimedSchedulingRequest[]>;
-  deferSchedulingRequest(id: string, reasons: string[], availableAt: Date): Promise<void>;
+  /** Puts claimed requests back with why no worker could take them, to be tried again at `availableAt`. */
+  deferSchedulingRequests(requests: { id: string; reasons: string[] }[], availableAt: Date): Promise<void>;
   /** A transaction-scoped advisory lock on a key (e.g. step + attempt). */
   advisoryLock(key: string): Promise<void>;
   /** Several advisory locks, taken in key order. */

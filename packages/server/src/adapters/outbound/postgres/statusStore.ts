@@ -340,6 +340,13 @@ const schedulingRequestColumns: Column[] = [
   ['updated_at', 'timestamptz'],
 ];
 
+const schedulingRequestDeferColumns: Column[] = [
+  ['id', 'uuid'],
+  ['reasons', 'jsonb'],
+  ['available_at', 'timestamptz'],
+  ['updated_at', 'timestamptz'],
+];
+
 const workerCommandColumns: Column[] = [
   ['id', 'uuid'],
   ['worker_id', 'uuid'],
@@ -487,10 +494,18 @@ class PostgresStatusTransaction implements StatusTransaction {
     return rows.map((r) => ({ id: r.id, taskId: r.task_id, stepId: r.step_id }));
   }
 
-  async deferSchedulingRequest(id: string, reasons: string[], availableAt: Date) {
-    await this.sql`
-      UPDATE scheduling_request SET reasons = ${this.sql.json(reasons)}, available_at = ${availableAt}, updated_at = ${availableAt}
-      WHERE id = ${id}`;
+  async deferSchedulingRequests(requests: { id: string; reasons: string[] }[], availableAt: Date) {
+    await updateRows(
+      this.sql,
+      'scheduling_request',
+      schedulingRequestDeferColumns,
+      requests.map((r) => ({
+        id: r.id,
+        reasons: r.reasons,
+        available_at: availableAt,
+        updated_at: availableAt,
+      })),
+    );
   }
 
   async advisoryLock(key: string) {
