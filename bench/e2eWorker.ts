@@ -4,6 +4,7 @@
  * to the parent over IPC.
  */
 import { newId } from '../packages/protocol/src/ids.ts';
+import { sseEvents } from '../test/sse.ts';
 
 const [system, target, secret] = process.argv.slice(2) as ['tdp' | 'graphile' | 'pgboss', string, string];
 let handled = 0;
@@ -72,54 +73,37 @@ async function runTdp() {
   const response = await fetch(`${target}/v1/workers/${workerId}/commands`, {
     headers: { authorization: headers.authorization },
   });
-  const reader = response.body!.getReader();
-  const decoder = new TextDecoder();
-  let buffer = '';
   const seen = new Set<string>();
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) return;
-    buffer += decoder.decode(value, { stream: true });
-    let boundary = buffer.indexOf('\n\n');
-    while (boundary >= 0) {
-      const block = buffer.slice(0, boundary);
-      buffer = buffer.slice(boundary + 2);
-      boundary = buffer.indexOf('\n\n');
-      const data = block
-        .split('\n')
-        .find((l) => l.startsWith('data: '))
-        ?.slice(6);
-      if (!data) continue;
-      const command = JSON.parse(data) as {
-        commandId: string;
-        type: string;
-        attemptId: string;
-        leaseVersion: number;
-        input: { sentAt?: number };
-      };
-      if (seen.has(command.commandId)) continue;
-      seen.add(command.commandId);
-      acks.push(command.commandId);
-      if (command.type !== 'START_ATTEMPT') continue;
-      started(command.input.sentAt);
-      events.push(
-        {
-          attemptId: command.attemptId,
-          leaseVersion: command.leaseVersion,
-          eventId: newId(),
-          eventType: 'STEP_STARTED',
-          sourceSeq: 1,
-        },
-        {
-          attemptId: command.attemptId,
-          leaseVersion: command.leaseVersion,
-          eventId: newId(),
-          eventType: 'STEP_COMPLETED',
-          sourceSeq: 2,
-          output: {},
-        },
-      );
-    }
+  for await (const { data } of sseEvents(response.body!)) {
+    const command = JSON.parse(data) as {
+      commandId: string;
+      type: string;
+      attemptId: string;
+      leaseVersion: number;
+      input: { sentAt?: number };
+    };
+    if (seen.has(command.commandId)) continue;
+    seen.add(command.commandId);
+    acks.push(command.commandId);
+    if (command.type !== 'START_ATTEMPT') continue;
+    started(command.input.sentAt);
+    events.push(
+      {
+        attemptId: command.attemptId,
+        leaseVersion: command.leaseVersion,
+        eventId: newId(),
+        eventType: 'STEP_STARTED',
+        sourceSeq: 1,
+      },
+      {
+        attemptId: command.attemptId,
+        leaseVersion: command.leaseVersion,
+        eventId: newId(),
+        eventType: 'STEP_COMPLETED',
+        sourceSeq: 2,
+        output: {},
+      },
+    );
   }
 }
 

@@ -3,6 +3,7 @@
  * runs a handler per START_ATTEMPT, reporting through the attempt inbox.
  */
 import { newId } from '../packages/protocol/src/ids.ts';
+import { sseEvents } from './sse.ts';
 
 export interface StartCommand {
   commandId: string;
@@ -64,40 +65,20 @@ export async function startTestWorker(options: {
       },
       signal,
     });
-    const reader = response.body!.getReader();
-    const decoder = new TextDecoder();
-    let buffer = '';
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) return;
-      buffer += decoder.decode(value, { stream: true });
-      let boundary = buffer.indexOf('\n\n');
-      while (boundary >= 0) {
-        const block = buffer.slice(0, boundary);
-        buffer = buffer.slice(boundary + 2);
-        boundary = buffer.indexOf('\n\n');
-        const data = block
-          .split('\n')
-          .find((l) => l.startsWith('data: '))
-          ?.slice(6);
-        const id = block
-          .split('\n')
-          .find((l) => l.startsWith('id: '))
-          ?.slice(4);
-        if (!data || !id) continue;
-        lastEventId = id;
-        const command = JSON.parse(data) as StartCommand & { type: string };
-        if (seen.has(command.commandId)) continue;
-        seen.add(command.commandId);
-        await fetch(`${options.baseUrl}/v1/workers/${workerId}/commands/${command.commandId}:ack`, {
-          method: 'POST',
-          headers: { authorization: headers.authorization },
-        });
-        options.onCommand?.(command);
-        if (command.type === 'START_ATTEMPT') {
-          received.push(command);
-          void options.handler(command, report);
-        }
+    for await (const { id, data } of sseEvents(response.body!)) {
+      if (!id) continue;
+      lastEventId = id;
+      const command = JSON.parse(data) as StartCommand & { type: string };
+      if (seen.has(command.commandId)) continue;
+      seen.add(command.commandId);
+      await fetch(`${options.baseUrl}/v1/workers/${workerId}/commands/${command.commandId}:ack`, {
+        method: 'POST',
+        headers: { authorization: headers.authorization },
+      });
+      options.onCommand?.(command);
+      if (command.type === 'START_ATTEMPT') {
+        received.push(command);
+        void options.handler(command, report);
       }
     }
   };

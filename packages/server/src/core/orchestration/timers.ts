@@ -40,7 +40,6 @@ export async function fireTimer(deps: StatusDeps, timer: DueTimer): Promise<void
         return;
       case 'SCHEDULE_TO_START':
         if (step?.current && (step.status === 'READY' || step.status === 'QUEUED')) {
-          const attempt = step.attemptId ? await session.tx.findAttempt(step.attemptId) : null;
           await timedOut(
             deps,
             session,
@@ -48,13 +47,11 @@ export async function fireTimer(deps: StatusDeps, timer: DueTimer): Promise<void
             step,
             'SCHEDULE_TO_START_TIMEOUT',
             `no worker started it within ${limitMs} ms`,
-            attempt?.workerId ?? null,
           );
         }
         return;
       case 'START_TO_CLOSE':
         if (open(step, timer.payload.attemptId)) {
-          const attempt = await session.tx.findAttempt(step.attemptId!);
           await timedOut(
             deps,
             session,
@@ -62,7 +59,6 @@ export async function fireTimer(deps: StatusDeps, timer: DueTimer): Promise<void
             step,
             'START_TO_CLOSE_TIMEOUT',
             `it did not finish within ${limitMs} ms`,
-            attempt?.workerId ?? null,
           );
         }
         return;
@@ -89,16 +85,7 @@ export async function fireTimer(deps: StatusDeps, timer: DueTimer): Promise<void
           });
           return;
         }
-        const attempt = await session.tx.findAttempt(step.attemptId!);
-        await timedOut(
-          deps,
-          session,
-          before,
-          step,
-          'HEARTBEAT_TIMEOUT',
-          `no heartbeat for ${limitMs} ms`,
-          attempt?.workerId ?? null,
-        );
+        await timedOut(deps, session, before, step, 'HEARTBEAT_TIMEOUT', `no heartbeat for ${limitMs} ms`);
         return;
       }
       case 'CANCEL_GRACE':
@@ -110,15 +97,16 @@ export async function fireTimer(deps: StatusDeps, timer: DueTimer): Promise<void
   });
 }
 
-function timedOut(
+/** Fails the step's attempt as timed out; its worker (if one holds it) is told to cancel it. */
+async function timedOut(
   deps: StatusDeps,
   session: FactSession,
   before: TaskState,
   step: StepRecord,
   code: string,
   detail: string,
-  workerId: string | null,
 ) {
+  const workerId = step.attemptId ? ((await session.findAttempt(step.attemptId))?.workerId ?? null) : null;
   return failStepAttempt(deps, session, before, step, {
     producer: 'tdp:timer',
     error: {

@@ -94,9 +94,7 @@ export interface StatusTransaction {
   claimSchedulingRequests(now: Date, limit: number): Promise<ClaimedSchedulingRequest[]>;
   /** Puts claimed requests back with why no worker could take them, to be tried again at `availableAt`. */
   deferSchedulingRequests(requests: { id: string; reasons: string[] }[], availableAt: Date): Promise<void>;
-  /** A transaction-scoped advisory lock on a key (e.g. step + attempt). */
-  advisoryLock(key: string): Promise<void>;
-  /** Several advisory locks, taken in key order. */
+  /** Transaction-scoped advisory locks on keys (e.g. step + attempt), taken in key order. */
   advisoryLocks(keys: string[]): Promise<void>;
   /** Locks the task unless another transaction holds it (then null: try again later). */
   lockTaskIfFree(taskId: string): Promise<TaskState | null>;

@@ -508,10 +508,6 @@ class PostgresStatusTransaction implements StatusTransaction {
     );
   }
 
-  async advisoryLock(key: string) {
-    await this.sql`SELECT pg_advisory_xact_lock(hashtext(${key}))`;
-  }
-
   async advisoryLocks(keys: string[]) {
     if (keys.length === 0) return;
     await this.sql`
