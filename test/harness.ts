@@ -14,13 +14,19 @@ import {
 import { createTestDatabase } from './database.ts';
 
 export class TestClock {
+  private readonly listeners: (() => void)[] = [];
   constructor(private current = new Date()) {}
   now = (): Date => new Date(this.current);
+  onJump(listener: () => void): void {
+    this.listeners.push(listener);
+  }
   advance(ms: number): void {
     this.current = new Date(this.current.getTime() + ms);
+    for (const listener of this.listeners) listener();
   }
   set(date: Date): void {
     this.current = date;
+    for (const listener of this.listeners) listener();
   }
 }
 

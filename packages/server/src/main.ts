@@ -44,7 +44,7 @@ import { TtlCache } from './core/shared/ttlCache.ts';
 import type { StatusDeps } from './core/status/deps.ts';
 import { HealthReconciler } from './core/status/healthReconciler.ts';
 import { RegistryCatalog } from './core/status/registries.ts';
-import type { OutboxSignal } from './core/tasks/ports.ts';
+import type { CommittedWork, OutboxSignal } from './core/tasks/ports.ts';
 import { createHealthLoop } from './loops/healthLoop.ts';
 import { createOutboxLoop } from './loops/outboxLoop.ts';
 import {
@@ -84,19 +84,22 @@ export interface ServerDependencies {
 }
 
 /**
- * Wakes the local outbox loop at once and, at most every 100 ms, sends a NOTIFY so loops in other
- * processes hear about the new rows. The NOTIFY is sent outside the writing transaction (a NOTIFY inside
- * every commit would serialise commits).
+ * After a commit, wakes the local loops that have new rows and, for outbox rows, at most every 100 ms
+ * sends a NOTIFY so outbox loops in other processes hear about them. The NOTIFY is sent outside the
+ * writing transaction (a NOTIFY inside every commit would serialise commits).
  */
 class OutboxWakeup implements OutboxSignal {
   private notifyPending = false;
-  /** Loops that may have new work after any commit of a fact (outbox, scheduler, callbacks, timers). */
-  loops: WakeableLoop[] = [];
+  loops: Partial<Record<'outbox' | 'scheduler' | 'timers' | 'callbacks', WakeableLoop>> = {};
 
   constructor(private readonly sql: Sql) {}
 
-  outboxWritten(): void {
-    for (const loop of this.loops) loop.wake();
+  committed(work: CommittedWork): void {
+    if (work.scheduling) this.loops.scheduler?.wake();
+    if (work.callbacks) this.loops.callbacks?.wake();
+    if (work.earliestTimer) this.loops.timers?.wakeBy(work.earliestTimer);
+    if (!work.outbox) return;
+    this.loops.outbox?.wake();
     if (this.notifyPending) return;
     this.notifyPending = true;
     setTimeout(() => {
@@ -294,58 +297,56 @@ export async function startServer(
         intervalMs: 2_000,
       }),
     );
-    loops.push(
-      createTimerLoop({
-        status,
-        timers: new ClaimableRows(sql, 'timer'),
-        logger: logger.child({ loop: 'timers' }),
-        clock,
-      }),
-    );
+    const timerLoop = createTimerLoop({
+      status,
+      timers: new ClaimableRows(sql, 'timer'),
+      logger: logger.child({ loop: 'timers' }),
+      clock,
+    });
+    loops.push(timerLoop);
     const secretsCache = new Map<string, { secrets: string[]; at: number }>();
-    loops.push(
-      createCallbackLoop({
-        queue: callbackQueue,
-        rows: callbackQueue.rows,
-        clock,
-        logger: logger.child({ loop: 'callbacks' }),
-        signingSecrets: async (applicationId) => {
-          const cached = secretsCache.get(applicationId);
-          if (cached && Date.now() - cached.at < 30_000) return cached.secrets;
-          const application = await identityStore.getApplication(applicationId);
-          if (!application) return [];
-          const opened = openApplicationSecrets(secrets, application);
-          const list = [opened.callbackSecret];
-          if (
-            application.previousCallbackSecretSealed &&
-            application.previousCallbackSecretExpiresAt &&
-            application.previousCallbackSecretExpiresAt > clock.now()
-          ) {
-            list.push(
-              secrets.open(
-                application.previousCallbackSecretSealed,
-                `application:${application.id}:callback_secret`,
-              ),
-            );
-          }
-          secretsCache.set(applicationId, { secrets: list, at: Date.now() });
-          return list;
-        },
-        post: async (url, body, headers) => {
-          // No redirects: a callback goes to the URL the task named, nowhere else.
-          const response = await fetch(url, {
-            method: 'POST',
-            body,
-            headers,
-            redirect: 'manual',
-            signal: AbortSignal.timeout(10_000),
-          });
-          await response.arrayBuffer().catch(() => undefined);
-          return { status: response.status };
-        },
-      }),
-    );
-    signal.loops = loops.slice();
+    const callbackLoop = createCallbackLoop({
+      queue: callbackQueue,
+      rows: callbackQueue.rows,
+      clock,
+      logger: logger.child({ loop: 'callbacks' }),
+      signingSecrets: async (applicationId) => {
+        const cached = secretsCache.get(applicationId);
+        if (cached && Date.now() - cached.at < 30_000) return cached.secrets;
+        const application = await identityStore.getApplication(applicationId);
+        if (!application) return [];
+        const opened = openApplicationSecrets(secrets, application);
+        const list = [opened.callbackSecret];
+        if (
+          application.previousCallbackSecretSealed &&
+          application.previousCallbackSecretExpiresAt &&
+          application.previousCallbackSecretExpiresAt > clock.now()
+        ) {
+          list.push(
+            secrets.open(
+              application.previousCallbackSecretSealed,
+              `application:${application.id}:callback_secret`,
+            ),
+          );
+        }
+        secretsCache.set(applicationId, { secrets: list, at: Date.now() });
+        return list;
+      },
+      post: async (url, body, headers) => {
+        // No redirects: a callback goes to the URL the task named, nowhere else.
+        const response = await fetch(url, {
+          method: 'POST',
+          body,
+          headers,
+          redirect: 'manual',
+          signal: AbortSignal.timeout(10_000),
+        });
+        await response.arrayBuffer().catch(() => undefined);
+        return { status: response.status };
+      },
+    });
+    loops.push(callbackLoop);
+    signal.loops = { outbox: outboxLoop, scheduler, timers: timerLoop, callbacks: callbackLoop };
     loops.push(
       createHealthLoop({
         reconciler: new HealthReconciler(status, { graceMs: config.healthGraceMs, maxPerCycle: 100 }),
@@ -360,6 +361,11 @@ export async function startServer(
 
   await app.listen({ host: config.host, port: config.port });
   for (const loop of loops) loop.start();
+  // Loops that sleep until a row's due time re-plan after a jump. (The scheduler and the lease reaper
+  // run every second or two anyway; waking them at the jump would judge workers before they beat.)
+  clock.onJump?.(() => {
+    for (const loop of [signal.loops.timers, signal.loops.callbacks, signal.loops.outbox]) loop?.wake();
+  });
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
   const url = `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${port}`;

@@ -402,6 +402,9 @@ describe('failures while running', () => {
       const commandId = /id: ([0-9a-f-]{36})\n/.exec(text)![1]!;
       expect(copies(commandId)).toBe(1);
       h.clock.advance(31_000);
+      // It beats at the new time, or the lease reaper would call it lost.
+      const beat = () => h.request('POST', `/v1/workers/${workerId}/heartbeat`, { token: workerKey });
+      await beat();
       await expect.poll(() => copies(commandId), { timeout: 5_000 }).toBe(2);
       const acked = await h.request('POST', `/v1/workers/${workerId}/commands:ack`, {
         token: workerKey,
@@ -409,6 +412,7 @@ describe('failures while running', () => {
       });
       expect(acked.status).toBe(204);
       h.clock.advance(31_000);
+      await beat();
       await new Promise((r) => setTimeout(r, 2_500));
       expect(copies(commandId)).toBe(2);
     } finally {

@@ -29,7 +29,10 @@ export interface WakeableLoopOptions {
 export class WakeableLoop {
   private running = false;
   private wakeRequested = false;
-  private sleeper: { timer: NodeJS.Timeout; resolve: () => void; wakeable: boolean } | null = null;
+  private sleeper: { timer: NodeJS.Timeout; resolve: () => void; wakeable: boolean; until: number } | null =
+    null;
+  /** The earliest due time announced by `wakeBy` while no sleep could take it. */
+  private announcedDue = Number.POSITIVE_INFINITY;
   private done: Promise<void> = Promise.resolve();
 
   constructor(private readonly options: WakeableLoopOptions) {}
@@ -43,6 +46,30 @@ export class WakeableLoop {
   wake(): void {
     this.wakeRequested = true;
     if (this.sleeper?.wakeable) this.interrupt();
+  }
+
+  /**
+   * New work becomes due at `due`: sleep no later than that. Cheaper than `wake()` for work due later
+   * (a timer written by every dispatch): no round runs before it is due.
+   */
+  wakeBy(due: Date): void {
+    const at = due.getTime();
+    const now = this.options.now().getTime();
+    if (at <= now) {
+      this.wake();
+      return;
+    }
+    const sleeper = this.sleeper;
+    if (sleeper?.wakeable) {
+      if (at < sleeper.until) {
+        clearTimeout(sleeper.timer);
+        sleeper.timer = setTimeout(sleeper.resolve, at - now);
+        sleeper.until = at;
+      }
+      return;
+    }
+    // Mid-round (or in the batch window): the next sleep is planned with it.
+    this.announcedDue = Math.min(this.announcedDue, at);
   }
 
   /** Stops after the round in progress finishes. */
@@ -59,8 +86,9 @@ export class WakeableLoop {
   }
 
   private async sleep(ms: number, wakeable: boolean): Promise<void> {
+    const until = this.options.now().getTime() + ms;
     await new Promise<void>((resolve) => {
-      this.sleeper = { timer: setTimeout(resolve, ms), resolve, wakeable };
+      this.sleeper = { timer: setTimeout(resolve, ms), resolve, wakeable, until };
     });
     this.sleeper = null;
   }
@@ -78,9 +106,9 @@ export class WakeableLoop {
         if (window > 0) await this.sleep(window, false);
         if (this.wakeRequested || !this.running) continue;
         const due = await this.options.nextDueAt();
-        const delayMs = due
-          ? Math.min(Math.max(due.getTime() - this.options.now().getTime(), 0), maxIdle)
-          : maxIdle;
+        const dueAt = Math.min(due?.getTime() ?? Number.POSITIVE_INFINITY, this.announcedDue);
+        this.announcedDue = Number.POSITIVE_INFINITY;
+        const delayMs = Math.min(Math.max(dueAt - this.options.now().getTime(), 0), maxIdle);
         if (this.wakeRequested || !this.running) continue;
         await this.sleep(delayMs, true);
       } catch (error) {

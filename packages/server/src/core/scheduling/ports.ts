@@ -17,6 +17,8 @@ export interface WorkerSession {
   endedAt: Date | null;
 }
 
+export type WorkerOwner = Pick<WorkerSession, 'id' | 'credentialId' | 'endedAt'>;
+
 export interface PendingRequest {
   id: string;
   taskId: string;
@@ -45,7 +47,8 @@ export interface WorkerStore {
     at: Date,
   ): Promise<void>;
   insertWorker(worker: WorkerSession): Promise<void>;
-  getWorker(id: string): Promise<WorkerSession | null>;
+  /** Who a worker session belongs to, and whether it ended (no load counted: every request asks). */
+  findWorkerOwner(id: string): Promise<WorkerOwner | null>;
   heartbeat(id: string, at: Date, runtimeState: 'READY' | 'DRAINING' | null): Promise<boolean>;
   endWorker(id: string, at: Date): Promise<void>;
   candidates(): Promise<WorkerCandidate[]>;

@@ -16,7 +16,7 @@ import {
   reportTaskEvents,
 } from '../status/events.ts';
 import type { WorkerCommandRecord } from './model.ts';
-import type { WorkerSession, WorkerStore } from './ports.ts';
+import type { WorkerOwner, WorkerSession, WorkerStore } from './ports.ts';
 
 export interface WorkerDeps {
   status: StatusDeps;
@@ -103,8 +103,8 @@ export async function requireWorker(
   credentialId: string,
   workerId: string,
   allowEnded = false,
-): Promise<WorkerSession> {
-  const worker = await deps.workers.getWorker(workerId);
+): Promise<WorkerOwner> {
+  const worker = await deps.workers.findWorkerOwner(workerId);
   if (!worker || worker.credentialId !== credentialId || (worker.endedAt && !allowEnded)) {
     throw new AppError('UNAUTHENTICATED', `worker ${workerId} is not yours or has ended; register again`);
   }
@@ -134,7 +134,7 @@ export type WorkerEventOutcome =
 /** The attempt inbox: each item checked against the worker and its lease, then the status service. */
 export async function recordWorkerEvents(
   deps: WorkerDeps,
-  worker: WorkerSession,
+  worker: WorkerOwner,
   items: WorkerEvent[],
 ): Promise<WorkerEventOutcome[]> {
   const attempts = new Map(

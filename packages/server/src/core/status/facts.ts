@@ -10,7 +10,7 @@ import type { EventResult, LifecycleStatus } from '@tdp/protocol';
 import type { Clock, IdGenerator } from '../shared/ports.ts';
 import type { RealtimeRecord, TaskEventRecord, TaskState, WorkflowRecord } from '../tasks/model.ts';
 import { outboxFor } from '../tasks/outboxEvents.ts';
-import type { OutboxSignal } from '../tasks/ports.ts';
+import type { CommittedWork, OutboxSignal } from '../tasks/ports.ts';
 import type {
   AttemptRecord,
   DedupRecord,
@@ -98,7 +98,8 @@ export class FactSession {
   /** Dedup records of this session's facts, and those read ahead for a batch (null: not seen). */
   private readonly dedup = new Map<string, DedupRecord | null>();
   private readonly attempts = new Map<string, AttemptRecord>();
-  wroteOutbox = false;
+  /** What this transaction wrote for the background loops (woken after the commit). */
+  readonly wrote: CommittedWork = { outbox: false, scheduling: false, callbacks: false, earliestTimer: null };
 
   constructor(
     readonly tx: StatusTransaction,
@@ -154,9 +155,19 @@ export class FactSession {
 
   /** Rows that belong to no fact (e.g. a closed scheduling request), written with the session's facts. */
   async write(write: Omit<FactWrite, 'events' | 'outbox' | 'realtime'>): Promise<void> {
-    const full: FactWrite = { ...write, events: [], outbox: [], realtime: [] };
-    if (this.options.deferWrites) this.pending.push(full);
-    else await this.tx.write(full);
+    await this.apply({ ...write, events: [], outbox: [], realtime: [] });
+  }
+
+  private async apply(write: FactWrite): Promise<void> {
+    const wrote = this.wrote;
+    if (write.outbox.length > 0 || write.realtime.length > 0) wrote.outbox = true;
+    if (write.schedulingRequests?.length) wrote.scheduling = true;
+    if (write.callbacks?.length) wrote.callbacks = true;
+    for (const timer of write.timers ?? [])
+      if (!wrote.earliestTimer || timer.availableAt < wrote.earliestTimer)
+        wrote.earliestTimer = timer.availableAt;
+    if (this.options.deferWrites) this.pending.push(write);
+    else await this.tx.write(write);
   }
 
   async commit(before: TaskState | null, after: TaskState, draft: EventDraft, options: CommitOptions = {}) {
@@ -188,7 +199,8 @@ export class FactSession {
       durationMs: draft.durationMs ?? null,
     };
     const committedAt = this.now;
-    const acl = before ? (before.acl ?? (await this.tx.acl(task.id))) : [];
+    // A state built from an earlier fact of this session may not carry the ACL; the session has it.
+    const acl = before ? (before.acl ?? this.locked.get(task.id)?.acl ?? (await this.tx.acl(task.id))) : [];
     const notice = noticeFor(before, after, event, options.statusDefinition ?? null);
     const result = eventResult(after, event, committedAt);
     const dedup: DedupRecord | null = options.dedupHash
@@ -204,10 +216,8 @@ export class FactSession {
         ...(options.extraRealtime ?? []),
       ],
     };
-    if (this.options.deferWrites) this.pending.push(write);
-    else await this.tx.write(write);
+    await this.apply(write);
     if (dedup) this.dedup.set(dedup.eventId, dedup);
-    this.wroteOutbox = true;
     this.locked.set(task.id, { ...after, acl });
     const from = before?.task.lifecycleStatus ?? null;
     if (options.countInWorkflow !== false && from !== task.lifecycleStatus) {
@@ -234,6 +244,7 @@ export class FactSession {
         for (const change of this.workflowChanges.get(workflowId)!) {
           workflow = workflowAfterTaskChange(workflow, change.from, change.to, this.now);
         }
+        this.wrote.outbox = true;
         this.pending.push({
           workflow,
           events: [],
@@ -247,20 +258,20 @@ export class FactSession {
   }
 }
 
-/** Runs `work` in one status transaction and wakes the outbox dispatcher after the commit. */
+/** Runs `work` in one status transaction and wakes the loops with new work after the commit. */
 export async function inFactTransaction<T>(
   deps: FactDeps,
   work: (session: FactSession) => Promise<T>,
   options: SessionOptions = {},
 ): Promise<T> {
-  let wrote = false;
+  let wrote: CommittedWork | null = null;
   const result = await deps.store.transaction(async (tx) => {
     const session = new FactSession(tx, deps.ids, deps.clock.now(), options);
     const value = await work(session);
     await session.finish();
-    wrote = session.wroteOutbox;
+    wrote = session.wrote;
     return value;
   });
-  if (wrote) deps.signal.outboxWritten();
+  if (wrote) deps.signal.committed(wrote);
   return result;
 }

@@ -25,7 +25,19 @@ export interface TaskStore {
   listTasks(applicationId: string, filter: TaskListFilter): Promise<TaskState[]>;
 }
 
-/** Wakes the outbox dispatcher after a commit that wrote outbox rows; a hint, never required. */
+/** What a commit wrote that a background loop works off. */
+export interface CommittedWork {
+  outbox: boolean;
+  scheduling: boolean;
+  callbacks: boolean;
+  /** The earliest due time among the timers it wrote. */
+  earliestTimer: Date | null;
+}
+
+/**
+ * Wakes the loops that have new work after a commit; a hint, never required (each loop also polls).
+ * Only those with new rows: waking every loop on every commit cost a query per loop per commit.
+ */
 export interface OutboxSignal {
-  outboxWritten(): void;
+  committed(work: CommittedWork): void;
 }

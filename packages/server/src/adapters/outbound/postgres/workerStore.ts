@@ -85,11 +85,10 @@ export class PostgresWorkerStore implements WorkerStore {
               ${w.lastHeartbeatAt}, ${w.createdAt})`;
   }
 
-  async getWorker(id: string) {
-    const [row] = await this.sql<
-      WorkerRow[]
-    >`SELECT w.*, ${openAttempts(this.sql)} FROM worker w WHERE w.id = ${id}`;
-    return row ? toSession(row) : null;
+  async findWorkerOwner(id: string) {
+    const [row] = await this.sql<{ id: string; credential_id: string; ended_at: Date | null }[]>`
+      SELECT id, credential_id, ended_at FROM worker WHERE id = ${id}`;
+    return row ? { id: row.id, credentialId: row.credential_id, endedAt: row.ended_at } : null;
   }
 
   async heartbeat(id: string, at: Date, runtimeState: 'READY' | 'DRAINING' | null) {
