@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { mergeWrites } from '../src/adapters/outbound/postgres/statusStore.ts';
+import { factStatements, mergeWrites } from '../src/adapters/outbound/postgres/statusStore.ts';
 import type { FactWrite } from '../src/core/status/ports.ts';
 
 // Only the fields the merge looks at matter here; the rest of each record is carried along untouched.
@@ -67,5 +67,40 @@ describe('mergeWrites: the facts of one batch as one set of rows per table', () 
     expect(() => mergeWrites([fact({ idempotency: claim }), fact({ idempotency: claim })])).toThrow(
       /one idempotency key/,
     );
+  });
+});
+
+describe('factStatements: one statement touches a row once', () => {
+  const at = new Date('2026-01-01T00:00:00Z');
+  const attempt = (id: string) =>
+    ({ id, taskId: 't', stepId: 's', allowedEventTypes: [], revokedAt: null, createdAt: at }) as never;
+  const request = (id: string, stepId: string) =>
+    ({ id, taskId: 't', stepId, priority: 50, availableAt: at, createdAt: at }) as never;
+  const rowsOf = (statements: ReturnType<typeof factStatements>, table: string) =>
+    statements.filter((s) => s.text.includes(table)).map((s) => [s.text.split(' ')[0], JSON.parse(s.rows)]);
+
+  it('revokes an attempt inserted by the same batch in its own row, and the others by UPDATE', () => {
+    const statements = factStatements([
+      fact({ attempts: [attempt('a1')], events: [{ id: 'e', receivedAt: at } as never] }),
+      fact({ revokeAttemptIds: ['a1', 'a0'] }),
+    ]);
+    const [insert, update] = rowsOf(statements, 'attempt');
+    expect(insert![0]).toBe('INSERT');
+    expect(insert![1]).toMatchObject([{ id: 'a1', revoked_at: at.toISOString() }]);
+    expect(update).toEqual(['UPDATE', [{ id: 'a0', revoked_at: at.toISOString() }]]);
+  });
+
+  it('writes a request closed by the batch that opened it as closed; a step closed twice keeps its first status', () => {
+    const statements = factStatements([
+      fact({ schedulingRequests: [request('r1', 's1'), request('r2', 's2')] }),
+      fact({ closeSchedulingRequests: { stepIds: ['s1', 's9'], status: 'DISPATCHED' } }),
+      fact({ closeSchedulingRequests: { stepIds: ['s9'], status: 'CANCELED' } }),
+    ]);
+    const [insert, update] = rowsOf(statements, 'scheduling_request');
+    expect(insert![1].map((r: { step_id: string; status: string }) => [r.step_id, r.status])).toEqual([
+      ['s1', 'DISPATCHED'],
+      ['s2', 'PENDING'],
+    ]);
+    expect(update).toEqual(['UPDATE', [{ step_id: 's9', status: 'DISPATCHED' }]]);
   });
 });

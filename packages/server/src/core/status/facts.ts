@@ -83,6 +83,8 @@ export interface SessionOptions {
    * states and dedup records are served from the session), so a batch behaves as if written one by one.
    */
   deferWrites?: boolean;
+  /** With deferWrites, for work that reads nothing (a create): no BEGIN or COMMIT, one round trip. */
+  writeOnly?: boolean;
 }
 
 export class FactSession {
@@ -265,13 +267,16 @@ export async function inFactTransaction<T>(
   options: SessionOptions = {},
 ): Promise<T> {
   let wrote: CommittedWork | null = null;
-  const result = await deps.store.transaction(async (tx) => {
-    const session = new FactSession(tx, deps.ids, deps.clock.now(), options);
-    const value = await work(session);
-    await session.finish();
-    wrote = session.wrote;
-    return value;
-  });
+  const result = await deps.store.transaction(
+    async (tx) => {
+      const session = new FactSession(tx, deps.ids, deps.clock.now(), options);
+      const value = await work(session);
+      await session.finish();
+      wrote = session.wrote;
+      return value;
+    },
+    { writeOnly: options.writeOnly === true && options.deferWrites === true },
+  );
   if (wrote) deps.signal.committed(wrote);
   return result;
 }

@@ -195,8 +195,12 @@ export interface StatusStore {
   attemptsById(ids: string[]): Promise<AttemptRecord[]>;
   /** Tasks with running, healthy steps past their heartbeat deadline (candidates, not locked). */
   overdueTasks(now: Date, limit: number): Promise<string[]>;
-  /** Runs `work` in one transaction; retried from the start on a deadlock or serialization failure. */
-  transaction<T>(work: (tx: StatusTransaction) => Promise<T>): Promise<T>;
+  /**
+   * Runs `work` in one transaction; retried from the start on a deadlock or serialization failure.
+   * With `writeOnly`, `work` may not read: everything it writes (at commit) is applied atomically in
+   * one round trip.
+   */
+  transaction<T>(work: (tx: StatusTransaction) => Promise<T>, options?: { writeOnly?: boolean }): Promise<T>;
 }
 
 export interface StatusDefinition {

@@ -188,9 +188,9 @@ export async function createTask(
         },
       );
       return { status: 201 as const, body };
-      // One round trip: the rows go out with BEGIN and COMMIT.
     },
-    { deferWrites: true },
+    // Without a workflow to lock, a create reads nothing: its rows are one statement, one round trip.
+    { deferWrites: true, writeOnly: !request.workflowId },
   ).catch(async (error: unknown) => {
     // The key was taken (maybe by a concurrent request whose commit the insert waited for), or its
     // implicit workflow was (same key, so same request or a reuse): nothing was written; a replay.

@@ -3,7 +3,7 @@
  * as a single jsonb parameter, unpacked by `jsonb_to_recordset`. One statement for fifty rows costs
  * PostgreSQL about what one statement for one row does.
  */
-import type { TxSql } from './database.ts';
+import type { Queryable } from './database.ts';
 
 /** A column of a multi-row statement: its name and its PostgreSQL type. */
 export type Column = readonly [name: string, type: string];
@@ -24,36 +24,90 @@ function encodeRows(rows: Record<string, RowValue>[]): string {
 const recordset = (columns: readonly Column[]) =>
   `jsonb_to_recordset($1::text::jsonb) AS x(${columns.map(([name, type]) => `${name} ${type}`).join(', ')})`;
 
+/** A statement whose rows travel as its only parameter, `$1` (a JSON text). */
+export interface RowStatement {
+  text: string;
+  rows: string;
+}
+
+/** INSERT of all `rows`, in their order; `suffix` is e.g. an ON CONFLICT clause. */
+export function insertStatement(
+  table: string,
+  columns: readonly Column[],
+  rows: Record<string, RowValue>[],
+  suffix = '',
+): RowStatement {
+  const names = columns.map(([name]) => name).join(', ');
+  return {
+    text: `INSERT INTO ${table} (${names}) SELECT ${names} FROM ${recordset(columns)} ${suffix}`,
+    rows: encodeRows(rows),
+  };
+}
+
+/**
+ * UPDATE of the rows matched on `match` (each value once). By default every other column is set from
+ * the row; `assignments` and `where` replace the SET list and add a condition (`x` is the row).
+ */
+export function updateStatement(
+  table: string,
+  columns: readonly Column[],
+  rows: Record<string, RowValue>[],
+  options: { match?: string; assignments?: string; where?: string } = {},
+): RowStatement {
+  const match = options.match ?? 'id';
+  const assignments =
+    options.assignments ??
+    columns
+      .filter(([name]) => name !== match)
+      .map(([name]) => `${name} = x.${name}`)
+      .join(', ');
+  const where = options.where ? ` AND ${options.where}` : '';
+  return {
+    text: `UPDATE ${table} SET ${assignments} FROM ${recordset(columns)} WHERE ${table}.${match} = x.${match}${where}`,
+    rows: encodeRows(rows),
+  };
+}
+
+/** Runs one statement. */
+export function run(sql: Queryable, statement: RowStatement) {
+  return sql.unsafe(statement.text, [statement.rows], { prepare: true });
+}
+
+/**
+ * Runs several statements as one: each becomes a data-modifying CTE of a single statement, so they go
+ * out as one message and, outside a transaction, commit atomically on their own. They all see the
+ * snapshot from before the statement, so no two may touch the same row (mergeWrites sees to that);
+ * foreign keys are checked at the end of the statement, so a row may reference one inserted beside it.
+ */
+export function runAll(sql: Queryable, statements: RowStatement[]) {
+  if (statements.length === 1) return run(sql, statements[0]!);
+  const text = `WITH ${statements
+    .map((s, i) => `s${i} AS (${s.text.replace(/\$1\b/g, `$${i + 1}`)})`)
+    .join(', ')} SELECT 1`;
+  return sql.unsafe(
+    text,
+    statements.map((s) => s.rows),
+    { prepare: true },
+  );
+}
+
 /** One INSERT for all `rows`, in their order; `suffix` is e.g. an ON CONFLICT clause. */
 export function insertRows(
-  sql: TxSql,
+  sql: Queryable,
   table: string,
   columns: readonly Column[],
   rows: Record<string, RowValue>[],
   suffix = '',
 ) {
-  const names = columns.map(([name]) => name).join(', ');
-  return sql.unsafe(
-    `INSERT INTO ${table} (${names}) SELECT ${names} FROM ${recordset(columns)} ${suffix}`,
-    [encodeRows(rows)],
-    { prepare: true },
-  );
+  return run(sql, insertStatement(table, columns, rows, suffix));
 }
 
 /** One UPDATE for all `rows`, matched on `id` (the first column); each id must appear once. */
 export function updateRows(
-  sql: TxSql,
+  sql: Queryable,
   table: string,
   columns: readonly Column[],
   rows: Record<string, RowValue>[],
 ) {
-  const assignments = columns
-    .filter(([name]) => name !== 'id')
-    .map(([name]) => `${name} = x.${name}`)
-    .join(', ');
-  return sql.unsafe(
-    `UPDATE ${table} SET ${assignments} FROM ${recordset(columns)} WHERE ${table}.id = x.id`,
-    [encodeRows(rows)],
-    { prepare: true },
-  );
+  return run(sql, updateStatement(table, columns, rows));
 }

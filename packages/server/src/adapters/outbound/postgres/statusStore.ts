@@ -17,7 +17,15 @@ import type {
 } from '../../../core/tasks/model.ts';
 import type { IdempotencyRecord } from '../../../core/tasks/ports.ts';
 import type { Queryable, Sql, TxSql } from './database.ts';
-import { type Column, insertRows, type RowValue, updateRows } from './recordset.ts';
+import {
+  type Column,
+  insertStatement,
+  type RowStatement,
+  type RowValue,
+  runAll,
+  updateRows,
+  updateStatement,
+} from './recordset.ts';
 import {
   type ExecutionRow,
   heartbeatDeadline,
@@ -335,6 +343,7 @@ const schedulingRequestColumns: Column[] = [
   ['task_id', 'uuid'],
   ['step_id', 'uuid'],
   ['priority', 'integer'],
+  ['status', 'text'],
   ['available_at', 'timestamptz'],
   ['created_at', 'timestamptz'],
   ['updated_at', 'timestamptz'],
@@ -389,52 +398,200 @@ const timelineColumns: Column[] = [
   ['at', 'timestamptz'],
 ];
 
-function insertRealtime(sql: TxSql, rows: RealtimeRecord[]) {
-  return sql`
-    INSERT INTO realtime_outbox (id, tenant_id, aggregate_type, aggregate_id, aggregate_version, channel, projection,
-                                 payload, available_at, created_at)
-    SELECT id, tenant_id, aggregate_type, aggregate_id, aggregate_version, channel, projection, payload::jsonb,
-           created_at, created_at
-    FROM unnest(${rows.map((r) => r.id)}::uuid[], ${rows.map((r) => r.tenantId)}::uuid[],
-                ${rows.map((r) => r.aggregateType)}::text[], ${rows.map((r) => r.aggregateId)}::uuid[],
-                ${rows.map((r) => r.aggregateVersion.toString())}::bigint[], ${rows.map((r) => r.channel)}::text[],
-                ${rows.map((r) => r.projection)}::text[], ${rows.map((r) => JSON.stringify(r.payload))}::text[],
-                ${rows.map((r) => r.createdAt.toISOString())}::timestamptz[])
-         AS r(id, tenant_id, aggregate_type, aggregate_id, aggregate_version, channel, projection, payload, created_at)`;
-}
+const idempotencyColumns: Column[] = [
+  ['principal', 'text'],
+  ['operation', 'text'],
+  ['key', 'text'],
+  ['request_hash', 'text'],
+  ['response_status', 'integer'],
+  ['response_body', 'jsonb'],
+  ['created_at', 'timestamptz'],
+];
 
-function insertTask(sql: TxSql, t: TaskState['task']) {
-  return sql`
-      INSERT INTO task (id, tenant_id, application_id, workflow_id, client_task_key, workflow_definition_id, workflow_name,
-                        workflow_version, name, external_ref, input, callback_url, priority, owner_id, task_type, product_id,
-                        status_definition_version, lifecycle_status, business_status, health, failure,
-                        coordinator_source_seq, dynamic_policy, dynamic_step_count, version, current_execution_id,
-                        created_at, updated_at, started_at, finished_at, duration_ms, events_pruned_before)
-      VALUES (${t.id}, ${t.tenantId}, ${t.applicationId}, ${t.workflowId}, ${t.clientTaskKey}, ${t.workflowDefinitionId},
-              ${t.workflowName}, ${t.workflowVersion}, ${t.name}, ${t.externalRef}, ${sql.json(t.input as never)},
-              ${t.callbackUrl}, ${t.priority}, ${t.ownerId}, ${t.taskType}, ${t.productId}, ${t.statusDefinitionVersion},
-              ${t.lifecycleStatus}, ${t.businessStatus}, ${t.health}, ${t.failure ? sql.json(t.failure as never) : null},
-              ${t.coordinatorSourceSeq}, ${sql.json(t.dynamicPolicy as never)}, ${t.dynamicStepCount}, ${t.version},
-              ${t.currentExecutionId}, ${t.createdAt}, ${t.updatedAt}, ${t.startedAt}, ${t.finishedAt}, ${t.durationMs},
-              ${t.eventsPrunedBefore})`;
-}
+const idempotencyRow = (r: IdempotencyRecord): Record<string, RowValue> => ({
+  principal: r.principal,
+  operation: r.operation,
+  key: r.key,
+  request_hash: r.requestHash,
+  response_status: r.responseStatus,
+  response_body: r.responseBody as RowValue,
+  created_at: r.createdAt,
+});
 
-function insertExecution(sql: TxSql, e: TaskState['execution']) {
-  return sql`
-      INSERT INTO execution (id, task_id, number, status, progress, snapshot, version, callback_sequence, created_at,
-                             started_at, completed_at, updated_at)
-      VALUES (${e.id}, ${e.taskId}, ${e.number}, ${e.status}, ${e.progress}, ${sql.json(e.snapshot as never)}, ${e.version},
-              ${e.callbackSequence}, ${e.createdAt}, ${e.startedAt}, ${e.completedAt}, ${e.updatedAt})`;
-}
+const workflowColumns: Column[] = [
+  ['id', 'uuid'],
+  ['tenant_id', 'uuid'],
+  ['application_id', 'uuid'],
+  ['client_workflow_key', 'text'],
+  ['owner_id', 'text'],
+  ['title', 'text'],
+  ['workflow_type', 'text'],
+  ['lifecycle_status', 'text'],
+  ['version', 'bigint'],
+  ['task_count', 'integer'],
+  ['task_counts', 'jsonb'],
+  ['request_hash', 'text'],
+  ['created_at', 'timestamptz'],
+  ['updated_at', 'timestamptz'],
+];
 
-function insertWorkflow(sql: TxSql, w: WorkflowRecord) {
-  return sql`
-      INSERT INTO workflow (id, tenant_id, application_id, client_workflow_key, owner_id, title, workflow_type,
-                            lifecycle_status, version, task_count, task_counts, request_hash, created_at, updated_at)
-      VALUES (${w.id}, ${w.tenantId}, ${w.applicationId}, ${w.clientWorkflowKey}, ${w.ownerId}, ${w.title}, ${w.workflowType},
-              ${w.lifecycleStatus}, ${w.version}, ${w.taskCount}, ${sql.json(w.taskCounts as never)}, ${w.requestHash},
-              ${w.createdAt}, ${w.updatedAt})`;
-}
+const workflowRow = (w: WorkflowRecord): Record<string, RowValue> => ({
+  id: w.id,
+  tenant_id: w.tenantId,
+  application_id: w.applicationId,
+  client_workflow_key: w.clientWorkflowKey,
+  owner_id: w.ownerId,
+  title: w.title,
+  workflow_type: w.workflowType,
+  lifecycle_status: w.lifecycleStatus,
+  version: w.version,
+  task_count: w.taskCount,
+  task_counts: w.taskCounts,
+  request_hash: w.requestHash,
+  created_at: w.createdAt,
+  updated_at: w.updatedAt,
+});
+
+const taskColumns: Column[] = [
+  ['id', 'uuid'],
+  ['tenant_id', 'uuid'],
+  ['application_id', 'uuid'],
+  ['workflow_id', 'uuid'],
+  ['client_task_key', 'text'],
+  ['workflow_definition_id', 'uuid'],
+  ['workflow_name', 'text'],
+  ['workflow_version', 'text'],
+  ['name', 'text'],
+  ['external_ref', 'text'],
+  ['input', 'jsonb'],
+  ['callback_url', 'text'],
+  ['priority', 'integer'],
+  ['owner_id', 'text'],
+  ['task_type', 'text'],
+  ['product_id', 'text'],
+  ['status_definition_version', 'integer'],
+  ['lifecycle_status', 'text'],
+  ['business_status', 'text'],
+  ['health', 'text'],
+  ['failure', 'jsonb'],
+  ['coordinator_source_seq', 'bigint'],
+  ['dynamic_policy', 'jsonb'],
+  ['dynamic_step_count', 'integer'],
+  ['version', 'bigint'],
+  ['current_execution_id', 'uuid'],
+  ['created_at', 'timestamptz'],
+  ['updated_at', 'timestamptz'],
+  ['started_at', 'timestamptz'],
+  ['finished_at', 'timestamptz'],
+  ['duration_ms', 'bigint'],
+  ['events_pruned_before', 'bigint'],
+];
+
+const taskRow = (t: TaskState['task']): Record<string, RowValue> => ({
+  id: t.id,
+  tenant_id: t.tenantId,
+  application_id: t.applicationId,
+  workflow_id: t.workflowId,
+  client_task_key: t.clientTaskKey,
+  workflow_definition_id: t.workflowDefinitionId,
+  workflow_name: t.workflowName,
+  workflow_version: t.workflowVersion,
+  name: t.name,
+  external_ref: t.externalRef,
+  input: t.input as RowValue,
+  callback_url: t.callbackUrl,
+  priority: t.priority,
+  owner_id: t.ownerId,
+  task_type: t.taskType,
+  product_id: t.productId,
+  status_definition_version: t.statusDefinitionVersion,
+  lifecycle_status: t.lifecycleStatus,
+  business_status: t.businessStatus,
+  health: t.health,
+  failure: (t.failure ?? null) as RowValue,
+  coordinator_source_seq: t.coordinatorSourceSeq,
+  dynamic_policy: t.dynamicPolicy as RowValue,
+  dynamic_step_count: t.dynamicStepCount,
+  version: t.version,
+  current_execution_id: t.currentExecutionId,
+  created_at: t.createdAt,
+  updated_at: t.updatedAt,
+  started_at: t.startedAt,
+  finished_at: t.finishedAt,
+  duration_ms: t.durationMs,
+  events_pruned_before: t.eventsPrunedBefore,
+});
+
+const executionColumns: Column[] = [
+  ['id', 'uuid'],
+  ['task_id', 'uuid'],
+  ['number', 'integer'],
+  ['status', 'text'],
+  ['progress', 'smallint'],
+  ['snapshot', 'jsonb'],
+  ['version', 'bigint'],
+  ['callback_sequence', 'integer'],
+  ['created_at', 'timestamptz'],
+  ['started_at', 'timestamptz'],
+  ['completed_at', 'timestamptz'],
+  ['updated_at', 'timestamptz'],
+];
+
+const executionRow = (e: TaskState['execution']): Record<string, RowValue> => ({
+  id: e.id,
+  task_id: e.taskId,
+  number: e.number,
+  status: e.status,
+  progress: e.progress,
+  snapshot: e.snapshot as RowValue,
+  version: e.version,
+  callback_sequence: e.callbackSequence,
+  created_at: e.createdAt,
+  started_at: e.startedAt,
+  completed_at: e.completedAt,
+  updated_at: e.updatedAt,
+});
+
+const outboxColumns: Column[] = [
+  ['id', 'uuid'],
+  ['tenant_id', 'uuid'],
+  ['application_id', 'uuid'],
+  ['aggregate_id', 'uuid'],
+  ['event_type', 'text'],
+  ['payload', 'jsonb'],
+  ['available_at', 'timestamptz'],
+  ['created_at', 'timestamptz'],
+];
+
+const realtimeColumns: Column[] = [
+  ['id', 'uuid'],
+  ['tenant_id', 'uuid'],
+  ['aggregate_type', 'text'],
+  ['aggregate_id', 'uuid'],
+  ['aggregate_version', 'bigint'],
+  ['channel', 'text'],
+  ['projection', 'text'],
+  ['payload', 'jsonb'],
+  ['available_at', 'timestamptz'],
+  ['created_at', 'timestamptz'],
+];
+
+const attemptRow = (a: AttemptRecord): Record<string, RowValue> => ({
+  id: a.id,
+  task_id: a.taskId,
+  step_id: a.stepId,
+  application_id: a.applicationId,
+  operation_code: a.operationCode,
+  producer_id: a.producerId,
+  allowed_event_types: a.allowedEventTypes,
+  handle_hash: a.handleHash,
+  handle_sealed: a.handleSealed,
+  worker_id: a.workerId,
+  lease_version: a.leaseVersion,
+  expires_at: a.expiresAt,
+  revoked_at: a.revokedAt,
+  created_at: a.createdAt,
+});
 
 export interface AttemptRow {
   id: string;
@@ -473,7 +630,19 @@ export const toAttempt = (row: AttemptRow): AttemptRecord => ({
 class PostgresStatusTransaction implements StatusTransaction {
   private readonly atCommit: FactWrite[] = [];
 
-  constructor(private readonly sql: TxSql) {}
+  /**
+   * `tx` is the open transaction, or null for a write-only one: it may not read, and its writes go out
+   * through `writer` as one statement, atomic on its own.
+   */
+  constructor(
+    private readonly tx: TxSql | null,
+    private readonly writer: Queryable,
+  ) {}
+
+  private get sql(): TxSql {
+    if (!this.tx) throw new Error('a write-only transaction cannot read');
+    return this.tx;
+  }
 
   writeAtCommit(writes: FactWrite[]): void {
     this.atCommit.push(...writes);
@@ -691,206 +860,255 @@ class PostgresStatusTransaction implements StatusTransaction {
       : null;
   }
 
+  // Written at once: only inside a transaction (a write-only one writes at commit, or not at all).
   async write(w: FactWrite): Promise<void> {
-    await this.send([w]);
+    await this.writeAll([w]);
   }
 
   async writeAll(writes: FactWrite[]): Promise<void> {
-    await this.send(writes);
+    const sql = this.sql;
+    const statements = factStatements(writes);
+    if (statements.length > 0) await runAll(sql, statements);
   }
 
-  /** Issues the statements of `writes` without waiting for them. */
-  private send(writes: FactWrite[]) {
-    const sql = this.sql;
-    const w = mergeWrites(writes);
-    // Revocations carry the time of the first fact (the injected clock).
-    const committedAt = w.events[0]?.receivedAt ?? null;
-    // Sent back to back (pipelined); the server runs them in this order inside the transaction.
-    const statements: Promise<unknown>[] = [];
-    if (w.idempotency) {
-      // No ON CONFLICT: a key already taken fails the transaction (the caller answers with a replay).
-      statements.push(sql`
-        INSERT INTO idempotency (principal, operation, key, request_hash, response_status, response_body, created_at)
-        VALUES (${w.idempotency.principal}, ${w.idempotency.operation}, ${w.idempotency.key}, ${w.idempotency.requestHash},
-                ${w.idempotency.responseStatus}, ${sql.json(w.idempotency.responseBody as never)}, ${w.idempotency.createdAt})`);
-    }
-    for (const workflow of w.newWorkflows) statements.push(insertWorkflow(sql, workflow));
-    if (w.workflows.length > 0)
-      statements.push(updateRows(sql, 'workflow', workflowUpdateColumns, w.workflows.map(workflowUpdateRow)));
-    for (const created of w.newTasks) {
-      statements.push(insertTask(sql, created.task), insertExecution(sql, created.execution));
-    }
-    for (const execution of w.newExecutions) statements.push(insertExecution(sql, execution));
-    if (w.tasks.length > 0)
-      statements.push(updateRows(sql, 'task', taskUpdateColumns, w.tasks.map(taskUpdateRow)));
-    if (w.executions.length > 0)
-      statements.push(
-        updateRows(sql, 'execution', executionUpdateColumns, w.executions.map(executionUpdateRow)),
-      );
-    if (w.newSteps.length > 0) statements.push(insertRows(sql, 'step', stepColumns, w.newSteps.map(stepRow)));
-    if (w.steps.length > 0) statements.push(updateRows(sql, 'step', stepUpdateColumns, w.steps.map(stepRow)));
-    if (w.attempts.length > 0) {
-      statements.push(
-        insertRows(
-          sql,
-          'attempt',
-          attemptColumns,
-          w.attempts.map((a) => ({
-            id: a.id,
-            task_id: a.taskId,
-            step_id: a.stepId,
-            application_id: a.applicationId,
-            operation_code: a.operationCode,
-            producer_id: a.producerId,
-            allowed_event_types: a.allowedEventTypes,
-            handle_hash: a.handleHash,
-            handle_sealed: a.handleSealed,
-            worker_id: a.workerId,
-            lease_version: a.leaseVersion,
-            expires_at: a.expiresAt,
-            revoked_at: a.revokedAt,
-            created_at: a.createdAt,
-          })),
-          'ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at',
-        ),
-      );
-    }
-    if (w.revokeAttemptIds.length > 0 && committedAt) {
-      statements.push(sql`
-        UPDATE attempt SET revoked_at = coalesce(revoked_at, ${committedAt}) WHERE id = ANY(${w.revokeAttemptIds}::uuid[])`);
-    }
-    if (w.events.length > 0)
-      statements.push(insertRows(sql, 'task_event', eventColumns, w.events.map(eventRow)));
-    if (w.dedup.length > 0) {
-      statements.push(
-        insertRows(
-          sql,
-          'event_dedup',
-          dedupColumns,
-          w.dedup.map((d) => ({
-            event_id: d.eventId,
-            task_id: d.taskId,
-            payload_hash: d.payloadHash,
-            result: d.result,
-            created_at: d.createdAt,
-          })),
-        ),
-      );
-    }
-    if (w.outbox.length > 0) {
-      statements.push(sql`
-        INSERT INTO outbox_event (id, tenant_id, application_id, aggregate_id, event_type, payload, available_at, created_at)
-        SELECT id, tenant_id, application_id, aggregate_id, event_type, payload::jsonb, created_at, created_at
-        FROM unnest(${w.outbox.map((r) => r.id)}::uuid[], ${w.outbox.map((r) => r.tenantId)}::uuid[],
-                    ${w.outbox.map((r) => r.applicationId)}::uuid[], ${w.outbox.map((r) => r.aggregateId)}::uuid[],
-                    ${w.outbox.map((r) => r.eventType)}::text[], ${w.outbox.map((r) => JSON.stringify(r.payload))}::text[],
-                    ${w.outbox.map((r) => r.createdAt.toISOString())}::timestamptz[])
-             AS o(id, tenant_id, application_id, aggregate_id, event_type, payload, created_at)`);
-    }
-    if (w.realtime.length > 0) statements.push(insertRealtime(sql, w.realtime));
-    if (w.schedulingRequests.length > 0) {
-      statements.push(
-        insertRows(
-          sql,
-          'scheduling_request',
-          schedulingRequestColumns,
-          w.schedulingRequests.map((r) => ({
+  /** Starts the statement that applies `writes` (one, whatever the tables) without waiting for it. */
+  private send(writes: FactWrite[]): Promise<unknown> {
+    const statements = factStatements(writes);
+    return statements.length > 0 ? runAll(this.writer, statements).execute() : Promise.resolve();
+  }
+}
+
+/** The statements that apply `writes`: one per table, each row once, in its last state. */
+export function factStatements(writes: FactWrite[]): RowStatement[] {
+  const w = mergeWrites(writes);
+  // Revocations carry the time of the first fact (the injected clock).
+  const committedAt = w.events[0]?.receivedAt ?? null;
+  const statements: RowStatement[] = [];
+  // No ON CONFLICT: a key already taken fails the statement (the caller answers with a replay).
+  if (w.idempotency)
+    statements.push(insertStatement('idempotency', idempotencyColumns, [idempotencyRow(w.idempotency)]));
+  if (w.newWorkflows.length > 0)
+    statements.push(insertStatement('workflow', workflowColumns, w.newWorkflows.map(workflowRow)));
+  if (w.workflows.length > 0)
+    statements.push(updateStatement('workflow', workflowUpdateColumns, w.workflows.map(workflowUpdateRow)));
+  if (w.newTasks.length > 0)
+    statements.push(
+      insertStatement(
+        'task',
+        taskColumns,
+        w.newTasks.map((t) => taskRow(t.task)),
+      ),
+    );
+  const newExecutions = [...w.newTasks.map((t) => t.execution), ...w.newExecutions];
+  if (newExecutions.length > 0)
+    statements.push(insertStatement('execution', executionColumns, newExecutions.map(executionRow)));
+  if (w.tasks.length > 0)
+    statements.push(updateStatement('task', taskUpdateColumns, w.tasks.map(taskUpdateRow)));
+  if (w.executions.length > 0)
+    statements.push(
+      updateStatement('execution', executionUpdateColumns, w.executions.map(executionUpdateRow)),
+    );
+  if (w.newSteps.length > 0) statements.push(insertStatement('step', stepColumns, w.newSteps.map(stepRow)));
+  if (w.steps.length > 0) statements.push(updateStatement('step', stepUpdateColumns, w.steps.map(stepRow)));
+  // An attempt written in this batch is revoked in its own row: one statement touches a row once.
+  const revoked = new Set(committedAt ? w.revokeAttemptIds : []);
+  if (w.attempts.length > 0) {
+    statements.push(
+      insertStatement(
+        'attempt',
+        attemptColumns,
+        w.attempts.map((a) => {
+          const revokedAt = a.revokedAt ?? (revoked.delete(a.id) ? committedAt : null);
+          return attemptRow({ ...a, revokedAt });
+        }),
+        'ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at, revoked_at = coalesce(attempt.revoked_at, excluded.revoked_at)',
+      ),
+    );
+  }
+  if (revoked.size > 0) {
+    statements.push(
+      updateStatement(
+        'attempt',
+        [
+          ['id', 'uuid'],
+          ['revoked_at', 'timestamptz'],
+        ],
+        [...revoked].map((id) => ({ id, revoked_at: committedAt })),
+        { assignments: 'revoked_at = coalesce(attempt.revoked_at, x.revoked_at)' },
+      ),
+    );
+  }
+  if (w.events.length > 0)
+    statements.push(insertStatement('task_event', eventColumns, w.events.map(eventRow)));
+  if (w.dedup.length > 0) {
+    statements.push(
+      insertStatement(
+        'event_dedup',
+        dedupColumns,
+        w.dedup.map((d) => ({
+          event_id: d.eventId,
+          task_id: d.taskId,
+          payload_hash: d.payloadHash,
+          result: d.result,
+          created_at: d.createdAt,
+        })),
+      ),
+    );
+  }
+  if (w.outbox.length > 0) {
+    statements.push(
+      insertStatement(
+        'outbox_event',
+        outboxColumns,
+        w.outbox.map((o) => ({
+          id: o.id,
+          tenant_id: o.tenantId,
+          application_id: o.applicationId,
+          aggregate_id: o.aggregateId,
+          event_type: o.eventType,
+          payload: o.payload as RowValue,
+          available_at: o.createdAt,
+          created_at: o.createdAt,
+        })),
+      ),
+    );
+  }
+  if (w.realtime.length > 0) {
+    statements.push(
+      insertStatement(
+        'realtime_outbox',
+        realtimeColumns,
+        w.realtime.map((r) => ({
+          id: r.id,
+          tenant_id: r.tenantId,
+          aggregate_type: r.aggregateType,
+          aggregate_id: r.aggregateId,
+          aggregate_version: r.aggregateVersion,
+          channel: r.channel,
+          projection: r.projection,
+          payload: r.payload as RowValue,
+          available_at: r.createdAt,
+          created_at: r.createdAt,
+        })),
+      ),
+    );
+  }
+  // A request closed by the batch that opened it is written closed; the others are closed by step.
+  // A step closed twice keeps its first status, as two UPDATEs in a row would.
+  const closing = new Map<string, string>();
+  for (const [status, stepIds] of w.closeSchedulingRequests)
+    for (const stepId of stepIds) if (!closing.has(stepId)) closing.set(stepId, status);
+  if (w.schedulingRequests.length > 0) {
+    statements.push(
+      insertStatement(
+        'scheduling_request',
+        schedulingRequestColumns,
+        w.schedulingRequests.map((r) => {
+          const status = closing.get(r.stepId) ?? 'PENDING';
+          closing.delete(r.stepId);
+          return {
             id: r.id,
             task_id: r.taskId,
             step_id: r.stepId,
             priority: r.priority,
+            status,
             available_at: r.availableAt,
             created_at: r.createdAt,
             updated_at: r.createdAt,
-          })),
-          'ON CONFLICT (step_id) DO NOTHING',
-        ),
-      );
-    }
-    for (const [status, stepIds] of w.closeSchedulingRequests) {
-      statements.push(sql`
-        UPDATE scheduling_request SET status = ${status}, updated_at = now()
-        WHERE step_id = ANY(${stepIds}::uuid[]) AND status = 'PENDING'`);
-    }
-    if (w.workerCommands.length > 0) {
-      statements.push(
-        insertRows(
-          sql,
-          'worker_command',
-          workerCommandColumns,
-          w.workerCommands.map((c) => ({
-            id: c.id,
-            worker_id: c.workerId,
-            type: c.type,
-            payload: c.payload,
-            created_at: c.createdAt,
-          })),
-        ),
-      );
-    }
-    if (w.timers.length > 0) {
-      statements.push(
-        insertRows(
-          sql,
-          '"timer"',
-          timerColumns,
-          w.timers.map((t) => ({
-            id: t.id,
-            kind: t.kind,
-            task_id: t.taskId,
-            step_id: t.stepId,
-            payload: t.payload,
-            available_at: t.availableAt,
-            created_at: t.createdAt,
-          })),
-        ),
-      );
-    }
-    if (w.callbacks.length > 0) {
-      statements.push(
-        insertRows(
-          sql,
-          'callback_delivery',
-          callbackColumns,
-          w.callbacks.map((c) => ({
-            id: c.id,
-            application_id: c.applicationId,
-            task_id: c.taskId,
-            execution_id: c.executionId,
-            sequence: c.sequence,
-            event_id: c.eventId,
-            event_type: c.eventType,
-            url: c.url,
-            payload: c.payload,
-            available_at: c.createdAt,
-            created_at: c.createdAt,
-          })),
-        ),
-      );
-    }
-    if (w.timeline.length > 0) {
-      statements.push(
-        insertRows(
-          sql,
-          'timeline',
-          timelineColumns,
-          w.timeline.map((m) => ({
-            id: m.id,
-            task_id: m.taskId,
-            execution_id: m.executionId,
-            kind: m.kind,
-            message: m.message,
-            data: m.data,
-            at: m.at,
-          })),
-        ),
-      );
-    }
-    // Started here, in order: postgres.js sends a query only once something awaits it, and Promise.all
-    // would do that a microtask later — after a COMMIT issued right behind this call.
-    for (const statement of statements) (statement as unknown as { execute(): void }).execute();
-    return Promise.all(statements);
+          };
+        }),
+        'ON CONFLICT (step_id) DO NOTHING',
+      ),
+    );
   }
+  if (closing.size > 0) {
+    statements.push(
+      updateStatement(
+        'scheduling_request',
+        [
+          ['step_id', 'uuid'],
+          ['status', 'text'],
+        ],
+        [...closing].map(([step_id, status]) => ({ step_id, status })),
+        {
+          match: 'step_id',
+          assignments: 'status = x.status, updated_at = now()',
+          where: "scheduling_request.status = 'PENDING'",
+        },
+      ),
+    );
+  }
+  if (w.workerCommands.length > 0) {
+    statements.push(
+      insertStatement(
+        'worker_command',
+        workerCommandColumns,
+        w.workerCommands.map((c) => ({
+          id: c.id,
+          worker_id: c.workerId,
+          type: c.type,
+          payload: c.payload,
+          created_at: c.createdAt,
+        })),
+      ),
+    );
+  }
+  if (w.timers.length > 0) {
+    statements.push(
+      insertStatement(
+        '"timer"',
+        timerColumns,
+        w.timers.map((t) => ({
+          id: t.id,
+          kind: t.kind,
+          task_id: t.taskId,
+          step_id: t.stepId,
+          payload: t.payload,
+          available_at: t.availableAt,
+          created_at: t.createdAt,
+        })),
+      ),
+    );
+  }
+  if (w.callbacks.length > 0) {
+    statements.push(
+      insertStatement(
+        'callback_delivery',
+        callbackColumns,
+        w.callbacks.map((c) => ({
+          id: c.id,
+          application_id: c.applicationId,
+          task_id: c.taskId,
+          execution_id: c.executionId,
+          sequence: c.sequence,
+          event_id: c.eventId,
+          event_type: c.eventType,
+          url: c.url,
+          payload: c.payload,
+          available_at: c.createdAt,
+          created_at: c.createdAt,
+        })),
+      ),
+    );
+  }
+  if (w.timeline.length > 0) {
+    statements.push(
+      insertStatement(
+        'timeline',
+        timelineColumns,
+        w.timeline.map((m) => ({
+          id: m.id,
+          task_id: m.taskId,
+          execution_id: m.executionId,
+          kind: m.kind,
+          message: m.message,
+          data: m.data,
+          at: m.at,
+        })),
+      ),
+    );
+  }
+  return statements;
 }
 
 /**
@@ -1050,10 +1268,13 @@ export class PostgresStatusStore implements StatusStore {
     return rows.map((r) => r.task_id);
   }
 
-  async transaction<T>(work: (tx: StatusTransaction) => Promise<T>): Promise<T> {
+  async transaction<T>(
+    work: (tx: StatusTransaction) => Promise<T>,
+    options: { writeOnly?: boolean } = {},
+  ): Promise<T> {
     for (let attempt = 1; ; attempt += 1) {
       try {
-        return await this.once(work);
+        return await (options.writeOnly ? this.writeOnly(work) : this.once(work));
       } catch (error) {
         const code = (error as { code?: string }).code;
         if (attempt >= 5 || !code || !retryableCodes.has(code)) throw error;
@@ -1062,17 +1283,31 @@ export class PostgresStatusStore implements StatusStore {
   }
 
   /**
-   * One transaction. The writes a session keeps for the commit go out in one round trip just before
-   * COMMIT. (Sending BEGIN and COMMIT in the same bursts on a reserved connection saved two more round
-   * trips, but a connection cut mid-transaction then went back to the pool broken; `sql.begin` handles that.)
+   * One transaction. The writes a session keeps for the commit go out as one statement with COMMIT right
+   * behind it, in the same round trip. If that statement fails, the transaction is aborted and COMMIT
+   * rolls it back (PostgreSQL answers ROLLBACK, not an error), so its own failure is awaited after.
+   * (Sending BEGIN with the first read on a reserved connection saved one more round trip, but a
+   * connection cut mid-transaction then went back to the pool broken; `sql.begin` handles that.)
    */
   private async once<T>(work: (tx: StatusTransaction) => Promise<T>): Promise<T> {
-    return (await this.sql.begin(async (sql) => {
-      const tx = new PostgresStatusTransaction(sql);
-      const value = await work(tx);
-      const last = tx.sendAtCommit();
-      if (last) await last;
-      return value;
+    let last: Promise<unknown> | null = null;
+    const value = (await this.sql.begin(async (sql) => {
+      const tx = new PostgresStatusTransaction(sql, sql);
+      const result = await work(tx);
+      last = tx.sendAtCommit();
+      // Observed below, once COMMIT has answered.
+      last?.catch(() => {});
+      return result;
     })) as T;
+    if (last) await last;
+    return value;
+  }
+
+  /** No BEGIN, no COMMIT: the writes are one statement, so one round trip (a create's). */
+  private async writeOnly<T>(work: (tx: StatusTransaction) => Promise<T>): Promise<T> {
+    const tx = new PostgresStatusTransaction(null, this.sql);
+    const value = await work(tx);
+    await tx.sendAtCommit();
+    return value;
   }
 }

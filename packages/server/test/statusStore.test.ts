@@ -1,0 +1,91 @@
+/**
+ * The status store's transactions against PostgreSQL: a transaction's writes go out as one statement
+ * (with COMMIT behind it, or on its own for a write-only one), so a failing write must still take the
+ * whole transaction with it and be reported.
+ */
+import { newId } from '@tdp/protocol';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Harness, startHarness } from '../../../test/harness.ts';
+import { PostgresStatusStore } from '../src/adapters/outbound/postgres/statusStore.ts';
+import type { FactWrite } from '../src/core/status/ports.ts';
+import { connectDatabase } from '../src/main.ts';
+
+let h: Harness;
+let sql: ReturnType<typeof connectDatabase>;
+let store: PostgresStatusStore;
+
+beforeAll(async () => {
+  h = await startHarness();
+  sql = connectDatabase({ url: h.databaseUrl, maxConnections: 4 });
+  store = new PostgresStatusStore(sql);
+});
+afterAll(async () => {
+  await sql.end();
+  await h.close();
+});
+
+/** An idempotency claim plus an outbox row (a table without foreign keys), written together. */
+const claimWithOutbox = (key: string, outboxId: string): FactWrite => ({
+  idempotency: {
+    principal: 'test',
+    operation: 'store-test',
+    key,
+    requestHash: 'h',
+    responseStatus: 201,
+    responseBody: { ok: true },
+    createdAt: new Date(),
+  },
+  events: [],
+  outbox: [
+    {
+      id: outboxId,
+      tenantId: newId(),
+      applicationId: newId(),
+      aggregateId: newId(),
+      eventType: 'test.written',
+      payload: { key },
+      createdAt: new Date(),
+    },
+  ],
+  realtime: [],
+});
+
+const outboxRows = async (id: string) =>
+  (await sql`SELECT count(*)::int AS n FROM outbox_event WHERE id = ${id}`)[0]!.n as number;
+
+describe('status store transactions', () => {
+  for (const writeOnly of [true, false]) {
+    const kind = writeOnly ? 'a write-only transaction' : 'a transaction that read first';
+    it(`${kind} commits all its writes, or none when one of them fails`, async () => {
+      const key = newId();
+      const first = newId();
+      await store.transaction(
+        async (tx) => {
+          if (!writeOnly) await tx.findDedup(newId());
+          tx.writeAtCommit([claimWithOutbox(key, first)]);
+        },
+        { writeOnly },
+      );
+      expect(await outboxRows(first)).toBe(1);
+
+      // The same key again: the idempotency insert fails, so the outbox row beside it must not land.
+      const second = newId();
+      await expect(
+        store.transaction(
+          async (tx) => {
+            if (!writeOnly) await tx.findDedup(newId());
+            tx.writeAtCommit([claimWithOutbox(key, second)]);
+          },
+          { writeOnly },
+        ),
+      ).rejects.toMatchObject({ code: '23505' });
+      expect(await outboxRows(second)).toBe(0);
+    });
+  }
+
+  it('a write-only transaction refuses to read', async () => {
+    await expect(store.transaction(async (tx) => tx.findDedup(newId()), { writeOnly: true })).rejects.toThrow(
+      /cannot read/,
+    );
+  });
+});
