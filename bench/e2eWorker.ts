@@ -4,7 +4,7 @@
  * to the parent over IPC.
  */
 import { newId } from '../packages/protocol/src/ids.ts';
-import { sseEvents } from '../test/sse.ts';
+import { sseEvents } from '../packages/worker/src/sse.ts';
 
 const [system, target, secret] = process.argv.slice(2) as ['tdp' | 'graphile' | 'pgboss', string, string];
 let handled = 0;

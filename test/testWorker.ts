@@ -3,7 +3,7 @@
  * runs a handler per START_ATTEMPT, reporting through the attempt inbox.
  */
 import { newId } from '../packages/protocol/src/ids.ts';
-import { sseEvents } from './sse.ts';
+import { sseEvents } from '../packages/worker/src/sse.ts';
 
 export interface StartCommand {
   commandId: string;

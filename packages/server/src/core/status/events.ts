@@ -328,6 +328,9 @@ async function reportOne(deps: StatusDeps, session: FactSession, item: ReportIte
                 stepKey: step.key,
                 errorCode: nextStep.error?.code ?? 'STEP_FAILED',
                 retryable: nextStep.error?.retryable ?? false,
+                // Category WORKER: the worker handed the attempt back (draining, restarted) — not the
+                // step's failure, so it is retried like a lost worker's, under every failure policy.
+                infrastructure: nextStep.error?.category === 'WORKER',
               },
           now,
         )

@@ -1,0 +1,144 @@
+/**
+ * The worker side of TDP's worker protocol (docs/workers.md) over HTTP. Failures are sorted into what the
+ * runtime does about them: `RejectedError` (401/403: the key or session is not accepted — the session
+ * ends) and `UnavailableError` (network errors, timeouts, 429 and 5xx: try again later).
+ */
+import { sseEvents } from './sse.ts';
+
+export class RejectedError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'RejectedError';
+  }
+}
+
+export class UnavailableError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'UnavailableError';
+  }
+}
+
+export interface Registration {
+  instanceId: string;
+  name: string;
+  nodeId: string;
+  capabilities: { name: string; version: string }[];
+  labels?: Record<string, string>;
+  resources?: { cpuMillis?: number; memoryMb?: number; gpus?: number };
+  maxConcurrency?: number;
+}
+
+export interface Registered {
+  workerId: string;
+  heartbeatIntervalSeconds: number;
+  heartbeatTtlSeconds: number;
+}
+
+export interface WorkerCommand {
+  commandId: string;
+  type: 'START_ATTEMPT' | 'CANCEL_ATTEMPT' | 'DRAIN' | string;
+  [field: string]: unknown;
+}
+
+/** The server's answer for one event: accepted (or a duplicate of an accepted one), or why not. */
+export interface EventOutcome {
+  eventId: string;
+  ok: boolean;
+  code?: string;
+  detail?: string;
+}
+
+export class WorkerClient {
+  constructor(
+    private readonly baseUrl: string,
+    private readonly workerKey: string,
+    private readonly timeoutMs = 15_000,
+  ) {}
+
+  private async call(method: string, path: string, body?: unknown): Promise<unknown> {
+    let response: Response;
+    try {
+      response = await fetch(`${this.baseUrl}${path}`, {
+        method,
+        headers: {
+          authorization: `Bearer ${this.workerKey}`,
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        signal: AbortSignal.timeout(this.timeoutMs),
+      });
+    } catch (error) {
+      throw new UnavailableError(`${method} ${path}: ${(error as Error).message}`, { cause: error });
+    }
+    const text = await response.text().catch(() => '');
+    if (response.status === 401 || response.status === 403)
+      throw new RejectedError(response.status, `${method} ${path} answered ${response.status}: ${text}`);
+    if (response.status === 429 || response.status >= 500)
+      throw new UnavailableError(`${method} ${path} answered ${response.status}`);
+    if (!response.ok) throw new Error(`${method} ${path} answered ${response.status}: ${text}`);
+    return text ? JSON.parse(text) : null;
+  }
+
+  register(registration: Registration): Promise<Registered> {
+    return this.call('POST', '/v1/workers/register', registration) as Promise<Registered>;
+  }
+
+  async heartbeat(workerId: string, runtimeState: 'READY' | 'DRAINING'): Promise<void> {
+    await this.call('POST', `/v1/workers/${workerId}/heartbeat`, { runtimeState });
+  }
+
+  async ack(workerId: string, commandIds: string[]): Promise<void> {
+    await this.call('POST', `/v1/workers/${workerId}/commands:ack`, { commandIds });
+  }
+
+  async sendEvents(workerId: string, events: Record<string, unknown>[]): Promise<EventOutcome[]> {
+    const answer = (await this.call('POST', `/v1/workers/${workerId}/events:batch`, { events })) as {
+      results: EventOutcome[];
+    };
+    return answer.results;
+  }
+
+  /** Attempt heartbeats (the light path): each carries its START_ATTEMPT's execution token. */
+  async attemptHeartbeats(items: { executionToken: string; heartbeatSeq: number }[]): Promise<void> {
+    await this.call('POST', '/v1/task-heartbeats:batch', { heartbeats: items });
+  }
+
+  /**
+   * Reads the command stream until it ends or `signal` aborts. Resolves when the server closes it;
+   * rejects with UnavailableError or RejectedError when it cannot be opened or breaks.
+   */
+  async streamCommands(
+    workerId: string,
+    lastEventId: string | null,
+    signal: AbortSignal,
+    onCommand: (command: WorkerCommand) => void,
+  ): Promise<void> {
+    let response: Response;
+    try {
+      response = await fetch(`${this.baseUrl}/v1/workers/${workerId}/commands`, {
+        headers: {
+          authorization: `Bearer ${this.workerKey}`,
+          ...(lastEventId ? { 'last-event-id': lastEventId } : {}),
+        },
+        signal,
+      });
+    } catch (error) {
+      if (signal.aborted) return;
+      throw new UnavailableError(`command stream: ${(error as Error).message}`, { cause: error });
+    }
+    if (response.status === 401 || response.status === 403)
+      throw new RejectedError(response.status, `command stream answered ${response.status}`);
+    if (!response.ok || !response.body)
+      throw new UnavailableError(`command stream answered ${response.status}`);
+    try {
+      for await (const { data } of sseEvents(response.body)) onCommand(JSON.parse(data) as WorkerCommand);
+    } catch (error) {
+      if (signal.aborted) return;
+      throw new UnavailableError(`command stream broke: ${(error as Error).message}`, { cause: error });
+    }
+  }
+}

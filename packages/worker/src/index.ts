@@ -1,0 +1,4 @@
+export { RejectedError, UnavailableError, WorkerClient } from './client.ts';
+export { LocalStore } from './localStore.ts';
+export { backoffMs, type WorkerOptions, WorkerRuntime } from './runtime.ts';
+export { type Capability, type CapabilityContext, CapabilityError, defineCapability } from './sdk.ts';

@@ -1,0 +1,313 @@
+/**
+ * The worker's local facts (source document 000 §5): what it was told (the inbox, by command id), what
+ * it is doing (attempts with lease version, state and checkpoint) and what it still has to say (the
+ * outbox, one sequence per attempt). Each change is one SQLite transaction in WAL mode, so a process
+ * killed at any point restarts knowing which results were produced and which were delivered.
+ *
+ * Errors from here are never "offline": the runtime treats them as fatal.
+ */
+import Database from 'better-sqlite3';
+
+export type AttemptState = 'RUNNING' | 'FINISHED';
+
+export interface LocalAttempt {
+  attemptId: string;
+  /** The server session the attempt was leased to (events go out under it, even after a restart). */
+  workerId: string;
+  commandId: string;
+  leaseVersion: number;
+  taskId: string;
+  stepId: string;
+  attempt: number;
+  capability: string;
+  capabilityVersion: string;
+  input: unknown;
+  executionToken: string | null;
+  heartbeatIntervalSeconds: number | null;
+  state: AttemptState;
+  checkpoint: unknown;
+}
+
+export interface OutboxEvent {
+  eventId: string;
+  attemptId: string;
+  workerId: string;
+  /** The body sent in `events:batch` (attemptId, leaseVersion, eventId, eventType, sourceSeq, …). */
+  body: Record<string, unknown>;
+}
+
+/** What an attempt says, before it has its event id and sequence. */
+export type EventDraft = Record<string, unknown> & { eventType: string };
+
+const schema = `
+  CREATE TABLE IF NOT EXISTS inbox (
+    command_id   TEXT PRIMARY KEY,
+    worker_id    TEXT NOT NULL,
+    type         TEXT NOT NULL,
+    payload      TEXT NOT NULL,
+    received_at  INTEGER NOT NULL,
+    acked        INTEGER NOT NULL DEFAULT 0
+  );
+  CREATE TABLE IF NOT EXISTS attempt (
+    attempt_id     TEXT PRIMARY KEY,
+    worker_id      TEXT NOT NULL,
+    command_id     TEXT NOT NULL,
+    lease_version  INTEGER NOT NULL,
+    task_id        TEXT NOT NULL,
+    step_id        TEXT NOT NULL,
+    attempt        INTEGER NOT NULL,
+    capability     TEXT NOT NULL,
+    capability_version TEXT NOT NULL,
+    input          TEXT NOT NULL,
+    execution_token TEXT,
+    heartbeat_interval_seconds INTEGER,
+    state          TEXT NOT NULL,
+    checkpoint     TEXT,
+    next_seq       INTEGER NOT NULL DEFAULT 1,
+    created_at     INTEGER NOT NULL,
+    updated_at     INTEGER NOT NULL
+  );
+  CREATE TABLE IF NOT EXISTS outbox (
+    event_id    TEXT PRIMARY KEY,
+    attempt_id  TEXT NOT NULL,
+    worker_id   TEXT NOT NULL,
+    seq         INTEGER NOT NULL,
+    body        TEXT NOT NULL,
+    created_at  INTEGER NOT NULL,
+    sent_at     INTEGER,
+    UNIQUE (attempt_id, seq)
+  );
+  CREATE INDEX IF NOT EXISTS outbox_unsent ON outbox (created_at) WHERE sent_at IS NULL;
+  CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+`;
+
+interface AttemptRow {
+  attempt_id: string;
+  worker_id: string;
+  command_id: string;
+  lease_version: number;
+  task_id: string;
+  step_id: string;
+  attempt: number;
+  capability: string;
+  capability_version: string;
+  input: string;
+  execution_token: string | null;
+  heartbeat_interval_seconds: number | null;
+  state: AttemptState;
+  checkpoint: string | null;
+}
+
+const toAttempt = (r: AttemptRow): LocalAttempt => ({
+  attemptId: r.attempt_id,
+  workerId: r.worker_id,
+  commandId: r.command_id,
+  leaseVersion: r.lease_version,
+  taskId: r.task_id,
+  stepId: r.step_id,
+  attempt: r.attempt,
+  capability: r.capability,
+  capabilityVersion: r.capability_version,
+  input: JSON.parse(r.input),
+  executionToken: r.execution_token,
+  heartbeatIntervalSeconds: r.heartbeat_interval_seconds,
+  state: r.state,
+  checkpoint: r.checkpoint === null ? null : JSON.parse(r.checkpoint),
+});
+
+export class LocalStore {
+  private readonly db: Database.Database;
+
+  constructor(
+    path: string,
+    private readonly newId: () => string,
+    private readonly now: () => number = Date.now,
+  ) {
+    this.db = new Database(path);
+    this.db.pragma('journal_mode = WAL');
+    // FULL: a result the worker wrote survives a power cut, not only a killed process.
+    this.db.pragma('synchronous = FULL');
+    this.db.exec(schema);
+  }
+
+  close(): void {
+    this.db.close();
+  }
+
+  getMeta(key: string): string | null {
+    const row = this.db.prepare('SELECT value FROM meta WHERE key = ?').get(key) as
+      | { value: string }
+      | undefined;
+    return row?.value ?? null;
+  }
+
+  setMeta(key: string, value: string | null): void {
+    if (value === null) this.db.prepare('DELETE FROM meta WHERE key = ?').run(key);
+    else
+      this.db
+        .prepare(
+          'INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value',
+        )
+        .run(key, value);
+  }
+
+  /**
+   * Records a received command once. A START_ATTEMPT also records its attempt, in the same transaction.
+   * Returns false for a command already in the inbox (the server sent it again).
+   */
+  receive(
+    workerId: string,
+    command: { commandId: string; type: string; payload: Record<string, unknown> },
+  ): boolean {
+    return this.db.transaction(() => {
+      const inserted = this.db
+        .prepare(
+          'INSERT INTO inbox (command_id, worker_id, type, payload, received_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING',
+        )
+        .run(command.commandId, workerId, command.type, JSON.stringify(command.payload), this.now());
+      if (inserted.changes === 0) return false;
+      if (command.type === 'START_ATTEMPT') {
+        const p = command.payload as {
+          attemptId: string;
+          leaseVersion: number;
+          taskId: string;
+          stepId: string;
+          attempt: number;
+          capability: string;
+          capabilityVersion: string;
+          input: unknown;
+          executionToken?: string;
+          heartbeatIntervalSeconds?: number | null;
+        };
+        this.db
+          .prepare(
+            `INSERT INTO attempt (attempt_id, worker_id, command_id, lease_version, task_id, step_id, attempt, capability,
+                                  capability_version, input, execution_token, heartbeat_interval_seconds, state, created_at, updated_at)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'RUNNING', ?, ?)
+             ON CONFLICT (attempt_id) DO NOTHING`,
+          )
+          .run(
+            p.attemptId,
+            workerId,
+            command.commandId,
+            p.leaseVersion,
+            p.taskId,
+            p.stepId,
+            p.attempt,
+            p.capability,
+            p.capabilityVersion,
+            JSON.stringify(p.input ?? null),
+            p.executionToken ?? null,
+            p.heartbeatIntervalSeconds ?? null,
+            this.now(),
+            this.now(),
+          );
+      }
+      return true;
+    })();
+  }
+
+  /** Commands received but not yet acknowledged to the server. */
+  unacked(): string[] {
+    return (
+      this.db.prepare('SELECT command_id FROM inbox WHERE acked = 0 ORDER BY command_id').all() as {
+        command_id: string;
+      }[]
+    ).map((r) => r.command_id);
+  }
+
+  markAcked(commandIds: string[]): void {
+    const mark = this.db.prepare('UPDATE inbox SET acked = 1 WHERE command_id = ?');
+    this.db.transaction(() => {
+      for (const id of commandIds) mark.run(id);
+    })();
+  }
+
+  /** The newest command id received by a session: its `Last-Event-ID` after a reconnect. */
+  lastCommandId(workerId: string): string | null {
+    const row = this.db
+      .prepare('SELECT max(command_id) AS id FROM inbox WHERE worker_id = ?')
+      .get(workerId) as { id: string | null };
+    return row.id;
+  }
+
+  getAttempt(attemptId: string): LocalAttempt | null {
+    const row = this.db.prepare('SELECT * FROM attempt WHERE attempt_id = ?').get(attemptId) as
+      | AttemptRow
+      | undefined;
+    return row ? toAttempt(row) : null;
+  }
+
+  /** Attempts not finished: after a restart, each is resumed or handed back. */
+  runningAttempts(): LocalAttempt[] {
+    return (
+      this.db
+        .prepare("SELECT * FROM attempt WHERE state = 'RUNNING' ORDER BY created_at")
+        .all() as AttemptRow[]
+    ).map(toAttempt);
+  }
+
+  saveCheckpoint(attemptId: string, data: unknown): void {
+    this.db
+      .prepare('UPDATE attempt SET checkpoint = ?, updated_at = ? WHERE attempt_id = ?')
+      .run(JSON.stringify(data), this.now(), attemptId);
+  }
+
+  /**
+   * Writes an event of the attempt to the outbox with the attempt's next sequence number; with `final`,
+   * the attempt is finished in the same transaction (its result and its end are one local fact).
+   * Nothing is written for an attempt already finished.
+   */
+  record(attemptId: string, draft: EventDraft, final = false): OutboxEvent | null {
+    return this.db.transaction(() => {
+      const row = this.db
+        .prepare('SELECT worker_id, lease_version, next_seq, state FROM attempt WHERE attempt_id = ?')
+        .get(attemptId) as
+        | { worker_id: string; lease_version: number; next_seq: number; state: AttemptState }
+        | undefined;
+      if (!row || row.state === 'FINISHED') return null;
+      const eventId = this.newId();
+      const body = { ...draft, attemptId, leaseVersion: row.lease_version, eventId, sourceSeq: row.next_seq };
+      this.db
+        .prepare(
+          'INSERT INTO outbox (event_id, attempt_id, worker_id, seq, body, created_at) VALUES (?, ?, ?, ?, ?, ?)',
+        )
+        .run(eventId, attemptId, row.worker_id, row.next_seq, JSON.stringify(body), this.now());
+      this.db
+        .prepare(
+          `UPDATE attempt SET next_seq = next_seq + 1, updated_at = ?${final ? ", state = 'FINISHED'" : ''} WHERE attempt_id = ?`,
+        )
+        .run(this.now(), attemptId);
+      return { eventId, attemptId, workerId: row.worker_id, body };
+    })();
+  }
+
+  /** Undelivered events, oldest first. */
+  unsent(limit: number): OutboxEvent[] {
+    return (
+      this.db
+        .prepare(
+          'SELECT event_id, attempt_id, worker_id, body FROM outbox WHERE sent_at IS NULL ORDER BY created_at, seq LIMIT ?',
+        )
+        .all(limit) as { event_id: string; attempt_id: string; worker_id: string; body: string }[]
+    ).map((r) => ({
+      eventId: r.event_id,
+      attemptId: r.attempt_id,
+      workerId: r.worker_id,
+      body: JSON.parse(r.body),
+    }));
+  }
+
+  markSent(eventIds: string[]): void {
+    const mark = this.db.prepare('UPDATE outbox SET sent_at = ? WHERE event_id = ?');
+    const at = this.now();
+    this.db.transaction(() => {
+      for (const id of eventIds) mark.run(at, id);
+    })();
+  }
+
+  unsentCount(): number {
+    return (this.db.prepare('SELECT count(*) AS n FROM outbox WHERE sent_at IS NULL').get() as { n: number })
+      .n;
+  }
+}

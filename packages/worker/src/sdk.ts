@@ -1,0 +1,72 @@
+/**
+ * The SDK for capabilities: what a step's code sees. A capability is a name, a version, TypeBox schemas
+ * for its input and output, and `run(ctx, input)`. The runtime validates the input before `run` and the
+ * output after it, and turns what `run` throws into the step's failure.
+ */
+import type { Static, TSchema } from 'typebox';
+
+/** Progress as a step reports it: percent rises only; a phase names what it is doing now. */
+export interface ProgressUpdate {
+  phase?: string;
+  message?: string;
+}
+
+export interface AttemptLogger {
+  info(message: string, fields?: Record<string, unknown>): void;
+  warn(message: string, fields?: Record<string, unknown>): void;
+  error(message: string, fields?: Record<string, unknown>): void;
+}
+
+export interface CapabilityContext<Checkpoint = unknown> {
+  attemptId: string;
+  taskId: string;
+  stepId: string;
+  /** 1 for the first try of the step, 2 for its first retry… */
+  attempt: number;
+  /**
+   * Reports progress (0–100). Throttled to one report per second per attempt unless the phase changes;
+   * the newest value always gets out before the step's final event.
+   */
+  progress(percent: number, update?: ProgressUpdate): void;
+  /** Stores resumable state locally, durably: after a restart, `checkpoint` is what was last stored. */
+  saveCheckpoint(data: Checkpoint): void;
+  /** The last stored checkpoint of this attempt (after a restart), or null. */
+  readonly checkpoint: Checkpoint | null;
+  /** Aborted when the attempt is cancelled, its lease is lost, or the worker hands it back. */
+  signal: AbortSignal;
+  log: AttemptLogger;
+}
+
+/** A failure a capability chooses: its code and whether trying again could help. */
+export class CapabilityError extends Error {
+  constructor(
+    readonly code: string,
+    message: string,
+    readonly options: { retryable?: boolean; category?: string; details?: Record<string, unknown> } = {},
+  ) {
+    super(message);
+    this.name = 'CapabilityError';
+  }
+}
+
+export interface Capability<I extends TSchema = TSchema, O extends TSchema = TSchema> {
+  name: string;
+  version: string;
+  input: I;
+  output: O;
+  /** Whether `run` can pick up from `ctx.checkpoint` after the worker restarted mid-attempt. */
+  resumable?: boolean;
+  run(ctx: CapabilityContext, input: Static<I>): Promise<Static<O>>;
+}
+
+/** Declares a capability; the types of `run`'s input and result follow from the schemas. */
+export function defineCapability<I extends TSchema, O extends TSchema>(
+  capability: Capability<I, O>,
+): Capability<I, O> {
+  if (!/^[a-z][a-z0-9_.-]*$/.test(capability.name)) {
+    throw new Error(
+      `capability name ${JSON.stringify(capability.name)} must be lowercase, e.g. image.watermark`,
+    );
+  }
+  return capability;
+}

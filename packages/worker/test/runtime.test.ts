@@ -1,0 +1,225 @@
+/**
+ * The worker runtime against a real TDP server: capabilities run end to end; a result recorded locally
+ * but not delivered survives SIGKILL and goes out after the restart under the same event id, once; the
+ * sender outlasts the server being unreachable; SIGTERM hands back what is still running and exits 0.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { newId } from '@tdp/protocol';
+import Database from 'better-sqlite3';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Harness, startHarness } from '../../../test/harness.ts';
+import { TcpProxy } from '../../../test/tcpProxy.ts';
+import { backoffMs } from '../src/index.ts';
+
+let h: Harness;
+let app: Awaited<ReturnType<Harness['createApplication']>>;
+let workerKey: string;
+const children: ChildProcess[] = [];
+const directory = mkdtempSync(join(tmpdir(), 'tdp-worker-test-'));
+
+beforeAll(async () => {
+  h = await startHarness({ runLoops: true });
+  app = await h.createApplication();
+  workerKey = (await h.request('POST', '/admin/v1/worker-credentials', { token: h.adminToken, body: {} }))
+    .body.key;
+  for (const [name, capability, mapping] of [
+    ['echo-wf', 'test.echo', { text: '$.input.text', delayMs: '$.input.delayMs' }],
+    ['wait-wf', 'test.wait', {}],
+  ] as const) {
+    await h.request('POST', '/v1/workflow-definitions', {
+      token: app.apiKey,
+      body: {
+        name,
+        version: '1',
+        steps: [
+          {
+            key: 'only',
+            capability,
+            capabilityVersion: '1',
+            inputMapping: mapping,
+            retry: { maxAttempts: 2, initialBackoffMs: 100, maxBackoffMs: 100, multiplier: 1 },
+          },
+        ],
+      },
+    });
+  }
+});
+afterAll(async () => {
+  for (const child of children) child.kill('SIGKILL');
+  await h.close();
+});
+
+/** The runtime in its own process (packages/worker/test/runtimeProcess.ts), on its own SQLite file. */
+async function startWorker(baseUrl: string, dbPath: string, nodeId: string) {
+  const child = spawn(
+    process.execPath,
+    [
+      '--import',
+      'tsx',
+      fileURLToPath(new URL('./runtimeProcess.ts', import.meta.url)),
+      baseUrl,
+      workerKey,
+      dbPath,
+      nodeId,
+    ],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  children.push(child);
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const lines = createInterface({ input: child.stdout! })[Symbol.asyncIterator]();
+  const first = await lines.next();
+  if (first.done) throw new Error('the worker process ended before registering');
+  return { child, exited, workerId: JSON.parse(first.value).workerId as string };
+}
+
+/** SIGTERM: the session drains, so the server stops placing steps on it (a killed one keeps them till its TTL). */
+async function stopWorker(worker: Awaited<ReturnType<typeof startWorker>>) {
+  worker.child.kill('SIGTERM');
+  await worker.exited;
+}
+
+const submit = async (workflowName: string, input: Record<string, unknown>) =>
+  (
+    await h.request('POST', '/v1/tasks', {
+      token: app.apiKey,
+      headers: { 'idempotency-key': newId() },
+      body: { workflowName, workflowVersion: '1', name: workflowName, input },
+    })
+  ).body.task.id as string;
+
+const task = async (taskId: string) =>
+  (await h.request('GET', `/v1/tasks/${taskId}`, { token: app.apiKey })).body;
+
+const events = async (taskId: string) =>
+  (await h.request('GET', `/v1/tasks/${taskId}/events?limit=500`, { token: app.apiKey })).body.items as {
+    eventId: string;
+    eventType: string;
+  }[];
+
+describe('worker runtime', () => {
+  it('runs a capability: started, progress, completed with its output; bad input and refusals fail the step', async () => {
+    const worker = await startWorker(h.url, join(directory, 'happy.db'), 'node-happy');
+    try {
+      const ok = await submit('echo-wf', { text: 'hello', delayMs: 0 });
+      const refused = await submit('echo-wf', { text: 'refuse', delayMs: 0 });
+      const invalid = await submit('echo-wf', { text: 42, delayMs: 0 });
+      await expect
+        .poll(async () => (await task(ok)).task.lifecycleStatus, { timeout: 15_000 })
+        .toBe('SUCCEEDED');
+      const done = await task(ok);
+      expect(done.execution.steps[0].data).toEqual({ echo: 'hello' });
+      const types = (await events(ok)).map((e) => e.eventType);
+      expect(types).toEqual(expect.arrayContaining(['STEP_STARTED', 'STEP_PROGRESS', 'STEP_COMPLETED']));
+
+      await expect
+        .poll(async () => (await task(refused)).task.lifecycleStatus, { timeout: 15_000 })
+        .toBe('FAILED');
+      expect((await task(refused)).task.failure).toMatchObject({ code: 'TEXT_REFUSED' });
+      await expect
+        .poll(async () => (await task(invalid)).task.lifecycleStatus, { timeout: 15_000 })
+        .toBe('FAILED');
+      expect((await task(invalid)).task.failure).toMatchObject({ code: 'INPUT_INVALID' });
+    } finally {
+      await stopWorker(worker);
+    }
+  });
+
+  it('a result recorded but not delivered survives SIGKILL: after the restart it goes out under the same event id, once', async () => {
+    const port = Number(new URL(h.url).port);
+    const proxy = new TcpProxy('127.0.0.1', port);
+    await proxy.start();
+    const dbPath = join(directory, 'kill.db');
+    const worker = await startWorker(`http://127.0.0.1:${proxy.port}`, dbPath, 'node-kill');
+    try {
+      const taskId = await submit('echo-wf', { text: 'survive', delayMs: 1_500 });
+      await expect
+        .poll(async () => (await task(taskId)).execution.steps[0]?.status, { timeout: 15_000 })
+        .toBe('RUNNING');
+      // The server becomes unreachable while the step finishes: the result can only be kept locally.
+      await proxy.cut();
+      const local = new Database(dbPath, { readonly: true });
+      const unsentCompletion = () =>
+        local
+          .prepare("SELECT event_id FROM outbox WHERE sent_at IS NULL AND body LIKE '%STEP_COMPLETED%'")
+          .get() as { event_id: string } | undefined;
+      await expect.poll(unsentCompletion, { timeout: 10_000 }).toBeTruthy();
+      const eventId = unsentCompletion()!.event_id;
+      local.close();
+      worker.child.kill('SIGKILL');
+      await worker.exited;
+      expect((await task(taskId)).task.lifecycleStatus).not.toBe('SUCCEEDED');
+
+      await proxy.restore();
+      const restarted = await startWorker(`http://127.0.0.1:${proxy.port}`, dbPath, 'node-kill');
+      // The restart takes back the same session (it was not gone long enough to be ended).
+      expect(restarted.workerId).toBe(worker.workerId);
+      await expect
+        .poll(async () => (await task(taskId)).task.lifecycleStatus, { timeout: 15_000 })
+        .toBe('SUCCEEDED');
+      const completions = (await events(taskId)).filter((e) => e.eventType === 'STEP_COMPLETED');
+      expect(completions.map((e) => e.eventId)).toEqual([eventId]);
+      await stopWorker(restarted);
+    } finally {
+      await proxy.cut();
+    }
+  });
+
+  it('the sender outlasts the server being unreachable for 10 seconds', async () => {
+    const port = Number(new URL(h.url).port);
+    const proxy = new TcpProxy('127.0.0.1', port);
+    await proxy.start();
+    const worker = await startWorker(
+      `http://127.0.0.1:${proxy.port}`,
+      join(directory, 'outage.db'),
+      'node-outage',
+    );
+    try {
+      const taskId = await submit('echo-wf', { text: 'later', delayMs: 1_000 });
+      await expect
+        .poll(async () => (await task(taskId)).execution.steps[0]?.status, { timeout: 15_000 })
+        .toBe('RUNNING');
+      await proxy.cut();
+      await new Promise((resolve) => setTimeout(resolve, 10_000));
+      expect((await task(taskId)).task.lifecycleStatus).not.toBe('SUCCEEDED');
+      await proxy.restore();
+      // The sender's back-off is at most 30 s (about 8 s after a 10 s outage).
+      await expect
+        .poll(async () => (await task(taskId)).task.lifecycleStatus, { timeout: 40_000 })
+        .toBe('SUCCEEDED');
+      await stopWorker(worker);
+    } finally {
+      worker.child.kill('SIGKILL');
+      await proxy.cut();
+    }
+  }, 70_000);
+
+  it('SIGTERM hands back a running attempt (a retryable failure, so it runs again) and exits 0', async () => {
+    const worker = await startWorker(h.url, join(directory, 'drain.db'), 'node-drain');
+    const taskId = await submit('wait-wf', {});
+    await expect
+      .poll(async () => (await task(taskId)).execution.steps[0]?.status, { timeout: 15_000 })
+      .toBe('RUNNING');
+    worker.child.kill('SIGTERM');
+    expect(await worker.exited).toBe(0);
+    const failures = (await events(taskId)).filter((e) => e.eventType === 'STEP_FAILED');
+    expect(failures).toHaveLength(1);
+    // Handed back as retryable: the step waits for its next attempt instead of failing the task.
+    await expect
+      .poll(async () => (await task(taskId)).execution.steps[0]?.attempt, { timeout: 10_000 })
+      .toBe(2);
+    expect((await task(taskId)).task.lifecycleStatus).not.toBe('FAILED');
+  });
+
+  it('backs off from 1 s to 30 s with jitter', () => {
+    expect(backoffMs(1, () => 0)).toBe(500);
+    expect(backoffMs(1, () => 1)).toBe(1_000);
+    expect(backoffMs(3, () => 1)).toBe(4_000);
+    expect(backoffMs(20, () => 1)).toBe(30_000);
+    expect(backoffMs(20, () => 0)).toBe(15_000);
+  });
+});

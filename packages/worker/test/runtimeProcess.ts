@@ -1,0 +1,61 @@
+/**
+ * The real worker runtime as its own process, with two test capabilities, so that a test can SIGKILL or
+ * SIGTERM it. Prints `{ "workerId": … }` once its session is open.
+ *
+ *   node --import tsx packages/worker/test/runtimeProcess.ts <baseUrl> <workerKey> <dbPath> <nodeId>
+ */
+import { newId } from '@tdp/protocol';
+import { Type } from 'typebox';
+import { CapabilityError, defineCapability, LocalStore, WorkerClient, WorkerRuntime } from '../src/index.ts';
+
+const [baseUrl, workerKey, dbPath, nodeId] = process.argv.slice(2) as [string, string, string, string];
+
+const echo = defineCapability({
+  name: 'test.echo',
+  version: '1',
+  input: Type.Object({ text: Type.String(), delayMs: Type.Optional(Type.Integer({ minimum: 0 })) }),
+  output: Type.Object({ echo: Type.String() }),
+  async run(ctx, input) {
+    ctx.progress(10, { phase: 'working' });
+    await new Promise((resolve) => setTimeout(resolve, input.delayMs ?? 0));
+    ctx.progress(90);
+    if (input.text === 'refuse') throw new CapabilityError('TEXT_REFUSED', 'this text is refused');
+    return { echo: input.text };
+  },
+});
+
+/** Runs until cancelled or handed back. */
+const wait = defineCapability({
+  name: 'test.wait',
+  version: '1',
+  input: Type.Object({}),
+  output: Type.Object({}),
+  async run(ctx) {
+    await new Promise((_resolve, reject) => {
+      ctx.signal.addEventListener('abort', () => reject(new Error('aborted')), { once: true });
+    });
+    return {};
+  },
+});
+
+const store = new LocalStore(dbPath, newId);
+const runtime = new WorkerRuntime({
+  client: new WorkerClient(baseUrl, workerKey, 2_000),
+  store,
+  capabilities: [echo, wait],
+  nodeId,
+  maxConcurrency: 4,
+  drainGraceMs: 1_000,
+  progressIntervalMs: 50,
+});
+process.once('SIGTERM', () => {
+  runtime.drain().then(
+    () => {
+      store.close();
+      process.exit(0);
+    },
+    () => process.exit(1),
+  );
+});
+await runtime.start();
+process.stdout.write(`${JSON.stringify({ workerId: runtime.id })}\n`);
