@@ -89,6 +89,31 @@ export const errorCatalogue = {
     retryable: false,
     title: 'If-Match does not match the current task version',
   },
+  ATTEMPT_NOT_FOUND: {
+    status: 404,
+    retryable: false,
+    title: 'No attempt with this id is leased to a worker of this key',
+  },
+  RESOURCE_PROVIDER_NOT_CONFIGURED: {
+    status: 409,
+    retryable: false,
+    title: 'The application has no resource provider',
+  },
+  RESOURCE_PROVIDER_REFUSED: {
+    status: 403,
+    retryable: false,
+    title: 'The resource provider refused the grant',
+  },
+  RESOURCE_PROVIDER_FAILED: {
+    status: 502,
+    retryable: true,
+    title: 'The resource provider could not be reached or failed',
+  },
+  RESOURCE_PROVIDER_INVALID: {
+    status: 502,
+    retryable: false,
+    title: "The resource provider's answer is not a usable grant",
+  },
   IDEMPOTENCY_KEY_REUSED: {
     status: 409,
     retryable: false,

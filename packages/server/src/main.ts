@@ -15,11 +15,13 @@ import { registerStatusRoutes } from './adapters/inbound/http/statusRoutes.ts';
 import { registerTaskRoutes } from './adapters/inbound/http/tasksRoutes.ts';
 import { registerWorkerRoutes } from './adapters/inbound/http/workerRoutes.ts';
 import { InProcessBus } from './adapters/outbound/bus/inProcessBus.ts';
+import { httpResourceProvider } from './adapters/outbound/http/resourceProvider.ts';
 import { AjvJsonSchemaValidator } from './adapters/outbound/jsonschema/ajvValidator.ts';
 import { JetStreamPublisher } from './adapters/outbound/nats/jetStreamPublisher.ts';
 import { PostgresCallbackQueue } from './adapters/outbound/postgres/callbackQueue.ts';
 import { connectDatabase, type Sql } from './adapters/outbound/postgres/database.ts';
 import { PostgresDefinitionStore } from './adapters/outbound/postgres/definitionStore.ts';
+import { PostgresGrantStore } from './adapters/outbound/postgres/grantStore.ts';
 import { PostgresIdentityStore } from './adapters/outbound/postgres/identityStore.ts';
 import { loadMigrations, migrationsCurrent } from './adapters/outbound/postgres/migrate.ts';
 import { ClaimableRows, PostgresOutboxQueue } from './adapters/outbound/postgres/outboxQueue.ts';
@@ -32,6 +34,7 @@ import { JoseExecutionCredentials } from './adapters/outbound/tokens/executionCr
 import { JoseUserTokens } from './adapters/outbound/tokens/userTokens.ts';
 import type { ServerConfig } from './config.ts';
 import { DefinitionCatalog } from './core/definitions/catalog.ts';
+import type { GrantDeps } from './core/grants/grants.ts';
 import type { ApplicationDeps } from './core/identity/applications.ts';
 import { openApplicationSecrets } from './core/identity/applications.ts';
 import { ApiKeyAuthenticator } from './core/identity/authenticate.ts';
@@ -230,7 +233,31 @@ export async function startServer(
     wake: (commands) => hub.deliver(commands),
     retryUnplaceableMs: 5_000,
   };
-  registerWorkerRoutes(app, { workers: workerDeps, hub, adminToken: config.adminToken, authenticator });
+  const grantDeps: GrantDeps = {
+    grants: new PostgresGrantStore(sql),
+    provider: httpResourceProvider,
+    secrets,
+    clock,
+    ids,
+    allowInsecureUrls: config.allowInsecureCallbacks,
+    attempt: async (id) => (await statusStore.attemptsById([id]))[0] ?? null,
+    credentialOfWorker: async (id) => (await workerStore.findWorkerOwner(id))?.credentialId ?? null,
+    providerOf: async (applicationId) => {
+      const application = await identityStore.getApplication(applicationId);
+      if (!application?.resourceProviderUrl) return null;
+      return {
+        url: application.resourceProviderUrl,
+        token: openApplicationSecrets(secrets, application).resourceProviderToken,
+      };
+    },
+  };
+  registerWorkerRoutes(app, {
+    workers: workerDeps,
+    grants: grantDeps,
+    hub,
+    adminToken: config.adminToken,
+    authenticator,
+  });
   registerRunRoutes(app, { authenticator, sql, callbacks: callbackQueue, clock });
   registerStatusRoutes(app, {
     authenticator,

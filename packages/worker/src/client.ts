@@ -22,6 +22,18 @@ export class UnavailableError extends Error {
   }
 }
 
+/** Any other refusal (4xx): the request itself is wrong; `problem` is the server's problem+json. */
+export class RequestError extends Error {
+  constructor(
+    readonly status: number,
+    readonly problem: { code?: string; detail?: string } | null,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'RequestError';
+  }
+}
+
 export interface Registration {
   instanceId: string;
   name: string;
@@ -36,6 +48,16 @@ export interface Registered {
   workerId: string;
   heartbeatIntervalSeconds: number;
   heartbeatTtlSeconds: number;
+}
+
+export interface Grant {
+  grantId: string;
+  url: string;
+  method: 'GET' | 'PUT';
+  headers: Record<string, string>;
+  expiresAt: string;
+  maxBytes: number | null;
+  resourceRef: string;
 }
 
 export interface WorkerCommand {
@@ -59,7 +81,12 @@ export class WorkerClient {
     private readonly timeoutMs = 15_000,
   ) {}
 
-  private async call(method: string, path: string, body?: unknown): Promise<unknown> {
+  private async call(
+    method: string,
+    path: string,
+    body?: unknown,
+    extraHeaders: Record<string, string> = {},
+  ): Promise<unknown> {
     let response: Response;
     try {
       response = await fetch(`${this.baseUrl}${path}`, {
@@ -67,6 +94,7 @@ export class WorkerClient {
         headers: {
           authorization: `Bearer ${this.workerKey}`,
           ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+          ...extraHeaders,
         },
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
         signal: AbortSignal.timeout(this.timeoutMs),
@@ -79,8 +107,13 @@ export class WorkerClient {
       throw new RejectedError(response.status, `${method} ${path} answered ${response.status}: ${text}`);
     if (response.status === 429 || response.status >= 500)
       throw new UnavailableError(`${method} ${path} answered ${response.status}`);
-    if (!response.ok) throw new Error(`${method} ${path} answered ${response.status}: ${text}`);
-    return text ? JSON.parse(text) : null;
+    if (!response.ok)
+      throw new RequestError(
+        response.status,
+        parseJson(text),
+        `${method} ${path} answered ${response.status}: ${text}`,
+      );
+    return parseJson(text);
   }
 
   register(registration: Registration): Promise<Registered> {
@@ -100,6 +133,26 @@ export class WorkerClient {
       results: EventOutcome[];
     };
     return answer.results;
+  }
+
+  /** A short-lived URL for the attempt's resource (docs/resource-provider.md); the key makes it idempotent. */
+  grant(
+    attemptId: string,
+    idempotencyKey: string,
+    body:
+      | { leaseVersion: number; access: 'DOWNLOAD' | 'UPLOAD'; resourceRef: string }
+      | {
+          leaseVersion: number;
+          relativePath: string;
+          artifactType: string;
+          mediaType: string;
+          maxBytes: number;
+        },
+  ): Promise<Grant> {
+    const path = 'access' in body ? 'grants' : 'artifacts';
+    return this.call('POST', `/v1/attempts/${attemptId}/${path}`, body, {
+      'idempotency-key': idempotencyKey,
+    }) as Promise<Grant>;
   }
 
   /** Attempt heartbeats (the light path): each carries its START_ATTEMPT's execution token. */
@@ -140,5 +193,13 @@ export class WorkerClient {
       if (signal.aborted) return;
       throw new UnavailableError(`command stream broke: ${(error as Error).message}`, { cause: error });
     }
+  }
+}
+
+function parseJson(text: string): any {
+  try {
+    return text ? JSON.parse(text) : null;
+  } catch {
+    return null;
   }
 }

@@ -1,3 +1,5 @@
+export { archiveClean, cleanArchive } from './capabilities/archiveClean.ts';
+export { builtinCapabilities } from './capabilities/index.ts';
 export { RejectedError, UnavailableError, WorkerClient } from './client.ts';
 export { LocalStore } from './localStore.ts';
 export { backoffMs, type WorkerOptions, WorkerRuntime } from './runtime.ts';

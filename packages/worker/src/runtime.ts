@@ -11,12 +11,22 @@
  *   registers again; if the key itself is refused, the worker stops with an error;
  * - a local database error: fatal. The runtime stops and `done` rejects; it is never taken for "offline".
  */
-import { availableParallelism, hostname, totalmem } from 'node:os';
+import { mkdir, rm } from 'node:fs/promises';
+import { availableParallelism, hostname, tmpdir, totalmem } from 'node:os';
+import { join } from 'node:path';
 import { newId } from '@tdp/protocol';
 import { Check, Errors } from 'typebox/value';
-import { RejectedError, UnavailableError, type WorkerClient, type WorkerCommand } from './client.ts';
+import {
+  type Grant,
+  RejectedError,
+  RequestError,
+  UnavailableError,
+  type WorkerClient,
+  type WorkerCommand,
+} from './client.ts';
 import type { EventDraft, LocalAttempt, LocalStore } from './localStore.ts';
 import { type AttemptLogger, type Capability, type CapabilityContext, CapabilityError } from './sdk.ts';
+import { downloadTo, uploadFrom } from './transfer.ts';
 
 export interface Logger {
   info(fields: Record<string, unknown>, message: string): void;
@@ -37,6 +47,8 @@ export interface WorkerOptions {
   logger?: Logger;
   /** Progress reports per attempt are at most this frequent (unless the phase changes). */
   progressIntervalMs?: number;
+  /** Where attempts keep their files (one folder each, removed when the attempt ends). */
+  workDirectory?: string;
 }
 
 const silent: Logger = { info: () => {}, warn: () => {}, error: () => {} };
@@ -480,6 +492,9 @@ export class WorkerRuntime {
       this.senderWake.wake();
     });
     const log = attemptLogger(this.logger, local);
+    const workDirectory = join(this.options.workDirectory ?? join(tmpdir(), 'tdp-worker'), local.attemptId);
+    await mkdir(workDirectory, { recursive: true });
+    let files = 0;
     const ctx: CapabilityContext = {
       attemptId: local.attemptId,
       taskId: local.taskId,
@@ -490,6 +505,38 @@ export class WorkerRuntime {
       checkpoint: resumed ? local.checkpoint : null,
       signal: controller.signal,
       log,
+      workDirectory,
+      download: async (resourceRef) => {
+        // A fixed key per resource: after a restart the same grant comes back (if still valid).
+        const grant = await this.grant(local, `download:${resourceRef}`, {
+          leaseVersion: local.leaseVersion,
+          access: 'DOWNLOAD',
+          resourceRef,
+        });
+        files += 1;
+        const path = join(workDirectory, `input-${files}`);
+        await downloadTo(grant, path, controller.signal);
+        return path;
+      },
+      allocateOutput: async (spec) => {
+        const grant = await this.grant(local, `artifact:${spec.relativePath}`, {
+          leaseVersion: local.leaseVersion,
+          relativePath: spec.relativePath,
+          artifactType: spec.artifactType ?? 'FILE',
+          mediaType: spec.mediaType,
+          maxBytes: spec.maxBytes,
+        });
+        files += 1;
+        const path = join(workDirectory, `output-${files}`);
+        return {
+          path,
+          resourceRef: grant.resourceRef,
+          upload: async () => ({
+            resourceRef: grant.resourceRef,
+            bytes: await uploadFrom(grant, path, spec.mediaType, controller.signal),
+          }),
+        };
+      },
     };
     let draft: EventDraft;
     try {
@@ -508,6 +555,7 @@ export class WorkerRuntime {
       }
     } catch (error) {
       if (controller.signal.reason === 'STOPPED') {
+        // Its files stay: a restart may resume from them.
         progress.cancel();
         return;
       }
@@ -517,6 +565,29 @@ export class WorkerRuntime {
     progress.flush();
     draft.durationMs ??= Date.now() - startedAt;
     this.finish(local.attemptId, draft);
+    await rm(workDirectory, { recursive: true, force: true });
+  }
+
+  /** A grant for the attempt; refusals become the step's failure, a lost lease aborts it. */
+  private async grant(
+    local: LocalAttempt,
+    key: string,
+    body: Parameters<WorkerClient['grant']>[2],
+  ): Promise<Grant> {
+    try {
+      return await this.options.client.grant(local.attemptId, key, body);
+    } catch (error) {
+      if (error instanceof UnavailableError)
+        throw new CapabilityError('GRANT_UNAVAILABLE', error.message, {
+          retryable: true,
+          category: 'RESOURCE',
+        });
+      if (error instanceof RequestError && error.problem?.code === 'STALE_EXECUTION') {
+        this.running.get(local.attemptId)?.controller.abort('LEASE_LOST' satisfies AbortReason);
+      }
+      const code = error instanceof RequestError ? (error.problem?.code ?? 'GRANT_REFUSED') : 'GRANT_REFUSED';
+      throw new CapabilityError(code, (error as Error).message, { retryable: false, category: 'RESOURCE' });
+    }
   }
 
   private failureOf(error: unknown, signal: AbortSignal): EventDraft {

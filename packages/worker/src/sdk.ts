@@ -32,9 +32,36 @@ export interface CapabilityContext<Checkpoint = unknown> {
   saveCheckpoint(data: Checkpoint): void;
   /** The last stored checkpoint of this attempt (after a restart), or null. */
   readonly checkpoint: Checkpoint | null;
+  /**
+   * Downloads a resource of the application (through a grant from its resource provider) into this
+   * attempt's work directory; returns the local path.
+   */
+  download(resourceRef: string): Promise<string>;
+  /**
+   * Allocates an output: write the file at `path`, then `upload()` it; the result names the new
+   * resource (`resourceRef`) to return in the step's output.
+   */
+  allocateOutput(spec: OutputSpec): Promise<OutputFile>;
+  /** A folder for this attempt's files, removed when the attempt ends. */
+  workDirectory: string;
   /** Aborted when the attempt is cancelled, its lease is lost, or the worker hands it back. */
   signal: AbortSignal;
   log: AttemptLogger;
+}
+
+export interface OutputSpec {
+  /** Where the file goes among the task's outputs, e.g. `clean/photos.zip`. */
+  relativePath: string;
+  mediaType: string;
+  maxBytes: number;
+  /** What kind of artifact it is (default `FILE`). */
+  artifactType?: string;
+}
+
+export interface OutputFile {
+  path: string;
+  resourceRef: string;
+  upload(): Promise<{ resourceRef: string; bytes: number }>;
 }
 
 /** A failure a capability chooses: its code and whether trying again could help. */

@@ -3,23 +3,20 @@
  * but not delivered survives SIGKILL and goes out after the restart under the same event id, once; the
  * sender outlasts the server being unreachable; SIGTERM hands back what is still running and exits 0.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import { newId } from '@tdp/protocol';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Harness, startHarness } from '../../../test/harness.ts';
 import { TcpProxy } from '../../../test/tcpProxy.ts';
 import { backoffMs } from '../src/index.ts';
+import { killAllWorkerProcesses, startWorkerProcess, stopWorkerProcess } from './support.ts';
 
 let h: Harness;
 let app: Awaited<ReturnType<Harness['createApplication']>>;
 let workerKey: string;
-const children: ChildProcess[] = [];
 const directory = mkdtempSync(join(tmpdir(), 'tdp-worker-test-'));
 
 beforeAll(async () => {
@@ -50,38 +47,13 @@ beforeAll(async () => {
   }
 });
 afterAll(async () => {
-  for (const child of children) child.kill('SIGKILL');
+  killAllWorkerProcesses();
   await h.close();
 });
 
-/** The runtime in its own process (packages/worker/test/runtimeProcess.ts), on its own SQLite file. */
-async function startWorker(baseUrl: string, dbPath: string, nodeId: string) {
-  const child = spawn(
-    process.execPath,
-    [
-      '--import',
-      'tsx',
-      fileURLToPath(new URL('./runtimeProcess.ts', import.meta.url)),
-      baseUrl,
-      workerKey,
-      dbPath,
-      nodeId,
-    ],
-    { stdio: ['ignore', 'pipe', 'inherit'] },
-  );
-  children.push(child);
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  const lines = createInterface({ input: child.stdout! })[Symbol.asyncIterator]();
-  const first = await lines.next();
-  if (first.done) throw new Error('the worker process ended before registering');
-  return { child, exited, workerId: JSON.parse(first.value).workerId as string };
-}
-
-/** SIGTERM: the session drains, so the server stops placing steps on it (a killed one keeps them till its TTL). */
-async function stopWorker(worker: Awaited<ReturnType<typeof startWorker>>) {
-  worker.child.kill('SIGTERM');
-  await worker.exited;
-}
+const startWorker = (baseUrl: string, dbPath: string, nodeId: string) =>
+  startWorkerProcess(baseUrl, workerKey, dbPath, nodeId);
+const stopWorker = stopWorkerProcess;
 
 const submit = async (workflowName: string, input: Record<string, unknown>) =>
   (

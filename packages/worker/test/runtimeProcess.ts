@@ -1,12 +1,19 @@
 /**
- * The real worker runtime as its own process, with two test capabilities, so that a test can SIGKILL or
+ * The real worker runtime as its own process, with two test capabilities and the built-in ones, so that a test can SIGKILL or
  * SIGTERM it. Prints `{ "workerId": … }` once its session is open.
  *
  *   node --import tsx packages/worker/test/runtimeProcess.ts <baseUrl> <workerKey> <dbPath> <nodeId>
  */
 import { newId } from '@tdp/protocol';
 import { Type } from 'typebox';
-import { CapabilityError, defineCapability, LocalStore, WorkerClient, WorkerRuntime } from '../src/index.ts';
+import {
+  builtinCapabilities,
+  CapabilityError,
+  defineCapability,
+  LocalStore,
+  WorkerClient,
+  WorkerRuntime,
+} from '../src/index.ts';
 
 const [baseUrl, workerKey, dbPath, nodeId] = process.argv.slice(2) as [string, string, string, string];
 
@@ -42,7 +49,7 @@ const store = new LocalStore(dbPath, newId);
 const runtime = new WorkerRuntime({
   client: new WorkerClient(baseUrl, workerKey, 2_000),
   store,
-  capabilities: [echo, wait],
+  capabilities: [echo, wait, ...builtinCapabilities],
   nodeId,
   maxConcurrency: 4,
   drainGraceMs: 1_000,

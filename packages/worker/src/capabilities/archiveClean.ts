@@ -12,9 +12,10 @@
 import { createWriteStream } from 'node:fs';
 import { rename, rm } from 'node:fs/promises';
 import { pipeline } from 'node:stream/promises';
+import { Type } from 'typebox';
 import yauzl from 'yauzl';
 import yazl from 'yazl';
-import { CapabilityError } from '../sdk.ts';
+import { CapabilityError, defineCapability } from '../sdk.ts';
 
 export interface CleanRules {
   /** Extra globs to remove (`*` within a folder name, `**` across folders, `?` one character). */
@@ -254,3 +255,53 @@ export async function cleanArchive(
     zip.close();
   }
 }
+
+const RemovedEntrySchema = Type.Object({ path: Type.String(), reason: Type.String() });
+
+/** The capability: the source ZIP comes from the application's storage, the cleaned one goes back there. */
+export const archiveClean = defineCapability({
+  name: 'archive.clean',
+  version: '1',
+  input: Type.Object(
+    {
+      source: Type.String({ minLength: 1, description: "the source ZIP's resource reference" }),
+      extraPatterns: Type.Optional(
+        Type.Array(Type.String({ minLength: 1, maxLength: 256 }), { maxItems: 100 }),
+      ),
+      defaultJunk: Type.Optional(Type.Boolean()),
+      outputPath: Type.Optional(Type.String({ minLength: 1, maxLength: 512 })),
+      maxOutputBytes: Type.Optional(Type.Integer({ minimum: 1 })),
+    },
+    { additionalProperties: false },
+  ),
+  output: Type.Object({
+    archive: Type.String({ description: "the cleaned ZIP's resource reference" }),
+    removed: Type.Array(RemovedEntrySchema),
+    keptFiles: Type.Integer(),
+    keptBytes: Type.Integer(),
+  }),
+  async run(ctx, input) {
+    ctx.progress(0, { phase: 'download' });
+    const source = await ctx.download(input.source);
+    const output = await ctx.allocateOutput({
+      relativePath: input.outputPath ?? 'clean/archive.zip',
+      mediaType: 'application/zip',
+      maxBytes: input.maxOutputBytes ?? defaultCleanLimits.maxTotalBytes,
+      artifactType: 'ZIP',
+    });
+    ctx.progress(5, { phase: 'clean' });
+    const report = await cleanArchive(
+      source,
+      output.path,
+      {
+        ...(input.extraPatterns ? { extraPatterns: input.extraPatterns } : {}),
+        ...(input.defaultJunk !== undefined ? { defaultJunk: input.defaultJunk } : {}),
+      },
+      { onProgress: (fraction) => ctx.progress(5 + fraction * 85), signal: ctx.signal },
+    );
+    ctx.progress(90, { phase: 'upload' });
+    const uploaded = await output.upload();
+    ctx.log.info('archive cleaned', { removed: report.removed.length, kept: report.keptFiles });
+    return { archive: uploaded.resourceRef, ...report };
+  },
+});

@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
+import { type GrantDeps, type GrantRequest, requestGrant } from '../../../core/grants/grants.ts';
 import { tokensEqual } from '../../../core/identity/apiKeys.ts';
 import type { ApiKeyAuthenticator } from '../../../core/identity/authenticate.ts';
 import type { WorkerCommandRecord } from '../../../core/scheduling/model.ts';
@@ -15,7 +16,7 @@ import {
 } from '../../../core/scheduling/workers.ts';
 import { AppError } from '../../../core/shared/errors.ts';
 import { requireAdmin } from './auth.ts';
-import { emptyBodyAsObject, problemResponses, Uuid } from './schemas.ts';
+import { emptyBodyAsObject, IdempotencyKeyHeader, problemResponses, Uuid } from './schemas.ts';
 
 const Capability = Type.Object(
   {
@@ -34,6 +35,7 @@ export function registerWorkerRoutes(
   app: FastifyInstance,
   deps: {
     workers: WorkerDeps;
+    grants: GrantDeps;
     hub: CommandHub;
     adminToken: string;
     authenticator: ApiKeyAuthenticator;
@@ -435,5 +437,94 @@ export function registerWorkerRoutes(
         results: outcomes.map((o, index) => ({ index, eventId: request.body.events[index]!.eventId, ...o })),
       };
     },
+  );
+
+  const Grant = Type.Object({
+    grantId: Type.String(),
+    purpose: Type.String(),
+    url: Type.String(),
+    method: Type.String(),
+    headers: Type.Record(Type.String(), Type.String()),
+    expiresAt: Type.String(),
+    maxBytes: Type.Union([Type.Integer(), Type.Null()]),
+    resourceRef: Type.String(),
+  });
+  const grantRoute = (
+    path: string,
+    summary: string,
+    body: ReturnType<typeof Type.Object>,
+    toRequest: (body: Record<string, unknown>, idempotencyKey: string) => GrantRequest,
+  ) =>
+    app.post<{ Params: { id: string }; Body: Record<string, unknown> }>(
+      path,
+      {
+        schema: {
+          tags,
+          security,
+          summary,
+          params: Type.Object({ id: Uuid }),
+          headers: IdempotencyKeyHeader,
+          body,
+          response: { 200: Grant, ...problemResponses },
+        },
+      },
+      async (request) =>
+        requestGrant(
+          deps.grants,
+          await workerCredential(request),
+          request.params.id,
+          toRequest(request.body, request.headers['idempotency-key'] as string),
+        ),
+    );
+
+  grantRoute(
+    '/v1/attempts/:id/grants',
+    "A short-lived URL to download or overwrite a resource, from the application's resource provider",
+    Type.Object(
+      {
+        leaseVersion: Type.Integer({ minimum: 1 }),
+        access: Type.Union([Type.Literal('DOWNLOAD'), Type.Literal('UPLOAD')]),
+        resourceRef: Type.String({ minLength: 1, maxLength: 2048 }),
+        scope: Type.Optional(Type.String({ maxLength: 256 })),
+      },
+      { additionalProperties: false },
+    ),
+    (body, idempotencyKey) => ({
+      leaseVersion: body.leaseVersion as number,
+      idempotencyKey,
+      purpose: body.access as 'DOWNLOAD' | 'UPLOAD',
+      resourceRef: body.resourceRef as string,
+      ...(body.scope ? { scope: body.scope as string } : {}),
+    }),
+  );
+
+  grantRoute(
+    '/v1/attempts/:id/artifacts',
+    'Allocates an output artifact: the provider names the new resource and gives a PUT URL with a size limit',
+    Type.Object(
+      {
+        leaseVersion: Type.Integer({ minimum: 1 }),
+        relativePath: Type.String({
+          minLength: 1,
+          maxLength: 512,
+          pattern: '^(?!/)(?!.*(^|/)\\.\\.(/|$)).+$',
+        }),
+        artifactType: Type.String({ minLength: 1, maxLength: 64 }),
+        mediaType: Type.String({ minLength: 3, maxLength: 255, pattern: '^[\\w.+-]+/[\\w.+-]+$' }),
+        maxBytes: Type.Integer({ minimum: 1 }),
+      },
+      { additionalProperties: false },
+    ),
+    (body, idempotencyKey) => ({
+      leaseVersion: body.leaseVersion as number,
+      idempotencyKey,
+      purpose: 'ARTIFACT',
+      artifact: {
+        relativePath: body.relativePath as string,
+        artifactType: body.artifactType as string,
+        mediaType: body.mediaType as string,
+        maxBytes: body.maxBytes as number,
+      },
+    }),
   );
 }
