@@ -11,6 +11,8 @@ export interface DevCredentials {
   tenantId?: string;
   applicationId?: string;
   callbackSecret?: string;
+  /** The dev worker's key (tdpw_…). */
+  workerKey?: string;
 }
 
 export function credentialsPath(home: string): string {

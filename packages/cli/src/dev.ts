@@ -1,6 +1,6 @@
 import { mkdir } from 'node:fs/promises';
 import { createServer } from 'node:net';
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import {
   configFromEnv,
   connectDatabase,
@@ -10,6 +10,8 @@ import {
   parseKeyring,
   startServer,
 } from '@tdp/server';
+import { builtinCapabilities } from '@tdp/worker';
+import { jsonLogger, type StartedWorker, startWorker } from '@tdp/worker/main';
 import {
   credentialsPath,
   type DevCredentials,
@@ -112,6 +114,16 @@ export async function runDev(env: NodeJS.ProcessEnv): Promise<number> {
   });
   await saveCredentials(home, credentials);
 
+  // A worker with the built-in capabilities, in this process, on its own key and local database.
+  let worker: StartedWorker;
+  try {
+    worker = await startDevWorker(server.url, home, credentials);
+  } catch (error) {
+    await server.close();
+    await stopPostgres();
+    throw error;
+  }
+
   say('');
   say('TDP is running.');
   say(`  API           ${server.url}/v1`);
@@ -120,6 +132,7 @@ export async function runDev(env: NodeJS.ProcessEnv): Promise<number> {
   say(`  Health        ${server.url}/readyz   Metrics ${server.url}/metrics`);
   say(`  API key       ${identity.apiKey}`);
   say(`  Admin token   ${credentials.adminToken}`);
+  say(`  Worker        ${worker.runtime.id} (archive.clean@1)`);
   say(`  Credentials   ${credentialsPath(home)}`);
   say('');
   say('Try it:');
@@ -127,9 +140,45 @@ export async function runDev(env: NodeJS.ProcessEnv): Promise<number> {
   say('Press Ctrl-C to stop.');
 
   await onShutdownSignal(async () => {
+    await worker.drain();
     await server.close();
     await stopPostgres();
   });
   say('TDP stopped cleanly.');
   return 0;
+}
+
+/** Starts the dev worker with the remembered worker key, issuing a new one when there is none (or it is refused). */
+async function startDevWorker(
+  url: string,
+  home: string,
+  credentials: DevCredentials,
+): Promise<StartedWorker> {
+  const issue = async () => {
+    const response = await fetch(`${url}/admin/v1/worker-credentials`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${credentials.adminToken}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ label: 'tdp dev' }),
+    });
+    if (!response.ok) throw new Error(`could not issue a worker key: ${response.status}`);
+    credentials.workerKey = ((await response.json()) as { key: string }).key;
+    await saveCredentials(home, credentials);
+  };
+  if (!credentials.workerKey) await issue();
+  const env = {
+    TDP_URL: url,
+    TDP_WORKER_KEY: credentials.workerKey,
+    TDP_WORKER_DB: join(home, 'worker.db'),
+    TDP_NODE_ID: 'dev',
+    TDP_WORKER_NAME: 'tdp dev worker',
+  };
+  // The banner says the worker is up; only its warnings and errors are printed.
+  const logger = { ...jsonLogger, info: () => {} };
+  try {
+    return await startWorker(env, builtinCapabilities, logger);
+  } catch (error) {
+    if ((error as Error).name !== 'RejectedError') throw error;
+    await issue();
+    return startWorker({ ...env, TDP_WORKER_KEY: credentials.workerKey }, builtinCapabilities, logger);
+  }
 }

@@ -4,6 +4,7 @@
  *   tdp dev       embedded PostgreSQL + migrations + server, with a development tenant, application and key
  *   tdp server    the server against DATABASE_URL
  *   tdp migrate   apply database migrations to DATABASE_URL
+ *   tdp worker    the worker runtime with the built-in capabilities (archive.clean)
  */
 import { parseArgs } from 'node:util';
 import { AppError, ConfigError, configFromEnv, connectDatabase, migrate, startServer } from '@tdp/server';
@@ -16,6 +17,7 @@ Commands:
   dev        Run TDP locally: embedded PostgreSQL, migrations, server; prints URLs and a development API key
   server     Run the server against DATABASE_URL (requires TDP_ADMIN_TOKEN and TDP_SECRET_KEYS)
   migrate    Apply database migrations to DATABASE_URL
+  worker     Run a worker against TDP_URL with TDP_WORKER_KEY (local state in TDP_WORKER_DB)
 
 Options:
   --port <n>     HTTP port (TDP_PORT, default 8080; 0 picks a free port)
@@ -68,6 +70,13 @@ async function main(argv: string[]): Promise<number> {
       }
       return 0;
     }
+    case 'worker': {
+      const { startWorker } = await import('@tdp/worker/main');
+      const worker = await startWorker(env);
+      // SIGTERM drains: nothing new is taken, running attempts finish or are handed back.
+      await Promise.race([onShutdownSignal(() => worker.drain()), worker.runtime.done]);
+      return 0;
+    }
     default:
       process.stderr.write(`unknown command "${command}"\n\n${usage}`);
       return 2;
@@ -78,7 +87,10 @@ main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (error: unknown) => {
     // Errors we raise on purpose read as messages; anything else keeps its stack for the bug report.
-    const expected = error instanceof ConfigError || error instanceof AppError;
+    const expected =
+      error instanceof ConfigError ||
+      error instanceof AppError ||
+      (error as Error)?.name === 'WorkerConfigError';
     process.stderr.write(
       `tdp: ${expected ? (error as Error).message : ((error as Error).stack ?? String(error))}\n`,
     );
