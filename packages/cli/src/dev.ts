@@ -132,7 +132,9 @@ export async function runDev(env: NodeJS.ProcessEnv): Promise<number> {
   say(`  Health        ${server.url}/readyz   Metrics ${server.url}/metrics`);
   say(`  API key       ${identity.apiKey}`);
   say(`  Admin token   ${credentials.adminToken}`);
-  say(`  Worker        ${worker.runtime.id} (archive.clean@1)`);
+  say(
+    `  Worker        ${worker.runtime.id} (${builtinCapabilities.map((c) => `${c.name}@${c.version}`).join(', ')})`,
+  );
   say(`  Credentials   ${credentialsPath(home)}`);
   say('');
   say('Try it:');

@@ -79,7 +79,7 @@ describe('npm start', () => {
     const apiKey = /API key\s+(tdp_\S+)/.exec(first.output())![1]!;
     expect(first.output()).toContain(`http://127.0.0.1:${port}/docs`);
     // The dev worker registered with the built-in capabilities.
-    expect(first.output()).toMatch(/Worker\s+[0-9a-f-]{36} \(archive\.clean@1\)/);
+    expect(first.output()).toMatch(/Worker\s+[0-9a-f-]{36} \(archive\.clean@1, image\.watermark@1\)/);
     const credentials = JSON.parse(await readFile(join(home, 'credentials.json'), 'utf8'));
     expect(credentials.apiKey).toBe(apiKey);
 

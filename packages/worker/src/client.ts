@@ -196,6 +196,7 @@ export class WorkerClient {
   }
 }
 
+// biome-ignore lint/suspicious/noExplicitAny: the caller states the shape it expects
 function parseJson(text: string): any {
   try {
     return text ? JSON.parse(text) : null;

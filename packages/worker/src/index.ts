@@ -1,4 +1,5 @@
 export { archiveClean, cleanArchive } from './capabilities/archiveClean.ts';
+export { imageWatermark, watermarkArchive, watermarkImage } from './capabilities/imageWatermark.ts';
 export { builtinCapabilities } from './capabilities/index.ts';
 export { RejectedError, UnavailableError, WorkerClient } from './client.ts';
 export { LocalStore } from './localStore.ts';

@@ -13,9 +13,17 @@ import { createWriteStream } from 'node:fs';
 import { rename, rm } from 'node:fs/promises';
 import { pipeline } from 'node:stream/promises';
 import { Type } from 'typebox';
-import yauzl from 'yauzl';
 import yazl from 'yazl';
 import { CapabilityError, defineCapability } from '../sdk.ts';
+import {
+  type ArchiveLimits,
+  defaultArchiveLimits,
+  openArchive,
+  openEntry,
+  refusal,
+  type Scanned,
+  scanArchive,
+} from './zip.ts';
 
 export interface CleanRules {
   /** Extra globs to remove (`*` within a folder name, `**` across folders, `?` one character). */
@@ -23,19 +31,6 @@ export interface CleanRules {
   /** Keep the default junk list (true unless set to false). */
   defaultJunk?: boolean;
 }
-
-export interface CleanLimits {
-  maxEntries: number;
-  maxTotalBytes: number;
-  /** Uncompressed ÷ compressed size above which an entry (of at least 1 MiB) is taken for a bomb. */
-  maxCompressionRatio: number;
-}
-
-export const defaultCleanLimits: CleanLimits = {
-  maxEntries: 10_000,
-  maxTotalBytes: 4 * 2 ** 30,
-  maxCompressionRatio: 200,
-};
 
 export interface RemovedEntry {
   path: string;
@@ -96,93 +91,6 @@ export function junkReason(
   return null;
 }
 
-interface Scanned {
-  path: string;
-  isDirectory: boolean;
-  entry: yauzl.Entry;
-}
-
-// Not in @types/yauzl: the name decoding yauzl applies with decodeStrings (UTF-8 flag, Info-ZIP Unicode
-// Path extra field, else CP437), used here so that unsafe names are reported by us, with their path.
-const getFileName = (
-  yauzl as unknown as {
-    getFileNameLowLevel(flags: number, raw: Buffer, extraFields: unknown[], strict: boolean): string;
-  }
-).getFileNameLowLevel;
-
-function open(path: string): Promise<yauzl.ZipFile> {
-  return new Promise((resolve, reject) => {
-    yauzl.open(
-      path,
-      { lazyEntries: true, decodeStrings: false, validateEntrySizes: true, autoClose: false },
-      (error, zip) =>
-        error ? reject(refusal('ARCHIVE_INVALID', `not a readable ZIP: ${error.message}`)) : resolve(zip!),
-    );
-  });
-}
-
-function refusal(code: string, message: string): CapabilityError {
-  return new CapabilityError(code, message, { retryable: false, category: 'INPUT' });
-}
-
-/** Reads and checks the central directory. Throws a refusal for an unsafe archive. */
-async function scan(zip: yauzl.ZipFile, limits: CleanLimits): Promise<Scanned[]> {
-  if (zip.entryCount > limits.maxEntries)
-    throw refusal(
-      'ARCHIVE_TOO_MANY_ENTRIES',
-      `${zip.entryCount} entries (the limit is ${limits.maxEntries})`,
-    );
-  const entries: Scanned[] = [];
-  let total = 0;
-  await new Promise<void>((resolve, reject) => {
-    zip.on('error', (error: Error) =>
-      reject(
-        /encrypt/i.test(error.message)
-          ? refusal('ARCHIVE_ENCRYPTED', `an entry is encrypted: ${error.message}`)
-          : refusal('ARCHIVE_INVALID', `the ZIP is damaged: ${error.message}`),
-      ),
-    );
-    zip.on('end', () => resolve());
-    zip.on('entry', (entry: yauzl.Entry) => {
-      try {
-        const raw = entry.fileName as unknown as Buffer;
-        const path = getFileName(entry.generalPurposeBitFlag, raw, entry.extraFields, false);
-        if (/^[a-zA-Z]:/.test(path) || path.startsWith('/'))
-          throw refusal('ARCHIVE_UNSAFE_PATH', `an entry has an absolute path: ${path}`);
-        if (path.split('/').includes('..'))
-          throw refusal('ARCHIVE_UNSAFE_PATH', `an entry leaves the archive's folder: ${path}`);
-        if ((entry.generalPurposeBitFlag & 0x1) !== 0)
-          throw refusal('ARCHIVE_ENCRYPTED', `an entry is encrypted: ${path}`);
-        const unixType = (entry.externalFileAttributes >>> 16) & 0o170000;
-        if (unixType === 0o120000) throw refusal('ARCHIVE_SYMLINK', `an entry is a symbolic link: ${path}`);
-        total += entry.uncompressedSize;
-        if (total > limits.maxTotalBytes)
-          throw refusal('ARCHIVE_TOO_LARGE', `more than ${limits.maxTotalBytes} bytes uncompressed`);
-        if (
-          entry.uncompressedSize >= 2 ** 20 &&
-          entry.uncompressedSize / Math.max(1, entry.compressedSize) > limits.maxCompressionRatio
-        )
-          throw refusal(
-            'ARCHIVE_COMPRESSION_RATIO',
-            `${path} inflates ${Math.round(entry.uncompressedSize / Math.max(1, entry.compressedSize))}× (the limit is ${limits.maxCompressionRatio}×)`,
-          );
-        entries.push({ path, isDirectory: path.endsWith('/'), entry });
-        zip.readEntry();
-      } catch (error) {
-        reject(error);
-      }
-    });
-    zip.readEntry();
-  });
-  return entries;
-}
-
-function openEntry(zip: yauzl.ZipFile, entry: yauzl.Entry): Promise<NodeJS.ReadableStream> {
-  return new Promise((resolve, reject) => {
-    zip.openReadStream(entry, (error, stream) => (error ? reject(error) : resolve(stream!)));
-  });
-}
-
 /**
  * Writes the cleaned archive to `targetPath` (atomically: a temporary file renamed at the end) and
  * returns what was removed. `onProgress` gets the fraction of entries done.
@@ -191,13 +99,13 @@ export async function cleanArchive(
   sourcePath: string,
   targetPath: string,
   rules: CleanRules = {},
-  options: { limits?: CleanLimits; onProgress?: (fraction: number) => void; signal?: AbortSignal } = {},
+  options: { limits?: ArchiveLimits; onProgress?: (fraction: number) => void; signal?: AbortSignal } = {},
 ): Promise<CleanReport> {
-  const limits = options.limits ?? defaultCleanLimits;
+  const limits = options.limits ?? defaultArchiveLimits;
   const patterns = (rules.extraPatterns ?? []).map((p) => [p, globToRegExp(p)] as const);
-  const zip = await open(sourcePath);
+  const zip = await openArchive(sourcePath);
   try {
-    const entries = await scan(zip, limits);
+    const entries = await scanArchive(zip, limits);
     const removed: RemovedEntry[] = [];
     const kept: Scanned[] = [];
     for (const scanned of entries) {
@@ -286,7 +194,7 @@ export const archiveClean = defineCapability({
     const output = await ctx.allocateOutput({
       relativePath: input.outputPath ?? 'clean/archive.zip',
       mediaType: 'application/zip',
-      maxBytes: input.maxOutputBytes ?? defaultCleanLimits.maxTotalBytes,
+      maxBytes: input.maxOutputBytes ?? defaultArchiveLimits.maxTotalBytes,
       artifactType: 'ZIP',
     });
     ctx.progress(5, { phase: 'clean' });

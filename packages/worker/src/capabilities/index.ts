@@ -1,5 +1,6 @@
 import type { Capability } from '../sdk.ts';
 import { archiveClean } from './archiveClean.ts';
+import { imageWatermark } from './imageWatermark.ts';
 
 /** The capabilities every `tdp worker` offers. */
-export const builtinCapabilities: Capability[] = [archiveClean as unknown as Capability];
+export const builtinCapabilities: Capability[] = [archiveClean, imageWatermark] as unknown as Capability[];

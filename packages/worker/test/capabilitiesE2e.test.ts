@@ -1,5 +1,5 @@
 /**
- * `archive.clean` end to end: a TDP server, an application with a resource provider and file store
+ * The built-in capabilities end to end (`archive.clean`, then `image.watermark` on its output): a TDP server, an application with a resource provider and file store
  * (test/fileStore.ts), and the real worker process. The bytes go between the worker and the store only.
  */
 import { mkdtempSync } from 'node:fs';
@@ -7,6 +7,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { newId } from '@tdp/protocol';
+import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type FileStore, startFileStore } from '../../../test/fileStore.ts';
 import { type Harness, startHarness } from '../../../test/harness.ts';
@@ -50,6 +51,28 @@ beforeAll(async () => {
       ],
     },
   });
+  await h.request('POST', '/v1/workflow-definitions', {
+    token: app.apiKey,
+    body: {
+      name: 'clean-watermark',
+      version: '1',
+      steps: [
+        {
+          key: 'clean',
+          capability: 'archive.clean',
+          capabilityVersion: '1',
+          inputMapping: { source: '$.input.source' },
+        },
+        {
+          key: 'watermark',
+          capability: 'image.watermark',
+          capabilityVersion: '1',
+          dependsOn: ['clean'],
+          inputMapping: { source: '$.steps.clean.output.archive', text: '$.input.text' },
+        },
+      ],
+    },
+  });
   worker = await startWorkerProcess(h.url, workerKey, join(directory, 'worker.db'), 'node-clean');
 });
 afterAll(async () => {
@@ -59,12 +82,12 @@ afterAll(async () => {
   await store.close();
 });
 
-const run = async (source: string) => {
+const run = async (source: string, workflowName = 'clean', extra: Record<string, unknown> = {}) => {
   const taskId = (
     await h.request('POST', '/v1/tasks', {
       token: app.apiKey,
       headers: { 'idempotency-key': newId() },
-      body: { workflowName: 'clean', workflowVersion: '1', name: 'clean', input: { source } },
+      body: { workflowName, workflowVersion: '1', name: workflowName, input: { source, ...extra } },
     })
   ).body.task.id as string;
   const view = async () => (await h.request('GET', `/v1/tasks/${taskId}`, { token: app.apiKey })).body;
@@ -111,5 +134,39 @@ describe('archive.clean on the worker', () => {
     expect(done.task.failure).toMatchObject({ code: 'ARCHIVE_INVALID' });
     expect(done.execution.steps[0].error).toMatchObject({ code: 'ARCHIVE_INVALID', retryable: false });
     expect(store.files.size).toBe(before);
+  });
+
+  it('clean, then watermark: the junk is gone and the images carry the watermark, Chinese included', async () => {
+    const image = await sharp({
+      create: { width: 480, height: 320, channels: 3, background: { r: 30, g: 30, b: 30 } },
+    })
+      .jpeg()
+      .toBuffer();
+    const path = join(directory, 'album.zip');
+    await writeZip(path, {
+      'album/one.jpg': image,
+      'album/._one.jpg': 'fork',
+      'album/Thumbs.db': 'junk',
+      'readme.txt': 'hello',
+    });
+    store.files.set('album-1', await readFile(path));
+    const done = await run('album-1', 'clean-watermark', { text: '机密 Confidential' });
+    expect(done.task.lifecycleStatus).toBe('SUCCEEDED');
+    const watermark = done.execution.steps.find((s: { key: string }) => s.key === 'watermark').data as {
+      archive: string;
+      watermarked: number;
+      skipped: number;
+    };
+    expect([watermark.watermarked, watermark.skipped]).toEqual([1, 1]);
+    const final = join(directory, 'final.zip');
+    await writeFile(final, store.files.get(watermark.archive)!);
+    const entries = await readZip(final);
+    expect([...entries.keys()].sort()).toEqual(['album/one.jpg', 'readme.txt']);
+    const before = await sharp(image).raw().toBuffer();
+    const after = await sharp(entries.get('album/one.jpg')!).raw().toBuffer();
+    expect(after.length).toBe(before.length);
+    let differing = 0;
+    for (let i = 0; i < before.length; i += 1) if (Math.abs(before[i]! - after[i]!) > 24) differing += 1;
+    expect(differing).toBeGreaterThan(1_000);
   });
 });

@@ -1,0 +1,309 @@
+/**
+ * `image.watermark`: a text (1–100 characters, any script: Noto Sans SC ships with the worker, so
+ * Chinese renders) over every JPEG, PNG and WebP of a ZIP, scaled to each image. Each image keeps its
+ * format and is turned upright first (EXIF orientation). Other files pass untouched; an image that is
+ * corrupt or over the pixel limit is copied unchanged and listed in the report, never a crash.
+ */
+import { createWriteStream } from 'node:fs';
+import { rename, rm } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import { pipeline } from 'node:stream/promises';
+import sharp from 'sharp';
+import { Type } from 'typebox';
+import yazl from 'yazl';
+import { CapabilityError, defineCapability } from '../sdk.ts';
+import {
+  type ArchiveLimits,
+  defaultArchiveLimits,
+  openArchive,
+  openEntry,
+  refusal,
+  scanArchive,
+} from './zip.ts';
+
+/** Noto Sans SC (OFL-1.1): Latin, Chinese, Japanese kana; shipped as an npm dependency. */
+export const watermarkFont = createRequire(import.meta.url).resolve(
+  '@expo-google-fonts/noto-sans-sc/400Regular/NotoSansSC_400Regular.ttf',
+);
+const fontFamily = 'Noto Sans SC';
+
+export type WatermarkPosition = 'center' | 'top-left' | 'top-right' | 'bottom-left' | 'bottom-right';
+
+export interface WatermarkOptions {
+  text: string;
+  position?: WatermarkPosition;
+  /** 0–1 (default 0.5). */
+  opacity?: number;
+  /** The text's width as a fraction of the image's width (default 0.4). */
+  size?: number;
+  /** `#rrggbb` (default white). */
+  color?: string;
+  /** Images with more pixels are copied unchanged (default 50 megapixels). */
+  maxPixels?: number;
+}
+
+export type FileOutcome =
+  | { path: string; status: 'WATERMARKED'; format: string }
+  | { path: string; status: 'SKIPPED' }
+  | { path: string; status: 'FAILED'; reason: 'CORRUPT' | 'TOO_LARGE'; message: string };
+
+const imageExtensions = /\.(jpe?g|png|webp)$/i;
+const defaultMaxPixels = 50_000_000;
+
+/** Counts code points, so that 机密 is two characters, as a person counts them. */
+export function checkWatermarkText(text: string): string | null {
+  const length = Array.from(text.trim()).length;
+  if (length < 1 || length > 100) return `the watermark text must have 1 to 100 characters, not ${length}`;
+  return null;
+}
+
+const escapeMarkup = (text: string) =>
+  text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+
+/** The text as an RGBA image fitted into `width` × `height`. */
+export async function renderText(
+  text: string,
+  width: number,
+  height: number,
+  options: { opacity?: number; color?: string } = {},
+): Promise<sharp.OutputInfo & { data: Buffer }> {
+  const color = /^#[0-9a-fA-F]{6}$/.test(options.color ?? '') ? options.color! : '#ffffff';
+  const alpha = Math.round(Math.min(1, Math.max(0, options.opacity ?? 0.5)) * 100);
+  const { data, info } = await sharp({
+    text: {
+      text: `<span foreground="${color}" fgalpha="${Math.max(1, alpha)}%">${escapeMarkup(text.trim())}</span>`,
+      font: fontFamily,
+      fontfile: watermarkFont,
+      width: Math.max(1, Math.round(width)),
+      height: Math.max(1, Math.round(height)),
+      // One line, as large as fits the box.
+      wrap: 'none',
+      rgba: true,
+    },
+  })
+    .png()
+    .toBuffer({ resolveWithObject: true });
+  return { ...info, data };
+}
+
+/** Watermarks one image; throws for a corrupt one or one over the pixel limit. */
+export async function watermarkImage(
+  input: Buffer,
+  options: WatermarkOptions,
+): Promise<{ data: Buffer; format: string }> {
+  const maxPixels = options.maxPixels ?? defaultMaxPixels;
+  const image = sharp(input, { limitInputPixels: maxPixels, failOn: 'error' });
+  const metadata = await image.metadata();
+  const format = metadata.format;
+  if (format !== 'jpeg' && format !== 'png' && format !== 'webp')
+    throw new Error(`not a JPEG, PNG or WebP (${format})`);
+  // Upright dimensions: orientations 5–8 swap width and height.
+  const swap = (metadata.orientation ?? 1) >= 5;
+  const width = swap ? metadata.height! : metadata.width!;
+  const height = swap ? metadata.width! : metadata.height!;
+  const size = Math.min(0.95, Math.max(0.05, options.size ?? 0.4));
+  // A one-line box: as wide as asked, and no taller than a third of that.
+  const overlay = await renderText(
+    options.text,
+    width * size,
+    Math.min(height * size, width * size * 0.3),
+    options,
+  );
+  const margin = Math.round(Math.min(width, height) * 0.03);
+  const position = options.position ?? 'center';
+  const left =
+    position === 'center'
+      ? Math.round((width - overlay.width) / 2)
+      : position.endsWith('left')
+        ? margin
+        : width - overlay.width - margin;
+  const top =
+    position === 'center'
+      ? Math.round((height - overlay.height) / 2)
+      : position.startsWith('top')
+        ? margin
+        : height - overlay.height - margin;
+  const composed = image
+    .rotate()
+    .composite([{ input: overlay.data, left: Math.max(0, left), top: Math.max(0, top) }]);
+  const encoded =
+    format === 'jpeg'
+      ? composed.jpeg({ quality: 90 })
+      : format === 'png'
+        ? composed.png()
+        : composed.webp({ quality: 90 });
+  return { data: await encoded.toBuffer(), format };
+}
+
+async function readAll(stream: NodeJS.ReadableStream): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of stream) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks);
+}
+
+/**
+ * Watermarks the images of the ZIP at `sourcePath` into `targetPath` (atomically), `concurrency` images
+ * at a time, entries kept in their order. Returns one outcome per file.
+ */
+export async function watermarkArchive(
+  sourcePath: string,
+  targetPath: string,
+  options: WatermarkOptions,
+  run: {
+    concurrency?: number;
+    limits?: ArchiveLimits;
+    onProgress?: (fraction: number) => void;
+    signal?: AbortSignal;
+  } = {},
+): Promise<FileOutcome[]> {
+  const problem = checkWatermarkText(options.text);
+  if (problem) throw new CapabilityError('WATERMARK_TEXT_INVALID', problem, { category: 'INPUT' });
+  const zip = await openArchive(sourcePath);
+  const temporary = `${targetPath}.partial`;
+  try {
+    const entries = (await scanArchive(zip, run.limits ?? defaultArchiveLimits)).filter(
+      (e) => !e.isDirectory,
+    );
+    const output = new yazl.ZipFile();
+    const written = pipeline(output.outputStream, createWriteStream(temporary));
+    const outcomes: FileOutcome[] = [];
+    const window: Promise<{ name: string; mtime: Date; data: Buffer; outcome: FileOutcome }>[] = [];
+    const concurrency = Math.max(1, run.concurrency ?? 2);
+    let done = 0;
+    const flushOne = async () => {
+      const next = await window.shift()!;
+      // Already-compressed images are stored, not deflated again.
+      output.addBuffer(next.data, next.name, {
+        mtime: next.mtime,
+        compress: next.outcome.status === 'SKIPPED',
+      });
+      outcomes.push(next.outcome);
+      done += 1;
+      run.onProgress?.(done / entries.length);
+    };
+    try {
+      for (const scanned of entries) {
+        run.signal?.throwIfAborted();
+        const original = await readAll(await openEntry(zip, scanned.entry));
+        const mtime = scanned.entry.getLastModDate();
+        window.push(
+          (async () => {
+            if (!imageExtensions.test(scanned.path))
+              return {
+                name: scanned.path,
+                mtime,
+                data: original,
+                outcome: { path: scanned.path, status: 'SKIPPED' },
+              };
+            try {
+              const { data, format } = await watermarkImage(original, options);
+              return {
+                name: scanned.path,
+                mtime,
+                data,
+                outcome: { path: scanned.path, status: 'WATERMARKED', format },
+              };
+            } catch (error) {
+              const message = (error as Error).message;
+              const reason = /pixel limit/i.test(message) ? 'TOO_LARGE' : 'CORRUPT';
+              return {
+                name: scanned.path,
+                mtime,
+                data: original,
+                outcome: { path: scanned.path, status: 'FAILED', reason, message },
+              };
+            }
+          })(),
+        );
+        if (window.length >= concurrency) await flushOne();
+      }
+      while (window.length > 0) await flushOne();
+      output.end();
+      await written;
+      await rename(temporary, targetPath);
+      return outcomes;
+    } catch (error) {
+      (output.outputStream as unknown as { destroy(): void }).destroy();
+      await written.catch(() => {});
+      await Promise.allSettled(window);
+      throw error instanceof CapabilityError || (error as Error).name === 'AbortError'
+        ? error
+        : refusal('ARCHIVE_INVALID', `the ZIP is damaged: ${(error as Error).message}`);
+    }
+  } finally {
+    await rm(temporary, { force: true });
+    zip.close();
+  }
+}
+
+const Outcome = Type.Object({
+  path: Type.String(),
+  status: Type.String(),
+  format: Type.Optional(Type.String()),
+  reason: Type.Optional(Type.String()),
+  message: Type.Optional(Type.String()),
+});
+
+export const imageWatermark = defineCapability({
+  name: 'image.watermark',
+  version: '1',
+  input: Type.Object(
+    {
+      source: Type.String({ minLength: 1, description: "the source ZIP's resource reference" }),
+      text: Type.String({ minLength: 1, maxLength: 400 }),
+      position: Type.Optional(
+        Type.Union(
+          ['center', 'top-left', 'top-right', 'bottom-left', 'bottom-right'].map((p) => Type.Literal(p)),
+        ),
+      ),
+      opacity: Type.Optional(Type.Number({ minimum: 0.05, maximum: 1 })),
+      size: Type.Optional(Type.Number({ minimum: 0.05, maximum: 0.95 })),
+      color: Type.Optional(Type.String({ pattern: '^#[0-9a-fA-F]{6}$' })),
+      outputPath: Type.Optional(Type.String({ minLength: 1, maxLength: 512 })),
+      maxOutputBytes: Type.Optional(Type.Integer({ minimum: 1 })),
+    },
+    { additionalProperties: false },
+  ),
+  output: Type.Object({
+    archive: Type.String(),
+    files: Type.Array(Outcome),
+    watermarked: Type.Integer(),
+    failed: Type.Integer(),
+    skipped: Type.Integer(),
+  }),
+  async run(ctx, input) {
+    const problem = checkWatermarkText(input.text);
+    if (problem) throw new CapabilityError('WATERMARK_TEXT_INVALID', problem, { category: 'INPUT' });
+    ctx.progress(0, { phase: 'download' });
+    const source = await ctx.download(input.source);
+    const output = await ctx.allocateOutput({
+      relativePath: input.outputPath ?? 'watermark/archive.zip',
+      mediaType: 'application/zip',
+      maxBytes: input.maxOutputBytes ?? defaultArchiveLimits.maxTotalBytes,
+      artifactType: 'ZIP',
+    });
+    ctx.progress(5, { phase: 'watermark' });
+    const files = await watermarkArchive(
+      source,
+      output.path,
+      {
+        text: input.text,
+        ...(input.position ? { position: input.position as WatermarkPosition } : {}),
+        ...(input.opacity !== undefined ? { opacity: input.opacity } : {}),
+        ...(input.size !== undefined ? { size: input.size } : {}),
+        ...(input.color ? { color: input.color } : {}),
+      },
+      { concurrency: 2, onProgress: (fraction) => ctx.progress(5 + fraction * 85), signal: ctx.signal },
+    );
+    ctx.progress(90, { phase: 'upload' });
+    const uploaded = await output.upload();
+    const count = (status: FileOutcome['status']) => files.filter((f) => f.status === status).length;
+    return {
+      archive: uploaded.resourceRef,
+      files,
+      watermarked: count('WATERMARKED'),
+      failed: count('FAILED'),
+      skipped: count('SKIPPED'),
+    };
+  },
+});

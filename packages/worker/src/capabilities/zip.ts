@@ -1,0 +1,106 @@
+/**
+ * Reading ZIPs safely, for every capability that takes one: the whole central directory is checked before
+ * a byte is written, and an unsafe archive is refused with a non-retryable code (see archive.clean).
+ */
+import yauzl from 'yauzl';
+import { CapabilityError } from '../sdk.ts';
+
+export interface ArchiveLimits {
+  maxEntries: number;
+  maxTotalBytes: number;
+  /** Uncompressed ÷ compressed size above which an entry (of at least 1 MiB) is taken for a bomb. */
+  maxCompressionRatio: number;
+}
+
+export const defaultArchiveLimits: ArchiveLimits = {
+  maxEntries: 10_000,
+  maxTotalBytes: 4 * 2 ** 30,
+  maxCompressionRatio: 200,
+};
+
+export interface Scanned {
+  path: string;
+  isDirectory: boolean;
+  entry: yauzl.Entry;
+}
+
+// Not in @types/yauzl: the name decoding yauzl applies with decodeStrings (UTF-8 flag, Info-ZIP Unicode
+// Path extra field, else CP437), used here so that unsafe names are reported by us, with their path.
+const getFileName = (
+  yauzl as unknown as {
+    getFileNameLowLevel(flags: number, raw: Buffer, extraFields: unknown[], strict: boolean): string;
+  }
+).getFileNameLowLevel;
+
+export function openArchive(path: string): Promise<yauzl.ZipFile> {
+  return new Promise((resolve, reject) => {
+    yauzl.open(
+      path,
+      { lazyEntries: true, decodeStrings: false, validateEntrySizes: true, autoClose: false },
+      (error, zip) =>
+        error ? reject(refusal('ARCHIVE_INVALID', `not a readable ZIP: ${error.message}`)) : resolve(zip!),
+    );
+  });
+}
+
+export function refusal(code: string, message: string): CapabilityError {
+  return new CapabilityError(code, message, { retryable: false, category: 'INPUT' });
+}
+
+/** Reads and checks the central directory. Throws a refusal for an unsafe archive. */
+export async function scanArchive(zip: yauzl.ZipFile, limits: ArchiveLimits): Promise<Scanned[]> {
+  if (zip.entryCount > limits.maxEntries)
+    throw refusal(
+      'ARCHIVE_TOO_MANY_ENTRIES',
+      `${zip.entryCount} entries (the limit is ${limits.maxEntries})`,
+    );
+  const entries: Scanned[] = [];
+  let total = 0;
+  await new Promise<void>((resolve, reject) => {
+    zip.on('error', (error: Error) =>
+      reject(
+        /encrypt/i.test(error.message)
+          ? refusal('ARCHIVE_ENCRYPTED', `an entry is encrypted: ${error.message}`)
+          : refusal('ARCHIVE_INVALID', `the ZIP is damaged: ${error.message}`),
+      ),
+    );
+    zip.on('end', () => resolve());
+    zip.on('entry', (entry: yauzl.Entry) => {
+      try {
+        const raw = entry.fileName as unknown as Buffer;
+        const path = getFileName(entry.generalPurposeBitFlag, raw, entry.extraFields, false);
+        if (/^[a-zA-Z]:/.test(path) || path.startsWith('/'))
+          throw refusal('ARCHIVE_UNSAFE_PATH', `an entry has an absolute path: ${path}`);
+        if (path.split('/').includes('..'))
+          throw refusal('ARCHIVE_UNSAFE_PATH', `an entry leaves the archive's folder: ${path}`);
+        if ((entry.generalPurposeBitFlag & 0x1) !== 0)
+          throw refusal('ARCHIVE_ENCRYPTED', `an entry is encrypted: ${path}`);
+        const unixType = (entry.externalFileAttributes >>> 16) & 0o170000;
+        if (unixType === 0o120000) throw refusal('ARCHIVE_SYMLINK', `an entry is a symbolic link: ${path}`);
+        total += entry.uncompressedSize;
+        if (total > limits.maxTotalBytes)
+          throw refusal('ARCHIVE_TOO_LARGE', `more than ${limits.maxTotalBytes} bytes uncompressed`);
+        if (
+          entry.uncompressedSize >= 2 ** 20 &&
+          entry.uncompressedSize / Math.max(1, entry.compressedSize) > limits.maxCompressionRatio
+        )
+          throw refusal(
+            'ARCHIVE_COMPRESSION_RATIO',
+            `${path} inflates ${Math.round(entry.uncompressedSize / Math.max(1, entry.compressedSize))}× (the limit is ${limits.maxCompressionRatio}×)`,
+          );
+        entries.push({ path, isDirectory: path.endsWith('/'), entry });
+        zip.readEntry();
+      } catch (error) {
+        reject(error);
+      }
+    });
+    zip.readEntry();
+  });
+  return entries;
+}
+
+export function openEntry(zip: yauzl.ZipFile, entry: yauzl.Entry): Promise<NodeJS.ReadableStream> {
+  return new Promise((resolve, reject) => {
+    zip.openReadStream(entry, (error, stream) => (error ? reject(error) : resolve(stream!)));
+  });
+}
