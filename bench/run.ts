@@ -2,11 +2,13 @@
 import { benchCreate } from './create.ts';
 import { benchE2e } from './e2e.ts';
 import { benchEvents } from './events.ts';
+import { benchWatermark } from './watermark.ts';
 
 const benchmarks: Record<string, () => Promise<void>> = {
   create: benchCreate,
   events: benchEvents,
   e2e: benchE2e,
+  watermark: benchWatermark,
 };
 
 const requested = process.argv.slice(2);

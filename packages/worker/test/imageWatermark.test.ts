@@ -1,4 +1,4 @@
-import { mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import sharp from 'sharp';
@@ -9,7 +9,7 @@ import {
   watermarkArchive,
   watermarkImage,
 } from '../src/capabilities/imageWatermark.ts';
-import { readZip, writeZip } from './zips.ts';
+import { readZip, writeRawZip, writeZip } from './zips.ts';
 
 const directory = mkdtempSync(join(tmpdir(), 'tdp-watermark-'));
 const gray = (width: number, height: number) =>
@@ -134,5 +134,17 @@ describe('image.watermark', () => {
     await expect(watermarkArchive(source, join(directory, 'never.zip'), { text: '' })).rejects.toMatchObject({
       code: 'WATERMARK_TEXT_INVALID',
     });
+  });
+
+  it('refuses an archive whose entry inflates to more than it declares, and writes nothing', async () => {
+    const source = join(directory, 'liar.zip');
+    const target = join(directory, 'liar-out.zip');
+    await writeRawZip(source, [
+      { name: 'a.png', data: Buffer.alloc(50_000, 1), deflate: true, declaredSize: 1_000 },
+    ]);
+    await expect(watermarkArchive(source, target, { text: 'x' })).rejects.toMatchObject({
+      code: 'ARCHIVE_INVALID',
+    });
+    expect(existsSync(target)).toBe(false);
   });
 });

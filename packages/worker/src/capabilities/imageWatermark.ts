@@ -16,7 +16,7 @@ import {
   type ArchiveLimits,
   defaultArchiveLimits,
   openArchive,
-  openEntry,
+  readEntry,
   refusal,
   scanArchive,
 } from './zip.ts';
@@ -86,10 +86,16 @@ export async function renderText(
   return { ...info, data };
 }
 
-/** Watermarks one image; throws for a corrupt one or one over the pixel limit. */
+type Overlay = Awaited<ReturnType<typeof renderText>>;
+
+/**
+ * Watermarks one image; throws for a corrupt one or one over the pixel limit. `overlays` caches the
+ * rendered text per image size (a ZIP of photos from one camera renders it once).
+ */
 export async function watermarkImage(
   input: Buffer,
   options: WatermarkOptions,
+  overlays: Map<string, Promise<Overlay>> = new Map(),
 ): Promise<{ data: Buffer; format: string }> {
   const maxPixels = options.maxPixels ?? defaultMaxPixels;
   const image = sharp(input, { limitInputPixels: maxPixels, failOn: 'error' });
@@ -103,12 +109,13 @@ export async function watermarkImage(
   const height = swap ? metadata.width! : metadata.height!;
   const size = Math.min(0.95, Math.max(0.05, options.size ?? 0.4));
   // A one-line box: as wide as asked, and no taller than a third of that.
-  const overlay = await renderText(
-    options.text,
-    width * size,
-    Math.min(height * size, width * size * 0.3),
-    options,
-  );
+  const key = `${width}x${height}`;
+  let rendering = overlays.get(key);
+  if (!rendering) {
+    rendering = renderText(options.text, width * size, Math.min(height * size, width * size * 0.3), options);
+    overlays.set(key, rendering);
+  }
+  const overlay = await rendering;
   const margin = Math.round(Math.min(width, height) * 0.03);
   const position = options.position ?? 'center';
   const left =
@@ -133,12 +140,6 @@ export async function watermarkImage(
         ? composed.png()
         : composed.webp({ quality: 90 });
   return { data: await encoded.toBuffer(), format };
-}
-
-async function readAll(stream: NodeJS.ReadableStream): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of stream) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks);
 }
 
 /**
@@ -167,11 +168,17 @@ export async function watermarkArchive(
     const output = new yazl.ZipFile();
     const written = pipeline(output.outputStream, createWriteStream(temporary));
     const outcomes: FileOutcome[] = [];
-    const window: Promise<{ name: string; mtime: Date; data: Buffer; outcome: FileOutcome }>[] = [];
+    type Done = { name: string; mtime: Date; data: Buffer; outcome: FileOutcome };
+    // Entries in their order; each slot settles when its image is done. `concurrency` images are being
+    // worked on at any time (a finished one waiting for an earlier one to be written does not count).
+    const window: { result: Promise<Done>; settled: boolean }[] = [];
     const concurrency = Math.max(1, run.concurrency ?? 2);
+    const overlays = new Map<string, Promise<Overlay>>();
+    let running = 0;
+    let slotFreed: (() => void) | null = null;
     let done = 0;
     const flushOne = async () => {
-      const next = await window.shift()!;
+      const next = await window.shift()!.result;
       // Already-compressed images are stored, not deflated again.
       output.addBuffer(next.data, next.name, {
         mtime: next.mtime,
@@ -181,41 +188,58 @@ export async function watermarkArchive(
       done += 1;
       run.onProgress?.(done / entries.length);
     };
+    const flushSettled = async () => {
+      while (window[0]?.settled) await flushOne();
+    };
     try {
       for (const scanned of entries) {
         run.signal?.throwIfAborted();
-        const original = await readAll(await openEntry(zip, scanned.entry));
+        // Wait for a free slot (and keep at most a few finished images in memory), writing what is done.
+        while (running >= concurrency || window.length >= concurrency * 4) {
+          await new Promise<void>((resolve) => {
+            slotFreed = resolve;
+          });
+          await flushSettled();
+        }
+        const original = await readEntry(zip, scanned.entry);
         const mtime = scanned.entry.getLastModDate();
-        window.push(
-          (async () => {
-            if (!imageExtensions.test(scanned.path))
-              return {
-                name: scanned.path,
-                mtime,
-                data: original,
-                outcome: { path: scanned.path, status: 'SKIPPED' },
-              };
-            try {
-              const { data, format } = await watermarkImage(original, options);
-              return {
-                name: scanned.path,
-                mtime,
-                data,
-                outcome: { path: scanned.path, status: 'WATERMARKED', format },
-              };
-            } catch (error) {
-              const message = (error as Error).message;
-              const reason = /pixel limit/i.test(message) ? 'TOO_LARGE' : 'CORRUPT';
-              return {
-                name: scanned.path,
-                mtime,
-                data: original,
-                outcome: { path: scanned.path, status: 'FAILED', reason, message },
-              };
-            }
-          })(),
-        );
-        if (window.length >= concurrency) await flushOne();
+        running += 1;
+        const slot = { settled: false, result: null as unknown as Promise<Done> };
+        window.push(slot);
+        slot.result = (async (): Promise<Done> => {
+          if (!imageExtensions.test(scanned.path))
+            return {
+              name: scanned.path,
+              mtime,
+              data: original,
+              outcome: { path: scanned.path, status: 'SKIPPED' },
+            };
+          try {
+            const { data, format } = await watermarkImage(original, options, overlays);
+            return {
+              name: scanned.path,
+              mtime,
+              data,
+              outcome: { path: scanned.path, status: 'WATERMARKED', format },
+            };
+          } catch (error) {
+            const message = (error as Error).message;
+            const reason = /pixel limit/i.test(message) ? 'TOO_LARGE' : 'CORRUPT';
+            return {
+              name: scanned.path,
+              mtime,
+              data: original,
+              outcome: { path: scanned.path, status: 'FAILED', reason, message },
+            };
+          }
+        })().finally(() => {
+          slot.settled = true;
+          running -= 1;
+          const wake = slotFreed;
+          slotFreed = null;
+          wake?.();
+        });
+        await flushSettled();
       }
       while (window.length > 0) await flushOne();
       output.end();
@@ -225,7 +249,7 @@ export async function watermarkArchive(
     } catch (error) {
       (output.outputStream as unknown as { destroy(): void }).destroy();
       await written.catch(() => {});
-      await Promise.allSettled(window);
+      await Promise.allSettled(window.map((slot) => slot.result));
       throw error instanceof CapabilityError || (error as Error).name === 'AbortError'
         ? error
         : refusal('ARCHIVE_INVALID', `the ZIP is damaged: ${(error as Error).message}`);
