@@ -51,9 +51,8 @@ export async function benchWatermark(): Promise<void> {
     const files = Array.from({ length: count }, (_, i) => distinct[i % distinct.length]!);
     const source = join(directory, 'photos.zip');
     const zip = new yazl.ZipFile();
-    files.forEach((file, i) =>
-      zip.addBuffer(file, `photos/${String(i).padStart(4, '0')}.jpg`, { compress: false }),
-    );
+    for (const [i, file] of files.entries())
+      zip.addBuffer(file, `photos/${String(i).padStart(4, '0')}.jpg`, { compress: false });
     zip.end();
     const chunks: Buffer[] = [];
     for await (const chunk of zip.outputStream) chunks.push(chunk as Buffer);

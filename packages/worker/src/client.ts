@@ -187,11 +187,18 @@ export class WorkerClient {
       throw new RejectedError(response.status, `command stream answered ${response.status}`);
     if (!response.ok || !response.body)
       throw new UnavailableError(`command stream answered ${response.status}`);
-    try {
-      for await (const { data } of sseEvents(response.body)) onCommand(JSON.parse(data) as WorkerCommand);
-    } catch (error) {
-      if (signal.aborted) return;
-      throw new UnavailableError(`command stream broke: ${(error as Error).message}`, { cause: error });
+    const events = sseEvents(response.body);
+    for (;;) {
+      let next: IteratorResult<{ data: string }>;
+      try {
+        next = await events.next();
+      } catch (error) {
+        if (signal.aborted) return;
+        throw new UnavailableError(`command stream broke: ${(error as Error).message}`, { cause: error });
+      }
+      if (next.done) return;
+      // Outside the try: an error of the handler (a local database error) is not a network problem.
+      onCommand(JSON.parse(next.value.data) as WorkerCommand);
     }
   }
 }

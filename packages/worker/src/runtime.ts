@@ -140,15 +140,15 @@ export class WorkerRuntime {
 
   /** Stops every loop at once (running attempts are aborted and stay RUNNING locally, for a restart). */
   async stop(): Promise<void> {
-    if (this.stopping.signal.aborted) return this.done;
+    if (this.stopping.signal.aborted) return;
     this.stopping.abort();
     for (const running of this.running.values()) running.controller.abort('STOPPED' satisfies AbortReason);
     this.streamAbort?.abort();
     this.senderWake.wake();
     this.ackWake.wake();
+    // `done` carries a fatal error; stopping itself does not fail.
     if (this.fatal) this.rejectDone(this.fatal);
     else this.resolveDone();
-    return this.done;
   }
 
   // --- session -------------------------------------------------------------------------------------

@@ -8,10 +8,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { newId } from '@tdp/protocol';
 import Database from 'better-sqlite3';
+import { Type } from 'typebox';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Harness, startHarness } from '../../../test/harness.ts';
 import { TcpProxy } from '../../../test/tcpProxy.ts';
-import { backoffMs } from '../src/index.ts';
+import { backoffMs, defineCapability, LocalStore, WorkerClient, WorkerRuntime } from '../src/index.ts';
 import { killAllWorkerProcesses, startWorkerProcess, stopWorkerProcess } from './support.ts';
 
 let h: Harness;
@@ -27,6 +28,8 @@ beforeAll(async () => {
   for (const [name, capability, mapping] of [
     ['echo-wf', 'test.echo', { text: '$.input.text', delayMs: '$.input.delayMs' }],
     ['wait-wf', 'test.wait', {}],
+    ['resume-wf', 'test.resume', {}],
+    ['local-wf', 'test.local', {}],
   ] as const) {
     await h.request('POST', '/v1/workflow-definitions', {
       token: app.apiKey,
@@ -185,6 +188,69 @@ describe('worker runtime', () => {
       .poll(async () => (await task(taskId)).execution.steps[0]?.attempt, { timeout: 10_000 })
       .toBe(2);
     expect((await task(taskId)).task.lifecycleStatus).not.toBe('FAILED');
+  });
+
+  it('after SIGKILL mid-attempt, a resumable capability picks up from its checkpoint; another is handed back and runs again', async () => {
+    const dbPath = join(directory, 'restart.db');
+    const worker = await startWorker(h.url, dbPath, 'node-restart');
+    const resumable = await submit('resume-wf', {});
+    const plain = await submit('wait-wf', {});
+    for (const taskId of [resumable, plain])
+      await expect
+        .poll(async () => (await task(taskId)).execution.steps[0]?.status, { timeout: 15_000 })
+        .toBe('RUNNING');
+    const local = new Database(dbPath, { readonly: true });
+    await expect
+      .poll(
+        () =>
+          local.prepare('SELECT count(*) AS n FROM attempt WHERE checkpoint IS NOT NULL').get() as {
+            n: number;
+          },
+      )
+      .toEqual({ n: 1 });
+    local.close();
+    worker.child.kill('SIGKILL');
+    await worker.exited;
+
+    const restarted = await startWorker(h.url, dbPath, 'node-restart');
+    try {
+      expect(restarted.workerId).toBe(worker.workerId);
+      await expect
+        .poll(async () => (await task(resumable)).task.lifecycleStatus, { timeout: 15_000 })
+        .toBe('SUCCEEDED');
+      expect((await task(resumable)).execution.steps[0].data).toEqual({ resumedFrom: 7 });
+      // The other was handed back as WORKER_RESTARTED and placed again (attempt 2).
+      await expect
+        .poll(async () => (await task(plain)).execution.steps[0]?.attempt, { timeout: 15_000 })
+        .toBe(2);
+      const failures = (await events(plain)).filter((e) => e.eventType === 'STEP_FAILED');
+      expect(failures).toHaveLength(1);
+    } finally {
+      await stopWorker(restarted);
+    }
+  });
+
+  it('a local database error stops the worker with that error instead of being taken for "offline"', async () => {
+    const store = new LocalStore(join(directory, 'broken.db'), newId);
+    const runtime = new WorkerRuntime({
+      client: new WorkerClient(h.url, workerKey, 2_000),
+      store,
+      capabilities: [
+        defineCapability({
+          name: 'test.local',
+          version: '1',
+          input: Type.Object({}),
+          output: Type.Object({}),
+          run: async () => ({}),
+        }),
+      ],
+      nodeId: 'node-broken',
+    });
+    await runtime.start();
+    // The disk goes away under the worker: its next local write fails.
+    store.close();
+    await submit('local-wf', {});
+    await expect(runtime.done).rejects.toThrow(/database/i);
   });
 
   it('backs off from 1 s to 30 s with jitter', () => {

@@ -45,11 +45,29 @@ const wait = defineCapability({
   },
 });
 
+/** Saves a checkpoint, then waits; after a restart it finishes at once with what it had saved. */
+const resume = defineCapability({
+  name: 'test.resume',
+  version: '1',
+  resumable: true,
+  input: Type.Object({}),
+  output: Type.Object({ resumedFrom: Type.Union([Type.Integer(), Type.Null()]) }),
+  async run(ctx) {
+    const saved = ctx.checkpoint as { step: number } | null;
+    if (saved) return { resumedFrom: saved.step };
+    ctx.saveCheckpoint({ step: 7 });
+    await new Promise((_resolve, reject) => {
+      ctx.signal.addEventListener('abort', () => reject(new Error('aborted')), { once: true });
+    });
+    return { resumedFrom: null };
+  },
+});
+
 const store = new LocalStore(dbPath, newId);
 const runtime = new WorkerRuntime({
   client: new WorkerClient(baseUrl, workerKey, 2_000),
   store,
-  capabilities: [echo, wait, ...builtinCapabilities],
+  capabilities: [echo, wait, resume, ...builtinCapabilities],
   nodeId,
   maxConcurrency: 4,
   drainGraceMs: 1_000,
