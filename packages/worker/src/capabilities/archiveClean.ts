@@ -23,6 +23,7 @@ import {
   refusal,
   type Scanned,
   scanArchive,
+  zipToZip,
 } from './zip.ts';
 
 export interface CleanRules {
@@ -189,27 +190,22 @@ export const archiveClean = defineCapability({
     keptBytes: Type.Integer(),
   }),
   async run(ctx, input) {
-    ctx.progress(0, { phase: 'download' });
-    const source = await ctx.download(input.source);
-    const output = await ctx.allocateOutput({
-      relativePath: input.outputPath ?? 'clean/archive.zip',
-      mediaType: 'application/zip',
-      maxBytes: input.maxOutputBytes ?? defaultArchiveLimits.maxTotalBytes,
-      artifactType: 'ZIP',
-    });
-    ctx.progress(5, { phase: 'clean' });
-    const report = await cleanArchive(
-      source,
-      output.path,
-      {
-        ...(input.extraPatterns ? { extraPatterns: input.extraPatterns } : {}),
-        ...(input.defaultJunk !== undefined ? { defaultJunk: input.defaultJunk } : {}),
-      },
-      { onProgress: (fraction) => ctx.progress(5 + fraction * 85), signal: ctx.signal },
+    const { archive, result: report } = await zipToZip(
+      ctx,
+      input,
+      { outputPath: 'clean/archive.zip', phase: 'clean' },
+      (source, target, onProgress) =>
+        cleanArchive(
+          source,
+          target,
+          {
+            ...(input.extraPatterns ? { extraPatterns: input.extraPatterns } : {}),
+            ...(input.defaultJunk !== undefined ? { defaultJunk: input.defaultJunk } : {}),
+          },
+          { onProgress, signal: ctx.signal },
+        ),
     );
-    ctx.progress(90, { phase: 'upload' });
-    const uploaded = await output.upload();
     ctx.log.info('archive cleaned', { removed: report.removed.length, kept: report.keptFiles });
-    return { archive: uploaded.resourceRef, ...report };
+    return { archive, ...report };
   },
 });

@@ -19,6 +19,7 @@ import {
   readEntry,
   refusal,
   scanArchive,
+  zipToZip,
 } from './zip.ts';
 
 /** Noto Sans SC (OFL-1.1): Latin, Chinese, Japanese kana; shipped as an npm dependency. */
@@ -298,32 +299,27 @@ export const imageWatermark = defineCapability({
   async run(ctx, input) {
     const problem = checkWatermarkText(input.text);
     if (problem) throw new CapabilityError('WATERMARK_TEXT_INVALID', problem, { category: 'INPUT' });
-    ctx.progress(0, { phase: 'download' });
-    const source = await ctx.download(input.source);
-    const output = await ctx.allocateOutput({
-      relativePath: input.outputPath ?? 'watermark/archive.zip',
-      mediaType: 'application/zip',
-      maxBytes: input.maxOutputBytes ?? defaultArchiveLimits.maxTotalBytes,
-      artifactType: 'ZIP',
-    });
-    ctx.progress(5, { phase: 'watermark' });
-    const files = await watermarkArchive(
-      source,
-      output.path,
-      {
-        text: input.text,
-        ...(input.position ? { position: input.position as WatermarkPosition } : {}),
-        ...(input.opacity !== undefined ? { opacity: input.opacity } : {}),
-        ...(input.size !== undefined ? { size: input.size } : {}),
-        ...(input.color ? { color: input.color } : {}),
-      },
-      { concurrency: 2, onProgress: (fraction) => ctx.progress(5 + fraction * 85), signal: ctx.signal },
+    const { archive, result: files } = await zipToZip(
+      ctx,
+      input,
+      { outputPath: 'watermark/archive.zip', phase: 'watermark' },
+      (source, target, onProgress) =>
+        watermarkArchive(
+          source,
+          target,
+          {
+            text: input.text,
+            ...(input.position ? { position: input.position as WatermarkPosition } : {}),
+            ...(input.opacity !== undefined ? { opacity: input.opacity } : {}),
+            ...(input.size !== undefined ? { size: input.size } : {}),
+            ...(input.color ? { color: input.color } : {}),
+          },
+          { concurrency: 2, onProgress, signal: ctx.signal },
+        ),
     );
-    ctx.progress(90, { phase: 'upload' });
-    const uploaded = await output.upload();
     const count = (status: FileOutcome['status']) => files.filter((f) => f.status === status).length;
     return {
-      archive: uploaded.resourceRef,
+      archive,
       files,
       watermarked: count('WATERMARKED'),
       failed: count('FAILED'),

@@ -6,7 +6,7 @@ import { createRequire } from 'node:module';
 import { promisify } from 'node:util';
 import { crc32, inflateRaw } from 'node:zlib';
 import yauzl from 'yauzl';
-import { CapabilityError } from '../sdk.ts';
+import { type CapabilityContext, CapabilityError } from '../sdk.ts';
 
 // yazl computes each entry's CRC-32 in JavaScript (buffer-crc32): about 3 ms per megabyte on the main
 // thread, taken from sharp's threads on a small machine. zlib's native CRC-32 gives the same value in a
@@ -151,4 +151,29 @@ export async function readEntry(zip: yauzl.ZipFile, entry: yauzl.Entry): Promise
       `an entry inflates to ${data.length} bytes, not the ${entry.uncompressedSize} it declares`,
     );
   return data;
+}
+
+/**
+ * The shape of a ZIP-to-ZIP capability: download the source, allocate the output, run `work` from one
+ * local file to the other with progress from 5 to 90 %, upload. Returns the new archive's reference.
+ */
+export async function zipToZip<T>(
+  ctx: CapabilityContext,
+  input: { source: string; outputPath?: string; maxOutputBytes?: number },
+  defaults: { outputPath: string; phase: string },
+  work: (sourcePath: string, targetPath: string, onProgress: (fraction: number) => void) => Promise<T>,
+): Promise<{ archive: string; result: T }> {
+  ctx.progress(0, { phase: 'download' });
+  const source = await ctx.download(input.source);
+  const output = await ctx.allocateOutput({
+    relativePath: input.outputPath ?? defaults.outputPath,
+    mediaType: 'application/zip',
+    maxBytes: input.maxOutputBytes ?? defaultArchiveLimits.maxTotalBytes,
+    artifactType: 'ZIP',
+  });
+  ctx.progress(5, { phase: defaults.phase });
+  const result = await work(source, output.path, (fraction) => ctx.progress(5 + fraction * 85));
+  ctx.progress(90, { phase: 'upload' });
+  const uploaded = await output.upload();
+  return { archive: uploaded.resourceRef, result };
 }

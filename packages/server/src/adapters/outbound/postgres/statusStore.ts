@@ -235,84 +235,6 @@ const eventRow = (e: TaskEventRecord): Record<string, RowValue> => ({
   duration_ms: e.durationMs,
 });
 
-const taskUpdateColumns: Column[] = [
-  ['id', 'uuid'],
-  ['task_type', 'text'],
-  ['product_id', 'text'],
-  ['status_definition_version', 'integer'],
-  ['lifecycle_status', 'text'],
-  ['business_status', 'text'],
-  ['health', 'text'],
-  ['failure', 'jsonb'],
-  ['coordinator_source_seq', 'bigint'],
-  ['dynamic_step_count', 'integer'],
-  ['version', 'bigint'],
-  ['current_execution_id', 'uuid'],
-  ['updated_at', 'timestamptz'],
-  ['started_at', 'timestamptz'],
-  ['finished_at', 'timestamptz'],
-  ['duration_ms', 'bigint'],
-];
-
-const taskUpdateRow = (t: TaskState['task']): Record<string, RowValue> => ({
-  id: t.id,
-  task_type: t.taskType,
-  product_id: t.productId,
-  status_definition_version: t.statusDefinitionVersion,
-  lifecycle_status: t.lifecycleStatus,
-  business_status: t.businessStatus,
-  health: t.health,
-  failure: t.failure ?? null,
-  coordinator_source_seq: t.coordinatorSourceSeq,
-  dynamic_step_count: t.dynamicStepCount,
-  version: t.version,
-  current_execution_id: t.currentExecutionId,
-  updated_at: t.updatedAt,
-  started_at: t.startedAt,
-  finished_at: t.finishedAt,
-  duration_ms: t.durationMs,
-});
-
-const executionUpdateColumns: Column[] = [
-  ['id', 'uuid'],
-  ['status', 'text'],
-  ['progress', 'smallint'],
-  ['version', 'bigint'],
-  ['started_at', 'timestamptz'],
-  ['completed_at', 'timestamptz'],
-  ['updated_at', 'timestamptz'],
-  ['callback_sequence', 'integer'],
-];
-
-const executionUpdateRow = (e: TaskState['execution']): Record<string, RowValue> => ({
-  id: e.id,
-  status: e.status,
-  progress: e.progress,
-  version: e.version,
-  started_at: e.startedAt,
-  completed_at: e.completedAt,
-  updated_at: e.updatedAt,
-  callback_sequence: e.callbackSequence,
-});
-
-const workflowUpdateColumns: Column[] = [
-  ['id', 'uuid'],
-  ['lifecycle_status', 'text'],
-  ['version', 'bigint'],
-  ['task_count', 'integer'],
-  ['task_counts', 'jsonb'],
-  ['updated_at', 'timestamptz'],
-];
-
-const workflowUpdateRow = (w: WorkflowRecord): Record<string, RowValue> => ({
-  id: w.id,
-  lifecycle_status: w.lifecycleStatus,
-  version: w.version,
-  task_count: w.taskCount,
-  task_counts: w.taskCounts,
-  updated_at: w.updatedAt,
-});
-
 const attemptColumns: Column[] = [
   ['id', 'uuid'],
   ['task_id', 'uuid'],
@@ -398,6 +320,9 @@ const timelineColumns: Column[] = [
   ['at', 'timestamptz'],
 ];
 
+/** The columns of `columns` named in `names` (an UPDATE's columns are a subset of the INSERT's). */
+const only = (columns: Column[], names: string[]) => columns.filter(([name]) => names.includes(name));
+
 const idempotencyColumns: Column[] = [
   ['principal', 'text'],
   ['operation', 'text'],
@@ -434,6 +359,15 @@ const workflowColumns: Column[] = [
   ['created_at', 'timestamptz'],
   ['updated_at', 'timestamptz'],
 ];
+
+const workflowUpdateColumns = only(workflowColumns, [
+  'id',
+  'lifecycle_status',
+  'version',
+  'task_count',
+  'task_counts',
+  'updated_at',
+]);
 
 const workflowRow = (w: WorkflowRecord): Record<string, RowValue> => ({
   id: w.id,
@@ -487,6 +421,26 @@ const taskColumns: Column[] = [
   ['events_pruned_before', 'bigint'],
 ];
 
+/** What a fact may change on an existing task row. */
+const taskUpdateColumns = only(taskColumns, [
+  'id',
+  'task_type',
+  'product_id',
+  'status_definition_version',
+  'lifecycle_status',
+  'business_status',
+  'health',
+  'failure',
+  'coordinator_source_seq',
+  'dynamic_step_count',
+  'version',
+  'current_execution_id',
+  'updated_at',
+  'started_at',
+  'finished_at',
+  'duration_ms',
+]);
+
 const taskRow = (t: TaskState['task']): Record<string, RowValue> => ({
   id: t.id,
   tenant_id: t.tenantId,
@@ -536,6 +490,17 @@ const executionColumns: Column[] = [
   ['completed_at', 'timestamptz'],
   ['updated_at', 'timestamptz'],
 ];
+
+const executionUpdateColumns = only(executionColumns, [
+  'id',
+  'status',
+  'progress',
+  'version',
+  'started_at',
+  'completed_at',
+  'updated_at',
+  'callback_sequence',
+]);
 
 const executionRow = (e: TaskState['execution']): Record<string, RowValue> => ({
   id: e.id,
@@ -890,7 +855,7 @@ export function factStatements(writes: FactWrite[]): RowStatement[] {
   if (w.newWorkflows.length > 0)
     statements.push(insertStatement('workflow', workflowColumns, w.newWorkflows.map(workflowRow)));
   if (w.workflows.length > 0)
-    statements.push(updateStatement('workflow', workflowUpdateColumns, w.workflows.map(workflowUpdateRow)));
+    statements.push(updateStatement('workflow', workflowUpdateColumns, w.workflows.map(workflowRow)));
   if (w.newTasks.length > 0)
     statements.push(
       insertStatement(
@@ -902,12 +867,9 @@ export function factStatements(writes: FactWrite[]): RowStatement[] {
   const newExecutions = [...w.newTasks.map((t) => t.execution), ...w.newExecutions];
   if (newExecutions.length > 0)
     statements.push(insertStatement('execution', executionColumns, newExecutions.map(executionRow)));
-  if (w.tasks.length > 0)
-    statements.push(updateStatement('task', taskUpdateColumns, w.tasks.map(taskUpdateRow)));
+  if (w.tasks.length > 0) statements.push(updateStatement('task', taskUpdateColumns, w.tasks.map(taskRow)));
   if (w.executions.length > 0)
-    statements.push(
-      updateStatement('execution', executionUpdateColumns, w.executions.map(executionUpdateRow)),
-    );
+    statements.push(updateStatement('execution', executionUpdateColumns, w.executions.map(executionRow)));
   if (w.newSteps.length > 0) statements.push(insertStatement('step', stepColumns, w.newSteps.map(stepRow)));
   if (w.steps.length > 0) statements.push(updateStatement('step', stepUpdateColumns, w.steps.map(stepRow)));
   // An attempt written in this batch is revoked in its own row: one statement touches a row once.
