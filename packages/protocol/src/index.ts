@@ -1,4 +1,5 @@
 export * from './errors.ts';
+export * from './grants.ts';
 export * from './ids.ts';
 export * from './schemas.ts';
 export * from './signing.ts';

@@ -3,6 +3,7 @@
  * runtime does about them: `RejectedError` (401/403: the key or session is not accepted — the session
  * ends) and `UnavailableError` (network errors, timeouts, 429 and 5xx: try again later).
  */
+import type { AccessGrant } from '@tdp/protocol';
 import { sseEvents } from './sse.ts';
 
 export class RejectedError extends Error {
@@ -50,15 +51,7 @@ export interface Registered {
   heartbeatTtlSeconds: number;
 }
 
-export interface Grant {
-  grantId: string;
-  url: string;
-  method: 'GET' | 'PUT';
-  headers: Record<string, string>;
-  expiresAt: string;
-  maxBytes: number | null;
-  resourceRef: string;
-}
+export type Grant = AccessGrant;
 
 export interface WorkerCommand {
   commandId: string;

@@ -6,13 +6,14 @@
  * idempotency key returns the same grant without asking the provider again.
  */
 import { createHash } from 'node:crypto';
+import type { AccessGrant } from '@tdp/protocol';
 import { checkOutboundUrl } from '../identity/applications.ts';
 import type { SecretBox } from '../identity/secretBox.ts';
 import { AppError } from '../shared/errors.ts';
 import type { Clock, IdGenerator } from '../shared/ports.ts';
 import type { AttemptRecord } from '../status/ports.ts';
 
-export type GrantPurpose = 'DOWNLOAD' | 'UPLOAD' | 'ARTIFACT';
+export type GrantPurpose = AccessGrant['purpose'];
 
 export interface GrantRequest {
   leaseVersion: number;
@@ -24,20 +25,9 @@ export interface GrantRequest {
   artifact?: { relativePath: string; artifactType: string; mediaType: string; maxBytes: number };
 }
 
-/** What the provider answered, as checked: where and how to send the bytes, until when. */
-export interface GrantAnswer {
-  url: string;
-  method: 'GET' | 'PUT';
-  headers: Record<string, string>;
-  expiresAt: string;
-  maxBytes: number | null;
-  resourceRef: string;
-}
-
-export interface IssuedGrant extends GrantAnswer {
-  grantId: string;
-  purpose: GrantPurpose;
-}
+/** What the provider answered, as checked: the grant without its id and purpose. */
+export type GrantAnswer = Omit<AccessGrant, 'grantId' | 'purpose'>;
+export type IssuedGrant = AccessGrant;
 
 export interface StoredGrant {
   id: string;

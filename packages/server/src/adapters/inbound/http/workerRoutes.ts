@@ -1,3 +1,4 @@
+import { AccessGrant } from '@tdp/protocol';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import { type GrantDeps, type GrantRequest, requestGrant } from '../../../core/grants/grants.ts';
@@ -439,16 +440,6 @@ export function registerWorkerRoutes(
     },
   );
 
-  const Grant = Type.Object({
-    grantId: Type.String(),
-    purpose: Type.String(),
-    url: Type.String(),
-    method: Type.String(),
-    headers: Type.Record(Type.String(), Type.String()),
-    expiresAt: Type.String(),
-    maxBytes: Type.Union([Type.Integer(), Type.Null()]),
-    resourceRef: Type.String(),
-  });
   const grantRoute = (
     path: string,
     summary: string,
@@ -465,7 +456,7 @@ export function registerWorkerRoutes(
           params: Type.Object({ id: Uuid }),
           headers: IdempotencyKeyHeader,
           body,
-          response: { 200: Grant, ...problemResponses },
+          response: { 200: AccessGrant, ...problemResponses },
         },
       },
       async (request) =>
