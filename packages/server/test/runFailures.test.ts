@@ -70,6 +70,18 @@ const submit = (workflowName: string, key = newId()) =>
   });
 const workerProcesses: ChildProcess[] = [];
 
+/**
+ * Moves the clock forward by `ms` in steps of at most 15 s, the `alive` workers beating after each: the
+ * lease reaper (every 2 s, any time) never sees them older than their 30 s TTL, while a worker that
+ * stopped beating is past it at the end.
+ */
+async function advanceBeating(ms: number, alive: { heartbeat(): Promise<unknown> }[]) {
+  for (let left = ms; left > 0; left -= 15_000) {
+    h.clock.advance(Math.min(left, 15_000));
+    for (const worker of alive) await worker.heartbeat();
+  }
+}
+
 /** Runs test/workerProcess.ts as a child process; `next()` resolves with each JSON line it prints. */
 function spawnWorkerProcess(key: string, nodeId: string, capability: string) {
   const child = spawn(
@@ -170,8 +182,7 @@ describe('failures while running', () => {
       },
     });
     try {
-      h.clock.advance(31_000);
-      await surviving.heartbeat();
+      await advanceBeating(31_000, [surviving]);
       await expect
         .poll(async () => (await status(taskId)).execution.steps[0]?.attempt, { timeout: 10_000 })
         .toBe(2);
@@ -251,10 +262,8 @@ describe('failures while running', () => {
         .items;
       expect(timeline.find((m: any) => m.kind === 'STEP_READY').data).toMatchObject({ delayMs: 60_000 });
 
-      h.clock.advance(61_000);
-      // Both workers heart-beat at the new time, or the lease reaper would call them lost.
-      await first.heartbeat();
-      await second.heartbeat();
+      // Both workers beat along, or the lease reaper would call them lost.
+      await advanceBeating(61_000, [first, second]);
       await expect
         .poll(async () => (await status(taskId)).task.lifecycleStatus, { timeout: 10_000 })
         .toBe('SUCCEEDED');
@@ -401,18 +410,23 @@ describe('failures while running', () => {
       await expect.poll(() => /id: ([0-9a-f-]{36})\n/.exec(text)?.[1], { timeout: 10_000 }).toBeTruthy();
       const commandId = /id: ([0-9a-f-]{36})\n/.exec(text)![1]!;
       expect(copies(commandId)).toBe(1);
-      h.clock.advance(31_000);
-      // It beats at the new time, or the lease reaper would call it lost.
+      // 31 s pass in two steps, the worker beating after each, so that its last heartbeat is never older
+      // than its 30 s TTL when the lease reaper (every 2 s) looks.
       const beat = () => h.request('POST', `/v1/workers/${workerId}/heartbeat`, { token: workerKey });
-      await beat();
+      const advance = async () => {
+        for (const ms of [16_000, 15_000]) {
+          h.clock.advance(ms);
+          await beat();
+        }
+      };
+      await advance();
       await expect.poll(() => copies(commandId), { timeout: 5_000 }).toBe(2);
       const acked = await h.request('POST', `/v1/workers/${workerId}/commands:ack`, {
         token: workerKey,
         body: { commandIds: [commandId] },
       });
       expect(acked.status).toBe(204);
-      h.clock.advance(31_000);
-      await beat();
+      await advance();
       await new Promise((r) => setTimeout(r, 2_500));
       expect(copies(commandId)).toBe(2);
     } finally {
@@ -512,8 +526,7 @@ describe('failures while running', () => {
         .poll(async () => (await status(taskId)).execution.steps[0]?.status, { timeout: 10_000 })
         .toBe('RUNNING');
       await h.request('POST', `/v1/tasks/${taskId}:cancel`, { token: app.apiKey });
-      h.clock.advance(30_001);
-      await worker.heartbeat();
+      await advanceBeating(30_001, [worker]);
       await expect
         .poll(async () => (await status(taskId)).execution.status, { timeout: 10_000 })
         .toBe('CANCELED');
