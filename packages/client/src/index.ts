@@ -1,0 +1,11 @@
+export {
+  type ConnectionState,
+  elapsedMs,
+  isTerminal,
+  type Notice,
+  type TaskDetail,
+  type TaskMessage,
+  type TaskRemoved,
+  TaskStore,
+  type TaskSummary,
+} from './taskStore.ts';

@@ -1,0 +1,199 @@
+/**
+ * The client-side task store (source document 002 §8, §10): what a page shows of the tasks a person may
+ * see, kept right while messages arrive out of order, twice, or during a snapshot load.
+ *
+ * - Subscribe first, then load the snapshot: messages that arrive meanwhile are buffered and replayed
+ *   on top of it, so nothing committed between the two is lost.
+ * - Every task has two version gates, one for its summary and one for its detail (they travel on
+ *   different channels and may arrive in any order relative to each other); a message not newer than
+ *   its gate changes nothing.
+ * - A notice (a failure, a finished task, an action required) is handed out once per notice id.
+ * - A removal (the person lost access) deletes the task, and the gate keeps older messages from
+ *   bringing it back.
+ * - Elapsed time is counted locally from the task's start, stopping at a terminal state.
+ *
+ * Framework-free: the React hooks and the transport (the `centrifuge` SDK, or EventSource) sit on top.
+ */
+
+export type ConnectionState = 'LIVE' | 'RECOVERING' | 'STALE';
+
+export interface Notice {
+  id: string;
+  kind: string;
+  severity: 'INFO' | 'WARNING' | 'ERROR' | 'ACTION_REQUIRED';
+  message: string;
+}
+
+/** `task.summary` as the realtime relay publishes it (user, project and role channels). */
+export interface TaskSummary {
+  kind: 'task.summary';
+  taskId: string;
+  workflowId: string;
+  taskVersion: string;
+  title: string;
+  lifecycleStatus: string;
+  businessStatus: string | null;
+  health: string;
+  progressPercent: number | null;
+  error: { code: string; userMessage: string | null } | null;
+  createdAt: string;
+  updatedAt: string;
+  startedAt: string | null;
+  finishedAt: string | null;
+  notice?: Notice | null;
+}
+
+/** `task.detail` (the task's own channel): the whole current state, steps included. */
+export interface TaskDetail {
+  kind: 'task.detail';
+  taskId: string;
+  workflowId: string;
+  taskVersion: string;
+  state: {
+    title: string;
+    lifecycleStatus: string;
+    progressPercent: number | null;
+    startedAt: string | null;
+    finishedAt: string | null;
+    asOf: string;
+    steps: Record<string, unknown>[];
+    [field: string]: unknown;
+  };
+  notice?: Notice | null;
+}
+
+/** Sent when a person loses access to a task. */
+export interface TaskRemoved {
+  kind: 'task.removed';
+  taskId: string;
+  taskVersion: string;
+}
+
+export type TaskMessage = TaskSummary | TaskDetail | TaskRemoved;
+
+const terminal = new Set(['SUCCEEDED', 'FAILED', 'CANCELLED', 'TIMED_OUT']);
+
+export function isTerminal(lifecycleStatus: string): boolean {
+  return terminal.has(lifecycleStatus);
+}
+
+/**
+ * How long a task has run, as of `now`: from its start to its end, or to now while it runs; null before
+ * it starts. Counted locally, so a page shows a running clock without a message per second.
+ */
+export function elapsedMs(
+  task: { lifecycleStatus: string; startedAt: string | null; finishedAt: string | null },
+  now: number,
+): number | null {
+  if (!task.startedAt) return null;
+  const start = Date.parse(task.startedAt);
+  const end = task.finishedAt ? Date.parse(task.finishedAt) : isTerminal(task.lifecycleStatus) ? start : now;
+  return Math.max(0, end - start);
+}
+
+type Listener = () => void;
+
+export class TaskStore {
+  private readonly summaries = new Map<string, TaskSummary>();
+  private readonly details = new Map<string, TaskDetail>();
+  /** Per task, the newest version applied (or removed at), for summaries and details separately. */
+  private readonly summaryGate = new Map<string, bigint>();
+  private readonly detailGate = new Map<string, bigint>();
+  private readonly removedAt = new Map<string, bigint>();
+  private readonly seenNotices = new Set<string>();
+  private buffer: TaskMessage[] | null = null;
+  private state: ConnectionState = 'RECOVERING';
+  private readonly listeners = new Set<Listener>();
+  private readonly noticeListeners = new Set<(notice: Notice, taskId: string) => void>();
+
+  /** Called on every change; returns the unsubscribe function. */
+  subscribe(listener: Listener): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** Each notice id reaches these listeners once. */
+  onNotice(listener: (notice: Notice, taskId: string) => void): () => void {
+    this.noticeListeners.add(listener);
+    return () => this.noticeListeners.delete(listener);
+  }
+
+  get connection(): ConnectionState {
+    return this.state;
+  }
+
+  setConnection(state: ConnectionState): void {
+    if (state === this.state) return;
+    this.state = state;
+    this.changed();
+  }
+
+  /** The person's tasks, newest first. */
+  myTasks(): TaskSummary[] {
+    return [...this.summaries.values()].sort((a, b) =>
+      a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : 0,
+    );
+  }
+
+  task(taskId: string): { summary: TaskSummary | null; detail: TaskDetail | null } {
+    return { summary: this.summaries.get(taskId) ?? null, detail: this.details.get(taskId) ?? null };
+  }
+
+  /** Starts a snapshot load: messages from now on are held until `endSnapshot`. */
+  beginSnapshot(): void {
+    this.buffer ??= [];
+  }
+
+  /**
+   * Applies a snapshot (what `GET /v1/tasks…` returned, as summaries and details), then the messages that
+   * arrived while it loaded; each through its gate, so the newest wins whatever the order.
+   */
+  endSnapshot(items: (TaskSummary | TaskDetail)[]): void {
+    const held = this.buffer ?? [];
+    this.buffer = null;
+    let changed = false;
+    for (const item of [...items, ...held]) changed = this.apply(item) || changed;
+    if (changed) this.changed();
+  }
+
+  /** A message from the realtime channel. Returns whether it changed anything. */
+  receive(message: TaskMessage): boolean {
+    if (this.buffer) {
+      this.buffer.push(message);
+      return false;
+    }
+    const changed = this.apply(message);
+    if (changed) this.changed();
+    return changed;
+  }
+
+  private apply(message: TaskMessage): boolean {
+    const version = BigInt(message.taskVersion);
+    const removed = this.removedAt.get(message.taskId);
+    if (message.kind === 'task.removed') {
+      if (removed !== undefined && removed >= version) return false;
+      this.removedAt.set(message.taskId, version);
+      const had = this.summaries.has(message.taskId) || this.details.has(message.taskId);
+      this.summaries.delete(message.taskId);
+      this.details.delete(message.taskId);
+      return had;
+    }
+    // Nothing older than the removal brings the task back.
+    if (removed !== undefined && version <= removed) return false;
+    const gate = message.kind === 'task.summary' ? this.summaryGate : this.detailGate;
+    const known = gate.get(message.taskId);
+    if (known !== undefined && version <= known) return false;
+    gate.set(message.taskId, version);
+    if (message.kind === 'task.summary') this.summaries.set(message.taskId, message);
+    else this.details.set(message.taskId, message);
+    if (message.notice && !this.seenNotices.has(message.notice.id)) {
+      this.seenNotices.add(message.notice.id);
+      for (const listener of this.noticeListeners) listener(message.notice, message.taskId);
+    }
+    return true;
+  }
+
+  private changed(): void {
+    for (const listener of this.listeners) listener();
+  }
+}
