@@ -14,7 +14,7 @@ import { type HistoryOptions, MemoryEngine, type Publication, type StreamPositio
 
 export interface GatewayOptions {
   /** HMAC key of connection and subscription tokens (HS256/384/512). */
-  hmacSecret: string;
+  hmacKey: Uint8Array | string;
   /** History per channel (default: 100 publications for 10 minutes). */
   history?: (channel: string) => HistoryOptions;
   pingIntervalMs?: number;
@@ -64,7 +64,8 @@ export class Gateway {
   private readonly pinger: NodeJS.Timeout;
 
   constructor(private readonly options: GatewayOptions) {
-    this.secret = new TextEncoder().encode(options.hmacSecret);
+    this.secret =
+      typeof options.hmacKey === 'string' ? new TextEncoder().encode(options.hmacKey) : options.hmacKey;
     this.engine = new MemoryEngine(options.history ?? (() => ({ size: 100, ttlMs: 600_000 })), options.now);
     this.pinger = setInterval(() => {
       for (const session of this.sessions) if (session.user !== null) this.write(session, [{}]);

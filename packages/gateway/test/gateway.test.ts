@@ -25,7 +25,7 @@ const sign = (claims: Record<string, unknown>, expiresIn = '10m') =>
 
 beforeAll(async () => {
   server = createServer();
-  gateway = new Gateway({ hmacSecret: secret });
+  gateway = new Gateway({ hmacKey: secret });
   gateway.attach(server);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   url = `ws://127.0.0.1:${(server.address() as { port: number }).port}/connection/websocket`;

@@ -2,6 +2,8 @@
  * The composition root: the only module that knows every concrete class. It turns a config into a
  * running server (HTTP API + background loops) and gives back a handle that shuts it all down in order.
  */
+
+import { Gateway } from '@tdp/gateway';
 import { newId } from '@tdp/protocol';
 import type { FastifyInstance } from 'fastify';
 import { type Logger, pino } from 'pino';
@@ -10,6 +12,7 @@ import { createHttpApp } from './adapters/inbound/http/app.ts';
 import { registerDefinitionRoutes } from './adapters/inbound/http/definitionsRoutes.ts';
 import { registerHealthRoutes } from './adapters/inbound/http/healthRoutes.ts';
 import { Metrics } from './adapters/inbound/http/metrics.ts';
+import { registerRealtimeRoutes } from './adapters/inbound/http/realtimeRoutes.ts';
 import { registerRunRoutes } from './adapters/inbound/http/runRoutes.ts';
 import { registerStatusRoutes } from './adapters/inbound/http/statusRoutes.ts';
 import { registerTaskRoutes } from './adapters/inbound/http/tasksRoutes.ts';
@@ -30,7 +33,7 @@ import { PostgresStatusReads } from './adapters/outbound/postgres/statusReads.ts
 import { PostgresStatusStore } from './adapters/outbound/postgres/statusStore.ts';
 import { PostgresTaskStore } from './adapters/outbound/postgres/taskStore.ts';
 import { PostgresWorkerStore } from './adapters/outbound/postgres/workerStore.ts';
-import { JoseExecutionCredentials } from './adapters/outbound/tokens/executionCredentials.ts';
+import { derivedKey, JoseExecutionCredentials } from './adapters/outbound/tokens/executionCredentials.ts';
 import { JoseUserTokens } from './adapters/outbound/tokens/userTokens.ts';
 import type { ServerConfig } from './config.ts';
 import { DefinitionCatalog } from './core/definitions/catalog.ts';
@@ -53,6 +56,7 @@ import { createOutboxLoop } from './loops/outboxLoop.ts';
 import {
   createCallbackLoop,
   createLeaseLoop,
+  createRealtimeLoop,
   createSchedulerLoop,
   createTimerLoop,
 } from './loops/runLoops.ts';
@@ -93,7 +97,7 @@ export interface ServerDependencies {
  */
 class OutboxWakeup implements OutboxSignal {
   private notifyPending = false;
-  loops: Partial<Record<'outbox' | 'scheduler' | 'timers' | 'callbacks', WakeableLoop>> = {};
+  loops: Partial<Record<'outbox' | 'realtime' | 'scheduler' | 'timers' | 'callbacks', WakeableLoop>> = {};
 
   constructor(private readonly sql: Sql) {}
 
@@ -103,6 +107,7 @@ class OutboxWakeup implements OutboxSignal {
     if (work.earliestTimer) this.loops.timers?.wakeBy(work.earliestTimer);
     if (!work.outbox) return;
     this.loops.outbox?.wake();
+    this.loops.realtime?.wake();
     if (this.notifyPending) return;
     this.notifyPending = true;
     setTimeout(() => {
@@ -259,10 +264,16 @@ export async function startServer(
     authenticator,
   });
   registerRunRoutes(app, { authenticator, sql, callbacks: callbackQueue, clock });
+  const statusReads = new PostgresStatusReads(sql);
+  // The realtime gateway runs in this process; its tokens are signed with a key derived from the keyring.
+  const realtimeKey = derivedKey(config.secretKeyring, config.secretKeyring.activeKeyId, 'realtime-token');
+  const gateway = new Gateway({ hmacKey: realtimeKey, now: () => clock.now().getTime() });
+  gateway.attach(app.server);
+  registerRealtimeRoutes(app, { authenticator, key: realtimeKey, clock, reads: statusReads });
   registerStatusRoutes(app, {
     authenticator,
     status,
-    reads: { reads: new PostgresStatusReads(sql), clock, ids },
+    reads: { reads: statusReads, clock, ids },
     userTokens: new JoseUserTokens(config.secretKeyring),
   });
   registerDefinitionRoutes(app, {
@@ -324,6 +335,13 @@ export async function startServer(
         intervalMs: 2_000,
       }),
     );
+    const realtimeLoop = createRealtimeLoop({
+      rows: new ClaimableRows(sql, 'realtime_outbox'),
+      publisher: { publish: async (channel, data) => void gateway.publish(channel, data) },
+      clock,
+      logger: logger.child({ loop: 'realtime' }),
+    });
+    loops.push(realtimeLoop);
     const timerLoop = createTimerLoop({
       status,
       timers: new ClaimableRows(sql, 'timer'),
@@ -373,7 +391,13 @@ export async function startServer(
       },
     });
     loops.push(callbackLoop);
-    signal.loops = { outbox: outboxLoop, scheduler, timers: timerLoop, callbacks: callbackLoop };
+    signal.loops = {
+      outbox: outboxLoop,
+      realtime: realtimeLoop,
+      scheduler,
+      timers: timerLoop,
+      callbacks: callbackLoop,
+    };
     loops.push(
       createHealthLoop({
         reconciler: new HealthReconciler(status, { graceMs: config.healthGraceMs, maxPerCycle: 100 }),
@@ -391,7 +415,13 @@ export async function startServer(
   // Loops that sleep until a row's due time re-plan after a jump. (The scheduler and the lease reaper
   // run every second or two anyway; waking them at the jump would judge workers before they beat.)
   clock.onJump?.(() => {
-    for (const loop of [signal.loops.timers, signal.loops.callbacks, signal.loops.outbox]) loop?.wake();
+    for (const loop of [
+      signal.loops.timers,
+      signal.loops.callbacks,
+      signal.loops.outbox,
+      signal.loops.realtime,
+    ])
+      loop?.wake();
   });
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
@@ -408,6 +438,7 @@ export async function startServer(
     logger,
     close: () => {
       closing ??= (async () => {
+        await gateway.close();
         await app.close();
         await Promise.all(loops.map((loop) => loop.stop()));
         await unlisten?.().catch(() => {});

@@ -3,6 +3,7 @@ import type { ClaimableRows } from '../adapters/outbound/postgres/outboxQueue.ts
 import type { CallbackSenderDeps } from '../core/callbacks/sendCallbacks.ts';
 import { sendDueCallbacks } from '../core/callbacks/sendCallbacks.ts';
 import { fireTimer } from '../core/orchestration/timers.ts';
+import { type RelayDeps, relayRealtime } from '../core/realtime/relay.ts';
 import { type DispatchDeps, dispatchReady } from '../core/scheduling/dispatch.ts';
 import { reapLostWorkers } from '../core/scheduling/leases.ts';
 import type { Clock } from '../core/shared/ports.ts';
@@ -104,6 +105,20 @@ export function createLeaseLoop(
       if (reaped > 0) deps.logger.warn({ reaped }, 'attempts of lost workers failed over');
       return { full: false };
     },
+    nextDueAt: async () => null,
+  });
+}
+
+/** Publishes committed realtime projections to the gateway, in commit order. */
+export function createRealtimeLoop(deps: RelayDeps & { logger: Logger }): WakeableLoop {
+  const batch = 200;
+  return new WakeableLoop({
+    name: 'realtime',
+    logger: deps.logger,
+    now: () => deps.clock.now(),
+    maxIdleMs: 1_000,
+    batchWindowMs: 2,
+    round: async () => ({ full: (await relayRealtime(deps, batch)) === batch }),
     nextDueAt: async () => null,
   });
 }

@@ -1,0 +1,100 @@
+import type { FastifyInstance } from 'fastify';
+import { SignJWT } from 'jose';
+import { Type } from 'typebox';
+import type { ApiKeyAuthenticator } from '../../../core/identity/authenticate.ts';
+import { AppError } from '../../../core/shared/errors.ts';
+import type { Clock } from '../../../core/shared/ports.ts';
+import type { Viewer } from '../../../core/status/ports.ts';
+import { channels } from '../../../core/status/projections.ts';
+import type { TaskState } from '../../../core/tasks/model.ts';
+import { problemResponses, Uuid } from './schemas.ts';
+
+/**
+ * Realtime tokens for the gateway (the `centrifuge` SDK), asked for by an application's backend on behalf
+ * of one of its users: a connection token whose only server-side subscription is the user's own task
+ * channel, and subscription tokens for one task's detail channel, after checking the user may see it.
+ */
+export function registerRealtimeRoutes(
+  app: FastifyInstance,
+  deps: {
+    authenticator: ApiKeyAuthenticator;
+    key: Uint8Array;
+    clock: Clock;
+    reads: {
+      task(taskId: string): Promise<TaskState | null>;
+      canView(taskId: string, viewer: Viewer): Promise<boolean>;
+    };
+    tokenTtlSeconds?: number;
+  },
+): void {
+  const tags = ['realtime'];
+  const security = [{ apiKey: [] }];
+  const ttl = deps.tokenTtlSeconds ?? 900;
+  const sign = (claims: Record<string, unknown>) =>
+    new SignJWT(claims)
+      .setProtectedHeader({ alg: 'HS256' })
+      .setIssuedAt(Math.floor(deps.clock.now().getTime() / 1000))
+      .setExpirationTime(Math.floor(deps.clock.now().getTime() / 1000) + ttl)
+      .sign(deps.key);
+  const principal = async (authorization: string | undefined) => {
+    const token = authorization?.startsWith('Bearer ') ? authorization.slice(7) : null;
+    const found = token ? await deps.authenticator.authenticate(token) : null;
+    if (!found)
+      throw new AppError('UNAUTHENTICATED', 'send an application key as "Authorization: Bearer tdp_…"');
+    return found;
+  };
+  const UserId = Type.String({ minLength: 1, maxLength: 200, pattern: '^[^,#$:/\\s]+$' });
+
+  app.post<{ Body: { userId: string } }>(
+    '/v1/realtime/connection-token',
+    {
+      schema: {
+        tags,
+        security,
+        summary: "A connection token for one of the application's users (their task channel is subscribed)",
+        body: Type.Object({ userId: UserId }, { additionalProperties: false }),
+        response: {
+          200: Type.Object({ token: Type.String(), url: Type.String(), channels: Type.Array(Type.String()) }),
+          ...problemResponses,
+        },
+      },
+    },
+    async (request) => {
+      const caller = await principal(request.headers.authorization);
+      const userChannels = [channels.user(caller.tenantId, request.body.userId)];
+      return {
+        token: await sign({ sub: request.body.userId, channels: userChannels }),
+        url: `ws://${request.headers.host}/connection/websocket`,
+        channels: userChannels,
+      };
+    },
+  );
+
+  app.post<{ Body: { userId: string; taskId: string } }>(
+    '/v1/realtime/subscription-token',
+    {
+      schema: {
+        tags,
+        security,
+        summary: "A subscription token for a task's detail channel, if the user may see the task",
+        body: Type.Object({ userId: UserId, taskId: Uuid }, { additionalProperties: false }),
+        response: { 200: Type.Object({ token: Type.String(), channel: Type.String() }), ...problemResponses },
+      },
+    },
+    async (request) => {
+      const caller = await principal(request.headers.authorization);
+      const task = await deps.reads.task(request.body.taskId);
+      const visible =
+        task?.task.applicationId === caller.applicationId &&
+        (await deps.reads.canView(request.body.taskId, {
+          userId: request.body.userId,
+          projects: [],
+          roles: [],
+        }));
+      if (!task || !visible)
+        throw new AppError('TASK_NOT_FOUND', `task ${request.body.taskId} does not exist`);
+      const channel = channels.detail(caller.tenantId, request.body.taskId);
+      return { token: await sign({ sub: request.body.userId, channel }), channel };
+    },
+  );
+}

@@ -1,0 +1,93 @@
+/**
+ * Live status end to end: the server's in-process gateway, the relay from `realtime_outbox`, and the
+ * token endpoints, driven by the real `centrifuge` SDK.
+ */
+import { newId } from '@tdp/protocol';
+import { Centrifuge } from 'centrifuge';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import { type Harness, startHarness } from '../../../test/harness.ts';
+
+let h: Harness;
+let app: Awaited<ReturnType<Harness['createApplication']>>;
+const clients: Centrifuge[] = [];
+
+beforeAll(async () => {
+  h = await startHarness({ runLoops: true });
+  app = await h.createApplication();
+  await h.request('POST', '/v1/workflow-definitions', {
+    token: app.apiKey,
+    body: {
+      name: 'live',
+      version: '1',
+      steps: [{ key: 'only', capability: 'nobody.live', capabilityVersion: '1' }],
+    },
+  });
+});
+afterAll(async () => {
+  for (const client of clients) client.disconnect();
+  await h.close();
+});
+
+const token = async (path: string, body: Record<string, unknown>, apiKey = app.apiKey) =>
+  h.request('POST', path, { token: apiKey, body });
+
+async function connectAs(userId: string) {
+  const issued = (await token('/v1/realtime/connection-token', { userId })).body;
+  const client = new Centrifuge(issued.url, { websocket: WebSocket, token: issued.token });
+  clients.push(client);
+  const connected = new Promise((resolve) => client.once('connected', resolve));
+  client.connect();
+  await connected;
+  return { client, channels: issued.channels as string[] };
+}
+
+const createTask = async (ownerId: string) =>
+  (
+    await h.request('POST', '/v1/tasks', {
+      token: app.apiKey,
+      headers: { 'idempotency-key': newId() },
+      body: { workflowName: 'live', workflowVersion: '1', name: 'live task', ownerId },
+    })
+  ).body.task.id as string;
+
+describe('live status through the gateway', () => {
+  it("a user's connection sees their new task appear, and its detail channel follows every change", async () => {
+    const { client, channels } = await connectAs('u1');
+    expect(channels).toEqual([`task_user:${app.tenantId}/u1`]);
+    const summaries: { taskId: string; lifecycleStatus: string }[] = [];
+    client.on('publication', (ctx) => summaries.push(ctx.data));
+    const taskId = await createTask('u1');
+    await expect.poll(() => summaries.some((s) => s.taskId === taskId)).toBe(true);
+
+    const issued = (await token('/v1/realtime/subscription-token', { userId: 'u1', taskId })).body;
+    expect(issued.channel).toBe(`task_detail:${app.tenantId}/${taskId}`);
+    const detail = client.newSubscription(issued.channel, { token: issued.token });
+    const details: { kind: string; state: { lifecycleStatus: string } }[] = [];
+    detail.on('publication', (ctx) => details.push(ctx.data));
+    const subscribed = new Promise((resolve) => detail.once('subscribed', resolve));
+    detail.subscribe();
+    await subscribed;
+    await h.request('POST', `/v1/tasks/${taskId}:cancel`, { token: app.apiKey });
+    await expect.poll(() => details.at(-1)?.state.lifecycleStatus, { timeout: 10_000 }).toBe('CANCELLED');
+    await expect
+      .poll(() => summaries.filter((s) => s.taskId === taskId).at(-1)?.lifecycleStatus)
+      .toBe('CANCELLED');
+  });
+
+  it("refuses a subscription token for someone else's task, and for another application's", async () => {
+    const taskId = await createTask('owner-1');
+    const stranger = await token('/v1/realtime/subscription-token', { userId: 'stranger', taskId });
+    expect(stranger.status).toBe(404);
+    expect(stranger.body.code).toBe('TASK_NOT_FOUND');
+    const other = await h.createApplication();
+    const foreign = await token(
+      '/v1/realtime/subscription-token',
+      { userId: 'owner-1', taskId },
+      other.apiKey,
+    );
+    expect(foreign.status).toBe(404);
+    const owner = await token('/v1/realtime/subscription-token', { userId: 'owner-1', taskId });
+    expect(owner.status).toBe(200);
+  });
+});
