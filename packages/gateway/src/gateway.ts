@@ -19,6 +19,8 @@ export interface GatewayOptions {
   history?: (channel: string) => HistoryOptions;
   pingIntervalMs?: number;
   now?: () => number;
+  /** At most `max` subscriptions per connection to channels starting with `prefix` (error 106 past it). */
+  channelLimits?: { prefix: string; max: number }[];
 }
 
 /** Reply errors the SDK knows (CENTRIFUGO_COMPAT.md §3). */
@@ -26,6 +28,7 @@ const replyErrors = {
   permissionDenied: { code: 103, message: 'permission denied' },
   methodNotFound: { code: 104, message: 'method not found' },
   alreadySubscribed: { code: 105, message: 'already subscribed' },
+  limitExceeded: { code: 106, message: 'limit exceeded' },
   badRequest: { code: 107, message: 'bad request' },
   notAvailable: { code: 108, message: 'not available' },
   tokenExpired: { code: 109, message: 'token expired' },
@@ -170,6 +173,9 @@ export class Gateway {
       if (claims.sub !== session.user || claims.channel !== request.channel)
         return close(closes.invalidToken);
       if (session.channels.has(request.channel)) return fail(replyErrors.alreadySubscribed);
+      const limit = this.options.channelLimits?.find((l) => request.channel!.startsWith(l.prefix));
+      if (limit && [...session.channels].filter((c) => c.startsWith(limit.prefix)).length >= limit.max)
+        return fail(replyErrors.limitExceeded);
       return answer('subscribe', {
         ...this.join(session, request.channel, request),
         ...expiry(claims, this.now()),

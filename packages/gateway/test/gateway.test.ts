@@ -25,7 +25,7 @@ const sign = (claims: Record<string, unknown>, expiresIn = '10m') =>
 
 beforeAll(async () => {
   server = createServer();
-  gateway = new Gateway({ hmacKey: secret });
+  gateway = new Gateway({ hmacKey: secret, channelLimits: [{ prefix: 'task_detail:', max: 2 }] });
   gateway.attach(server);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   url = `ws://127.0.0.1:${(server.address() as { port: number }).port}/connection/websocket`;
@@ -147,5 +147,24 @@ describe('gateway with the centrifuge SDK', () => {
     client.connect();
     await connected;
     expect(calls).toBeGreaterThanOrEqual(2);
+  });
+
+  it('refuses a subscription past the per-connection limit of its namespace with error 106', async () => {
+    const client = connect(await sign({ sub: 'u7' }));
+    client.connect();
+    const subscribe = async (channel: string) => {
+      const sub = client.newSubscription(channel, { getToken: () => sign({ sub: 'u7', channel }) });
+      const outcome = new Promise<{ subscribed?: boolean; code?: number }>((resolve) => {
+        sub.once('subscribed', () => resolve({ subscribed: true }));
+        sub.once('unsubscribed', (ctx) => resolve({ code: ctx.code }));
+      });
+      sub.subscribe();
+      return outcome;
+    };
+    expect(await subscribe('task_detail:t1/a')).toEqual({ subscribed: true });
+    expect(await subscribe('task_detail:t1/b')).toEqual({ subscribed: true });
+    expect(await subscribe('task_detail:t1/c')).toEqual({ code: 106 });
+    // Other namespaces are not counted.
+    expect(await subscribe('task_user:t1/u7')).toEqual({ subscribed: true });
   });
 });

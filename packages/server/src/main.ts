@@ -267,7 +267,12 @@ export async function startServer(
   const statusReads = new PostgresStatusReads(sql);
   // The realtime gateway runs in this process; its tokens are signed with a key derived from the keyring.
   const realtimeKey = derivedKey(config.secretKeyring, config.secretKeyring.activeKeyId, 'realtime-token');
-  const gateway = new Gateway({ hmacKey: realtimeKey, now: () => clock.now().getTime() });
+  const gateway = new Gateway({
+    hmacKey: realtimeKey,
+    now: () => clock.now().getTime(),
+    // A page follows at most 20 task details at once (source document 002 §7).
+    channelLimits: [{ prefix: 'task_detail:', max: 20 }],
+  });
   gateway.attach(app.server);
   registerRealtimeRoutes(app, { authenticator, key: realtimeKey, clock, reads: statusReads });
   registerStatusRoutes(app, {
