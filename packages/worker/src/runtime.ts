@@ -65,7 +65,8 @@ type AbortReason = 'CANCELED' | 'LEASE_LOST' | 'HANDED_BACK' | 'STOPPED';
 interface Running {
   local: LocalAttempt;
   controller: AbortController;
-  heartbeatSeq: number;
+  /** When its last attempt heartbeat went out (ms). */
+  lastBeatAt: number;
   done: Promise<void>;
 }
 
@@ -114,6 +115,7 @@ export class WorkerRuntime {
     void this.guard('sender', () => this.senderLoop());
     void this.guard('acks', () => this.ackLoop());
     void this.guard('heartbeats', () => this.heartbeatLoop());
+    void this.guard('attempt heartbeats', () => this.attemptHeartbeatLoop());
   }
 
   /**
@@ -345,7 +347,11 @@ export class WorkerRuntime {
   /** Sends one batch (grouped by the session each attempt belongs to); marks what the server answered. */
   private async deliver(batch: ReturnType<LocalStore['unsent']>): Promise<void> {
     const byWorker = new Map<string, typeof batch>();
-    for (const event of batch) byWorker.set(event.workerId, [...(byWorker.get(event.workerId) ?? []), event]);
+    for (const event of batch) {
+      const list = byWorker.get(event.workerId) ?? [];
+      list.push(event);
+      byWorker.set(event.workerId, list);
+    }
     for (const [workerId, events] of byWorker) {
       const outcomes = await this.options.client.sendEvents(
         workerId,
@@ -389,11 +395,27 @@ export class WorkerRuntime {
         if (error instanceof RejectedError) await this.sessionLost(error.message);
         else if (!(error instanceof UnavailableError)) throw error;
       }
-      // Attempt heartbeats, batched: one request for every running attempt that has a token.
-      const items = [...this.running.values()]
-        .filter((r) => r.local.executionToken)
-        .map((r) => ({ executionToken: r.local.executionToken!, heartbeatSeq: ++r.heartbeatSeq }));
-      if (items.length > 0) await this.options.client.attemptHeartbeats(items).catch(() => {});
+    }
+  }
+
+  /**
+   * Attempt heartbeats, batched: every second, one request for the running attempts whose interval (from
+   * their START_ATTEMPT, 10 s by default) has passed. The sequence is the clock in ms, so it keeps rising
+   * across a restart (the server ignores a sequence not above the last one it saw).
+   */
+  private async attemptHeartbeatLoop(): Promise<void> {
+    while (!this.stopping.signal.aborted) {
+      await this.sleep(1_000);
+      const now = Date.now();
+      const due = [...this.running.values()].filter(
+        (r) =>
+          r.local.executionToken && now - r.lastBeatAt >= (r.local.heartbeatIntervalSeconds ?? 10) * 1000,
+      );
+      if (due.length === 0) continue;
+      for (const r of due) r.lastBeatAt = now;
+      await this.options.client
+        .attemptHeartbeats(due.map((r) => ({ executionToken: r.local.executionToken!, heartbeatSeq: now })))
+        .catch((error) => this.logger.warn({ err: (error as Error).message }, 'attempt heartbeats not sent'));
     }
   }
 
@@ -417,7 +439,7 @@ export class WorkerRuntime {
       return;
     }
     const controller = new AbortController();
-    const running: Running = { local, controller, heartbeatSeq: 0, done: Promise.resolve() };
+    const running: Running = { local, controller, lastBeatAt: Date.now(), done: Promise.resolve() };
     this.running.set(local.attemptId, running);
     running.done = this.execute(running, resumed)
       .catch((error) => {

@@ -7,6 +7,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { newId } from '@tdp/protocol';
+import { connectDatabase } from '@tdp/server';
 import Database from 'better-sqlite3';
 import { Type } from 'typebox';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -31,6 +32,25 @@ beforeAll(async () => {
     ['resume-wf', 'test.resume', {}],
     ['local-wf', 'test.local', {}],
   ] as const) {
+    if (name === 'wait-wf') {
+      // The same capability with a 3 s heartbeat timeout: the worker must beat for it.
+      await h.request('POST', '/v1/workflow-definitions', {
+        token: app.apiKey,
+        body: {
+          name: 'beat-wf',
+          version: '1',
+          steps: [
+            {
+              key: 'only',
+              capability,
+              capabilityVersion: '1',
+              timeouts: { heartbeatMs: 3_000 },
+              retry: { maxAttempts: 1 },
+            },
+          ],
+        },
+      });
+    }
     await h.request('POST', '/v1/workflow-definitions', {
       token: app.apiKey,
       body: {
@@ -259,5 +279,26 @@ describe('worker runtime', () => {
     expect(backoffMs(3, () => 1)).toBe(4_000);
     expect(backoffMs(20, () => 1)).toBe(30_000);
     expect(backoffMs(20, () => 0)).toBe(15_000);
+  });
+
+  it('beats for a running attempt as often as its heartbeat timeout needs (a third of it), in batches', async () => {
+    const worker = await startWorker(h.url, join(directory, 'beat.db'), 'node-beat');
+    const sql = connectDatabase({ url: h.databaseUrl, maxConnections: 1 });
+    try {
+      const taskId = await submit('beat-wf', {});
+      await expect
+        .poll(async () => (await task(taskId)).execution.steps[0]?.status, { timeout: 15_000 })
+        .toBe('RUNNING');
+      const seq = async () =>
+        Number(
+          (await sql`SELECT last_heartbeat_seq FROM step WHERE task_id = ${taskId}`)[0]!.last_heartbeat_seq,
+        );
+      await expect.poll(seq, { timeout: 5_000 }).toBeGreaterThan(0);
+      const first = await seq();
+      await expect.poll(seq, { timeout: 5_000 }).toBeGreaterThan(first);
+    } finally {
+      await sql.end();
+      await stopWorker(worker);
+    }
   });
 });

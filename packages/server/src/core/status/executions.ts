@@ -67,7 +67,15 @@ export async function issueContext(
     executionToken: await deps.credentials.sign(claims),
     executionHandle: deps.secrets.open(attempt.handleSealed, handleField(attempt.id)),
     expiresAt: attempt.expiresAt.toISOString(),
-    heartbeatIntervalSeconds: step.heartbeatIntervalSeconds ?? deps.defaultHeartbeatIntervalSeconds,
+    // A step's own heartbeat timeout leaves room for three beats (the default interval may be longer).
+    heartbeatIntervalSeconds:
+      step.heartbeatIntervalSeconds ??
+      (step.heartbeatTimeoutSeconds
+        ? Math.max(
+            1,
+            Math.min(deps.defaultHeartbeatIntervalSeconds, Math.floor(step.heartbeatTimeoutSeconds / 3)),
+          )
+        : deps.defaultHeartbeatIntervalSeconds),
     heartbeatTimeoutSeconds: step.heartbeatTimeoutSeconds ?? deps.defaultHeartbeatTimeoutSeconds,
     taskVersion: state.task.version.toString(),
     created,
