@@ -43,6 +43,7 @@ import { openApplicationSecrets } from './core/identity/applications.ts';
 import { ApiKeyAuthenticator } from './core/identity/authenticate.ts';
 import { SecretBox } from './core/identity/secretBox.ts';
 import type { EventPublisher } from './core/outbox/ports.ts';
+import { CandidateSnapshot } from './core/scheduling/candidateSnapshot.ts';
 import type { DispatchDeps } from './core/scheduling/dispatch.ts';
 import { CommandHub, type WorkerDeps } from './core/scheduling/workers.ts';
 import { type Clock, type IdGenerator, systemClock } from './core/shared/ports.ts';
@@ -218,6 +219,12 @@ export async function startServer(
   const hub = new CommandHub();
   const callbackQueue = new PostgresCallbackQueue(sql);
   let schedulerWake = () => {};
+  const candidates = new CandidateSnapshot(
+    () => workerStore.candidates(),
+    1_000,
+    () => performance.now(),
+    (error) => logger.warn({ err: error }, 'could not read the worker candidates'),
+  );
   const workerDeps: WorkerDeps = {
     status,
     workers: workerStore,
@@ -225,6 +232,7 @@ export async function startServer(
     heartbeatTtlMs: config.workerHeartbeatTtlMs,
     credentials: new TtlCache(5_000),
     workersChanged: () => {
+      candidates.invalidate();
       workerStore.retryDeferred(clock.now()).then(
         () => schedulerWake(),
         (error) => logger.warn({ err: error }, 'could not retry deferred scheduling requests'),
@@ -237,6 +245,8 @@ export async function startServer(
     heartbeatTtlMs: config.workerHeartbeatTtlMs,
     wake: (commands) => hub.deliver(commands),
     retryUnplaceableMs: 5_000,
+    workersEnded: () => candidates.invalidate(),
+    roundDone: (full) => candidates.schedulerRound(full),
   };
   const grantDeps: GrantDeps = {
     grants: new PostgresGrantStore(sql),
@@ -298,6 +308,7 @@ export async function startServer(
       ids,
       signal,
       allowInsecureCallbacks: config.allowInsecureCallbacks,
+      placement: { ...dispatchDeps, candidates },
     },
     cancel: { store: statusStore, clock, ids, signal },
   });

@@ -153,6 +153,50 @@ describe('running a task', () => {
     }
   });
 
+  it('a create places its ready first step itself once a worker is known: the answer shows it QUEUED on that worker', async () => {
+    const worker = await startTestWorker({
+      baseUrl: h.url,
+      workerKey,
+      nodeId: 'node-inline',
+      capabilities: [
+        { name: 'archive.clean', version: '1' },
+        { name: 'image.watermark', version: '2' },
+      ],
+      handler: completeWith({ archive: 'asset://done' }),
+    });
+    const sql = connectDatabase({ url: h.databaseUrl, maxConnections: 1 });
+    try {
+      // The server reads the workers again after a registration; until then the scheduler places steps.
+      let answer: any;
+      await expect
+        .poll(
+          async () => {
+            answer = (await submit(`inline-${newId()}`)).body;
+            return answer.execution.steps[0].status;
+          },
+          { timeout: 5_000, interval: 50 },
+        )
+        .toBe('QUEUED');
+      const taskId = answer.task.id;
+      expect(answer.execution.steps.map((s: any) => s.status)).toEqual(['QUEUED', 'WAITING']);
+      await expect
+        .poll(() => worker.received.some((c) => c.taskId === taskId), { timeout: 5_000 })
+        .toBe(true);
+      const [request] = await sql`
+        SELECT r.status FROM scheduling_request r JOIN step s ON s.id = r.step_id
+        WHERE r.task_id = ${taskId} AND s.step_key = 'clean'`;
+      expect(request?.status).toBe('DISPATCHED');
+      await expect
+        .poll(async () => (await taskStatus(taskId)).task.lifecycleStatus, { timeout: 15_000 })
+        .toBe('SUCCEEDED');
+      const attempts = await sql`SELECT count(*)::int AS n FROM attempt WHERE task_id = ${taskId}`;
+      expect(attempts[0]!.n).toBe(2);
+    } finally {
+      await sql.end();
+      await worker.stop();
+    }
+  });
+
   it('a receiver failing 3 times then succeeding gets each sequence delivered and acknowledged once', async () => {
     const worker = await startTestWorker({
       baseUrl: h.url,

@@ -47,6 +47,7 @@ beforeAll(async () => {
     ['start-wf', 'nobody.op', { timeouts: { scheduleToStartMs: 5_000 }, retry: { maxAttempts: 1 } }],
     ['beat-wf', 'beat.op', { timeouts: { heartbeatMs: 5_000 }, retry: { maxAttempts: 1 } }],
     ['again-wf', 'again.op', {}],
+    ['orphan-wf', 'orphan.op', {}],
     ['delayed-wf', 'delayed.op', { startDelayMs: 60_000, timeouts: { scheduleToStartMs: 5_000 } }],
   ] as const) {
     await h.request('POST', '/v1/workflow-definitions', {
@@ -223,6 +224,50 @@ describe('failures while running', () => {
       h.clock.set(new Date());
       dying.child.kill('SIGKILL');
       await surviving.stop();
+    }
+  });
+
+  it('a session that ended while it still held an attempt (the reaper died in between, or a placement raced the end) has it failed over', async () => {
+    const stuck = await startTestWorker({
+      baseUrl: h.url,
+      workerKey,
+      nodeId: 'node-orphan-a',
+      capabilities: [{ name: 'orphan.op', version: '1' }],
+      handler: async () => {},
+    });
+    let survivor: Awaited<ReturnType<typeof startTestWorker>> | null = null;
+    try {
+      const taskId = (await submit('orphan-wf')).body.task.id;
+      await expect
+        .poll(() => stuck.received.some((c) => c.taskId === taskId), { timeout: 10_000 })
+        .toBe(true);
+      // The session ends, its attempt still open: what a reaper leaves when it dies after ending it.
+      await sql`UPDATE worker SET ended_at = ${h.clock.now()} WHERE id = ${stuck.workerId}`;
+      survivor = await startTestWorker({
+        baseUrl: h.url,
+        workerKey,
+        nodeId: 'node-orphan-b',
+        capabilities: [{ name: 'orphan.op', version: '1' }],
+        handler: completeWith({ done: true }),
+      });
+      await expect
+        .poll(async () => (await status(taskId)).execution.steps[0]?.attempt, { timeout: 10_000 })
+        .toBe(2);
+      h.clock.advance(1_100);
+      await survivor.heartbeat();
+      await expect
+        .poll(async () => (await status(taskId)).task.lifecycleStatus, { timeout: 15_000 })
+        .toBe('SUCCEEDED');
+      const attempts = await sql`
+        SELECT worker_id FROM attempt WHERE task_id = ${taskId} ORDER BY created_at, id`;
+      expect(attempts.map((a) => a.worker_id)).toEqual([stuck.workerId, survivor.workerId]);
+      const timeline = (
+        await h.request('GET', `/v1/tasks/${taskId}/timeline`, { token: app.apiKey })
+      ).body.items.map((m: any) => m.kind);
+      expect(timeline).toContain('WORKER_LOST');
+    } finally {
+      await stuck.stop();
+      await survivor?.stop();
     }
   });
 

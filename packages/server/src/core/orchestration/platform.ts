@@ -24,6 +24,9 @@ import {
   type StepState,
 } from './advance.ts';
 
+/** TDP's own workers report the steps of tasks created here (issue: the worker gateway). */
+export const platformWorkerProducer = 'tdp:worker';
+
 export type OrchestrationWrite = Pick<
   FactWrite,
   | 'schedulingRequests'

@@ -8,12 +8,11 @@
  */
 
 import { failStepAttempt } from '../orchestration/failStep.ts';
-import { milestone, resolvePlatformInput } from '../orchestration/platform.ts';
+import { milestone, platformWorkerProducer, resolvePlatformInput } from '../orchestration/platform.ts';
 import type { StatusDeps } from '../status/deps.ts';
 import { issueContext, newAttempt } from '../status/executions.ts';
 import { type FactSession, inFactTransaction } from '../status/facts.ts';
 import { taskAfterStepChange } from '../status/stateMachine.ts';
-import { platformWorkerProducer } from '../tasks/createTask.ts';
 import { isTerminal } from '../tasks/execution.ts';
 import type { StepRecord, TaskState } from '../tasks/model.ts';
 import type { WorkerCommandRecord } from './model.ts';
@@ -27,6 +26,10 @@ export interface DispatchDeps {
   /** Called after the commit with the commands it wrote, for the workers' open streams. */
   wake: (commands: WorkerCommandRecord[]) => void;
   retryUnplaceableMs: number;
+  /** Called when worker sessions were ended (lost), so no placement trusts an older view of them. */
+  workersEnded?: () => void;
+  /** Called after each round; `full` means more requests are waiting. */
+  roundDone?: (full: boolean) => void;
 }
 
 /** One round: up to `limit` requests. Returns how many were claimed (placed, deferred or closed). */
@@ -72,6 +75,7 @@ export async function dispatchReady(deps: DispatchDeps, limit: number): Promise<
     { deferWrites: true },
   );
   if (sent.length > 0) deps.wake(sent);
+  deps.roundDone?.(claimed === limit);
   return claimed;
 }
 

@@ -2,7 +2,8 @@
  * Lost workers: a session whose heartbeats stopped past its TTL loses its leases. Each open attempt it
  * held fails as WORKER_LOST (an infrastructure failure: retried under every failure policy while
  * attempts remain) through the fact path, so the step runs again elsewhere; the lost worker's late
- * events then find a superseded attempt and are answered STALE_EXECUTION.
+ * events then find a superseded attempt and are answered STALE_EXECUTION. A session already ended that
+ * still holds open attempts (the reaper died between the two, or a placement raced the end) is lost too.
  */
 import { failStepAttempt } from '../orchestration/failStep.ts';
 import { inFactTransaction } from '../status/facts.ts';
@@ -10,10 +11,11 @@ import type { DispatchDeps } from './dispatch.ts';
 
 export async function reapLostWorkers(deps: DispatchDeps): Promise<number> {
   const now = deps.status.clock.now();
-  const lost = await deps.workers.silentWorkers(new Date(now.getTime() - deps.heartbeatTtlMs));
+  const lost = await deps.workers.lostWorkers(new Date(now.getTime() - deps.heartbeatTtlMs));
   let reaped = 0;
   for (const workerId of lost) {
     await deps.workers.endWorker(workerId, now);
+    deps.workersEnded?.();
     for (const { attemptId, taskId } of await deps.workers.openAttempts(workerId)) {
       await inFactTransaction(deps.status, async (session) => {
         const before = await session.lockTask(taskId);

@@ -63,8 +63,11 @@ export interface WorkerStore {
   pendingReasons(taskId: string): Promise<Map<string, string[]>>;
   /** Requests waiting after finding no worker become due now (a worker registered or changed). */
   retryDeferred(now: Date): Promise<void>;
-  /** Live sessions whose last heartbeat is older than `before`. */
-  silentWorkers(before: Date): Promise<string[]>;
+  /**
+   * Sessions to reap: live ones whose last heartbeat is older than `before`, and ended ones that still
+   * hold open attempts.
+   */
+  lostWorkers(before: Date): Promise<string[]>;
   /** Attempts a worker holds whose step attempt is still open. */
   openAttempts(workerId: string): Promise<{ attemptId: string; taskId: string }[]>;
 }

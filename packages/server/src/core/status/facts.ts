@@ -100,6 +100,10 @@ export class FactSession {
   /** Dedup records of this session's facts, and those read ahead for a batch (null: not seen). */
   private readonly dedup = new Map<string, DedupRecord | null>();
   private readonly attempts = new Map<string, AttemptRecord>();
+  /** Steps this session asked the scheduler to place and did not place itself. */
+  private readonly requestedSteps = new Set<string>();
+  /** Work for after the commit (e.g. waking the workers a placement wrote commands for). */
+  readonly committedCallbacks: (() => void)[] = [];
   /** What this transaction wrote for the background loops (woken after the commit). */
   readonly wrote: CommittedWork = { outbox: false, scheduling: false, callbacks: false, earliestTimer: null };
 
@@ -155,6 +159,10 @@ export class FactSession {
     return this.attempts.get(attemptId) ?? this.tx.findAttempt(attemptId);
   }
 
+  afterCommit(callback: () => void): void {
+    this.committedCallbacks.push(callback);
+  }
+
   /** Rows that belong to no fact (e.g. a closed scheduling request), written with the session's facts. */
   async write(write: Omit<FactWrite, 'events' | 'outbox' | 'realtime'>): Promise<void> {
     await this.apply({ ...write, events: [], outbox: [], realtime: [] });
@@ -163,7 +171,9 @@ export class FactSession {
   private async apply(write: FactWrite): Promise<void> {
     const wrote = this.wrote;
     if (write.outbox.length > 0 || write.realtime.length > 0) wrote.outbox = true;
-    if (write.schedulingRequests?.length) wrote.scheduling = true;
+    for (const request of write.schedulingRequests ?? []) this.requestedSteps.add(request.stepId);
+    for (const stepId of write.closeSchedulingRequests?.stepIds ?? []) this.requestedSteps.delete(stepId);
+    wrote.scheduling = this.requestedSteps.size > 0;
     if (write.callbacks?.length) wrote.callbacks = true;
     for (const timer of write.timers ?? [])
       if (!wrote.earliestTimer || timer.availableAt < wrote.earliestTimer)
@@ -266,17 +276,21 @@ export async function inFactTransaction<T>(
   work: (session: FactSession) => Promise<T>,
   options: SessionOptions = {},
 ): Promise<T> {
-  let wrote: CommittedWork | null = null;
+  let committed: FactSession | null = null;
   const result = await deps.store.transaction(
     async (tx) => {
       const session = new FactSession(tx, deps.ids, deps.clock.now(), options);
       const value = await work(session);
       await session.finish();
-      wrote = session.wrote;
+      committed = session;
       return value;
     },
     { writeOnly: options.writeOnly === true && options.deferWrites === true },
   );
-  if (wrote) deps.signal.committed(wrote);
+  const session = committed as FactSession | null;
+  if (session) {
+    deps.signal.committed(session.wrote);
+    for (const callback of session.committedCallbacks) callback();
+  }
   return result;
 }

@@ -3,11 +3,15 @@ import type { DefinitionCatalog } from '../definitions/catalog.ts';
 import type { JsonSchemaValidator } from '../definitions/ports.ts';
 import { checkOutboundUrl } from '../identity/applications.ts';
 import type { ApplicationPrincipal } from '../identity/ports.ts';
-import { callbackFor, milestone, orchestrate } from '../orchestration/platform.ts';
+import { callbackFor, milestone, orchestrate, platformWorkerProducer } from '../orchestration/platform.ts';
+import type { CandidateSnapshot } from '../scheduling/candidateSnapshot.ts';
+import { type DispatchDeps, placeStep } from '../scheduling/dispatch.ts';
+import type { SchedulingRequestRecord, WorkerCommandRecord } from '../scheduling/model.ts';
 import { fingerprint } from '../shared/canonicalJson.ts';
 import { AppError } from '../shared/errors.ts';
-import { type FactDeps, inFactTransaction } from '../status/facts.ts';
+import { type FactDeps, type FactSession, inFactTransaction } from '../status/facts.ts';
 import { workflowProjection } from '../status/projections.ts';
+import type { TaskState } from './model.ts';
 import { newTaskState, newWorkflowRecord } from './newTask.ts';
 import { applyStepConstraints } from './snapshot.ts';
 import { toTaskView } from './views.ts';
@@ -16,6 +20,12 @@ export interface CreateTaskDeps extends FactDeps {
   definitions: DefinitionCatalog;
   schemas: JsonSchemaValidator;
   allowInsecureCallbacks: boolean;
+  /** Places the first steps in the creating transaction when fresh worker candidates are at hand. */
+  placement?: InlinePlacement;
+}
+
+export interface InlinePlacement extends Pick<DispatchDeps, 'status' | 'heartbeatTtlMs' | 'wake'> {
+  candidates: CandidateSnapshot;
 }
 
 export interface CreateTaskResult {
@@ -25,8 +35,6 @@ export interface CreateTaskResult {
 }
 
 const operation = 'task.create';
-/** TDP's own workers report the steps of tasks created here (issue: the worker gateway). */
-export const platformWorkerProducer = 'tdp:worker';
 
 /**
  * Accepts a task: validates it against the published workflow, freezes the definition into execution #1
@@ -148,7 +156,6 @@ export async function createTask(
       );
       const started = orchestrate(deps.ids, created, { kind: 'EXECUTION_STARTED' }, now);
       const { state, callback } = callbackFor(deps.ids, started.state, eventId, 'execution.created', now);
-      const body = toTaskView(state);
       const implicit = !request.workflowId;
       await session.commit(
         null,
@@ -166,15 +173,6 @@ export async function createTask(
         },
         {
           write: {
-            idempotency: {
-              principal: `application:${principal.applicationId}`,
-              operation,
-              key: idempotencyKey,
-              requestHash,
-              responseStatus: 201,
-              responseBody: body,
-              createdAt: now,
-            },
             newTask: { task: state.task, execution: state.execution },
             newSteps: state.steps,
             ...(implicit ? { newWorkflow: workflow } : {}),
@@ -187,6 +185,21 @@ export async function createTask(
           countInWorkflow: !implicit,
         },
       );
+      const placed = deps.placement
+        ? await placeRoots(deps.placement, session, state.task.id, started.write.schedulingRequests ?? [])
+        : state;
+      const body = toTaskView(placed);
+      await session.write({
+        idempotency: {
+          principal: `application:${principal.applicationId}`,
+          operation,
+          key: idempotencyKey,
+          requestHash,
+          responseStatus: 201,
+          responseBody: body,
+          createdAt: now,
+        },
+      });
       return { status: 201 as const, body };
     },
     // Without a workflow to lock, a create reads nothing: its rows are one statement, one round trip.
@@ -197,6 +210,31 @@ export async function createTask(
     if ((error as { code?: string }).code !== '23505') throw error;
     return (await replay(deps, principal, idempotencyKey, requestHash)) ?? Promise.reject(error);
   });
+}
+
+/**
+ * Places the ready roots of a task being created on workers chosen from the fresh snapshot, as the
+ * scheduler would (same selector, same attempt, command and milestone), so the workers hear of it when
+ * the create commits. Without a snapshot, for a delayed step, or for a step no worker can take, the step
+ * keeps its scheduling request. Returns the task as it stands afterwards.
+ */
+async function placeRoots(
+  placement: InlinePlacement,
+  session: FactSession,
+  taskId: string,
+  requests: SchedulingRequestRecord[],
+): Promise<TaskState> {
+  // A delayed step waits for its time in the scheduler's queue.
+  const due = requests.filter((r) => r.availableAt.getTime() <= session.now.getTime());
+  const candidates = due.length > 0 ? placement.candidates.current() : null;
+  const commands: WorkerCommandRecord[] = [];
+  for (const request of candidates ? due : []) {
+    const before = await session.lockTask(taskId);
+    const result = await placeStep(placement, session, before, request.stepId, candidates!, false);
+    if (result.kind === 'placed') commands.push(result.command);
+  }
+  if (commands.length > 0) session.afterCommit(() => placement.wake(commands));
+  return (await session.lockTask(taskId))!;
 }
 
 async function replay(

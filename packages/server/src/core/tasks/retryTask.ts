@@ -1,9 +1,8 @@
 import type { TaskWithExecution } from '@tdp/protocol';
 import type { ApplicationPrincipal } from '../identity/ports.ts';
-import { callbackFor, milestone, orchestrate } from '../orchestration/platform.ts';
+import { callbackFor, milestone, orchestrate, platformWorkerProducer } from '../orchestration/platform.ts';
 import { AppError } from '../shared/errors.ts';
 import { type FactDeps, inFactTransaction } from '../status/facts.ts';
-import { platformWorkerProducer } from './createTask.ts';
 import { isTerminal, lifecycleOf } from './execution.ts';
 import type { ExecutionRecord, TaskState } from './model.ts';
 import { newStepRecord } from './newTask.ts';

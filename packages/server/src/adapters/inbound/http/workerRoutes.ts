@@ -255,9 +255,18 @@ export function registerWorkerRoutes(
       // When each unacknowledged command was last written to this stream. Commits do not arrive in id
       // order (concurrent creates place steps too), so "sent" is remembered per id, not as a cursor.
       const sentAt = new Map<string, number>();
+      // Commands of one turn of the event loop (e.g. several creates committing together) go out in
+      // one socket write: each write is a system call, and those are what a busy server spends on.
+      let unwritten: string[] = [];
+      const writeOut = () => {
+        const text = unwritten.join('');
+        unwritten = [];
+        if (!closed) raw.write(text);
+      };
       const send = (command: { id: string; type: string; payload: Record<string, unknown> }, now: number) => {
         sentAt.set(command.id, now);
-        raw.write(
+        if (unwritten.length === 0) setImmediate(writeOut);
+        unwritten.push(
           `id: ${command.id}\nevent: ${command.type}\ndata: ${JSON.stringify({ commandId: command.id, type: command.type, ...command.payload })}\n\n`,
         );
       };

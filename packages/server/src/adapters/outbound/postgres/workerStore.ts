@@ -182,10 +182,14 @@ export class PostgresWorkerStore implements WorkerStore {
            WHERE status = 'PENDING' AND available_at > ${now} AND reasons <> '[]'::jsonb`;
   }
 
-  async silentWorkers(before: Date) {
-    const rows = await this.sql<
-      { id: string }[]
-    >`SELECT id FROM worker WHERE ended_at IS NULL AND last_heartbeat_at < ${before}`;
+  async lostWorkers(before: Date) {
+    const rows = await this.sql<{ id: string }[]>`
+      SELECT id FROM worker WHERE ended_at IS NULL AND last_heartbeat_at < ${before}
+      UNION
+      SELECT a.worker_id FROM attempt a
+        JOIN worker w ON w.id = a.worker_id AND w.ended_at IS NOT NULL
+        JOIN step s ON s.attempt_id = a.id AND s.current AND s.status IN ('QUEUED', 'RUNNING')
+      WHERE a.revoked_at IS NULL AND a.worker_id IS NOT NULL`;
     return rows.map((r) => r.id);
   }
 
