@@ -1,2 +1,11 @@
+export type {
+  ControlMessage,
+  Engine,
+  HistoryOptions,
+  HistoryResult,
+  Publication,
+  StreamPosition,
+} from './engine.ts';
 export { Gateway, type GatewayOptions } from './gateway.ts';
-export { type HistoryOptions, MemoryEngine, type StreamPosition } from './memoryEngine.ts';
+export { MemoryEngine } from './memoryEngine.ts';
+export { RedisEngine, type RedisEngineOptions } from './redisEngine.ts';

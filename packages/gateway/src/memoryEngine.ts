@@ -1,26 +1,21 @@
 /**
  * The memory engine: per channel, a stream position `{offset, epoch}` and a bounded history (size and
- * TTL), as Centrifugo keeps them (../shared/CENTRIFUGO_COMPAT.md §5). The epoch is random per stream,
- * so a restarted gateway tells clients that their positions are gone instead of pretending to recover.
+ * TTL), as Centrifugo keeps them (../shared/CENTRIFUGO_COMPAT.md §5), for a single gateway node. The
+ * epoch is random per stream, so a restarted gateway tells clients that their positions are gone
+ * instead of pretending to recover.
  */
 import { randomBytes } from 'node:crypto';
-
-export interface Publication {
-  offset: number;
-  data: unknown;
-  /** When it was published (ms), for the history TTL. */
-  at: number;
-}
-
-export interface StreamPosition {
-  offset: number;
-  epoch: string;
-}
-
-export interface HistoryOptions {
-  size: number;
-  ttlMs: number;
-}
+import {
+  type ControlMessage,
+  type Engine,
+  type EngineHandlers,
+  type HistoryOptions,
+  type HistoryResult,
+  type Publication,
+  type ReadOptions,
+  type StreamPosition,
+  selectHistory,
+} from './engine.ts';
 
 interface Stream {
   epoch: string;
@@ -28,24 +23,24 @@ interface Stream {
   publications: Publication[];
 }
 
-export type HistoryResult =
-  | { ok: true; publications: Publication[]; position: StreamPosition }
-  /** The epoch asked for is not the stream's: its positions are gone (error 112). */
-  | { ok: false; position: StreamPosition };
-
-const newEpoch = () =>
+export const newEpoch = () =>
   randomBytes(6)
     .toString('base64')
     .replace(/[^a-zA-Z]/g, 'x')
     .slice(0, 8);
 
-export class MemoryEngine {
+export class MemoryEngine implements Engine {
   private readonly streams = new Map<string, Stream>();
+  private handlers: EngineHandlers | null = null;
 
   constructor(
     private readonly history: (channel: string) => HistoryOptions,
     private readonly now: () => number = Date.now,
   ) {}
+
+  async start(handlers: EngineHandlers): Promise<void> {
+    this.handlers = handlers;
+  }
 
   private stream(channel: string): Stream {
     let stream = this.streams.get(channel);
@@ -66,39 +61,41 @@ export class MemoryEngine {
       stream.publications.shift();
   }
 
-  /** Appends to the channel's stream; returns the publication with its offset. */
-  publish(channel: string, data: unknown): { publication: Publication; epoch: string } {
+  /** Appends synchronously (so publications keep their call order) and delivers at once. */
+  publishNow(channel: string, data: unknown, options: { skipHistory?: boolean } = {}): StreamPosition {
     const stream = this.stream(channel);
+    if (options.skipHistory) {
+      this.handlers?.publication(channel, { offset: 0, data, at: this.now() }, stream.epoch);
+      return { offset: 0, epoch: stream.epoch };
+    }
     stream.offset += 1;
     const publication = { offset: stream.offset, data, at: this.now() };
     stream.publications.push(publication);
     this.trim(channel, stream);
-    return { publication, epoch: stream.epoch };
+    this.handlers?.publication(channel, publication, stream.epoch);
+    return { offset: publication.offset, epoch: stream.epoch };
   }
 
-  position(channel: string): StreamPosition {
-    const stream = this.stream(channel);
-    return { offset: stream.offset, epoch: stream.epoch };
+  async publish(channel: string, data: unknown, options?: { skipHistory?: boolean }) {
+    return this.publishNow(channel, data, options);
   }
 
-  /**
-   * Publications after `since` (ascending, at most `limit`; -1 for all, 0 for none), or newest first
-   * with `reverse`. An epoch that is not the stream's is refused.
-   */
-  read(
-    channel: string,
-    options: { since?: Partial<StreamPosition>; limit: number; reverse?: boolean },
-  ): HistoryResult {
+  readNow(channel: string, options: ReadOptions): HistoryResult {
     const stream = this.stream(channel);
     this.trim(channel, stream);
-    const position = { offset: stream.offset, epoch: stream.epoch };
-    if (options.since?.epoch && options.since.epoch !== stream.epoch) return { ok: false, position };
-    if (options.limit === 0) return { ok: true, publications: [], position };
-    const since = options.since?.offset;
-    let list = options.reverse
-      ? stream.publications.filter((p) => since === undefined || p.offset < since).reverse()
-      : stream.publications.filter((p) => since === undefined || p.offset > since);
-    if (options.limit > 0) list = list.slice(0, options.limit);
-    return { ok: true, publications: list, position };
+    return selectHistory(stream.publications, { offset: stream.offset, epoch: stream.epoch }, options);
   }
+
+  async read(channel: string, options: ReadOptions): Promise<HistoryResult> {
+    return this.readNow(channel, options);
+  }
+
+  async watch(): Promise<void> {}
+  async unwatch(): Promise<void> {}
+
+  async sendControl(message: ControlMessage): Promise<void> {
+    this.handlers?.control(message);
+  }
+
+  async close(): Promise<void> {}
 }

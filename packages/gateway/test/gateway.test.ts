@@ -97,17 +97,61 @@ describe('gateway with the centrifuge SDK', () => {
     await first;
     gateway.publish(channel, { n: 1 });
     await expect.poll(() => seen.length).toBe(1);
-    // The connection drops; two publications happen meanwhile.
+    // The connection drops for 2 seconds; 20 publications happen meanwhile.
     client.disconnect();
-    gateway.publish(channel, { n: 2 });
-    gateway.publish(channel, { n: 3 });
+    for (let n = 2; n <= 21; n += 1) {
+      await gateway.publish(channel, { n });
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
     const again = next<{ recovered: boolean; wasRecovering: boolean }>((resolve) =>
       sub.once('subscribed', resolve),
     );
     client.connect();
     const ctx = await again;
     expect(ctx).toMatchObject({ wasRecovering: true, recovered: true });
-    await expect.poll(() => seen).toEqual([{ n: 1 }, { n: 2 }, { n: 3 }]);
+    await expect.poll(() => seen.length).toBe(21);
+    expect(seen).toEqual(Array.from({ length: 21 }, (_, i) => ({ n: i + 1 })));
+  });
+
+  it('does not pretend to recover when the history it would need has expired', async () => {
+    const shortServer = createServer();
+    const short = new Gateway({ hmacKey: secret, history: () => ({ size: 100, ttlMs: 300 }) });
+    short.attach(shortServer);
+    await new Promise<void>((resolve) => shortServer.listen(0, '127.0.0.1', resolve));
+    try {
+      const channel = 'task_detail:t1/task-expired';
+      const client = new Centrifuge(
+        `ws://127.0.0.1:${(shortServer.address() as { port: number }).port}/connection/websocket`,
+        {
+          websocket: WebSocket,
+          token: await sign({ sub: 'u8' }),
+          minReconnectDelay: 50,
+          maxReconnectDelay: 200,
+        },
+      );
+      clients.push(client);
+      client.connect();
+      const sub = client.newSubscription(channel, { getToken: () => sign({ sub: 'u8', channel }) });
+      const seen: unknown[] = [];
+      sub.on('publication', (ctx) => seen.push(ctx.data));
+      const first = next((resolve) => sub.once('subscribed', resolve));
+      sub.subscribe();
+      await first;
+      await short.publish(channel, { n: 1 });
+      await expect.poll(() => seen.length).toBe(1);
+      client.disconnect();
+      await short.publish(channel, { n: 2 });
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      const again = next<{ recovered: boolean; wasRecovering: boolean }>((resolve) =>
+        sub.once('subscribed', resolve),
+      );
+      client.connect();
+      expect(await again).toMatchObject({ wasRecovering: true, recovered: false });
+      expect(seen).toEqual([{ n: 1 }]);
+    } finally {
+      await short.close();
+      await new Promise((resolve) => shortServer.close(resolve));
+    }
   });
 
   it('a subscription token for another user closes the connection; a bad signature is refused', async () => {

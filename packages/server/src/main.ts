@@ -353,7 +353,7 @@ export async function startServer(
     );
     const realtimeLoop = createRealtimeLoop({
       rows: new ClaimableRows(sql, 'realtime_outbox'),
-      publisher: { publish: async (channel, data) => void gateway.publish(channel, data) },
+      publisher: { publish: async (channel, data) => void (await gateway.publish(channel, data)) },
       clock,
       logger: logger.child({ loop: 'realtime' }),
     });

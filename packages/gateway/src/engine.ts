@@ -1,0 +1,76 @@
+/**
+ * Where channels live: their stream positions, their history and the fan-out of publications between
+ * gateway nodes. The memory engine serves one node; the Redis engine lets several nodes serve the same
+ * channels (../shared/CENTRIFUGO_COMPAT.md §5).
+ */
+
+export interface Publication {
+  offset: number;
+  data: unknown;
+  /** When it was published (ms), for the history TTL. */
+  at: number;
+}
+
+export interface StreamPosition {
+  offset: number;
+  epoch: string;
+}
+
+export interface HistoryOptions {
+  size: number;
+  ttlMs: number;
+}
+
+export type HistoryResult =
+  | { ok: true; publications: Publication[]; position: StreamPosition }
+  /** The epoch asked for is not the stream's: its positions are gone (error 112). */
+  | { ok: false; position: StreamPosition };
+
+export interface ReadOptions {
+  since?: Partial<StreamPosition>;
+  /** -1 for all, 0 for none (position only). */
+  limit: number;
+  reverse?: boolean;
+}
+
+/** A message for every node (the server API's unsubscribe and disconnect reach users on all nodes). */
+export type ControlMessage =
+  | { kind: 'subscribe'; user: string; channel: string; client?: string }
+  | { kind: 'unsubscribe'; user: string; channel: string; client?: string }
+  | { kind: 'disconnect'; user: string; code: number; reason: string; client?: string };
+
+export interface EngineHandlers {
+  /** A publication of a channel this node watches, from any node, in offset order per channel. */
+  publication(channel: string, publication: Publication, epoch: string): void;
+  control(message: ControlMessage): void;
+}
+
+export interface Engine {
+  /** Called once by the gateway before anything else. */
+  start(handlers: EngineHandlers): Promise<void>;
+  /** Appends to the channel's stream (unless `skipHistory`) and hands it to every node watching it. */
+  publish(channel: string, data: unknown, options?: { skipHistory?: boolean }): Promise<StreamPosition>;
+  /** Publications after `since` (ascending), or newest first with `reverse`; another epoch is refused. */
+  read(channel: string, options: ReadOptions): Promise<HistoryResult>;
+  /** This node starts receiving the channel's publications; resolves once they flow. */
+  watch(channel: string): Promise<void>;
+  unwatch(channel: string): Promise<void>;
+  sendControl(message: ControlMessage): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** A history read applied to a list of retained publications (oldest first); shared by the engines. */
+export function selectHistory(
+  retained: Publication[],
+  position: StreamPosition,
+  options: ReadOptions,
+): HistoryResult {
+  if (options.since?.epoch && options.since.epoch !== position.epoch) return { ok: false, position };
+  if (options.limit === 0) return { ok: true, publications: [], position };
+  const since = options.since?.offset;
+  let list = options.reverse
+    ? retained.filter((p) => since === undefined || p.offset < since).reverse()
+    : retained.filter((p) => since === undefined || p.offset > since);
+  if (options.limit > 0) list = list.slice(0, options.limit);
+  return { ok: true, publications: list, position };
+}

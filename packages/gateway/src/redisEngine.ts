@@ -1,0 +1,190 @@
+/**
+ * The Redis engine: several gateway nodes serve the same channels. Per channel, Redis keeps the stream
+ * position (a hash: epoch and top offset) and the history (a Redis stream, bounded by size, each entry
+ * stamped so the TTL is applied on read); a Lua script numbers, appends and fans a publication out over
+ * Redis pub/sub in one step, so every node sees a channel's publications in offset order. Nodes
+ * subscribe to the pub/sub channels of the channels their clients follow.
+ *
+ * When the pub/sub connection drops, the publications of that moment are lost to this node: it tells
+ * the gateway (every watched channel is "out of step"), whose clients then recover from the history.
+ */
+import { Redis } from 'ioredis';
+import {
+  type ControlMessage,
+  type Engine,
+  type EngineHandlers,
+  type HistoryOptions,
+  type HistoryResult,
+  type Publication,
+  type ReadOptions,
+  type StreamPosition,
+  selectHistory,
+} from './engine.ts';
+import { newEpoch } from './memoryEngine.ts';
+
+export interface RedisEngineOptions {
+  url: string;
+  /** Key prefix, so that several deployments (or tests) share one Redis. */
+  prefix?: string;
+  history: (channel: string) => HistoryOptions;
+  /** How long a channel's position outlives its last publication (Centrifugo: history_meta_ttl). */
+  metaTtlMs?: number;
+  now?: () => number;
+  /** The pub/sub connection came back after a drop: what was published meanwhile did not arrive. */
+  onResync?: () => void;
+}
+
+// KEYS: meta hash, history stream, pub/sub channel. ARGV: data, size, history ttl (ms), meta ttl (ms),
+// a new epoch (used if the channel has none), now (ms), skip history ("1").
+// Returns {offset, epoch}. The message fanned out is "<offset>:<epoch>:<at>:<data>".
+const publishScript = `
+local epoch = redis.call('hget', KEYS[1], 'e')
+if not epoch then
+  epoch = ARGV[5]
+  redis.call('hset', KEYS[1], 'e', epoch, 's', 0)
+end
+local offset = 0
+if ARGV[7] ~= '1' then
+  offset = redis.call('hincrby', KEYS[1], 's', 1)
+  redis.call('xadd', KEYS[2], 'MAXLEN', ARGV[2], '*', 'o', offset, 't', ARGV[6], 'd', ARGV[1])
+  redis.call('pexpire', KEYS[2], ARGV[3])
+end
+redis.call('pexpire', KEYS[1], ARGV[4])
+redis.call('publish', KEYS[3], offset .. ':' .. epoch .. ':' .. ARGV[6] .. ':' .. ARGV[1])
+return {offset, epoch}
+`;
+
+// KEYS: meta hash, history stream. ARGV: a new epoch, meta ttl (ms). Returns {offset, epoch, entries}.
+const readScript = `
+local epoch = redis.call('hget', KEYS[1], 'e')
+if not epoch then
+  epoch = ARGV[1]
+  redis.call('hset', KEYS[1], 'e', epoch, 's', 0)
+  redis.call('pexpire', KEYS[1], ARGV[2])
+end
+local offset = redis.call('hget', KEYS[1], 's')
+return {tonumber(offset), epoch, redis.call('xrange', KEYS[2], '-', '+')}
+`;
+
+type Scripted = Redis & {
+  tdpPublish(...args: (string | number)[]): Promise<[number, string]>;
+  tdpRead(...args: (string | number)[]): Promise<[number, string, [string, string[]][]]>;
+};
+
+export class RedisEngine implements Engine {
+  private readonly commands: Scripted;
+  private readonly subscriber: Redis;
+  private readonly prefix: string;
+  private handlers: EngineHandlers | null = null;
+  private readonly now: () => number;
+  private droppedSince = false;
+
+  constructor(private readonly options: RedisEngineOptions) {
+    this.prefix = options.prefix ?? 'tdp.gateway';
+    this.now = options.now ?? Date.now;
+    const connection = { maxRetriesPerRequest: 2, enableOfflineQueue: true, lazyConnect: true } as const;
+    this.commands = new Redis(options.url, connection) as Scripted;
+    this.subscriber = new Redis(options.url, connection);
+    this.commands.defineCommand('tdpPublish', { numberOfKeys: 3, lua: publishScript });
+    this.commands.defineCommand('tdpRead', { numberOfKeys: 2, lua: readScript });
+    // Errors surface on the commands that fail; a connection error alone is not worth a crash.
+    this.commands.on('error', () => {});
+    this.subscriber.on('error', () => {});
+  }
+
+  private key(kind: 'meta' | 'history' | 'pub', channel: string): string {
+    return `${this.prefix}.${kind}.${channel}`;
+  }
+
+  private get controlChannel(): string {
+    return `${this.prefix}.control`;
+  }
+
+  async start(handlers: EngineHandlers): Promise<void> {
+    this.handlers = handlers;
+    await Promise.all([this.commands.connect(), this.subscriber.connect()]);
+    const pubPrefix = `${this.prefix}.pub.`;
+    this.subscriber.on('message', (redisChannel: string, message: string) => {
+      if (redisChannel === this.controlChannel) {
+        this.handlers?.control(JSON.parse(message) as ControlMessage);
+        return;
+      }
+      if (!redisChannel.startsWith(pubPrefix)) return;
+      const channel = redisChannel.slice(pubPrefix.length);
+      const first = message.indexOf(':');
+      const second = message.indexOf(':', first + 1);
+      const third = message.indexOf(':', second + 1);
+      const publication: Publication = {
+        offset: Number(message.slice(0, first)),
+        at: Number(message.slice(second + 1, third)),
+        data: JSON.parse(message.slice(third + 1)),
+      };
+      this.handlers?.publication(channel, publication, message.slice(first + 1, second));
+    });
+    this.subscriber.on('close', () => {
+      this.droppedSince = true;
+    });
+    this.subscriber.on('ready', () => {
+      if (!this.droppedSince) return;
+      this.droppedSince = false;
+      this.options.onResync?.();
+    });
+    await this.subscriber.subscribe(this.controlChannel);
+  }
+
+  async publish(
+    channel: string,
+    data: unknown,
+    options: { skipHistory?: boolean } = {},
+  ): Promise<StreamPosition> {
+    const history = this.options.history(channel);
+    const [offset, epoch] = await this.commands.tdpPublish(
+      this.key('meta', channel),
+      this.key('history', channel),
+      this.key('pub', channel),
+      JSON.stringify(data),
+      history.size,
+      history.ttlMs,
+      Math.max(this.options.metaTtlMs ?? 30 * 24 * 3600_000, history.ttlMs),
+      newEpoch(),
+      this.now(),
+      options.skipHistory ? '1' : '0',
+    );
+    return { offset: Number(offset), epoch };
+  }
+
+  async read(channel: string, options: ReadOptions): Promise<HistoryResult> {
+    const [offset, epoch, entries] = await this.commands.tdpRead(
+      this.key('meta', channel),
+      this.key('history', channel),
+      newEpoch(),
+      this.options.metaTtlMs ?? 30 * 24 * 3600_000,
+    );
+    const oldest = this.now() - this.options.history(channel).ttlMs;
+    const retained: Publication[] = [];
+    for (const [, fields] of entries) {
+      const entry: Record<string, string> = {};
+      for (let i = 0; i + 1 < fields.length; i += 2) entry[fields[i]!] = fields[i + 1]!;
+      const at = Number(entry.t);
+      if (at >= oldest) retained.push({ offset: Number(entry.o), at, data: JSON.parse(entry.d ?? 'null') });
+    }
+    return selectHistory(retained, { offset: Number(offset), epoch }, options);
+  }
+
+  async watch(channel: string): Promise<void> {
+    await this.subscriber.subscribe(this.key('pub', channel));
+  }
+
+  async unwatch(channel: string): Promise<void> {
+    await this.subscriber.unsubscribe(this.key('pub', channel));
+  }
+
+  async sendControl(message: ControlMessage): Promise<void> {
+    await this.commands.publish(this.controlChannel, JSON.stringify(message));
+  }
+
+  async close(): Promise<void> {
+    this.subscriber.disconnect();
+    this.commands.disconnect();
+  }
+}
