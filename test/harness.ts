@@ -64,6 +64,10 @@ export async function startHarness(
     allowInsecureCallbacks?: boolean;
     /** Rewrites the database URL the server uses (e.g. through a proxy); tests still get the direct URL. */
     serverDatabaseUrl?: (url: string) => string;
+    /** Enables the in-process gateway's server API with this key. */
+    gatewayApiKey?: string;
+    /** The relay publishes through this Centrifugo-compatible API instead of the in-process gateway. */
+    centrifugoApi?: { url: string; key: string };
   } = {},
 ): Promise<Harness> {
   const database = options.sharedDatabaseUrl
@@ -93,6 +97,12 @@ export async function startHarness(
       heartbeatTimeoutSeconds: 60,
       healthGraceMs: options.healthGraceMs ?? 120_000,
       workerHeartbeatTtlMs: 30_000,
+      redisUrl: null,
+      gatewayApiKey: options.gatewayApiKey ?? null,
+      realtimeJwksUrl: null,
+      centrifugoApiUrl: options.centrifugoApi?.url ?? null,
+      centrifugoApiKey: options.centrifugoApi?.key ?? null,
+      realtimeWsUrl: null,
     },
     {
       clock,

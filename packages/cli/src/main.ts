@@ -5,9 +5,18 @@
  *   tdp server    the server against DATABASE_URL
  *   tdp migrate   apply database migrations to DATABASE_URL
  *   tdp worker    the worker runtime with the built-in capabilities (archive.clean)
+ *   tdp gateway   the realtime gateway on its own (Centrifugo-compatible), for the server to publish to
  */
 import { parseArgs } from 'node:util';
-import { AppError, ConfigError, configFromEnv, connectDatabase, migrate, startServer } from '@tdp/server';
+import {
+  AppError,
+  ConfigError,
+  configFromEnv,
+  connectDatabase,
+  migrate,
+  startGatewayServer,
+  startServer,
+} from '@tdp/server';
 import { runDev } from './dev.ts';
 import { onShutdownSignal } from './signals.ts';
 
@@ -18,6 +27,8 @@ Commands:
   server     Run the server against DATABASE_URL (requires TDP_ADMIN_TOKEN and TDP_SECRET_KEYS)
   migrate    Apply database migrations to DATABASE_URL
   worker     Run a worker against TDP_URL with TDP_WORKER_KEY (local state in TDP_WORKER_DB)
+  gateway    Run the realtime gateway alone on TDP_GATEWAY_PORT (default 8000), with TDP_SECRET_KEYS and
+             TDP_GATEWAY_API_KEY; REDIS_URL lets several gateways serve the same channels
 
 Options:
   --port <n>     HTTP port (TDP_PORT, default 8080; 0 picks a free port)
@@ -75,6 +86,14 @@ async function main(argv: string[]): Promise<number> {
       const worker = await startWorker(env);
       // SIGTERM drains: nothing new is taken, running attempts finish or are handed back.
       await Promise.race([onShutdownSignal(() => worker.drain()), worker.runtime.done]);
+      return 0;
+    }
+    case 'gateway': {
+      const gateway = await startGatewayServer(env);
+      process.stdout.write(
+        `TDP gateway listening on ${gateway.url} (WebSocket ${gateway.url.replace('http', 'ws')}/connection/websocket, API ${gateway.url}/api)\n`,
+      );
+      await onShutdownSignal(() => gateway.close());
       return 0;
     }
     default:

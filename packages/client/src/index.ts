@@ -1,3 +1,4 @@
+export { bindTaskStore, type LiveTasks, type LiveTasksOptions } from './live.ts';
 export {
   type ConnectionState,
   elapsedMs,

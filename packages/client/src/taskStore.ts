@@ -101,6 +101,7 @@ export class TaskStore {
   private readonly detailGate = new Map<string, bigint>();
   private readonly removedAt = new Map<string, bigint>();
   private readonly seenNotices = new Set<string>();
+  private sorted: TaskSummary[] | null = null;
   private buffer: TaskMessage[] | null = null;
   private state: ConnectionState = 'RECOVERING';
   private readonly listeners = new Set<Listener>();
@@ -128,15 +129,24 @@ export class TaskStore {
     this.changed();
   }
 
-  /** The person's tasks, newest first. */
+  /** The person's tasks, newest first; the same array until something changes (for React). */
   myTasks(): TaskSummary[] {
-    return [...this.summaries.values()].sort((a, b) =>
+    this.sorted ??= [...this.summaries.values()].sort((a, b) =>
       a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : 0,
     );
+    return this.sorted;
+  }
+
+  summary(taskId: string): TaskSummary | null {
+    return this.summaries.get(taskId) ?? null;
+  }
+
+  detail(taskId: string): TaskDetail | null {
+    return this.details.get(taskId) ?? null;
   }
 
   task(taskId: string): { summary: TaskSummary | null; detail: TaskDetail | null } {
-    return { summary: this.summaries.get(taskId) ?? null, detail: this.details.get(taskId) ?? null };
+    return { summary: this.summary(taskId), detail: this.detail(taskId) };
   }
 
   /** Starts a snapshot load: messages from now on are held until `endSnapshot`. */
@@ -194,6 +204,7 @@ export class TaskStore {
   }
 
   private changed(): void {
+    this.sorted = null;
     for (const listener of this.listeners) listener();
   }
 }

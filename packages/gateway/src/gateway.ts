@@ -810,6 +810,25 @@ export class Gateway {
           Number.MAX_SAFE_INTEGER,
         );
       },
+      /** Commands in order (or together with `parallel`), answered as `{replies: [{<method>: result} | {error}]}`. */
+      batch: async (body) => {
+        if (!Array.isArray(body.commands)) return { error: replyErrors.badRequest };
+        const run = async (command: unknown): Promise<Record<string, unknown>> => {
+          const [method, params] = Object.entries((command ?? {}) as Record<string, unknown>)[0] ?? [];
+          const handler = method && method !== 'batch' ? this.api[method] : undefined;
+          if (!handler) return { error: replyErrors.methodNotFound };
+          if (typeof params !== 'object' || params === null) return { error: replyErrors.badRequest };
+          const outcome = await handler(params as Record<string, unknown>).catch(() => ({
+            error: replyErrors.internal,
+          }));
+          return 'error' in outcome ? { error: outcome.error } : { [method!]: outcome.result };
+        };
+        const commands = body.commands as unknown[];
+        if (body.parallel === true) return { replies: await Promise.all(commands.map(run)) };
+        const replies = [];
+        for (const command of commands) replies.push(await run(command));
+        return { replies };
+      },
       info: async () => ({
         result: {
           nodes: [

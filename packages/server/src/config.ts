@@ -26,6 +26,17 @@ export interface ServerConfig {
   healthGraceMs: number;
   /** A worker whose heartbeats stop for this long is not given new work. */
   workerHeartbeatTtlMs: number;
+  /** The in-process gateway keeps its channels in Redis (several nodes serve them); null: in memory. */
+  redisUrl: string | null;
+  /** Enables the gateway's server API (`/api/<method>`, `X-API-Key`). */
+  gatewayApiKey: string | null;
+  /** Realtime tokens signed with RS256/ES256 by these keys are accepted too. */
+  realtimeJwksUrl: string | null;
+  /** Publish through this Centrifugo-compatible server API instead of the in-process gateway. */
+  centrifugoApiUrl: string | null;
+  centrifugoApiKey: string | null;
+  /** The WebSocket URL handed out with connection tokens (default: this server's). */
+  realtimeWsUrl: string | null;
 }
 
 export class ConfigError extends Error {}
@@ -45,6 +56,16 @@ function integer(env: NodeJS.ProcessEnv, name: string, fallback: number): number
   return value;
 }
 
+/** An optional setting: the override if given (null included), else the trimmed variable, else null. */
+function optional<K extends keyof ServerConfig>(
+  overrides: Partial<ServerConfig>,
+  key: K,
+  value: string | undefined,
+): string | null {
+  if (overrides[key] !== undefined) return overrides[key] as string | null;
+  return value?.trim() || null;
+}
+
 const truthy = (value: string | undefined) => ['1', 'true', 'yes'].includes((value ?? '').toLowerCase());
 
 /** Reads the server's settings from the environment (flags are folded into it by the CLI). */
@@ -61,6 +82,10 @@ export function configFromEnv(env: NodeJS.ProcessEnv, overrides: Partial<ServerC
       throw new ConfigError(`TDP_SECRET_KEYS: ${(error as Error).message}`);
     }
   }
+  const centrifugoApiUrl = optional(overrides, 'centrifugoApiUrl', env.CENTRIFUGO_API_URL);
+  const centrifugoApiKey = optional(overrides, 'centrifugoApiKey', env.CENTRIFUGO_API_KEY);
+  if (centrifugoApiUrl && !centrifugoApiKey)
+    throw new ConfigError('CENTRIFUGO_API_KEY is required with CENTRIFUGO_API_URL');
   return {
     databaseUrl: overrides.databaseUrl ?? required(env, 'DATABASE_URL'),
     host,
@@ -89,5 +114,11 @@ export function configFromEnv(env: NodeJS.ProcessEnv, overrides: Partial<ServerC
     healthGraceMs: overrides.healthGraceMs ?? integer(env, 'TDP_HEALTH_GRACE_MS', 120_000),
     workerHeartbeatTtlMs:
       overrides.workerHeartbeatTtlMs ?? integer(env, 'TDP_WORKER_HEARTBEAT_TTL_MS', 30_000),
+    redisUrl: optional(overrides, 'redisUrl', env.REDIS_URL),
+    gatewayApiKey: optional(overrides, 'gatewayApiKey', env.TDP_GATEWAY_API_KEY),
+    realtimeJwksUrl: optional(overrides, 'realtimeJwksUrl', env.TDP_REALTIME_JWKS_URL),
+    centrifugoApiUrl,
+    centrifugoApiKey,
+    realtimeWsUrl: optional(overrides, 'realtimeWsUrl', env.TDP_REALTIME_WS_URL),
   };
 }

@@ -3,7 +3,7 @@
  * running server (HTTP API + background loops) and gives back a handle that shuts it all down in order.
  */
 
-import { Gateway } from '@tdp/gateway';
+import type { Gateway } from '@tdp/gateway';
 import { newId } from '@tdp/protocol';
 import type { FastifyInstance } from 'fastify';
 import { type Logger, pino } from 'pino';
@@ -33,7 +33,8 @@ import { PostgresStatusReads } from './adapters/outbound/postgres/statusReads.ts
 import { PostgresStatusStore } from './adapters/outbound/postgres/statusStore.ts';
 import { PostgresTaskStore } from './adapters/outbound/postgres/taskStore.ts';
 import { PostgresWorkerStore } from './adapters/outbound/postgres/workerStore.ts';
-import { derivedKey, JoseExecutionCredentials } from './adapters/outbound/tokens/executionCredentials.ts';
+import { CentrifugoApiPublisher, gatewayPublisher } from './adapters/outbound/realtime/publishers.ts';
+import { JoseExecutionCredentials } from './adapters/outbound/tokens/executionCredentials.ts';
 import { JoseUserTokens } from './adapters/outbound/tokens/userTokens.ts';
 import type { ServerConfig } from './config.ts';
 import { DefinitionCatalog } from './core/definitions/catalog.ts';
@@ -42,6 +43,7 @@ import type { ApplicationDeps } from './core/identity/applications.ts';
 import { openApplicationSecrets } from './core/identity/applications.ts';
 import { ApiKeyAuthenticator } from './core/identity/authenticate.ts';
 import { SecretBox } from './core/identity/secretBox.ts';
+import { realtimeClaimPolicy } from './core/outbox/policy.ts';
 import type { EventPublisher } from './core/outbox/ports.ts';
 import { CandidateSnapshot } from './core/scheduling/candidateSnapshot.ts';
 import type { DispatchDeps } from './core/scheduling/dispatch.ts';
@@ -62,6 +64,7 @@ import {
   createTimerLoop,
 } from './loops/runLoops.ts';
 import type { WakeableLoop } from './loops/wakeableLoop.ts';
+import { createGateway, realtimeTokenKey } from './realtimeGateway.ts';
 
 export { connectDatabase } from './adapters/outbound/postgres/database.ts';
 export { migrate } from './adapters/outbound/postgres/migrate.ts';
@@ -79,6 +82,8 @@ export interface RunningServer {
   /** The status service's dependencies (tests drive the health reconciler with them). */
   status: StatusDeps;
   logger: Logger;
+  /** The realtime gateway serving this process's WebSocket, SSE and server API endpoints. */
+  gateway: Gateway;
   /** Stops accepting, lets in-flight requests and loop rounds finish, then closes connections. */
   close(): Promise<void>;
 }
@@ -164,7 +169,11 @@ export async function startServer(
               : `${config.natsSubjectPrefix.toUpperCase()}_EVENTS`,
         });
   const publisher: EventPublisher = overrides.publisher ?? nats ?? bus;
-  const metrics = new Metrics(() => outboxQueue.rows.oldestUnpublishedAgeSeconds(clock.now()));
+  const realtimeRows = new ClaimableRows(sql, 'realtime_outbox', realtimeClaimPolicy);
+  const metrics = new Metrics(
+    () => outboxQueue.rows.oldestUnpublishedAgeSeconds(clock.now()),
+    () => realtimeRows.oldestUnpublishedAgeSeconds(clock.now()),
+  );
   const identity: ApplicationDeps = {
     store: identityStore,
     secrets,
@@ -173,7 +182,12 @@ export async function startServer(
     allowInsecureUrls: config.allowInsecureCallbacks,
   };
 
+  // The realtime gateway runs in this process; its tokens are signed with a key derived from the keyring.
+  const realtimeKey = realtimeTokenKey(config.secretKeyring);
+  const gateway = createGateway(config, realtimeKey, () => clock.now().getTime());
+  await gateway.ready;
   const app = await createHttpApp({
+    rawHandler: (request, response) => gateway.handleHttp(request, response),
     logger,
     bodyLimitBytes: config.bodyLimitBytes,
     requestDeadlineMs: config.requestDeadlineMs,
@@ -275,16 +289,14 @@ export async function startServer(
   });
   registerRunRoutes(app, { authenticator, sql, callbacks: callbackQueue, clock });
   const statusReads = new PostgresStatusReads(sql);
-  // The realtime gateway runs in this process; its tokens are signed with a key derived from the keyring.
-  const realtimeKey = derivedKey(config.secretKeyring, config.secretKeyring.activeKeyId, 'realtime-token');
-  const gateway = new Gateway({
-    hmacKey: realtimeKey,
-    now: () => clock.now().getTime(),
-    // A page follows at most 20 task details at once (source document 002 §7).
-    channelLimits: [{ prefix: 'task_detail:', max: 20 }],
-  });
   gateway.attach(app.server);
-  registerRealtimeRoutes(app, { authenticator, key: realtimeKey, clock, reads: statusReads });
+  registerRealtimeRoutes(app, {
+    authenticator,
+    key: realtimeKey,
+    clock,
+    reads: statusReads,
+    wsUrl: config.realtimeWsUrl,
+  });
   registerStatusRoutes(app, {
     authenticator,
     status,
@@ -352,8 +364,20 @@ export async function startServer(
       }),
     );
     const realtimeLoop = createRealtimeLoop({
-      rows: new ClaimableRows(sql, 'realtime_outbox'),
-      publisher: { publish: async (channel, data) => void (await gateway.publish(channel, data)) },
+      rows: realtimeRows,
+      publisher:
+        config.centrifugoApiUrl && config.centrifugoApiKey
+          ? new CentrifugoApiPublisher(config.centrifugoApiUrl, config.centrifugoApiKey)
+          : gatewayPublisher(gateway),
+      observer: {
+        published: (committedAt, now) =>
+          metrics.realtimeLatency.observe(Math.max(0, now.getTime() - committedAt.getTime()) / 1000),
+        coalesced: (count) => metrics.realtimeCoalesced.inc(count),
+        dead: (row, error) => {
+          metrics.realtimeDead.inc();
+          logger.warn({ realtimeId: row.id, channel: row.channel, error }, 'realtime message went DEAD');
+        },
+      },
       clock,
       logger: logger.child({ loop: 'realtime' }),
     });
@@ -452,6 +476,7 @@ export async function startServer(
     identity,
     status,
     logger,
+    gateway,
     close: () => {
       closing ??= (async () => {
         await gateway.close();
@@ -468,3 +493,4 @@ export async function startServer(
 export { ensureDevelopmentIdentity } from './core/identity/developmentIdentity.ts';
 export { generateKeyringEntry, parseKeyring } from './core/identity/secretBox.ts';
 export { AppError } from './core/shared/errors.ts';
+export { realtimeTokenKey, startGatewayServer } from './realtimeGateway.ts';

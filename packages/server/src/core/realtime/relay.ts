@@ -1,13 +1,34 @@
 /**
  * The realtime relay (source document 002 §6): claims committed `realtime_outbox` rows with the shared
- * claim mechanism and publishes each to its channel, in commit order. A row whose publication fails is
- * retried with back-off (DEAD after the limit), so a gateway that is down loses nothing.
+ * claim mechanism and publishes them, in commit order, through a port (the in-process gateway, or a
+ * Centrifugo-compatible HTTP API). A transient failure (timeout, 429, 5xx) is retried with spread-out
+ * back-off; a permanent one (the API refused the message) goes DEAD at once. Within a round, a
+ * progress-only message superseded by a newer one of the same task on the same channel is not sent:
+ * the newer carries everything it said. Terminal, failure and action-required messages always go.
  */
 import type { Clock } from '../shared/ports.ts';
 
+export interface RealtimeMessage {
+  channel: string;
+  data: unknown;
+}
+
+/** Per message, in order: sent, worth retrying, or refused for good. */
+export type PublishOutcome = { ok: true } | { ok: false; permanent: boolean; error: string };
+
 /** Where projections go: the in-process gateway, or a Centrifugo-compatible HTTP API. */
 export interface RealtimePublisher {
-  publish(channel: string, data: unknown): Promise<void>;
+  publish(messages: RealtimeMessage[]): Promise<PublishOutcome[]>;
+}
+
+export interface RealtimeRow {
+  id: string;
+  claim_id: string;
+  attempts: number;
+  channel: string;
+  aggregate_id: string;
+  payload: unknown;
+  created_at: Date;
 }
 
 export interface RealtimeRows {
@@ -16,37 +37,112 @@ export interface RealtimeRows {
     limit: number,
   ): Promise<(Row & { id: string; claim_id: string; attempts: number })[]>;
   markPublished(claimId: string, ids: string[], now: Date): Promise<string[]>;
-  markFailed(claimId: string, id: string, attempts: number, error: string, now: Date): Promise<unknown>;
+  markFailed(
+    claimId: string,
+    id: string,
+    attempts: number,
+    error: string,
+    now: Date,
+  ): Promise<'FAILED' | 'DEAD' | null>;
+  markDead(claimId: string, id: string, error: string): Promise<boolean>;
+}
+
+export interface RelayObserver {
+  /** Commit → publish latency of each message sent. */
+  published?(committedAt: Date, now: Date): void;
+  /** Superseded progress messages that were not sent. */
+  coalesced?(count: number): void;
+  dead?(row: RealtimeRow, error: string): void;
 }
 
 export interface RelayDeps {
   rows: RealtimeRows;
   publisher: RealtimePublisher;
   clock: Clock;
+  observer?: RelayObserver;
+}
+
+type Payload = Record<string, unknown> & {
+  kind?: string;
+  notice?: unknown;
+  lifecycleStatus?: string;
+  businessStatus?: string;
+  health?: string;
+  state?: { lifecycleStatus?: string; businessStatus?: string; health?: string };
+  triggerEvent?: { eventType?: string };
+};
+
+/** What must reach people even when a newer message follows: any change of status, health or notice. */
+function statusOf(payload: Payload): string | null {
+  if (payload.kind === 'task.summary')
+    return `${payload.lifecycleStatus}|${payload.businessStatus}|${payload.health}`;
+  if (payload.kind === 'task.detail' && payload.state)
+    return `${payload.state.lifecycleStatus}|${payload.state.businessStatus}|${payload.state.health}`;
+  return null;
+}
+
+/**
+ * The rows of a round that need not be sent: a task message without a notice that only moved progress
+ * (a detail triggered by a progress event; a summary whose status equals the previous one of that task
+ * on that channel in the round), when a newer message of the same task on the same channel follows.
+ */
+export function supersededProgress(rows: RealtimeRow[]): Set<string> {
+  const skipped = new Set<string>();
+  const keyOf = (row: RealtimeRow) => `${row.channel}\n${row.aggregate_id}`;
+  const remaining = new Map<string, number>();
+  for (const row of rows) remaining.set(keyOf(row), (remaining.get(keyOf(row)) ?? 0) + 1);
+  const previous = new Map<string, string | null>();
+  for (const row of rows) {
+    const key = keyOf(row);
+    const left = remaining.get(key)! - 1;
+    remaining.set(key, left);
+    const payload = row.payload as Payload;
+    const status = statusOf(payload);
+    const progressOnly =
+      status !== null &&
+      payload.notice == null &&
+      (payload.kind === 'task.detail'
+        ? payload.triggerEvent?.eventType === 'STEP_PROGRESS'
+        : previous.get(key) === status);
+    if (left > 0 && progressOnly) skipped.add(row.id);
+    previous.set(key, status);
+  }
+  return skipped;
 }
 
 /** One round; returns how many rows it claimed. */
 export async function relayRealtime(deps: RelayDeps, limit: number): Promise<number> {
-  const rows = await deps.rows.claim<{ channel: string; payload: unknown; created_at: Date }>(
-    deps.clock.now(),
-    limit,
-  );
+  const rows = await deps.rows.claim<RealtimeRow>(deps.clock.now(), limit);
   if (rows.length === 0) return 0;
-  const published: string[] = [];
-  for (const row of rows) {
-    try {
-      await deps.publisher.publish(row.channel, row.payload);
-      published.push(row.id);
-    } catch (error) {
-      await deps.rows.markFailed(
-        row.claim_id,
-        row.id,
-        row.attempts,
-        (error as Error).message,
-        deps.clock.now(),
-      );
+  const claimId = rows[0]!.claim_id;
+  const skipped = supersededProgress(rows);
+  const sending = rows.filter((row) => !skipped.has(row.id));
+  let outcomes: PublishOutcome[];
+  try {
+    outcomes = await deps.publisher.publish(
+      sending.map((row) => ({ channel: row.channel, data: row.payload })),
+    );
+  } catch (error) {
+    const message = (error as Error).message;
+    outcomes = sending.map(() => ({ ok: false, permanent: false, error: message }));
+  }
+  const done = [...skipped];
+  const now = deps.clock.now();
+  for (const [index, row] of sending.entries()) {
+    const outcome = outcomes[index] ?? { ok: false, permanent: false, error: 'no outcome for the message' };
+    if (outcome.ok) {
+      done.push(row.id);
+      deps.observer?.published?.(row.created_at, now);
+    } else if (outcome.permanent) {
+      if (await deps.rows.markDead(claimId, row.id, outcome.error)) deps.observer?.dead?.(row, outcome.error);
+    } else if (
+      (await deps.rows.markFailed(claimId, row.id, row.attempts, outcome.error.slice(0, 1000), now)) ===
+      'DEAD'
+    ) {
+      deps.observer?.dead?.(row, outcome.error);
     }
   }
-  if (published.length > 0) await deps.rows.markPublished(rows[0]!.claim_id, published, deps.clock.now());
+  if (skipped.size > 0) deps.observer?.coalesced?.(skipped.size);
+  if (done.length > 0) await deps.rows.markPublished(claimId, done, now);
   return rows.length;
 }

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { Ajv } from 'ajv';
@@ -18,6 +19,8 @@ export interface HttpOptions {
   requestDeadlineMs: number;
   publicUrl: string;
   version: string;
+  /** Answers some requests before Fastify sees them (the realtime gateway's HTTP endpoints); true if it did. */
+  rawHandler?: (request: IncomingMessage, response: ServerResponse) => boolean;
 }
 
 /**
@@ -25,7 +28,16 @@ export interface HttpOptions {
  * dropped fields in bodies), problem+json errors, request deadlines, OpenAPI at /openapi.json, docs at /docs.
  */
 export async function createHttpApp(options: HttpOptions): Promise<FastifyInstance> {
+  const rawHandler = options.rawHandler;
   const app = Fastify({
+    ...(rawHandler
+      ? {
+          serverFactory: (handler: (request: IncomingMessage, response: ServerResponse) => void) =>
+            createServer((request, response) => {
+              if (!rawHandler(request, response)) handler(request, response);
+            }),
+        }
+      : {}),
     loggerInstance: options.logger as FastifyBaseLogger,
     bodyLimit: options.bodyLimitBytes,
     // Every request is answered within its deadline (503 REQUEST_TIMEOUT after it; see problems.ts).

@@ -29,7 +29,35 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  constructor(oldestUnpublishedAgeSeconds: () => Promise<number>) {
+  readonly realtimeLatency = new Histogram({
+    name: 'tdp_realtime_commit_to_publish_seconds',
+    help: 'Time from the commit of a realtime projection to its publication to the gateway',
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30],
+    registers: [this.registry],
+  });
+  readonly realtimeDead = new Counter({
+    name: 'tdp_realtime_dead_total',
+    help: 'Realtime messages given up on (refused by the gateway, or failing past the retry limit)',
+    registers: [this.registry],
+  });
+  readonly realtimeCoalesced = new Counter({
+    name: 'tdp_realtime_coalesced_total',
+    help: 'Progress-only realtime messages not sent because a newer one of the same task followed',
+    registers: [this.registry],
+  });
+
+  constructor(
+    oldestUnpublishedAgeSeconds: () => Promise<number>,
+    oldestUnpublishedRealtimeAgeSeconds: () => Promise<number> = async () => 0,
+  ) {
+    new Gauge({
+      name: 'tdp_realtime_oldest_unpublished_age_seconds',
+      help: 'Age of the oldest realtime projection not yet published',
+      registers: [this.registry],
+      async collect() {
+        this.set(await oldestUnpublishedRealtimeAgeSeconds().catch(() => Number.NaN));
+      },
+    });
     collectDefaultMetrics({ register: this.registry, prefix: 'tdp_' });
     new Gauge({
       name: 'tdp_outbox_oldest_unpublished_age_seconds',

@@ -25,6 +25,8 @@ export function registerRealtimeRoutes(
       canView(taskId: string, viewer: Viewer): Promise<boolean>;
     };
     tokenTtlSeconds?: number;
+    /** The WebSocket URL handed out (default: this server's own gateway). */
+    wsUrl?: string | null;
   },
 ): void {
   const tags = ['realtime'];
@@ -64,7 +66,7 @@ export function registerRealtimeRoutes(
       const userChannels = [channels.user(caller.tenantId, request.body.userId)];
       return {
         token: await sign({ sub: request.body.userId, channels: userChannels }),
-        url: `ws://${request.headers.host}/connection/websocket`,
+        url: deps.wsUrl ?? `ws://${request.headers.host}/connection/websocket`,
         channels: userChannels,
       };
     },

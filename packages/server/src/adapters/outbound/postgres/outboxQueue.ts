@@ -56,7 +56,8 @@ export class ClaimableRows {
     error: string,
     now: Date,
   ): Promise<'FAILED' | 'DEAD' | null> {
-    const outcome = afterFailure(attempts, now, this.policy);
+    // The spread comes from the claim, so the rows of a batch that failed together stay in their order.
+    const outcome = afterFailure(attempts, now, this.policy, () => claimFraction(claimId));
     const availableAt = outcome.status === 'FAILED' ? outcome.availableAt : now;
     const rows = await this.sql`
       UPDATE ${this.sql(this.table)}
@@ -143,4 +144,9 @@ export class PostgresOutboxQueue implements OutboxQueue {
   nextDueAt() {
     return this.rows.nextDueAt();
   }
+}
+
+/** A number in [0, 1) fixed by the claim id (its random bits). */
+function claimFraction(claimId: string): number {
+  return Number.parseInt(claimId.replaceAll('-', '').slice(-8), 16) / 2 ** 32;
 }

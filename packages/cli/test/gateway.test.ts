@@ -1,0 +1,80 @@
+/**
+ * `tdp gateway`: the realtime gateway as its own process. Tokens signed with the key the server derives
+ * from the same TDP_SECRET_KEYS connect to it, and what its server API publishes reaches them.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { generateKeyringEntry, parseKeyring, realtimeTokenKey } from '@tdp/server';
+import { Centrifuge } from 'centrifuge';
+import { SignJWT } from 'jose';
+import { afterAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+
+const root = new URL('../../../', import.meta.url).pathname;
+const children: ChildProcess[] = [];
+afterAll(() => {
+  for (const child of children) child.kill('SIGTERM');
+});
+
+async function startGateway(env: Record<string, string>) {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'packages/cli/src/main.ts', 'gateway'], {
+    cwd: root,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  children.push(child);
+  let output = '';
+  child.stdout!.on('data', (chunk: Buffer) => {
+    output += chunk.toString();
+  });
+  child.stderr!.on('data', (chunk: Buffer) => {
+    output += chunk.toString();
+  });
+  const exited = new Promise<number>((resolve) => child.once('exit', (code) => resolve(code ?? -1)));
+  return { child, output: () => output, exited };
+}
+
+describe('tdp gateway', () => {
+  it('serves tokens made with the server keyring and publishes what its API is given', async () => {
+    const keys = generateKeyringEntry('k1');
+    const started = await startGateway({
+      TDP_SECRET_KEYS: keys,
+      TDP_GATEWAY_API_KEY: 'cli-gateway-key',
+      TDP_GATEWAY_PORT: '0',
+    });
+    await expect.poll(() => started.output(), { timeout: 20_000 }).toContain('TDP gateway listening on');
+    const base = /listening on (http:\/\/[\d.:]+)/.exec(started.output())![1]!;
+    const channel = 'task_user:t/cli-user';
+    const token = await new SignJWT({ sub: 'cli-user', channels: [channel] })
+      .setProtectedHeader({ alg: 'HS256' })
+      .setExpirationTime('5m')
+      .sign(realtimeTokenKey(parseKeyring(keys)));
+    const client = new Centrifuge(`${base.replace('http', 'ws')}/connection/websocket`, {
+      websocket: WebSocket,
+      token,
+    });
+    const received = new Promise<{ data: unknown }>((resolve) => client.once('publication', resolve));
+    const subscribed = new Promise((resolve) => client.once('subscribed', resolve));
+    client.connect();
+    try {
+      await subscribed;
+      const answer = await fetch(`${base}/api/publish`, {
+        method: 'POST',
+        headers: { 'x-api-key': 'cli-gateway-key', 'content-type': 'application/json' },
+        body: JSON.stringify({ channel, data: { hello: 'cli' } }),
+      });
+      expect(answer.status).toBe(200);
+      expect((await received).data).toEqual({ hello: 'cli' });
+      expect((await fetch(`${base}/api/info`, { method: 'POST', body: '{}' })).status).toBe(401);
+    } finally {
+      client.disconnect();
+    }
+    started.child.kill('SIGTERM');
+    expect(await started.exited).toBe(0);
+  });
+
+  it('refuses to start without the keys it needs, saying which', async () => {
+    const started = await startGateway({ TDP_SECRET_KEYS: '', TDP_GATEWAY_API_KEY: 'x' });
+    expect(await started.exited).toBe(1);
+    expect(started.output()).toContain('TDP_SECRET_KEYS is required');
+  });
+});

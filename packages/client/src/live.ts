@@ -1,0 +1,109 @@
+/**
+ * Binds a `TaskStore` to the realtime gateway through the `centrifuge` SDK (source document 002 §8):
+ *
+ * - The person's task channel is a server-side subscription of the connection token: its publications
+ *   go into the store. The first subscription, and any later one that could not recover what was missed,
+ *   loads a snapshot of the person's tasks (messages meanwhile are held and replayed on top).
+ * - `follow(taskId)` subscribes to one task's detail channel with a token from the application's
+ *   backend; a detail that could not be recovered is reloaded the same way.
+ * - The connection state follows the SDK: connecting → RECOVERING, disconnected → STALE, and LIVE only
+ *   once the person's channel has caught up (recovered, or its snapshot loaded) — so the connection
+ *   token must carry that channel, as `POST /v1/realtime/connection-token` makes it.
+ */
+import type { Centrifuge, Subscription } from 'centrifuge';
+import type { TaskDetail, TaskMessage, TaskStore, TaskSummary } from './taskStore.ts';
+
+export interface LiveTasksOptions {
+  centrifuge: Centrifuge;
+  store: TaskStore;
+  /** The person's tasks now (`GET /v1/me/tasks` through the application's backend). */
+  loadTasks(): Promise<TaskSummary[]>;
+  /** A subscription token for a task's detail channel (`POST /v1/realtime/subscription-token`). */
+  detailToken?(taskId: string): Promise<{ token: string; channel: string }>;
+  /** Details of these tasks now (`POST /v1/tasks/status:batchGet`), after a gap. */
+  loadDetails?(taskIds: string[]): Promise<TaskDetail[]>;
+  /** A snapshot load failed (the store keeps what it had; the next gap retries). */
+  onError?(error: unknown): void;
+}
+
+export interface LiveTasks {
+  /** Follows one task's detail channel; returns the function that stops following it. */
+  follow(taskId: string): Promise<() => void>;
+  close(): void;
+}
+
+export function bindTaskStore(options: LiveTasksOptions): LiveTasks {
+  const { centrifuge, store } = options;
+  const followed = new Map<string, Subscription>();
+  let loading = 0;
+  const settle = () => {
+    if (loading === 0 && centrifuge.state === 'connected') store.setConnection('LIVE');
+  };
+
+  const reload = async (load: () => Promise<(TaskSummary | TaskDetail)[]>) => {
+    loading += 1;
+    store.setConnection('RECOVERING');
+    store.beginSnapshot();
+    let items: (TaskSummary | TaskDetail)[] = [];
+    try {
+      items = await load();
+    } catch (error) {
+      options.onError?.(error);
+    } finally {
+      store.endSnapshot(items);
+      loading -= 1;
+      settle();
+    }
+  };
+
+  const onPublication = (ctx: { data: unknown }) => {
+    store.receive(ctx.data as TaskMessage);
+  };
+  // Server-side subscriptions (the person's channel): caught up, or not (then a snapshot).
+  const onSubscribed = (ctx: { wasRecovering: boolean; recovered: boolean }) => {
+    if (ctx.wasRecovering && ctx.recovered) settle();
+    else void reload(() => options.loadTasks());
+  };
+  const onConnecting = () => store.setConnection('RECOVERING');
+  const onDisconnected = () => store.setConnection('STALE');
+  centrifuge.on('publication', onPublication);
+  centrifuge.on('subscribed', onSubscribed);
+  centrifuge.on('connecting', onConnecting);
+  centrifuge.on('disconnected', onDisconnected);
+
+  return {
+    async follow(taskId) {
+      if (!options.detailToken) throw new Error('following a task needs detailToken');
+      const existing = followed.get(taskId);
+      if (existing) return () => {};
+      const issued = await options.detailToken(taskId);
+      const subscription = centrifuge.newSubscription(issued.channel, {
+        token: issued.token,
+        getToken: async () => (await options.detailToken!(taskId)).token,
+      });
+      subscription.on('publication', onPublication);
+      subscription.on('subscribed', (ctx) => {
+        if ((!ctx.wasRecovering || !ctx.recovered) && options.loadDetails)
+          void reload(() => options.loadDetails!([taskId]));
+      });
+      followed.set(taskId, subscription);
+      subscription.subscribe();
+      return () => {
+        subscription.unsubscribe();
+        centrifuge.removeSubscription(subscription);
+        followed.delete(taskId);
+      };
+    },
+    close() {
+      for (const subscription of followed.values()) {
+        subscription.unsubscribe();
+        centrifuge.removeSubscription(subscription);
+      }
+      followed.clear();
+      centrifuge.removeListener('publication', onPublication);
+      centrifuge.removeListener('subscribed', onSubscribed);
+      centrifuge.removeListener('connecting', onConnecting);
+      centrifuge.removeListener('disconnected', onDisconnected);
+    },
+  };
+}

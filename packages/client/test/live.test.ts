@@ -1,0 +1,166 @@
+/**
+ * The task store bound to a real gateway through the real `centrifuge` SDK: the first subscription loads
+ * a snapshot, a recovered reconnect does not, a reconnect whose history expired reloads it; connection
+ * states follow the SDK; a followed task's detail flows in.
+ */
+import { createServer, type Server } from 'node:http';
+import { Gateway } from '@tdp/gateway';
+import { Centrifuge } from 'centrifuge';
+import { SignJWT } from 'jose';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import { bindTaskStore, type TaskDetail, TaskStore, type TaskSummary } from '../src/index.ts';
+
+const secret = 'live-store-secret-of-enough-length';
+const sign = (claims: Record<string, unknown>) =>
+  new SignJWT(claims)
+    .setProtectedHeader({ alg: 'HS256' })
+    .setExpirationTime('10m')
+    .sign(new TextEncoder().encode(secret));
+
+let server: Server;
+let gateway: Gateway;
+let url: string;
+const clients: Centrifuge[] = [];
+
+beforeAll(async () => {
+  server = createServer();
+  // A short history: a client away longer than 400 ms cannot be recovered.
+  gateway = new Gateway({ hmacKey: secret, history: () => ({ size: 100, ttlMs: 400 }) });
+  gateway.attach(server);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  url = `ws://127.0.0.1:${(server.address() as { port: number }).port}/connection/websocket`;
+});
+afterAll(async () => {
+  for (const client of clients) client.disconnect();
+  await gateway.close();
+  await new Promise((resolve) => server.close(resolve));
+});
+
+const summary = (taskId: string, version: number, lifecycleStatus = 'RUNNING'): TaskSummary => ({
+  kind: 'task.summary',
+  taskId,
+  workflowId: 'w',
+  taskVersion: String(version),
+  title: `task ${taskId}`,
+  lifecycleStatus,
+  businessStatus: null,
+  health: 'HEALTHY',
+  progressPercent: version * 10,
+  error: null,
+  createdAt: '2026-01-01T00:00:00.000Z',
+  updatedAt: '2026-01-01T00:00:00.000Z',
+  startedAt: null,
+  finishedAt: null,
+  notice: null,
+});
+
+async function setup(user: string, snapshot: () => TaskSummary[]) {
+  const channel = `task_user:t/${user}`;
+  const client = new Centrifuge(url, {
+    websocket: WebSocket,
+    token: await sign({ sub: user, channels: [channel] }),
+    minReconnectDelay: 50,
+    maxReconnectDelay: 100,
+  });
+  clients.push(client);
+  const store = new TaskStore();
+  let loads = 0;
+  const states: string[] = [store.connection];
+  store.subscribe(() => {
+    if (states.at(-1) !== store.connection) states.push(store.connection);
+  });
+  const live = bindTaskStore({
+    centrifuge: client,
+    store,
+    loadTasks: async () => {
+      loads += 1;
+      return snapshot();
+    },
+    detailToken: async (taskId) => {
+      const detailChannel = `task_detail:t/${taskId}`;
+      return { channel: detailChannel, token: await sign({ sub: user, channel: detailChannel }) };
+    },
+    loadDetails: async () => [],
+  });
+  return { channel, client, store, live, loads: () => loads, states };
+}
+
+describe('the task store on the centrifuge SDK', () => {
+  it('loads a snapshot once subscribed, then applies live messages on top, never moving backwards', async () => {
+    const { channel, client, store } = await setup('a', () => [summary('t1', 2)]);
+    client.connect();
+    await expect.poll(() => store.connection).toBe('LIVE');
+    expect(store.myTasks().map((t) => t.taskVersion)).toEqual(['2']);
+    await gateway.publish(channel, summary('t1', 1));
+    await gateway.publish(channel, summary('t2', 1));
+    await expect.poll(() => store.myTasks().length).toBe(2);
+    expect(store.summary('t1')?.taskVersion).toBe('2');
+    await gateway.publish(channel, summary('t1', 3, 'SUCCEEDED'));
+    await expect.poll(() => store.summary('t1')?.lifecycleStatus).toBe('SUCCEEDED');
+  });
+
+  it('a reconnect that recovers needs no snapshot; one whose history expired reloads it; states follow', async () => {
+    let current = [summary('x1', 1)];
+    const { channel, client, store, loads, states } = await setup('b', () => current);
+    client.connect();
+    await expect.poll(() => store.connection).toBe('LIVE');
+    expect(loads()).toBe(1);
+
+    client.disconnect();
+    await expect.poll(() => store.connection).toBe('STALE');
+    await gateway.publish(channel, summary('x1', 2));
+    client.connect();
+    await expect.poll(() => store.summary('x1')?.taskVersion).toBe('2');
+    await expect.poll(() => store.connection).toBe('LIVE');
+    expect(loads()).toBe(1);
+
+    client.disconnect();
+    await gateway.publish(channel, summary('x1', 3));
+    current = [summary('x1', 4)];
+    // Longer away than the history lasts: the gateway cannot recover, so the store reloads.
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    client.connect();
+    await expect.poll(() => loads()).toBe(2);
+    await expect.poll(() => store.summary('x1')?.taskVersion).toBe('4');
+    await expect.poll(() => store.connection).toBe('LIVE');
+    expect(states).toEqual([
+      'RECOVERING',
+      'LIVE',
+      'STALE',
+      'RECOVERING',
+      'LIVE',
+      'STALE',
+      'RECOVERING',
+      'LIVE',
+    ]);
+  });
+
+  it('follows a task: its detail messages reach the store', async () => {
+    const { client, store, live } = await setup('c', () => []);
+    client.connect();
+    await expect.poll(() => store.connection).toBe('LIVE');
+    const stop = await live.follow('d1');
+    await expect.poll(() => client.getSubscription('task_detail:t/d1')?.state).toBe('subscribed');
+    const detail: TaskDetail = {
+      kind: 'task.detail',
+      taskId: 'd1',
+      workflowId: 'w',
+      taskVersion: '5',
+      state: {
+        title: 'd1',
+        lifecycleStatus: 'RUNNING',
+        progressPercent: 50,
+        startedAt: null,
+        finishedAt: null,
+        asOf: 'now',
+        steps: [],
+      },
+      notice: null,
+    };
+    await gateway.publish('task_detail:t/d1', detail);
+    await expect.poll(() => store.detail('d1')?.taskVersion).toBe('5');
+    stop();
+    expect(client.getSubscription('task_detail:t/d1')).toBeNull();
+  });
+});

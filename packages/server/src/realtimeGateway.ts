@@ -1,0 +1,96 @@
+import { createServer } from 'node:http';
+import { Gateway, type HistoryOptions, RedisEngine } from '@tdp/gateway';
+import { derivedKey } from './adapters/outbound/tokens/executionCredentials.ts';
+import { ConfigError, type ServerConfig } from './config.ts';
+import { parseKeyring } from './core/identity/secretBox.ts';
+
+/** History kept per channel: enough for a page that was away for a few minutes to catch up. */
+export const channelHistory = (channel: string): HistoryOptions =>
+  channel.startsWith('task_detail:') ? { size: 100, ttlMs: 10 * 60_000 } : { size: 300, ttlMs: 10 * 60_000 };
+
+/**
+ * The realtime gateway as `tdp server` and `tdp gateway` run it: channels in memory, or in Redis when
+ * REDIS_URL is set (then any number of gateway nodes serve the same channels).
+ */
+export function createGateway(
+  config: Pick<ServerConfig, 'redisUrl' | 'gatewayApiKey' | 'realtimeJwksUrl'>,
+  hmacKey: Uint8Array,
+  now: () => number,
+): Gateway {
+  let gateway: Gateway | null = null;
+  const engine = config.redisUrl
+    ? new RedisEngine({
+        url: config.redisUrl,
+        history: channelHistory,
+        now,
+        onResync: () => gateway?.resync(),
+      })
+    : undefined;
+  gateway = new Gateway({
+    hmacKey,
+    now,
+    history: channelHistory,
+    ...(engine ? { engine } : {}),
+    ...(config.gatewayApiKey ? { apiKey: config.gatewayApiKey } : {}),
+    ...(config.realtimeJwksUrl ? { jwksUrl: config.realtimeJwksUrl } : {}),
+    // A page follows at most 20 task details at once (source document 002 §7).
+    channelLimits: [{ prefix: 'task_detail:', max: 20 }],
+  });
+  return gateway;
+}
+
+/** The key of realtime tokens: derived from the keyring, so `tdp server` and `tdp gateway` agree. */
+export const realtimeTokenKey = (keyring: ServerConfig['secretKeyring']): Uint8Array =>
+  derivedKey(keyring, keyring.activeKeyId, 'realtime-token');
+
+/**
+ * `tdp gateway`: the gateway on its own port, for deployments that run it apart from the server (the
+ * server then publishes through its API: CENTRIFUGO_API_URL=http://<gateway>/api with the same key).
+ * Needs TDP_SECRET_KEYS (the server's, for the token key) and TDP_GATEWAY_API_KEY; REDIS_URL for
+ * several nodes.
+ */
+export async function startGatewayServer(
+  env: NodeJS.ProcessEnv,
+): Promise<{ url: string; close(): Promise<void> }> {
+  const keys = env.TDP_SECRET_KEYS?.trim();
+  const apiKey = env.TDP_GATEWAY_API_KEY?.trim();
+  if (!keys) throw new ConfigError('TDP_SECRET_KEYS is required (the same keys as the server)');
+  if (!apiKey) throw new ConfigError('TDP_GATEWAY_API_KEY is required (the key of the server API)');
+  let keyring: ServerConfig['secretKeyring'];
+  try {
+    keyring = parseKeyring(keys);
+  } catch (error) {
+    throw new ConfigError(`TDP_SECRET_KEYS: ${(error as Error).message}`);
+  }
+  const gateway = createGateway(
+    {
+      redisUrl: env.REDIS_URL?.trim() || null,
+      gatewayApiKey: apiKey,
+      realtimeJwksUrl: env.TDP_REALTIME_JWKS_URL?.trim() || null,
+    },
+    realtimeTokenKey(keyring),
+    Date.now,
+  );
+  await gateway.ready;
+  const server = createServer((request, response) => {
+    if (gateway.handleHttp(request, response)) return;
+    if (request.url === '/healthz') response.writeHead(200, { 'content-type': 'text/plain' }).end('ok\n');
+    else response.writeHead(404).end();
+  });
+  gateway.attach(server);
+  const port = Number(env.TDP_GATEWAY_PORT ?? 8000);
+  if (!Number.isInteger(port) || port < 0) throw new ConfigError('TDP_GATEWAY_PORT must be a port number');
+  const host = env.TDP_HOST ?? '127.0.0.1';
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, resolve);
+  });
+  const address = server.address() as { port: number };
+  return {
+    url: `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${address.port}`,
+    close: async () => {
+      await gateway.close();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
