@@ -20,7 +20,7 @@ const HOT_EVENTS = Number(process.env.BENCH_EVENTS_HOT ?? 3_000);
 const HEARTBEAT_ITEMS = Number(process.env.BENCH_HEARTBEATS ?? 200_000);
 const HEARTBEAT_BATCH = 250;
 
-interface Execution {
+export interface Execution {
   taskId: string;
   executionId: string;
   handle: string;
@@ -44,7 +44,7 @@ async function json(pool: Pool, method: 'POST' | 'GET', path: string, apiKey: st
 }
 
 /** Tasks with one running step each (or one task with many), activated and started. */
-async function prepare(
+export async function prepare(
   pool: Pool,
   apiKey: string,
   workflows: number,
@@ -90,7 +90,7 @@ async function prepare(
   return executions;
 }
 
-const progressEvent = (e: Execution) => {
+export const progressEvent = (e: Execution) => {
   e.seq += 1;
   return {
     executionHandle: e.handle,

@@ -2,12 +2,14 @@
 import { benchCreate } from './create.ts';
 import { benchE2e } from './e2e.ts';
 import { benchEvents } from './events.ts';
+import { benchRealtime } from './realtime.ts';
 import { benchWatermark } from './watermark.ts';
 
 const benchmarks: Record<string, () => Promise<void>> = {
   create: benchCreate,
   events: benchEvents,
   e2e: benchE2e,
+  realtime: benchRealtime,
   watermark: benchWatermark,
 };
 

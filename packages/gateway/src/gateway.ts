@@ -202,6 +202,17 @@ export class Gateway {
     return this.engine.publish(channel, data, options);
   }
 
+  /**
+   * How many channels starting with `prefix` a connection of this node follows; null when the
+   * connection is not on this node (or gone).
+   */
+  subscriptionCount(client: string, prefix: string): number | null {
+    for (const session of this.sessions)
+      if (session.client === client)
+        return [...session.subscriptions.keys()].filter((c) => c.startsWith(prefix)).length;
+    return null;
+  }
+
   /** Connections and channels on this node. */
   stats() {
     const users = new Set([...this.sessions].map((s) => s.user).filter((u) => u !== null));

@@ -114,6 +114,11 @@ export const errorCatalogue = {
     retryable: false,
     title: "The resource provider's answer is not a usable grant",
   },
+  DETAIL_SUBSCRIPTION_LIMIT: {
+    status: 409,
+    retryable: false,
+    title: 'This connection already follows 20 task details; stop following one first',
+  },
   IDEMPOTENCY_KEY_REUSED: {
     status: 409,
     retryable: false,

@@ -296,6 +296,7 @@ export async function startServer(
     clock,
     reads: statusReads,
     wsUrl: config.realtimeWsUrl,
+    detailSubscriptions: (clientId) => gateway.subscriptionCount(clientId, 'task_detail:'),
   });
   registerStatusRoutes(app, {
     authenticator,

@@ -90,4 +90,38 @@ describe('live status through the gateway', () => {
     const owner = await token('/v1/realtime/subscription-token', { userId: 'owner-1', taskId });
     expect(owner.status).toBe(200);
   });
+
+  it('a connection follows at most 20 task details: the token endpoint answers DETAIL_SUBSCRIPTION_LIMIT, the gateway 106', async () => {
+    const { client } = await connectAs('u-limit');
+    const clientId = await new Promise<string>((resolve) => {
+      if (client.state === 'connected') resolve((client as unknown as { _client: string })._client);
+      client.once('connected', (ctx) => resolve(ctx.client));
+    });
+    const taskIds = [];
+    for (let i = 0; i < 21; i += 1) taskIds.push(await createTask('u-limit'));
+    for (const taskId of taskIds.slice(0, 20)) {
+      const issued = await token('/v1/realtime/subscription-token', { userId: 'u-limit', taskId, clientId });
+      expect(issued.status).toBe(200);
+      const sub = client.newSubscription(issued.body.channel, { token: issued.body.token });
+      const subscribed = new Promise((resolve) => sub.once('subscribed', resolve));
+      sub.subscribe();
+      await subscribed;
+    }
+    const refused = await token('/v1/realtime/subscription-token', {
+      userId: 'u-limit',
+      taskId: taskIds[20],
+      clientId,
+    });
+    expect(refused.status).toBe(409);
+    expect(refused.body.code).toBe('DETAIL_SUBSCRIPTION_LIMIT');
+    // A token got without saying which connection it is for still meets the gateway's limit.
+    const unchecked = await token('/v1/realtime/subscription-token', {
+      userId: 'u-limit',
+      taskId: taskIds[20],
+    });
+    const sub = client.newSubscription(unchecked.body.channel, { token: unchecked.body.token });
+    const outcome = new Promise<number>((resolve) => sub.once('unsubscribed', (ctx) => resolve(ctx.code)));
+    sub.subscribe();
+    expect(await outcome).toBe(106);
+  });
 });

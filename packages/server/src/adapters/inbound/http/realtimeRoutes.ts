@@ -27,6 +27,8 @@ export function registerRealtimeRoutes(
     tokenTtlSeconds?: number;
     /** The WebSocket URL handed out (default: this server's own gateway). */
     wsUrl?: string | null;
+    /** Detail channels a connection of the in-process gateway follows (null: not connected here). */
+    detailSubscriptions?: (clientId: string) => number | null;
   },
 ): void {
   const tags = ['realtime'];
@@ -72,14 +74,28 @@ export function registerRealtimeRoutes(
     },
   );
 
-  app.post<{ Body: { userId: string; taskId: string } }>(
+  const detailLimit = 20;
+  app.post<{ Body: { userId: string; taskId: string; clientId?: string } }>(
     '/v1/realtime/subscription-token',
     {
       schema: {
         tags,
         security,
         summary: "A subscription token for a task's detail channel, if the user may see the task",
-        body: Type.Object({ userId: UserId, taskId: Uuid }, { additionalProperties: false }),
+        body: Type.Object(
+          {
+            userId: UserId,
+            taskId: Uuid,
+            clientId: Type.Optional(
+              Type.String({
+                maxLength: 100,
+                description:
+                  "The connection's client id (the SDK's `connected` event): checked against the limit of 20 task details",
+              }),
+            ),
+          },
+          { additionalProperties: false },
+        ),
         response: { 200: Type.Object({ token: Type.String(), channel: Type.String() }), ...problemResponses },
       },
     },
@@ -96,6 +112,13 @@ export function registerRealtimeRoutes(
       if (!task || !visible)
         throw new AppError('TASK_NOT_FOUND', `task ${request.body.taskId} does not exist`);
       const channel = channels.detail(caller.tenantId, request.body.taskId);
+      // The gateway refuses the 21st as well (error 106); asking first gives a clear answer.
+      const following = request.body.clientId ? deps.detailSubscriptions?.(request.body.clientId) : null;
+      if (following != null && following >= detailLimit)
+        throw new AppError(
+          'DETAIL_SUBSCRIPTION_LIMIT',
+          `connection ${request.body.clientId} already follows ${following} task details (at most ${detailLimit})`,
+        );
       return { token: await sign({ sub: request.body.userId, channel }), channel };
     },
   );

@@ -1,0 +1,292 @@
+/**
+ * `npm run bench -- realtime`: live status end to end, against socket.io doing the same on this machine.
+ *
+ * - Live: 1,000 users, each with a task, each connected over WebSocket from client processes (the
+ *   `centrifuge` SDK, the user's channel subscribed by the connection token). Task state changes
+ *   (progress events) are committed through `POST /v1/task-events:batch` at 1,000 per second for 30 s;
+ *   each client measures commit → visible (the summary's commit time to its arrival). The peer: a
+ *   socket.io server emitting the same number of messages per second to one room per user, measured
+ *   emit → visible.
+ * - Idle: 10,000 connections held open on the gateway alone (`tdp gateway`'s code, memory engine, each
+ *   connection with its user channel) and on socket.io (each socket in its room); memory per connection
+ *   from the server process's RSS and heap after a full GC, before and after.
+ *
+ * BENCH_RT_USERS, BENCH_RT_RATE, BENCH_RT_SECONDS and BENCH_RT_IDLE change the sizes.
+ */
+import { type ChildProcess, fork } from 'node:child_process';
+import { SignJWT } from 'jose';
+import { Pool } from 'undici';
+import { type Execution, prepare, progressEvent } from './events.ts';
+import { benchDatabase, percentile, startBenchServer } from './support.ts';
+
+const USERS = Number(process.env.BENCH_RT_USERS ?? 1_000);
+const RATE = Number(process.env.BENCH_RT_RATE ?? 1_000);
+const SECONDS = Number(process.env.BENCH_RT_SECONDS ?? 30);
+const IDLE = Number(process.env.BENCH_RT_IDLE ?? 10_000);
+const CLIENT_PROCESSES = 4;
+
+type Mode = 'tdp' | 'socketio' | 'tdp-idle' | 'socketio-idle';
+
+function waitFor<T>(child: ChildProcess, type: string): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const listener = (message: { type: string; error?: string }) => {
+      if (message.type === 'error') {
+        child.off('message', listener);
+        reject(new Error(message.error));
+      } else if (message.type === type) {
+        child.off('message', listener);
+        resolve(message as T);
+      }
+    };
+    child.on('message', listener);
+  });
+}
+
+/** Client processes, each holding its share of the connections. */
+async function openClients(mode: Mode, url: string, connections: { user: string; token?: string }[]) {
+  const children = Array.from({ length: CLIENT_PROCESSES }, () =>
+    fork('bench/realtimeClient.ts', [], {
+      execArgv: ['--import', 'tsx'],
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    }),
+  );
+  await Promise.all(
+    children.map((child, p) => {
+      const ready = waitFor(child, 'ready');
+      child.send({
+        type: 'start',
+        mode,
+        url,
+        connections: connections.filter((_, i) => i % CLIENT_PROCESSES === p),
+      });
+      return ready;
+    }),
+  );
+  return {
+    report: async () => {
+      const reports = await Promise.all(
+        children.map((child) => {
+          const answer = waitFor<{ latencies: number[]; received: number }>(child, 'report');
+          child.send({ type: 'report' });
+          return answer;
+        }),
+      );
+      return {
+        latencies: reports.flatMap((r) => r.latencies).sort((a, b) => a - b),
+        received: reports.reduce((sum, r) => sum + r.received, 0),
+      };
+    },
+    stop: async () => {
+      await Promise.all(
+        children.map(
+          (child) =>
+            new Promise((resolve) => {
+              child.once('exit', resolve);
+              child.send({ type: 'stop' });
+            }),
+        ),
+      );
+    },
+  };
+}
+
+async function startPeer(mode: 'gateway' | 'socketio', hmacKey = '') {
+  const child = fork('bench/realtimePeer.ts', [mode, hmacKey], {
+    execArgv: ['--expose-gc', '--import', 'tsx'],
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  const { port } = await waitFor<{ port: number }>(child, 'listening');
+  return {
+    port,
+    child,
+    memory: async () => {
+      const answer = waitFor<{ rss: number; heapUsed: number; external: number }>(child, 'memory');
+      child.send({ type: 'memory' });
+      return answer;
+    },
+    stop: () => child.kill('SIGKILL'),
+  };
+}
+
+interface Live {
+  committedPerSecond: number;
+  deliveredPerSecond: number;
+  p50: number;
+  p99: number;
+}
+
+async function liveTdp(): Promise<Live> {
+  const database = await benchDatabase();
+  const server = await startBenchServer(database.url);
+  const pool = new Pool(server.base, { connections: 32 });
+  try {
+    const executions = await prepare(pool, server.apiKey, USERS, 1, 1);
+    const connections = [];
+    let wsUrl = '';
+    for (let u = 0; u < USERS; u += 1) {
+      const response = await pool.request({
+        method: 'POST',
+        path: '/v1/realtime/connection-token',
+        headers: { authorization: `Bearer ${server.apiKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ userId: `user-${u}` }),
+      });
+      const issued = (await response.body.json()) as { token: string; url: string };
+      wsUrl = issued.url;
+      connections.push({ user: `user-${u}`, token: issued.token });
+    }
+    const clients = await openClients('tdp', wsUrl, connections);
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    await clients.report();
+    const committed = await offerEvents(pool, server.apiKey, executions);
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    const { latencies, received } = await clients.report();
+    await clients.stop();
+    return {
+      committedPerSecond: committed.count / committed.seconds,
+      deliveredPerSecond: received / committed.seconds,
+      p50: percentile(latencies, 50),
+      p99: percentile(latencies, 99),
+    };
+  } finally {
+    await pool.close();
+    await server.stop();
+    await database.close();
+  }
+}
+
+/**
+ * Progress events at RATE per second for SECONDS, in batches of RATE/20 every 50 ms, each batch over
+ * distinct tasks (so a task's events stay in order); at most 16 requests in flight.
+ */
+async function offerEvents(pool: Pool, apiKey: string, executions: Execution[]) {
+  const perBatch = Math.max(1, Math.round(RATE / 20));
+  const batches = Math.round((RATE * SECONDS) / perBatch);
+  let next = 0;
+  let accepted = 0;
+  let inFlight = 0;
+  const startedAt = performance.now();
+  const pending: Promise<void>[] = [];
+  for (let b = 0; b < batches; b += 1) {
+    const due = startedAt + b * 50;
+    const wait = due - performance.now();
+    if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+    while (inFlight >= 16) await new Promise((resolve) => setTimeout(resolve, 2));
+    const events = Array.from({ length: perBatch }, () =>
+      progressEvent(executions[next++ % executions.length]!),
+    );
+    inFlight += 1;
+    pending.push(
+      pool
+        .request({
+          method: 'POST',
+          path: '/v1/task-events:batch',
+          headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ events }),
+        })
+        .then(async (response) => {
+          const answer = (await response.body.json()) as { results?: { ok: boolean }[] };
+          accepted += answer.results?.filter((r) => r.ok).length ?? 0;
+        })
+        .finally(() => {
+          inFlight -= 1;
+        }),
+    );
+  }
+  await Promise.all(pending);
+  return { count: accepted, seconds: (performance.now() - startedAt) / 1000 };
+}
+
+async function liveSocketIo(): Promise<Live> {
+  const peer = await startPeer('socketio');
+  try {
+    const users = Array.from({ length: USERS }, (_, u) => `user-${u}`);
+    const clients = await openClients(
+      'socketio',
+      `http://127.0.0.1:${peer.port}`,
+      users.map((user) => ({ user })),
+    );
+    await clients.report();
+    const startedAt = performance.now();
+    const loaded = waitFor<{ sent: number }>(peer.child, 'loaded');
+    peer.child.send({ type: 'load', users, perSecond: RATE, seconds: SECONDS });
+    const { sent } = await loaded;
+    const seconds = (performance.now() - startedAt) / 1000;
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    const { latencies, received } = await clients.report();
+    await clients.stop();
+    return {
+      committedPerSecond: sent / seconds,
+      deliveredPerSecond: received / seconds,
+      p50: percentile(latencies, 50),
+      p99: percentile(latencies, 99),
+    };
+  } finally {
+    peer.stop();
+  }
+}
+
+interface Idle {
+  rssPerConnection: number;
+  heapPerConnection: number;
+}
+
+async function idleMemory(system: 'gateway' | 'socketio'): Promise<Idle> {
+  const hmacKey = 'bench-idle-secret-of-a-decent-length';
+  const peer = await startPeer(system, hmacKey);
+  try {
+    const before = await peer.memory();
+    const users = Array.from({ length: IDLE }, (_, u) => `user-${u}`);
+    const key = new TextEncoder().encode(hmacKey);
+    const connections =
+      system === 'gateway'
+        ? await Promise.all(
+            users.map(async (user) => ({
+              user,
+              token: await new SignJWT({ sub: user, channels: [`task_user:t/${user}`] })
+                .setProtectedHeader({ alg: 'HS256' })
+                .setExpirationTime('1h')
+                .sign(key),
+            })),
+          )
+        : users.map((user) => ({ user }));
+    const clients = await openClients(
+      system === 'gateway' ? 'tdp-idle' : 'socketio-idle',
+      system === 'gateway'
+        ? `ws://127.0.0.1:${peer.port}/connection/websocket`
+        : `http://127.0.0.1:${peer.port}`,
+      connections,
+    );
+    const after = await peer.memory();
+    await clients.stop();
+    return {
+      rssPerConnection: (after.rss - before.rss) / IDLE,
+      heapPerConnection: (after.heapUsed + after.external - before.heapUsed - before.external) / IDLE,
+    };
+  } finally {
+    peer.stop();
+  }
+}
+
+export async function benchRealtime(): Promise<void> {
+  console.log(
+    `realtime: ${USERS} users on WebSocket from ${CLIENT_PROCESSES} client processes, ${RATE} changes/s for ${SECONDS} s; ${IDLE} idle connections`,
+  );
+  const tdp = await liveTdp();
+  const line = (name: string, f: Live) =>
+    console.log(
+      `  ${name.padEnd(10)} committed ${f.committedPerSecond.toFixed(0).padStart(5)}/s  delivered ${f.deliveredPerSecond.toFixed(0).padStart(5)}/s  visible p50 ${f.p50.toFixed(0)} ms  p99 ${f.p99.toFixed(0)} ms`,
+    );
+  line('TDP', tdp);
+  const peer = await liveSocketIo();
+  line('socket.io', peer);
+  const tdpIdle = await idleMemory('gateway');
+  const peerIdle = await idleMemory('socketio');
+  const kb = (bytes: number) => `${(bytes / 1024).toFixed(1)} KiB`;
+  console.log(
+    `  idle memory per connection (${IDLE}): TDP gateway RSS ${kb(tdpIdle.rssPerConnection)} heap ${kb(tdpIdle.heapPerConnection)}; socket.io RSS ${kb(peerIdle.rssPerConnection)} heap ${kb(peerIdle.heapPerConnection)}`,
+  );
+  console.log('');
+  console.log(
+    `  p99 ${tdp.p99.toFixed(0)} ms (target <= 50 ms); delivered ${tdp.deliveredPerSecond.toFixed(0)}/s vs socket.io ${peer.deliveredPerSecond.toFixed(0)}/s → ${(tdp.deliveredPerSecond / peer.deliveredPerSecond).toFixed(2)} (target >= 1); memory per idle connection ${kb(tdpIdle.rssPerConnection)} vs ${kb(peerIdle.rssPerConnection)} → ${(tdpIdle.rssPerConnection / peerIdle.rssPerConnection).toFixed(2)} (target <= 1)`,
+  );
+}

@@ -1,0 +1,82 @@
+/**
+ * A process of realtime clients for `bench -- realtime`. Told over IPC which connections to open:
+ *
+ * - `tdp`: the `centrifuge` SDK with a connection token (the user's channel is a server-side
+ *   subscription); latency from the summary's `updatedAt` (its commit time) to its arrival.
+ * - `socketio`: socket.io-client joining the user's room; latency from the message's `sentAt`.
+ * - `tdp-idle` / `socketio-idle`: connections that only stay open (raw WebSocket with a connect command
+ *   for TDP), for the memory measurement.
+ *
+ * Reports `ready` once every connection is subscribed, and its latencies and count when asked.
+ */
+import { Centrifuge } from 'centrifuge';
+import { io, type Socket } from 'socket.io-client';
+import WebSocket from 'ws';
+
+type Mode = 'tdp' | 'socketio' | 'tdp-idle' | 'socketio-idle';
+interface Start {
+  type: 'start';
+  mode: Mode;
+  url: string;
+  connections: { user: string; token?: string }[];
+}
+
+let latencies: number[] = [];
+let received = 0;
+const open: { close(): void }[] = [];
+
+function record(sentAt: number) {
+  received += 1;
+  latencies.push(Date.now() - sentAt);
+}
+
+async function start(message: Start) {
+  const ready: Promise<void>[] = [];
+  for (const { user, token } of message.connections) {
+    if (message.mode === 'tdp') {
+      const client = new Centrifuge(message.url, { websocket: WebSocket, token: token! });
+      client.on('publication', (ctx) => record(Date.parse((ctx.data as { updatedAt: string }).updatedAt)));
+      ready.push(new Promise((resolve) => client.once('subscribed', () => resolve())));
+      client.connect();
+      open.push({ close: () => client.disconnect() });
+    } else if (message.mode === 'socketio' || message.mode === 'socketio-idle') {
+      const socket: Socket = io(message.url, { transports: ['websocket'], reconnection: false });
+      if (message.mode === 'socketio') socket.on('state', (data: { sentAt: number }) => record(data.sentAt));
+      ready.push(
+        new Promise((resolve) => socket.on('connect', () => socket.emit('join', user, () => resolve()))),
+      );
+      open.push({ close: () => socket.close() });
+    } else {
+      const socket = new WebSocket(message.url);
+      ready.push(
+        new Promise((resolve, reject) => {
+          socket.once('error', reject);
+          socket.once('open', () => socket.send(JSON.stringify({ id: 1, connect: { token } })));
+          socket.on('message', (data) => {
+            const text = data.toString();
+            if (text === '{}') socket.send('{}');
+            else if (text.includes('"connect"')) resolve();
+          });
+        }),
+      );
+      open.push({ close: () => socket.close() });
+    }
+    // Connecting thousands at once overflows the listen backlog; a small pause between them does not.
+    if (open.length % 100 === 0) await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  await Promise.all(ready);
+  process.send?.({ type: 'ready' });
+}
+
+process.on('message', (message: Start | { type: 'report' } | { type: 'stop' }) => {
+  if (message.type === 'start')
+    void start(message).catch((error) => process.send?.({ type: 'error', error: String(error) }));
+  else if (message.type === 'report') {
+    process.send?.({ type: 'report', latencies, received });
+    latencies = [];
+    received = 0;
+  } else {
+    for (const connection of open) connection.close();
+    setTimeout(() => process.exit(0), 200);
+  }
+});
