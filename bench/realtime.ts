@@ -11,7 +11,8 @@
  *   connection with its user channel) and on socket.io (each socket in its room); memory per connection
  *   from the server process's RSS and heap after a full GC, before and after.
  *
- * BENCH_RT_USERS, BENCH_RT_RATE, BENCH_RT_SECONDS and BENCH_RT_IDLE change the sizes.
+ * BENCH_RT_USERS, BENCH_RT_RATE, BENCH_RT_SECONDS, BENCH_RT_BATCH (events per request, default 25)
+ * and BENCH_RT_IDLE change the sizes.
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import { SignJWT } from 'jose';
@@ -23,6 +24,7 @@ const USERS = Number(process.env.BENCH_RT_USERS ?? 1_000);
 const RATE = Number(process.env.BENCH_RT_RATE ?? 1_000);
 const SECONDS = Number(process.env.BENCH_RT_SECONDS ?? 30);
 const IDLE = Number(process.env.BENCH_RT_IDLE ?? 10_000);
+const BATCH = Number(process.env.BENCH_RT_BATCH ?? 25);
 const CLIENT_PROCESSES = 4;
 
 type Mode = 'tdp' | 'socketio' | 'tdp-idle' | 'socketio-idle';
@@ -141,6 +143,10 @@ async function liveTdp(): Promise<Live> {
     await new Promise((resolve) => setTimeout(resolve, 3_000));
     const { latencies, received } = await clients.report();
     await clients.stop();
+    const relay = await relayQuantiles(server.base);
+    console.log(
+      `  (the server's own commit→publish histogram: p50 <= ${relay.p50} ms, p99 <= ${relay.p99} ms)`,
+    );
     return {
       committedPerSecond: committed.count / committed.seconds,
       deliveredPerSecond: received / committed.seconds,
@@ -154,20 +160,36 @@ async function liveTdp(): Promise<Live> {
   }
 }
 
+/** Upper bounds of the buckets holding the p50 and p99 of the relay's commit→publish histogram. */
+async function relayQuantiles(base: string): Promise<{ p50: number; p99: number }> {
+  const text = await (await fetch(`${base}/metrics`)).text();
+  const buckets = [
+    ...text.matchAll(/^tdp_realtime_commit_to_publish_seconds_bucket\{le="([^"]+)"\} (\d+)/gm),
+  ].map((m) => ({
+    le: m[1] === '+Inf' ? Number.POSITIVE_INFINITY : Number(m[1]) * 1000,
+    count: Number(m[2]),
+  }));
+  const total = buckets.at(-1)?.count ?? 0;
+  const bound = (q: number) => buckets.find((b) => b.count >= q * total)?.le ?? Number.NaN;
+  return { p50: bound(0.5), p99: bound(0.99) };
+}
+
 /**
- * Progress events at RATE per second for SECONDS, in batches of RATE/20 every 50 ms, each batch over
- * distinct tasks (so a task's events stay in order); at most 16 requests in flight.
+ * Progress events at RATE per second for SECONDS, in requests of BATCH events at even intervals, each
+ * over distinct tasks (so a task's events stay in order); at most 16 requests in flight. Small batches
+ * keep each transaction short (its start is the time a client measures from).
  */
 async function offerEvents(pool: Pool, apiKey: string, executions: Execution[]) {
-  const perBatch = Math.max(1, Math.round(RATE / 20));
+  const perBatch = BATCH;
   const batches = Math.round((RATE * SECONDS) / perBatch);
+  const intervalMs = (1000 * perBatch) / RATE;
   let next = 0;
   let accepted = 0;
   let inFlight = 0;
   const startedAt = performance.now();
   const pending: Promise<void>[] = [];
   for (let b = 0; b < batches; b += 1) {
-    const due = startedAt + b * 50;
+    const due = startedAt + b * intervalMs;
     const wait = due - performance.now();
     if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
     while (inFlight >= 16) await new Promise((resolve) => setTimeout(resolve, 2));
@@ -269,7 +291,7 @@ async function idleMemory(system: 'gateway' | 'socketio'): Promise<Idle> {
 
 export async function benchRealtime(): Promise<void> {
   console.log(
-    `realtime: ${USERS} users on WebSocket from ${CLIENT_PROCESSES} client processes, ${RATE} changes/s for ${SECONDS} s; ${IDLE} idle connections`,
+    `realtime: ${USERS} users on WebSocket from ${CLIENT_PROCESSES} client processes, ${RATE} changes/s (${BATCH} per request) for ${SECONDS} s; ${IDLE} idle connections`,
   );
   const tdp = await liveTdp();
   const line = (name: string, f: Live) =>

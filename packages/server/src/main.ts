@@ -45,6 +45,7 @@ import { ApiKeyAuthenticator } from './core/identity/authenticate.ts';
 import { SecretBox } from './core/identity/secretBox.ts';
 import { realtimeClaimPolicy } from './core/outbox/policy.ts';
 import type { EventPublisher } from './core/outbox/ports.ts';
+import { RealtimeHandoff } from './core/realtime/handoff.ts';
 import { CandidateSnapshot } from './core/scheduling/candidateSnapshot.ts';
 import type { DispatchDeps } from './core/scheduling/dispatch.ts';
 import { CommandHub, type WorkerDeps } from './core/scheduling/workers.ts';
@@ -104,6 +105,9 @@ export interface ServerDependencies {
 class OutboxWakeup implements OutboxSignal {
   private notifyPending = false;
   loops: Partial<Record<'outbox' | 'realtime' | 'scheduler' | 'timers' | 'callbacks', WakeableLoop>> = {};
+  /** Set when the loops run: projections are published right after their commit. */
+  handoff: RealtimeHandoff | null = null;
+  realtimeHandoffMs: number | undefined = undefined;
 
   constructor(private readonly sql: Sql) {}
 
@@ -111,9 +115,11 @@ class OutboxWakeup implements OutboxSignal {
     if (work.scheduling) this.loops.scheduler?.wake();
     if (work.callbacks) this.loops.callbacks?.wake();
     if (work.earliestTimer) this.loops.timers?.wakeBy(work.earliestTimer);
+    if (this.handoff && work.realtime.length > 0) this.handoff.take(work.realtime);
     if (!work.outbox) return;
     this.loops.outbox?.wake();
-    this.loops.realtime?.wake();
+    // With the hand-off, the relay's loop only sweeps up what it failed to publish (it polls).
+    if (!this.handoff) this.loops.realtime?.wake();
     if (this.notifyPending) return;
     this.notifyPending = true;
     setTimeout(() => {
@@ -364,25 +370,37 @@ export async function startServer(
         intervalMs: 2_000,
       }),
     );
+    const realtimePublisher =
+      config.centrifugoApiUrl && config.centrifugoApiKey
+        ? new CentrifugoApiPublisher(config.centrifugoApiUrl, config.centrifugoApiKey)
+        : gatewayPublisher(gateway);
+    const realtimeObserver = {
+      published: (committedAt: Date, now: Date) =>
+        metrics.realtimeLatency.observe(Math.max(0, now.getTime() - committedAt.getTime()) / 1000),
+      coalesced: (count: number) => metrics.realtimeCoalesced.inc(count),
+      dead: (row: { id: string; channel: string }, error: string) => {
+        metrics.realtimeDead.inc();
+        logger.warn({ realtimeId: row.id, channel: row.channel, error }, 'realtime message went DEAD');
+      },
+    };
     const realtimeLoop = createRealtimeLoop({
       rows: realtimeRows,
-      publisher:
-        config.centrifugoApiUrl && config.centrifugoApiKey
-          ? new CentrifugoApiPublisher(config.centrifugoApiUrl, config.centrifugoApiKey)
-          : gatewayPublisher(gateway),
-      observer: {
-        published: (committedAt, now) =>
-          metrics.realtimeLatency.observe(Math.max(0, now.getTime() - committedAt.getTime()) / 1000),
-        coalesced: (count) => metrics.realtimeCoalesced.inc(count),
-        dead: (row, error) => {
-          metrics.realtimeDead.inc();
-          logger.warn({ realtimeId: row.id, channel: row.channel, error }, 'realtime message went DEAD');
-        },
-      },
+      publisher: realtimePublisher,
+      observer: realtimeObserver,
       clock,
       logger: logger.child({ loop: 'realtime' }),
     });
     loops.push(realtimeLoop);
+    signal.handoff = new RealtimeHandoff({
+      publisher: realtimePublisher,
+      rows: realtimeRows,
+      clock,
+      observer: realtimeObserver,
+      onError: (error) =>
+        logger.warn({ err: error }, 'realtime hand-off failed; the relay loop will publish'),
+    });
+    // What the hand-off cannot publish, the loop claims after this long.
+    signal.realtimeHandoffMs = 5_000;
     const timerLoop = createTimerLoop({
       status,
       timers: new ClaimableRows(sql, 'timer'),
@@ -483,6 +501,7 @@ export async function startServer(
         await gateway.close();
         await app.close();
         await Promise.all(loops.map((loop) => loop.stop()));
+        await signal.handoff?.idle();
         await unlisten?.().catch(() => {});
         await nats?.close().catch(() => {});
         await sql.end({ timeout: 5 });

@@ -288,3 +288,75 @@ describe('the relay', () => {
     }
   });
 });
+
+describe('the hand-off after commit', () => {
+  it("publishes a commit's projections at once and marks them without a claim; what it could not publish the loop sends after its grace", async () => {
+    let failNext = 1;
+    const received: { channel: string; data: any }[][] = [];
+    const api = createServer((request, response) => {
+      let text = '';
+      request.on('data', (chunk) => {
+        text += chunk;
+      });
+      request.on('end', () => {
+        const commands = JSON.parse(text).commands.map((c: any) => c.publish);
+        received.push(commands);
+        if (failNext-- > 0) return void response.writeHead(503).end();
+        response
+          .writeHead(200, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ replies: commands.map(() => ({ publish: {} })) }));
+      });
+    });
+    await new Promise<void>((resolve) => api.listen(0, '127.0.0.1', resolve));
+    const h = await startHarness({
+      runLoops: true,
+      centrifugoApi: { url: `http://127.0.0.1:${(api.address() as { port: number }).port}/api`, key: 'k' },
+    });
+    const sql = connectDatabase({ url: h.databaseUrl, maxConnections: 1 });
+    try {
+      const app = await h.createApplication();
+      await h.request('POST', '/v1/workflow-definitions', {
+        token: app.apiKey,
+        body: {
+          name: 'handoff',
+          version: '1',
+          steps: [{ key: 'only', capability: 'nobody.handoff', capabilityVersion: '1' }],
+        },
+      });
+      await sql`UPDATE realtime_outbox SET status = 'PUBLISHED'`;
+      const before = received.length;
+      const create = async () =>
+        (
+          await h.request('POST', '/v1/tasks', {
+            token: app.apiKey,
+            headers: { 'idempotency-key': newId() },
+            body: { workflowName: 'handoff', workflowVersion: '1', name: 'handed off', ownerId: 'u' },
+          })
+        ).body.task.id as string;
+      const rowsOf = async (taskId: string) =>
+        (await sql`SELECT status, attempts FROM realtime_outbox WHERE aggregate_id = ${taskId}`).map(
+          (r) => `${r.status}:${r.attempts}`,
+        );
+      // The first hand-off meets a 503: its rows stay PENDING, not claimable for 5 s.
+      const failed = await create();
+      await expect.poll(() => received.length).toBe(before + 1);
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      expect(await rowsOf(failed)).toEqual(['PENDING:0', 'PENDING:0']);
+      // The next one goes straight through: published by the hand-off, never claimed.
+      const handed = await create();
+      await expect.poll(() => rowsOf(handed)).toEqual(['PUBLISHED:0', 'PUBLISHED:0']);
+      expect(received.at(-1)!.some((c) => c.data.taskId === handed)).toBe(true);
+      // Past the grace, the relay's loop claims the first task's rows and publishes them.
+      h.clock.advance(5_001);
+      await expect.poll(() => rowsOf(failed), { timeout: 5_000 }).toEqual(['PUBLISHED:1', 'PUBLISHED:1']);
+      const sentFor = (taskId: string) =>
+        received.flat().filter((c) => c.data.taskId === taskId && c.data.kind === 'task.summary').length;
+      expect(sentFor(failed)).toBe(2);
+      expect(sentFor(handed)).toBe(1);
+    } finally {
+      await sql.end();
+      await h.close();
+      await new Promise((resolve) => api.close(resolve));
+    }
+  });
+});

@@ -85,6 +85,8 @@ export interface SessionOptions {
   deferWrites?: boolean;
   /** With deferWrites, for work that reads nothing (a create): no BEGIN or COMMIT, one round trip. */
   writeOnly?: boolean;
+  /** See `OutboxSignal.realtimeHandoffMs` (set from the deps by `inFactTransaction`). */
+  realtimeHandoffMs?: number;
 }
 
 export class FactSession {
@@ -105,7 +107,13 @@ export class FactSession {
   /** Work for after the commit (e.g. waking the workers a placement wrote commands for). */
   readonly committedCallbacks: (() => void)[] = [];
   /** What this transaction wrote for the background loops (woken after the commit). */
-  readonly wrote: CommittedWork = { outbox: false, scheduling: false, callbacks: false, earliestTimer: null };
+  readonly wrote: CommittedWork = {
+    outbox: false,
+    scheduling: false,
+    callbacks: false,
+    earliestTimer: null,
+    realtime: [],
+  };
 
   constructor(
     readonly tx: StatusTransaction,
@@ -171,6 +179,13 @@ export class FactSession {
   private async apply(write: FactWrite): Promise<void> {
     const wrote = this.wrote;
     if (write.outbox.length > 0 || write.realtime.length > 0) wrote.outbox = true;
+    // Handed to the publisher after the commit; the relay's loop waits before it may claim them.
+    const handoffMs = this.options.realtimeHandoffMs ?? 0;
+    if (handoffMs > 0)
+      for (const record of write.realtime) {
+        record.availableAt = new Date(record.createdAt.getTime() + handoffMs);
+        wrote.realtime.push(record);
+      }
     for (const request of write.schedulingRequests ?? []) this.requestedSteps.add(request.stepId);
     for (const stepId of write.closeSchedulingRequests?.stepIds ?? []) this.requestedSteps.delete(stepId);
     wrote.scheduling = this.requestedSteps.size > 0;
@@ -279,7 +294,10 @@ export async function inFactTransaction<T>(
   let committed: FactSession | null = null;
   const result = await deps.store.transaction(
     async (tx) => {
-      const session = new FactSession(tx, deps.ids, deps.clock.now(), options);
+      const session = new FactSession(tx, deps.ids, deps.clock.now(), {
+        ...options,
+        realtimeHandoffMs: deps.signal.realtimeHandoffMs ?? 0,
+      });
       const value = await work(session);
       await session.finish();
       committed = session;

@@ -204,6 +204,11 @@ export interface RealtimeRecord {
   projection: 'USER_SUMMARY' | 'TASK_DETAIL' | 'WORKFLOW_SUMMARY' | 'USER_REMOVAL';
   payload: Record<string, unknown>;
   createdAt: Date;
+  /**
+   * When the relay's loop may claim it (default: at once). Rows handed to the publisher right after
+   * their commit wait a few seconds, so the loop only takes those the hand-off could not publish.
+   */
+  availableAt?: Date;
 }
 
 export interface AclEntry {

@@ -1,4 +1,4 @@
-import type { TaskState } from './model.ts';
+import type { RealtimeRecord, TaskState } from './model.ts';
 
 /** The remembered answer to one write, keyed by who asked, what they asked for and their key. */
 export interface IdempotencyRecord {
@@ -32,6 +32,8 @@ export interface CommittedWork {
   callbacks: boolean;
   /** The earliest due time among the timers it wrote. */
   earliestTimer: Date | null;
+  /** Realtime rows to publish now (written claimable only after `OutboxSignal.realtimeHandoffMs`). */
+  realtime: RealtimeRecord[];
 }
 
 /**
@@ -40,4 +42,9 @@ export interface CommittedWork {
  */
 export interface OutboxSignal {
   committed(work: CommittedWork): void;
+  /**
+   * When set, realtime rows are handed over in `committed` for publishing at once, and written
+   * claimable by the relay's loop only this much later (it takes what the hand-off failed to publish).
+   */
+  readonly realtimeHandoffMs?: number;
 }

@@ -49,6 +49,14 @@ export class ClaimableRows {
     return rows.map((r) => r.id);
   }
 
+  /** Rows published without a claim (the realtime hand-off): unless a claimer has taken them since. */
+  async markPublishedUnclaimed(ids: string[], now: Date): Promise<void> {
+    await this.sql`
+      UPDATE ${this.sql(this.table)}
+      SET status = 'PUBLISHED', published_at = ${now}
+      WHERE id = ANY(${ids}::uuid[]) AND status = 'PENDING'`;
+  }
+
   async markFailed(
     claimId: string,
     id: string,

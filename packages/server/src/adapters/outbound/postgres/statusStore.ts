@@ -949,7 +949,7 @@ export function factStatements(writes: FactWrite[]): RowStatement[] {
           channel: r.channel,
           projection: r.projection,
           payload: r.payload as RowValue,
-          available_at: r.createdAt,
+          available_at: r.availableAt ?? r.createdAt,
           created_at: r.createdAt,
         })),
       ),

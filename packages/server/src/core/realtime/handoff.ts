@@ -1,0 +1,85 @@
+/**
+ * The realtime hand-off: a transaction's projections are published right after its commit, from
+ * memory, instead of waiting for the relay's loop to claim them back from `realtime_outbox`. Commits
+ * that end together are published together (in commit order), and their rows marked PUBLISHED in one
+ * statement. The rows were written claimable only a few seconds later, so whatever the hand-off could
+ * not publish (the process died, the gateway failed) the loop still claims and publishes: a crash
+ * loses nothing, at worst a message arrives twice, which clients ignore by version.
+ */
+import type { Clock } from '../shared/ports.ts';
+import type { RealtimeRecord } from '../tasks/model.ts';
+import { type RealtimePublisher, type RealtimeRow, type RelayObserver, supersededProgress } from './relay.ts';
+
+export interface HandoffRows {
+  /** Marks rows PUBLISHED unless the loop has claimed them meanwhile. */
+  markPublishedUnclaimed(ids: string[], now: Date): Promise<void>;
+}
+
+export class RealtimeHandoff {
+  private queue: RealtimeRecord[] = [];
+  private flushing: Promise<void> | null = null;
+
+  constructor(
+    private readonly deps: {
+      publisher: RealtimePublisher;
+      rows: HandoffRows;
+      clock: Clock;
+      observer?: RelayObserver;
+      onError?: (error: unknown) => void;
+      batchSize?: number;
+    },
+  ) {}
+
+  /** Committed rows, in commit order. */
+  take(records: RealtimeRecord[]): void {
+    if (records.length === 0) return;
+    this.queue.push(...records);
+    this.flushing ??= this.flush().finally(() => {
+      this.flushing = null;
+    });
+  }
+
+  /** Resolves once everything taken so far was published (or left for the loop). */
+  async idle(): Promise<void> {
+    while (this.flushing) await this.flushing;
+  }
+
+  private async flush(): Promise<void> {
+    // Let the commits that end in this turn of the event loop join the batch.
+    await new Promise((resolve) => setImmediate(resolve));
+    while (this.queue.length > 0) {
+      const batch = this.queue.splice(0, this.deps.batchSize ?? 500);
+      try {
+        await this.publish(batch);
+      } catch (error) {
+        this.deps.onError?.(error);
+      }
+    }
+  }
+
+  private async publish(batch: RealtimeRecord[]): Promise<void> {
+    const rows: RealtimeRow[] = batch.map((r) => ({
+      id: r.id,
+      claim_id: '',
+      attempts: 0,
+      channel: r.channel,
+      aggregate_id: r.aggregateId,
+      payload: r.payload,
+      created_at: r.createdAt,
+    }));
+    const skipped = supersededProgress(rows);
+    const sending = rows.filter((row) => !skipped.has(row.id));
+    const outcomes = await this.deps.publisher.publish(
+      sending.map((row) => ({ channel: row.channel, data: row.payload })),
+    );
+    const now = this.deps.clock.now();
+    const done = [...skipped];
+    for (const [index, row] of sending.entries()) {
+      if (!outcomes[index]?.ok) continue; // left PENDING: the loop retries it with back-off
+      done.push(row.id);
+      this.deps.observer?.published?.(row.created_at, now);
+    }
+    if (skipped.size > 0) this.deps.observer?.coalesced?.(skipped.size);
+    if (done.length > 0) await this.deps.rows.markPublishedUnclaimed(done, now);
+  }
+}
