@@ -112,6 +112,16 @@ interface RecoverRequest {
   epoch?: string;
 }
 
+/** See `Gateway.openInternal`. */
+export interface InternalClient {
+  /** Subscribes; with `since`, first the publications after it. False when those could not be recovered. */
+  subscribe(channel: string, since?: StreamPosition): Promise<boolean>;
+  unsubscribe(channel: string): void;
+  /** The position of the last publication handed out on the channel. */
+  position(channel: string): StreamPosition | null;
+  close(): void;
+}
+
 export class Gateway {
   readonly engine: Engine;
   /** Resolves once the engine is running (publications before it wait for it). */
@@ -200,6 +210,78 @@ export class Gateway {
       return result;
     }
     return this.engine.publish(channel, data, options);
+  }
+
+  /**
+   * A client inside this process (e.g. a server's SSE stream): it subscribes without tokens, so the
+   * caller checks access. Publications reach `onPublication` in order per channel; when a channel's
+   * missed publications cannot be recovered (after `since`, or after this node lost some), `onReset`.
+   */
+  openInternal(
+    user: string,
+    handlers: {
+      onPublication(channel: string, publication: { data: unknown; offset: number }, epoch: string): void;
+      onReset(channel: string): void;
+    },
+  ): InternalClient {
+    const positions = new Map<string, StreamPosition>();
+    let session: Session;
+    const subscribe = async (channel: string, since?: StreamPosition): Promise<boolean> => {
+      await this.ready;
+      const result = await this.join(session, channel, since ? { recover: true, ...since } : {}, false);
+      if (session.closed) return false;
+      const reply = result.reply as {
+        epoch: string;
+        offset: number;
+        recovered?: boolean;
+        publications?: Publication[];
+      };
+      positions.set(channel, { offset: reply.offset, epoch: reply.epoch });
+      for (const publication of reply.publications ?? []) {
+        positions.set(channel, { offset: publication.offset, epoch: reply.epoch });
+        handlers.onPublication(channel, publication, reply.epoch);
+      }
+      if (!reply.recovered) positions.set(channel, { offset: result.floor, epoch: reply.epoch });
+      this.activate(session, channel, result.floor);
+      return !since || reply.recovered === true;
+    };
+    session = this.newSession({
+      pongs: false,
+      send: (messages) => {
+        type Push = {
+          channel?: string;
+          pub?: { data: unknown; offset: number };
+          unsubscribe?: { code: number };
+        };
+        for (const message of messages as { push?: Push }[]) {
+          const push = message.push;
+          if (!push?.channel) continue;
+          if (push.pub) {
+            const known = positions.get(push.channel);
+            if (push.pub.offset)
+              positions.set(push.channel, { offset: push.pub.offset, epoch: known?.epoch ?? '' });
+            handlers.onPublication(push.channel, push.pub, known?.epoch ?? '');
+          } else if (push.unsubscribe?.code === 2500) {
+            // Out of step: recover from where this client was, or tell the caller it cannot.
+            const channel = push.channel;
+            void subscribe(channel, positions.get(channel)).then((recovered) => {
+              if (!recovered) handlers.onReset(channel);
+            });
+          }
+        }
+      },
+      close: () => {},
+    });
+    session.user = user;
+    return {
+      subscribe,
+      unsubscribe: (channel) => {
+        positions.delete(channel);
+        this.leave(session, channel);
+      },
+      position: (channel) => positions.get(channel) ?? null,
+      close: () => this.ended(session),
+    };
   }
 
   /**

@@ -6,6 +6,6 @@ export type {
   Publication,
   StreamPosition,
 } from './engine.ts';
-export { Gateway, type GatewayOptions } from './gateway.ts';
+export { Gateway, type GatewayOptions, type InternalClient } from './gateway.ts';
 export { MemoryEngine } from './memoryEngine.ts';
 export { RedisEngine, type RedisEngineOptions } from './redisEngine.ts';

@@ -114,6 +114,11 @@ export const errorCatalogue = {
     retryable: false,
     title: "The resource provider's answer is not a usable grant",
   },
+  WATCH_SESSION_NOT_FOUND: {
+    status: 404,
+    retryable: false,
+    title: 'No task stream with this session id is open here for you',
+  },
   DETAIL_SUBSCRIPTION_LIMIT: {
     status: 409,
     retryable: false,

@@ -15,6 +15,7 @@ import { Metrics } from './adapters/inbound/http/metrics.ts';
 import { registerRealtimeRoutes } from './adapters/inbound/http/realtimeRoutes.ts';
 import { registerRunRoutes } from './adapters/inbound/http/runRoutes.ts';
 import { registerStatusRoutes } from './adapters/inbound/http/statusRoutes.ts';
+import { registerTaskStreamRoutes } from './adapters/inbound/http/taskStreamRoutes.ts';
 import { registerTaskRoutes } from './adapters/inbound/http/tasksRoutes.ts';
 import { registerWorkerRoutes } from './adapters/inbound/http/workerRoutes.ts';
 import { InProcessBus } from './adapters/outbound/bus/inProcessBus.ts';
@@ -304,12 +305,14 @@ export async function startServer(
     wsUrl: config.realtimeWsUrl,
     detailSubscriptions: (clientId) => gateway.subscriptionCount(clientId, 'task_detail:'),
   });
+  const userTokens = new JoseUserTokens(config.secretKeyring);
   registerStatusRoutes(app, {
     authenticator,
     status,
     reads: { reads: statusReads, clock, ids },
-    userTokens: new JoseUserTokens(config.secretKeyring),
+    userTokens,
   });
+  registerTaskStreamRoutes(app, { gateway, userTokens, clock, reads: statusReads });
   registerDefinitionRoutes(app, {
     authenticator,
     definitions: { store: definitionStore, schemas, clock, ids },

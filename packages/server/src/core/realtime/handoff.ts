@@ -18,6 +18,9 @@ export interface HandoffRows {
 export class RealtimeHandoff {
   private queue: RealtimeRecord[] = [];
   private flushing: Promise<void> | null = null;
+  /** Published, not yet marked: marked together, one statement at a time (they batch themselves). */
+  private unmarked: string[] = [];
+  private marking: Promise<void> | null = null;
 
   constructor(
     private readonly deps: {
@@ -39,9 +42,26 @@ export class RealtimeHandoff {
     });
   }
 
-  /** Resolves once everything taken so far was published (or left for the loop). */
+  /** Resolves once everything taken so far was published and marked (or left for the loop). */
   async idle(): Promise<void> {
-    while (this.flushing) await this.flushing;
+    while (this.flushing || this.marking) await (this.flushing ?? this.marking);
+  }
+
+  private mark(ids: string[]): void {
+    this.unmarked.push(...ids);
+    this.marking ??= (async () => {
+      while (this.unmarked.length > 0) {
+        const batch = this.unmarked.splice(0, 5_000);
+        try {
+          await this.deps.rows.markPublishedUnclaimed(batch, this.deps.clock.now());
+        } catch (error) {
+          // Left PENDING: the loop publishes them again after the grace (a duplicate clients ignore).
+          this.deps.onError?.(error);
+        }
+      }
+    })().finally(() => {
+      this.marking = null;
+    });
   }
 
   private async flush(): Promise<void> {
@@ -80,6 +100,6 @@ export class RealtimeHandoff {
       this.deps.observer?.published?.(row.created_at, now);
     }
     if (skipped.size > 0) this.deps.observer?.coalesced?.(skipped.size);
-    if (done.length > 0) await this.deps.rows.markPublishedUnclaimed(done, now);
+    if (done.length > 0) this.mark(done);
   }
 }

@@ -1,0 +1,221 @@
+/**
+ * Live status for a plain EventSource (source document 002 §8), with a user token:
+ *
+ * - `GET /v1/me/task-stream` streams the summaries of the person's tasks (their user channel and those
+ *   of their projects and roles) as server-sent events. The first event is `{kind: "stream.ready",
+ *   sessionId}`. Each task event's `id` is a cursor of the stream's positions: a reconnect with
+ *   `Last-Event-ID` gets what it missed, or `{kind: "stream.reset"}` when that is gone (then reload
+ *   `GET /v1/me/tasks`).
+ * - `PUT /v1/me/task-watch-set` names up to 20 tasks whose details the stream also carries. It is bound
+ *   to the user and the stream (`sessionId`), checked against the task ACL, and expires unless renewed.
+ *
+ * Streams live in the process that serves them; behind several replicas, route a session's requests to
+ * the same one (the watch-set answers 404 WATCH_SESSION_NOT_FOUND elsewhere).
+ */
+import { randomUUID } from 'node:crypto';
+import type { Gateway, InternalClient, StreamPosition } from '@tdp/gateway';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { Type } from 'typebox';
+import { AppError } from '../../../core/shared/errors.ts';
+import type { Clock } from '../../../core/shared/ports.ts';
+import type { UserPrincipal, UserTokens, Viewer } from '../../../core/status/ports.ts';
+import { channels } from '../../../core/status/projections.ts';
+import type { TaskState } from '../../../core/tasks/model.ts';
+import { problemResponses, Uuid } from './schemas.ts';
+
+export interface TaskStreamDeps {
+  gateway: Gateway;
+  userTokens: UserTokens;
+  clock: Clock;
+  reads: {
+    task(taskId: string): Promise<TaskState | null>;
+    canView(taskId: string, viewer: Viewer): Promise<boolean>;
+  };
+  /** How long a watch-set lasts unless it is PUT again. */
+  watchTtlMs?: number;
+  keepAliveMs?: number;
+}
+
+interface StreamSession {
+  id: string;
+  user: UserPrincipal;
+  client: InternalClient;
+  watched: Set<string>;
+  watchExpiry: NodeJS.Timeout | null;
+}
+
+const watchLimit = 20;
+
+/** The stream's positions, one per base channel in order, as a compact Last-Event-ID. */
+const encodeCursor = (positions: (StreamPosition | null)[]) =>
+  Buffer.from(JSON.stringify(positions.map((p) => (p ? [p.offset, p.epoch] : null)))).toString('base64url');
+
+function decodeCursor(cursor: string, count: number): (StreamPosition | null)[] | null {
+  try {
+    const list = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as unknown;
+    if (!Array.isArray(list) || list.length !== count) return null;
+    return list.map((entry) =>
+      Array.isArray(entry) && typeof entry[0] === 'number' && typeof entry[1] === 'string'
+        ? { offset: entry[0], epoch: entry[1] }
+        : null,
+    );
+  } catch {
+    return null;
+  }
+}
+
+export function registerTaskStreamRoutes(app: FastifyInstance, deps: TaskStreamDeps): void {
+  const sessions = new Map<string, StreamSession>();
+  const tags = ['realtime'];
+
+  /** A user token from `Authorization: Bearer` or, for EventSource, `?access_token=`. */
+  async function user(request: FastifyRequest): Promise<UserPrincipal> {
+    const header = /^Bearer\s+(\S+)$/i.exec(request.headers.authorization ?? '')?.[1];
+    const query = (request.query as { access_token?: string } | undefined)?.access_token;
+    const token = header ?? query;
+    const principal = token ? await deps.userTokens.verify(token, deps.clock.now()) : null;
+    if (!principal)
+      throw new AppError(
+        'UNAUTHENTICATED',
+        'send a user token (POST /v1/user-tokens) as "Authorization: Bearer <token>" or ?access_token=',
+      );
+    return principal;
+  }
+
+  app.get<{ Querystring: { access_token?: string } }>(
+    '/v1/me/task-stream',
+    {
+      schema: {
+        tags,
+        summary: "The person's task summaries as server-sent events; resumes after Last-Event-ID",
+        querystring: Type.Object(
+          { access_token: Type.Optional(Type.String({ maxLength: 4000 })) },
+          { additionalProperties: false },
+        ),
+      },
+    },
+    async (request, reply) => {
+      const principal = await user(request);
+      const { tenantId, viewer } = principal;
+      const base = [
+        channels.user(tenantId, viewer.userId),
+        ...viewer.projects.map((p) => channels.project(tenantId, p)),
+        ...viewer.roles.map((r) => channels.role(tenantId, r)),
+      ];
+      const lastEventId = request.headers['last-event-id'];
+      const since = typeof lastEventId === 'string' ? decodeCursor(lastEventId, base.length) : null;
+
+      reply.hijack();
+      const raw = reply.raw;
+      raw.writeHead(200, {
+        'content-type': 'text/event-stream; charset=utf-8',
+        'cache-control': 'no-cache, no-store',
+        connection: 'keep-alive',
+        'x-accel-buffering': 'no',
+      });
+      const write = (data: unknown, id?: string) => {
+        if (!raw.writableEnded) raw.write(`${id ? `id: ${id}\n` : ''}data: ${JSON.stringify(data)}\n\n`);
+      };
+      const session: StreamSession = {
+        id: randomUUID(),
+        user: principal,
+        client: null as unknown as InternalClient,
+        watched: new Set(),
+        watchExpiry: null,
+      };
+      const baseSet = new Set(base);
+      session.client = deps.gateway.openInternal(viewer.userId, {
+        onPublication: (channel, publication) => {
+          // Summaries carry the cursor; a watched task's details do not move it.
+          write(
+            publication.data,
+            baseSet.has(channel) ? encodeCursor(base.map((c) => session.client.position(c))) : undefined,
+          );
+        },
+        onReset: (channel) => write({ kind: 'stream.reset', channel }),
+      });
+      sessions.set(session.id, session);
+      const keepAlive = setInterval(() => raw.write(': keep-alive\n\n'), deps.keepAliveMs ?? 15_000);
+      raw.on('close', () => {
+        clearInterval(keepAlive);
+        if (session.watchExpiry) clearTimeout(session.watchExpiry);
+        session.client.close();
+        sessions.delete(session.id);
+      });
+      write({ kind: 'stream.ready', sessionId: session.id, channels: base, watchLimit });
+      let recovered = true;
+      for (const [index, channel] of base.entries()) {
+        const from = since?.[index] ?? undefined;
+        recovered = (await session.client.subscribe(channel, from)) && recovered;
+      }
+      // A cursor that is not this stream's, or positions the history no longer holds.
+      if ((typeof lastEventId === 'string' && !since) || !recovered) write({ kind: 'stream.reset' });
+    },
+  );
+
+  app.put<{ Body: { sessionId: string; taskIds: string[] } }>(
+    '/v1/me/task-watch-set',
+    {
+      schema: {
+        tags,
+        summary: 'The tasks whose details the task stream carries (at most 20; expires unless renewed)',
+        body: Type.Object(
+          {
+            sessionId: Type.String({ maxLength: 100 }),
+            taskIds: Type.Array(Uuid, { maxItems: watchLimit, uniqueItems: true }),
+          },
+          { additionalProperties: false },
+        ),
+        response: {
+          200: Type.Object({
+            sessionId: Type.String(),
+            taskIds: Type.Array(Type.String()),
+            expiresAt: Type.String(),
+          }),
+          ...problemResponses,
+        },
+      },
+    },
+    async (request) => {
+      const principal = await user(request);
+      const session = sessions.get(request.body.sessionId);
+      if (
+        !session ||
+        session.user.viewer.userId !== principal.viewer.userId ||
+        session.user.applicationId !== principal.applicationId
+      )
+        throw new AppError(
+          'WATCH_SESSION_NOT_FOUND',
+          `no task stream ${request.body.sessionId} of yours is open here`,
+        );
+      // Every task is checked before anything changes.
+      for (const taskId of request.body.taskIds) {
+        const task = await deps.reads.task(taskId);
+        const visible =
+          task?.task.applicationId === principal.applicationId &&
+          (await deps.reads.canView(taskId, principal.viewer));
+        if (!visible) throw new AppError('TASK_NOT_FOUND', `task ${taskId} does not exist`);
+      }
+      const wanted = new Set(request.body.taskIds);
+      for (const taskId of session.watched)
+        if (!wanted.has(taskId)) session.client.unsubscribe(channels.detail(principal.tenantId, taskId));
+      for (const taskId of wanted)
+        if (!session.watched.has(taskId))
+          await session.client.subscribe(channels.detail(principal.tenantId, taskId));
+      session.watched = wanted;
+      const ttl = deps.watchTtlMs ?? 10 * 60_000;
+      if (session.watchExpiry) clearTimeout(session.watchExpiry);
+      session.watchExpiry = setTimeout(() => {
+        for (const taskId of session.watched)
+          session.client.unsubscribe(channels.detail(principal.tenantId, taskId));
+        session.watched = new Set();
+      }, ttl);
+      session.watchExpiry.unref();
+      return {
+        sessionId: session.id,
+        taskIds: [...wanted],
+        expiresAt: new Date(deps.clock.now().getTime() + ttl).toISOString(),
+      };
+    },
+  );
+}
