@@ -1,4 +1,5 @@
 export { bindTaskStore, type LiveTasks, type LiveTasksOptions } from './live.ts';
+export { TdpClient, TdpError } from './rest.ts';
 export {
   type ConnectionState,
   elapsedMs,

@@ -1,0 +1,126 @@
+/**
+ * A small REST client of TDP's public API for Node and browsers (fetch). An application's backend uses
+ * it with its API key (tasks, realtime tokens, user tokens); a page uses it with a user token (its
+ * tasks, batch snapshots). Errors arrive as `TdpError` with the problem's stable `code`.
+ */
+import type { CreateTaskRequest, TaskWithExecution } from '@tdp/protocol';
+import type { TaskSummary } from './taskStore.ts';
+
+export class TdpError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly retryable: boolean,
+  ) {
+    super(message);
+    this.name = 'TdpError';
+  }
+}
+
+export class TdpClient {
+  constructor(
+    private readonly options: {
+      baseUrl: string;
+      /** An application key (`tdp_…`) or a user token. */
+      token: string;
+      fetch?: typeof fetch;
+    },
+  ) {}
+
+  private async call<T>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}) {
+    const response = await (this.options.fetch ?? fetch)(
+      `${this.options.baseUrl.replace(/\/$/, '')}${path}`,
+      {
+        method,
+        headers: {
+          authorization: `Bearer ${this.options.token}`,
+          ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+          ...headers,
+        },
+        ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+      },
+    );
+    const text = await response.text();
+    const parsed = text ? (JSON.parse(text) as unknown) : null;
+    if (!response.ok) {
+      const problem = (parsed ?? {}) as {
+        code?: string;
+        detail?: string;
+        title?: string;
+        retryable?: boolean;
+      };
+      throw new TdpError(
+        response.status,
+        problem.code ?? `HTTP_${response.status}`,
+        problem.detail ?? problem.title ?? `${method} ${path} answered ${response.status}`,
+        problem.retryable ?? response.status >= 500,
+      );
+    }
+    return parsed as T;
+  }
+
+  /** Submits a task; the same `idempotencyKey` and request return the same task, never a second one. */
+  createTask(idempotencyKey: string, request: CreateTaskRequest) {
+    return this.call<TaskWithExecution>('POST', '/v1/tasks', request, { 'idempotency-key': idempotencyKey });
+  }
+
+  getTask(taskId: string) {
+    return this.call<TaskWithExecution>('GET', `/v1/tasks/${encodeURIComponent(taskId)}`);
+  }
+
+  cancelTask(taskId: string, reason?: string) {
+    return this.call<unknown>(
+      'POST',
+      `/v1/tasks/${encodeURIComponent(taskId)}:cancel`,
+      reason ? { reason } : {},
+    );
+  }
+
+  /** A connection token for one of the application's users, and the WebSocket URL for the SDK. */
+  connectionToken(userId: string) {
+    return this.call<{ token: string; url: string; channels: string[] }>(
+      'POST',
+      '/v1/realtime/connection-token',
+      {
+        userId,
+      },
+    );
+  }
+
+  /** A subscription token for a task's detail channel, if the user may see the task. */
+  subscriptionToken(userId: string, taskId: string, clientId?: string) {
+    return this.call<{ token: string; channel: string }>('POST', '/v1/realtime/subscription-token', {
+      userId,
+      taskId,
+      ...(clientId ? { clientId } : {}),
+    });
+  }
+
+  /** A short-lived token that reads as one of the application's users. */
+  userToken(userId: string, options: { projects?: string[]; roles?: string[]; ttlSeconds?: number } = {}) {
+    return this.call<{ token: string; expiresAt: string }>('POST', '/v1/user-tokens', { userId, ...options });
+  }
+
+  /** With a user token: the person's tasks, most recently updated first. */
+  myTasks(options: { limit?: number; cursor?: string } = {}) {
+    const query = new URLSearchParams();
+    if (options.limit) query.set('limit', String(options.limit));
+    if (options.cursor) query.set('cursor', options.cursor);
+    const suffix = query.size > 0 ? `?${query}` : '';
+    return this.call<{ items: TaskSummary[]; nextCursor: string | null }>('GET', `/v1/me/tasks${suffix}`);
+  }
+
+  /** Current status of several tasks; those at the version you know come back without a body. */
+  batchGet(tasks: { taskId: string; knownVersion?: string }[]) {
+    return this.call<{
+      items: {
+        taskId: string;
+        found: boolean;
+        changed: boolean;
+        taskVersion: string | null;
+        snapshot?: TaskWithExecution;
+      }[];
+    }>('POST', '/v1/tasks/status:batchGet', { tasks });
+  }
+}
