@@ -164,9 +164,16 @@ export interface StatusReads {
   task(taskId: string): Promise<TaskState | null>;
   /** Drops events below `beforeVersion` (retention); reads before it answer EVENTS_PRUNED. */
   pruneEvents(taskId: string, beforeVersion: bigint): Promise<void>;
-  grantAcl(taskId: string, entry: AclEntry, at: Date): Promise<void>;
-  revokeAcl(taskId: string, principalType: string, principalId: string, at: Date): Promise<boolean>;
-  insertRealtime(rows: RealtimeRecord[]): Promise<void>;
+  /** Grants access and writes `announce` (the summary for the principal's channel) in one transaction. */
+  grantAcl(taskId: string, entry: AclEntry, at: Date, announce: RealtimeRecord[]): Promise<void>;
+  /** Revokes access and writes `announce` (the removal tombstone) in one transaction; false if none. */
+  revokeAcl(
+    taskId: string,
+    principalType: string,
+    principalId: string,
+    at: Date,
+    announce: RealtimeRecord[],
+  ): Promise<boolean>;
   attachExternalRef(
     applicationId: string,
     refType: string,

@@ -195,24 +195,23 @@ export async function grantAccess(
       permission: request.permission ?? 'VIEW',
     },
     now,
+    [
+      {
+        id: deps.ids.newId(),
+        tenantId: state.task.tenantId,
+        aggregateType: 'TASK',
+        aggregateId: taskId,
+        aggregateVersion: state.task.version,
+        channel: aclChannel(state, request.principalType, request.principalId),
+        projection: 'USER_SUMMARY',
+        payload: summaryPayload(state, null),
+        createdAt: now,
+      },
+    ],
   );
-  const channel = aclChannel(state, request.principalType, request.principalId);
-  await deps.reads.insertRealtime([
-    {
-      id: deps.ids.newId(),
-      tenantId: state.task.tenantId,
-      aggregateType: 'TASK',
-      aggregateId: taskId,
-      aggregateVersion: state.task.version,
-      channel,
-      projection: 'USER_SUMMARY',
-      payload: summaryPayload(state, null),
-      createdAt: now,
-    },
-  ]);
 }
 
-/** Revokes access; the principal's channel gets a removal tombstone so clients drop the task. */
+/** Revokes access; the principal's channel gets a removal tombstone (same transaction) so clients drop the task. */
 export async function revokeAccess(
   deps: ReadDeps,
   principal: ApplicationPrincipal,
@@ -222,25 +221,23 @@ export async function revokeAccess(
 ) {
   const state = await readableTask(deps, principal, taskId);
   const now = deps.clock.now();
-  if (!(await deps.reads.revokeAcl(taskId, principalType, principalId, now))) {
+  const tombstone = {
+    id: deps.ids.newId(),
+    tenantId: state.task.tenantId,
+    aggregateType: 'TASK' as const,
+    aggregateId: taskId,
+    aggregateVersion: state.task.version,
+    channel: aclChannel(state, principalType, principalId),
+    projection: 'USER_REMOVAL' as const,
+    payload: { kind: 'task.removed', schemaVersion: 1, taskId, taskVersion: state.task.version.toString() },
+    createdAt: now,
+  };
+  if (!(await deps.reads.revokeAcl(taskId, principalType, principalId, now, [tombstone]))) {
     throw new AppError(
       'VALIDATION_FAILED',
       `${principalType} ${principalId} has no access to task ${taskId}`,
     );
   }
-  await deps.reads.insertRealtime([
-    {
-      id: deps.ids.newId(),
-      tenantId: state.task.tenantId,
-      aggregateType: 'TASK',
-      aggregateId: taskId,
-      aggregateVersion: state.task.version,
-      channel: aclChannel(state, principalType, principalId),
-      projection: 'USER_REMOVAL',
-      payload: { kind: 'task.removed', schemaVersion: 1, taskId, taskVersion: state.task.version.toString() },
-      createdAt: now,
-    },
-  ]);
 }
 
 function aclChannel(state: TaskState, type: 'USER' | 'PROJECT' | 'ROLE', id: string): string {

@@ -133,30 +133,33 @@ export class PostgresStatusReads implements StatusReads {
     });
   }
 
-  async grantAcl(taskId: string, entry: AclEntry, at: Date) {
-    await this.sql`
-      INSERT INTO task_acl (task_id, principal_type, principal_id, permission, created_at)
-      VALUES (${taskId}, ${entry.principalType}, ${entry.principalId}, ${entry.permission}, ${at})
-      ON CONFLICT (task_id, principal_type, principal_id)
-      DO UPDATE SET permission = excluded.permission, revoked_at = NULL`;
+  async grantAcl(taskId: string, entry: AclEntry, at: Date, announce: RealtimeRecord[]) {
+    await this.sql.begin(async (tx) => {
+      await tx`
+        INSERT INTO task_acl (task_id, principal_type, principal_id, permission, created_at)
+        VALUES (${taskId}, ${entry.principalType}, ${entry.principalId}, ${entry.permission}, ${at})
+        ON CONFLICT (task_id, principal_type, principal_id)
+        DO UPDATE SET permission = excluded.permission, revoked_at = NULL`;
+      await insertRealtime(tx as unknown as Sql, announce);
+    });
   }
 
-  async revokeAcl(taskId: string, principalType: string, principalId: string, at: Date) {
-    const rows = await this.sql`
-      UPDATE task_acl SET revoked_at = ${at}
-      WHERE task_id = ${taskId} AND principal_type = ${principalType} AND principal_id = ${principalId} AND revoked_at IS NULL
-      RETURNING 1`;
-    return rows.length > 0;
-  }
-
-  async insertRealtime(rows: RealtimeRecord[]) {
-    for (const r of rows) {
-      await this.sql`
-        INSERT INTO realtime_outbox (id, tenant_id, aggregate_type, aggregate_id, aggregate_version, channel, projection,
-                                     payload, available_at, created_at)
-        VALUES (${r.id}, ${r.tenantId}, ${r.aggregateType}, ${r.aggregateId}, ${r.aggregateVersion}, ${r.channel},
-                ${r.projection}, ${this.sql.json(r.payload as never)}, ${r.createdAt}, ${r.createdAt})`;
-    }
+  async revokeAcl(
+    taskId: string,
+    principalType: string,
+    principalId: string,
+    at: Date,
+    announce: RealtimeRecord[],
+  ) {
+    return this.sql.begin(async (tx) => {
+      const rows = await tx`
+        UPDATE task_acl SET revoked_at = ${at}
+        WHERE task_id = ${taskId} AND principal_type = ${principalType} AND principal_id = ${principalId} AND revoked_at IS NULL
+        RETURNING 1`;
+      if (rows.length === 0) return false;
+      await insertRealtime(tx as unknown as Sql, announce);
+      return true;
+    });
   }
 
   async attachExternalRef(
@@ -177,5 +180,15 @@ export class PostgresStatusReads implements StatusReads {
       SELECT task_id FROM task_external_ref
       WHERE application_id = ${applicationId} AND ref_type = ${refType} AND ref_value = ${refValue}`;
     return row?.task_id ?? null;
+  }
+}
+
+async function insertRealtime(sql: Sql, rows: RealtimeRecord[]) {
+  for (const r of rows) {
+    await sql`
+      INSERT INTO realtime_outbox (id, tenant_id, aggregate_type, aggregate_id, aggregate_version, channel, projection,
+                                   payload, available_at, created_at)
+      VALUES (${r.id}, ${r.tenantId}, ${r.aggregateType}, ${r.aggregateId}, ${r.aggregateVersion}, ${r.channel},
+              ${r.projection}, ${sql.json(r.payload as never)}, ${r.createdAt}, ${r.createdAt})`;
   }
 }
