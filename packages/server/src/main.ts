@@ -55,7 +55,7 @@ import { TtlCache } from './core/shared/ttlCache.ts';
 import type { StatusDeps } from './core/status/deps.ts';
 import { HealthReconciler } from './core/status/healthReconciler.ts';
 import { RegistryCatalog } from './core/status/registries.ts';
-import type { CommittedWork, OutboxSignal } from './core/tasks/ports.ts';
+import type { CommittedWork, OutboxSignal, RealtimeHandoffMode } from './core/tasks/ports.ts';
 import { createHealthLoop } from './loops/healthLoop.ts';
 import { createOutboxLoop } from './loops/outboxLoop.ts';
 import {
@@ -108,7 +108,7 @@ class OutboxWakeup implements OutboxSignal {
   loops: Partial<Record<'outbox' | 'realtime' | 'scheduler' | 'timers' | 'callbacks', WakeableLoop>> = {};
   /** Set when the loops run: projections are published right after their commit. */
   handoff: RealtimeHandoff | null = null;
-  realtimeHandoffMs: number | undefined = undefined;
+  realtimeHandoff: RealtimeHandoffMode | undefined = undefined;
 
   constructor(private readonly sql: Sql) {}
 
@@ -394,16 +394,21 @@ export async function startServer(
       logger: logger.child({ loop: 'realtime' }),
     });
     loops.push(realtimeLoop);
+    // A gateway that outlives this process (Redis, or reached over HTTP) gets what the hand-off could
+    // not publish from the relay's loop after 5 s; the in-process memory gateway dies with the process,
+    // and its clients then reload snapshots, so its rows are not stored at all.
+    signal.realtimeHandoff =
+      config.redisUrl || config.centrifugoApiUrl
+        ? { kind: 'durable', graceMs: 5_000 }
+        : { kind: 'memoryOnly' };
     signal.handoff = new RealtimeHandoff({
       publisher: realtimePublisher,
-      rows: realtimeRows,
+      ...(signal.realtimeHandoff.kind === 'durable' ? { rows: realtimeRows } : {}),
       clock,
       observer: realtimeObserver,
       onError: (error) =>
         logger.warn({ err: error }, 'realtime hand-off failed; the relay loop will publish'),
     });
-    // What the hand-off cannot publish, the loop claims after this long.
-    signal.realtimeHandoffMs = 5_000;
     const timerLoop = createTimerLoop({
       status,
       timers: new ClaimableRows(sql, 'timer'),

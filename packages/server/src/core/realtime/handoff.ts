@@ -25,7 +25,8 @@ export class RealtimeHandoff {
   constructor(
     private readonly deps: {
       publisher: RealtimePublisher;
-      rows: HandoffRows;
+      /** Where the rows were stored (none: they were not stored, nothing to mark). */
+      rows?: HandoffRows;
       clock: Clock;
       observer?: RelayObserver;
       onError?: (error: unknown) => void;
@@ -53,7 +54,7 @@ export class RealtimeHandoff {
       while (this.unmarked.length > 0) {
         const batch = this.unmarked.splice(0, 5_000);
         try {
-          await this.deps.rows.markPublishedUnclaimed(batch, this.deps.clock.now());
+          await this.deps.rows?.markPublishedUnclaimed(batch, this.deps.clock.now());
         } catch (error) {
           // Left PENDING: the loop publishes them again after the grace (a duplicate clients ignore).
           this.deps.onError?.(error);
@@ -100,6 +101,6 @@ export class RealtimeHandoff {
       this.deps.observer?.published?.(row.created_at, now);
     }
     if (skipped.size > 0) this.deps.observer?.coalesced?.(skipped.size);
-    if (done.length > 0) this.mark(done);
+    if (done.length > 0 && this.deps.rows) this.mark(done);
   }
 }

@@ -10,7 +10,7 @@ import type { EventResult, LifecycleStatus } from '@tdp/protocol';
 import type { Clock, IdGenerator } from '../shared/ports.ts';
 import type { RealtimeRecord, TaskEventRecord, TaskState, WorkflowRecord } from '../tasks/model.ts';
 import { outboxFor } from '../tasks/outboxEvents.ts';
-import type { CommittedWork, OutboxSignal } from '../tasks/ports.ts';
+import type { CommittedWork, OutboxSignal, RealtimeHandoffMode } from '../tasks/ports.ts';
 import type {
   AttemptRecord,
   DedupRecord,
@@ -85,8 +85,8 @@ export interface SessionOptions {
   deferWrites?: boolean;
   /** With deferWrites, for work that reads nothing (a create): no BEGIN or COMMIT, one round trip. */
   writeOnly?: boolean;
-  /** See `OutboxSignal.realtimeHandoffMs` (set from the deps by `inFactTransaction`). */
-  realtimeHandoffMs?: number;
+  /** See `OutboxSignal.realtimeHandoff` (set from the deps by `inFactTransaction`). */
+  realtimeHandoff?: RealtimeHandoffMode;
 }
 
 export class FactSession {
@@ -176,16 +176,19 @@ export class FactSession {
     await this.apply({ ...write, events: [], outbox: [], realtime: [] });
   }
 
-  private async apply(write: FactWrite): Promise<void> {
+  private async apply(given: FactWrite): Promise<void> {
     const wrote = this.wrote;
-    if (write.outbox.length > 0 || write.realtime.length > 0) wrote.outbox = true;
-    // Handed to the publisher after the commit; the relay's loop waits before it may claim them.
-    const handoffMs = this.options.realtimeHandoffMs ?? 0;
-    if (handoffMs > 0)
-      for (const record of write.realtime) {
-        record.availableAt = new Date(record.createdAt.getTime() + handoffMs);
+    // Handed to the publisher after the commit; the relay's loop waits before it may claim them, or
+    // they are not stored at all (see RealtimeHandoffMode).
+    const handoff = this.options.realtimeHandoff;
+    if (handoff)
+      for (const record of given.realtime) {
+        if (handoff.kind === 'durable')
+          record.availableAt = new Date(record.createdAt.getTime() + handoff.graceMs);
         wrote.realtime.push(record);
       }
+    const write = handoff?.kind === 'memoryOnly' ? { ...given, realtime: [] } : given;
+    if (write.outbox.length > 0 || write.realtime.length > 0) wrote.outbox = true;
     for (const request of write.schedulingRequests ?? []) this.requestedSteps.add(request.stepId);
     for (const stepId of write.closeSchedulingRequests?.stepIds ?? []) this.requestedSteps.delete(stepId);
     wrote.scheduling = this.requestedSteps.size > 0;
@@ -296,7 +299,7 @@ export async function inFactTransaction<T>(
     async (tx) => {
       const session = new FactSession(tx, deps.ids, deps.clock.now(), {
         ...options,
-        realtimeHandoffMs: deps.signal.realtimeHandoffMs ?? 0,
+        ...(deps.signal.realtimeHandoff ? { realtimeHandoff: deps.signal.realtimeHandoff } : {}),
       });
       const value = await work(session);
       await session.finish();

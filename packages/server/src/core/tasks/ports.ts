@@ -32,7 +32,7 @@ export interface CommittedWork {
   callbacks: boolean;
   /** The earliest due time among the timers it wrote. */
   earliestTimer: Date | null;
-  /** Realtime rows to publish now (written claimable only after `OutboxSignal.realtimeHandoffMs`). */
+  /** Realtime rows to publish now (see `OutboxSignal.realtimeHandoff`). */
   realtime: RealtimeRecord[];
 }
 
@@ -42,9 +42,15 @@ export interface CommittedWork {
  */
 export interface OutboxSignal {
   committed(work: CommittedWork): void;
-  /**
-   * When set, realtime rows are handed over in `committed` for publishing at once, and written
-   * claimable by the relay's loop only this much later (it takes what the hand-off failed to publish).
-   */
-  readonly realtimeHandoffMs?: number;
+  /** When set, realtime rows are handed over in `committed` for publishing at once. */
+  readonly realtimeHandoff?: RealtimeHandoffMode;
 }
+
+/**
+ * - `durable`: the rows are also written, claimable by the relay's loop only `graceMs` later (it takes
+ *   what the hand-off failed to publish) — for a gateway that outlives this process (Redis, HTTP API).
+ * - `memoryOnly`: the rows are not written at all — for the in-process memory gateway, whose channels
+ *   die with the process: after a crash every client reloads a snapshot, so a stored row would buy
+ *   nothing.
+ */
+export type RealtimeHandoffMode = { kind: 'durable'; graceMs: number } | { kind: 'memoryOnly' };
