@@ -20,6 +20,7 @@ import {
   saveCredentials,
 } from './credentials.ts';
 import { freePort, startEmbeddedPostgres } from './embeddedPostgres.ts';
+import { writeSamples } from './samples.ts';
 import { onShutdownSignal } from './signals.ts';
 
 const preferredPostgresPort = 54329;
@@ -124,6 +125,9 @@ export async function runDev(env: NodeJS.ProcessEnv): Promise<number> {
     throw error;
   }
 
+  // Something to try the built-in capabilities on: photos with junk, and a broken archive.
+  const samples = await writeSamples(join(home, 'samples')).catch(() => []);
+
   say('');
   say('TDP is running.');
   say(`  API           ${server.url}/v1`);
@@ -136,6 +140,7 @@ export async function runDev(env: NodeJS.ProcessEnv): Promise<number> {
     `  Worker        ${worker.runtime.id} (${builtinCapabilities.map((c) => `${c.name}@${c.version}`).join(', ')})`,
   );
   say(`  Credentials   ${credentialsPath(home)}`);
+  say(`  Sample ZIPs   ${join(home, 'samples')} (${samples.map((sample) => sample.name).join(', ')})`);
   say('');
   say('Try it:');
   say(`  curl -H "Authorization: Bearer ${identity.apiKey}" ${server.url}/v1/tasks`);
