@@ -80,7 +80,9 @@ describe('npm start', () => {
     expect(first.output()).toContain(`http://127.0.0.1:${port}/docs`);
     // The dev worker registered with the built-in capabilities.
     expect(first.output()).toMatch(/Worker\s+[0-9a-f-]{36} \(archive\.clean@1, image\.watermark@1\)/);
-    expect(first.output()).toContain(`Sample ZIPs   ${join(home, 'samples')} (holiday-photos.zip, broken.zip)`);
+    expect(first.output()).toContain(
+      `Sample ZIPs   ${join(home, 'samples')} (holiday-photos.zip, broken.zip)`,
+    );
     await access(join(home, 'samples', 'holiday-photos.zip'));
     const credentials = JSON.parse(await readFile(join(home, 'credentials.json'), 'utf8'));
     expect(credentials.apiKey).toBe(apiKey);
