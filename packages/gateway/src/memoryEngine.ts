@@ -21,6 +21,8 @@ interface Stream {
   epoch: string;
   offset: number;
   publications: Publication[];
+  /** Last publication or read (ms): a stream idle past the meta TTL is forgotten. */
+  touchedAt: number;
 }
 
 export const newEpoch = () =>
@@ -32,22 +34,47 @@ export const newEpoch = () =>
 export class MemoryEngine implements Engine {
   private readonly streams = new Map<string, Stream>();
   private handlers: EngineHandlers | null = null;
+  private sweeper: NodeJS.Timeout | null = null;
 
   constructor(
     private readonly history: (channel: string) => HistoryOptions,
     private readonly now: () => number = Date.now,
+    /** How long an idle channel keeps its position (Centrifugo's history_meta_ttl); then it is dropped. */
+    private readonly metaTtlMs = 3600_000,
   ) {}
 
   async start(handlers: EngineHandlers): Promise<void> {
     this.handlers = handlers;
+    // Without it every channel ever used (one per task) would stay in memory for good.
+    this.sweeper = setInterval(() => this.sweep(), 60_000);
+    this.sweeper.unref();
+  }
+
+  /**
+   * Trims expired history everywhere and forgets channels idle past the meta TTL: a client that comes
+   * back to one later is told it cannot recover (a new epoch) and reloads its snapshot.
+   */
+  sweep(): void {
+    const now = this.now();
+    for (const [channel, stream] of this.streams) {
+      this.trim(channel, stream);
+      if (stream.publications.length === 0 && now - stream.touchedAt > this.metaTtlMs)
+        this.streams.delete(channel);
+    }
+  }
+
+  /** Channels kept in memory. */
+  get size(): number {
+    return this.streams.size;
   }
 
   private stream(channel: string): Stream {
     let stream = this.streams.get(channel);
     if (!stream) {
-      stream = { epoch: newEpoch(), offset: 0, publications: [] };
+      stream = { epoch: newEpoch(), offset: 0, publications: [], touchedAt: this.now() };
       this.streams.set(channel, stream);
     }
+    stream.touchedAt = this.now();
     return stream;
   }
 
@@ -97,5 +124,7 @@ export class MemoryEngine implements Engine {
     this.handlers?.control(message);
   }
 
-  async close(): Promise<void> {}
+  async close(): Promise<void> {
+    if (this.sweeper) clearInterval(this.sweeper);
+  }
 }

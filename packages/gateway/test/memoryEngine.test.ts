@@ -41,4 +41,26 @@ describe('MemoryEngine', () => {
     expect(result.ok && result.publications.map((p) => p.data)).toEqual([2]);
     expect(result.position.offset).toBe(2);
   });
+
+  it('forgets channels idle past the meta TTL, so memory does not grow with every task ever seen', () => {
+    let now = 0;
+    const engine = new MemoryEngine(
+      () => ({ size: 10, ttlMs: 1_000 }),
+      () => now,
+      5_000,
+    );
+    engine.publishNow('old', 1);
+    engine.publishNow('busy', 1);
+    const { epoch } = engine.readNow('old', { limit: 0 }).position;
+    now = 4_000;
+    engine.publishNow('busy', 2);
+    engine.sweep();
+    expect(engine.size).toBe(2);
+    now = 6_000;
+    engine.sweep();
+    // 'old' was idle past 5 s with no history left; 'busy' was used 2 s ago.
+    expect(engine.size).toBe(1);
+    const again = engine.readNow('old', { since: { offset: 1, epoch }, limit: -1 });
+    expect(again.ok).toBe(false);
+  });
 });
