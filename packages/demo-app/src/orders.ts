@@ -1,0 +1,191 @@
+/**
+ * The demo business application's processing orders (source document 000 §1 and §6), as pure rules:
+ * what a valid order is, and how a TDP callback moves an order's projection — never backwards, never
+ * by a late result of an older execution, with sequence gaps noticed.
+ *
+ * Glossary
+ * - order: the business intent ("clean this ZIP, then watermark it"), saved before TDP hears of it.
+ * - SUBMITTING: the intent is saved and its command is in the outbox; TDP has not confirmed it yet.
+ * - execution: one run of the order's TDP task (a retry starts a new one with a new id).
+ */
+import { createHash } from 'node:crypto';
+
+export const processingModes = ['ARCHIVE_CLEAN_ONLY', 'ARCHIVE_CLEAN_THEN_WATERMARK'] as const;
+export type ProcessingMode = (typeof processingModes)[number];
+
+export type OrderStatus =
+  | 'SUBMITTING'
+  | 'SUBMITTED'
+  | 'RUNNING'
+  | 'CANCELING'
+  | 'SUCCEEDED'
+  | 'FAILED'
+  | 'CANCELED';
+
+export interface OrderRequest {
+  name?: unknown;
+  sourceAssetId?: unknown;
+  processingMode?: unknown;
+  watermarkText?: unknown;
+}
+
+export interface AssetFacts {
+  kind: 'SOURCE_ZIP' | 'OUTPUT';
+  state: 'UPLOADING' | 'READY';
+}
+
+export interface ValidOrder {
+  name: string;
+  sourceAssetId: string;
+  processingMode: ProcessingMode;
+  watermarkText: string | null;
+  /** Fingerprint of the request, for idempotency-key replays. */
+  requestHash: string;
+}
+
+export interface FieldError {
+  field: string;
+  code: string;
+  message: string;
+}
+
+/** Characters as people count them (code points, not UTF-16 units or bytes): "机密" is 2. */
+const length = (text: string) => [...text].length;
+
+/**
+ * Checks a new order exactly as document 000 §1 says: a name of 1–200 characters after trimming; one of
+ * the two modes; a watermark of 1–100 characters for the watermark mode and none for clean-only; a
+ * source that is a READY ZIP. All errors at once, per field.
+ */
+export function validateOrder(
+  request: OrderRequest,
+  asset: AssetFacts | null,
+): { ok: true; order: ValidOrder } | { ok: false; errors: FieldError[] } {
+  const errors: FieldError[] = [];
+  const name = typeof request.name === 'string' ? request.name.trim() : '';
+  if (length(name) < 1 || length(name) > 200)
+    errors.push({ field: 'name', code: 'NAME_INVALID', message: 'name must have 1 to 200 characters' });
+  const mode = processingModes.find((m) => m === request.processingMode);
+  if (!mode)
+    errors.push({
+      field: 'processingMode',
+      code: 'PROCESSING_MODE_INVALID',
+      message: 'processingMode must be ARCHIVE_CLEAN_ONLY or ARCHIVE_CLEAN_THEN_WATERMARK',
+    });
+  const watermark =
+    typeof request.watermarkText === 'string'
+      ? request.watermarkText.trim()
+      : request.watermarkText == null
+        ? ''
+        : null;
+  if (watermark === null)
+    errors.push({ field: 'watermarkText', code: 'WATERMARK_INVALID', message: 'watermarkText must be text' });
+  else if (mode === 'ARCHIVE_CLEAN_THEN_WATERMARK' && (length(watermark) < 1 || length(watermark) > 100))
+    errors.push({
+      field: 'watermarkText',
+      code: 'WATERMARK_INVALID',
+      message: 'watermarkText must have 1 to 100 characters for ARCHIVE_CLEAN_THEN_WATERMARK',
+    });
+  else if (mode === 'ARCHIVE_CLEAN_ONLY' && watermark !== '')
+    errors.push({
+      field: 'watermarkText',
+      code: 'WATERMARK_NOT_ALLOWED',
+      message: 'watermarkText must be empty for ARCHIVE_CLEAN_ONLY',
+    });
+  const sourceAssetId = typeof request.sourceAssetId === 'string' ? request.sourceAssetId : '';
+  if (asset?.kind !== 'SOURCE_ZIP' || asset.state !== 'READY')
+    errors.push({
+      field: 'sourceAssetId',
+      code: 'SOURCE_NOT_READY',
+      message: 'sourceAssetId must name an uploaded ZIP that is READY',
+    });
+  if (errors.length > 0 || !mode || watermark === null) return { ok: false, errors };
+  const watermarkText = mode === 'ARCHIVE_CLEAN_THEN_WATERMARK' ? watermark : null;
+  const requestHash = createHash('sha256')
+    .update(JSON.stringify([name, sourceAssetId, mode, watermarkText]))
+    .digest('hex');
+  return { ok: true, order: { name, sourceAssetId, processingMode: mode, watermarkText, requestHash } };
+}
+
+/** The order as the callbacks have shaped it. */
+export interface OrderProjection {
+  status: OrderStatus;
+  progress: number;
+  /** The execution the order follows now, and those it followed before (older: their news is late). */
+  executionId: string | null;
+  pastExecutionIds: string[];
+  /** Highest callback sequence applied, per the current execution. */
+  lastSequence: number;
+}
+
+export interface CallbackFacts {
+  executionId: string;
+  sequence: number;
+  /** TDP's execution status: CREATED, QUEUED, RUNNING, SUCCEEDED, FAILED, TIMED_OUT, CANCELING, CANCELED. */
+  status: string;
+  progress: number | null;
+}
+
+const fromExecution: Record<string, OrderStatus> = {
+  CREATED: 'SUBMITTED',
+  QUEUED: 'SUBMITTED',
+  RUNNING: 'RUNNING',
+  CANCELING: 'CANCELING',
+  SUCCEEDED: 'SUCCEEDED',
+  FAILED: 'FAILED',
+  TIMED_OUT: 'FAILED',
+  CANCELED: 'CANCELED',
+};
+
+const rank: Record<OrderStatus, number> = {
+  SUBMITTING: 0,
+  SUBMITTED: 1,
+  RUNNING: 2,
+  CANCELING: 3,
+  SUCCEEDED: 4,
+  FAILED: 4,
+  CANCELED: 4,
+};
+
+export const isFinal = (status: OrderStatus) => rank[status] === 4;
+
+export type CallbackOutcome =
+  | { kind: 'applied'; order: OrderProjection; gap: boolean }
+  /** A result of an execution the order has moved past (e.g. before a retry). */
+  | { kind: 'older-execution' }
+  /** Not newer than what the order shows (a late or repeated sequence): nothing moves back. */
+  | { kind: 'not-newer' }
+  | { kind: 'unknown-status' };
+
+/**
+ * What a verified, de-duplicated callback does to the order. A new execution (a retry) is adopted and
+ * starts its own sequence; within one, the status only moves forward and progress only rises; a
+ * sequence past the next expected one is applied and reported as a gap (the reconciler will ask TDP).
+ */
+export function applyCallback(order: OrderProjection, callback: CallbackFacts): CallbackOutcome {
+  const next = fromExecution[callback.status];
+  if (!next) return { kind: 'unknown-status' };
+  if (order.pastExecutionIds.includes(callback.executionId)) return { kind: 'older-execution' };
+  const newExecution = order.executionId !== callback.executionId;
+  const base: OrderProjection = newExecution
+    ? {
+        status: order.status,
+        progress: 0,
+        executionId: callback.executionId,
+        pastExecutionIds: order.executionId
+          ? [...order.pastExecutionIds, order.executionId]
+          : order.pastExecutionIds,
+        lastSequence: 0,
+      }
+    : order;
+  if (!newExecution && callback.sequence <= order.lastSequence) return { kind: 'not-newer' };
+  // A retry may restart a finished order; within one execution nothing goes back.
+  const forward = newExecution || (rank[next] >= rank[base.status] && !isFinal(base.status));
+  const status = forward ? next : base.status;
+  const progress = status === 'SUCCEEDED' ? 100 : Math.max(base.progress, callback.progress ?? 0);
+  return {
+    kind: 'applied',
+    gap: callback.sequence > base.lastSequence + 1,
+    order: { ...base, status, progress, lastSequence: callback.sequence },
+  };
+}
