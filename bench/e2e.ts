@@ -1,11 +1,12 @@
 /**
  * `npm run bench -- e2e`: a one-step no-op workflow on TDP against graphile-worker and pg-boss doing the
  * same, on the same PostgreSQL. Each: 10,000 jobs submitted one per call by 16 concurrent clients and
- * processed by 2 worker processes (throughput from first submit to last start), then submit → start
- * latency at a steady 100 jobs/s.
+ * processed by 2 worker processes (throughput from first submit to last start), then — once the system
+ * has finished those jobs — submit → start latency at a steady 100 jobs/s.
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import { Pool } from 'undici';
+import { connectDatabase } from '../packages/server/src/main.ts';
 import { benchDatabase, percentile, runLoad, startBenchServer } from './support.ts';
 
 const total = Number(process.env.BENCH_E2E_COUNT ?? 10_000);
@@ -82,11 +83,25 @@ interface Figures {
   p99: number;
 }
 
-/** Throughput (first submit → last start) and steady-state submit → start latency of one system. */
+/** Resolves once `pending()` (jobs of the system not yet finished) reaches zero. */
+async function settle(pending: () => Promise<number>, timeoutMs = 300_000) {
+  const deadline = Date.now() + timeoutMs;
+  while ((await pending()) > 0) {
+    if (Date.now() > deadline) throw new Error('the system did not finish the burst');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/**
+ * Throughput (first submit → last start) and steady-state submit → start latency of one system. The
+ * latency phase starts once the system has finished the burst's jobs (each system by its own count),
+ * so it measures the steady state rather than what the burst left behind.
+ */
 async function measure(
   submit: (i: number, sentAt?: number) => Promise<void>,
   workers: Workers,
   warm: number,
+  pending: () => Promise<number>,
 ): Promise<Figures> {
   await runLoad(warm, clients, (i) => submit(i));
   await waitFor(workers, warm);
@@ -96,6 +111,7 @@ async function measure(
   await runLoad(total, clients, (i) => submit(warm + i));
   await waitFor(workers, base + total);
   const perSecond = total / ((performance.now() - startedAt) / 1000);
+  await settle(pending);
   await workers.latencies();
   const steadyBase = workers.handled();
   const t0 = performance.now();
@@ -144,6 +160,7 @@ async function benchTdp(): Promise<Figures> {
   });
   const workers = startWorkers('tdp', server.base, workerKey);
   const pool = new Pool(server.base, { connections: clients });
+  const sql = connectDatabase({ url: database.url, maxConnections: 1 });
   const run = Date.now();
   try {
     return await measure(
@@ -164,8 +181,16 @@ async function benchTdp(): Promise<Figures> {
       },
       workers,
       300,
+      async () =>
+        Number(
+          (
+            await sql`SELECT count(*) AS n FROM task
+                      WHERE lifecycle_status NOT IN ('SUCCEEDED', 'FAILED', 'CANCELLED', 'TIMED_OUT')`
+          )[0]!.n,
+        ),
     );
   } finally {
+    await sql.end();
     await pool.close();
     await workers.stop();
     await server.stop();
@@ -190,6 +215,9 @@ async function benchGraphile(): Promise<Figures> {
       },
       workers,
       300,
+      async () =>
+        (await pgPool.query('SELECT count(*)::int AS n FROM graphile_worker._private_jobs')).rows[0]
+          .n as number,
     );
   } finally {
     await workers.stop();
@@ -214,6 +242,10 @@ async function benchPgBoss(): Promise<Figures> {
       },
       workers,
       300,
+      async () => {
+        const [stats] = await boss.getQueueStats('noop');
+        return (stats?.queuedCount ?? 0) + (stats?.activeCount ?? 0);
+      },
     );
   } finally {
     await workers.stop();
