@@ -60,9 +60,18 @@ export function bindTaskStore(options: LiveTasksOptions): LiveTasks {
     store.receive(ctx.data as TaskMessage);
   };
   // Server-side subscriptions (the person's channel): caught up, or not (then a snapshot).
+  // Not recovered: one snapshot of the list and, in one batch, of the details in view.
   const onSubscribed = (ctx: { wasRecovering: boolean; recovered: boolean }) => {
     if (ctx.wasRecovering && ctx.recovered) settle();
-    else void reload(() => options.loadTasks());
+    else
+      void reload(async () => {
+        const inView = [...followed.keys()];
+        const [tasks, details] = await Promise.all([
+          options.loadTasks(),
+          inView.length > 0 && options.loadDetails ? options.loadDetails(inView) : [],
+        ]);
+        return [...tasks, ...details];
+      });
   };
   const onConnecting = () => store.setConnection('RECOVERING');
   const onDisconnected = () => store.setConnection('STALE');

@@ -66,6 +66,7 @@ async function setup(user: string, snapshot: () => TaskSummary[]) {
   clients.push(client);
   const store = new TaskStore();
   let loads = 0;
+  const detailLoads: string[][] = [];
   const states: string[] = [store.connection];
   store.subscribe(() => {
     if (states.at(-1) !== store.connection) states.push(store.connection);
@@ -81,9 +82,12 @@ async function setup(user: string, snapshot: () => TaskSummary[]) {
       const detailChannel = `task_detail:t/${taskId}`;
       return { channel: detailChannel, token: await sign({ sub: user, channel: detailChannel }) };
     },
-    loadDetails: async () => [],
+    loadDetails: async (taskIds) => {
+      detailLoads.push(taskIds);
+      return [];
+    },
   });
-  return { channel, client, store, live, loads: () => loads, states };
+  return { channel, client, store, live, loads: () => loads, detailLoads, states };
 }
 
 describe('the task store on the centrifuge SDK', () => {
@@ -162,5 +166,22 @@ describe('the task store on the centrifuge SDK', () => {
     await expect.poll(() => store.detail('d1')?.taskVersion).toBe('5');
     stop();
     expect(client.getSubscription('task_detail:t/d1')).toBeNull();
+  });
+
+  it('after a gap it cannot recover, reloads the list and the details of the followed tasks in one batch', async () => {
+    const { client, store, live, loads, detailLoads } = await setup('d', () => []);
+    client.connect();
+    await expect.poll(() => store.connection).toBe('LIVE');
+    await live.follow('f1');
+    await live.follow('f2');
+    await expect.poll(() => client.getSubscription('task_detail:t/f2')?.state).toBe('subscribed');
+    detailLoads.length = 0;
+    client.disconnect();
+    await gateway.publish('task_user:t/d', summary('f1', 1));
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    client.connect();
+    await expect.poll(() => loads()).toBe(2);
+    await expect.poll(() => detailLoads.some((ids) => ids.length === 2)).toBe(true);
+    expect(detailLoads.find((ids) => ids.length === 2)!.sort()).toEqual(['f1', 'f2']);
   });
 });

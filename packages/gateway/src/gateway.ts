@@ -127,7 +127,8 @@ export class Gateway {
   /** Resolves once the engine is running (publications before it wait for it). */
   readonly ready: Promise<void>;
   private readonly sockets = new WebSocketServer({ noServer: true, maxPayload: 64 * 1024 });
-  private readonly sessions = new Set<Session>();
+  /** The connections of this node, by client id. */
+  private readonly sessions = new Map<string, Session>();
   private readonly subscribers = new Map<string, Set<Session>>();
   /** Channels this node watches in the engine, and the last position seen on each (for gaps). */
   private readonly watching = new Map<string, Promise<void>>();
@@ -157,7 +158,7 @@ export class Gateway {
     this.pongChecker = setInterval(
       () => {
         const now = Date.now();
-        for (const session of this.sessions)
+        for (const session of this.sessions.values())
           if (session.pingSentAt !== null && now - session.pingSentAt > pongTimeout)
             this.closeSession(session, closes.noPong);
       },
@@ -289,17 +290,15 @@ export class Gateway {
    * connection is not on this node (or gone).
    */
   subscriptionCount(client: string, prefix: string): number | null {
-    for (const session of this.sessions)
-      if (session.client === client)
-        return [...session.subscriptions.keys()].filter((c) => c.startsWith(prefix)).length;
-    return null;
+    const session = this.sessions.get(client);
+    return session ? [...session.subscriptions.keys()].filter((c) => c.startsWith(prefix)).length : null;
   }
 
   /** Connections and channels on this node. */
   stats() {
-    const users = new Set([...this.sessions].map((s) => s.user).filter((u) => u !== null));
+    const users = new Set([...this.sessions.values()].map((s) => s.user).filter((u) => u !== null));
     let subs = 0;
-    for (const session of this.sessions) subs += session.subscriptions.size;
+    for (const session of this.sessions.values()) subs += session.subscriptions.size;
     return {
       num_clients: this.sessions.size,
       num_users: users.size,
@@ -311,7 +310,7 @@ export class Gateway {
   async close(): Promise<void> {
     clearInterval(this.pinger);
     clearInterval(this.pongChecker);
-    for (const session of this.sessions) this.closeSession(session, closes.shutdown);
+    for (const session of this.sessions.values()) this.closeSession(session, closes.shutdown);
     await new Promise<void>((resolve) => this.sockets.close(() => resolve()));
     await this.engine.close();
   }
@@ -328,7 +327,7 @@ export class Gateway {
       pingSentAt: null,
       closed: false,
     };
-    this.sessions.add(session);
+    this.sessions.set(session.client, session);
     return session;
   }
 
@@ -343,7 +342,7 @@ export class Gateway {
     if (session.closed) return;
     session.closed = true;
     if (session.expiryTimer) clearTimeout(session.expiryTimer);
-    this.sessions.delete(session);
+    this.sessions.delete(session.client);
     for (const channel of session.subscriptions.keys()) this.leave(session, channel);
   }
 
@@ -436,7 +435,7 @@ export class Gateway {
 
   private ping(): void {
     const now = Date.now();
-    for (const session of this.sessions) {
+    for (const session of this.sessions.values()) {
       if (session.user === null) continue;
       session.transport.send([{}]);
       if (session.transport.pongs && session.pingSentAt === null) session.pingSentAt = now;
@@ -755,7 +754,11 @@ export class Gateway {
   }
 
   private sessionsOf(user: string, client?: string): Session[] {
-    return [...this.sessions].filter((s) => s.user === user && (!client || s.client === client));
+    if (client) {
+      const session = this.sessions.get(client);
+      return session?.user === user ? [session] : [];
+    }
+    return [...this.sessions.values()].filter((s) => s.user === user);
   }
 
   private onControl(message: ControlMessage): void {

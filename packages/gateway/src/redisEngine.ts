@@ -54,7 +54,8 @@ redis.call('publish', KEYS[3], offset .. ':' .. epoch .. ':' .. ARGV[6] .. ':' .
 return {offset, epoch}
 `;
 
-// KEYS: meta hash, history stream. ARGV: a new epoch, meta ttl (ms). Returns {offset, epoch, entries}.
+// KEYS: meta hash, history stream. ARGV: a new epoch, meta ttl (ms), "1" to include the entries (a
+// subscribe without recovery only needs the position). Returns {offset, epoch, entries}.
 const readScript = `
 local epoch = redis.call('hget', KEYS[1], 'e')
 if not epoch then
@@ -63,6 +64,7 @@ if not epoch then
   redis.call('pexpire', KEYS[1], ARGV[2])
 end
 local offset = redis.call('hget', KEYS[1], 's')
+if ARGV[3] ~= '1' then return {tonumber(offset), epoch, {}} end
 return {tonumber(offset), epoch, redis.call('xrange', KEYS[2], '-', '+')}
 `;
 
@@ -159,6 +161,7 @@ export class RedisEngine implements Engine {
       this.key('history', channel),
       newEpoch(),
       this.options.metaTtlMs ?? 30 * 24 * 3600_000,
+      options.limit === 0 ? '0' : '1',
     );
     const oldest = this.now() - this.options.history(channel).ttlMs;
     const retained: Publication[] = [];

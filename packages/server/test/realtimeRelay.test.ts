@@ -19,19 +19,11 @@ import { realtimeClaimPolicy } from '../src/core/outbox/policy.ts';
 import { type RealtimeRow, relayRealtime, supersededProgress } from '../src/core/realtime/relay.ts';
 import { connectDatabase } from '../src/main.ts';
 
-const row = (
-  id: string,
-  channel: string,
-  aggregate: string,
-  payload: Record<string, unknown>,
-): RealtimeRow => ({
+const row = (id: string, channel: string, aggregateId: string, payload: Record<string, unknown>) => ({
   id,
-  claim_id: 'c',
-  attempts: 1,
   channel,
-  aggregate_id: aggregate,
+  aggregateId,
   payload,
-  created_at: new Date(),
 });
 const summary = (status: string, notice: unknown = null) => ({
   kind: 'task.summary',

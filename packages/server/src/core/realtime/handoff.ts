@@ -8,7 +8,7 @@
  */
 import type { Clock } from '../shared/ports.ts';
 import type { RealtimeRecord } from '../tasks/model.ts';
-import { type RealtimePublisher, type RealtimeRow, type RelayObserver, supersededProgress } from './relay.ts';
+import { type RealtimePublisher, type RelayObserver, supersededProgress } from './relay.ts';
 
 export interface HandoffRows {
   /** Marks rows PUBLISHED unless the loop has claimed them meanwhile. */
@@ -79,17 +79,8 @@ export class RealtimeHandoff {
   }
 
   private async publish(batch: RealtimeRecord[]): Promise<void> {
-    const rows: RealtimeRow[] = batch.map((r) => ({
-      id: r.id,
-      claim_id: '',
-      attempts: 0,
-      channel: r.channel,
-      aggregate_id: r.aggregateId,
-      payload: r.payload,
-      created_at: r.createdAt,
-    }));
-    const skipped = supersededProgress(rows);
-    const sending = rows.filter((row) => !skipped.has(row.id));
+    const skipped = supersededProgress(batch);
+    const sending = batch.filter((record) => !skipped.has(record.id));
     const outcomes = await this.deps.publisher.publish(
       sending.map((row) => ({ channel: row.channel, data: row.payload })),
     );
@@ -98,7 +89,7 @@ export class RealtimeHandoff {
     for (const [index, row] of sending.entries()) {
       if (!outcomes[index]?.ok) continue; // left PENDING: the loop retries it with back-off
       done.push(row.id);
-      this.deps.observer?.published?.(row.created_at, now);
+      this.deps.observer?.published?.(row.createdAt, now);
     }
     if (skipped.size > 0) this.deps.observer?.coalesced?.(skipped.size);
     if (done.length > 0 && this.deps.rows) this.mark(done);

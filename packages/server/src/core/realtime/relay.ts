@@ -86,9 +86,11 @@ function statusOf(payload: Payload): string | null {
  * (a detail triggered by a progress event; a summary whose status equals the previous one of that task
  * on that channel in the round), when a newer message of the same task on the same channel follows.
  */
-export function supersededProgress(rows: RealtimeRow[]): Set<string> {
+export function supersededProgress(
+  rows: { id: string; channel: string; aggregateId: string; payload: unknown }[],
+): Set<string> {
   const skipped = new Set<string>();
-  const keyOf = (row: RealtimeRow) => `${row.channel}\n${row.aggregate_id}`;
+  const keyOf = (row: { channel: string; aggregateId: string }) => `${row.channel}\n${row.aggregateId}`;
   const remaining = new Map<string, number>();
   for (const row of rows) remaining.set(keyOf(row), (remaining.get(keyOf(row)) ?? 0) + 1);
   const previous = new Map<string, string | null>();
@@ -115,7 +117,7 @@ export async function relayRealtime(deps: RelayDeps, limit: number): Promise<num
   const rows = await deps.rows.claim<RealtimeRow>(deps.clock.now(), limit);
   if (rows.length === 0) return 0;
   const claimId = rows[0]!.claim_id;
-  const skipped = supersededProgress(rows);
+  const skipped = supersededProgress(rows.map((row) => ({ ...row, aggregateId: row.aggregate_id })));
   const sending = rows.filter((row) => !skipped.has(row.id));
   let outcomes: PublishOutcome[];
   try {

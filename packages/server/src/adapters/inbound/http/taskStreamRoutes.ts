@@ -116,24 +116,24 @@ export function registerTaskStreamRoutes(app: FastifyInstance, deps: TaskStreamD
       const write = (data: unknown, id?: string) => {
         if (!raw.writableEnded) raw.write(`${id ? `id: ${id}\n` : ''}data: ${JSON.stringify(data)}\n\n`);
       };
-      const session: StreamSession = {
-        id: randomUUID(),
-        user: principal,
-        client: null as unknown as InternalClient,
-        watched: new Set(),
-        watchExpiry: null,
-      };
       const baseSet = new Set(base);
-      session.client = deps.gateway.openInternal(viewer.userId, {
+      const client: InternalClient = deps.gateway.openInternal(viewer.userId, {
         onPublication: (channel, publication) => {
           // Summaries carry the cursor; a watched task's details do not move it.
           write(
             publication.data,
-            baseSet.has(channel) ? encodeCursor(base.map((c) => session.client.position(c))) : undefined,
+            baseSet.has(channel) ? encodeCursor(base.map((c) => client.position(c))) : undefined,
           );
         },
         onReset: (channel) => write({ kind: 'stream.reset', channel }),
       });
+      const session: StreamSession = {
+        id: randomUUID(),
+        user: principal,
+        client,
+        watched: new Set(),
+        watchExpiry: null,
+      };
       sessions.set(session.id, session);
       const keepAlive = setInterval(() => raw.write(': keep-alive\n\n'), deps.keepAliveMs ?? 15_000);
       raw.on('close', () => {
