@@ -860,28 +860,8 @@ export class Gateway {
         }
         return { result: { responses } };
       },
-      subscribe: async (body) => {
-        if (typeof body.user !== 'string' || typeof body.channel !== 'string' || body.channel === '')
-          return { error: replyErrors.badRequest };
-        await this.engine.sendControl({
-          kind: 'subscribe',
-          user: body.user,
-          channel: body.channel,
-          ...(typeof body.client === 'string' ? { client: body.client } : {}),
-        });
-        return { result: {} };
-      },
-      unsubscribe: async (body) => {
-        if (typeof body.user !== 'string' || typeof body.channel !== 'string')
-          return { error: replyErrors.badRequest };
-        await this.engine.sendControl({
-          kind: 'unsubscribe',
-          user: body.user,
-          channel: body.channel,
-          ...(typeof body.client === 'string' ? { client: body.client } : {}),
-        });
-        return { result: {} };
-      },
+      subscribe: (body) => this.membershipFromApi('subscribe', body),
+      unsubscribe: (body) => this.membershipFromApi('unsubscribe', body),
       disconnect: async (body) => {
         if (typeof body.user !== 'string') return { error: replyErrors.badRequest };
         const given = body.disconnect as { code?: number; reason?: string } | undefined;
@@ -941,6 +921,22 @@ export class Gateway {
     };
 
   private readonly nodeId = randomUUID();
+
+  /** `subscribe` / `unsubscribe` of the server API: a user's connections on every node (or one client). */
+  private async membershipFromApi(
+    kind: 'subscribe' | 'unsubscribe',
+    body: Record<string, unknown>,
+  ): Promise<Record<string, unknown>> {
+    if (typeof body.user !== 'string' || typeof body.channel !== 'string' || body.channel === '')
+      return { error: replyErrors.badRequest };
+    await this.engine.sendControl({
+      kind,
+      user: body.user,
+      channel: body.channel,
+      ...(typeof body.client === 'string' ? { client: body.client } : {}),
+    });
+    return { result: {} };
+  }
 
   private async publishFromApi(channel: string, body: Record<string, unknown>): Promise<StreamPosition> {
     const position = await this.publish(channel, body.data, {
