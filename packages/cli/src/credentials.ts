@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import type { DemoCredentials } from '@tdp/demo-app';
 
 /** What `tdp dev` remembers between runs in $TDP_HOME/credentials.json (mode 0600). */
 export interface DevCredentials {
@@ -13,6 +14,8 @@ export interface DevCredentials {
   callbackSecret?: string;
   /** The dev worker's key (tdpw_…). */
   workerKey?: string;
+  /** The demo business application's own TDP application and provider token. */
+  demo?: DemoCredentials;
 }
 
 export function credentialsPath(home: string): string {

@@ -1,6 +1,7 @@
 import { mkdir } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
+import { type DemoApp, ensureDemoApplication, registerDemoProvider, startDemoApp } from '@tdp/demo-app';
 import {
   configFromEnv,
   connectDatabase,
@@ -24,6 +25,7 @@ import { writeSamples } from './samples.ts';
 import { onShutdownSignal } from './signals.ts';
 
 const preferredPostgresPort = 54329;
+const preferredDemoPort = 8090;
 
 async function portIsFree(port: number): Promise<boolean> {
   return new Promise((resolvePromise) => {
@@ -59,6 +61,8 @@ export async function runDev(env: NodeJS.ProcessEnv): Promise<number> {
   await saveCredentials(home, credentials);
 
   let databaseUrl = env.DATABASE_URL;
+  // The demo app keeps its tables in a database of its own (on DATABASE_URL: its own schema there).
+  let demoDatabaseUrl = env.DATABASE_URL;
   let stopPostgres = async () => {};
   if (!databaseUrl) {
     const requestedPort = env.TDP_PG_PORT ? Number(env.TDP_PG_PORT) : preferredPostgresPort;
@@ -68,11 +72,13 @@ export async function runDev(env: NodeJS.ProcessEnv): Promise<number> {
     stopPostgres = () => postgres.stop();
     try {
       await ensureDatabase(postgres.adminUrl, 'tdp');
+      await ensureDatabase(postgres.adminUrl, 'tdp_demo');
     } catch (error) {
       await postgres.stop();
       throw error;
     }
     databaseUrl = postgres.urlFor('tdp');
+    demoDatabaseUrl = postgres.urlFor('tdp_demo');
   }
 
   let server: Awaited<ReturnType<typeof startServer>>;
@@ -128,6 +134,16 @@ export async function runDev(env: NodeJS.ProcessEnv): Promise<number> {
   // Something to try the built-in capabilities on: photos with junk, and a broken archive.
   const samples = await writeSamples(join(home, 'samples')).catch(() => []);
 
+  let demo: DemoApp;
+  try {
+    demo = await startDemo(env, home, server.url, credentials, demoDatabaseUrl!);
+  } catch (error) {
+    await worker.drain();
+    await server.close();
+    await stopPostgres();
+    throw error;
+  }
+
   say('');
   say('TDP is running.');
   say(`  API           ${server.url}/v1`);
@@ -142,17 +158,54 @@ export async function runDev(env: NodeJS.ProcessEnv): Promise<number> {
   say(`  Credentials   ${credentialsPath(home)}`);
   say(`  Sample ZIPs   ${join(home, 'samples')} (${samples.map((sample) => sample.name).join(', ')})`);
   say('');
+  say(`  Demo app      ${demo.url}   ← open it, upload a sample ZIP, watch the order live`);
+  say('');
   say('Try it:');
   say(`  curl -H "Authorization: Bearer ${identity.apiKey}" ${server.url}/v1/tasks`);
   say('Press Ctrl-C to stop.');
 
   await onShutdownSignal(async () => {
+    await demo.close();
     await worker.drain();
     await server.close();
     await stopPostgres();
   });
   say('TDP stopped cleanly.');
   return 0;
+}
+
+/** The demo business app: its own TDP application, its resource provider registered, on TDP_DEMO_PORT. */
+async function startDemo(
+  env: NodeJS.ProcessEnv,
+  home: string,
+  tdpUrl: string,
+  credentials: DevCredentials,
+  databaseUrl: string,
+): Promise<DemoApp> {
+  const demoCredentials = await ensureDemoApplication(
+    tdpUrl,
+    credentials.adminToken,
+    credentials.tenantId!,
+    credentials.demo ?? null,
+  );
+  credentials.demo = demoCredentials;
+  await saveCredentials(home, credentials);
+  const requestedPort = env.TDP_DEMO_PORT ? Number(env.TDP_DEMO_PORT) : preferredDemoPort;
+  const port = requestedPort === 0 || (await portIsFree(requestedPort)) ? requestedPort : await freePort();
+  const demo = await startDemoApp({
+    databaseUrl,
+    dataDirectory: join(home, 'demo'),
+    port,
+    tdpUrl,
+    ...demoCredentials,
+  });
+  try {
+    await registerDemoProvider(tdpUrl, credentials.adminToken, demoCredentials, demo.url);
+  } catch (error) {
+    await demo.close();
+    throw error;
+  }
+  return demo;
 }
 
 /** Starts the dev worker with the remembered worker key, issuing a new one when there is none (or it is refused). */

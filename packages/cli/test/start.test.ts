@@ -54,12 +54,14 @@ describe('npm start', () => {
   let home: string;
   let port: number;
   let pgPort: number;
+  let demoPort: number;
 
   beforeAll(async () => {
     home = await mkdtemp(join(tmpdir(), 'tdp-home-'));
     await chmod(home, 0o755);
     port = await freePort();
     pgPort = await freePort();
+    demoPort = await freePort();
   });
   afterAll(async () => {
     await rm(home, { recursive: true, force: true });
@@ -72,6 +74,7 @@ describe('npm start', () => {
       TDP_HOME: home,
       TDP_PORT: String(port),
       TDP_PG_PORT: String(pgPort),
+      TDP_DEMO_PORT: String(demoPort),
       DATABASE_URL: '',
       NATS_URL: '',
     };
@@ -86,6 +89,12 @@ describe('npm start', () => {
     await access(join(home, 'samples', 'holiday-photos.zip'));
     const credentials = JSON.parse(await readFile(join(home, 'credentials.json'), 'utf8'));
     expect(credentials.apiKey).toBe(apiKey);
+    // The demo app: its page, with its own TDP application remembered for the next start.
+    const demo = `http://127.0.0.1:${demoPort}`;
+    expect(first.output()).toContain(`Demo app      ${demo}`);
+    const page = await fetch(demo);
+    expect([page.status, await page.text()]).toEqual([200, expect.stringContaining('ZIP cleaner')]);
+    expect(credentials.demo.applicationId).not.toBe(credentials.applicationId);
 
     const base = `http://127.0.0.1:${port}`;
     expect((await fetch(`${base}/readyz`)).status).toBe(200);
@@ -117,6 +126,9 @@ describe('npm start', () => {
     const second = await npmStart(env);
     try {
       expect(/API key\s+(tdp_\S+)/.exec(second.output())![1]).toBe(apiKey);
+      const remembered = JSON.parse(await readFile(join(home, 'credentials.json'), 'utf8'));
+      expect(remembered.demo.applicationId).toBe(credentials.demo.applicationId);
+      expect((await fetch(`http://127.0.0.1:${demoPort}/api/orders`)).status).toBe(200);
       const read = await fetch(`${base}/v1/tasks/${taskId}`, { headers });
       expect(read.status).toBe(200);
     } finally {

@@ -1,1 +1,3 @@
+export * from './main.ts';
 export * from './orders.ts';
+export * from './setup.ts';

@@ -189,3 +189,35 @@ export function applyCallback(order: OrderProjection, callback: CallbackFacts): 
     order: { ...base, status, progress, lastSequence: callback.sequence },
   };
 }
+
+/** What TDP says about a task's current execution, when the reconciler asks. */
+export interface ExecutionSnapshot {
+  executionId: string;
+  status: string;
+  progress: number;
+}
+
+/**
+ * The reconciler's rule: TDP's current execution is the truth when callbacks have not arrived. It
+ * moves the order forward only (a result of an execution the order has moved past changes nothing)
+ * and keeps the callback sequence, so callbacks that arrive later still apply in order.
+ */
+export function reconcileOrder(order: OrderProjection, snapshot: ExecutionSnapshot): OrderProjection | null {
+  const next = fromExecution[snapshot.status];
+  if (!next || order.pastExecutionIds.includes(snapshot.executionId)) return null;
+  const newExecution = order.executionId !== snapshot.executionId;
+  if (!newExecution && (isFinal(order.status) || rank[next] < rank[order.status])) return null;
+  const progress =
+    next === 'SUCCEEDED' ? 100 : Math.max(newExecution ? 0 : order.progress, snapshot.progress);
+  if (!newExecution && next === order.status && progress === order.progress) return null;
+  return {
+    status: next,
+    progress,
+    executionId: snapshot.executionId,
+    pastExecutionIds:
+      newExecution && order.executionId
+        ? [...order.pastExecutionIds, order.executionId]
+        : order.pastExecutionIds,
+    lastSequence: newExecution ? 0 : order.lastSequence,
+  };
+}

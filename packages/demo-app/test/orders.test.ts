@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { type AssetFacts, applyCallback, type OrderProjection, validateOrder } from '../src/orders.ts';
+import {
+  type AssetFacts,
+  applyCallback,
+  type OrderProjection,
+  reconcileOrder,
+  validateOrder,
+} from '../src/orders.ts';
 
 const ready: AssetFacts = { kind: 'SOURCE_ZIP', state: 'READY' };
 const codes = (result: ReturnType<typeof validateOrder>) =>
@@ -181,5 +187,42 @@ describe('applying callbacks to an order (document 000 §6)', () => {
     });
     expect(apply(order, 'e1', 3, 'SUCCEEDED')).toEqual({ kind: 'older-execution' });
     expect(apply(order, 'e2', 2, 'BOGUS')).toEqual({ kind: 'unknown-status' });
+  });
+});
+
+describe('reconciling an order with what TDP says', () => {
+  const running: OrderProjection = {
+    status: 'RUNNING',
+    progress: 40,
+    executionId: 'e1',
+    pastExecutionIds: [],
+    lastSequence: 3,
+  };
+
+  it('moves forward to the execution’s status and keeps the callback sequence', () => {
+    expect(reconcileOrder(running, { executionId: 'e1', status: 'SUCCEEDED', progress: 100 })).toEqual({
+      ...running,
+      status: 'SUCCEEDED',
+      progress: 100,
+    });
+  });
+
+  it('never moves back, and returns nothing when nothing changes', () => {
+    expect(reconcileOrder(running, { executionId: 'e1', status: 'QUEUED', progress: 0 })).toBeNull();
+    expect(reconcileOrder(running, { executionId: 'e1', status: 'RUNNING', progress: 40 })).toBeNull();
+    const done = { ...running, status: 'SUCCEEDED' as const, progress: 100 };
+    expect(reconcileOrder(done, { executionId: 'e1', status: 'FAILED', progress: 100 })).toBeNull();
+  });
+
+  it('adopts a newer execution (a retry) and ignores one the order has moved past', () => {
+    expect(reconcileOrder(running, { executionId: 'e2', status: 'QUEUED', progress: 0 })).toEqual({
+      status: 'SUBMITTED',
+      progress: 0,
+      executionId: 'e2',
+      pastExecutionIds: ['e1'],
+      lastSequence: 0,
+    });
+    const moved = { ...running, executionId: 'e2', pastExecutionIds: ['e1'] };
+    expect(reconcileOrder(moved, { executionId: 'e1', status: 'SUCCEEDED', progress: 100 })).toBeNull();
   });
 });

@@ -621,7 +621,12 @@ describe('failures while running', () => {
           .toBe('FAILED');
         const final = await status(taskId);
         expect(final.execution.steps[0].error).toMatchObject({ category: 'TIMEOUT', code });
-        expect(final.task.failure).toMatchObject({ code, failedStepId: 'only' });
+        // The task's failure carries the step's words for people, not just its code.
+        expect(final.task.failure).toMatchObject({
+          code,
+          failedStepId: 'only',
+          userMessage: expect.stringMatching(/^Step only timed out/),
+        });
       } finally {
         h.clock.set(new Date());
         await worker?.stop();

@@ -49,6 +49,8 @@ export interface WorkerOptions {
   progressIntervalMs?: number;
   /** Where attempts keep their files (one folder each, removed when the attempt ends). */
   workDirectory?: string;
+  /** How long a grant request keeps trying while TDP is unreachable (a restart) before the step fails. */
+  grantRetryMs?: number;
 }
 
 const silent: Logger = { info: () => {}, warn: () => {}, error: () => {} };
@@ -590,26 +592,40 @@ export class WorkerRuntime {
     await rm(workDirectory, { recursive: true, force: true });
   }
 
-  /** A grant for the attempt; refusals become the step's failure, a lost lease aborts it. */
+  /** A grant for the attempt, asked again while TDP is unreachable (up to `grantRetryMs`). */
   private async grant(
     local: LocalAttempt,
     key: string,
     body: Parameters<WorkerClient['grant']>[2],
   ): Promise<Grant> {
-    try {
-      return await this.options.client.grant(local.attemptId, key, body);
-    } catch (error) {
-      if (error instanceof UnavailableError)
-        throw new CapabilityError('GRANT_UNAVAILABLE', error.message, {
-          retryable: true,
-          category: 'RESOURCE',
-        });
-      if (error instanceof RequestError && error.problem?.code === 'STALE_EXECUTION') {
-        this.running.get(local.attemptId)?.controller.abort('LEASE_LOST' satisfies AbortReason);
+    const deadline = Date.now() + (this.options.grantRetryMs ?? 60_000);
+    const signal = this.running.get(local.attemptId)?.controller.signal;
+    for (let failures = 1; ; failures += 1) {
+      try {
+        return await this.options.client.grant(local.attemptId, key, body);
+      } catch (error) {
+        // TDP restarting or overloaded: the same idempotency key makes asking again safe.
+        if (error instanceof UnavailableError && Date.now() < deadline && !signal?.aborted) {
+          await new Promise((resolve) => setTimeout(resolve, Math.min(backoffMs(failures) / 4, 5_000)));
+          continue;
+        }
+        throw this.grantFailure(local, error);
       }
-      const code = error instanceof RequestError ? (error.problem?.code ?? 'GRANT_REFUSED') : 'GRANT_REFUSED';
-      throw new CapabilityError(code, (error as Error).message, { retryable: false, category: 'RESOURCE' });
     }
+  }
+
+  /** Refusals become the step's failure; a lost lease aborts the attempt. */
+  private grantFailure(local: LocalAttempt, error: unknown): CapabilityError {
+    if (error instanceof UnavailableError)
+      return new CapabilityError('GRANT_UNAVAILABLE', error.message, {
+        retryable: true,
+        category: 'RESOURCE',
+      });
+    if (error instanceof RequestError && error.problem?.code === 'STALE_EXECUTION') {
+      this.running.get(local.attemptId)?.controller.abort('LEASE_LOST' satisfies AbortReason);
+    }
+    const code = error instanceof RequestError ? (error.problem?.code ?? 'GRANT_REFUSED') : 'GRANT_REFUSED';
+    return new CapabilityError(code, (error as Error).message, { retryable: false, category: 'RESOURCE' });
   }
 
   private failureOf(error: unknown, signal: AbortSignal): EventDraft {

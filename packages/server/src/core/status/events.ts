@@ -403,9 +403,18 @@ export async function finishPlatformTask(
 ) {
   const now = session.now;
   const before = current;
+  // The task fails with its step's code and the step's words for people ("the ZIP is damaged: …").
+  const failedStep =
+    end.outcome === 'FAILED' ? current.steps.find((s) => s.key === end.stepKey && s.current) : undefined;
   const failure =
     end.outcome === 'FAILED'
-      ? { category: 'STEP', code: end.errorCode, retryable: false, failedStepId: end.stepKey }
+      ? {
+          category: 'STEP',
+          code: end.errorCode,
+          retryable: false,
+          ...(failedStep?.error?.userMessage ? { userMessage: failedStep.error.userMessage } : {}),
+          failedStepId: end.stepKey,
+        }
       : null;
   const ended = endTask(before.task, before.execution, end.outcome, { failure }, now);
   if (isRefusal(ended)) return;

@@ -1,0 +1,34 @@
+/**
+ * Real Chromium for page tests (Debian's package; `.ci/run` installs it), and where screenshots go.
+ */
+import { mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { type Browser, chromium, type Page } from 'playwright-core';
+
+export const chromiumPath = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+
+export function launchBrowser(): Promise<Browser> {
+  return chromium.launch({
+    executablePath: chromiumPath,
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
+  });
+}
+
+/** Test artifacts: screenshots of the main pages, kept after the run (`artifacts/screenshots`). */
+export const screenshotDirectory = new URL('../artifacts/screenshots/', import.meta.url).pathname;
+
+export async function screenshot(page: Page, name: string): Promise<string> {
+  await mkdir(screenshotDirectory, { recursive: true });
+  const path = join(screenshotDirectory, `${name}.png`);
+  await page.screenshot({ path, fullPage: true });
+  return path;
+}

@@ -1,0 +1,65 @@
+/**
+ * `tdp server` as a real process on a fixed port, so a test can SIGKILL it mid-journey and start it
+ * again on the same database, keys and address.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { generateKeyringEntry } from '../packages/server/src/main.ts';
+
+const cli = new URL('../packages/cli/src/main.ts', import.meta.url).pathname;
+
+export interface TdpProcess {
+  url: string;
+  adminToken: string;
+  /** Starts the server (again); resolves once /readyz answers 200. */
+  start(): Promise<void>;
+  kill(signal?: NodeJS.Signals): Promise<void>;
+}
+
+export function tdpProcess(options: { databaseUrl: string; port: number }): TdpProcess {
+  const adminToken = `tdpadm_test_${Date.now()}`;
+  const env = {
+    ...process.env,
+    DATABASE_URL: options.databaseUrl,
+    TDP_PORT: String(options.port),
+    TDP_HOST: '127.0.0.1',
+    TDP_ADMIN_TOKEN: adminToken,
+    TDP_SECRET_KEYS: generateKeyringEntry('test1'),
+    TDP_ALLOW_INSECURE_CALLBACKS: 'true',
+    TDP_LOG_LEVEL: 'warn',
+    TDP_GATEWAY_API_KEY: 'gateway-api-key-for-tests',
+    NATS_URL: '',
+    REDIS_URL: '',
+  };
+  const url = `http://127.0.0.1:${options.port}`;
+  let child: ChildProcess | null = null;
+  return {
+    url,
+    adminToken,
+    start: async () => {
+      const started = spawn(process.execPath, ['--import', 'tsx', cli, 'server'], {
+        env,
+        stdio: ['ignore', 'ignore', 'inherit'],
+      });
+      child = started;
+      const deadline = Date.now() + 60_000;
+      for (;;) {
+        if (started.exitCode !== null) throw new Error(`tdp server exited with ${started.exitCode}`);
+        const ready = await fetch(`${url}/readyz`).then(
+          (r) => r.status === 200,
+          () => false,
+        );
+        if (ready) return;
+        if (Date.now() > deadline) throw new Error('tdp server did not become ready');
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    },
+    kill: async (signal = 'SIGKILL') => {
+      const running = child;
+      child = null;
+      if (!running || running.exitCode !== null || running.signalCode !== null) return;
+      const exited = new Promise((resolve) => running.once('exit', resolve));
+      running.kill(signal);
+      await exited;
+    },
+  };
+}
