@@ -1,7 +1,8 @@
 /**
- * Once per test run: a real PostgreSQL (embedded unless DATABASE_URL points at one) with a migrated
- * template database. Each test file clones the template into a database of its own (see database.ts).
+ * Once per test run: the dashboard's pages built, and a real PostgreSQL (embedded unless DATABASE_URL
+ * points at one) with a migrated template database. Each test file clones the template into a database of its own (see database.ts).
  */
+import { build } from 'vite';
 import type { TestProject } from 'vitest/node';
 import { startTemporaryPostgres } from '../packages/cli/src/embeddedPostgres.ts';
 import { connectDatabase, migrate } from '../packages/server/src/main.ts';
@@ -16,6 +17,11 @@ declare module 'vitest' {
 }
 
 export default async function setup(project: TestProject) {
+  // The server serves the dashboard's built pages; page tests need them current.
+  await build({
+    configFile: new URL('../packages/dashboard/vite.config.ts', import.meta.url).pathname,
+    logLevel: 'warn',
+  });
   let adminUrl = process.env.DATABASE_URL;
   let teardown = async () => {};
   if (!adminUrl) {

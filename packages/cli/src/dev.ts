@@ -148,6 +148,7 @@ export async function runDev(env: NodeJS.ProcessEnv): Promise<number> {
   say('TDP is running.');
   say(`  API           ${server.url}/v1`);
   say(`  API docs      ${server.url}/docs`);
+  say(`  Dashboard     ${server.url}/dashboard/ (log in with the admin token)`);
   say(`  OpenAPI       ${server.url}/openapi.json`);
   say(`  Health        ${server.url}/readyz   Metrics ${server.url}/metrics`);
   say(`  API key       ${identity.apiKey}`);

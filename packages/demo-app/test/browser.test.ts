@@ -167,6 +167,16 @@ async function placeOrder(
   return (await page.locator('tr[data-order-id]').first().getAttribute('data-order-id'))!;
 }
 
+/** The operator dashboard of the same TDP, logged in. */
+async function openDashboard(): Promise<Page> {
+  const page = await (await browser.newContext({ viewport: { width: 1400, height: 900 } })).newPage();
+  await page.goto(`${tdp.url}/dashboard/`);
+  await page.fill('input[name="token"]', tdp.adminToken);
+  await page.click('button[type="submit"]');
+  await page.locator('.connection[data-state="LIVE"]').waitFor({ timeout: 15_000 });
+  return page;
+}
+
 /** What TDP and the demo app know about an order, printed when a test times out waiting for it. */
 async function diagnose(orderId: string, page: Page): Promise<string> {
   const headers = { authorization: `Bearer ${credentials.apiKey}` };
@@ -246,6 +256,37 @@ describe('the demo page in Chromium', () => {
     expect(differing).toBeGreaterThan(1_000);
   });
 
+  it('the dashboard shows the task of the same order live, then its DAG and timeline', {
+    timeout: 90_000,
+  }, async () => {
+    const dashboard = await openDashboard();
+    const demoPage = await openDemo();
+    const orderId = await placeOrder(
+      demoPage,
+      files.album,
+      'Album for the operator',
+      'watermark',
+      '机密 Confidential',
+    );
+    await waitForStatus(demoPage, orderId, 'SUCCEEDED', 60_000);
+    const [order] = await sql<
+      { task_id: string }[]
+    >`SELECT task_id FROM demo.processing_order WHERE id = ${orderId}`;
+    const row = dashboard.locator(`tr[data-task-id="${order!.task_id}"]`);
+    await expect.poll(() => row.locator('.status').textContent(), { timeout: 15_000 }).toBe('SUCCEEDED');
+    await row.locator('a').click();
+    await dashboard.locator('svg.dag .node[data-step="watermark"][data-status="SUCCEEDED"]').waitFor();
+    expect(await dashboard.locator('svg.dag .node[data-step="clean"]').getAttribute('data-status')).toBe(
+      'SUCCEEDED',
+    );
+    const timeline = await dashboard.locator('.timeline li').allTextContents();
+    expect(timeline.at(-1)).toMatch(/succeeded/);
+    await expect
+      .poll(() => dashboard.locator('.callbacks tbody tr').count(), { timeout: 20_000 })
+      .toBeGreaterThan(3);
+    await screenshot(dashboard, 'dashboard-task-of-order');
+  });
+
   it('clean only: no watermark field, the result keeps the photos byte for byte', {
     timeout: 60_000,
   }, async () => {
@@ -295,6 +336,7 @@ describe('the demo page in Chromium', () => {
   it('TDP killed with SIGKILL mid-journey and started again: one successful order, each callback once', {
     timeout: 180_000,
   }, async () => {
+    const dashboard = await openDashboard();
     const page = await openDemo();
     const orderId = await placeOrder(
       page,
@@ -306,9 +348,11 @@ describe('the demo page in Chromium', () => {
     await expect.poll(() => statusOf(page, orderId), { timeout: 60_000, interval: 50 }).toBe('RUNNING');
     await tdp.kill('SIGKILL');
     await page.locator('#live[data-state="reconnecting"]').waitFor({ timeout: 15_000 });
+    await dashboard.locator('.connection[data-state="RECOVERING"]').waitFor({ timeout: 15_000 });
     await tdp.start();
     await waitForStatus(page, orderId, 'SUCCEEDED', 120_000);
     await page.locator('#live[data-state="live"]').waitFor({ timeout: 15_000 });
+    await dashboard.locator('.connection[data-state="LIVE"]').waitFor({ timeout: 15_000 });
 
     const [order] = await sql<{ task_id: string; execution_id: string; result_asset_id: string | null }[]>`
       SELECT task_id, execution_id, result_asset_id FROM demo.processing_order WHERE id = ${orderId}`;

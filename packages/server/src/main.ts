@@ -2,13 +2,16 @@
  * The composition root: the only module that knows every concrete class. It turns a config into a
  * running server (HTTP API + background loops) and gives back a handle that shuts it all down in order.
  */
-
+import { access } from 'node:fs/promises';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { Gateway } from '@tdp/gateway';
 import { newId } from '@tdp/protocol';
 import type { FastifyInstance } from 'fastify';
 import { type Logger, pino } from 'pino';
 import { registerAdminRoutes } from './adapters/inbound/http/adminRoutes.ts';
 import { createHttpApp } from './adapters/inbound/http/app.ts';
+import { registerDashboardRoutes } from './adapters/inbound/http/dashboardRoutes.ts';
 import { registerDefinitionRoutes } from './adapters/inbound/http/definitionsRoutes.ts';
 import { registerHealthRoutes } from './adapters/inbound/http/healthRoutes.ts';
 import { Metrics } from './adapters/inbound/http/metrics.ts';
@@ -17,7 +20,7 @@ import { registerRunRoutes } from './adapters/inbound/http/runRoutes.ts';
 import { registerStatusRoutes } from './adapters/inbound/http/statusRoutes.ts';
 import { registerTaskStreamRoutes } from './adapters/inbound/http/taskStreamRoutes.ts';
 import { registerTaskRoutes } from './adapters/inbound/http/tasksRoutes.ts';
-import { registerWorkerRoutes } from './adapters/inbound/http/workerRoutes.ts';
+import { listWorkerViews, registerWorkerRoutes } from './adapters/inbound/http/workerRoutes.ts';
 import { InProcessBus } from './adapters/outbound/bus/inProcessBus.ts';
 import { httpResourceProvider } from './adapters/outbound/http/resourceProvider.ts';
 import { AjvJsonSchemaValidator } from './adapters/outbound/jsonschema/ajvValidator.ts';
@@ -35,7 +38,7 @@ import { PostgresStatusStore } from './adapters/outbound/postgres/statusStore.ts
 import { PostgresTaskStore } from './adapters/outbound/postgres/taskStore.ts';
 import { PostgresWorkerStore } from './adapters/outbound/postgres/workerStore.ts';
 import { CentrifugoApiPublisher, gatewayPublisher } from './adapters/outbound/realtime/publishers.ts';
-import { JoseExecutionCredentials } from './adapters/outbound/tokens/executionCredentials.ts';
+import { derivedKey, JoseExecutionCredentials } from './adapters/outbound/tokens/executionCredentials.ts';
 import { JoseUserTokens } from './adapters/outbound/tokens/userTokens.ts';
 import type { ServerConfig } from './config.ts';
 import { DefinitionCatalog } from './core/definitions/catalog.ts';
@@ -317,6 +320,18 @@ export async function startServer(
     authenticator,
     definitions: { store: definitionStore, schemas, clock, ids },
   });
+  registerDashboardRoutes(app, {
+    sql,
+    adminToken: config.adminToken,
+    sessionKey: derivedKey(config.secretKeyring, config.secretKeyring.activeKeyId, 'dashboard-session'),
+    realtimeKey,
+    clock,
+    task: (taskId) => statusReads.task(taskId),
+    unschedulableReasons: (taskId) => workerStore.pendingReasons(taskId),
+    listWorkers: () => listWorkerViews(workerDeps),
+    pagesDirectory: await dashboardPages(),
+    wsUrl: config.realtimeWsUrl,
+  });
   const catalog = new DefinitionCatalog(definitionStore);
   registerTaskRoutes(app, {
     authenticator,
@@ -522,3 +537,12 @@ export { ensureDevelopmentIdentity } from './core/identity/developmentIdentity.t
 export { generateKeyringEntry, parseKeyring } from './core/identity/secretBox.ts';
 export { AppError } from './core/shared/errors.ts';
 export { realtimeTokenKey, startGatewayServer } from './realtimeGateway.ts';
+
+/** The dashboard's built pages (packages/dashboard/dist), when they are there. */
+async function dashboardPages(): Promise<string | null> {
+  const directory = fileURLToPath(new URL('../../dashboard/dist/', import.meta.url));
+  return access(join(directory, 'index.html')).then(
+    () => directory,
+    () => null,
+  );
+}

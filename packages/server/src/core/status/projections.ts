@@ -21,6 +21,8 @@ export const channels = {
   role: (tenantId: string, roleId: string) => `task_role:${tenantId}/${roleId}`,
   detail: (tenantId: string, taskId: string) => `task_detail:${tenantId}/${taskId}`,
   workflow: (tenantId: string, workflowId: string) => `workflow_summary:${tenantId}/${workflowId}`,
+  /** Every task's summary, for the operator dashboard (its tokens come only from an operator session). */
+  operator: 'task_ops:all',
 };
 
 export interface Notice {
@@ -243,6 +245,19 @@ export function taskProjections(
       channel: channels.detail(state.task.tenantId, state.task.id),
       projection: 'TASK_DETAIL',
       payload: detailPayload(state, event, notice, at),
+    },
+    {
+      ...base,
+      id: newId(),
+      channel: channels.operator,
+      projection: 'OPERATOR_SUMMARY',
+      payload: {
+        ...summary,
+        tenantId: state.task.tenantId,
+        applicationId: state.task.applicationId,
+        workflowName: state.task.workflowName,
+        executionNumber: state.execution.number,
+      },
     },
   ];
 }

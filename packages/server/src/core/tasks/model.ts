@@ -201,7 +201,7 @@ export interface RealtimeRecord {
   aggregateId: string;
   aggregateVersion: bigint;
   channel: string;
-  projection: 'USER_SUMMARY' | 'TASK_DETAIL' | 'WORKFLOW_SUMMARY' | 'USER_REMOVAL';
+  projection: 'USER_SUMMARY' | 'TASK_DETAIL' | 'WORKFLOW_SUMMARY' | 'USER_REMOVAL' | 'OPERATOR_SUMMARY';
   payload: Record<string, unknown>;
   createdAt: Date;
   /**

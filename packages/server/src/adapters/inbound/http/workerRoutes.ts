@@ -203,22 +203,7 @@ export function registerWorkerRoutes(
       const allowed =
         token && (tokensEqual(token, deps.adminToken) || (await deps.authenticator.authenticate(token)));
       if (!allowed) throw new AppError('UNAUTHENTICATED', 'send an API key or the admin token');
-      const now = deps.workers.status.clock.now().getTime();
-      return (await deps.workers.workers.listWorkers()).map((w) => ({
-        id: w.id,
-        name: w.name,
-        instanceId: w.instanceId,
-        nodeId: w.nodeId,
-        nodeStatus: w.nodeStatus,
-        labels: w.nodeLabels,
-        claimedLabels: w.claimedLabels,
-        capabilities: w.capabilities,
-        resources: w.resources,
-        runtimeState: w.runtimeState,
-        runningAttempts: w.runningAttempts,
-        maxConcurrency: w.maxConcurrency,
-        heartbeatAgeMs: now - w.lastHeartbeatAt.getTime(),
-      }));
+      return listWorkerViews(deps.workers);
     },
   );
 
@@ -527,4 +512,24 @@ export function registerWorkerRoutes(
       },
     }),
   );
+}
+
+/** Worker sessions as `GET /v1/workers` and the dashboard show them, with their heartbeat age. */
+export async function listWorkerViews(deps: WorkerDeps) {
+  const now = deps.status.clock.now().getTime();
+  return (await deps.workers.listWorkers()).map((w) => ({
+    id: w.id,
+    name: w.name,
+    instanceId: w.instanceId,
+    nodeId: w.nodeId,
+    nodeStatus: w.nodeStatus,
+    labels: w.nodeLabels,
+    claimedLabels: w.claimedLabels,
+    capabilities: w.capabilities,
+    resources: w.resources,
+    runtimeState: w.runtimeState,
+    runningAttempts: w.runningAttempts,
+    maxConcurrency: w.maxConcurrency,
+    heartbeatAgeMs: now - w.lastHeartbeatAt.getTime(),
+  }));
 }

@@ -1,0 +1,123 @@
+/** The dashboard's calls to `/dashboard/api`: same-origin, the session cookie does the rest. */
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'ApiError';
+  }
+}
+
+/** Called when the session is missing or expired (the app shows the login page). */
+let onUnauthenticated = () => {};
+export const whenUnauthenticated = (handler: () => void) => {
+  onUnauthenticated = handler;
+};
+
+export async function api<T>(path: string, init: { method?: string; body?: unknown } = {}): Promise<T> {
+  const response = await fetch(`/dashboard/api${path}`, {
+    method: init.method ?? 'GET',
+    credentials: 'same-origin',
+    headers: init.body === undefined ? {} : { 'content-type': 'application/json' },
+    ...(init.body === undefined ? {} : { body: JSON.stringify(init.body) }),
+  });
+  const text = await response.text();
+  const data = text ? (JSON.parse(text) as Record<string, unknown>) : {};
+  if (!response.ok) {
+    if (response.status === 401 && path !== '/login') onUnauthenticated();
+    throw new ApiError(
+      response.status,
+      String(data.code ?? `HTTP_${response.status}`),
+      String(data.detail ?? response.statusText),
+    );
+  }
+  return data as T;
+}
+
+export type LifecycleStatus = 'PENDING' | 'RUNNING' | 'SUCCEEDED' | 'FAILED' | 'CANCELLED' | 'TIMED_OUT';
+export const lifecycleStatuses: LifecycleStatus[] = [
+  'PENDING',
+  'RUNNING',
+  'SUCCEEDED',
+  'FAILED',
+  'CANCELLED',
+  'TIMED_OUT',
+];
+
+export interface TaskRow {
+  id: string;
+  tenantId: string;
+  applicationId: string;
+  applicationName?: string;
+  workflowName: string | null;
+  name: string;
+  lifecycleStatus: LifecycleStatus;
+  health: string;
+  version: string;
+  progress: number | null;
+  failure: { code: string; userMessage?: string | null } | null;
+  createdAt: string;
+  updatedAt: string;
+  startedAt: string | null;
+  finishedAt: string | null;
+}
+
+export interface TaskList {
+  items: TaskRow[];
+  counts: Record<LifecycleStatus, number>;
+  applications: { id: string; name: string }[];
+  workflows: string[];
+}
+
+export interface StepView {
+  id: string;
+  key: string;
+  attempt: number;
+  capability: string | null;
+  capabilityVersion: string | null;
+  status: string;
+  progress: { percent?: number } | null;
+  error: { code: string; userMessage?: string | null } | null;
+  startedAt: string | null;
+  finishedAt: string | null;
+  durationMs: number | null;
+  unschedulableReasons?: string[];
+}
+
+export interface TaskDetail {
+  task: TaskRow & {
+    externalRef: string | null;
+    ownerId: string | null;
+    currentExecutionId: string;
+    totalDurationMs: number | null;
+  };
+  execution: { id: string; number: number; status: string; progress: number; steps: StepView[] };
+  dag: { key: string; dependsOn: string[]; capability: string | null }[];
+  attempts: {
+    id: string;
+    stepKey: string;
+    attempt: number;
+    workerName: string | null;
+    nodeId: string | null;
+    leaseVersion: number;
+    status: string;
+    createdAt: string;
+    startedAt: string | null;
+    finishedAt: string | null;
+    revokedAt: string | null;
+  }[];
+  timeline: { kind: string; message: string; at: string }[];
+  callbacks: {
+    id: string;
+    sequence: number;
+    eventType: string;
+    status: string;
+    attempts: number;
+    responseStatus: number | null;
+    lastError: string | null;
+    deliveredAt: string | null;
+  }[];
+}

@@ -1,0 +1,114 @@
+import { useEffect, useState } from 'react';
+import { api } from '../api.ts';
+import { duration } from '../format.tsx';
+
+interface Line {
+  backlog: number;
+  dead: number;
+  oldestAgeMs: number | null;
+}
+
+interface HealthView {
+  outbox: Line;
+  realtime: Line;
+  callbacks: Line;
+  staleSteps: number;
+  queuedSteps: { count: number; oldestAgeMs: number | null };
+}
+
+function Card({
+  title,
+  value,
+  detail,
+  bad,
+}: {
+  title: string;
+  value: string | number;
+  detail: string;
+  bad: boolean;
+}) {
+  return (
+    <div className={`card ${bad ? 'bad' : ''}`} data-card={title}>
+      <div className="muted">{title}</div>
+      <div className="value">{value}</div>
+      <div className="muted">{detail}</div>
+    </div>
+  );
+}
+
+const oldest = (ms: number | null) => (ms === null ? 'nothing waiting' : `oldest ${duration(ms)}`);
+
+/** The pipeline's backlogs, read every 2 s: what is waiting, for how long, and what gave up. */
+export function Health() {
+  const [health, setHealth] = useState<HealthView | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  useEffect(() => {
+    let stopped = false;
+    const load = () =>
+      api<HealthView>('/health').then(
+        (h) => {
+          if (stopped) return;
+          setHealth(h);
+          setError(null);
+        },
+        (e: Error) => {
+          if (!stopped) setError(e.message);
+        },
+      );
+    void load();
+    const timer = setInterval(load, 2_000);
+    return () => {
+      stopped = true;
+      clearInterval(timer);
+    };
+  }, []);
+  if (error && !health) return <div className="panel error">Could not load the pipeline health: {error}</div>;
+  if (!health) return <p className="loading">Loading…</p>;
+  const slow = (ms: number | null) => ms !== null && ms > 60_000;
+  return (
+    <section className="cards">
+      <Card
+        title="Domain outbox"
+        value={health.outbox.backlog}
+        detail={oldest(health.outbox.oldestAgeMs)}
+        bad={slow(health.outbox.oldestAgeMs)}
+      />
+      <Card
+        title="Realtime relay"
+        value={health.realtime.backlog}
+        detail={oldest(health.realtime.oldestAgeMs)}
+        bad={slow(health.realtime.oldestAgeMs)}
+      />
+      <Card
+        title="Callbacks waiting"
+        value={health.callbacks.backlog}
+        detail={oldest(health.callbacks.oldestAgeMs)}
+        bad={slow(health.callbacks.oldestAgeMs)}
+      />
+      <Card
+        title="Callbacks DEAD"
+        value={health.callbacks.dead}
+        detail="gave up; redeliver from the task"
+        bad={health.callbacks.dead > 0}
+      />
+      <Card
+        title="Realtime DEAD"
+        value={health.realtime.dead}
+        detail="publications that gave up"
+        bad={health.realtime.dead > 0}
+      />
+      <Card
+        title="STALE steps"
+        value={health.staleSteps}
+        detail="running, heartbeats stopped"
+        bad={health.staleSteps > 0}
+      />
+      <Card
+        title="Steps waiting for a worker"
+        value={health.queuedSteps.count}
+        detail={oldest(health.queuedSteps.oldestAgeMs)}
+        bad={slow(health.queuedSteps.oldestAgeMs)}
+      />
+    </section>
+  );
+}

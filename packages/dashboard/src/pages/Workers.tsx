@@ -1,0 +1,139 @@
+import { useEffect, useState } from 'react';
+import { api } from '../api.ts';
+import { duration } from '../format.tsx';
+
+interface WorkerView {
+  id: string;
+  name: string;
+  nodeId: string;
+  nodeStatus: string;
+  labels: Record<string, string>;
+  claimedLabels: Record<string, string>;
+  capabilities: { name: string; version: string }[];
+  resources: Record<string, unknown> | null;
+  runtimeState: string;
+  runningAttempts: number;
+  maxConcurrency: number;
+  heartbeatAgeMs: number;
+}
+
+interface Queued {
+  taskId: string;
+  taskName: string;
+  stepKey: string;
+  capability: string;
+  reasons: string[];
+  waitingSince: string;
+}
+
+const labels = (map: Record<string, string> | null | undefined) =>
+  Object.entries(map ?? {})
+    .map(([k, v]) => `${k}=${v}`)
+    .join(', ') || '—';
+
+/** Worker sessions and the steps waiting for one (with why they cannot be placed), read every 2 s. */
+export function Workers() {
+  const [data, setData] = useState<{ workers: WorkerView[]; queued: Queued[] } | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  useEffect(() => {
+    let stopped = false;
+    const load = () =>
+      api<{ workers: WorkerView[]; queued: Queued[] }>('/workers').then(
+        (d) => {
+          if (stopped) return;
+          setData(d);
+          setError(null);
+        },
+        (e: Error) => {
+          if (!stopped) setError(e.message);
+        },
+      );
+    void load();
+    const timer = setInterval(load, 2_000);
+    return () => {
+      stopped = true;
+      clearInterval(timer);
+    };
+  }, []);
+  if (error && !data) return <div className="panel error">Could not load the workers: {error}</div>;
+  if (!data) return <p className="loading">Loading workers…</p>;
+  return (
+    <section>
+      <div className="panel">
+        <h2>Workers</h2>
+        {data.workers.length === 0 ? (
+          <p className="muted">No worker is connected.</p>
+        ) : (
+          <table>
+            <thead>
+              <tr>
+                <th>Worker</th>
+                <th>Node</th>
+                <th>State</th>
+                <th>Capabilities</th>
+                <th>Labels (trusted)</th>
+                <th>Resources</th>
+                <th>Running</th>
+                <th>Heartbeat</th>
+              </tr>
+            </thead>
+            <tbody>
+              {data.workers.map((w) => (
+                <tr key={w.id} data-worker-id={w.id}>
+                  <td>{w.name}</td>
+                  <td>
+                    {w.nodeId} <span className="muted">{w.nodeStatus}</span>
+                  </td>
+                  <td>{w.runtimeState}</td>
+                  <td>{w.capabilities.map((c) => `${c.name}@${c.version}`).join(', ')}</td>
+                  <td>
+                    {labels(w.labels)}
+                    {Object.keys(w.claimedLabels ?? {}).length > 0 ? (
+                      <div className="muted">claims {labels(w.claimedLabels)}</div>
+                    ) : null}
+                  </td>
+                  <td className="mono">{w.resources ? JSON.stringify(w.resources) : '—'}</td>
+                  <td>
+                    {w.runningAttempts} / {w.maxConcurrency}
+                  </td>
+                  <td className={w.heartbeatAgeMs > 30_000 ? 'failure' : ''}>
+                    {duration(w.heartbeatAgeMs)} ago
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
+      </div>
+      <div className="panel">
+        <h2>Steps waiting for a worker</h2>
+        {data.queued.length === 0 ? (
+          <p className="muted">Nothing is waiting.</p>
+        ) : (
+          <table>
+            <thead>
+              <tr>
+                <th>Task</th>
+                <th>Step</th>
+                <th>Needs</th>
+                <th>Why it is not placed</th>
+              </tr>
+            </thead>
+            <tbody>
+              {data.queued.map((q) => (
+                <tr key={`${q.taskId}-${q.stepKey}`}>
+                  <td>
+                    <a href={`#/tasks/${q.taskId}`}>{q.taskName}</a>
+                  </td>
+                  <td>{q.stepKey}</td>
+                  <td>{q.capability}</td>
+                  <td>{q.reasons.length > 0 ? q.reasons.join('; ') : 'waiting for the scheduler'}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
+      </div>
+    </section>
+  );
+}

@@ -1,0 +1,262 @@
+/**
+ * The operator dashboard: its API behind the operator session, and its pages in Chromium against a real
+ * server and worker process — a task appears and moves live, its DAG and timeline show, workers and
+ * the reasons a step waits, pipeline health, workflows; errors never leave a blank screen.
+ */
+
+import { mkdtempSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { createServer, type Server } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { newId } from '@tdp/protocol';
+import type { Browser, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { launchBrowser, screenshot } from '../../../test/browser.ts';
+import { type FileStore, startFileStore } from '../../../test/fileStore.ts';
+import { type Harness, startHarness } from '../../../test/harness.ts';
+import { writeSamples } from '../../cli/src/samples.ts';
+import {
+  killAllWorkerProcesses,
+  startWorkerProcess,
+  stopWorkerProcess,
+  type WorkerProcess,
+} from '../../worker/test/support.ts';
+
+let h: Harness;
+let app: Awaited<ReturnType<Harness['createApplication']>>;
+let store: FileStore;
+let worker: WorkerProcess;
+let browser: Browser;
+let receiver: Server;
+let callbackUrl: string;
+const directory = mkdtempSync(join(tmpdir(), 'tdp-dashboard-'));
+
+beforeAll(async () => {
+  store = await startFileStore();
+  h = await startHarness({ runLoops: true, allowInsecureCallbacks: true });
+  app = await h.createApplication();
+  await h.request('PUT', `/admin/v1/applications/${app.applicationId}/resource-provider`, {
+    token: h.adminToken,
+    body: { url: store.providerUrl, bearerToken: store.token },
+  });
+  for (const definition of [
+    {
+      name: 'clean-watermark',
+      version: '1',
+      steps: [
+        {
+          key: 'clean',
+          capability: 'archive.clean',
+          capabilityVersion: '1',
+          inputMapping: { source: '$.input.source' },
+        },
+        {
+          key: 'watermark',
+          capability: 'image.watermark',
+          capabilityVersion: '1',
+          dependsOn: ['clean'],
+          inputMapping: { source: '$.steps.clean.output.archive', text: '$.input.text' },
+        },
+      ],
+    },
+    {
+      name: 'needs-gpu',
+      version: '1',
+      steps: [{ key: 'render', capability: 'video.render', capabilityVersion: '2' }],
+    },
+  ])
+    await h.request('POST', '/v1/workflow-definitions', { token: app.apiKey, body: definition });
+  receiver = createServer((request, response) => {
+    request.resume();
+    request.on('end', () => response.writeHead(204).end());
+  });
+  await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+  callbackUrl = `http://127.0.0.1:${(receiver.address() as { port: number }).port}/callbacks`;
+  const samples = await writeSamples(join(directory, 'samples'));
+  store.files.set('photos', await readFile(samples.find((s) => s.name === 'holiday-photos.zip')!.path));
+  const workerKey = (
+    await h.request('POST', '/admin/v1/worker-credentials', { token: h.adminToken, body: {} })
+  ).body.key as string;
+  worker = await startWorkerProcess(h.url, workerKey, join(directory, 'worker.db'), 'node-dashboard');
+  browser = await launchBrowser();
+}, 120_000);
+
+afterAll(async () => {
+  await browser?.close();
+  if (worker) await stopWorkerProcess(worker);
+  killAllWorkerProcesses();
+  await new Promise((resolve) => receiver?.close(resolve));
+  await h?.close();
+  await store?.close();
+});
+
+const submit = async (workflowName: string, name: string, input: Record<string, unknown> = {}) =>
+  (
+    await h.request('POST', '/v1/tasks', {
+      token: app.apiKey,
+      headers: { 'idempotency-key': newId() },
+      body: { workflowName, workflowVersion: '1', name, input, callbackUrl },
+    })
+  ).body.task.id as string;
+
+async function login(): Promise<Page> {
+  const page = await (await browser.newContext({ viewport: { width: 1400, height: 900 } })).newPage();
+  await page.goto(`${h.url}/dashboard/`);
+  await page.fill('input[name="token"]', h.adminToken);
+  await page.click('button[type="submit"]');
+  await page.locator('.connection[data-state="LIVE"]').waitFor({ timeout: 15_000 });
+  return page;
+}
+
+describe('the dashboard API', () => {
+  it('answers only an operator session, which only the admin token opens', async () => {
+    const anonymous = await fetch(`${h.url}/dashboard/api/tasks`);
+    expect(anonymous.status).toBe(401);
+    expect(anonymous.headers.get('content-type')).toContain('application/problem+json');
+    const wrong = await fetch(`${h.url}/dashboard/api/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ token: 'not-the-token' }),
+    });
+    expect(wrong.status).toBe(401);
+    expect(wrong.headers.get('set-cookie')).toBeNull();
+    // An application key is not an operator.
+    const appKey = await fetch(`${h.url}/dashboard/api/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ token: app.apiKey }),
+    });
+    expect(appKey.status).toBe(401);
+    const ok = await fetch(`${h.url}/dashboard/api/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ token: h.adminToken }),
+    });
+    const cookie = ok.headers.get('set-cookie')!;
+    expect(cookie).toMatch(/^tdp_operator=[^;]+; Path=\/dashboard; HttpOnly; SameSite=Strict/);
+    const session = cookie.split(';')[0]!;
+    const tasks = await fetch(`${h.url}/dashboard/api/tasks?status=RUNNING`, {
+      headers: { cookie: session },
+    });
+    expect(tasks.status).toBe(200);
+    const bad = await fetch(`${h.url}/dashboard/api/tasks?status=SLEEPING`, { headers: { cookie: session } });
+    expect([bad.status, ((await bad.json()) as { code: string }).code]).toEqual([400, 'VALIDATION_FAILED']);
+    const forged = `${session.slice(0, -4)}AAAA`;
+    expect((await fetch(`${h.url}/dashboard/api/tasks`, { headers: { cookie: forged } })).status).toBe(401);
+    const token = (await (
+      await fetch(`${h.url}/dashboard/api/realtime-token`, { headers: { cookie: session } })
+    ).json()) as {
+      channel: string;
+    };
+    expect(token.channel).toBe('task_ops:all');
+  });
+});
+
+describe('the dashboard in Chromium', () => {
+  it('shows a new task appear and finish live, then its DAG, attempts, timeline and callbacks', {
+    timeout: 90_000,
+  }, async () => {
+    const page = await login();
+    const before = Number(await page.locator('b[data-count="SUCCEEDED"]').textContent());
+    const marker = `marker-${Date.now()}`;
+    await page.evaluate(`window.${marker.replace('-', '_')} = true`);
+    const taskId = await submit('clean-watermark', 'Holiday photos', {
+      source: 'photos',
+      text: '机密 Confidential',
+    });
+    const row = page.locator(`tr[data-task-id="${taskId}"]`);
+    await row.waitFor({ timeout: 10_000 });
+    await expect.poll(() => row.locator('.status').textContent(), { timeout: 30_000 }).toBe('SUCCEEDED');
+    await expect
+      .poll(async () => Number(await page.locator('b[data-count="SUCCEEDED"]').textContent()), {
+        timeout: 10_000,
+      })
+      .toBe(before + 1);
+    expect(await page.evaluate(`window.${marker.replace('-', '_')}`)).toBe(true); // no reload
+    await screenshot(page, 'dashboard-tasks');
+
+    await row.locator('a').click();
+    await page.locator('svg.dag').waitFor();
+    const nodes = page.locator('svg.dag .node');
+    const states: [string | null, string | null][] = [];
+    for (let i = 0; i < (await nodes.count()); i += 1)
+      states.push([
+        await nodes.nth(i).getAttribute('data-step'),
+        await nodes.nth(i).getAttribute('data-status'),
+      ]);
+    expect(states).toEqual([
+      ['clean', 'SUCCEEDED'],
+      ['watermark', 'SUCCEEDED'],
+    ]);
+    expect(await page.locator('svg.dag path.edge').count()).toBe(1);
+    const attempts = await page.locator('.panel:has(h2:text("Attempts")) tbody tr').allTextContents();
+    expect(attempts).toHaveLength(2);
+    expect(attempts.join(' ')).toContain('node-dashboard');
+    const timeline = await page.locator('.timeline li').allTextContents();
+    expect(timeline.some((line) => /worker|selected/i.test(line))).toBe(true);
+    await expect
+      .poll(() => page.locator('.callbacks tbody tr').count(), { timeout: 20_000 })
+      .toBeGreaterThan(2);
+    await screenshot(page, 'dashboard-task');
+  });
+
+  it('a running task moves on its page without a reload: step states, progress and elapsed time', {
+    timeout: 60_000,
+  }, async () => {
+    const page = await login();
+    const taskId = await submit('needs-gpu', 'Waits for a GPU');
+    await page.goto(`${h.url}/dashboard/#/tasks/${taskId}`);
+    const render = page.locator('svg.dag .node[data-step="render"]');
+    await render.waitFor();
+    expect(['READY', 'QUEUED']).toContain(await render.getAttribute('data-status'));
+    await expect
+      .poll(() => page.locator('[data-step-row="render"] .reason').allTextContents(), { timeout: 15_000 })
+      .toEqual([expect.stringContaining('video.render@2')]);
+    // Cancelled from elsewhere: the page follows.
+    await h.request('POST', `/v1/tasks/${taskId}:cancel`, { token: app.apiKey, body: {} });
+    await expect.poll(() => page.locator('h1 .status').textContent(), { timeout: 10_000 }).toBe('CANCELLED');
+  });
+
+  it('workers: capabilities, trusted labels and heartbeat; steps that wait, with the reason', {
+    timeout: 60_000,
+  }, async () => {
+    const waiting = await submit('needs-gpu', 'Render the trailer');
+    const page = await login();
+    await page.click('a[href="#/workers"]');
+    const workerRow = page.locator(`tr[data-worker-id="${worker.workerId}"]`);
+    await workerRow.waitFor();
+    expect(await workerRow.textContent()).toContain('archive.clean@1');
+    const queued = page.locator('.panel:has(h2:text("Steps waiting")) tbody tr', {
+      hasText: 'Render the trailer',
+    });
+    await queued.waitFor({ timeout: 15_000 });
+    expect(await queued.textContent()).toContain('video.render@2');
+    await screenshot(page, 'dashboard-workers');
+    await h.request('POST', `/v1/tasks/${waiting}:cancel`, { token: app.apiKey, body: {} });
+  });
+
+  it('pipeline health and workflows', async () => {
+    const page = await login();
+    await page.click('a[href="#/health"]');
+    await page.locator('[data-card="Callbacks DEAD"] .value').waitFor();
+    expect(await page.locator('[data-card="Callbacks DEAD"] .value').textContent()).toBe('0');
+    await screenshot(page, 'dashboard-health');
+    await page.click('a[href="#/workflows"]');
+    const workflow = page.locator('[data-workflow="clean-watermark"]');
+    await workflow.waitFor();
+    expect(await workflow.locator('.node').count()).toBe(2);
+  });
+
+  it('errors never leave a blank screen; logging out closes the session', async () => {
+    const page = await login();
+    await page.goto(`${h.url}/dashboard/#/tasks/${newId()}`);
+    await expect
+      .poll(() => page.locator('.panel.error').textContent(), { timeout: 10_000 })
+      .toMatch(/does not exist/);
+    await page.click('text=Log out');
+    await page.locator('input[name="token"]').waitFor();
+    await page.reload();
+    await page.locator('input[name="token"]').waitFor();
+  });
+});

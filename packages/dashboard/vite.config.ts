@@ -1,0 +1,9 @@
+import { defineConfig } from 'vite';
+
+// Served by the TDP server under /dashboard/ (see dashboardRoutes.ts).
+export default defineConfig({
+  base: '/dashboard/',
+  root: new URL('.', import.meta.url).pathname,
+  build: { outDir: 'dist', emptyOutDir: true, sourcemap: true },
+  oxc: { jsx: { runtime: 'automatic', importSource: 'react' } },
+});
