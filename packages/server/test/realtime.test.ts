@@ -124,4 +124,12 @@ describe('live status through the gateway', () => {
     sub.subscribe();
     expect(await outcome).toBe(106);
   });
+
+  it("a user's connection cannot follow the operators' channel of every task", async () => {
+    const { client } = await connectAs('u-curious');
+    const sub = client.newSubscription('task_ops:all');
+    const outcome = new Promise<number>((resolve) => sub.once('unsubscribed', (ctx) => resolve(ctx.code)));
+    sub.subscribe();
+    expect(await outcome).toBe(103);
+  });
 });

@@ -134,17 +134,18 @@ describe('the relay', () => {
       publisher: new CentrifugoApiPublisher(api.url, 'secret-key'),
       clock: h.clock,
     };
-    // The task's summary (its owner's channel) and detail, and its implicit workflow's summary.
-    expect(await relayRealtime(deps, 100)).toBe(3);
-    expect(await statuses(taskId)).toEqual(['FAILED:1', 'FAILED:1']);
+    // The task's summary (its owner's channel and the operators'), its detail, and its implicit
+    // workflow's summary.
+    expect(await relayRealtime(deps, 100)).toBe(4);
+    expect(await statuses(taskId)).toEqual(['FAILED:1', 'FAILED:1', 'FAILED:1']);
     // Not due yet: nothing is claimed before its back-off ends (at most 1.5 × 2 s for a first failure).
     expect(await relayRealtime(deps, 100)).toBe(0);
     h.clock.advance(3_001);
     await relayRealtime(deps, 100);
-    expect(await statuses(taskId)).toEqual(['FAILED:2', 'FAILED:2']);
+    expect(await statuses(taskId)).toEqual(['FAILED:2', 'FAILED:2', 'FAILED:2']);
     h.clock.advance(6_001);
     await relayRealtime(deps, 100);
-    expect(await statuses(taskId)).toEqual(['PUBLISHED:3', 'PUBLISHED:3']);
+    expect(await statuses(taskId)).toEqual(['PUBLISHED:3', 'PUBLISHED:3', 'PUBLISHED:3']);
     expect(api.received).toHaveLength(3);
     const last = api.received.at(-1);
     expect(last.url).toBe('/api/batch');
@@ -153,6 +154,7 @@ describe('the relay', () => {
     expect(commands.map((c: any) => c.publish.channel)).toEqual([
       `task_user:${app.tenantId}/relay-user`,
       `task_detail:${app.tenantId}/${taskId}`,
+      'task_ops:all',
     ]);
     expect(commands[0].publish.data).toMatchObject({ kind: 'task.summary', taskId });
   });
@@ -177,7 +179,7 @@ describe('the relay', () => {
       { rows, publisher: new CentrifugoApiPublisher(refusing.url, 'k'), clock: h.clock, observer },
       100,
     );
-    expect(await statuses(taskId)).toEqual(['DEAD:1', 'PUBLISHED:1']);
+    expect(await statuses(taskId)).toEqual(['DEAD:1', 'PUBLISHED:1', 'PUBLISHED:1']);
     expect(dead).toHaveLength(1);
 
     await drain();
@@ -187,9 +189,9 @@ describe('the relay', () => {
       { rows, publisher: new CentrifugoApiPublisher(locked.url, 'wrong'), clock: h.clock, observer },
       100,
     );
-    expect(await statuses(second)).toEqual(['DEAD:1', 'DEAD:1']);
-    // The task's two messages and its workflow's.
-    expect(dead).toHaveLength(4);
+    expect(await statuses(second)).toEqual(['DEAD:1', 'DEAD:1', 'DEAD:1']);
+    // The task's three messages and its workflow's.
+    expect(dead).toHaveLength(5);
   });
 
   it("publishes through TDP's own gateway run on its own, behind its server API, to a connected SDK client", async () => {
@@ -225,7 +227,7 @@ describe('the relay', () => {
       };
       await relayRealtime(deps, 100);
       await expect.poll(() => seen.map((s) => s.taskId)).toEqual([taskId]);
-      expect(await statuses(taskId)).toEqual(['PUBLISHED:1', 'PUBLISHED:1']);
+      expect(await statuses(taskId)).toEqual(['PUBLISHED:1', 'PUBLISHED:1', 'PUBLISHED:1']);
     } finally {
       client.disconnect();
       await gateway.close();
@@ -268,12 +270,12 @@ describe('the relay', () => {
       expect(store.summary(taskId)?.taskVersion).toBe(received[0].taskVersion);
       // Its claim lapses; another relay claims the rows again and publishes them a second time.
       h.clock.advance(realtimeClaimPolicy.leaseMs + 1);
-      expect(await relayRealtime({ rows, publisher, clock: h.clock }, 100)).toBe(3);
+      expect(await relayRealtime({ rows, publisher, clock: h.clock }, 100)).toBe(4);
       await expect.poll(() => received.length).toBe(2);
       expect(received[1]).toEqual(received[0]);
       expect(changes).toEqual([]);
       expect(store.myTasks().map((t) => t.taskId)).toEqual([taskId]);
-      expect(await statuses(taskId)).toEqual(['PUBLISHED:2', 'PUBLISHED:2']);
+      expect(await statuses(taskId)).toEqual(['PUBLISHED:2', 'PUBLISHED:2', 'PUBLISHED:2']);
     } finally {
       live.close();
       client.disconnect();
@@ -333,16 +335,18 @@ describe('the hand-off after commit', () => {
       const failed = await create();
       await expect.poll(() => received.length).toBe(before + 1);
       await new Promise((resolve) => setTimeout(resolve, 1_500));
-      expect(await rowsOf(failed)).toEqual(['PENDING:0', 'PENDING:0']);
+      expect(await rowsOf(failed)).toEqual(['PENDING:0', 'PENDING:0', 'PENDING:0']);
       // The next one goes straight through: published by the hand-off, never claimed.
       const handed = await create();
-      await expect.poll(() => rowsOf(handed)).toEqual(['PUBLISHED:0', 'PUBLISHED:0']);
+      await expect.poll(() => rowsOf(handed)).toEqual(['PUBLISHED:0', 'PUBLISHED:0', 'PUBLISHED:0']);
       expect(received.at(-1)!.some((c) => c.data.taskId === handed)).toBe(true);
       // Past the grace, the relay's loop claims the first task's rows and publishes them.
       h.clock.advance(5_001);
-      await expect.poll(() => rowsOf(failed), { timeout: 5_000 }).toEqual(['PUBLISHED:1', 'PUBLISHED:1']);
+      await expect
+        .poll(() => rowsOf(failed), { timeout: 5_000 })
+        .toEqual(['PUBLISHED:1', 'PUBLISHED:1', 'PUBLISHED:1']);
       const sentFor = (taskId: string) =>
-        received.flat().filter((c) => c.data.taskId === taskId && c.data.kind === 'task.summary').length;
+        received.flat().filter((c) => c.data.taskId === taskId && c.channel.startsWith('task_user:')).length;
       expect(sentFor(failed)).toBe(2);
       expect(sentFor(handed)).toBe(1);
     } finally {

@@ -160,7 +160,7 @@ describe('identity and idempotency', () => {
     });
     const rows =
       await sql`SELECT projection, payload FROM realtime_outbox WHERE aggregate_id = ${taskId} AND aggregate_version = 2`;
-    expect(rows.map((r) => r.projection).sort()).toEqual(['TASK_DETAIL', 'USER_SUMMARY']);
+    expect(rows.map((r) => r.projection).sort()).toEqual(['OPERATOR_SUMMARY', 'TASK_DETAIL', 'USER_SUMMARY']);
     expect(rows.find((r) => r.projection === 'USER_SUMMARY')!.payload).toMatchObject({
       lifecycleStatus: 'SUCCEEDED',
       taskType: null,
