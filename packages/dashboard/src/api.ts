@@ -1,4 +1,5 @@
 /** The dashboard's calls to `/dashboard/api`: same-origin, the session cookie does the rest. */
+import { useEffect, useState } from 'react';
 
 export class ApiError extends Error {
   constructor(
@@ -120,4 +121,28 @@ export interface TaskDetail {
     lastError: string | null;
     deliveredAt: string | null;
   }[];
+}
+
+/** Reads `path` now and every `intervalMs` while mounted; the last good answer stays on a failed read. */
+export function usePolled<T>(path: string, intervalMs: number): { data: T | null; error: string | null } {
+  const [state, setState] = useState<{ data: T | null; error: string | null }>({ data: null, error: null });
+  useEffect(() => {
+    let stopped = false;
+    const load = () =>
+      api<T>(path).then(
+        (data) => {
+          if (!stopped) setState({ data, error: null });
+        },
+        (error: Error) => {
+          if (!stopped) setState((previous) => ({ data: previous.data, error: error.message }));
+        },
+      );
+    void load();
+    const timer = setInterval(load, intervalMs);
+    return () => {
+      stopped = true;
+      clearInterval(timer);
+    };
+  }, [path, intervalMs]);
+  return state;
 }

@@ -16,6 +16,7 @@ import { launchBrowser, screenshot } from '../../../test/browser.ts';
 import { type FileStore, startFileStore } from '../../../test/fileStore.ts';
 import { type Harness, startHarness } from '../../../test/harness.ts';
 import { writeSamples } from '../../cli/src/samples.ts';
+import { demoWorkflows, workflowDefinitions } from '../../demo-app/src/index.ts';
 import {
   killAllWorkerProcesses,
   startWorkerProcess,
@@ -40,26 +41,9 @@ beforeAll(async () => {
     token: h.adminToken,
     body: { url: store.providerUrl, bearerToken: store.token },
   });
+  // The demo app's "clean, then watermark" workflow, and one no worker here can run.
   for (const definition of [
-    {
-      name: 'clean-watermark',
-      version: '1',
-      steps: [
-        {
-          key: 'clean',
-          capability: 'archive.clean',
-          capabilityVersion: '1',
-          inputMapping: { source: '$.input.source' },
-        },
-        {
-          key: 'watermark',
-          capability: 'image.watermark',
-          capabilityVersion: '1',
-          dependsOn: ['clean'],
-          inputMapping: { source: '$.steps.clean.output.archive', text: '$.input.text' },
-        },
-      ],
-    },
+    workflowDefinitions().find((d) => d.name === demoWorkflows.cleanThenWatermark)!,
     {
       name: 'needs-gpu',
       version: '1',
@@ -161,7 +145,7 @@ describe('the dashboard in Chromium', () => {
     const before = Number(await page.locator('b[data-count="SUCCEEDED"]').textContent());
     const marker = `marker-${Date.now()}`;
     await page.evaluate(`window.${marker.replace('-', '_')} = true`);
-    const taskId = await submit('clean-watermark', 'Holiday photos', {
+    const taskId = await submit(demoWorkflows.cleanThenWatermark, 'Holiday photos', {
       source: 'photos',
       text: '机密 Confidential',
     });
@@ -243,7 +227,7 @@ describe('the dashboard in Chromium', () => {
     expect(await page.locator('[data-card="Callbacks DEAD"] .value').textContent()).toBe('0');
     await screenshot(page, 'dashboard-health');
     await page.click('a[href="#/workflows"]');
-    const workflow = page.locator('[data-workflow="clean-watermark"]');
+    const workflow = page.locator(`[data-workflow="${demoWorkflows.cleanThenWatermark}"]`);
     await workflow.waitFor();
     expect(await workflow.locator('.node').count()).toBe(2);
   });

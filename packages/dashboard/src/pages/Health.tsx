@@ -1,5 +1,4 @@
-import { useEffect, useState } from 'react';
-import { api } from '../api.ts';
+import { usePolled } from '../api.ts';
 import { duration } from '../format.tsx';
 
 interface Line {
@@ -40,28 +39,7 @@ const oldest = (ms: number | null) => (ms === null ? 'nothing waiting' : `oldest
 
 /** The pipeline's backlogs, read every 2 s: what is waiting, for how long, and what gave up. */
 export function Health() {
-  const [health, setHealth] = useState<HealthView | null>(null);
-  const [error, setError] = useState<string | null>(null);
-  useEffect(() => {
-    let stopped = false;
-    const load = () =>
-      api<HealthView>('/health').then(
-        (h) => {
-          if (stopped) return;
-          setHealth(h);
-          setError(null);
-        },
-        (e: Error) => {
-          if (!stopped) setError(e.message);
-        },
-      );
-    void load();
-    const timer = setInterval(load, 2_000);
-    return () => {
-      stopped = true;
-      clearInterval(timer);
-    };
-  }, []);
+  const { data: health, error } = usePolled<HealthView>('/health', 2_000);
   if (error && !health) return <div className="panel error">Could not load the pipeline health: {error}</div>;
   if (!health) return <p className="loading">Loading…</p>;
   const slow = (ms: number | null) => ms !== null && ms > 60_000;

@@ -1,5 +1,4 @@
-import { useEffect, useState } from 'react';
-import { api } from '../api.ts';
+import { usePolled } from '../api.ts';
 import { duration } from '../format.tsx';
 
 interface WorkerView {
@@ -33,28 +32,7 @@ const labels = (map: Record<string, string> | null | undefined) =>
 
 /** Worker sessions and the steps waiting for one (with why they cannot be placed), read every 2 s. */
 export function Workers() {
-  const [data, setData] = useState<{ workers: WorkerView[]; queued: Queued[] } | null>(null);
-  const [error, setError] = useState<string | null>(null);
-  useEffect(() => {
-    let stopped = false;
-    const load = () =>
-      api<{ workers: WorkerView[]; queued: Queued[] }>('/workers').then(
-        (d) => {
-          if (stopped) return;
-          setData(d);
-          setError(null);
-        },
-        (e: Error) => {
-          if (!stopped) setError(e.message);
-        },
-      );
-    void load();
-    const timer = setInterval(load, 2_000);
-    return () => {
-      stopped = true;
-      clearInterval(timer);
-    };
-  }, []);
+  const { data, error } = usePolled<{ workers: WorkerView[]; queued: Queued[] }>('/workers', 2_000);
   if (error && !data) return <div className="panel error">Could not load the workers: {error}</div>;
   if (!data) return <p className="loading">Loading workers…</p>;
   return (
