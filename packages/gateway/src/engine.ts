@@ -19,6 +19,13 @@ export interface StreamPosition {
 export interface HistoryOptions {
   size: number;
   ttlMs: number;
+  /**
+   * Keep history only while someone on this node follows the channel, or followed it within `ttlMs`
+   * (so a subscriber cut off by a network blip still recovers). A first subscription never recovers
+   * (it loads a snapshot), so a channel nobody follows needs no history: TDP's task detail channels,
+   * one per task, would otherwise hold every change of every task for `ttlMs`. Memory engine only.
+   */
+  whileFollowed?: boolean;
 }
 
 export type HistoryResult =

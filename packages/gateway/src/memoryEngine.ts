@@ -23,6 +23,9 @@ interface Stream {
   publications: Publication[];
   /** Last publication or read (ms): a stream idle past the meta TTL is forgotten. */
   touchedAt: number;
+  /** Subscribers on this node, and when the last one left (ms; -Infinity: never followed). */
+  followers: number;
+  unfollowedAt: number;
 }
 
 export const newEpoch = () =>
@@ -71,7 +74,14 @@ export class MemoryEngine implements Engine {
   private stream(channel: string): Stream {
     let stream = this.streams.get(channel);
     if (!stream) {
-      stream = { epoch: newEpoch(), offset: 0, publications: [], touchedAt: this.now() };
+      stream = {
+        epoch: newEpoch(),
+        offset: 0,
+        publications: [],
+        touchedAt: this.now(),
+        followers: 0,
+        unfollowedAt: Number.NEGATIVE_INFINITY,
+      };
       this.streams.set(channel, stream);
     }
     stream.touchedAt = this.now();
@@ -97,7 +107,9 @@ export class MemoryEngine implements Engine {
     }
     stream.offset += 1;
     const publication = { offset: stream.offset, data, at: this.now() };
-    stream.publications.push(publication);
+    const { ttlMs, whileFollowed } = this.history(channel);
+    const followed = stream.followers > 0 || this.now() - stream.unfollowedAt <= ttlMs;
+    if (!whileFollowed || followed) stream.publications.push(publication);
     this.trim(channel, stream);
     this.handlers?.publication(channel, publication, stream.epoch);
     return { offset: publication.offset, epoch: stream.epoch };
@@ -117,8 +129,16 @@ export class MemoryEngine implements Engine {
     return this.readNow(channel, options);
   }
 
-  async watch(): Promise<void> {}
-  async unwatch(): Promise<void> {}
+  async watch(channel: string): Promise<void> {
+    this.stream(channel).followers += 1;
+  }
+
+  async unwatch(channel: string): Promise<void> {
+    const stream = this.streams.get(channel);
+    if (!stream || stream.followers === 0) return;
+    stream.followers -= 1;
+    if (stream.followers === 0) stream.unfollowedAt = this.now();
+  }
 
   async sendControl(message: ControlMessage): Promise<void> {
     this.handlers?.control(message);

@@ -63,4 +63,46 @@ describe('MemoryEngine', () => {
     const again = engine.readNow('old', { since: { offset: 1, epoch }, limit: -1 });
     expect(again.ok).toBe(false);
   });
+
+  it('a channel kept only while followed stores nothing nobody follows, and what a follower cut off needs', async () => {
+    let now = 0;
+    const engine = new MemoryEngine(
+      () => ({ size: 10, ttlMs: 1_000, whileFollowed: true }),
+      () => now,
+    );
+    engine.publishNow('detail', 'unseen');
+    const unseen = engine.readNow('detail', { limit: -1 });
+    expect(unseen.ok && unseen.publications).toEqual([]);
+    expect(unseen.position.offset).toBe(1); // the position still moves
+    await engine.watch('detail');
+    engine.publishNow('detail', 'followed');
+    await engine.unwatch('detail');
+    now = 900; // cut off, back within the TTL: the gap is kept for recovery
+    engine.publishNow('detail', 'during a blip');
+    now = 2_500; // nobody for longer than the TTL: no longer kept
+    engine.publishNow('detail', 'long after');
+    const kept = engine.readNow('detail', { limit: -1 });
+    expect(kept.ok && kept.publications.map((p) => p.data)).toEqual([]);
+    expect(kept.position.offset).toBe(4);
+    now = 1_500;
+    const other = new MemoryEngine(
+      () => ({ size: 10, ttlMs: 1_000, whileFollowed: true }),
+      () => now,
+    );
+    await other.watch('d');
+    other.publishNow('d', 1);
+    await other.unwatch('d');
+    now = 2_000;
+    other.publishNow('d', 2);
+    const recovered = other.readNow('d', { limit: -1 });
+    expect(recovered.ok && recovered.publications.map((p) => p.data)).toEqual([1, 2]);
+    // Channels without the option keep everything, followed or not (Centrifugo's behaviour).
+    const plain = new MemoryEngine(
+      () => ({ size: 10, ttlMs: 1_000 }),
+      () => now,
+    );
+    plain.publishNow('user', 'x');
+    const all = plain.readNow('user', { limit: -1 });
+    expect(all.ok && all.publications.map((p) => p.data)).toEqual(['x']);
+  });
 });

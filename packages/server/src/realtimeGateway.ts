@@ -6,7 +6,9 @@ import { parseKeyring } from './core/identity/secretBox.ts';
 
 /** History kept per channel: enough for a page that was away for a few minutes to catch up. */
 export const channelHistory = (channel: string): HistoryOptions =>
-  channel.startsWith('task_detail:') ? { size: 100, ttlMs: 10 * 60_000 } : { size: 300, ttlMs: 10 * 60_000 };
+  channel.startsWith('task_detail:')
+    ? { size: 100, ttlMs: 10 * 60_000, whileFollowed: true }
+    : { size: 300, ttlMs: 10 * 60_000 };
 
 /**
  * The realtime gateway as `tdp server` and `tdp gateway` run it: channels in memory, or in Redis when
