@@ -15,6 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { launchBrowser, screenshot } from '../../../test/browser.ts';
 import { type FileStore, startFileStore } from '../../../test/fileStore.ts';
 import { type Harness, startHarness } from '../../../test/harness.ts';
+import { attemptEvent, startTestWorker } from '../../../test/testWorker.ts';
 import { writeSamples } from '../../cli/src/samples.ts';
 import { demoWorkflows, workflowDefinitions } from '../../demo-app/src/index.ts';
 import {
@@ -48,6 +49,11 @@ beforeAll(async () => {
       name: 'needs-gpu',
       version: '1',
       steps: [{ key: 'render', capability: 'video.render', capabilityVersion: '2' }],
+    },
+    {
+      name: 'long-job',
+      version: '1',
+      steps: [{ key: 'crunch', capability: 'test.crunch', capabilityVersion: '1' }],
     },
   ])
     await h.request('POST', '/v1/workflow-definitions', { token: app.apiKey, body: definition });
@@ -185,7 +191,7 @@ describe('the dashboard in Chromium', () => {
     await screenshot(page, 'dashboard-task');
   });
 
-  it('a running task moves on its page without a reload: step states, progress and elapsed time', {
+  it('a waiting step shows why it is not placed, and a cancel from elsewhere is followed on its page', {
     timeout: 60_000,
   }, async () => {
     const page = await login();
@@ -200,6 +206,52 @@ describe('the dashboard in Chromium', () => {
     // Cancelled from elsewhere: the page follows.
     await h.request('POST', `/v1/tasks/${taskId}:cancel`, { token: app.apiKey, body: {} });
     await expect.poll(() => page.locator('h1 .status').textContent(), { timeout: 10_000 }).toBe('CANCELLED');
+  });
+
+  it('a running step shows its progress and an elapsed time that counts on the page', {
+    timeout: 60_000,
+  }, async () => {
+    // A worker that starts the step, reports 40 % and keeps it running.
+    const workerKey = (
+      await h.request('POST', '/admin/v1/worker-credentials', { token: h.adminToken, body: {} })
+    ).body.key as string;
+    const slow = await startTestWorker({
+      baseUrl: h.url,
+      workerKey,
+      nodeId: 'node-slow',
+      capabilities: [{ name: 'test.crunch', version: '1' }],
+      handler: async (command, report) => {
+        await report([
+          attemptEvent(command, 'STEP_STARTED', 1),
+          attemptEvent(command, 'STEP_PROGRESS', 2, { progress: { percent: 40 } }),
+        ]);
+      },
+    });
+    try {
+      const page = await login();
+      const taskId = await submit('long-job', 'Crunch numbers');
+      const row = page.locator(`tr[data-task-id="${taskId}"]`);
+      await expect.poll(() => row.locator('.status').textContent(), { timeout: 15_000 }).toBe('RUNNING');
+      await row.locator('a').click();
+      const node = page.locator('svg.dag .node[data-step="crunch"]');
+      await expect.poll(() => node.getAttribute('data-status'), { timeout: 10_000 }).toBe('RUNNING');
+      await expect
+        .poll(() => page.locator('[data-step-row="crunch"] progress').getAttribute('value'))
+        .toBe('40');
+      const elapsedCell = page.locator('[data-step-row="crunch"] td').nth(4);
+      const first = await elapsedCell.textContent();
+      await new Promise((resolve) => setTimeout(resolve, 1_300));
+      expect(await elapsedCell.textContent()).not.toBe(first);
+      // The status filters: a RUNNING task is under RUNNING, not under FAILED.
+      await page.click('a[href="#/tasks"]');
+      await page.click('.counts button:has-text("FAILED")');
+      await expect.poll(() => page.locator(`tr[data-task-id="${taskId}"]`).count()).toBe(0);
+      await page.click('.counts button:has-text("RUNNING")');
+      await page.locator(`tr[data-task-id="${taskId}"]`).waitFor();
+      await h.request('POST', `/v1/tasks/${taskId}:cancel`, { token: app.apiKey, body: {} });
+    } finally {
+      await slow.stop();
+    }
   });
 
   it('workers: capabilities, trusted labels and heartbeat; steps that wait, with the reason', {
