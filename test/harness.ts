@@ -4,6 +4,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { type Logger, pino } from 'pino';
+import { InProcessBus } from '../packages/server/src/adapters/outbound/bus/inProcessBus.ts';
 import type { EventPublisher } from '../packages/server/src/core/outbox/ports.ts';
 import {
   generateKeyringEntry,
@@ -54,7 +55,10 @@ export interface Harness {
 export async function startHarness(
   options: {
     runLoops?: boolean;
+    /** Where domain events go; by default an in-process bus (as a deployment with an event bus). */
     publisher?: EventPublisher;
+    /** No event bus at all (the default deployment without NATS): facts write no domain outbox rows. */
+    withoutEventBus?: boolean;
     bodyLimitBytes?: number;
     nats?: { url: string; subjectPrefix: string };
     /** Another harness's database, to run a second server on the same data (it is not dropped here). */
@@ -107,7 +111,9 @@ export async function startHarness(
     {
       clock,
       logger: options.logger ?? pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }),
-      ...(options.publisher ? { publisher: options.publisher } : {}),
+      ...(options.publisher || (!options.nats && !options.withoutEventBus)
+        ? { publisher: options.publisher ?? new InProcessBus() }
+        : {}),
     },
   );
 

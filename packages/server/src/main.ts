@@ -82,7 +82,6 @@ export interface RunningServer {
   app: FastifyInstance;
   sql: Sql;
   url: string;
-  bus: InProcessBus;
   identity: ApplicationDeps;
   /** The status service's dependencies (tests drive the health reconciler with them). */
   status: StatusDeps;
@@ -113,7 +112,10 @@ class OutboxWakeup implements OutboxSignal {
   handoff: RealtimeHandoff | null = null;
   realtimeHandoff: RealtimeHandoffMode | undefined = undefined;
 
-  constructor(private readonly sql: Sql) {}
+  constructor(
+    private readonly sql: Sql,
+    readonly domainEvents: boolean,
+  ) {}
 
   committed(work: CommittedWork): void {
     if (work.scheduling) this.loops.scheduler?.wake();
@@ -165,8 +167,8 @@ export async function startServer(
   const tasks = new PostgresTaskStore(sql);
   const statusStore = new PostgresStatusStore(sql);
   const outboxQueue = new PostgresOutboxQueue(sql);
-  const signal = new OutboxWakeup(sql);
-  const bus = new InProcessBus();
+  // Domain events go to NATS, or to a publisher the embedder gives; with neither, none are written.
+  const signal = new OutboxWakeup(sql, Boolean(overrides.publisher || config.natsUrl));
   const nats =
     overrides.publisher || !config.natsUrl
       ? null
@@ -178,7 +180,8 @@ export async function startServer(
               ? 'TDP_EVENTS'
               : `${config.natsSubjectPrefix.toUpperCase()}_EVENTS`,
         });
-  const publisher: EventPublisher = overrides.publisher ?? nats ?? bus;
+  // Without a bus nothing reaches the outbox loop; the in-process bus is its idle stand-in.
+  const publisher: EventPublisher = overrides.publisher ?? nats ?? new InProcessBus();
   const realtimeRows = new ClaimableRows(sql, 'realtime_outbox', realtimeClaimPolicy);
   const metrics = new Metrics(
     () => outboxQueue.rows.oldestUnpublishedAgeSeconds(clock.now()),
@@ -514,7 +517,6 @@ export async function startServer(
     app,
     sql,
     url,
-    bus,
     identity,
     status,
     logger,

@@ -200,6 +200,41 @@ describe('the outbox loop in a running server', () => {
   });
 });
 
+describe('a server without an event bus', () => {
+  let h: Harness;
+  beforeAll(async () => {
+    h = await startHarness({ runLoops: true, withoutEventBus: true });
+  });
+  afterAll(() => h.close());
+
+  it('records every fact in the task event log and writes no domain outbox rows nobody would take', async () => {
+    const app = await h.createApplication();
+    await h.request('POST', '/v1/workflow-definitions', { token: app.apiKey, body: zipWorkflow() });
+    const created = await h.request('POST', '/v1/tasks', {
+      token: app.apiKey,
+      headers: { 'idempotency-key': 'no-bus-1' },
+      body: {
+        workflowName: 'zip-clean-watermark',
+        workflowVersion: '1',
+        name: 'n',
+        input: { sourceZip: 'z' },
+      },
+    });
+    expect(created.status).toBe(201);
+    await h.request('POST', `/v1/tasks/${created.body.task.id}:cancel`, { token: app.apiKey, body: {} });
+    const db = connectDatabase({ url: h.databaseUrl, maxConnections: 1 });
+    try {
+      const [counts] = await db`
+        SELECT (SELECT count(*)::int FROM task_event WHERE task_id = ${created.body.task.id}) AS events,
+               (SELECT count(*)::int FROM outbox_event) AS outbox`;
+      expect(counts!.events).toBeGreaterThanOrEqual(2);
+      expect(counts!.outbox).toBe(0);
+    } finally {
+      await db.end();
+    }
+  });
+});
+
 describe('a dispatcher in another process', () => {
   it('is woken by NOTIFY when a task is created elsewhere, long before its idle timeout', async () => {
     const writer = await startHarness({ runLoops: false });

@@ -87,6 +87,8 @@ export interface SessionOptions {
   writeOnly?: boolean;
   /** See `OutboxSignal.realtimeHandoff` (set from the deps by `inFactTransaction`). */
   realtimeHandoff?: RealtimeHandoffMode;
+  /** See `OutboxSignal.domainEvents` (set from the deps by `inFactTransaction`). */
+  domainEvents?: boolean;
 }
 
 export class FactSession {
@@ -240,7 +242,7 @@ export class FactSession {
       ...options.write,
       events: [event],
       ...(dedup ? { dedup: [dedup] } : {}),
-      outbox: [outboxFor(task, event)],
+      outbox: this.options.domainEvents === false ? [] : [outboxFor(task, event)],
       realtime: [
         ...taskProjections(after, event, acl, notice, () => this.ids.newId(), committedAt),
         ...(options.extraRealtime ?? []),
@@ -300,6 +302,7 @@ export async function inFactTransaction<T>(
       const session = new FactSession(tx, deps.ids, deps.clock.now(), {
         ...options,
         ...(deps.signal.realtimeHandoff ? { realtimeHandoff: deps.signal.realtimeHandoff } : {}),
+        ...(deps.signal.domainEvents === false ? { domainEvents: false } : {}),
       });
       const value = await work(session);
       await session.finish();

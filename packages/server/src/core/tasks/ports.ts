@@ -44,6 +44,11 @@ export interface OutboxSignal {
   committed(work: CommittedWork): void;
   /** When set, realtime rows are handed over in `committed` for publishing at once. */
   readonly realtimeHandoff?: RealtimeHandoffMode;
+  /**
+   * False when no event bus is configured: facts then write no domain outbox rows (the task's event log
+   * stays the record; an outbox row would only be claimed, handed to nobody and marked). Default true.
+   */
+  readonly domainEvents?: boolean;
 }
 
 /**
