@@ -4,6 +4,8 @@ import { fileURLToPath } from 'node:url';
 import postgres from 'postgres';
 
 export type Sql = postgres.Sql;
+/** The pool or a transaction of it: what the store's functions run on. */
+export type Db = postgres.Sql | postgres.TransactionSql;
 
 export function connectDemoDatabase(url: string, max = 10): Sql {
   return postgres(url, {

@@ -5,7 +5,6 @@
  */
 import { randomUUID } from 'node:crypto';
 import { basename } from 'node:path';
-import type { Sql } from './database.ts';
 import type { TdpPort } from './sender.ts';
 import { findAsset, lockOrder, type OrderRow } from './store.ts';
 import { type DemoDeps, DemoError } from './useCases.ts';
@@ -35,10 +34,10 @@ async function orderOfTask(deps: DemoDeps, tdp: TdpPort, taskId: string): Promis
   if (known) return known;
   const view = await tdp.client.getTask(taskId).catch(() => null);
   if (!view?.task.externalRef) return null;
-  return deps.sql.begin(async (txn) => {
-    const order = await lockOrder(txn as unknown as Sql, view.task.externalRef!);
+  return deps.sql.begin(async (tx) => {
+    const order = await lockOrder(tx, view.task.externalRef!);
     if (!order || (order.task_id && order.task_id !== taskId)) return null;
-    await txn`UPDATE demo.processing_order SET task_id = ${taskId} WHERE id = ${order.id}`;
+    await tx`UPDATE demo.processing_order SET task_id = ${taskId} WHERE id = ${order.id}`;
     return { ...order, task_id: taskId };
   });
 }

@@ -77,8 +77,7 @@ async function send(deps: DemoDeps, tdp: TdpPort, command: CommandRow): Promise<
           ...(order.watermark_text ? { text: order.watermark_text } : {}),
         },
       });
-      await sql.begin(async (txn) => {
-        const tx = txn as unknown as Sql;
+      await sql.begin(async (tx) => {
         const locked = (await lockOrder(tx, order.id))!;
         const at = deps.now();
         await saveOrder(tx, {
@@ -106,8 +105,7 @@ async function send(deps: DemoDeps, tdp: TdpPort, command: CommandRow): Promise<
     if (retryable(error)) return retryLater(message);
     // TDP refused for good. A finished task cannot be cancelled: nothing left to do.
     if (command.command === 'CANCEL') return finish('SENT', message);
-    await sql.begin(async (txn) => {
-      const tx = txn as unknown as Sql;
+    await sql.begin(async (tx) => {
       const locked = (await lockOrder(tx, order.id))!;
       const at = deps.now();
       await saveOrder(tx, {
@@ -148,8 +146,7 @@ export async function reconcileStaleOrders(
       return null;
     });
     if (!view) continue;
-    await deps.sql.begin(async (txn) => {
-      const tx = txn as unknown as Sql;
+    await deps.sql.begin(async (tx) => {
       const locked = (await lockOrder(tx, order.id))!;
       const at = deps.now();
       const next = reconcileOrder(projectionOf(locked), {

@@ -1,6 +1,6 @@
 /** The demo app's SQL: assets, orders with their outbox commands, the callback inbox and the timeline. */
 
-import type { Sql } from './database.ts';
+import type { Db } from './database.ts';
 import type { OrderProjection, OrderStatus, ValidOrder } from './orders.ts';
 
 export interface AssetRow {
@@ -88,31 +88,31 @@ export function assetView(asset: AssetRow) {
   };
 }
 
-export async function addEvent(sql: Sql, orderId: string, at: Date, kind: string, detail: object = {}) {
+export async function addEvent(sql: Db, orderId: string, at: Date, kind: string, detail: object = {}) {
   await sql`INSERT INTO demo.order_event (order_id, at, kind, detail)
             VALUES (${orderId}, ${at}, ${kind}, ${sql.json(detail as never)})`;
 }
 
-export async function findAsset(sql: Sql, id: string): Promise<AssetRow | null> {
+export async function findAsset(sql: Db, id: string): Promise<AssetRow | null> {
   if (!isUuid(id)) return null;
   const [row] = await sql<AssetRow[]>`SELECT * FROM demo.asset WHERE id = ${id}`;
   return row ?? null;
 }
 
-export async function findOrder(sql: Sql, id: string): Promise<OrderRow | null> {
+export async function findOrder(sql: Db, id: string): Promise<OrderRow | null> {
   if (!isUuid(id)) return null;
   const [row] = await sql<OrderRow[]>`SELECT * FROM demo.processing_order WHERE id = ${id}`;
   return row ?? null;
 }
 
-export async function lockOrder(sql: Sql, id: string): Promise<OrderRow | null> {
+export async function lockOrder(sql: Db, id: string): Promise<OrderRow | null> {
   if (!isUuid(id)) return null;
   const [row] = await sql<OrderRow[]>`SELECT * FROM demo.processing_order WHERE id = ${id} FOR UPDATE`;
   return row ?? null;
 }
 
 /** Writes the projection (and what came with it) of a locked order. */
-export async function saveOrder(sql: Sql, order: OrderRow): Promise<void> {
+export async function saveOrder(sql: Db, order: OrderRow): Promise<void> {
   await sql`
     UPDATE demo.processing_order SET
       business_status = ${order.business_status}, progress = ${order.progress},
@@ -125,7 +125,7 @@ export async function saveOrder(sql: Sql, order: OrderRow): Promise<void> {
 }
 
 export async function enqueueCommand(
-  sql: Sql,
+  sql: Db,
   id: string,
   orderId: string,
   command: CommandRow['command'],

@@ -111,8 +111,8 @@ export async function createOrder(
       VALUES (${id}, ${ownerId}, ${idempotencyKey}, ${order.requestHash}, ${order.name}, ${order.sourceAssetId},
         ${order.processingMode}, ${order.watermarkText}, 'SUBMITTING', ${at}, ${at})
       RETURNING *`;
-    await enqueueCommand(tx as unknown as Sql, randomUUID(), id, 'SUBMIT', at);
-    await addEvent(tx as unknown as Sql, id, at, 'ORDER_CREATED', { processingMode: order.processingMode });
+    await enqueueCommand(tx, randomUUID(), id, 'SUBMIT', at);
+    await addEvent(tx, id, at, 'ORDER_CREATED', { processingMode: order.processingMode });
     return { status: 201 as const, order: created! };
   });
   if (answer.status === 201) deps.wakeSender();
@@ -122,7 +122,7 @@ export async function createOrder(
 /** Idempotent: a finished or already cancelling order is answered as it is. */
 export async function cancelOrder(deps: DemoDeps, ownerId: string, orderId: string): Promise<OrderRow> {
   const order = await deps.sql.begin(async (tx) => {
-    const order = await lockOrder(tx as unknown as Sql, orderId);
+    const order = await lockOrder(tx, orderId);
     if (!order || order.owner_id !== ownerId)
       throw new DemoError(404, 'ORDER_NOT_FOUND', `order ${orderId} does not exist`);
     if (isFinal(order.business_status) || order.cancel_requested_at) return order;
@@ -133,9 +133,9 @@ export async function cancelOrder(deps: DemoDeps, ownerId: string, orderId: stri
       cancel_requested_at: at,
       updated_at: at,
     };
-    await saveOrder(tx as unknown as Sql, updated);
-    await enqueueCommand(tx as unknown as Sql, randomUUID(), order.id, 'CANCEL', at);
-    await addEvent(tx as unknown as Sql, order.id, at, 'CANCEL_REQUESTED');
+    await saveOrder(tx, updated);
+    await enqueueCommand(tx, randomUUID(), order.id, 'CANCEL', at);
+    await addEvent(tx, order.id, at, 'CANCEL_REQUESTED');
     return updated;
   });
   deps.wakeSender();
@@ -218,8 +218,7 @@ export async function receiveCallback(
   const body = parseCallback(raw);
   if (body.applicationId !== deps.applicationId)
     throw new DemoError(400, 'CALLBACK_WRONG_APPLICATION', 'the callback is for another application');
-  return deps.sql.begin(async (txn) => {
-    const tx = txn as unknown as Sql;
+  return deps.sql.begin(async (tx) => {
     const at = deps.now();
     const [fresh] = await tx`
       INSERT INTO demo.callback_inbox (event_id, task_id, execution_id, sequence, type, outcome, body, received_at)
