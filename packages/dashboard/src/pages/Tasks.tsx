@@ -59,7 +59,7 @@ export function Tasks({ feed }: { feed: LiveFeed }) {
     void load();
   }, [load]);
 
-  // Counts move with every change: they are read again, at most every second.
+  // Counts move with every change: they are read again (a count over every task), at most every 3 s.
   const countsTimer = useRef<ReturnType<typeof setTimeout> | null>(null);
   useEffect(() => {
     const offMessage = feed.onMessage((message) => {
@@ -79,7 +79,7 @@ export function Tasks({ feed }: { feed: LiveFeed }) {
       countsTimer.current ??= setTimeout(() => {
         countsTimer.current = null;
         void load();
-      }, 1_000);
+      }, 3_000);
     });
     const offResync = feed.onResync(() => void load());
     return () => {

@@ -115,6 +115,8 @@ export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDep
     };
   });
 
+  // Newest tasks first (ids are time-ordered UUIDv7, so this walks the primary key); the page moves a
+  // task that changes to the top live.
   app.get<{ Querystring: { status?: string; applicationId?: string; workflow?: string; limit?: string } }>(
     '/dashboard/api/tasks',
     { schema: hidden, onRequest },
@@ -138,7 +140,7 @@ export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDep
           JOIN execution e ON e.id = t.current_execution_id
           JOIN application a ON a.id = t.application_id
           WHERE true ${byApplication} ${byWorkflow} ${byStatus}
-          ORDER BY t.updated_at DESC, t.id DESC
+          ORDER BY t.id DESC
           LIMIT ${limit}`,
         sql<{ lifecycle_status: string; n: number }[]>`
           SELECT t.lifecycle_status, count(*)::int AS n FROM task t
