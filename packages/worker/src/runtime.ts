@@ -221,16 +221,20 @@ export class WorkerRuntime {
     }
   }
 
+  /** Waits `ms`, or less if the runtime stops or `wakeup` fires; leaves no listener behind either way. */
   private async sleep(ms: number, wakeup?: Wakeup): Promise<void> {
     if (this.stopping.signal.aborted) return;
+    const signal = this.stopping.signal;
     await new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, ms);
-      const onStop = () => {
+      const done = () => {
         clearTimeout(timer);
+        signal.removeEventListener('abort', done);
+        forget?.();
         resolve();
       };
-      this.stopping.signal.addEventListener('abort', onStop, { once: true });
-      wakeup?.once(onStop);
+      const timer = setTimeout(done, ms);
+      signal.addEventListener('abort', done, { once: true });
+      const forget = wakeup?.once(done);
     });
   }
 
@@ -738,13 +742,15 @@ export class ProgressThrottle {
 
 /** A one-shot wake-up for a sleeping loop. */
 class Wakeup {
-  private listeners: (() => void)[] = [];
-  once(listener: () => void): void {
-    this.listeners.push(listener);
+  private listeners = new Set<() => void>();
+  /** Calls `listener` at the next wake; the returned function cancels that. */
+  once(listener: () => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
   }
   wake(): void {
     const listeners = this.listeners;
-    this.listeners = [];
+    this.listeners = new Set();
     for (const listener of listeners) listener();
   }
 }
