@@ -4,27 +4,19 @@
  * (reconnecting; missed messages will be recovered) or STALE (disconnected too long, or history lost:
  * the views reload).
  */
+
+import type { ConnectionState as ClientConnectionState, TaskSummary } from '@tdp/client';
 import { Centrifuge } from 'centrifuge';
 import { api } from './api.ts';
 
-export type ConnectionState = 'CONNECTING' | 'LIVE' | 'RECOVERING' | 'STALE';
+/** The client's states, and CONNECTING before the first connection. */
+export type ConnectionState = 'CONNECTING' | ClientConnectionState;
 
-export interface TaskSummaryMessage {
-  kind: 'task.summary';
-  taskId: string;
-  taskVersion: string;
+/** The operators' channel carries the task summary users get, with where the task belongs. */
+export interface TaskSummaryMessage extends TaskSummary {
   tenantId: string;
   applicationId: string;
   workflowName: string | null;
-  title: string;
-  lifecycleStatus: string;
-  health: string;
-  progressPercent: number | null;
-  error: { code: string; userMessage: string | null } | null;
-  createdAt: string;
-  updatedAt: string;
-  startedAt: string | null;
-  finishedAt: string | null;
 }
 
 type Listener<T> = (value: T) => void;

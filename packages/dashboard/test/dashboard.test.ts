@@ -143,6 +143,18 @@ describe('the dashboard API', () => {
   });
 });
 
+describe('the dashboard pages', () => {
+  it('are served from the build: the page uncached, its hashed assets cached for good, nothing else', async () => {
+    const page = await fetch(`${h.url}/dashboard/`);
+    expect([page.status, page.headers.get('cache-control')]).toEqual([200, 'no-cache']);
+    const asset = /src="\/dashboard\/(assets\/[^"]+\.js)"/.exec(await page.text())![1]!;
+    const script = await fetch(`${h.url}/dashboard/${asset}`);
+    expect(script.headers.get('cache-control')).toBe('public, max-age=31536000, immutable');
+    expect(script.headers.get('content-type')).toContain('javascript');
+    expect((await fetch(`${h.url}/dashboard/%2e%2e/%2e%2e/package.json`)).status).toBe(404);
+  });
+});
+
 describe('the dashboard in Chromium', () => {
   it('shows a new task appear and finish live, then its DAG, attempts, timeline and callbacks', {
     timeout: 90_000,

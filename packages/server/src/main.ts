@@ -325,6 +325,8 @@ export async function startServer(
   });
   registerDashboardRoutes(app, {
     sql,
+    callbacks: callbackQueue,
+    pipeline: { outbox: outboxQueue.rows, realtime: realtimeRows, callbacks: callbackQueue.rows },
     adminToken: config.adminToken,
     sessionKey: derivedKey(config.secretKeyring, config.secretKeyring.activeKeyId, 'dashboard-session'),
     realtimeKey,

@@ -5,8 +5,7 @@
  * view of tasks, workers and the pipeline's health.
  */
 import { timingSafeEqual } from 'node:crypto';
-import { access, readFile } from 'node:fs/promises';
-import { extname, join, normalize } from 'node:path';
+import fastifyStatic from '@fastify/static';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { jwtVerify, SignJWT } from 'jose';
 import { AppError } from '../../../core/shared/errors.ts';
@@ -14,10 +13,16 @@ import type { Clock } from '../../../core/shared/ports.ts';
 import { channels } from '../../../core/status/projections.ts';
 import type { TaskState } from '../../../core/tasks/model.ts';
 import { toTaskView } from '../../../core/tasks/views.ts';
+import type { PostgresCallbackQueue } from '../../outbound/postgres/callbackQueue.ts';
 import type { Sql } from '../../outbound/postgres/database.ts';
+import type { ClaimableRows } from '../../outbound/postgres/outboxQueue.ts';
+import { callbackLogOf, timelineOf } from './runRoutes.ts';
 
 export interface DashboardDeps {
   sql: Sql;
+  callbacks: PostgresCallbackQueue;
+  /** The three outbox-like tables, for the pipeline health page. */
+  pipeline: { outbox: ClaimableRows; realtime: ClaimableRows; callbacks: ClaimableRows };
   adminToken: string;
   /** Signs operator sessions (derived from the keyring). */
   sessionKey: Uint8Array;
@@ -40,15 +45,6 @@ const sameSecret = (given: string, expected: string) => {
   const a = Buffer.from(given);
   const b = Buffer.from(expected);
   return a.length === b.length && timingSafeEqual(a, b);
-};
-
-const mediaTypes: Record<string, string> = {
-  '.html': 'text/html; charset=utf-8',
-  '.js': 'text/javascript; charset=utf-8',
-  '.css': 'text/css; charset=utf-8',
-  '.svg': 'image/svg+xml',
-  '.png': 'image/png',
-  '.json': 'application/json',
 };
 
 export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDeps): void {
@@ -188,23 +184,18 @@ export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDep
       const state = await deps.task(id);
       if (!state) throw new AppError('TASK_NOT_FOUND', `task ${id} does not exist`);
       const view = toTaskView(state);
-      const reasons = await deps.unschedulableReasons(id);
-      const sql = deps.sql;
-      const [attempts, timeline, callbacks, [execution]] = await Promise.all([
-        sql`
-        SELECT a.id, s.step_key, s.attempt, a.worker_id, w.name AS worker_name, w.node_id, a.lease_version,
-               a.created_at, a.revoked_at, s.status, s.started_at, s.finished_at
-        FROM attempt a
-        JOIN step s ON s.id = a.step_id
-        LEFT JOIN worker w ON w.id = a.worker_id
-        WHERE a.task_id = ${id}
-        ORDER BY a.created_at`,
-        sql`SELECT kind, message, data, at, execution_id FROM timeline WHERE task_id = ${id} ORDER BY position`,
-        sql`
-        SELECT id, sequence, event_type, status, attempts, response_status, last_error, created_at, published_at
-        FROM callback_delivery WHERE task_id = ${id} ORDER BY created_at, sequence`,
-        sql<{ snapshot: { steps: { key: string; dependsOn?: string[]; capability?: string }[] } }[]>`
-        SELECT snapshot FROM execution WHERE id = ${state.execution.id}`,
+      const [reasons, attempts, timeline, callbacks] = await Promise.all([
+        deps.unschedulableReasons(id),
+        deps.sql`
+          SELECT a.id, s.step_key, s.attempt, a.worker_id, w.name AS worker_name, w.node_id, a.lease_version,
+                 a.created_at, a.revoked_at, s.status, s.started_at, s.finished_at
+          FROM attempt a
+          JOIN step s ON s.id = a.step_id
+          LEFT JOIN worker w ON w.id = a.worker_id
+          WHERE a.task_id = ${id}
+          ORDER BY a.created_at`,
+        timelineOf(deps.sql, id),
+        callbackLogOf(deps.callbacks, id),
       ]);
       return {
         ...view,
@@ -217,7 +208,8 @@ export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDep
               : {}),
           })),
         },
-        dag: (execution?.snapshot.steps ?? []).map((s) => ({
+        // The DAG as frozen into this execution.
+        dag: state.execution.snapshot.steps.map((s) => ({
           key: s.key,
           dependsOn: s.dependsOn ?? [],
           capability: s.capability ?? null,
@@ -236,24 +228,8 @@ export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDep
           finishedAt: a.finished_at?.toISOString() ?? null,
           revokedAt: a.revoked_at?.toISOString() ?? null,
         })),
-        timeline: timeline.map((t) => ({
-          kind: t.kind,
-          message: t.message,
-          data: t.data,
-          executionId: t.execution_id,
-          at: t.at.toISOString(),
-        })),
-        callbacks: callbacks.map((c) => ({
-          id: c.id,
-          sequence: c.sequence,
-          eventType: c.event_type,
-          status: c.status,
-          attempts: c.attempts,
-          responseStatus: c.response_status,
-          lastError: c.last_error,
-          createdAt: c.created_at.toISOString(),
-          deliveredAt: c.published_at?.toISOString() ?? null,
-        })),
+        timeline,
+        callbacks,
       };
     },
   );
@@ -283,32 +259,39 @@ export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDep
   });
 
   app.get('/dashboard/api/health', { schema: hidden, onRequest }, async () => {
-    const sql = deps.sql;
     const now = deps.clock.now();
-    const backlog = (table: 'outbox_event' | 'realtime_outbox' | 'callback_delivery') => sql`
-      SELECT count(*) FILTER (WHERE status IN ('PENDING', 'FAILED', 'PUBLISHING'))::int AS backlog,
-             count(*) FILTER (WHERE status = 'DEAD')::int AS dead,
-             min(created_at) FILTER (WHERE status IN ('PENDING', 'FAILED', 'PUBLISHING')) AS oldest
-      FROM ${sql(table)}`;
-    const [[outbox], [realtime], [callbacks], [stale], [queued]] = await Promise.all([
-      backlog('outbox_event'),
-      backlog('realtime_outbox'),
-      backlog('callback_delivery'),
-      sql`SELECT count(*)::int AS n FROM step WHERE health = 'STALE' AND status = 'RUNNING'`,
-      sql`SELECT count(*)::int AS n, min(created_at) AS oldest FROM scheduling_request WHERE status = 'PENDING'`,
+    // Waiting = claimable or claimed now; DEAD = gave up. Counted the way the metrics count them.
+    const line = async (rows: ClaimableRows) => {
+      const [counts, oldestSeconds] = await Promise.all([
+        rows.countByStatus(),
+        rows.oldestUnpublishedAgeSeconds(now),
+      ]);
+      const waiting = (counts.PENDING ?? 0) + (counts.FAILED ?? 0) + (counts.PUBLISHING ?? 0);
+      return {
+        backlog: waiting,
+        dead: counts.DEAD ?? 0,
+        oldestAgeMs: waiting > 0 ? oldestSeconds * 1000 : null,
+      };
+    };
+    const [outbox, realtime, callbacks, [stale], [queued]] = await Promise.all([
+      line(deps.pipeline.outbox),
+      line(deps.pipeline.realtime),
+      line(deps.pipeline.callbacks),
+      deps.sql<
+        { n: number }[]
+      >`SELECT count(*)::int AS n FROM step WHERE health = 'STALE' AND status = 'RUNNING'`,
+      deps.sql<{ n: number; oldest: Date | null }[]>`
+        SELECT count(*)::int AS n, min(created_at) AS oldest FROM scheduling_request WHERE status = 'PENDING'`,
     ]);
-    const age = (oldest: Date | null) => (oldest ? Math.max(0, now.getTime() - oldest.getTime()) : null);
-    const line = (row: { backlog: number; dead: number; oldest: Date | null } | undefined) => ({
-      backlog: row?.backlog ?? 0,
-      dead: row?.dead ?? 0,
-      oldestAgeMs: age(row?.oldest ?? null),
-    });
     return {
-      outbox: line(outbox as never),
-      realtime: line(realtime as never),
-      callbacks: line(callbacks as never),
+      outbox,
+      realtime,
+      callbacks,
       staleSteps: stale?.n ?? 0,
-      queuedSteps: { count: queued?.n ?? 0, oldestAgeMs: age(queued?.oldest ?? null) },
+      queuedSteps: {
+        count: queued?.n ?? 0,
+        oldestAgeMs: queued?.oldest ? Math.max(0, now.getTime() - queued.oldest.getTime()) : null,
+      },
     };
   });
 
@@ -333,30 +316,26 @@ export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDep
     };
   });
 
-  // The pages: files of the build, and index.html for every other path (the app routes on the client).
-  const pages = deps.pagesDirectory;
+  // The pages: the build's files (the app routes on the client with `#/…`, so no fallback is needed).
   app.get('/dashboard', { schema: hidden }, async (_request, reply) => reply.redirect('/dashboard/'));
-  app.get<{ Params: { '*': string } }>('/dashboard/*', { schema: hidden }, async (request, reply) => {
-    if (!pages)
-      return reply
+  if (deps.pagesDirectory)
+    void app.register(fastifyStatic, {
+      root: deps.pagesDirectory,
+      prefix: '/dashboard/',
+      decorateReply: false,
+      setHeaders: (response, path) =>
+        response.header(
+          'cache-control',
+          path.includes('/assets/') ? 'public, max-age=31536000, immutable' : 'no-cache',
+        ),
+    });
+  else
+    app.get('/dashboard/*', { schema: hidden }, async (_request, reply) =>
+      reply
         .type('text/plain; charset=utf-8')
         .code(503)
         .send(
           'The dashboard is not built: run `npm run build -w @tdp/dashboard` (npm start does it for you).',
-        );
-    const wanted = normalize(request.params['*'] || 'index.html').replace(/^(\.\.(\/|\\|$))+/, '');
-    const file = join(pages, wanted);
-    const exists =
-      file.startsWith(pages) &&
-      (await access(file).then(
-        () => !wanted.endsWith('/'),
-        () => false,
-      ));
-    const path = exists ? file : join(pages, 'index.html');
-    const immutable = exists && wanted.startsWith('assets/');
-    return reply
-      .type(mediaTypes[extname(path)] ?? 'application/octet-stream')
-      .header('cache-control', immutable ? 'public, max-age=31536000, immutable' : 'no-cache')
-      .send(await readFile(path));
-  });
+        ),
+    );
 }

@@ -41,19 +41,7 @@ export function registerRunRoutes(
     },
     async (request) => {
       await ownTask(request, request.params.id);
-      const rows = await deps.sql<
-        { kind: string; message: string; data: Record<string, unknown>; at: Date; execution_id: string }[]
-      >`
-        SELECT kind, message, data, at, execution_id FROM timeline WHERE task_id = ${request.params.id} ORDER BY position`;
-      return {
-        items: rows.map((r) => ({
-          kind: r.kind,
-          message: r.message,
-          data: r.data,
-          executionId: r.execution_id,
-          at: r.at.toISOString(),
-        })),
-      };
+      return { items: await timelineOf(deps.sql, request.params.id) };
     },
   );
 
@@ -69,20 +57,7 @@ export function registerRunRoutes(
     },
     async (request) => {
       await ownTask(request, request.params.id);
-      const rows = await deps.callbacks.forTask(request.params.id);
-      return {
-        items: rows.map((r) => ({
-          id: r.id,
-          sequence: r.sequence,
-          eventType: r.event_type,
-          status: r.status,
-          attempts: r.attempts,
-          responseStatus: r.response_status,
-          lastError: r.last_error,
-          createdAt: r.created_at.toISOString(),
-          deliveredAt: r.published_at?.toISOString() ?? null,
-        })),
-      };
+      return { items: await callbackLogOf(deps.callbacks, request.params.id) };
     },
   );
 
@@ -105,4 +80,33 @@ export function registerRunRoutes(
       return reply.code(202).send();
     },
   );
+}
+
+/** A task's milestones in order (the API's timeline and the dashboard's). */
+export async function timelineOf(sql: Sql, taskId: string) {
+  const rows = await sql<
+    { kind: string; message: string; data: Record<string, unknown>; at: Date; execution_id: string }[]
+  >`SELECT kind, message, data, at, execution_id FROM timeline WHERE task_id = ${taskId} ORDER BY position`;
+  return rows.map((r) => ({
+    kind: r.kind,
+    message: r.message,
+    data: r.data,
+    executionId: r.execution_id,
+    at: r.at.toISOString(),
+  }));
+}
+
+/** A task's callback deliveries with their outcome (the API's delivery log and the dashboard's). */
+export async function callbackLogOf(callbacks: PostgresCallbackQueue, taskId: string) {
+  return (await callbacks.forTask(taskId)).map((r) => ({
+    id: r.id,
+    sequence: r.sequence,
+    eventType: r.event_type,
+    status: r.status,
+    attempts: r.attempts,
+    responseStatus: r.response_status,
+    lastError: r.last_error,
+    createdAt: r.created_at.toISOString(),
+    deliveredAt: r.published_at?.toISOString() ?? null,
+  }));
 }
