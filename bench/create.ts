@@ -5,7 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { Pool } from 'undici';
-import { v7 } from 'uuid';
+import { newId } from '../packages/protocol/src/ids.ts';
 import { connectDatabase } from '../packages/server/src/main.ts';
 import { zipWorkflow } from '../test/fixtures.ts';
 import { benchDatabase, describe, runLoad, startBenchServer } from './support.ts';
@@ -81,7 +81,7 @@ async function measureFloor(databaseUrl: string) {
       { prepare: true },
     );
   const create = async (i: number) => {
-    const [workflowId, taskId, executionId, eventId] = [v7(), v7(), v7(), v7()];
+    const [workflowId, taskId, executionId, eventId] = [newId(), newId(), newId(), newId()];
     const key = `${run}-${i}`;
     await sql.begin((tx) => [
       insert(tx as never, 'workflow', {
@@ -98,7 +98,7 @@ async function measureFloor(databaseUrl: string) {
       }),
       insert(tx as never, 'execution', { ...tpl.execution, id: executionId, task_id: taskId }),
       ...(tpl.steps as Record<string, unknown>[]).map((step) =>
-        insert(tx as never, 'step', { ...step, id: v7(), task_id: taskId, execution_id: executionId }),
+        insert(tx as never, 'step', { ...step, id: newId(), task_id: taskId, execution_id: executionId }),
       ),
       insert(tx as never, 'task_event', {
         ...tpl.event,
@@ -112,7 +112,7 @@ async function measureFloor(databaseUrl: string) {
       ...(tpl.realtime as Record<string, unknown>[]).map((row) =>
         insert(tx as never, 'realtime_outbox', {
           ...row,
-          id: v7(),
+          id: newId(),
           aggregate_id: row.aggregate_type === 'TASK' ? taskId : workflowId,
         }),
       ),

@@ -6,7 +6,7 @@
  */
 import { createHash, randomUUID } from 'node:crypto';
 import { Pool } from 'undici';
-import { v7 } from 'uuid';
+import { newId } from '../packages/protocol/src/ids.ts';
 import { connectDatabase } from '../packages/server/src/main.ts';
 import { benchDatabase, describe, type LoadResult, runLoad, startBenchServer } from './support.ts';
 
@@ -82,7 +82,7 @@ export async function prepare(
     e.seq += 1;
     await json(pool, 'POST', '/v1/task-events', apiKey, {
       executionHandle: e.handle,
-      eventId: v7(),
+      eventId: newId(),
       eventType: 'STEP_STARTED',
       sourceSeq: e.seq,
     });
@@ -94,7 +94,7 @@ export const progressEvent = (e: Execution) => {
   e.seq += 1;
   return {
     executionHandle: e.handle,
-    eventId: v7(),
+    eventId: newId(),
     eventType: 'STEP_PROGRESS',
     sourceSeq: e.seq,
     progress: { percent: Math.min(99, e.seq % 100) },
@@ -192,7 +192,7 @@ async function httpHeartbeats(
 async function floorEvent(tx: Sql, e: Execution, tenantId: string, applicationId: string) {
   e.seq += 1;
   const now = new Date();
-  const eventId = v7();
+  const eventId = newId();
   const [task] = await tx`SELECT * FROM task WHERE id = ${e.taskId} FOR UPDATE`;
   await Promise.all([
     tx`SELECT * FROM execution WHERE id = ${task!.current_execution_id}`,
@@ -218,8 +218,8 @@ async function floorEvent(tx: Sql, e: Execution, tenantId: string, applicationId
     tx`INSERT INTO outbox_event (id, tenant_id, application_id, aggregate_id, event_type, payload, available_at, created_at)
        VALUES (${eventId}, ${tenantId}, ${applicationId}, ${e.taskId}, 'STEP_PROGRESS', ${tx.json(payload)}, ${now}, ${now})`,
     tx`INSERT INTO realtime_outbox (id, tenant_id, aggregate_type, aggregate_id, aggregate_version, channel, projection, payload, available_at, created_at)
-       VALUES (${v7()}, ${tenantId}, 'TASK', ${e.taskId}, ${version}, 'task_user:x', 'USER_SUMMARY', ${tx.json(payload)}, ${now}, ${now}),
-              (${v7()}, ${tenantId}, 'TASK', ${e.taskId}, ${version}, 'task_detail:x', 'TASK_DETAIL', ${tx.json(payload)}, ${now}, ${now})`,
+       VALUES (${newId()}, ${tenantId}, 'TASK', ${e.taskId}, ${version}, 'task_user:x', 'USER_SUMMARY', ${tx.json(payload)}, ${now}, ${now}),
+              (${newId()}, ${tenantId}, 'TASK', ${e.taskId}, ${version}, 'task_detail:x', 'TASK_DETAIL', ${tx.json(payload)}, ${now}, ${now})`,
   ]);
 }
 

