@@ -2,9 +2,11 @@
  * `npm run bench -- e2e`: a one-step no-op workflow on TDP against graphile-worker and pg-boss doing the
  * same, on the same PostgreSQL. Each: 10,000 jobs submitted one per call by 16 concurrent clients and
  * processed by 2 worker processes (throughput from first submit to last start), then — once the system
- * has finished those jobs — submit → start latency at a steady 100 jobs/s.
+ * has finished those jobs — submit → start latency at a steady 100 jobs/s. CPU ms/job is what the whole
+ * machine (database, server, workers, clients) spent per job during the burst, from /proc/stat.
  */
 import { type ChildProcess, fork } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { Pool } from 'undici';
 import { connectDatabase } from '../packages/server/src/main.ts';
 import { benchDatabase, percentile, runLoad, startBenchServer } from './support.ts';
@@ -77,8 +79,20 @@ async function waitFor(workers: Workers, count: number, timeoutMs = 600_000) {
   }
 }
 
+/** Jiffies (1/100 s) the machine's CPUs spent busy so far (user, nice, system, irq, softirq). */
+function busyJiffies(): number {
+  const [, user, nice, system, , , irq, softirq] = readFileSync('/proc/stat', 'utf8')
+    .split('\n')[0]!
+    .trim()
+    .split(/\s+/)
+    .map(Number);
+  return user! + nice! + system! + irq! + softirq!;
+}
+
 interface Figures {
   perSecond: number;
+  /** CPU time the whole machine spent per job during the burst (each system runs alone). */
+  cpuMsPerJob: number;
   p50: number;
   p99: number;
 }
@@ -107,10 +121,12 @@ async function measure(
   await waitFor(workers, warm);
   await workers.latencies();
   const startedAt = performance.now();
+  const busyBefore = busyJiffies();
   const base = workers.handled();
   await runLoad(total, clients, (i) => submit(warm + i));
   await waitFor(workers, base + total);
   const perSecond = total / ((performance.now() - startedAt) / 1000);
+  const cpuMsPerJob = ((busyJiffies() - busyBefore) * 10) / total;
   await settle(pending);
   await workers.latencies();
   const steadyBase = workers.handled();
@@ -125,7 +141,7 @@ async function measure(
   await Promise.all(sends);
   await waitFor(workers, steadyBase + steadyCount);
   const latencies = (await workers.latencies()).sort((a, b) => a - b);
-  return { perSecond, p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
+  return { perSecond, cpuMsPerJob, p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
 }
 
 async function benchTdp(): Promise<Figures> {
@@ -268,7 +284,7 @@ export async function benchE2e(): Promise<void> {
     const figures = await run();
     results.push([name, figures]);
     console.log(
-      `  ${name.padEnd(16)} ${figures.perSecond.toFixed(0).padStart(6)} jobs/s   submit→start p50 ${figures.p50.toFixed(1)} ms  p99 ${figures.p99.toFixed(1)} ms`,
+      `  ${name.padEnd(16)} ${figures.perSecond.toFixed(0).padStart(6)} jobs/s  ${figures.cpuMsPerJob.toFixed(2)} CPU ms/job   submit→start p50 ${figures.p50.toFixed(1)} ms  p99 ${figures.p99.toFixed(1)} ms`,
     );
   }
   const tdp = results.find(([n]) => n === 'TDP')?.[1];
@@ -276,12 +292,13 @@ export async function benchE2e(): Promise<void> {
   if (!tdp || peers.length === 0) return;
   // Each row: the system's figures and TDP's against them (throughput ratio, p99 ratio).
   console.log('');
-  console.log('  | system          |  jobs/s |  p50 ms |  p99 ms | TDP÷ jobs/s | TDP÷ p99 |');
-  console.log('  | --------------- | ------- | ------- | ------- | ----------- | -------- |');
+  console.log('  | system          |  jobs/s | CPU ms/job |  p50 ms |  p99 ms | TDP÷ jobs/s | TDP÷ p99 |');
+  console.log('  | --------------- | ------- | ---------- | ------- | ------- | ----------- | -------- |');
   for (const [name, f] of results) {
     const cells = [
       name.padEnd(15),
       f.perSecond.toFixed(0).padStart(7),
+      f.cpuMsPerJob.toFixed(2).padStart(10),
       f.p50.toFixed(1).padStart(7),
       f.p99.toFixed(1).padStart(7),
       (tdp.perSecond / f.perSecond).toFixed(2).padStart(11),

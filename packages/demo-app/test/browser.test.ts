@@ -140,8 +140,15 @@ const recordStatuses = `(() => {
 })()`;
 
 /** Opens the demo page as a new visitor and waits for the live connection. */
+/** What each demo page printed to its console (shown when a test times out). */
+const consoleOf = new WeakMap<Page, string[]>();
+
 async function openDemo(): Promise<Page> {
   const page = await (await browser.newContext({ acceptDownloads: true })).newPage();
+  const log: string[] = [];
+  page.on('console', (m) => log.push(`${m.type()}: ${m.text()}`));
+  page.on('pageerror', (e) => log.push(`pageerror: ${e.message}`));
+  consoleOf.set(page, log);
   await page.goto(demo.url);
   await page.locator('#live[data-state="live"]').waitFor({ timeout: 15_000 });
   // Every status any order row shows, in order, and a marker a reload would wipe.
@@ -194,7 +201,12 @@ async function diagnose(orderId: string, page: Page): Promise<string> {
     })
   ).text();
   const publications = await page.evaluate('window.publications');
-  return JSON.stringify({ order, commands, tasks, workers, history, publications }, null, 1);
+  const live = await page
+    .locator('#live')
+    .evaluate((e) => `${(e as HTMLElement).dataset.state}: ${e.textContent}`);
+  const rows = await page.locator('#orders tbody').textContent();
+  const log = consoleOf.get(page)?.slice(-30);
+  return JSON.stringify({ order, commands, tasks, workers, history, publications, live, rows, log }, null, 1);
 }
 
 async function waitForStatus(page: Page, orderId: string, status: string, timeout: number) {

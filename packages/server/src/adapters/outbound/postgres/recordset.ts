@@ -11,14 +11,27 @@ export type Column = readonly [name: string, type: string];
 /** Row values as jsonb_to_recordset reads them: bigints as strings, bytea as `\x…` hex. */
 export type RowValue = string | number | boolean | bigint | Date | Buffer | null | object;
 
+/**
+ * Top-level bigints and Buffers become strings first, so JSON.stringify runs without a replacer (a
+ * replacer is a JavaScript call per value: it made this 5% of the server's CPU). Nested values are
+ * JSON documents already and pass through as they are.
+ */
 function encodeRows(rows: Record<string, RowValue>[]): string {
-  return JSON.stringify(rows, function (key, value) {
-    if (typeof value === 'bigint') return value.toString();
-    // Buffer.toJSON runs before this replacer; read the original from the holder.
-    const original = (this as Record<string, unknown>)[key];
-    if (Buffer.isBuffer(original)) return `\\x${original.toString('hex')}`;
-    return value;
+  const plain = rows.map((row) => {
+    let copy: Record<string, RowValue> | null = null;
+    for (const key in row) {
+      const value = row[key];
+      if (typeof value === 'bigint') {
+        copy ??= { ...row };
+        copy[key] = value.toString();
+      } else if (Buffer.isBuffer(value)) {
+        copy ??= { ...row };
+        copy[key] = `\\x${value.toString('hex')}`;
+      }
+    }
+    return copy ?? row;
   });
+  return JSON.stringify(plain);
 }
 
 const recordset = (columns: readonly Column[]) =>
