@@ -201,9 +201,7 @@ async function diagnose(orderId: string, page: Page): Promise<string> {
     })
   ).text();
   const publications = await page.evaluate('window.publications');
-  const live = await page
-    .locator('#live')
-    .evaluate((e) => `${(e as HTMLElement).dataset.state}: ${e.textContent}`);
+  const live = `${await page.locator('#live').getAttribute('data-state')}: ${await page.locator('#live').textContent()}`;
   const rows = await page.locator('#orders tbody').textContent();
   const log = consoleOf.get(page)?.slice(-30);
   return JSON.stringify({ order, commands, tasks, workers, history, publications, live, rows, log }, null, 1);
