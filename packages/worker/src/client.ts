@@ -4,6 +4,7 @@
  * ends) and `UnavailableError` (network errors, timeouts, 429 and 5xx: try again later).
  */
 import type { AccessGrant } from '@tdp/protocol';
+import { Pool } from 'undici';
 import { sseEvents } from './sse.ts';
 
 export class RejectedError extends Error {
@@ -68,11 +69,20 @@ export interface EventOutcome {
 }
 
 export class WorkerClient {
+  /** Kept-alive connections to the server: a request costs a fraction of fetch's CPU. */
+  private readonly pool: Pool;
+  /** The base URL's path (a server behind a prefix), put before every request path. */
+  private readonly prefix: string;
+
   constructor(
     private readonly baseUrl: string,
     private readonly workerKey: string,
     private readonly timeoutMs = 15_000,
-  ) {}
+  ) {
+    const url = new URL(baseUrl);
+    this.pool = new Pool(url.origin, { connections: 4 });
+    this.prefix = url.pathname.replace(/\/$/, '');
+  }
 
   private async call(
     method: string,
@@ -80,10 +90,12 @@ export class WorkerClient {
     body?: unknown,
     extraHeaders: Record<string, string> = {},
   ): Promise<unknown> {
-    let response: Response;
+    let status: number;
+    let text: string;
     try {
-      response = await fetch(`${this.baseUrl}${path}`, {
-        method,
+      const response = await this.pool.request({
+        method: method as 'GET' | 'POST',
+        path: `${this.prefix}${path}`,
         headers: {
           authorization: `Bearer ${this.workerKey}`,
           ...(body === undefined ? {} : { 'content-type': 'application/json' }),
@@ -92,20 +104,16 @@ export class WorkerClient {
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
         signal: AbortSignal.timeout(this.timeoutMs),
       });
+      status = response.statusCode;
+      text = await response.body.text().catch(() => '');
     } catch (error) {
       throw new UnavailableError(`${method} ${path}: ${(error as Error).message}`, { cause: error });
     }
-    const text = await response.text().catch(() => '');
-    if (response.status === 401 || response.status === 403)
-      throw new RejectedError(response.status, `${method} ${path} answered ${response.status}: ${text}`);
-    if (response.status === 429 || response.status >= 500)
-      throw new UnavailableError(`${method} ${path} answered ${response.status}`);
-    if (!response.ok)
-      throw new RequestError(
-        response.status,
-        parseJson(text),
-        `${method} ${path} answered ${response.status}: ${text}`,
-      );
+    if (status === 401 || status === 403)
+      throw new RejectedError(status, `${method} ${path} answered ${status}: ${text}`);
+    if (status === 429 || status >= 500) throw new UnavailableError(`${method} ${path} answered ${status}`);
+    if (status < 200 || status >= 300)
+      throw new RequestError(status, parseJson(text), `${method} ${path} answered ${status}: ${text}`);
     return parseJson(text);
   }
 
