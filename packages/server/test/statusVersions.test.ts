@@ -138,6 +138,13 @@ describe('versions', () => {
       { ...c.event(b, { eventType: 'TASK_COMPLETED' }), executionToken: b.executionToken },
       { executionHandle: b.executionHandle, eventId: newId(), eventType: 'STEP_STARTED', sourceSeq: 1 },
       { ...c.event(a, { sourceSeq: 1, eventType: 'STEP_PROGRESS' }), executionToken: a.executionToken },
+      // Handles of a batch are resolved together: one nobody issued is refused on its own.
+      {
+        executionHandle: `${b.executionHandle}x`,
+        eventId: newId(),
+        eventType: 'STEP_PROGRESS',
+        sourceSeq: 2,
+      },
     ];
     const res = await h.request('POST', '/v1/task-events:batch', { token: c.app.apiKey, body: { events } });
     expect(res.body.results.map((r: any) => (r.ok ? 'ok' : r.error.code))).toEqual([
@@ -145,6 +152,7 @@ describe('versions', () => {
       'EVENT_TYPE_NOT_ALLOWED',
       'ok',
       'SOURCE_SEQ_REGRESSION',
+      'EXECUTION_CREDENTIAL_INVALID',
     ]);
     const steps = (await c.task(taskId)).execution.steps;
     expect(steps.map((s: any) => s.status)).toEqual(['RUNNING', 'RUNNING']);

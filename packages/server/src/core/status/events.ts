@@ -100,7 +100,7 @@ async function resolveExecution(
   }
   if (credential.kind !== 'handle')
     return refuse('EXECUTION_CREDENTIAL_INVALID', 'step events need an execution credential');
-  const attempt = await session.tx.findAttemptByHandle(deps.credentials.hashHandle(credential.handle));
+  const attempt = await session.findAttemptByHandle(deps.credentials.hashHandle(credential.handle));
   if (
     !attempt ||
     attempt.applicationId !== credential.principal.applicationId ||
@@ -560,18 +560,27 @@ export async function reportTaskEvents(
 ): Promise<ReportOutcome[]> {
   const outcomes: ReportOutcome[] = new Array(items.length);
   const attempts = new Map((known.attempts ?? []).map((a) => [a.id, a]));
-  const taskOf = (item: ReportItem) =>
+  const handleHashes = items.map((item) =>
+    item.credential.kind === 'handle' ? deps.credentials.hashHandle(item.credential.handle) : null,
+  );
+  const knownTaskOf = (item: ReportItem) =>
     item.credential.kind === 'worker'
       ? (attempts.get(item.credential.claims.executionId)?.taskId ?? null)
       : (item.event.taskId ?? null);
-  const order = items.map((item, index) => ({ item, index, key: taskKeyOf(item, taskOf(item)) }));
+  const order = items.map((item, index) => ({ item, index, key: taskKeyOf(item, knownTaskOf(item)) }));
   order.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : a.index - b.index));
   await inFactTransaction(
     deps,
     async (session) => {
       session.rememberAttempts([...attempts.values()]);
+      // Execution handles resolve to their attempts in one read, so their tasks are known up front too.
+      await session.resolveHandles(handleHashes.filter((h): h is Buffer => h !== null));
+      const taskOf = async (item: ReportItem, index: number) => {
+        const hash = handleHashes[index];
+        return hash ? ((await session.findAttemptByHandle(hash))?.taskId ?? null) : knownTaskOf(item);
+      };
       // Tasks whose ids are known up front are locked (in id order) and read with the dedup records in one go.
-      const taskIds = items.map(taskOf);
+      const taskIds = await Promise.all(items.map(taskOf));
       // Their workflows too when every task is known: no task is then locked after a workflow.
       await session.prefetch(
         taskIds.filter((id): id is string => id !== null),

@@ -104,6 +104,8 @@ export class FactSession {
   /** Dedup records of this session's facts, and those read ahead for a batch (null: not seen). */
   private readonly dedup = new Map<string, DedupRecord | null>();
   private readonly attempts = new Map<string, AttemptRecord>();
+  /** Attempts by execution-handle hash (hex), as `resolveHandles` read them (null: none). */
+  private readonly handles = new Map<string, AttemptRecord | null>();
   /** Steps this session asked the scheduler to place and did not place itself. */
   private readonly requestedSteps = new Set<string>();
   /** Work for after the commit (e.g. waking the workers a placement wrote commands for). */
@@ -167,6 +169,26 @@ export class FactSession {
 
   async findAttempt(attemptId: string): Promise<AttemptRecord | null> {
     return this.attempts.get(attemptId) ?? this.tx.findAttempt(attemptId);
+  }
+
+  /**
+   * Resolves a batch's execution handles in one read (null: no such attempt), so their tasks can be
+   * locked with the others instead of one round trip per event for the handle and one for the lock.
+   */
+  async resolveHandles(hashes: Buffer[]): Promise<void> {
+    const unseen = hashes.filter((h) => !this.handles.has(h.toString('hex')));
+    if (unseen.length === 0) return;
+    const found = await this.tx.findAttemptsByHandle(unseen);
+    for (const hash of unseen) this.handles.set(hash.toString('hex'), null);
+    for (const attempt of found) {
+      this.handles.set(attempt.handleHash.toString('hex'), attempt);
+      this.attempts.set(attempt.id, attempt);
+    }
+  }
+
+  async findAttemptByHandle(hash: Buffer): Promise<AttemptRecord | null> {
+    const known = this.handles.get(hash.toString('hex'));
+    return known !== undefined ? known : this.tx.findAttemptByHandle(hash);
   }
 
   afterCommit(callback: () => void): void {

@@ -117,6 +117,7 @@ export interface StatusTransaction {
   findDedups(eventIds: string[]): Promise<DedupRecord[]>;
   findAttempt(attemptId: string): Promise<AttemptRecord | null>;
   findAttemptByHandle(handleHash: Buffer): Promise<AttemptRecord | null>;
+  findAttemptsByHandle(handleHashes: Buffer[]): Promise<AttemptRecord[]>;
   acl(taskId: string): Promise<AclEntry[]>;
   /** Dynamic registrations of the task since `since` (for the per-minute limit). */
   countRegistrationsSince(taskId: string, since: Date): Promise<number>;

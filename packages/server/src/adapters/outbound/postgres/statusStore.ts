@@ -39,6 +39,14 @@ import {
 } from './rows.ts';
 
 /** Reads a task with its current execution and all step rows of that execution. */
+/** The attempts whose execution handles hash to `hashes` (one read for a batch). */
+async function attemptsByHandle(sql: Queryable, hashes: Buffer[]): Promise<AttemptRecord[]> {
+  const rows = await sql<AttemptRow[]>`
+    SELECT * FROM attempt
+    WHERE handle_hash IN (SELECT decode(h, 'hex') FROM unnest(${hashes.map((h) => h.toString('hex'))}::text[]) AS h)`;
+  return rows.map(toAttempt);
+}
+
 export async function loadTaskState(sql: Queryable, task: TaskRow, withAcl = false): Promise<TaskState> {
   const [[execution], steps, acl] = await Promise.all([
     sql<ExecutionRow[]>`SELECT * FROM execution WHERE id = ${task.current_execution_id}`,
@@ -780,6 +788,10 @@ class PostgresStatusTransaction implements StatusTransaction {
     return row ? toAttempt(row) : null;
   }
 
+  findAttemptsByHandle(hashes: Buffer[]): Promise<AttemptRecord[]> {
+    return attemptsByHandle(this.sql, hashes);
+  }
+
   async acl(taskId: string): Promise<AclEntry[]> {
     const rows = await this.sql<
       {
@@ -1209,11 +1221,8 @@ export class PostgresStatusStore implements StatusStore {
     }));
   }
 
-  async attemptsByHandle(hashes: Buffer[]): Promise<AttemptRecord[]> {
-    const rows = await this.sql<AttemptRow[]>`
-      SELECT * FROM attempt
-      WHERE handle_hash IN (SELECT decode(h, 'hex') FROM unnest(${hashes.map((h) => h.toString('hex'))}::text[]) AS h)`;
-    return rows.map(toAttempt);
+  attemptsByHandle(hashes: Buffer[]): Promise<AttemptRecord[]> {
+    return attemptsByHandle(this.sql, hashes);
   }
 
   async attemptsById(ids: string[]): Promise<AttemptRecord[]> {
