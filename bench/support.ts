@@ -79,7 +79,11 @@ export function describe(result: LoadResult): string {
   return `${result.perSecond.toFixed(0)}/s  p50 ${result.p50.toFixed(2)} ms  p99 ${result.p99.toFixed(2)} ms  (${result.count} in ${result.seconds.toFixed(1)} s)`;
 }
 
-/** A real `tdp server` process on the bench database, with one tenant and application ready. */
+/**
+ * A real `tdp server` process on the bench database, with one tenant and application ready. For
+ * diagnosis: BENCH_PROFILE=1 writes its CPU profile to /tmp/prof, BENCH_NODE_FLAGS adds Node flags
+ * (e.g. `--trace-gc`), BENCH_LOG_LEVEL=debug logs every request with its duration.
+ */
 export async function startBenchServer(databaseUrl: string) {
   const port = await freePort();
   const adminToken = randomBytes(24).toString('hex');
@@ -87,6 +91,7 @@ export async function startBenchServer(databaseUrl: string) {
     process.execPath,
     [
       ...(process.env.BENCH_PROFILE ? ['--cpu-prof', '--cpu-prof-dir=/tmp/prof'] : []),
+      ...(process.env.BENCH_NODE_FLAGS ?? '').split(' ').filter(Boolean),
       '--import',
       'tsx',
       'packages/cli/src/main.ts',
@@ -99,7 +104,7 @@ export async function startBenchServer(databaseUrl: string) {
         TDP_PORT: String(port),
         TDP_ADMIN_TOKEN: adminToken,
         TDP_SECRET_KEYS: generateKeyringEntry('bench'),
-        TDP_LOG_LEVEL: 'warn',
+        TDP_LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn',
         NATS_URL: '',
       },
       stdio: ['ignore', 'inherit', 'inherit'],
