@@ -117,6 +117,11 @@ export class WorkerClient {
     return parseJson(text);
   }
 
+  /** Closes the kept-alive connections (once the runtime has stopped using the client). */
+  close(): Promise<void> {
+    return this.pool.close();
+  }
+
   register(registration: Registration): Promise<Registered> {
     return this.call('POST', '/v1/workers/register', registration) as Promise<Registered>;
   }

@@ -57,8 +57,9 @@ export async function startWorker(
   const dbPath = resolve(env.TDP_WORKER_DB ?? '.tdp/worker.db');
   mkdirSync(dirname(dbPath), { recursive: true });
   const store = new LocalStore(dbPath, newId);
+  const client = new WorkerClient((env.TDP_URL ?? 'http://127.0.0.1:8080').replace(/\/$/, ''), key);
   const runtime = new WorkerRuntime({
-    client: new WorkerClient((env.TDP_URL ?? 'http://127.0.0.1:8080').replace(/\/$/, ''), key),
+    client,
     store,
     capabilities,
     ...(env.TDP_NODE_ID ? { nodeId: env.TDP_NODE_ID } : {}),
@@ -76,6 +77,7 @@ export async function startWorker(
     drain: async () => {
       await runtime.drain();
       store.close();
+      await client.close();
     },
   };
 }

@@ -560,9 +560,6 @@ export async function reportTaskEvents(
 ): Promise<ReportOutcome[]> {
   const outcomes: ReportOutcome[] = new Array(items.length);
   const attempts = new Map((known.attempts ?? []).map((a) => [a.id, a]));
-  const handleHashes = items.map((item) =>
-    item.credential.kind === 'handle' ? deps.credentials.hashHandle(item.credential.handle) : null,
-  );
   const knownTaskOf = (item: ReportItem) =>
     item.credential.kind === 'worker'
       ? (attempts.get(item.credential.claims.executionId)?.taskId ?? null)
@@ -574,13 +571,15 @@ export async function reportTaskEvents(
     async (session) => {
       session.rememberAttempts([...attempts.values()]);
       // Execution handles resolve to their attempts in one read, so their tasks are known up front too.
-      await session.resolveHandles(handleHashes.filter((h): h is Buffer => h !== null));
-      const taskOf = async (item: ReportItem, index: number) => {
-        const hash = handleHashes[index];
-        return hash ? ((await session.findAttemptByHandle(hash))?.taskId ?? null) : knownTaskOf(item);
-      };
+      const hashes = items.map((item) =>
+        item.credential.kind === 'handle' ? deps.credentials.hashHandle(item.credential.handle) : null,
+      );
+      const resolved = await session.resolveHandles(hashes.filter((h): h is Buffer => h !== null));
+      let nextResolved = 0;
+      const taskIds = items.map((item, i) =>
+        hashes[i] ? (resolved[nextResolved++]?.taskId ?? null) : knownTaskOf(item),
+      );
       // Tasks whose ids are known up front are locked (in id order) and read with the dedup records in one go.
-      const taskIds = await Promise.all(items.map(taskOf));
       // Their workflows too when every task is known: no task is then locked after a workflow.
       await session.prefetch(
         taskIds.filter((id): id is string => id !== null),

@@ -172,18 +172,22 @@ export class FactSession {
   }
 
   /**
-   * Resolves a batch's execution handles in one read (null: no such attempt), so their tasks can be
-   * locked with the others instead of one round trip per event for the handle and one for the lock.
+   * Resolves a batch's execution handles in one read, so their tasks can be locked with the others
+   * instead of one round trip per event for the handle and one for the lock. Returns each hash's
+   * attempt (null: none); `findAttemptByHandle` serves them afterwards.
    */
-  async resolveHandles(hashes: Buffer[]): Promise<void> {
-    const unseen = hashes.filter((h) => !this.handles.has(h.toString('hex')));
-    if (unseen.length === 0) return;
-    const found = await this.tx.findAttemptsByHandle(unseen);
-    for (const hash of unseen) this.handles.set(hash.toString('hex'), null);
-    for (const attempt of found) {
-      this.handles.set(attempt.handleHash.toString('hex'), attempt);
-      this.attempts.set(attempt.id, attempt);
+  async resolveHandles(hashes: Buffer[]): Promise<(AttemptRecord | null)[]> {
+    const keys = hashes.map((h) => h.toString('hex'));
+    const unseen = hashes.filter((_, i) => !this.handles.has(keys[i]!));
+    if (unseen.length > 0) {
+      const found = await this.tx.findAttemptsByHandle(unseen);
+      for (const hash of unseen) this.handles.set(hash.toString('hex'), null);
+      for (const attempt of found) {
+        this.handles.set(attempt.handleHash.toString('hex'), attempt);
+        this.attempts.set(attempt.id, attempt);
+      }
     }
+    return keys.map((key) => this.handles.get(key)!);
   }
 
   async findAttemptByHandle(hash: Buffer): Promise<AttemptRecord | null> {
