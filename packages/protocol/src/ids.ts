@@ -11,7 +11,16 @@ let lastMs = -1;
 let counterHigh = 0;
 let counterLow = 0;
 
-const hex = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
+/** ASCII codes of each byte's two hex digits, at 2·byte and 2·byte + 1. */
+const hexCodes = new Uint8Array(512);
+for (let i = 0; i < 256; i += 1) {
+  const pair = i.toString(16).padStart(2, '0');
+  hexCodes[2 * i] = pair.charCodeAt(0);
+  hexCodes[2 * i + 1] = pair.charCodeAt(1);
+}
+const bytes = new Uint8Array(16);
+const text = new Uint8Array(36);
+const ascii = new TextDecoder();
 
 function randomBytes(count: number): number {
   if (poolOffset + count > pool.length) {
@@ -23,7 +32,11 @@ function randomBytes(count: number): number {
   return at;
 }
 
-/** A new time-ordered identifier (UUIDv7): ids sort by creation time, which keeps indexes compact. */
+/**
+ * A new time-ordered identifier (UUIDv7): ids sort by creation time, which keeps indexes compact. The
+ * text is decoded from one buffer, so an id is a single flat string: built by concatenation it was
+ * nineteen string objects, and ids live long enough to be copied by every young-generation GC.
+ */
 export function newId(): string {
   let ms = Date.now();
   if (ms > lastMs) {
@@ -49,30 +62,31 @@ export function newId(): string {
   const at = randomBytes(4);
   const high = Math.floor(ms / 0x1000000);
   const low = ms % 0x1000000;
-  return (
-    hex[(high >>> 16) & 0xff]! +
-    hex[(high >>> 8) & 0xff]! +
-    hex[high & 0xff]! +
-    hex[(low >>> 16) & 0xff]! +
-    '-' +
-    hex[(low >>> 8) & 0xff]! +
-    hex[low & 0xff]! +
-    '-' +
-    // version 7, then the counter's top 12 bits (10 high + 2 of the low word)
-    hex[0x70 | (counterHigh >>> 6)]! +
-    hex[((counterHigh << 2) & 0xfc) | (counterLow >>> 30)]! +
-    '-' +
-    // variant 10, then 30 more counter bits
-    hex[0x80 | ((counterLow >>> 24) & 0x3f)]! +
-    hex[(counterLow >>> 16) & 0xff]! +
-    '-' +
-    hex[(counterLow >>> 8) & 0xff]! +
-    hex[counterLow & 0xff]! +
-    hex[pool[at]!]! +
-    hex[pool[at + 1]!]! +
-    hex[pool[at + 2]!]! +
-    hex[pool[at + 3]!]!
-  );
+  bytes[0] = (high >>> 16) & 0xff;
+  bytes[1] = (high >>> 8) & 0xff;
+  bytes[2] = high & 0xff;
+  bytes[3] = (low >>> 16) & 0xff;
+  bytes[4] = (low >>> 8) & 0xff;
+  bytes[5] = low & 0xff;
+  // version 7, then the counter's top 12 bits (10 high + 2 of the low word)
+  bytes[6] = 0x70 | (counterHigh >>> 6);
+  bytes[7] = ((counterHigh << 2) & 0xfc) | (counterLow >>> 30);
+  // variant 10, then 30 more counter bits
+  bytes[8] = 0x80 | ((counterLow >>> 24) & 0x3f);
+  bytes[9] = (counterLow >>> 16) & 0xff;
+  bytes[10] = (counterLow >>> 8) & 0xff;
+  bytes[11] = counterLow & 0xff;
+  bytes[12] = pool[at]!;
+  bytes[13] = pool[at + 1]!;
+  bytes[14] = pool[at + 2]!;
+  bytes[15] = pool[at + 3]!;
+  let p = 0;
+  for (let i = 0; i < 16; i += 1) {
+    if (i === 4 || i === 6 || i === 8 || i === 10) text[p++] = 0x2d; // '-'
+    text[p++] = hexCodes[2 * bytes[i]!]!;
+    text[p++] = hexCodes[2 * bytes[i]! + 1]!;
+  }
+  return ascii.decode(text);
 }
 
 const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;

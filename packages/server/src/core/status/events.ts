@@ -580,11 +580,16 @@ export async function reportTaskEvents(
         hashes[i] ? (resolved[nextResolved++]?.taskId ?? null) : knownTaskOf(item),
       );
       // Tasks whose ids are known up front are locked (in id order) and read with the dedup records in one go.
-      // Their workflows too when every task is known: no task is then locked after a workflow.
+      // Their workflows too when every task is known (no task is then locked after a workflow) and the
+      // batch is likely to move a task's lifecycle: a batch of progress reports rarely does, and locking
+      // a workflow row writes it. A workflow not locked here is locked at the end, after all the tasks.
       await session.prefetch(
         taskIds.filter((id): id is string => id !== null),
         items.map((i) => i.event.eventId),
-        { workflows: taskIds.every((id) => id !== null) },
+        {
+          workflows:
+            taskIds.every((id) => id !== null) && items.some((i) => i.event.eventType !== 'STEP_PROGRESS'),
+        },
       );
       for (const { item, index } of order) {
         try {

@@ -260,6 +260,14 @@ const attemptColumns: Column[] = [
   ['created_at', 'timestamptz'],
 ];
 
+const revocationColumns: Column[] = [
+  ['id', 'uuid'],
+  ['revoked_at', 'timestamptz'],
+];
+const requestClosingColumns: Column[] = [
+  ['step_id', 'uuid'],
+  ['status', 'text'],
+];
 const dedupColumns: Column[] = [
   ['event_id', 'uuid'],
   ['task_id', 'uuid'],
@@ -903,10 +911,7 @@ export function factStatements(writes: FactWrite[]): RowStatement[] {
     statements.push(
       updateStatement(
         'attempt',
-        [
-          ['id', 'uuid'],
-          ['revoked_at', 'timestamptz'],
-        ],
+        revocationColumns,
         [...revoked].map((id) => ({ id, revoked_at: committedAt })),
         { assignments: 'revoked_at = coalesce(attempt.revoked_at, x.revoked_at)' },
       ),
@@ -999,10 +1004,7 @@ export function factStatements(writes: FactWrite[]): RowStatement[] {
     statements.push(
       updateStatement(
         'scheduling_request',
-        [
-          ['step_id', 'uuid'],
-          ['status', 'text'],
-        ],
+        requestClosingColumns,
         [...closing].map(([step_id, status]) => ({ step_id, status })),
         {
           match: 'step_id',
@@ -1234,7 +1236,8 @@ export class PostgresStatusStore implements StatusStore {
     const rows = await this.sql<{ task_id: string }[]>`
       SELECT DISTINCT task_id FROM (
         SELECT task_id FROM step
-        WHERE status = 'RUNNING' AND health = 'HEALTHY' AND heartbeat_deadline_at <= ${now}
+        WHERE status = 'RUNNING' AND health = 'HEALTHY' AND heartbeat_timeout_seconds IS NOT NULL
+          AND heartbeat_deadline_at <= ${now}
         ORDER BY heartbeat_deadline_at LIMIT ${limit}) AS due`;
     return rows.map((r) => r.task_id);
   }
