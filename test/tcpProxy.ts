@@ -12,7 +12,12 @@ export class TcpProxy {
   ) {}
 
   async start(port = 0): Promise<number> {
-    this.server = createServer((client) => {
+    const server = createServer((client) => {
+      // A connection accepted just before a cut would otherwise outlive it (and hold close() open).
+      if (this.server !== server) {
+        client.destroy();
+        return;
+      }
       const upstream = connect(this.targetPort, this.targetHost);
       for (const socket of [client, upstream]) {
         this.sockets.add(socket);
@@ -23,11 +28,12 @@ export class TcpProxy {
       client.on('close', () => upstream.destroy());
       upstream.on('close', () => client.destroy());
     });
+    this.server = server;
     await new Promise<void>((resolve, reject) => {
-      this.server!.once('error', reject);
-      this.server!.listen(port, '127.0.0.1', resolve);
+      server.once('error', reject);
+      server.listen(port, '127.0.0.1', resolve);
     });
-    const address = this.server.address();
+    const address = server.address();
     this.port = typeof address === 'object' && address ? address.port : port;
     return this.port;
   }
