@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { errorCatalogue } from '@tdp/protocol';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { type Harness, startHarness, zipWorkflow } from '../../../test/harness.ts';
+import { coordinator } from '../../../test/statusFixture.ts';
 import { TcpProxy } from '../../../test/tcpProxy.ts';
 import { connectDatabase } from '../src/main.ts';
 
@@ -81,6 +82,30 @@ describe('a database outage', () => {
       )
       .toBe(201);
     expect((await fetch(`${h.url}/readyz`)).status).toBe(200);
+  });
+
+  it('requests waiting for a connection when the connections drop are answered, and the pool recovers', async () => {
+    const c = await coordinator(h);
+    const { ctx } = await c.runningContext();
+    expect((await c.report(ctx, c.event(ctx))).status).toBe(200);
+    let seq = 2;
+    const progress = () =>
+      c.report(ctx, c.event(ctx, { sourceSeq: seq++, eventType: 'STEP_PROGRESS', progress: { percent: 1 } }));
+    // More reports than pooled connections: some are in transactions, the rest queue for a connection.
+    const inFlight = Array.from({ length: 30 }, () => progress());
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    await proxy.cut();
+    // Each is answered (reconnecting fails while the database is away) instead of waiting for good.
+    const during = await Promise.all(inFlight);
+    expect(during.filter((r) => r.status !== 200).map((r) => r.body.code)).toEqual(
+      during.filter((r) => r.status !== 200).map(() => 'DATABASE_UNAVAILABLE'),
+    );
+    await proxy.restore();
+    await expect.poll(async () => (await progress()).status, { timeout: 10_000 }).toBe(200);
+    // Concurrent again, so that every connection of the pool serves one: a broken one would fail it.
+    const after = await Promise.all(Array.from({ length: 30 }, () => progress()));
+    const failures = after.filter((r) => r.status !== 200 && r.body.code !== 'SOURCE_SEQ_REGRESSION');
+    expect(failures.map((r) => r.body.code)).toEqual([]);
   });
 });
 

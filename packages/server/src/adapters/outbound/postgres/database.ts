@@ -1,4 +1,3 @@
-import { once } from 'node:events';
 import { connect as connectTcp, type Socket } from 'node:net';
 import postgres from 'postgres';
 import { AppError } from '../../../core/shared/errors.ts';
@@ -22,6 +21,9 @@ export function connectDatabase(options: DatabaseOptions): Sql {
     max: options.maxConnections ?? 20,
     idle_timeout: 60,
     connect_timeout: 5,
+    // Reconnects back off up to a second (the driver's default grows to 20 s): a request queued for a
+    // connection waits for the next attempt, so long pauses became long requests after an outage.
+    backoff: (retries: number) => Math.min(0.05 * 2 ** retries, 1),
     onnotice: () => {},
     types: { bigint: postgres.BigInt },
     connection: {
@@ -37,14 +39,18 @@ export function connectDatabase(options: DatabaseOptions): Sql {
  * e2e benchmark. Corking the socket until the current burst of work is done sends them in one writev.
  * Only for plain TCP URLs; TLS and Unix-socket URLs keep the driver's own socket.
  */
-function coalescedTcp(url: string): { socket?: () => Promise<Socket> } {
+function coalescedTcp(url: string): { socket?: () => Socket } {
   const parsed = new URL(url);
   const ssl = parsed.searchParams.get('sslmode') ?? parsed.searchParams.get('ssl');
   if ((ssl && ssl !== 'disable') || !parsed.hostname || parsed.hostname.includes(',')) return {};
   const host = decodeURIComponent(parsed.hostname).replace(/^\[|\]$/g, '');
   const port = Number(parsed.port || 5432);
   return {
-    socket: async () => {
+    // The socket is handed over before it connects (writes wait in its buffer). A refused or slow connect
+    // then fails and closes it, which the driver handles like any broken connection, under its own
+    // connect_timeout. A factory that rejects instead leaves the driver's connection "connecting" for
+    // good: the requests queued behind it were never answered and the pool never recovered.
+    socket: () => {
       const socket = connectTcp({
         host,
         port,
@@ -52,15 +58,6 @@ function coalescedTcp(url: string): { socket?: () => Promise<Socket> } {
         keepAlive: true,
         keepAliveInitialDelay: 60_000,
       });
-      const timer = setTimeout(
-        () => socket.destroy(Object.assign(new Error('connect timeout'), { code: 'CONNECT_TIMEOUT' })),
-        5_000,
-      );
-      try {
-        await once(socket, 'connect');
-      } finally {
-        clearTimeout(timer);
-      }
       const write = socket.write.bind(socket) as (...args: unknown[]) => boolean;
       let corked = false;
       socket.write = ((...args: unknown[]) => {
