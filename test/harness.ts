@@ -72,6 +72,8 @@ export async function startHarness(
     gatewayApiKey?: string;
     /** The relay publishes through this Centrifugo-compatible API instead of the in-process gateway. */
     centrifugoApi?: { url: string; key: string };
+    /** Every request is answered within this (503 REQUEST_TIMEOUT after it). */
+    requestDeadlineMs?: number;
   } = {},
 ): Promise<Harness> {
   const database = options.sharedDatabaseUrl
@@ -91,7 +93,7 @@ export async function startHarness(
       natsUrl: options.nats?.url ?? null,
       natsSubjectPrefix: options.nats?.subjectPrefix ?? 'tdp',
       bodyLimitBytes: options.bodyLimitBytes ?? 1024 * 1024,
-      requestDeadlineMs: 10_000,
+      requestDeadlineMs: options.requestDeadlineMs ?? 10_000,
       statementTimeoutMs: 10_000,
       databasePoolSize: 10,
       logLevel: 'silent',

@@ -109,6 +109,52 @@ describe('a database outage', () => {
   });
 });
 
+describe('the request deadline', () => {
+  let h: Harness;
+  let sql: ReturnType<typeof connectDatabase>;
+  beforeAll(async () => {
+    h = await startHarness({ requestDeadlineMs: 1_000 });
+    sql = connectDatabase({ url: h.databaseUrl, maxConnections: 1 });
+  });
+  afterAll(async () => {
+    await sql.end();
+    await h.close();
+  });
+
+  it('answers a POST still waiting at its deadline 503 REQUEST_TIMEOUT; a retry gets the real answer', async () => {
+    const c = await coordinator(h);
+    const { ctx } = await c.runningContext();
+    const event = c.event(ctx);
+    // The task row is held by another transaction, so the report waits on its lock past the deadline.
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let locked!: () => void;
+    const isLocked = new Promise<void>((resolve) => {
+      locked = resolve;
+    });
+    const holder = sql.begin(async (tx) => {
+      await tx`SELECT id FROM task WHERE id = ${ctx.taskId} FOR UPDATE`;
+      locked();
+      await held;
+    });
+    await isLocked;
+    const started = Date.now();
+    const late = await c.report(ctx, event);
+    const waited = Date.now() - started;
+    release();
+    await holder;
+    expect(late.status).toBe(503);
+    expect(late.body).toMatchObject({ code: 'REQUEST_TIMEOUT', retryable: true });
+    expect(waited).toBeLessThan(5_000);
+    // The report committed once the lock was free; the same event again is answered as it was.
+    const retry = await c.report(ctx, event);
+    expect(retry.status).toBe(200);
+    expect(retry.body.eventId).toBe(event.eventId);
+  });
+});
+
 describe('operations endpoints', () => {
   let h: Harness;
   beforeAll(async () => {

@@ -40,8 +40,6 @@ export async function createHttpApp(options: HttpOptions): Promise<FastifyInstan
       : {}),
     loggerInstance: options.logger as FastifyBaseLogger,
     bodyLimit: options.bodyLimitBytes,
-    // Every request is answered within its deadline (503 REQUEST_TIMEOUT after it; see problems.ts).
-    handlerTimeout: options.requestDeadlineMs,
     requestTimeout: options.requestDeadlineMs * 2,
     connectionTimeout: options.requestDeadlineMs * 2,
     genReqId: (request) => {
@@ -160,6 +158,22 @@ export async function createHttpApp(options: HttpOptions): Promise<FastifyInstan
   app.addHook('onSend', async (_request, reply, payload) => {
     if (closing) reply.header('connection', 'close');
     return payload;
+  });
+
+  // Every request is answered within its deadline: 503 REQUEST_TIMEOUT, retryable (the work may still
+  // commit; a retry with the same key or event id then gets its answer). Not Fastify's handlerTimeout:
+  // it stops its timer on the request's 'close', which Node emits once a body has been read, so it
+  // never fired for a POST. Streams (SSE) hijack their reply or have sent their headers: left alone.
+  app.addHook('onRequest', (request, reply, done) => {
+    const timer = setTimeout(() => {
+      if (reply.sent || reply.raw.headersSent) return;
+      sendProblem(
+        reply,
+        problem('REQUEST_TIMEOUT', 'the request did not finish within its deadline', undefined, request.url),
+      );
+    }, options.requestDeadlineMs);
+    reply.raw.once('close', () => clearTimeout(timer));
+    done();
   });
 
   app.setErrorHandler((error, request, reply) => {

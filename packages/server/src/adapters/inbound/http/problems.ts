@@ -61,13 +61,6 @@ export function toProblem(error: unknown, request: FastifyRequest): Problem {
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
       return problem('UNSUPPORTED_MEDIA_TYPE', 'send the body as application/json', undefined, request.url);
-    case 'FST_ERR_HANDLER_TIMEOUT':
-      return problem(
-        'REQUEST_TIMEOUT',
-        'the request did not finish within its deadline',
-        undefined,
-        request.url,
-      );
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
       return problem('MALFORMED_JSON', fastifyError.message, undefined, request.url);
