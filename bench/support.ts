@@ -6,7 +6,12 @@ import { freePort, startTemporaryPostgres } from '../packages/cli/src/embeddedPo
 import { connectDatabase, generateKeyringEntry, migrate } from '../packages/server/src/main.ts';
 
 /** A migrated database of its own on DATABASE_URL's server, or on an embedded PostgreSQL. */
-export async function benchDatabase(): Promise<{ url: string; close(): Promise<void> }> {
+export async function benchDatabase(): Promise<{
+  url: string;
+  /** Writes out what a burst left behind (a checkpoint), as a server in its steady state would have. */
+  checkpoint(): Promise<void>;
+  close(): Promise<void>;
+}> {
   let adminUrl = process.env.DATABASE_URL;
   let stopServer = async () => {};
   if (!adminUrl) {
@@ -24,6 +29,9 @@ export async function benchDatabase(): Promise<{ url: string; close(): Promise<v
   await sql.end();
   return {
     url: url.toString(),
+    checkpoint: async () => {
+      await admin.unsafe('CHECKPOINT');
+    },
     close: async () => {
       await admin.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
       await admin.end();

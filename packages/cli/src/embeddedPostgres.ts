@@ -144,12 +144,10 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
       'unix_socket_directories=',
       '-c',
       'max_connections=200',
-      // TDP's queue tables (outboxes, commands, scheduling requests) churn within seconds. With the default
-      // one-minute nap, a new database runs its first minute on cached plans made when the tables were
-      // empty (sequential scans that grow with every row: 4.5 ms instead of 0.1 ms per task lock in the
-      // e2e benchmark) and on un-vacuumed dead rows in the claim queries.
-      '-c',
-      'autovacuum_naptime=5s',
+      // Autovacuum keeps PostgreSQL's one-minute nap. A 5 s nap once hid a plan that needed statistics
+      // (the batch step read, now index-driven without them), and under load it re-analysed every hot
+      // table every 5 s: each round re-planned every pooled connection's statements and doubled the
+      // request latency for a second (e2e benchmark).
     ],
     runAs,
     log,

@@ -5,6 +5,7 @@ import { newId } from '@tdp/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Harness, startHarness } from '../../../test/harness.ts';
 import { coordinator, documentSteps } from '../../../test/statusFixture.ts';
+import { currentStepsOfTasks } from '../src/adapters/outbound/postgres/statusStore.ts';
 import { connectDatabase } from '../src/main.ts';
 
 let h: Harness;
@@ -587,5 +588,43 @@ describe('updates in place', () => {
     expect(changed(before.step, after.step)).toEqual(
       expect.arrayContaining(['version', 'heartbeat_deadline_at']),
     );
+  });
+});
+
+describe('plans that do not wait for statistics', () => {
+  it("a batch's step read uses step's indexes on a new database and after ANALYZE", async () => {
+    const wf = await c.createWorkflow({
+      tasks: [{ clientTaskKey: 'planned', title: 'One of many', knownSteps: [documentSteps[0]] }],
+    });
+    const taskId = wf.tasks[0]!.taskId;
+    // Thousands of finished steps of other tasks, as a database holds after its first minute.
+    await sql`
+      INSERT INTO step
+      SELECT (jsonb_populate_record(s, jsonb_build_object(
+        'id', gen_random_uuid(), 'task_id', gen_random_uuid(), 'execution_id', gen_random_uuid(),
+        'attempt_id', NULL, 'status', 'SUCCEEDED'))).*
+      FROM step s, generate_series(1, 5000)
+      WHERE s.task_id = ${taskId}`;
+    const scansOfStep = async () => {
+      // The plan a connection settles on after its first executions: the generic one, made without the
+      // parameter's value.
+      const plan = await sql.begin(async (tx) => {
+        await tx`SET LOCAL plan_cache_mode = force_generic_plan`;
+        await tx.unsafe(`PREPARE steps_of_tasks (uuid[]) AS ${currentStepsOfTasks}`);
+        const [row] = await tx.unsafe(`EXPLAIN (FORMAT JSON) EXECUTE steps_of_tasks('{${taskId}}')`);
+        await tx.unsafe('DEALLOCATE steps_of_tasks');
+        return JSON.stringify(row!['QUERY PLAN']);
+      });
+      return [...plan.matchAll(/"Node Type":"Seq Scan"[^}]*?"Relation Name":"(\w+)"/g)].map((m) => m[1]);
+    };
+    try {
+      expect(await scansOfStep()).not.toContain('step');
+      await sql`ANALYZE step`;
+      await sql`ANALYZE task`;
+      expect(await scansOfStep()).not.toContain('step');
+    } finally {
+      // The copies belong to no task (the harness checks references when it drops the database).
+      await sql`DELETE FROM step WHERE task_id NOT IN (SELECT id FROM task)`;
+    }
   });
 });

@@ -74,6 +74,17 @@ async function readAcl(sql: Queryable, taskId: string): Promise<AclEntry[]> {
   }));
 }
 
+/**
+ * The steps of the tasks' current executions ($1: task ids). Driven by the task ids on step's task
+ * index whatever the statistics say: joined on the execution id alone, the plan a new database made
+ * before its first ANALYZE hashed a scan of the whole step table (5 ms per batch at 11,000 steps).
+ */
+export const currentStepsOfTasks = `
+  SELECT s.* FROM step s
+  WHERE s.task_id = ANY($1::uuid[])
+    AND s.execution_id IN (SELECT current_execution_id FROM task WHERE id = ANY($1::uuid[]))
+  ORDER BY s.id`;
+
 const stepColumns: Column[] = [
   ['id', 'uuid'],
   ['task_id', 'uuid'],
@@ -681,9 +692,7 @@ class PostgresStatusTransaction implements StatusTransaction {
       sql<TaskRow[]>`SELECT * FROM task WHERE id = ANY(${taskIds}::uuid[]) ORDER BY id FOR UPDATE`,
       sql<ExecutionRow[]>`
         SELECT e.* FROM execution e JOIN task t ON e.id = t.current_execution_id WHERE t.id = ANY(${taskIds}::uuid[])`,
-      sql<StepRow[]>`
-        SELECT s.* FROM step s JOIN task t ON s.execution_id = t.current_execution_id
-        WHERE t.id = ANY(${taskIds}::uuid[]) ORDER BY s.id`,
+      sql.unsafe<StepRow[]>(currentStepsOfTasks, [taskIds], { prepare: true }),
       sql<
         {
           task_id: string;
