@@ -100,6 +100,11 @@ export class MemoryEngine implements Engine {
 
   /** Appends synchronously (so publications keep their call order) and delivers at once. */
   publishNow(channel: string, data: unknown, options: { skipHistory?: boolean } = {}): StreamPosition {
+    const { ttlMs, whileFollowed } = this.history(channel);
+    // Kept only while followed, and nobody follows it (subscribing creates the stream, and a stream
+    // outlives its last follower): no subscriber to deliver to and nothing to keep, so no stream
+    // either. One per task and per workflow otherwise stayed in memory for the meta TTL.
+    if (whileFollowed && !this.streams.has(channel)) return { offset: 0, epoch: '' };
     const stream = this.stream(channel);
     if (options.skipHistory) {
       this.handlers?.publication(channel, { offset: 0, data, at: this.now() }, stream.epoch);
@@ -107,7 +112,6 @@ export class MemoryEngine implements Engine {
     }
     stream.offset += 1;
     const publication = { offset: stream.offset, data, at: this.now() };
-    const { ttlMs, whileFollowed } = this.history(channel);
     const followed = stream.followers > 0 || this.now() - stream.unfollowedAt <= ttlMs;
     if (!whileFollowed || followed) stream.publications.push(publication);
     this.trim(channel, stream);

@@ -4,9 +4,14 @@ import { derivedKey } from './adapters/outbound/tokens/executionCredentials.ts';
 import { ConfigError, type ServerConfig } from './config.ts';
 import { parseKeyring } from './core/identity/secretBox.ts';
 
-/** History kept per channel: enough for a page that was away for a few minutes to catch up. */
+/**
+ * History kept per channel: enough for a page that was away for a few minutes to catch up. Channels of
+ * one task or one workflow (a new one per task) keep it only while followed: a first subscriber loads
+ * a snapshot anyway, and kept for everyone they held every task's changes for ten minutes (at 100
+ * tasks/s, tens of thousands of channels in the server's heap).
+ */
 export const channelHistory = (channel: string): HistoryOptions =>
-  channel.startsWith('task_detail:')
+  channel.startsWith('task_detail:') || channel.startsWith('workflow_summary:')
     ? { size: 100, ttlMs: 10 * 60_000, whileFollowed: true }
     : { size: 300, ttlMs: 10 * 60_000 };
 
