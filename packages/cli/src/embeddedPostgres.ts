@@ -144,10 +144,8 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
       'unix_socket_directories=',
       '-c',
       'max_connections=200',
-      // Autovacuum keeps PostgreSQL's one-minute nap. A 5 s nap once hid a plan that needed statistics
-      // (the batch step read, now index-driven without them), and under load it re-analysed every hot
-      // table every 5 s: each round re-planned every pooled connection's statements and doubled the
-      // request latency for a second (e2e benchmark).
+      // Autovacuum keeps PostgreSQL's one-minute nap: with a shorter one, every hot table is re-analysed
+      // each round under load, and each round re-plans every pooled connection's statements.
     ],
     runAs,
     log,

@@ -236,7 +236,6 @@ export function registerWorkerRoutes(
       let sending = Promise.resolve();
       let closed = false;
       let firstFlush = true;
-      let backlogSent = false;
       const resendAfterMs = deps.resendAfterMs ?? 30_000;
       // When each unacknowledged command was last written to this stream. Commits do not arrive in id
       // order (concurrent creates place steps too), so "sent" is remembered per id, not as a cursor.
@@ -270,7 +269,6 @@ export function registerWorkerRoutes(
               else if (last === undefined || last <= now - resendAfterMs) send(command, now);
             }
             firstFlush = false;
-            backlogSent = true;
             // Acknowledged since: forget them (but not those written after this read began).
             const stillOpen = new Set(open.map((c) => c.id));
             for (const [id, at] of sentAt) if (!stillOpen.has(id) && at < readAt) sentAt.delete(id);
@@ -284,9 +282,9 @@ export function registerWorkerRoutes(
           const now = deps.workers.status.clock.now().getTime();
           for (const command of commands) if (!sentAt.has(command.id)) send(command, now);
         };
-        // Once the backlog is out, at once: queued behind the periodic read, a command waited for that
-        // read's round trip to the database. `sentAt` keeps the two paths from writing a command twice.
-        if (backlogSent) write();
+        // Once the first read's backlog is out, at once: queued behind the periodic read, a command
+        // waited for that read's round trip. `sentAt` keeps the two paths from writing one twice.
+        if (!firstFlush) write();
         else sending = sending.then(write);
       };
       const unlisten = deps.hub.listen(workerId, (commands) => (commands ? deliver(commands) : flush()));
