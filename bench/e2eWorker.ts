@@ -45,7 +45,7 @@ async function runTdp() {
       headers: { authorization: headers.authorization },
     }).catch(() => {});
   }, 5_000).unref();
-  // Reports and acks are batched: one request for everything that finished in the last few ms, on
+  // Reports and acks are batched: one request for everything that happened in the last few ms, on
   // kept-alive connections (undici's pool costs far less CPU per request than fetch).
   const pool = new Pool(target, { connections: 2 });
   const post = async (path: string, body: unknown) => {
@@ -59,10 +59,9 @@ async function runTdp() {
     const ackBatch = acks;
     events = [];
     acks = [];
-    await Promise.all([
-      batch.length > 0 ? post(`/v1/workers/${workerId}/events:batch`, { events: batch }) : null,
-      ackBatch.length > 0 ? post(`/v1/workers/${workerId}/commands:ack`, { commandIds: ackBatch }) : null,
-    ]);
+    // The acks ride along with the events: one request and one commit for both.
+    if (batch.length > 0 || ackBatch.length > 0)
+      await post(`/v1/workers/${workerId}/events:batch`, { events: batch, commandAcks: ackBatch });
   };
   setInterval(() => void flush().catch(() => {}), 20).unref();
   const response = await fetch(`${target}/v1/workers/${workerId}/commands`, {

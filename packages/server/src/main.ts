@@ -258,6 +258,7 @@ export async function startServer(
     heartbeatIntervalSeconds: Math.max(1, Math.floor(config.workerHeartbeatTtlMs / 3000)),
     heartbeatTtlMs: config.workerHeartbeatTtlMs,
     credentials: new TtlCache(5_000),
+    owners: new TtlCache(10 * 60_000),
     workersChanged: () => {
       candidates.invalidate();
       workerStore.retryDeferred(clock.now()).then(

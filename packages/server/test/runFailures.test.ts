@@ -41,6 +41,7 @@ beforeAll(async () => {
     ['race-wf', 'race.op', {}],
     ['resume-wf', 'resume.op', {}],
     ['ack-wf', 'ack.op', {}],
+    ['ack-along-wf', 'ack-along.op', {}],
     ['resend-wf', 'resend.op', {}],
     ['cancel-wf', 'cancel.op', {}],
     ['close-wf', 'close.op', { timeouts: { startToCloseMs: 5_000 }, retry: { maxAttempts: 1 } }],
@@ -425,6 +426,62 @@ describe('failures while running', () => {
     expect(accepted.status).toBe(204);
     expect((await commandsOf(mine))[0]!.acked_at).not.toBeNull();
     expect((await commandsOf(other))[0]!.acked_at).toBeNull();
+  });
+
+  it("acknowledges commands sent along with events in the same commit; another worker's ids change nothing", async () => {
+    const register = (nodeId: string) =>
+      h.request('POST', '/v1/workers/register', {
+        token: workerKey,
+        body: {
+          instanceId: newId(),
+          name: nodeId,
+          nodeId,
+          capabilities: [{ name: 'ack-along.op', version: '1' }],
+          maxConcurrency: 1,
+        },
+      });
+    const mine = (await register('node-along-1')).body.workerId as string;
+    const other = (await register('node-along-2')).body.workerId as string;
+    await Promise.all([submit('ack-along-wf'), submit('ack-along-wf')]);
+    const commandsOf = async (workerId: string) =>
+      sql<{ id: string; acked_at: Date | null; payload: { attemptId: string; leaseVersion: number } }[]>`
+        SELECT id, acked_at, payload FROM worker_command WHERE worker_id = ${workerId} ORDER BY id`;
+    await expect.poll(async () => (await commandsOf(mine)).length, { timeout: 10_000 }).toBe(1);
+    await expect.poll(async () => (await commandsOf(other)).length, { timeout: 10_000 }).toBe(1);
+    const [own] = await commandsOf(mine);
+    const [foreign] = await commandsOf(other);
+    const batch = (body: unknown) =>
+      h.request('POST', `/v1/workers/${mine}/events:batch`, { token: workerKey, body });
+
+    const empty = await batch({ events: [] });
+    expect(empty.status).toBe(400);
+    expect(empty.body.code).toBe('VALIDATION_FAILED');
+
+    const reported = await batch({
+      events: [
+        {
+          attemptId: own!.payload.attemptId,
+          leaseVersion: own!.payload.leaseVersion,
+          eventId: newId(),
+          eventType: 'STEP_STARTED',
+          sourceSeq: 1,
+        },
+      ],
+      commandAcks: [own!.id, foreign!.id],
+    });
+    expect(reported.status).toBe(200);
+    expect(reported.body.results[0].ok).toBe(true);
+    expect((await commandsOf(mine))[0]!.acked_at).not.toBeNull();
+    expect((await commandsOf(other))[0]!.acked_at).toBeNull();
+
+    // Acknowledgements alone, with no events, are one commit too.
+    const alone = await h.request('POST', `/v1/workers/${other}/events:batch`, {
+      token: workerKey,
+      body: { events: [], commandAcks: [foreign!.id] },
+    });
+    expect(alone.status).toBe(200);
+    expect(alone.body.results).toEqual([]);
+    expect((await commandsOf(other))[0]!.acked_at).not.toBeNull();
   });
 
   it('sends an unacknowledged command again after the re-send interval, and stops once it is acknowledged', async () => {

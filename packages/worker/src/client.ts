@@ -134,10 +134,16 @@ export class WorkerClient {
     await this.call('POST', `/v1/workers/${workerId}/commands:ack`, { commandIds });
   }
 
-  async sendEvents(workerId: string, events: Record<string, unknown>[]): Promise<EventOutcome[]> {
-    const answer = (await this.call('POST', `/v1/workers/${workerId}/events:batch`, { events })) as {
-      results: EventOutcome[];
-    };
+  /** Sends events, and acknowledges `commandAcks` in the same request (and the same commit). */
+  async sendEvents(
+    workerId: string,
+    events: Record<string, unknown>[],
+    commandAcks: string[] = [],
+  ): Promise<EventOutcome[]> {
+    const answer = (await this.call('POST', `/v1/workers/${workerId}/events:batch`, {
+      events,
+      ...(commandAcks.length > 0 ? { commandAcks } : {}),
+    })) as { results: EventOutcome[] };
     return answer.results;
   }
 

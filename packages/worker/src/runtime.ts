@@ -89,6 +89,8 @@ export class WorkerRuntime {
   readonly done: Promise<void>;
   private readonly senderWake = new Wakeup();
   private readonly ackWake = new Wakeup();
+  /** A command's ack should not wait for the ack loop's next round (set before waking it). */
+  private ackSoon = false;
   private readonly instanceId: string;
 
   constructor(private readonly options: WorkerOptions) {
@@ -270,13 +272,18 @@ export class WorkerRuntime {
   private onCommand(workerId: string, command: WorkerCommand): void {
     const { commandId, type, ...payload } = command;
     const fresh = this.options.store.receive(workerId, { commandId, type, payload });
-    this.ackWake.wake();
-    if (!fresh) return;
-    if (type === 'START_ATTEMPT') {
+    if (fresh && type === 'START_ATTEMPT') {
       const local = this.options.store.getAttempt(payload.attemptId as string)!;
       if (this.draining) this.handBack(local);
       else this.admit(local, false);
-    } else if (type === 'CANCEL_ATTEMPT') {
+      // Its first event (started, or handed back) carries the ack; one still waiting for capacity is
+      // acknowledged by the ack loop's next round, well within the re-send interval.
+      return;
+    }
+    this.ackSoon = true;
+    this.ackWake.wake();
+    if (!fresh) return;
+    if (type === 'CANCEL_ATTEMPT') {
       const attemptId = payload.attemptId as string;
       const running = this.running.get(attemptId);
       if (running) running.controller.abort('CANCELED' satisfies AbortReason);
@@ -289,20 +296,23 @@ export class WorkerRuntime {
     }
   }
 
+  /**
+   * Acknowledges what the event sender did not: a round a second, or at once after a command whose
+   * ack no event carries (a cancel, a drain, a command sent again).
+   */
   private async ackLoop(): Promise<void> {
     let failures = 0;
     while (!this.stopping.signal.aborted) {
-      const pending = this.options.store.unacked();
-      if (pending.length === 0 || !this.workerId) {
-        await this.sleep(1_000, this.ackWake);
-        continue;
-      }
+      if (!this.ackSoon) await this.sleep(1_000, this.ackWake);
+      this.ackSoon = false;
+      const unacked = this.options.store.unacked();
+      const pending = unacked.slice(0, 500);
+      if (pending.length === 0 || !this.workerId) continue;
       try {
-        await this.options.client.ack(this.workerId, pending.slice(0, 500));
-        this.options.store.markAcked(pending.slice(0, 500));
+        await this.options.client.ack(this.workerId, pending);
+        this.options.store.markAcked(pending);
         failures = 0;
-        // A short pause gathers the next commands into one request.
-        await this.sleep(20);
+        if (unacked.length > pending.length) this.ackSoon = true;
       } catch (error) {
         if (error instanceof RejectedError) {
           // Commands of an ended session: nothing to acknowledge any more.
@@ -316,6 +326,7 @@ export class WorkerRuntime {
         }
         failures += 1;
         await this.sleep(backoffMs(failures));
+        this.ackSoon = true;
       }
     }
   }
@@ -359,10 +370,14 @@ export class WorkerRuntime {
       byWorker.set(event.workerId, list);
     }
     for (const [workerId, events] of byWorker) {
+      // Commands received so far are acknowledged along with the current session's events.
+      const acks = workerId === this.workerId ? this.options.store.unacked().slice(0, 1000) : [];
       const outcomes = await this.options.client.sendEvents(
         workerId,
         events.map((e) => e.body),
+        acks,
       );
+      this.options.store.markAcked(acks);
       for (const outcome of outcomes) {
         if (outcome.ok) continue;
         const event = events.find((e) => e.eventId === outcome.eventId);

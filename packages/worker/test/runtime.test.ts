@@ -31,6 +31,7 @@ beforeAll(async () => {
     ['wait-wf', 'test.wait', {}],
     ['resume-wf', 'test.resume', {}],
     ['local-wf', 'test.local', {}],
+    ['along-wf', 'test.along', {}],
   ] as const) {
     if (name === 'wait-wf') {
       // The same capability with a 3 s heartbeat timeout: the worker must beat for it.
@@ -247,6 +248,61 @@ describe('worker runtime', () => {
       expect(failures).toHaveLength(1);
     } finally {
       await stopWorker(restarted);
+    }
+  });
+
+  it("acknowledges START_ATTEMPT with the attempt's events, in the same request", async () => {
+    const carried: string[] = [];
+    const acked: string[] = [];
+    class CountingClient extends WorkerClient {
+      override async ack(workerId: string, commandIds: string[]) {
+        acked.push(...commandIds);
+        return super.ack(workerId, commandIds);
+      }
+      override async sendEvents(
+        workerId: string,
+        events: Record<string, unknown>[],
+        commandAcks: string[] = [],
+      ) {
+        carried.push(...commandAcks);
+        return super.sendEvents(workerId, events, commandAcks);
+      }
+    }
+    const runtime = new WorkerRuntime({
+      client: new CountingClient(h.url, workerKey, 2_000),
+      store: new LocalStore(join(directory, 'along.db'), newId),
+      capabilities: [
+        defineCapability({
+          name: 'test.along',
+          version: '1',
+          input: Type.Object({}),
+          output: Type.Object({}),
+          run: async () => ({}),
+        }),
+      ],
+      nodeId: 'node-along',
+    });
+    await runtime.start();
+    const sql = connectDatabase({ url: h.databaseUrl, maxConnections: 1 });
+    try {
+      for (let i = 0; i < 3; i += 1) {
+        const taskId = await submit('along-wf', {});
+        await expect
+          .poll(async () => (await task(taskId)).task.lifecycleStatus, { timeout: 15_000 })
+          .toBe('SUCCEEDED');
+      }
+      const starts = await sql<{ id: string; acked_at: Date | null }[]>`
+        SELECT c.id, c.acked_at FROM worker_command c JOIN worker w ON w.id = c.worker_id
+        WHERE w.node_id = 'node-along' AND c.type = 'START_ATTEMPT'`;
+      expect(starts).toHaveLength(3);
+      // Each acknowledged on the server, by the events' request rather than one of its own (the ack
+      // loop only takes what is left at its once-a-second round, so at most a rare one goes that way).
+      for (const start of starts) expect(start.acked_at).not.toBeNull();
+      expect(carried).toEqual(expect.arrayContaining(starts.map((c) => c.id)));
+      expect(acked.filter((id) => starts.some((c) => c.id === id)).length).toBeLessThan(3);
+    } finally {
+      await sql.end();
+      await runtime.stop();
     }
   });
 

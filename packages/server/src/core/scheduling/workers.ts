@@ -27,6 +27,11 @@ export interface WorkerDeps {
   workersChanged: () => void;
   /** Worker key rows, read by every worker request (there is no revocation yet to wait for). */
   credentials: TtlCache<WorkerCredential>;
+  /**
+   * Which key each worker session belongs to, for the requests an ended session may still make (its
+   * events): that never changes, so the inbox need not read the worker row per batch.
+   */
+  owners: TtlCache<WorkerOwner>;
 }
 
 export type WorkerCredential = NonNullable<Awaited<ReturnType<WorkerStore['findCredential']>>>;
@@ -104,7 +109,9 @@ export async function requireWorker(
   workerId: string,
   allowEnded = false,
 ): Promise<WorkerOwner> {
-  const worker = await deps.workers.findWorkerOwner(workerId);
+  const worker = allowEnded
+    ? await deps.owners.get(workerId, () => deps.workers.findWorkerOwner(workerId))
+    : await deps.workers.findWorkerOwner(workerId);
   if (!worker || worker.credentialId !== credentialId || (worker.endedAt && !allowEnded)) {
     throw new AppError('UNAUTHENTICATED', `worker ${workerId} is not yours or has ended; register again`);
   }
@@ -136,6 +143,8 @@ export async function recordWorkerEvents(
   deps: WorkerDeps,
   worker: WorkerOwner,
   items: WorkerEvent[],
+  /** Commands the worker acknowledges with these events: one request and one commit for both. */
+  commandAcks: string[] = [],
 ): Promise<WorkerEventOutcome[]> {
   const attempts = new Map(
     (await deps.status.store.attemptsById([...new Set(items.map((i) => i.attemptId))])).map((a) => [a.id, a]),
@@ -161,7 +170,7 @@ export async function recordWorkerEvents(
   const accepted = items
     .map((item, index) => ({ item, index }))
     .filter(({ index }) => outcomes[index] === null);
-  if (accepted.length > 0) {
+  if (accepted.length > 0 || commandAcks.length > 0) {
     const results = await reportTaskEvents(
       deps.status,
       accepted.map(({ item }) => {
@@ -188,7 +197,18 @@ export async function recordWorkerEvents(
           },
         };
       }),
-      { attempts: [...attempts.values()] },
+      {
+        attempts: [...attempts.values()],
+        ...(commandAcks.length > 0
+          ? {
+              commandAcks: {
+                workerId: worker.id,
+                commandIds: commandAcks,
+                at: deps.status.clock.now(),
+              },
+            }
+          : {}),
+      },
     );
     accepted.forEach(({ index }, i) => {
       const outcome = results[i]!;

@@ -24,7 +24,7 @@ import { AppError } from '../shared/errors.ts';
 import type { StepRecord, TaskState } from '../tasks/model.ts';
 import type { StatusDeps } from './deps.ts';
 import { type FactSession, inFactTransaction } from './facts.ts';
-import type { AttemptRecord, ExecutionClaims } from './ports.ts';
+import type { AttemptRecord, ExecutionClaims, FactWrite } from './ports.ts';
 import { matchesPattern } from './registries.ts';
 import {
   applyStepEvent,
@@ -556,10 +556,15 @@ export async function reportTaskEvent(deps: StatusDeps, item: ReportItem): Promi
 export async function reportTaskEvents(
   deps: StatusDeps,
   items: ReportItem[],
-  known: { attempts?: AttemptRecord[] } = {},
+  options: {
+    /** Attempt rows the caller already read. */
+    attempts?: AttemptRecord[];
+    /** Commands the reporting worker acknowledged with these events, written in the same commit. */
+    commandAcks?: FactWrite['commandAcks'];
+  } = {},
 ): Promise<ReportOutcome[]> {
   const outcomes: ReportOutcome[] = new Array(items.length);
-  const attempts = new Map((known.attempts ?? []).map((a) => [a.id, a]));
+  const attempts = new Map((options.attempts ?? []).map((a) => [a.id, a]));
   const knownTaskOf = (item: ReportItem) =>
     item.credential.kind === 'worker'
       ? (attempts.get(item.credential.claims.executionId)?.taskId ?? null)
@@ -599,6 +604,7 @@ export async function reportTaskEvents(
           outcomes[index] = { ok: false, error };
         }
       }
+      if (options.commandAcks) await session.write({ commandAcks: options.commandAcks });
     },
     { deferWrites: true },
   );

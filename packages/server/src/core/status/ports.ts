@@ -78,6 +78,8 @@ export interface FactWrite {
   /** Scheduling requests that are done: dispatched, or their step no longer needs a worker. */
   closeSchedulingRequests?: { stepIds: string[]; status: 'DISPATCHED' | 'CANCELED' };
   workerCommands?: WorkerCommandRecord[];
+  /** Commands their worker acknowledged along with its events (ids of other workers change nothing). */
+  commandAcks?: { workerId: string; commandIds: string[]; at: Date };
   timers?: TimerRecord[];
   callbacks?: CallbackRecord[];
   timeline?: TimelineRecord[];

@@ -362,13 +362,14 @@ export function registerWorkerRoutes(
     },
   );
 
-  app.post<{ Params: { id: string }; Body: { events: WorkerEvent[] } }>(
+  app.post<{ Params: { id: string }; Body: { events: WorkerEvent[]; commandAcks?: string[] } }>(
     '/v1/workers/:id/events::batch',
     {
       schema: {
         tags,
         security,
-        summary: "The attempt inbox: the worker's events, a result per item",
+        summary:
+          "The attempt inbox: the worker's events, a result per item (and command acknowledgements, in the same commit)",
         params: Type.Object({ id: Uuid }),
         body: Type.Object(
           {
@@ -417,8 +418,11 @@ export function registerWorkerRoutes(
                 },
                 { additionalProperties: false },
               ),
-              { minItems: 1, maxItems: 500 },
+              { maxItems: 500 },
             ),
+            // Acknowledged with the events instead of a request of their own; ids that are not this
+            // worker's commands change nothing.
+            commandAcks: Type.Optional(Type.Array(Uuid, { maxItems: 1000 })),
           },
           { additionalProperties: false },
         ),
@@ -431,7 +435,11 @@ export function registerWorkerRoutes(
         request.params.id,
         true,
       );
-      const outcomes = await recordWorkerEvents(deps.workers, worker, request.body.events);
+      const { events, commandAcks = [] } = request.body;
+      if (events.length === 0 && commandAcks.length === 0) {
+        throw new AppError('VALIDATION_FAILED', 'send at least one event or command acknowledgement');
+      }
+      const outcomes = await recordWorkerEvents(deps.workers, worker, events, commandAcks);
       return {
         results: outcomes.map((o, index) => ({ index, eventId: request.body.events[index]!.eventId, ...o })),
       };

@@ -275,6 +275,11 @@ const revocationColumns: Column[] = [
   ['id', 'uuid'],
   ['revoked_at', 'timestamptz'],
 ];
+const commandAckColumns: Column[] = [
+  ['id', 'uuid'],
+  ['worker_id', 'uuid'],
+  ['acked_at', 'timestamptz'],
+];
 const requestClosingColumns: Column[] = [
   ['step_id', 'uuid'],
   ['status', 'text'],
@@ -1038,6 +1043,14 @@ export function factStatements(writes: FactWrite[]): RowStatement[] {
       ),
     );
   }
+  if (w.commandAcks.size > 0) {
+    statements.push(
+      updateStatement('worker_command', commandAckColumns, [...w.commandAcks.values()], {
+        assignments: 'acked_at = coalesce(worker_command.acked_at, x.acked_at)',
+        where: 'worker_command.worker_id = x.worker_id',
+      }),
+    );
+  }
   if (w.timers.length > 0) {
     statements.push(
       insertStatement(
@@ -1113,6 +1126,7 @@ export function mergeWrites(writes: FactWrite[]) {
   const attempts = new Map<string, AttemptRecord>();
   const revoked = new Set<string>();
   const closed = new Map<'DISPATCHED' | 'CANCELED', string[]>();
+  const commandAcks = new Map<string, { id: string; worker_id: string; acked_at: Date }>();
   const merged = {
     idempotency: undefined as FactWrite['idempotency'],
     events: [] as TaskEventRecord[],
@@ -1155,6 +1169,9 @@ export function mergeWrites(writes: FactWrite[]) {
     }
     for (const attempt of w.attempts ?? []) attempts.set(attempt.id, attempt);
     for (const id of w.revokeAttemptIds ?? []) revoked.add(id);
+    const acks = w.commandAcks;
+    for (const id of acks?.commandIds ?? [])
+      if (!commandAcks.has(id)) commandAcks.set(id, { id, worker_id: acks!.workerId, acked_at: acks!.at });
     if (w.closeSchedulingRequests && w.closeSchedulingRequests.stepIds.length > 0) {
       const list = closed.get(w.closeSchedulingRequests.status) ?? [];
       list.push(...w.closeSchedulingRequests.stepIds);
@@ -1183,6 +1200,7 @@ export function mergeWrites(writes: FactWrite[]) {
     attempts: [...attempts.values()],
     revokeAttemptIds: [...revoked],
     closeSchedulingRequests: [...closed],
+    commandAcks,
   };
 }
 
