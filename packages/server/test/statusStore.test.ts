@@ -6,6 +6,7 @@
 import { newId } from '@tdp/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Harness, startHarness } from '../../../test/harness.ts';
+import { TcpProxy } from '../../../test/tcpProxy.ts';
 import { PostgresStatusStore } from '../src/adapters/outbound/postgres/statusStore.ts';
 import type { FactWrite } from '../src/core/status/ports.ts';
 import { connectDatabase } from '../src/main.ts';
@@ -82,6 +83,41 @@ describe('status store transactions', () => {
       expect(await outboxRows(second)).toBe(0);
     });
   }
+
+  it('a transaction whose connection is cut fails, and the one connection of the pool is not handed back dead', async () => {
+    const target = new URL(h.databaseUrl);
+    const proxy = new TcpProxy(target.hostname, Number(target.port || 5432));
+    await proxy.start();
+    const url = new URL(h.databaseUrl);
+    url.port = String(proxy.port);
+    const single = connectDatabase({ url: url.toString(), maxConnections: 1 });
+    const cutStore = new PostgresStatusStore(single);
+    try {
+      let readOnce!: () => void;
+      const read = new Promise<void>((resolve) => (readOnce = resolve));
+      let proceed!: () => void;
+      const cut = new Promise<void>((resolve) => (proceed = resolve));
+      const broken = cutStore.transaction(async (tx) => {
+        await tx.findDedup(newId());
+        readOnce();
+        await cut;
+        return tx.findDedup(newId());
+      });
+      broken.catch(() => {});
+      await read;
+      await proxy.cut();
+      proceed();
+      await expect(broken).rejects.toThrow();
+      await proxy.restore();
+      // The same pool's next transactions connect again instead of using the cut connection.
+      for (let i = 0; i < 3; i += 1) {
+        await expect(cutStore.transaction(async (tx) => tx.findDedup(newId()))).resolves.toBeNull();
+      }
+    } finally {
+      await single.end({ timeout: 1 });
+      await proxy.cut();
+    }
+  });
 
   it('a write-only transaction refuses to read', async () => {
     await expect(store.transaction(async (tx) => tx.findDedup(newId()), { writeOnly: true })).rejects.toThrow(
