@@ -5,7 +5,10 @@ import { newId } from '@tdp/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Harness, startHarness } from '../../../test/harness.ts';
 import { coordinator, documentSteps } from '../../../test/statusFixture.ts';
-import { currentStepsOfTasks } from '../src/adapters/outbound/postgres/statusStore.ts';
+import {
+  beginStatusTransaction,
+  currentStepsOfTasks,
+} from '../src/adapters/outbound/postgres/statusStore.ts';
 import { connectDatabase } from '../src/main.ts';
 
 let h: Harness;
@@ -592,6 +595,27 @@ describe('updates in place', () => {
 });
 
 describe('plans that do not wait for statistics', () => {
+  it('a status transaction plans a key read once (generic), as an index scan even on a table with no statistics', async () => {
+    const reserved = await sql.reserve();
+    try {
+      await reserved.unsafe(beginStatusTransaction);
+      // New and never analysed, as every table is on a new database.
+      await reserved.unsafe('CREATE TEMP TABLE fresh_task (LIKE task INCLUDING INDEXES) ON COMMIT DROP');
+      await reserved.unsafe(
+        'PREPARE fresh_lock (uuid[]) AS SELECT * FROM fresh_task WHERE id = ANY($1) ORDER BY id FOR UPDATE',
+      );
+      const [row] = await reserved.unsafe(`EXPLAIN (FORMAT JSON) EXECUTE fresh_lock('{${newId()}}')`);
+      await reserved.unsafe('DEALLOCATE fresh_lock');
+      const plan = JSON.stringify(row!['QUERY PLAN']);
+      // A generic plan keeps the parameter; a custom one would show the value.
+      expect(plan).toContain('id = ANY ($1)');
+      expect(plan).not.toContain('Seq Scan');
+    } finally {
+      await reserved.unsafe('ROLLBACK');
+      reserved.release();
+    }
+  });
+
   it("a batch's step read uses step's indexes on a new database and after ANALYZE", async () => {
     const wf = await c.createWorkflow({
       tasks: [{ clientTaskKey: 'planned', title: 'One of many', knownSteps: [documentSteps[0]] }],
