@@ -1,4 +1,4 @@
-import type { Sql, TxSql } from './database.ts';
+import { type Sql, type TxSql, transaction } from './database.ts';
 
 /**
  * Applies an event's effect at most once per consumer: the inbox row and the effect commit together,
@@ -11,7 +11,7 @@ export async function consumeOnce(
   now: Date,
   effect: (tx: TxSql) => Promise<void>,
 ): Promise<boolean> {
-  return (await sql.begin(async (tx) => {
+  return (await transaction(sql, async (tx) => {
     const [fresh] = await tx`
       INSERT INTO consumer_inbox (consumer, event_id, processed_at) VALUES (${consumer}, ${eventId}, ${now})
       ON CONFLICT DO NOTHING RETURNING 1`;

@@ -76,6 +76,92 @@ function coalescedTcp(url: string): { socket?: () => Socket } {
   };
 }
 
+/**
+ * Runs `work` in one transaction on a reserved connection. BEGIN is not waited for: it goes out with
+ * the transaction's first statements, and COMMIT right behind its last ones. Unlike the driver's
+ * `sql.begin`, a connection that closes mid-transaction fails the transaction cleanly: the driver
+ * hands a statement issued after the close to a socket it has already dropped (an uncaught TypeError,
+ * and a query that never settles), so the connection is watched and `tx` refuses to send anything once
+ * it is gone; such a connection is never handed back to the pool (the driver connects it again).
+ */
+export async function transaction<T>(sql: Sql, work: (tx: TxSql) => Promise<T>, begin = 'BEGIN'): Promise<T> {
+  const reserved = await sql.reserve();
+  const watch = new ConnectionWatch();
+  const tx = watched(reserved as unknown as TxSql, watch);
+  // The connection answered the transaction's last statement (COMMIT or ROLLBACK): alive and idle.
+  let answered = false;
+  try {
+    // The driver's per-query `onexecute` hands over the connection, as its own `begin` uses it.
+    const begun = reserved.unsafe(begin, [], { onexecute: watch.attach } as never).execute();
+    begun.catch(() => {});
+    const value = await work(tx);
+    watch.check();
+    await reserved`COMMIT`;
+    answered = true;
+    await begun;
+    return value;
+  } catch (error) {
+    if (!answered && !watch.closed)
+      answered = await reserved`ROLLBACK`.then(
+        () => true,
+        () => false,
+      );
+    throw error;
+  } finally {
+    watch.detach();
+    if (answered && !watch.closed) reserved.release();
+  }
+}
+
+type WatchedConnection = { onclose: ((error: Error) => void) | null };
+
+/** Whether a reserved connection is still there (the driver calls a connection's `onclose` when not). */
+class ConnectionWatch {
+  private connection: WatchedConnection | null = null;
+  private closedBy: Error | null = null;
+
+  /** For the first statement's `onexecute`; true keeps the connection pipelining. */
+  readonly attach = (connection: WatchedConnection): boolean => {
+    this.connection = connection;
+    connection.onclose = (error) => {
+      this.closedBy = error;
+    };
+    return true;
+  };
+
+  get closed(): boolean {
+    return this.closedBy !== null;
+  }
+
+  /** Throws the driver's CONNECTION_CLOSED error once the connection is gone. */
+  check(): void {
+    if (this.closedBy) throw this.closedBy;
+  }
+
+  detach(): void {
+    if (this.connection) this.connection.onclose = null;
+    this.connection = null;
+  }
+}
+
+/** `tx`, refusing to send a statement once its connection has closed. */
+function watched(tx: TxSql, watch: ConnectionWatch): TxSql {
+  return new Proxy(tx, {
+    apply: (target, thisArg, args) => {
+      watch.check();
+      return Reflect.apply(target, thisArg, args);
+    },
+    get: (target, property, receiver) => {
+      const value = Reflect.get(target, property, receiver);
+      if (property !== 'unsafe' && property !== 'file') return value;
+      return (...args: unknown[]) => {
+        watch.check();
+        return (value as (...a: unknown[]) => unknown).apply(target, args);
+      };
+    },
+  });
+}
+
 const unavailableCodes = new Set([
   'ECONNREFUSED',
   'ECONNRESET',

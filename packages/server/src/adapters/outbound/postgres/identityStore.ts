@@ -1,5 +1,5 @@
 import type { ApiKeyRecord, Application, IdentityStore, Tenant } from '../../../core/identity/ports.ts';
-import { isUniqueViolation, type Sql } from './database.ts';
+import { isUniqueViolation, type Sql, transaction } from './database.ts';
 
 interface ApplicationRow {
   id: string;
@@ -91,7 +91,7 @@ export class PostgresIdentityStore implements IdentityStore {
 
   async insertApplication(application: Application, firstKey: ApiKeyRecord): Promise<boolean> {
     try {
-      await this.sql.begin(async (tx) => {
+      await transaction(this.sql, async (tx) => {
         await tx`
           INSERT INTO application (id, tenant_id, name, callback_secret_sealed, resource_provider_url,
                                    resource_provider_token_sealed, created_at, updated_at)
@@ -135,7 +135,7 @@ export class PostgresIdentityStore implements IdentityStore {
   }
 
   async rotateApiKey(key: ApiKeyRecord, othersExpireAt: Date): Promise<void> {
-    await this.sql.begin(async (tx) => {
+    await transaction(this.sql, async (tx) => {
       await tx`
         UPDATE api_key SET expires_at = ${othersExpireAt}
         WHERE application_id = ${key.applicationId} AND revoked_at IS NULL

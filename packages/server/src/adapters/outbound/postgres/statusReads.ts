@@ -6,7 +6,7 @@ import type {
   TaskState,
   WorkflowRecord,
 } from '../../../core/tasks/model.ts';
-import type { Sql } from './database.ts';
+import { type Sql, transaction } from './database.ts';
 import { type TaskRow, toWorkflow, type WorkflowRow } from './rows.ts';
 import { loadTaskState } from './statusStore.ts';
 import { PostgresTaskStore } from './taskStore.ts';
@@ -127,14 +127,14 @@ export class PostgresStatusReads implements StatusReads {
   }
 
   async pruneEvents(taskId: string, beforeVersion: bigint) {
-    await this.sql.begin(async (tx) => {
+    await transaction(this.sql, async (tx) => {
       await tx`DELETE FROM task_event WHERE task_id = ${taskId} AND task_version < ${beforeVersion}`;
       await tx`UPDATE task SET events_pruned_before = greatest(events_pruned_before, ${beforeVersion}) WHERE id = ${taskId}`;
     });
   }
 
   async grantAcl(taskId: string, entry: AclEntry, at: Date, announce: RealtimeRecord[]) {
-    await this.sql.begin(async (tx) => {
+    await transaction(this.sql, async (tx) => {
       await tx`
         INSERT INTO task_acl (task_id, principal_type, principal_id, permission, created_at)
         VALUES (${taskId}, ${entry.principalType}, ${entry.principalId}, ${entry.permission}, ${at})
@@ -151,7 +151,7 @@ export class PostgresStatusReads implements StatusReads {
     at: Date,
     announce: RealtimeRecord[],
   ) {
-    return this.sql.begin(async (tx) => {
+    return transaction(this.sql, async (tx) => {
       const rows = await tx`
         UPDATE task_acl SET revoked_at = ${at}
         WHERE task_id = ${taskId} AND principal_type = ${principalType} AND principal_id = ${principalId} AND revoked_at IS NULL

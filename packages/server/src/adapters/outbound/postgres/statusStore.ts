@@ -16,7 +16,7 @@ import type {
   WorkflowRecord,
 } from '../../../core/tasks/model.ts';
 import type { IdempotencyRecord } from '../../../core/tasks/ports.ts';
-import type { Queryable, Sql, TxSql } from './database.ts';
+import { type Queryable, type Sql, type TxSql, transaction } from './database.ts';
 import {
   type Column,
   insertStatement,
@@ -634,58 +634,20 @@ export const toAttempt = (row: AttemptRow): AttemptRecord => ({
 export const beginStatusTransaction =
   'BEGIN; SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL enable_seqscan = off';
 
-/**
- * Whether a reserved connection is still there. The driver sends a query on a connection that has
- * closed to a socket it has already dropped (an uncaught TypeError, and the query never settles), so a
- * transaction must not send anything once its connection is gone. Hooked in through the driver's
- * per-query `onexecute` (which hands over the connection) and the connection's `onclose`, as the
- * driver's own `begin` does.
- */
-class ConnectionWatch {
-  private connection: { onclose: ((error: Error) => void) | null } | null = null;
-  private closedBy: Error | null = null;
-
-  /** For the first query's `onexecute`; true keeps the connection pipelining. */
-  readonly attach = (connection: { onclose: ((error: Error) => void) | null }): boolean => {
-    this.connection = connection;
-    connection.onclose = (error) => {
-      this.closedBy = error;
-    };
-    return true;
-  };
-
-  get closed(): boolean {
-    return this.closedBy !== null;
-  }
-
-  /** Throws the driver's CONNECTION_CLOSED error once the connection is gone. */
-  check(): void {
-    if (this.closedBy) throw this.closedBy;
-  }
-
-  detach(): void {
-    if (this.connection) this.connection.onclose = null;
-    this.connection = null;
-  }
-}
-
 class PostgresStatusTransaction implements StatusTransaction {
   private readonly atCommit: FactWrite[] = [];
 
   /**
    * `tx` is the open transaction, or null for a write-only one: it may not read, and its writes go out
-   * through `writer` as one statement, atomic on its own. `watch`, for a transaction on a reserved
-   * connection, stops it from sending anything after that connection closed.
+   * through `writer` as one statement, atomic on its own.
    */
   constructor(
     private readonly tx: TxSql | null,
     private readonly writer: Queryable,
-    private readonly watch: ConnectionWatch | null = null,
   ) {}
 
   private get sql(): TxSql {
     if (!this.tx) throw new Error('a write-only transaction cannot read');
-    this.watch?.check();
     return this.tx;
   }
 
@@ -920,7 +882,6 @@ class PostgresStatusTransaction implements StatusTransaction {
 
   /** Starts the statement that applies `writes` (one, whatever the tables) without waiting for it. */
   private send(writes: FactWrite[]): Promise<unknown> {
-    this.watch?.check();
     const statements = factStatements(writes);
     return statements.length > 0 ? runAll(this.writer, statements).execute() : Promise.resolve();
   }
@@ -1333,43 +1294,27 @@ export class PostgresStatusStore implements StatusStore {
   }
 
   /**
-   * One transaction on a reserved connection, in two round trips where `sql.begin` takes three: BEGIN
-   * goes out with the first reads, and the writes the session kept for the commit go out as one
-   * statement with COMMIT right behind it. If that statement fails, the transaction is aborted and
-   * COMMIT rolls it back (PostgreSQL answers ROLLBACK, not an error), so its own failure is awaited after.
+   * One transaction in two round trips: BEGIN goes out with the first reads, and the writes the session
+   * kept for the commit go out as one statement with COMMIT right behind it. If that statement fails,
+   * the transaction is aborted and COMMIT rolls it back (PostgreSQL answers ROLLBACK, not an error), so
+   * its own failure is awaited after.
    */
   private async once<T>(work: (tx: StatusTransaction) => Promise<T>): Promise<T> {
-    const reserved = await this.sql.reserve();
-    const sql = reserved as unknown as TxSql;
-    const watch = new ConnectionWatch();
-    // The connection answered the transaction's last statement (COMMIT or ROLLBACK): alive and idle.
-    let answered = false;
-    try {
-      const begun = sql.unsafe(beginStatusTransaction, [], { onexecute: watch.attach } as never).execute();
-      begun.catch(() => {});
-      const tx = new PostgresStatusTransaction(sql, sql, watch);
-      const value = await work(tx);
-      const last = tx.sendAtCommit();
-      last?.catch(() => {});
-      watch.check();
-      await sql`COMMIT`;
-      answered = true;
-      await begun;
-      if (last) await last;
-      return value;
-    } catch (error) {
-      if (!answered && !watch.closed)
-        answered = await sql`ROLLBACK`.then(
-          () => true,
-          () => false,
-        );
-      throw error;
-    } finally {
-      watch.detach();
-      // A connection that closed has left the pool already (the driver connects it again when needed);
-      // handed back, it would sit among the open ones without a socket. Only one that answered goes back.
-      if (answered && !watch.closed) reserved.release();
-    }
+    let last: Promise<unknown> | null = null;
+    const value = await transaction(
+      this.sql,
+      async (sql) => {
+        const tx = new PostgresStatusTransaction(sql, sql);
+        const result = await work(tx);
+        last = tx.sendAtCommit();
+        // Observed below, once COMMIT has answered.
+        last?.catch(() => {});
+        return result;
+      },
+      beginStatusTransaction,
+    );
+    if (last) await last;
+    return value;
   }
 
   /** No BEGIN, no COMMIT: the writes are one statement, so one round trip (a create's). */
