@@ -70,6 +70,37 @@ const submit = (workflowName: string, key = newId()) =>
     headers: { 'idempotency-key': key },
     body: { workflowName, workflowVersion: '1', name: key },
   });
+/**
+ * Two worker sessions of capacity 1 offering `<name>.op`, each holding the START_ATTEMPT of one
+ * `<name>-wf` task that nobody acknowledged yet.
+ */
+async function twoWorkersHoldingACommand(name: string) {
+  const register = async (nodeId: string) =>
+    (
+      await h.request('POST', '/v1/workers/register', {
+        token: workerKey,
+        body: {
+          instanceId: newId(),
+          name: nodeId,
+          nodeId,
+          capabilities: [{ name: `${name}.op`, version: '1' }],
+          maxConcurrency: 1,
+        },
+      })
+    ).body.workerId as string;
+  const mine = await register(`node-${name}-1`);
+  const other = await register(`node-${name}-2`);
+  await Promise.all([submit(`${name}-wf`), submit(`${name}-wf`)]);
+  const commandsOf = async (workerId: string) =>
+    sql<{ id: string; acked_at: Date | null; payload: { attemptId: string; leaseVersion: number } }[]>`
+      SELECT id, acked_at, payload FROM worker_command WHERE worker_id = ${workerId} ORDER BY id`;
+  await expect.poll(async () => (await commandsOf(mine)).length, { timeout: 10_000 }).toBe(1);
+  await expect.poll(async () => (await commandsOf(other)).length, { timeout: 10_000 }).toBe(1);
+  const [own] = await commandsOf(mine);
+  const [foreign] = await commandsOf(other);
+  return { mine, other, own: own!, foreign: foreign!, commandsOf };
+}
+
 const workerProcesses: ChildProcess[] = [];
 
 /**
@@ -386,42 +417,21 @@ describe('failures while running', () => {
   });
 
   it("acknowledges commands in a batch: all of them, or none when one is not the worker's", async () => {
-    const register = (nodeId: string) =>
-      h.request('POST', '/v1/workers/register', {
-        token: workerKey,
-        body: {
-          instanceId: newId(),
-          name: nodeId,
-          nodeId,
-          capabilities: [{ name: 'ack.op', version: '1' }],
-          maxConcurrency: 1,
-        },
-      });
-    const mine = (await register('node-ack-1')).body.workerId as string;
-    const other = (await register('node-ack-2')).body.workerId as string;
-    await Promise.all([submit('ack-wf'), submit('ack-wf')]);
-    const commandsOf = async (workerId: string) =>
-      sql<{ id: string; acked_at: Date | null }[]>`
-        SELECT id, acked_at FROM worker_command WHERE worker_id = ${workerId} ORDER BY id`;
-    // One attempt each (capacity 1): both workers hold a START_ATTEMPT nobody acknowledged yet.
-    await expect.poll(async () => (await commandsOf(mine)).length, { timeout: 10_000 }).toBe(1);
-    await expect.poll(async () => (await commandsOf(other)).length, { timeout: 10_000 }).toBe(1);
-    const [own] = await commandsOf(mine);
-    const [foreign] = await commandsOf(other);
+    const { mine, other, own, foreign, commandsOf } = await twoWorkersHoldingACommand('ack');
 
     const refused = await h.request('POST', `/v1/workers/${mine}/commands:ack`, {
       token: workerKey,
-      body: { commandIds: [own!.id, foreign!.id] },
+      body: { commandIds: [own.id, foreign.id] },
     });
     expect(refused.status).toBe(400);
     expect(refused.body.code).toBe('VALIDATION_FAILED');
-    expect(refused.body.detail).toContain(foreign!.id);
+    expect(refused.body.detail).toContain(foreign.id);
     expect((await commandsOf(mine))[0]!.acked_at).toBeNull();
     expect((await commandsOf(other))[0]!.acked_at).toBeNull();
 
     const accepted = await h.request('POST', `/v1/workers/${mine}/commands:ack`, {
       token: workerKey,
-      body: { commandIds: [own!.id, own!.id] },
+      body: { commandIds: [own.id, own.id] },
     });
     expect(accepted.status).toBe(204);
     expect((await commandsOf(mine))[0]!.acked_at).not.toBeNull();
@@ -429,27 +439,7 @@ describe('failures while running', () => {
   });
 
   it("acknowledges commands sent along with events in the same commit; another worker's ids change nothing", async () => {
-    const register = (nodeId: string) =>
-      h.request('POST', '/v1/workers/register', {
-        token: workerKey,
-        body: {
-          instanceId: newId(),
-          name: nodeId,
-          nodeId,
-          capabilities: [{ name: 'ack-along.op', version: '1' }],
-          maxConcurrency: 1,
-        },
-      });
-    const mine = (await register('node-along-1')).body.workerId as string;
-    const other = (await register('node-along-2')).body.workerId as string;
-    await Promise.all([submit('ack-along-wf'), submit('ack-along-wf')]);
-    const commandsOf = async (workerId: string) =>
-      sql<{ id: string; acked_at: Date | null; payload: { attemptId: string; leaseVersion: number } }[]>`
-        SELECT id, acked_at, payload FROM worker_command WHERE worker_id = ${workerId} ORDER BY id`;
-    await expect.poll(async () => (await commandsOf(mine)).length, { timeout: 10_000 }).toBe(1);
-    await expect.poll(async () => (await commandsOf(other)).length, { timeout: 10_000 }).toBe(1);
-    const [own] = await commandsOf(mine);
-    const [foreign] = await commandsOf(other);
+    const { mine, other, own, foreign, commandsOf } = await twoWorkersHoldingACommand('ack-along');
     const batch = (body: unknown) =>
       h.request('POST', `/v1/workers/${mine}/events:batch`, { token: workerKey, body });
 
@@ -460,14 +450,14 @@ describe('failures while running', () => {
     const reported = await batch({
       events: [
         {
-          attemptId: own!.payload.attemptId,
-          leaseVersion: own!.payload.leaseVersion,
+          attemptId: own.payload.attemptId,
+          leaseVersion: own.payload.leaseVersion,
           eventId: newId(),
           eventType: 'STEP_STARTED',
           sourceSeq: 1,
         },
       ],
-      commandAcks: [own!.id, foreign!.id],
+      commandAcks: [own.id, foreign.id],
     });
     expect(reported.status).toBe(200);
     expect(reported.body.results[0].ok).toBe(true);
@@ -477,7 +467,7 @@ describe('failures while running', () => {
     // Acknowledgements alone, with no events, are one commit too.
     const alone = await h.request('POST', `/v1/workers/${other}/events:batch`, {
       token: workerKey,
-      body: { events: [], commandAcks: [foreign!.id] },
+      body: { events: [], commandAcks: [foreign.id] },
     });
     expect(alone.status).toBe(200);
     expect(alone.body.results).toEqual([]);
