@@ -377,7 +377,7 @@ export class WorkerRuntime {
         events.map((e) => e.body),
         acks,
       );
-      this.options.store.markAcked(acks);
+      if (acks.length > 0) this.options.store.markAcked(acks);
       for (const outcome of outcomes) {
         if (outcome.ok) continue;
         const event = events.find((e) => e.eventId === outcome.eventId);

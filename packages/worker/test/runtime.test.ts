@@ -97,6 +97,23 @@ const events = async (taskId: string) =>
     eventType: string;
   }[];
 
+/** An in-process runtime offering one capability that does nothing. */
+const noopRuntime = (client: WorkerClient, store: LocalStore, capability: string, nodeId: string) =>
+  new WorkerRuntime({
+    client,
+    store,
+    capabilities: [
+      defineCapability({
+        name: capability,
+        version: '1',
+        input: Type.Object({}),
+        output: Type.Object({}),
+        run: async () => ({}),
+      }),
+    ],
+    nodeId,
+  });
+
 describe('worker runtime', () => {
   it('runs a capability: started, progress, completed with its output; bad input and refusals fail the step', async () => {
     const worker = await startWorker(h.url, join(directory, 'happy.db'), 'node-happy');
@@ -268,20 +285,12 @@ describe('worker runtime', () => {
         return super.sendEvents(workerId, events, commandAcks);
       }
     }
-    const runtime = new WorkerRuntime({
-      client: new CountingClient(h.url, workerKey, 2_000),
-      store: new LocalStore(join(directory, 'along.db'), newId),
-      capabilities: [
-        defineCapability({
-          name: 'test.along',
-          version: '1',
-          input: Type.Object({}),
-          output: Type.Object({}),
-          run: async () => ({}),
-        }),
-      ],
-      nodeId: 'node-along',
-    });
+    const runtime = noopRuntime(
+      new CountingClient(h.url, workerKey, 2_000),
+      new LocalStore(join(directory, 'along.db'), newId),
+      'test.along',
+      'node-along',
+    );
     await runtime.start();
     const sql = connectDatabase({ url: h.databaseUrl, maxConnections: 1 });
     try {
@@ -297,9 +306,11 @@ describe('worker runtime', () => {
       expect(starts).toHaveLength(3);
       // Each acknowledged on the server, by the events' request rather than one of its own (the ack
       // loop only takes what is left at its once-a-second round, so at most a rare one goes that way).
-      for (const start of starts) expect(start.acked_at).not.toBeNull();
-      expect(carried).toEqual(expect.arrayContaining(starts.map((c) => c.id)));
-      expect(acked.filter((id) => starts.some((c) => c.id === id)).length).toBeLessThan(3);
+      for (const start of starts) {
+        expect(start.acked_at).not.toBeNull();
+        expect(carried.includes(start.id) || acked.includes(start.id)).toBe(true);
+      }
+      expect(starts.filter((c) => carried.includes(c.id)).length).toBeGreaterThanOrEqual(2);
     } finally {
       await sql.end();
       await runtime.stop();
@@ -308,20 +319,12 @@ describe('worker runtime', () => {
 
   it('a local database error stops the worker with that error instead of being taken for "offline"', async () => {
     const store = new LocalStore(join(directory, 'broken.db'), newId);
-    const runtime = new WorkerRuntime({
-      client: new WorkerClient(h.url, workerKey, 2_000),
+    const runtime = noopRuntime(
+      new WorkerClient(h.url, workerKey, 2_000),
       store,
-      capabilities: [
-        defineCapability({
-          name: 'test.local',
-          version: '1',
-          input: Type.Object({}),
-          output: Type.Object({}),
-          run: async () => ({}),
-        }),
-      ],
-      nodeId: 'node-broken',
-    });
+      'test.local',
+      'node-broken',
+    );
     await runtime.start();
     // The disk goes away under the worker: its next local write fails.
     store.close();

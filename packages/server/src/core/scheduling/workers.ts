@@ -170,53 +170,53 @@ export async function recordWorkerEvents(
   const accepted = items
     .map((item, index) => ({ item, index }))
     .filter(({ index }) => outcomes[index] === null);
-  if (accepted.length > 0 || commandAcks.length > 0) {
-    const results = await reportTaskEvents(
-      deps.status,
-      accepted.map(({ item }) => {
-        const attempt = attempts.get(item.attemptId)!;
-        return {
-          credential: {
-            kind: 'worker' as const,
-            claims: claimsOfAttempt(attempt, ''),
-          },
-          event: {
-            eventId: item.eventId,
-            eventType: item.eventType,
-            sourceSeq: item.sourceSeq,
-            progress: item.progress,
-            phaseCode: item.phaseCode,
-            phaseLabel: item.phaseLabel,
-            message: item.message,
-            durationMs: item.durationMs,
-            occurredAt: item.occurredAt,
-            error: item.error,
-            ...(item.eventType === 'STEP_COMPLETED' && item.output !== undefined
-              ? { data: { schema: platformOutputSchema, value: item.output } }
-              : {}),
-          },
-        };
-      }),
-      {
-        attempts: [...attempts.values()],
-        ...(commandAcks.length > 0
-          ? {
-              commandAcks: {
-                workerId: worker.id,
-                commandIds: commandAcks,
-                at: deps.status.clock.now(),
-              },
-            }
-          : {}),
-      },
-    );
-    accepted.forEach(({ index }, i) => {
-      const outcome = results[i]!;
-      outcomes[index] = outcome.ok
-        ? { ok: true, result: outcome.result }
-        : { ok: false, code: outcome.error.code, status: 0, detail: outcome.error.message };
-    });
+  const acks =
+    commandAcks.length > 0
+      ? { workerId: worker.id, commandIds: commandAcks, at: deps.status.clock.now() }
+      : undefined;
+  if (accepted.length === 0) {
+    // Acknowledgements alone: one statement, no transaction around it.
+    if (acks)
+      await deps.status.store.transaction(
+        async (tx) => tx.writeAtCommit([{ commandAcks: acks, events: [], outbox: [], realtime: [] }]),
+        { writeOnly: true },
+      );
+    return outcomes as WorkerEventOutcome[];
   }
+  const results = await reportTaskEvents(
+    deps.status,
+    accepted.map(({ item }) => {
+      const attempt = attempts.get(item.attemptId)!;
+      return {
+        credential: {
+          kind: 'worker' as const,
+          claims: claimsOfAttempt(attempt, ''),
+        },
+        event: {
+          eventId: item.eventId,
+          eventType: item.eventType,
+          sourceSeq: item.sourceSeq,
+          progress: item.progress,
+          phaseCode: item.phaseCode,
+          phaseLabel: item.phaseLabel,
+          message: item.message,
+          durationMs: item.durationMs,
+          occurredAt: item.occurredAt,
+          error: item.error,
+          ...(item.eventType === 'STEP_COMPLETED' && item.output !== undefined
+            ? { data: { schema: platformOutputSchema, value: item.output } }
+            : {}),
+        },
+      };
+    }),
+    { attempts: [...attempts.values()], ...(acks ? { commandAcks: acks } : {}) },
+  );
+  accepted.forEach(({ index }, i) => {
+    const outcome = results[i]!;
+    outcomes[index] = outcome.ok
+      ? { ok: true, result: outcome.result }
+      : { ok: false, code: outcome.error.code, status: 0, detail: outcome.error.message };
+  });
   return outcomes as WorkerEventOutcome[];
 }
 

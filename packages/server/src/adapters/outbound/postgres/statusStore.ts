@@ -1179,9 +1179,11 @@ export function mergeWrites(writes: FactWrite[]) {
     }
     for (const attempt of w.attempts ?? []) attempts.set(attempt.id, attempt);
     for (const id of w.revokeAttemptIds ?? []) revoked.add(id);
-    const acks = w.commandAcks;
-    for (const id of acks?.commandIds ?? [])
-      if (!commandAcks.has(id)) commandAcks.set(id, { id, worker_id: acks!.workerId, acked_at: acks!.at });
+    if (w.commandAcks) {
+      const { workerId, commandIds, at } = w.commandAcks;
+      for (const id of commandIds)
+        if (!commandAcks.has(id)) commandAcks.set(id, { id, worker_id: workerId, acked_at: at });
+    }
     if (w.closeSchedulingRequests && w.closeSchedulingRequests.stepIds.length > 0) {
       const list = closed.get(w.closeSchedulingRequests.status) ?? [];
       list.push(...w.closeSchedulingRequests.stepIds);
@@ -1265,6 +1267,7 @@ export class PostgresStatusStore implements StatusStore {
   }
 
   async attemptsById(ids: string[]): Promise<AttemptRecord[]> {
+    if (ids.length === 0) return [];
     const rows = await this.sql<AttemptRow[]>`SELECT * FROM attempt WHERE id = ANY(${ids}::uuid[])`;
     return rows.map(toAttempt);
   }
