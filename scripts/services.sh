@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The servers TDP's tests use besides its embedded PostgreSQL: Redis (the gateway's multi-node engine)
+# and NATS with JetStream (the event bus), both on 127.0.0.1, plus Debian's Chromium for page tests.
+# Installs from Debian's packages what is missing, starts what is not answering, and waits until both
+# accept connections. Safe to run again: a server already answering is left alone.
+set -euo pipefail
+
+state_dir="${TDP_SERVICES_DIR:-${TMPDIR:-/tmp}/tdp-services}"
+mkdir -p "$state_dir"
+
+missing=()
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+command -v nats-server >/dev/null 2>&1 || missing+=(nats-server)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+if ((${#missing[@]})); then
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "services.sh: install ${missing[*]} (as root: apt-get install -y ${missing[*]})" >&2
+    exit 1
+  fi
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+answers() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+wait_for() { # name port
+  for _ in $(seq 1 100); do
+    answers "$2" && return 0
+    sleep 0.1
+  done
+  echo "services.sh: $1 did not start on 127.0.0.1:$2 (log: $state_dir/$1.log)" >&2
+  exit 1
+}
+
+if ! answers 6379; then
+  redis-server --bind 127.0.0.1 --port 6379 --save '' --appendonly no --daemonize yes \
+    --logfile "$state_dir/redis.log" --dir "$state_dir"
+fi
+wait_for redis 6379
+
+if ! answers 4222; then
+  mkdir -p "$state_dir/jetstream"
+  nohup nats-server -js -a 127.0.0.1 -p 4222 -sd "$state_dir/jetstream" </dev/null >"$state_dir/nats.log" 2>&1 &
+fi
+wait_for nats 4222
+
+echo "Redis  redis://127.0.0.1:6379"
+echo "NATS   nats://127.0.0.1:4222 (JetStream, data in $state_dir/jetstream)"
