@@ -8,8 +8,8 @@ import {
   setExecutionProgress,
   TransitionRefused,
   transitionExecution,
-} from '../src/core/tasks/execution.ts';
-import type { ExecutionRecord } from '../src/core/tasks/model.ts';
+} from '../src/core/facts/execution.ts';
+import type { ExecutionRecord } from '../src/core/facts/records.ts';
 
 const at = new Date('2026-01-01T00:00:00Z');
 const later = new Date('2026-01-01T00:01:00Z');

@@ -1,13 +1,18 @@
 import { describe, expect, it } from 'vitest';
 import { factStatements, mergeWrites } from '../src/adapters/outbound/postgres/statusStore.ts';
-import type { FactWrite } from '../src/core/status/ports.ts';
+import type { FactWriteSet } from '../src/core/facts/writeSet.ts';
 
 // Only the fields the merge looks at matter here; the rest of each record is carried along untouched.
 const task = (id: string, version: number) => ({ id, version: BigInt(version) }) as never;
 const execution = (id: string, taskId: string, progress: number) => ({ id, taskId, progress }) as never;
 const step = (id: string, status: string) => ({ id, status }) as never;
 const event = (id: string) => ({ id }) as never;
-const fact = (write: Partial<FactWrite>): FactWrite => ({ events: [], outbox: [], realtime: [], ...write });
+const fact = (write: Partial<FactWriteSet>): FactWriteSet => ({
+  events: [],
+  outbox: [],
+  realtime: [],
+  ...write,
+});
 
 describe('mergeWrites: the facts of one batch as one set of rows per table', () => {
   it('writes a row touched by several facts once, in its last state', () => {

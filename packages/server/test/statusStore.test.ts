@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Harness, startHarness } from '../../../test/harness.ts';
 import { TcpProxy } from '../../../test/tcpProxy.ts';
 import { PostgresStatusStore } from '../src/adapters/outbound/postgres/statusStore.ts';
-import type { FactWrite } from '../src/core/status/ports.ts';
+import type { FactWriteSet } from '../src/core/facts/writeSet.ts';
 import { connectDatabase } from '../src/main.ts';
 
 let h: Harness;
@@ -26,7 +26,7 @@ afterAll(async () => {
 });
 
 /** An idempotency claim plus an outbox row (a table without foreign keys), written together. */
-const claimWithOutbox = (key: string, outboxId: string): FactWrite => ({
+const claimWithOutbox = (key: string, outboxId: string): FactWriteSet => ({
   idempotency: {
     principal: 'test',
     operation: 'store-test',

@@ -2,10 +2,11 @@
  * Cancelling a running platform task: CANCELING → CANCEL_ATTEMPT to every open attempt → CANCELED once
  * they have all stopped (their last facts arrive), or when the grace period ends, whichever is first.
  */
+
+import type { StepRecord, TaskState } from '../facts/records.ts';
+import type { FactSession } from '../facts/session.ts';
+import { endTask, isRefusal, stepIsFinished } from '../facts/stateMachine.ts';
 import type { StatusDeps } from '../status/deps.ts';
-import type { FactSession } from '../status/facts.ts';
-import { endTask, isRefusal, stepIsFinished } from '../status/stateMachine.ts';
-import type { StepRecord, TaskState } from '../tasks/model.ts';
 import { callbackFor, milestone } from './platform.ts';
 
 /** The step as it is once cancelled: finished now, one version on. */

@@ -3,11 +3,11 @@
  * that cannot be built — through the fact path, with the orchestration that follows (retry, skip, end).
  */
 import type { StructuredError } from '@tdp/protocol';
+import type { StepRecord, TaskState } from '../facts/records.ts';
+import type { FactSession } from '../facts/session.ts';
+import { taskAfterStepChange } from '../facts/stateMachine.ts';
 import type { StatusDeps } from '../status/deps.ts';
 import { finishPlatformTask } from '../status/events.ts';
-import type { FactSession } from '../status/facts.ts';
-import { taskAfterStepChange } from '../status/stateMachine.ts';
-import type { StepRecord, TaskState } from '../tasks/model.ts';
 import { milestone, orchestrate, stepsToWrite } from './platform.ts';
 
 export interface PlatformFailure {

@@ -5,17 +5,18 @@
  * and a timer), callbacks with the execution's next sequence number, and timeline milestones.
  */
 import type { StepDefinition } from '@tdp/protocol';
+import { newStepRecord } from '../facts/newRecords.ts';
 import type {
   CallbackRecord,
   SchedulingRequestRecord,
+  StepRecord,
+  TaskState,
   TimelineRecord,
   TimerRecord,
   WorkerCommandRecord,
-} from '../scheduling/model.ts';
+} from '../facts/records.ts';
+import type { FactWriteSet } from '../facts/writeSet.ts';
 import type { IdGenerator } from '../shared/ports.ts';
-import type { FactWrite } from '../status/ports.ts';
-import type { StepRecord, TaskState } from '../tasks/model.ts';
-import { newStepRecord } from '../tasks/newTask.ts';
 import {
   advance,
   type OrchestrationFact,
@@ -28,7 +29,7 @@ import {
 export const platformWorkerProducer = 'tdp:worker';
 
 export type OrchestrationWrite = Pick<
-  FactWrite,
+  FactWriteSet,
   | 'schedulingRequests'
   | 'closeSchedulingRequests'
   | 'timers'

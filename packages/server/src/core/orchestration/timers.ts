@@ -8,10 +8,11 @@
  * - CANCEL_GRACE: a cancelling execution whose attempts have not stopped is cancelled anyway.
  * A timer whose step moved on (finished, superseded, retried) does nothing.
  */
+
+import { isTerminal } from '../facts/execution.ts';
+import type { StepRecord, TaskState } from '../facts/records.ts';
+import { type FactSession, inFactTransaction } from '../facts/session.ts';
 import type { StatusDeps } from '../status/deps.ts';
-import { type FactSession, inFactTransaction } from '../status/facts.ts';
-import { isTerminal } from '../tasks/execution.ts';
-import type { StepRecord, TaskState } from '../tasks/model.ts';
 import { forceCancel } from './cancel.ts';
 import { failStepAttempt } from './failStep.ts';
 import { orchestrate } from './platform.ts';

@@ -6,8 +6,9 @@
  * not publish (the process died, the gateway failed) the loop still claims and publishes: a crash
  * loses nothing, at worst a message arrives twice, which clients ignore by version.
  */
+
+import type { RealtimeRecord } from '../facts/records.ts';
 import type { Clock } from '../shared/ports.ts';
-import type { RealtimeRecord } from '../tasks/model.ts';
 import { type RealtimePublisher, type RelayObserver, supersededProgress } from './relay.ts';
 
 export interface HandoffRows {

@@ -7,15 +7,14 @@
  * queued with its reasons and is tried again later (or at once when a worker registers).
  */
 
+import { isTerminal } from '../facts/execution.ts';
+import type { StepRecord, TaskState, WorkerCommandRecord } from '../facts/records.ts';
+import { type FactSession, inFactTransaction } from '../facts/session.ts';
+import { taskAfterStepChange } from '../facts/stateMachine.ts';
 import { failStepAttempt } from '../orchestration/failStep.ts';
 import { milestone, platformWorkerProducer, resolvePlatformInput } from '../orchestration/platform.ts';
 import type { StatusDeps } from '../status/deps.ts';
 import { issueContext, newAttempt } from '../status/executions.ts';
-import { type FactSession, inFactTransaction } from '../status/facts.ts';
-import { taskAfterStepChange } from '../status/stateMachine.ts';
-import { isTerminal } from '../tasks/execution.ts';
-import type { StepRecord, TaskState } from '../tasks/model.ts';
-import type { WorkerCommandRecord } from './model.ts';
 import type { WorkerStore } from './ports.ts';
 import { selectWorker, type WorkerCandidate } from './selector.ts';
 

@@ -5,8 +5,9 @@
  * events then find a superseded attempt and are answered STALE_EXECUTION. A session already ended that
  * still holds open attempts (the reaper died between the two, or a placement raced the end) is lost too.
  */
+
+import { inFactTransaction } from '../facts/session.ts';
 import { failStepAttempt } from '../orchestration/failStep.ts';
-import { inFactTransaction } from '../status/facts.ts';
 import type { DispatchDeps } from './dispatch.ts';
 
 export async function reapLostWorkers(deps: DispatchDeps): Promise<number> {

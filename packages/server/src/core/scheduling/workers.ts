@@ -5,6 +5,7 @@
  * version current; then they go through the status service like any other fact.
  */
 import { type EventResult, newId } from '@tdp/protocol';
+import type { WorkerCommandRecord } from '../facts/records.ts';
 import { generateApiKey, keyIsUsable, parseApiKey, secretMatches } from '../identity/apiKeys.ts';
 import { AppError } from '../shared/errors.ts';
 import type { TtlCache } from '../shared/ttlCache.ts';
@@ -15,7 +16,6 @@ import {
   type ReportedEvent,
   reportTaskEvents,
 } from '../status/events.ts';
-import type { WorkerCommandRecord } from './model.ts';
 import type { WorkerOwner, WorkerSession, WorkerStore } from './ports.ts';
 
 export interface WorkerDeps {

@@ -1,10 +1,10 @@
 import type { ClassificationRequest, TaskWithExecution } from '@tdp/protocol';
+import type { TaskState } from '../facts/records.ts';
+import { inFactTransaction } from '../facts/session.ts';
+import { toTaskView } from '../facts/views.ts';
 import type { ApplicationPrincipal } from '../identity/ports.ts';
 import { AppError } from '../shared/errors.ts';
-import type { TaskState } from '../tasks/model.ts';
-import { toTaskView } from '../tasks/views.ts';
 import type { StatusDeps } from './deps.ts';
-import { inFactTransaction } from './facts.ts';
 
 /**
  * Binds a task type and status definition (once; then they are frozen) or changes the product label,

@@ -1,10 +1,11 @@
 import type { JsonSchemaValidator } from '../definitions/ports.ts';
+import type { FactDeps } from '../facts/session.ts';
 import type { SecretBox } from '../identity/secretBox.ts';
-import type { FactDeps } from './facts.ts';
-import type { ExecutionCredentials } from './ports.ts';
+import type { ExecutionCredentials, StatusStore } from './ports.ts';
 import type { RegistryCatalog } from './registries.ts';
 
 export interface StatusDeps extends FactDeps {
+  store: StatusStore;
   registries: RegistryCatalog;
   schemas: JsonSchemaValidator;
   credentials: ExecutionCredentials;

@@ -9,6 +9,20 @@
  * commit on the fact path.
  */
 import type { EventResult, Progress, ReportableEventType, StructuredError } from '@tdp/protocol';
+import type { AttemptRecord, StepRecord, TaskState } from '../facts/records.ts';
+import { type FactSession, inFactTransaction } from '../facts/session.ts';
+import {
+  applyStepEvent,
+  checkBusinessStatus,
+  endTask,
+  isRefusal,
+  type Refusal,
+  refuse,
+  type StepEventType,
+  sanitiseError,
+  taskAfterStepChange,
+} from '../facts/stateMachine.ts';
+import type { FactWriteSet } from '../facts/writeSet.ts';
 import type { ApplicationPrincipal } from '../identity/ports.ts';
 import { cancelIfStopped } from '../orchestration/cancel.ts';
 import {
@@ -21,22 +35,9 @@ import {
 } from '../orchestration/platform.ts';
 import { fingerprint } from '../shared/canonicalJson.ts';
 import { AppError } from '../shared/errors.ts';
-import type { StepRecord, TaskState } from '../tasks/model.ts';
 import type { StatusDeps } from './deps.ts';
-import { type FactSession, inFactTransaction } from './facts.ts';
-import type { AttemptRecord, ExecutionClaims, FactWrite } from './ports.ts';
+import type { ExecutionClaims } from './ports.ts';
 import { matchesPattern } from './registries.ts';
-import {
-  applyStepEvent,
-  checkBusinessStatus,
-  endTask,
-  isRefusal,
-  type Refusal,
-  refuse,
-  type StepEventType,
-  sanitiseError,
-  taskAfterStepChange,
-} from './stateMachine.ts';
 
 /** An event as decoded from either wire form; identity fields are only claims until checked. */
 export interface ReportedEvent {
@@ -560,7 +561,7 @@ export async function reportTaskEvents(
     /** Attempt rows the caller already read. */
     attempts?: AttemptRecord[];
     /** Commands the reporting worker acknowledged with these events, written in the same commit. */
-    commandAcks?: FactWrite['commandAcks'];
+    commandAcks?: FactWriteSet['commandAcks'];
   } = {},
 ): Promise<ReportOutcome[]> {
   const outcomes: ReportOutcome[] = new Array(items.length);

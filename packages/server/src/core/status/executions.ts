@@ -4,15 +4,15 @@
  * facts of their own (STEP_ACTIVATED, STEP_REGISTERED) on the single path.
  */
 import type { DynamicRegistrationPolicy, ExecutionContext, RegisterExecutionRequest } from '@tdp/protocol';
+import { newStepRecord } from '../facts/newRecords.ts';
+import type { AttemptRecord, StepRecord, TaskState } from '../facts/records.ts';
+import { type FactSession, inFactTransaction } from '../facts/session.ts';
+import { stepIsFinished, taskAfterStepChange } from '../facts/stateMachine.ts';
 import type { ApplicationPrincipal } from '../identity/ports.ts';
 import { AppError } from '../shared/errors.ts';
-import type { StepRecord, TaskState } from '../tasks/model.ts';
-import { newStepRecord } from '../tasks/newTask.ts';
 import type { StatusDeps } from './deps.ts';
-import { type FactSession, inFactTransaction } from './facts.ts';
-import type { AttemptRecord, ExecutionClaims, OperationDefinition } from './ports.ts';
+import type { ExecutionClaims, OperationDefinition } from './ports.ts';
 import { matchesPattern, stepEventTypes } from './registries.ts';
-import { stepIsFinished, taskAfterStepChange } from './stateMachine.ts';
 
 const handleField = (attemptId: string) => `attempt:${attemptId}:handle`;
 

@@ -5,8 +5,9 @@
  * period in which it could not reach the database, it waits a grace period before judging anyone: the
  * missing heartbeats may be its own outage's, not the workers'. Each cycle changes at most `maxPerCycle`.
  */
+
+import { inFactTransaction } from '../facts/session.ts';
 import type { StatusDeps } from './deps.ts';
-import { inFactTransaction } from './facts.ts';
 import { commitHealthChange } from './heartbeats.ts';
 
 export interface ReconcilerOptions {

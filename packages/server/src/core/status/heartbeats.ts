@@ -5,12 +5,12 @@
  * heartbeats again recovers through the full fact path (STEP_HEALTH_CHANGED → HEALTHY, new version).
  */
 import type { HeartbeatItem, HeartbeatResult } from '@tdp/protocol';
+import type { StepRecord, TaskState } from '../facts/records.ts';
+import { type FactSession, inFactTransaction } from '../facts/session.ts';
+import { deriveHealth } from '../facts/stateMachine.ts';
 import type { ApplicationPrincipal } from '../identity/ports.ts';
-import type { StepRecord, TaskState } from '../tasks/model.ts';
 import type { StatusDeps } from './deps.ts';
-import { type FactSession, inFactTransaction } from './facts.ts';
 import type { ExecutionClaims, HeartbeatProbe } from './ports.ts';
-import { deriveHealth } from './stateMachine.ts';
 
 interface Resolved {
   index: number;

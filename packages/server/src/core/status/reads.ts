@@ -4,13 +4,13 @@
  * projections) and external references.
  */
 import type { AclGrantRequest, TaskEventView, TaskSummary, TaskWithExecution } from '@tdp/protocol';
+import { channels, summaryPayload, workflowPayload } from '../facts/projections.ts';
+import type { TaskEventRecord, TaskState } from '../facts/records.ts';
+import { toTaskView } from '../facts/views.ts';
 import type { ApplicationPrincipal } from '../identity/ports.ts';
 import { AppError } from '../shared/errors.ts';
 import type { Clock, IdGenerator } from '../shared/ports.ts';
-import type { TaskEventRecord, TaskState } from '../tasks/model.ts';
-import { toTaskView } from '../tasks/views.ts';
 import type { StatusReads, UserPrincipal } from './ports.ts';
-import { channels, summaryPayload, workflowPayload } from './projections.ts';
 
 export type Reader = ApplicationPrincipal | UserPrincipal;
 

@@ -4,10 +4,11 @@
  */
 import type { OperationDefinitionRequest, StatusDefinitionRequest } from '@tdp/protocol';
 import type { JsonSchemaValidator } from '../definitions/ports.ts';
+import type { StatusDefinition } from '../facts/records.ts';
 import { canonicalJson } from '../shared/canonicalJson.ts';
 import { AppError } from '../shared/errors.ts';
 import type { Clock } from '../shared/ports.ts';
-import type { OperationDefinition, RegistryStore, StatusDefinition } from './ports.ts';
+import type { OperationDefinition, RegistryStore } from './ports.ts';
 
 /** `SEARCH.*` matches `SEARCH.WEB`; `*` matches anything; otherwise exact. */
 export function matchesPattern(pattern: string, value: string): boolean {

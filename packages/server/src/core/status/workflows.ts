@@ -5,14 +5,14 @@
  */
 import type { CreateWorkflowRequest, NewStatusTask, WorkflowCreated } from '@tdp/protocol';
 import { findCycle } from '../definitions/dag.ts';
+import { newTaskState, newWorkflowRecord } from '../facts/newRecords.ts';
+import { workflowProjection } from '../facts/projections.ts';
+import type { TaskState, WorkflowRecord } from '../facts/records.ts';
+import { type FactSession, inFactTransaction } from '../facts/session.ts';
 import type { ApplicationPrincipal } from '../identity/ports.ts';
 import { fingerprint } from '../shared/canonicalJson.ts';
 import { AppError } from '../shared/errors.ts';
-import type { TaskState, WorkflowRecord } from '../tasks/model.ts';
-import { newTaskState, newWorkflowRecord } from '../tasks/newTask.ts';
 import type { StatusDeps } from './deps.ts';
-import { type FactSession, inFactTransaction } from './facts.ts';
-import { workflowProjection } from './projections.ts';
 
 function checkKnownSteps(task: NewStatusTask, index: number): void {
   const steps = task.knownSteps ?? [];

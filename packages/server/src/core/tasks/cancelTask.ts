@@ -1,14 +1,13 @@
 import type { TaskWithExecution } from '@tdp/protocol';
+import { isTerminal, lifecycleOf, planCancel, transitionExecution } from '../facts/execution.ts';
+import type { StepRecord, TaskState, TimerRecord, WorkerCommandRecord } from '../facts/records.ts';
+import { type FactDeps, inFactTransaction } from '../facts/session.ts';
+import { endTask, isRefusal } from '../facts/stateMachine.ts';
+import { toTaskView } from '../facts/views.ts';
 import type { ApplicationPrincipal } from '../identity/ports.ts';
 import { cancelledStep } from '../orchestration/cancel.ts';
 import { callbackFor, milestone } from '../orchestration/platform.ts';
-import type { TimerRecord, WorkerCommandRecord } from '../scheduling/model.ts';
 import { AppError } from '../shared/errors.ts';
-import { type FactDeps, inFactTransaction } from '../status/facts.ts';
-import { endTask, isRefusal } from '../status/stateMachine.ts';
-import { isTerminal, lifecycleOf, planCancel, transitionExecution } from './execution.ts';
-import type { StepRecord, TaskState } from './model.ts';
-import { toTaskView } from './views.ts';
 
 const finishedSteps = new Set<StepRecord['status']>(['SUCCEEDED', 'FAILED', 'SKIPPED', 'CANCELED']);
 

@@ -1,20 +1,19 @@
 import type { CreateTaskRequest, TaskWithExecution } from '@tdp/protocol';
 import type { DefinitionCatalog } from '../definitions/catalog.ts';
 import type { JsonSchemaValidator } from '../definitions/ports.ts';
+import { newTaskState, newWorkflowRecord } from '../facts/newRecords.ts';
+import { workflowProjection } from '../facts/projections.ts';
+import type { SchedulingRequestRecord, TaskState, WorkerCommandRecord } from '../facts/records.ts';
+import { type FactDeps, type FactSession, inFactTransaction } from '../facts/session.ts';
+import { toTaskView } from '../facts/views.ts';
 import { checkOutboundUrl } from '../identity/applications.ts';
 import type { ApplicationPrincipal } from '../identity/ports.ts';
 import { callbackFor, milestone, orchestrate, platformWorkerProducer } from '../orchestration/platform.ts';
 import type { CandidateSnapshot } from '../scheduling/candidateSnapshot.ts';
 import { type DispatchDeps, placeStep } from '../scheduling/dispatch.ts';
-import type { SchedulingRequestRecord, WorkerCommandRecord } from '../scheduling/model.ts';
 import { fingerprint } from '../shared/canonicalJson.ts';
 import { AppError } from '../shared/errors.ts';
-import { type FactDeps, type FactSession, inFactTransaction } from '../status/facts.ts';
-import { workflowProjection } from '../status/projections.ts';
-import type { TaskState } from './model.ts';
-import { newTaskState, newWorkflowRecord } from './newTask.ts';
 import { applyStepConstraints } from './snapshot.ts';
-import { toTaskView } from './views.ts';
 
 export interface CreateTaskDeps extends FactDeps {
   definitions: DefinitionCatalog;

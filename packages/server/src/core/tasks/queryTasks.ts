@@ -1,8 +1,8 @@
 import type { TaskPage, TaskWithExecution } from '@tdp/protocol';
+import { toTaskView } from '../facts/views.ts';
 import type { ApplicationPrincipal } from '../identity/ports.ts';
 import { AppError } from '../shared/errors.ts';
 import type { TaskStore } from './ports.ts';
-import { toTaskView } from './views.ts';
 
 /** Another application's task is reported as missing, never as forbidden: its existence is not ours to know. */
 export async function getTask(

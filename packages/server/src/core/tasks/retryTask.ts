@@ -1,12 +1,12 @@
 import type { TaskWithExecution } from '@tdp/protocol';
+import { isTerminal, lifecycleOf } from '../facts/execution.ts';
+import { newStepRecord } from '../facts/newRecords.ts';
+import type { ExecutionRecord, TaskState } from '../facts/records.ts';
+import { type FactDeps, inFactTransaction } from '../facts/session.ts';
+import { toTaskView } from '../facts/views.ts';
 import type { ApplicationPrincipal } from '../identity/ports.ts';
 import { callbackFor, milestone, orchestrate, platformWorkerProducer } from '../orchestration/platform.ts';
 import { AppError } from '../shared/errors.ts';
-import { type FactDeps, inFactTransaction } from '../status/facts.ts';
-import { isTerminal, lifecycleOf } from './execution.ts';
-import type { ExecutionRecord, TaskState } from './model.ts';
-import { newStepRecord } from './newTask.ts';
-import { toTaskView } from './views.ts';
 
 /**
  * Runs a finished task again: execution #n+1 with the same frozen snapshot and fresh steps, its roots

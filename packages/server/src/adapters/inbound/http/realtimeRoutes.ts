@@ -1,12 +1,12 @@
 import type { FastifyInstance } from 'fastify';
 import { SignJWT } from 'jose';
 import { Type } from 'typebox';
+import { channels } from '../../../core/facts/projections.ts';
+import type { TaskState } from '../../../core/facts/records.ts';
 import type { ApiKeyAuthenticator } from '../../../core/identity/authenticate.ts';
 import { AppError } from '../../../core/shared/errors.ts';
 import type { Clock } from '../../../core/shared/ports.ts';
 import type { Viewer } from '../../../core/status/ports.ts';
-import { channels } from '../../../core/status/projections.ts';
-import type { TaskState } from '../../../core/tasks/model.ts';
 import { problemResponses, Uuid } from './schemas.ts';
 
 /**

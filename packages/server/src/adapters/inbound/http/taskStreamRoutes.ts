@@ -16,11 +16,11 @@ import { randomUUID } from 'node:crypto';
 import type { Gateway, InternalClient, StreamPosition } from '@tdp/gateway';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
+import { channels } from '../../../core/facts/projections.ts';
+import type { TaskState } from '../../../core/facts/records.ts';
 import { AppError } from '../../../core/shared/errors.ts';
 import type { Clock } from '../../../core/shared/ports.ts';
 import type { UserPrincipal, UserTokens, Viewer } from '../../../core/status/ports.ts';
-import { channels } from '../../../core/status/projections.ts';
-import type { TaskState } from '../../../core/tasks/model.ts';
 import { problemResponses, Uuid } from './schemas.ts';
 
 export interface TaskStreamDeps {

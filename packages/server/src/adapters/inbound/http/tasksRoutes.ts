@@ -1,8 +1,8 @@
 import { CreateTaskRequest, LifecycleStatus, TaskPage, TaskWithExecution } from '@tdp/protocol';
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
+import type { FactDeps } from '../../../core/facts/session.ts';
 import type { ApiKeyAuthenticator } from '../../../core/identity/authenticate.ts';
-import type { FactDeps } from '../../../core/status/facts.ts';
 import { cancelTask } from '../../../core/tasks/cancelTask.ts';
 import { type CreateTaskDeps, createTask } from '../../../core/tasks/createTask.ts';
 import type { TaskStore } from '../../../core/tasks/ports.ts';

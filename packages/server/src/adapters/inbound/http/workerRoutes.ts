@@ -1,10 +1,10 @@
 import { AccessGrant } from '@tdp/protocol';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
+import type { WorkerCommandRecord } from '../../../core/facts/records.ts';
 import { type GrantDeps, type GrantRequest, requestGrant } from '../../../core/grants/grants.ts';
 import { tokensEqual } from '../../../core/identity/apiKeys.ts';
 import type { ApiKeyAuthenticator } from '../../../core/identity/authenticate.ts';
-import type { WorkerCommandRecord } from '../../../core/scheduling/model.ts';
 import {
   authenticateWorkerKey,
   type CommandHub,

@@ -1,5 +1,6 @@
 import type { FailurePolicy, StatusDefinitionEntry } from '@tdp/protocol';
-import type { OperationDefinition, RegistryStore, StatusDefinition } from '../../../core/status/ports.ts';
+import type { StatusDefinition } from '../../../core/facts/records.ts';
+import type { OperationDefinition, RegistryStore } from '../../../core/status/ports.ts';
 import type { Sql } from './database.ts';
 
 interface StatusRow {

@@ -16,7 +16,7 @@ import type {
   TaskFailure,
   TaskRecord,
   WorkflowRecord,
-} from '../../../core/tasks/model.ts';
+} from '../../../core/facts/records.ts';
 
 export interface TaskRow {
   id: string;

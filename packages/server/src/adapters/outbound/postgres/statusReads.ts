@@ -1,11 +1,11 @@
-import type { StatusReads, Viewer } from '../../../core/status/ports.ts';
 import type {
   AclEntry,
   RealtimeRecord,
   TaskEventRecord,
   TaskState,
   WorkflowRecord,
-} from '../../../core/tasks/model.ts';
+} from '../../../core/facts/records.ts';
+import type { StatusReads, Viewer } from '../../../core/status/ports.ts';
 import { type Sql, transaction } from './database.ts';
 import { type TaskRow, toWorkflow, type WorkflowRow } from './rows.ts';
 import { loadTaskState } from './statusStore.ts';

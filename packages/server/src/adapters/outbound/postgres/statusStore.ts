@@ -1,21 +1,17 @@
-import type {
-  AttemptRecord,
-  DedupRecord,
-  FactWrite,
-  HeartbeatProbe,
-  HeartbeatUpdate,
-  StatusStore,
-  StatusTransaction,
-} from '../../../core/status/ports.ts';
+import type { FactTransaction } from '../../../core/facts/ports.ts';
 import type {
   AclEntry,
+  AttemptRecord,
+  DedupRecord,
+  IdempotencyRecord,
   RealtimeRecord,
   StepRecord,
   TaskEventRecord,
   TaskState,
   WorkflowRecord,
-} from '../../../core/tasks/model.ts';
-import type { IdempotencyRecord } from '../../../core/tasks/ports.ts';
+} from '../../../core/facts/records.ts';
+import type { FactWriteSet } from '../../../core/facts/writeSet.ts';
+import type { HeartbeatProbe, HeartbeatUpdate, StatusStore } from '../../../core/status/ports.ts';
 import { type Queryable, type Sql, type TxSql, transaction } from './database.ts';
 import {
   type Column,
@@ -634,8 +630,8 @@ export const toAttempt = (row: AttemptRow): AttemptRecord => ({
 export const beginStatusTransaction =
   'BEGIN; SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL enable_seqscan = off';
 
-class PostgresStatusTransaction implements StatusTransaction {
-  private readonly atCommit: FactWrite[] = [];
+class PostgresStatusTransaction implements FactTransaction {
+  private readonly atCommit: FactWriteSet[] = [];
 
   /**
    * `tx` is the open transaction, or null for a write-only one: it may not read, and its writes go out
@@ -651,7 +647,7 @@ class PostgresStatusTransaction implements StatusTransaction {
     return this.tx;
   }
 
-  writeAtCommit(writes: FactWrite[]): void {
+  writeAtCommit(writes: FactWriteSet[]): void {
     this.atCommit.push(...writes);
   }
 
@@ -870,25 +866,25 @@ class PostgresStatusTransaction implements StatusTransaction {
   }
 
   // Written at once: only inside a transaction (a write-only one writes at commit, or not at all).
-  async write(w: FactWrite): Promise<void> {
+  async write(w: FactWriteSet): Promise<void> {
     await this.writeAll([w]);
   }
 
-  async writeAll(writes: FactWrite[]): Promise<void> {
+  async writeAll(writes: FactWriteSet[]): Promise<void> {
     const sql = this.sql;
     const statements = factStatements(writes);
     if (statements.length > 0) await runAll(sql, statements);
   }
 
   /** Starts the statement that applies `writes` (one, whatever the tables) without waiting for it. */
-  private send(writes: FactWrite[]): Promise<unknown> {
+  private send(writes: FactWriteSet[]): Promise<unknown> {
     const statements = factStatements(writes);
     return statements.length > 0 ? runAll(this.writer, statements).execute() : Promise.resolve();
   }
 }
 
 /** The statements that apply `writes`: one per table, each row once, in its last state. */
-export function factStatements(writes: FactWrite[]): RowStatement[] {
+export function factStatements(writes: FactWriteSet[]): RowStatement[] {
   const w = mergeWrites(writes);
   // Revocations carry the time of the first fact (the injected clock).
   const committedAt = w.events[0]?.receivedAt ?? null;
@@ -1124,7 +1120,7 @@ export function factStatements(writes: FactWrite[]): RowStatement[] {
  * by two facts is sent once in its last state (an inserted row that a later fact changed is inserted
  * as changed), lists are concatenated.
  */
-export function mergeWrites(writes: FactWrite[]) {
+export function mergeWrites(writes: FactWriteSet[]) {
   const newWorkflows = new Map<string, WorkflowRecord>();
   const workflows = new Map<string, WorkflowRecord>();
   const newTasks = new Map<string, { task: TaskState['task']; execution: TaskState['execution'] }>();
@@ -1138,16 +1134,16 @@ export function mergeWrites(writes: FactWrite[]) {
   const closed = new Map<'DISPATCHED' | 'CANCELED', string[]>();
   const commandAcks = new Map<string, { id: string; worker_id: string; acked_at: Date }>();
   const merged = {
-    idempotency: undefined as FactWrite['idempotency'],
+    idempotency: undefined as FactWriteSet['idempotency'],
     events: [] as TaskEventRecord[],
-    dedup: [] as NonNullable<FactWrite['dedup']>,
-    outbox: [] as FactWrite['outbox'],
+    dedup: [] as NonNullable<FactWriteSet['dedup']>,
+    outbox: [] as FactWriteSet['outbox'],
     realtime: [] as RealtimeRecord[],
-    schedulingRequests: [] as NonNullable<FactWrite['schedulingRequests']>,
-    workerCommands: [] as NonNullable<FactWrite['workerCommands']>,
-    timers: [] as NonNullable<FactWrite['timers']>,
-    callbacks: [] as NonNullable<FactWrite['callbacks']>,
-    timeline: [] as NonNullable<FactWrite['timeline']>,
+    schedulingRequests: [] as NonNullable<FactWriteSet['schedulingRequests']>,
+    workerCommands: [] as NonNullable<FactWriteSet['workerCommands']>,
+    timers: [] as NonNullable<FactWriteSet['timers']>,
+    callbacks: [] as NonNullable<FactWriteSet['callbacks']>,
+    timeline: [] as NonNullable<FactWriteSet['timeline']>,
   };
   for (const w of writes) {
     if (w.idempotency) {
@@ -1283,7 +1279,7 @@ export class PostgresStatusStore implements StatusStore {
   }
 
   async transaction<T>(
-    work: (tx: StatusTransaction) => Promise<T>,
+    work: (tx: FactTransaction) => Promise<T>,
     options: { writeOnly?: boolean } = {},
   ): Promise<T> {
     for (let attempt = 1; ; attempt += 1) {
@@ -1302,7 +1298,7 @@ export class PostgresStatusStore implements StatusStore {
    * the transaction is aborted and COMMIT rolls it back (PostgreSQL answers ROLLBACK, not an error), so
    * its own failure is awaited after.
    */
-  private async once<T>(work: (tx: StatusTransaction) => Promise<T>): Promise<T> {
+  private async once<T>(work: (tx: FactTransaction) => Promise<T>): Promise<T> {
     let last: Promise<unknown> | null = null;
     const value = await transaction(
       this.sql,
@@ -1321,7 +1317,7 @@ export class PostgresStatusStore implements StatusStore {
   }
 
   /** No BEGIN, no COMMIT: the writes are one statement, so one round trip (a create's). */
-  private async writeOnly<T>(work: (tx: StatusTransaction) => Promise<T>): Promise<T> {
+  private async writeOnly<T>(work: (tx: FactTransaction) => Promise<T>): Promise<T> {
     const tx = new PostgresStatusTransaction(null, this.sql);
     const value = await work(tx);
     await tx.sendAtCommit();

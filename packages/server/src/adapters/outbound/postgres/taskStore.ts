@@ -1,4 +1,4 @@
-import type { TaskState } from '../../../core/tasks/model.ts';
+import type { TaskState } from '../../../core/facts/records.ts';
 import type { TaskListFilter, TaskStore } from '../../../core/tasks/ports.ts';
 import type { Sql } from './database.ts';
 import { type ExecutionRow, type StepRow, type TaskRow, toExecution, toStep, toTask } from './rows.ts';

@@ -1,4 +1,4 @@
-import type { OutboxRecord, TaskEventRecord, TaskRecord } from './model.ts';
+import type { OutboxRecord, TaskEventRecord, TaskRecord } from './records.ts';
 
 /**
  * The domain event published for a task event. Its id is the event id, so every copy that reaches the

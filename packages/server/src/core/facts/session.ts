@@ -1,5 +1,19 @@
 /**
- * The single write path of the status service. Every fact — a producer's event, the coordinator's end of
+ * The facts kernel: the one write path every context uses, and that uses no context.
+ *
+ * Glossary (source documents 000 and 002, DESIGN.md §5)
+ * - fact: an accepted event; it gets the next task version (and step version), a row in the immutable
+ *   event log, a dedup record, an outbox event and realtime projections — all in one transaction.
+ * - task / execution / step: the durable request, one run of it with a frozen definition, one DAG node
+ *   of that run (records.ts); their state machines are stateMachine.ts and execution.ts.
+ * - write set: every row one fact writes, table by table (writeSet.ts); the store sends it in one round.
+ * - fact session: one transaction's view of the facts it commits — locked tasks, dedup records and
+ *   attempts read once, deferred writes, and what the background loops must be woken for.
+ * - coordinator: the application that owns the task; only it ends a task (TASK_COMPLETED / TASK_FAILED).
+ *   Inside TDP, core/orchestration/coordinator.ts decides the consequences of a fact and writes them into
+ *   the same session.
+ *
+ * Every fact — a producer's event, the coordinator's end of
  * a task, a creation, an activation, a registration, a health change — is committed through
  * `FactSession.commit` inside one transaction: the new current state, the next task version, the
  * immutable event, the dedup record, the domain outbox event and the realtime projections together.
@@ -8,18 +22,25 @@
  */
 import type { EventResult, LifecycleStatus } from '@tdp/protocol';
 import type { Clock, IdGenerator } from '../shared/ports.ts';
-import type { RealtimeRecord, TaskEventRecord, TaskState, WorkflowRecord } from '../tasks/model.ts';
-import { outboxFor } from '../tasks/outboxEvents.ts';
-import type { CommittedWork, OutboxSignal, RealtimeHandoffMode } from '../tasks/ports.ts';
+import { outboxFor } from './outboxEvents.ts';
+import type {
+  CommittedWork,
+  FactStore,
+  FactTransaction,
+  OutboxSignal,
+  RealtimeHandoffMode,
+} from './ports.ts';
+import { noticeFor, taskProjections, workflowAfterTaskChange, workflowProjection } from './projections.ts';
 import type {
   AttemptRecord,
   DedupRecord,
-  FactWrite,
+  RealtimeRecord,
   StatusDefinition,
-  StatusStore,
-  StatusTransaction,
-} from './ports.ts';
-import { noticeFor, taskProjections, workflowAfterTaskChange, workflowProjection } from './projections.ts';
+  TaskEventRecord,
+  TaskState,
+  WorkflowRecord,
+} from './records.ts';
+import type { FactWriteSet } from './writeSet.ts';
 
 export interface EventDraft {
   id: string;
@@ -42,7 +63,7 @@ export interface EventDraft {
 
 export interface CommitOptions {
   /** Extra rows of the same fact (new steps, credentials, idempotency, …). */
-  write?: Omit<FactWrite, 'events' | 'outbox' | 'realtime' | 'dedup'>;
+  write?: Omit<FactWriteSet, 'events' | 'outbox' | 'realtime' | 'dedup'>;
   /** More projections committed with this fact (e.g. a workflow created with it). */
   extraRealtime?: RealtimeRecord[];
   /** Record the answer under the event id, so a retry gets it back. */
@@ -70,7 +91,7 @@ export function eventResult(state: TaskState, event: TaskEventRecord, committedA
 }
 
 export interface FactDeps {
-  store: StatusStore;
+  store: FactStore;
   clock: Clock;
   ids: IdGenerator;
   signal: OutboxSignal;
@@ -98,7 +119,7 @@ export class FactSession {
   >();
   /** Tasks locked in this transaction, as of their last committed fact (no second read). */
   private readonly locked = new Map<string, TaskState>();
-  private readonly pending: FactWrite[] = [];
+  private readonly pending: FactWriteSet[] = [];
   /** Workflows a batch locked with its tasks (`prefetch`), as of the transaction's start. */
   private readonly lockedWorkflows = new Map<string, WorkflowRecord>();
   /** Dedup records of this session's facts, and those read ahead for a batch (null: not seen). */
@@ -120,7 +141,7 @@ export class FactSession {
   };
 
   constructor(
-    readonly tx: StatusTransaction,
+    readonly tx: FactTransaction,
     private readonly ids: IdGenerator,
     readonly now: Date,
     private readonly options: SessionOptions = {},
@@ -200,18 +221,18 @@ export class FactSession {
   }
 
   /** Rows that belong to no fact (e.g. a closed scheduling request), written with the session's facts. */
-  async write(write: Omit<FactWrite, 'events' | 'outbox' | 'realtime'>): Promise<void> {
+  async write(write: Omit<FactWriteSet, 'events' | 'outbox' | 'realtime'>): Promise<void> {
     await this.apply({ ...write, events: [], outbox: [], realtime: [] });
   }
 
-  private async apply(given: FactWrite): Promise<void> {
+  private async apply(given: FactWriteSet): Promise<void> {
     const write = this.account(given);
     if (this.options.deferWrites) this.pending.push(write);
     else await this.tx.write(write);
   }
 
   /** Notes what a write hands to the loops and the publisher; returns what is left to store. */
-  private account(given: FactWrite): FactWrite {
+  private account(given: FactWriteSet): FactWriteSet {
     const wrote = this.wrote;
     // Handed to the publisher after the commit; the relay's loop waits before it may claim them, or
     // they are not stored at all (see RealtimeHandoffMode).
@@ -270,7 +291,7 @@ export class FactSession {
     const dedup: DedupRecord | null = options.dedupHash
       ? { eventId: event.id, taskId: task.id, payloadHash: options.dedupHash, result, createdAt: committedAt }
       : null;
-    const write: FactWrite = {
+    const write: FactWriteSet = {
       ...options.write,
       events: [event],
       ...(dedup ? { dedup: [dedup] } : {}),

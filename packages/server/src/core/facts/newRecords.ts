@@ -1,6 +1,6 @@
 import type { DynamicRegistrationPolicy, FailurePolicy } from '@tdp/protocol';
 import type { IdGenerator } from '../shared/ports.ts';
-import type { ExecutionSnapshot, StepRecord, TaskRecord, TaskState, WorkflowRecord } from './model.ts';
+import type { ExecutionSnapshot, StepRecord, TaskRecord, TaskState, WorkflowRecord } from './records.ts';
 
 export interface NewStepSpec {
   key: string;

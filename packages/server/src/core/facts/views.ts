@@ -5,7 +5,7 @@ import type {
   StructuredError,
   TaskWithExecution,
 } from '@tdp/protocol';
-import type { StepRecord, TaskState } from './model.ts';
+import type { StepRecord, TaskState } from './records.ts';
 
 /** The lifecycle of one step attempt, from its orchestration status. */
 export function stepLifecycle(status: StepStatus): LifecycleStatus {

@@ -11,9 +11,8 @@ import type {
   StepStatus,
   StructuredError,
 } from '@tdp/protocol';
-import { isTerminal, lifecycleOf, transitionExecution } from '../tasks/execution.ts';
-import type { ExecutionRecord, StepRecord, TaskFailure, TaskRecord } from '../tasks/model.ts';
-import type { StatusDefinition } from './ports.ts';
+import { isTerminal, lifecycleOf, transitionExecution } from './execution.ts';
+import type { ExecutionRecord, StatusDefinition, StepRecord, TaskFailure, TaskRecord } from './records.ts';
 
 export interface Refusal {
   refused: true;

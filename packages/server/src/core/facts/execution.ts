@@ -1,6 +1,6 @@
 /** The execution state machine (source document 000, section 6) and the lifecycle it maps to. Pure. */
 import type { ExecutionStatus, LifecycleStatus } from '@tdp/protocol';
-import type { ExecutionRecord } from './model.ts';
+import type { ExecutionRecord } from './records.ts';
 
 const allowed: Record<ExecutionStatus, readonly ExecutionStatus[]> = {
   CREATED: ['QUEUED', 'SUCCEEDED', 'FAILED', 'TIMED_OUT', 'CANCELING', 'CANCELED'],

@@ -1,5 +1,5 @@
 /**
- * Tasks glossary
+ * Records shared by every context (the rows of the fact kernel). Glossary of the task model:
  * - task: the durable request "run workflow W on input I for application A"; it outlives its runs.
  * - execution: one run of a task with a frozen snapshot of the definition; a retry creates execution #2.
  * - step: one DAG node inside an execution; its state machine lives in the orchestration context.
@@ -17,6 +17,7 @@ import type {
   Health,
   LifecycleStatus,
   Progress,
+  StatusDefinitionEntry,
   StepDefinition,
   StepStatus,
   StructuredError,
@@ -215,4 +216,99 @@ export interface AclEntry {
   principalType: 'USER' | 'PROJECT' | 'ROLE';
   principalId: string;
   permission: 'VIEW' | 'OPERATE' | 'ADMIN';
+}
+
+export interface SchedulingRequestRecord {
+  id: string;
+  taskId: string;
+  stepId: string;
+  priority: number;
+  availableAt: Date;
+  createdAt: Date;
+}
+
+export interface WorkerCommandRecord {
+  id: string;
+  workerId: string;
+  type: 'START_ATTEMPT' | 'CANCEL_ATTEMPT' | 'DRAIN';
+  payload: Record<string, unknown>;
+  createdAt: Date;
+}
+
+export interface TimerRecord {
+  id: string;
+  kind: 'RETRY_DUE' | 'SCHEDULE_TO_START' | 'START_TO_CLOSE' | 'HEARTBEAT_TIMEOUT' | 'CANCEL_GRACE';
+  taskId: string;
+  stepId: string | null;
+  payload: Record<string, unknown>;
+  availableAt: Date;
+  createdAt: Date;
+}
+
+export interface CallbackRecord {
+  id: string;
+  applicationId: string;
+  taskId: string;
+  executionId: string;
+  sequence: number;
+  eventId: string;
+  eventType: string;
+  url: string;
+  payload: Record<string, unknown>;
+  createdAt: Date;
+}
+
+export interface TimelineRecord {
+  id: string;
+  taskId: string;
+  executionId: string;
+  kind: string;
+  message: string;
+  data: Record<string, unknown>;
+  at: Date;
+}
+
+export interface AttemptRecord {
+  id: string;
+  taskId: string;
+  stepId: string;
+  applicationId: string;
+  operationCode: string;
+  producerId: string;
+  allowedEventTypes: string[];
+  handleHash: Buffer;
+  handleSealed: string;
+  /** The worker session holding the lease (platform steps), and the lease's version. */
+  workerId: string | null;
+  leaseVersion: number;
+  expiresAt: Date;
+  revokedAt: Date | null;
+  createdAt: Date;
+}
+
+export interface DedupRecord {
+  eventId: string;
+  taskId: string;
+  payloadHash: string;
+  result: Record<string, unknown>;
+  createdAt: Date;
+}
+
+/** The remembered answer to one write, keyed by who asked, what they asked for and their key. */
+export interface IdempotencyRecord {
+  principal: string;
+  operation: string;
+  key: string;
+  requestHash: string;
+  responseStatus: number;
+  responseBody: unknown;
+  createdAt: Date;
+}
+
+export interface StatusDefinition {
+  applicationId: string;
+  taskType: string;
+  version: number;
+  statuses: StatusDefinitionEntry[];
+  createdAt: Date;
 }

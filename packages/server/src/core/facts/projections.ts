@@ -7,13 +7,13 @@ import type { LifecycleStatus } from '@tdp/protocol';
 import type {
   AclEntry,
   RealtimeRecord,
+  StatusDefinition,
   StepRecord,
   TaskEventRecord,
   TaskState,
   WorkflowRecord,
-} from '../tasks/model.ts';
-import { publicError, stepLifecycle } from '../tasks/views.ts';
-import type { StatusDefinition } from './ports.ts';
+} from './records.ts';
+import { publicError, stepLifecycle } from './views.ts';
 
 export const channels = {
   user: (tenantId: string, userId: string) => `task_user:${tenantId}/${userId}`,

@@ -1,0 +1,102 @@
+/** What the fact kernel needs from outside: the transaction it writes through, and the loops' wake-up. */
+import type {
+  AclEntry,
+  AttemptRecord,
+  DedupRecord,
+  IdempotencyRecord,
+  RealtimeRecord,
+  TaskState,
+  WorkflowRecord,
+} from './records.ts';
+import type { FactWriteSet } from './writeSet.ts';
+
+export interface FactStore {
+  /**
+   * Runs `work` in one transaction; retried from the start on a deadlock or serialization failure.
+   * With `writeOnly`, `work` may not read: everything it writes (at commit) is applied atomically in
+   * one round trip.
+   */
+  transaction<T>(work: (tx: FactTransaction) => Promise<T>, options?: { writeOnly?: boolean }): Promise<T>;
+}
+
+export interface ClaimedSchedulingRequest {
+  id: string;
+  taskId: string;
+  stepId: string;
+}
+
+export interface FactTransaction {
+  /** Due PENDING scheduling requests, by priority then age, locked (SKIP LOCKED) until commit. */
+  claimSchedulingRequests(now: Date, limit: number): Promise<ClaimedSchedulingRequest[]>;
+  /** Puts claimed requests back with why no worker could take them, to be tried again at `availableAt`. */
+  deferSchedulingRequests(requests: { id: string; reasons: string[] }[], availableAt: Date): Promise<void>;
+  /** Transaction-scoped advisory locks on keys (e.g. step + attempt), taken in key order. */
+  advisoryLocks(keys: string[]): Promise<void>;
+  /** Locks the task unless another transaction holds it (then null: try again later). */
+  lockTaskIfFree(taskId: string): Promise<TaskState | null>;
+  /** The task with its current execution and that execution's step rows, locked until commit. */
+  lockTask(taskId: string): Promise<TaskState | null>;
+  /**
+   * Several tasks as `lockTask` reads one, locked in id order (missing ids are left out), and with
+   * `workflows` their workflows too, locked after them in id order.
+   */
+  lockTasks(
+    taskIds: string[],
+    options?: { workflows?: boolean },
+  ): Promise<{ tasks: TaskState[]; workflows: WorkflowRecord[] }>;
+  lockWorkflow(workflowId: string): Promise<WorkflowRecord | null>;
+  /** Locks the workflows in id order. */
+  lockWorkflows(workflowIds: string[]): Promise<WorkflowRecord[]>;
+  findWorkflowByKey(applicationId: string, clientWorkflowKey: string): Promise<WorkflowRecord | null>;
+  findTaskIdByClientKey(workflowId: string, clientTaskKey: string): Promise<string | null>;
+  findDedup(eventId: string): Promise<DedupRecord | null>;
+  findDedups(eventIds: string[]): Promise<DedupRecord[]>;
+  findAttempt(attemptId: string): Promise<AttemptRecord | null>;
+  findAttemptByHandle(handleHash: Buffer): Promise<AttemptRecord | null>;
+  findAttemptsByHandle(handleHashes: Buffer[]): Promise<AttemptRecord[]>;
+  acl(taskId: string): Promise<AclEntry[]>;
+  /** Dynamic registrations of the task since `since` (for the per-minute limit). */
+  countRegistrationsSince(taskId: string, since: Date): Promise<number>;
+  findIdempotency(principal: string, operation: string, key: string): Promise<IdempotencyRecord | null>;
+  /** Sends every statement at once (pipelined); false `idempotencyClaimed` means the key was taken. */
+  write(write: FactWriteSet): Promise<void>;
+  /** Several facts' writes in one round: each row once, in its last state (see `mergeWrites`). */
+  writeAll(writes: FactWriteSet[]): Promise<void>;
+  /** Writes sent together with the COMMIT (no round trip of their own); their failure fails the commit. */
+  writeAtCommit(writes: FactWriteSet[]): void;
+}
+
+/** What a commit wrote that a background loop works off. */
+export interface CommittedWork {
+  outbox: boolean;
+  scheduling: boolean;
+  callbacks: boolean;
+  /** The earliest due time among the timers it wrote. */
+  earliestTimer: Date | null;
+  /** Realtime rows to publish now (see `OutboxSignal.realtimeHandoff`). */
+  realtime: RealtimeRecord[];
+}
+
+/**
+ * Wakes the loops that have new work after a commit; a hint, never required (each loop also polls).
+ * Only those with new rows: waking every loop on every commit cost a query per loop per commit.
+ */
+export interface OutboxSignal {
+  committed(work: CommittedWork): void;
+  /** When set, realtime rows are handed over in `committed` for publishing at once. */
+  readonly realtimeHandoff?: RealtimeHandoffMode;
+  /**
+   * False when no event bus is configured: facts then write no domain outbox rows (the task's event log
+   * stays the record; an outbox row would only be claimed, handed to nobody and marked). Default true.
+   */
+  readonly domainEvents?: boolean;
+}
+
+/**
+ * - `durable`: the rows are also written, claimable by the relay's loop only `graceMs` later (it takes
+ *   what the hand-off failed to publish) — for a gateway that outlives this process (Redis, HTTP API).
+ * - `memoryOnly`: the rows are not written at all — for the in-process memory gateway, whose channels
+ *   die with the process: after a crash every client reloads a snapshot, so a stored row would buy
+ *   nothing.
+ */
+export type RealtimeHandoffMode = { kind: 'durable'; graceMs: number } | { kind: 'memoryOnly' };

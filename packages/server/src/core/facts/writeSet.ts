@@ -1,0 +1,51 @@
+/**
+ * The write set: every row one fact (or a batch of facts) writes, table by table. The fact session builds
+ * it and the store sends it in one round of statements, each row in its last state.
+ */
+import type {
+  AttemptRecord,
+  CallbackRecord,
+  DedupRecord,
+  ExecutionRecord,
+  IdempotencyRecord,
+  OutboxRecord,
+  RealtimeRecord,
+  SchedulingRequestRecord,
+  StepRecord,
+  TaskEventRecord,
+  TaskRecord,
+  TimelineRecord,
+  TimerRecord,
+  WorkerCommandRecord,
+  WorkflowRecord,
+} from './records.ts';
+
+/** Everything one fact (or one creation) writes; the store sends it in one round of statements. */
+export interface FactWriteSet {
+  /** Claimed in the same round; a key already taken fails the transaction (unique violation). */
+  idempotency?: IdempotencyRecord;
+  newWorkflow?: WorkflowRecord;
+  newTask?: { task: TaskRecord; execution: ExecutionRecord };
+  workflow?: WorkflowRecord;
+  task?: TaskRecord;
+  execution?: ExecutionRecord;
+  /** A further run of an existing task (POST /v1/tasks/{id}:retry). */
+  newExecution?: ExecutionRecord;
+  newSteps?: StepRecord[];
+  steps?: StepRecord[];
+  attempts?: AttemptRecord[];
+  revokeAttemptIds?: string[];
+  events: TaskEventRecord[];
+  dedup?: DedupRecord[];
+  outbox: OutboxRecord[];
+  realtime: RealtimeRecord[];
+  schedulingRequests?: SchedulingRequestRecord[];
+  /** Scheduling requests that are done: dispatched, or their step no longer needs a worker. */
+  closeSchedulingRequests?: { stepIds: string[]; status: 'DISPATCHED' | 'CANCELED' };
+  workerCommands?: WorkerCommandRecord[];
+  /** Commands their worker acknowledged along with its events (ids of other workers change nothing). */
+  commandAcks?: { workerId: string; commandIds: string[]; at: Date };
+  timers?: TimerRecord[];
+  callbacks?: CallbackRecord[];
+  timeline?: TimelineRecord[];
+}
