@@ -42,6 +42,7 @@ import { derivedKey, JoseExecutionCredentials } from './adapters/outbound/tokens
 import { JoseUserTokens } from './adapters/outbound/tokens/userTokens.ts';
 import type { ServerConfig } from './config.ts';
 import { DefinitionCatalog } from './core/definitions/catalog.ts';
+import { RegistryCatalog } from './core/definitions/registries.ts';
 import type { CommittedWork, OutboxSignal, RealtimeHandoffMode } from './core/facts/ports.ts';
 import type { GrantDeps } from './core/grants/grants.ts';
 import type { ApplicationDeps } from './core/identity/applications.ts';
@@ -58,7 +59,6 @@ import { type Clock, type IdGenerator, systemClock } from './core/shared/ports.t
 import { TtlCache } from './core/shared/ttlCache.ts';
 import type { StatusDeps } from './core/status/deps.ts';
 import { HealthReconciler } from './core/status/healthReconciler.ts';
-import { RegistryCatalog } from './core/status/registries.ts';
 import { createHealthLoop } from './loops/healthLoop.ts';
 import { createOutboxLoop } from './loops/outboxLoop.ts';
 import {

@@ -1,4 +1,5 @@
-import type { FieldError, StepDefinition } from '@tdp/protocol';
+import type { FailurePolicy, FieldError, StepDefinition } from '@tdp/protocol';
+import type { StatusDefinition } from '../facts/records.ts';
 
 export interface StoredDefinition {
   id: string;
@@ -29,4 +30,39 @@ export interface JsonSchemaValidator {
   checkSchema(schema: Record<string, unknown>): FieldError[];
   /** Errors of `value` against `schema`; `cacheKey` identifies an immutable schema for compilation reuse. */
   validate(cacheKey: string, schema: Record<string, unknown>, value: unknown): FieldError[];
+}
+
+export interface OperationDefinition {
+  applicationId: string;
+  operationCode: string;
+  version: number;
+  displayName: string;
+  taskTypePattern: string;
+  producerPattern: string;
+  allowedEventTypes: string[];
+  dataSchemas: Record<string, { eventTypes: string[]; jsonSchema: Record<string, unknown> }>;
+  failurePolicy: FailurePolicy;
+  createdAt: Date;
+}
+
+export interface RegistryStore {
+  insertStatusDefinition(
+    definition: StatusDefinition,
+  ): Promise<{ inserted: boolean; stored: StatusDefinition }>;
+  getStatusDefinition(
+    applicationId: string,
+    taskType: string,
+    version: number,
+  ): Promise<StatusDefinition | null>;
+  listStatusDefinitions(applicationId: string): Promise<StatusDefinition[]>;
+  insertOperationDefinition(
+    definition: OperationDefinition,
+  ): Promise<{ inserted: boolean; stored: OperationDefinition }>;
+  /** The newest enabled version, or a given one. */
+  getOperationDefinition(
+    applicationId: string,
+    operationCode: string,
+    version?: number,
+  ): Promise<OperationDefinition | null>;
+  listOperationDefinitions(applicationId: string): Promise<OperationDefinition[]>;
 }

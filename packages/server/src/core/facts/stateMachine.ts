@@ -23,7 +23,8 @@ export interface Refusal {
 export const refuse = (code: ErrorCode, message: string): Refusal => ({ refused: true, code, message });
 export const isRefusal = (value: unknown): value is Refusal => (value as Refusal | null)?.refused === true;
 
-export type StepEventType = 'STEP_STARTED' | 'STEP_PROGRESS' | 'STEP_COMPLETED' | 'STEP_FAILED';
+export const stepEventTypes = ['STEP_STARTED', 'STEP_PROGRESS', 'STEP_COMPLETED', 'STEP_FAILED'] as const;
+export type StepEventType = (typeof stepEventTypes)[number];
 export type CoordinatorEventType = 'TASK_COMPLETED' | 'TASK_FAILED';
 
 export interface StepEventInput {

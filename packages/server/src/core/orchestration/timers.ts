@@ -13,8 +13,7 @@ import { isTerminal } from '../facts/execution.ts';
 import type { StepRecord, TaskState } from '../facts/records.ts';
 import { type FactSession, inFactTransaction } from '../facts/session.ts';
 import type { StatusDeps } from '../status/deps.ts';
-import { forceCancel } from './cancel.ts';
-import { failStepAttempt } from './failStep.ts';
+import { failStepAttempt, forceCancel } from './coordinator.ts';
 import { orchestrate } from './platform.ts';
 
 export interface DueTimer {

@@ -7,7 +7,7 @@
  */
 
 import { inFactTransaction } from '../facts/session.ts';
-import { failStepAttempt } from '../orchestration/failStep.ts';
+import { failStepAttempt } from '../orchestration/coordinator.ts';
 import type { DispatchDeps } from './dispatch.ts';
 
 export async function reapLostWorkers(deps: DispatchDeps): Promise<number> {

@@ -1,8 +1,8 @@
 import type { JsonSchemaValidator } from '../definitions/ports.ts';
+import type { RegistryCatalog } from '../definitions/registries.ts';
 import type { FactDeps } from '../facts/session.ts';
 import type { SecretBox } from '../identity/secretBox.ts';
 import type { ExecutionCredentials, StatusStore } from './ports.ts';
-import type { RegistryCatalog } from './registries.ts';
 
 export interface StatusDeps extends FactDeps {
   store: StatusStore;

@@ -9,6 +9,7 @@
  * commit on the fact path.
  */
 import type { EventResult, Progress, ReportableEventType, StructuredError } from '@tdp/protocol';
+import { matchesPattern } from '../definitions/patterns.ts';
 import type { AttemptRecord, StepRecord, TaskState } from '../facts/records.ts';
 import { type FactSession, inFactTransaction } from '../facts/session.ts';
 import {
@@ -24,20 +25,12 @@ import {
 } from '../facts/stateMachine.ts';
 import type { FactWriteSet } from '../facts/writeSet.ts';
 import type { ApplicationPrincipal } from '../identity/ports.ts';
-import { cancelIfStopped } from '../orchestration/cancel.ts';
-import {
-  callbackFor,
-  isPlatformTask,
-  milestone,
-  type Orchestrated,
-  orchestrate,
-  stepsToWrite,
-} from '../orchestration/platform.ts';
+import { cancelIfStopped, finishTask } from '../orchestration/coordinator.ts';
+import { callbackFor, isPlatformTask, orchestrate, stepsToWrite } from '../orchestration/platform.ts';
 import { fingerprint } from '../shared/canonicalJson.ts';
 import { AppError } from '../shared/errors.ts';
 import type { StatusDeps } from './deps.ts';
 import type { ExecutionClaims } from './ports.ts';
-import { matchesPattern } from './registries.ts';
 
 /** An event as decoded from either wire form; identity fields are only claims until checked. */
 export interface ReportedEvent {
@@ -390,81 +383,9 @@ async function reportOne(deps: StatusDeps, session: FactSession, item: ReportIte
       },
     },
   );
-  if (orchestrated?.end) await finishPlatformTask(deps, session, after, orchestrated.end);
+  if (orchestrated?.end) await finishTask(deps, session, after, orchestrated.end);
   if (platform && ended && cancelling) await cancelIfStopped(deps, session, after);
   return result;
-}
-
-/** The orchestrator, as the platform tasks' coordinator, ends the task: its own fact after the step's. */
-export async function finishPlatformTask(
-  deps: StatusDeps,
-  session: FactSession,
-  current: TaskState,
-  end: NonNullable<Orchestrated['end']>,
-) {
-  const now = session.now;
-  const before = current;
-  // The task fails with its step's code and the step's words for people ("the ZIP is damaged: …").
-  const failedStep =
-    end.outcome === 'FAILED' ? current.steps.find((s) => s.key === end.stepKey && s.current) : undefined;
-  const failure =
-    end.outcome === 'FAILED'
-      ? {
-          category: 'STEP',
-          code: end.errorCode,
-          retryable: false,
-          ...(failedStep?.error?.userMessage ? { userMessage: failedStep.error.userMessage } : {}),
-          failedStepId: end.stepKey,
-        }
-      : null;
-  const ended = endTask(before.task, before.execution, end.outcome, { failure }, now);
-  if (isRefusal(ended)) return;
-  const degraded = end.outcome === 'SUCCEEDED' && end.degraded;
-  let after: TaskState = {
-    task: { ...ended.task, ...(degraded ? { health: 'DEGRADED' as const } : {}) },
-    execution: ended.execution,
-    steps: before.steps,
-  };
-  const eventId = deps.ids.newId();
-  const notified = callbackFor(
-    deps.ids,
-    after,
-    eventId,
-    `execution.${after.execution.status.toLowerCase()}`,
-    now,
-  );
-  after = notified.state;
-  await session.commit(
-    before,
-    after,
-    {
-      id: eventId,
-      type: end.outcome === 'SUCCEEDED' ? 'TASK_COMPLETED' : 'TASK_FAILED',
-      producer: 'tdp:orchestrator',
-      payload:
-        end.outcome === 'FAILED' ? { failedStepId: end.stepKey, errorCode: end.errorCode } : { degraded },
-      occurredAt: now,
-      receivedAt: now,
-      errorCode: failure?.code ?? null,
-    },
-    {
-      write: {
-        task: after.task,
-        execution: after.execution,
-        callbacks: notified.callback ? [notified.callback] : [],
-        timeline: [
-          milestone(
-            deps.ids,
-            after,
-            'FINISHED',
-            `execution #${after.execution.number} ${after.execution.status.toLowerCase()}`,
-            { status: after.execution.status },
-            now,
-          ),
-        ],
-      },
-    },
-  );
 }
 
 /** What the immutable log keeps of an event beyond its columns (never the diagnostics reference). */

@@ -4,17 +4,16 @@
  * facts of their own (STEP_ACTIVATED, STEP_REGISTERED) on the single path.
  */
 import type { DynamicRegistrationPolicy, ExecutionContext, RegisterExecutionRequest } from '@tdp/protocol';
+import { matchesPattern } from '../definitions/patterns.ts';
 import { newStepRecord } from '../facts/newRecords.ts';
-import type { AttemptRecord, StepRecord, TaskState } from '../facts/records.ts';
+import type { StepRecord, TaskState } from '../facts/records.ts';
 import { type FactSession, inFactTransaction } from '../facts/session.ts';
 import { stepIsFinished, taskAfterStepChange } from '../facts/stateMachine.ts';
 import type { ApplicationPrincipal } from '../identity/ports.ts';
+import { issueContext, newAttempt } from '../scheduling/attempts.ts';
 import { AppError } from '../shared/errors.ts';
 import type { StatusDeps } from './deps.ts';
-import type { ExecutionClaims, OperationDefinition } from './ports.ts';
-import { matchesPattern, stepEventTypes } from './registries.ts';
-
-const handleField = (attemptId: string) => `attempt:${attemptId}:handle`;
+import type { ExecutionClaims } from './ports.ts';
 
 export const defaultDynamicPolicy: Required<DynamicRegistrationPolicy> = {
   allowedParentOperations: [],
@@ -24,92 +23,6 @@ export const defaultDynamicPolicy: Required<DynamicRegistrationPolicy> = {
   maxParallelExecutions: 10,
   registrationsPerMinute: 60,
 };
-
-/** Event types a producer of this operation may send: the registry's list, or every step event. */
-export function allowedEventTypes(operation: OperationDefinition | null): string[] {
-  return operation
-    ? operation.allowedEventTypes.filter((t) => (stepEventTypes as readonly string[]).includes(t))
-    : [...stepEventTypes];
-}
-
-export async function issueContext(
-  deps: StatusDeps,
-  state: TaskState,
-  step: StepRecord,
-  attempt: AttemptRecord,
-  created: boolean,
-): Promise<ExecutionContext> {
-  const claims: ExecutionClaims = {
-    applicationId: state.task.applicationId,
-    tenantId: state.task.tenantId,
-    workflowId: state.task.workflowId,
-    taskId: state.task.id,
-    taskAttempt: state.execution.number,
-    stepId: step.key,
-    stepAttempt: step.attempt,
-    executionId: attempt.id,
-    operationCode: attempt.operationCode,
-    producerId: attempt.producerId,
-    allowedEventTypes: attempt.allowedEventTypes,
-    expiresAt: attempt.expiresAt,
-  };
-  return {
-    workflowId: state.task.workflowId,
-    taskId: state.task.id,
-    taskAttempt: state.execution.number,
-    stepId: step.key,
-    stepAttempt: step.attempt,
-    executionId: attempt.id,
-    operationCode: attempt.operationCode,
-    operationDefinitionVersion: step.operationDefinitionVersion,
-    producerId: attempt.producerId,
-    allowedEventTypes: attempt.allowedEventTypes,
-    executionToken: await deps.credentials.sign(claims),
-    executionHandle: deps.secrets.open(attempt.handleSealed, handleField(attempt.id)),
-    expiresAt: attempt.expiresAt.toISOString(),
-    // A step's own heartbeat timeout leaves room for three beats (the default interval may be longer).
-    heartbeatIntervalSeconds:
-      step.heartbeatIntervalSeconds ??
-      (step.heartbeatTimeoutSeconds
-        ? Math.max(
-            1,
-            Math.min(deps.defaultHeartbeatIntervalSeconds, Math.floor(step.heartbeatTimeoutSeconds / 3)),
-          )
-        : deps.defaultHeartbeatIntervalSeconds),
-    heartbeatTimeoutSeconds: step.heartbeatTimeoutSeconds ?? deps.defaultHeartbeatTimeoutSeconds,
-    taskVersion: state.task.version.toString(),
-    created,
-  };
-}
-
-export function newAttempt(
-  deps: StatusDeps,
-  state: TaskState,
-  step: StepRecord,
-  producerId: string,
-  operation: OperationDefinition | null,
-  at: Date,
-  workerId: string | null = null,
-): AttemptRecord {
-  const id = deps.ids.newId();
-  const { handle, hash } = deps.credentials.newHandle();
-  return {
-    id,
-    taskId: state.task.id,
-    stepId: step.id,
-    applicationId: state.task.applicationId,
-    operationCode: step.operationCode,
-    producerId,
-    allowedEventTypes: allowedEventTypes(operation),
-    handleHash: hash,
-    handleSealed: deps.secrets.seal(handle, handleField(id)),
-    workerId,
-    leaseVersion: 1,
-    expiresAt: new Date(at.getTime() + deps.credentialTtlMs),
-    revokedAt: null,
-    createdAt: at,
-  };
-}
 
 async function requireOwnTask(
   session: FactSession,

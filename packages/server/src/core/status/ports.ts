@@ -6,17 +6,9 @@
  * - registry: versioned status definitions (business status → lifecycle) and operation definitions
  *   (producer, event types, data schemas); a task or step binds one version and keeps it.
  */
-import type { FailurePolicy, LifecycleStatus } from '@tdp/protocol';
+import type { LifecycleStatus } from '@tdp/protocol';
 import type { FactStore } from '../facts/ports.ts';
-import type {
-  AclEntry,
-  AttemptRecord,
-  RealtimeRecord,
-  StatusDefinition,
-  TaskEventRecord,
-  TaskState,
-  WorkflowRecord,
-} from '../facts/records.ts';
+import type { AclEntry, AttemptRecord, RealtimeRecord, TaskState, WorkflowRecord } from '../facts/records.ts';
 
 /** One heartbeat resolved to its execution instance. */
 export interface HeartbeatUpdate {
@@ -92,41 +84,6 @@ export interface StatusStore extends FactStore {
   attemptsById(ids: string[]): Promise<AttemptRecord[]>;
   /** Tasks with running, healthy steps past their heartbeat deadline (candidates, not locked). */
   overdueTasks(now: Date, limit: number): Promise<string[]>;
-}
-
-export interface OperationDefinition {
-  applicationId: string;
-  operationCode: string;
-  version: number;
-  displayName: string;
-  taskTypePattern: string;
-  producerPattern: string;
-  allowedEventTypes: string[];
-  dataSchemas: Record<string, { eventTypes: string[]; jsonSchema: Record<string, unknown> }>;
-  failurePolicy: FailurePolicy;
-  createdAt: Date;
-}
-
-export interface RegistryStore {
-  insertStatusDefinition(
-    definition: StatusDefinition,
-  ): Promise<{ inserted: boolean; stored: StatusDefinition }>;
-  getStatusDefinition(
-    applicationId: string,
-    taskType: string,
-    version: number,
-  ): Promise<StatusDefinition | null>;
-  listStatusDefinitions(applicationId: string): Promise<StatusDefinition[]>;
-  insertOperationDefinition(
-    definition: OperationDefinition,
-  ): Promise<{ inserted: boolean; stored: OperationDefinition }>;
-  /** The newest enabled version, or a given one. */
-  getOperationDefinition(
-    applicationId: string,
-    operationCode: string,
-    version?: number,
-  ): Promise<OperationDefinition | null>;
-  listOperationDefinitions(applicationId: string): Promise<OperationDefinition[]>;
 }
 
 /** Claims carried by an execution credential (token or handle). */

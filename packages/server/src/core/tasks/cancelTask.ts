@@ -5,7 +5,7 @@ import { type FactDeps, inFactTransaction } from '../facts/session.ts';
 import { endTask, isRefusal } from '../facts/stateMachine.ts';
 import { toTaskView } from '../facts/views.ts';
 import type { ApplicationPrincipal } from '../identity/ports.ts';
-import { cancelledStep } from '../orchestration/cancel.ts';
+import { cancelledStep } from '../orchestration/coordinator.ts';
 import { callbackFor, milestone } from '../orchestration/platform.ts';
 import { AppError } from '../shared/errors.ts';
 

@@ -8,9 +8,10 @@ import { type FactDeps, type FactSession, inFactTransaction } from '../facts/ses
 import { toTaskView } from '../facts/views.ts';
 import { checkOutboundUrl } from '../identity/applications.ts';
 import type { ApplicationPrincipal } from '../identity/ports.ts';
+import { placeStep } from '../orchestration/coordinator.ts';
 import { callbackFor, milestone, orchestrate, platformWorkerProducer } from '../orchestration/platform.ts';
 import type { CandidateSnapshot } from '../scheduling/candidateSnapshot.ts';
-import { type DispatchDeps, placeStep } from '../scheduling/dispatch.ts';
+import type { DispatchDeps } from '../scheduling/dispatch.ts';
 import { fingerprint } from '../shared/canonicalJson.ts';
 import { AppError } from '../shared/errors.ts';
 import { applyStepConstraints } from './snapshot.ts';

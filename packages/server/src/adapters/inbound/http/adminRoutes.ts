@@ -1,7 +1,8 @@
 import { OperationDefinitionRequest, StatusDefinitionRequest } from '@tdp/protocol';
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
-import type { JsonSchemaValidator } from '../../../core/definitions/ports.ts';
+import type { JsonSchemaValidator, RegistryStore } from '../../../core/definitions/ports.ts';
+import { defineOperation, defineStatuses } from '../../../core/definitions/registries.ts';
 import {
   type ApplicationDeps,
   createApplication,
@@ -15,8 +16,6 @@ import type { Application } from '../../../core/identity/ports.ts';
 import { createTenant } from '../../../core/identity/tenants.ts';
 import { AppError } from '../../../core/shared/errors.ts';
 import type { Clock } from '../../../core/shared/ports.ts';
-import type { RegistryStore } from '../../../core/status/ports.ts';
-import { defineOperation, defineStatuses } from '../../../core/status/registries.ts';
 import { requireAdmin } from './auth.ts';
 import { emptyBodyAsObject, problemResponses, Uuid } from './schemas.ts';
 

@@ -1,6 +1,6 @@
 import type { FailurePolicy, StatusDefinitionEntry } from '@tdp/protocol';
+import type { OperationDefinition, RegistryStore } from '../../../core/definitions/ports.ts';
 import type { StatusDefinition } from '../../../core/facts/records.ts';
-import type { OperationDefinition, RegistryStore } from '../../../core/status/ports.ts';
 import type { Sql } from './database.ts';
 
 interface StatusRow {

@@ -3,21 +3,11 @@
  * executions that bound it keep its meaning. Defining the same content again is a harmless replay.
  */
 import type { OperationDefinitionRequest, StatusDefinitionRequest } from '@tdp/protocol';
-import type { JsonSchemaValidator } from '../definitions/ports.ts';
 import type { StatusDefinition } from '../facts/records.ts';
 import { canonicalJson } from '../shared/canonicalJson.ts';
 import { AppError } from '../shared/errors.ts';
 import type { Clock } from '../shared/ports.ts';
-import type { OperationDefinition, RegistryStore } from './ports.ts';
-
-/** `SEARCH.*` matches `SEARCH.WEB`; `*` matches anything; otherwise exact. */
-export function matchesPattern(pattern: string, value: string): boolean {
-  if (pattern === '*') return true;
-  if (pattern.endsWith('*')) return value.startsWith(pattern.slice(0, -1));
-  return pattern === value;
-}
-
-export const stepEventTypes = ['STEP_STARTED', 'STEP_PROGRESS', 'STEP_COMPLETED', 'STEP_FAILED'] as const;
+import type { JsonSchemaValidator, OperationDefinition, RegistryStore } from './ports.ts';
 
 /** Cached reads of immutable registry versions. */
 export class RegistryCatalog {
