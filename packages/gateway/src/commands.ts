@@ -1,0 +1,174 @@
+/**
+ * The protocol session: the commands of one client connection (connect, subscribe, history, refresh, ...)
+ * and the reply errors and close codes they answer with (CENTRIFUGO_COMPAT.md §3-§5).
+ */
+import type { Channels } from './channels.ts';
+import type { GatewayOptions } from './options.ts';
+import {
+  type Close,
+  type Command,
+  closes,
+  type HistoryRequest,
+  type RecoverRequest,
+  type ReplyError,
+  replyErrors,
+  version,
+} from './protocol.ts';
+import type { Session } from './session.ts';
+import { type Claims, expiry, type TokenVerifier } from './tokens.ts';
+
+/** Client history reads return at most this many publications. */
+const historyLimitCap = 300;
+
+/** A command's reply (null: none) and what follows once it went out; 'closed' when it closed the session. */
+export type Reply = { message: unknown | null; after?: () => void } | 'closed';
+
+export interface CommandsDependencies {
+  tokens: TokenVerifier;
+  channels: Channels;
+  /** The engine is running (a connect waits for it before joining its server-side channels). */
+  ready: Promise<void>;
+  options: Pick<GatewayOptions, 'pingIntervalMs' | 'expiredCloseDelayMs' | 'channelLimits'>;
+}
+
+export class Commands {
+  constructor(private readonly deps: CommandsDependencies) {}
+
+  /** One frame of a bidirectional transport: `\n`-separated commands, replied to together. */
+  async onFrame(session: Session, frame: string): Promise<void> {
+    const replies: unknown[] = [];
+    const afters: (() => void)[] = [];
+    for (const line of frame.split('\n')) {
+      if (line.trim() === '') continue;
+      const command = JSON.parse(line) as Command;
+      if (Object.keys(command).length === 0) {
+        session.pingSentAt = null; // a pong
+        continue;
+      }
+      const reply = await this.handle(session, command);
+      if (reply === 'closed') return;
+      if (reply.message) replies.push(reply.message);
+      if (reply.after) afters.push(reply.after);
+    }
+    if (replies.length > 0) session.transport.send(replies);
+    for (const after of afters) after();
+  }
+
+  async handle(session: Session, command: Command): Promise<Reply> {
+    const id = command.id;
+    const answer = (key: string, result: Record<string, unknown>, after?: () => void) => ({
+      message: { id, [key]: result },
+      ...(after ? { after } : {}),
+    });
+    const fail = (error: ReplyError) => ({ message: { id, error } });
+    const close = (reason: Close) => {
+      session.close(reason);
+      return 'closed' as const;
+    };
+    const { tokens, channels } = this.deps;
+    if (session.user === null && !('connect' in command)) return close(closes.badRequest);
+
+    if ('connect' in command) {
+      if (session.user !== null) return close(closes.badRequest);
+      const request = (command.connect ?? {}) as { token?: string; subs?: Record<string, RecoverRequest> };
+      const claims = await tokens.verify(request.token);
+      if (claims === 'expired') return fail(replyErrors.tokenExpired);
+      if (!claims || claims.channel !== undefined) return close(closes.invalidToken);
+      session.user = typeof claims.sub === 'string' ? claims.sub : '';
+      this.armExpiry(session, claims);
+      await this.deps.ready;
+      const subs: Record<string, unknown> = {};
+      const joined: [string, number][] = [];
+      for (const channel of Array.isArray(claims.channels) ? (claims.channels as string[]) : []) {
+        const result = await channels.join(session, channel, request.subs?.[channel] ?? {}, true);
+        subs[channel] = result.reply;
+        joined.push([channel, result.floor]);
+      }
+      if (session.closed) return 'closed';
+      return answer(
+        'connect',
+        {
+          client: session.client,
+          version,
+          ping: Math.round((this.deps.options.pingIntervalMs ?? 25_000) / 1000),
+          ...(session.transport.pongs ? { pong: true } : {}),
+          ...expiry(claims, tokens.now()),
+          ...(Object.keys(subs).length > 0 ? { subs } : {}),
+        },
+        () => {
+          for (const [channel, floor] of joined) channels.activate(session, channel, floor);
+        },
+      );
+    }
+    if ('subscribe' in command) {
+      const request = command.subscribe as { channel?: string; token?: string } & RecoverRequest;
+      if (!request?.channel) return fail(replyErrors.badRequest);
+      if (!request.token) return fail(replyErrors.permissionDenied);
+      const claims = await tokens.verify(request.token);
+      if (claims === 'expired') return fail(replyErrors.tokenExpired);
+      if (!claims) return fail(replyErrors.permissionDenied);
+      if (claims.sub !== session.user || claims.channel !== request.channel)
+        return close(closes.invalidToken);
+      if (session.subscriptions.has(request.channel)) return fail(replyErrors.alreadySubscribed);
+      if (this.pastChannelLimit(session, request.channel)) return fail(replyErrors.limitExceeded);
+      const channel = request.channel;
+      const result = await channels.join(session, channel, request, false);
+      if (session.closed) return 'closed';
+      return answer('subscribe', { ...result.reply, ...expiry(claims, tokens.now()) }, () =>
+        channels.activate(session, channel, result.floor),
+      );
+    }
+    if ('unsubscribe' in command) {
+      const channel = (command.unsubscribe as { channel?: string })?.channel ?? '';
+      channels.leave(session, channel);
+      return answer('unsubscribe', {});
+    }
+    if ('history' in command) {
+      const request = command.history as HistoryRequest;
+      if (!request?.channel || !session.subscriptions.has(request.channel))
+        return fail(replyErrors.permissionDenied);
+      const read = await channels.history(request, historyLimitCap);
+      return 'error' in read ? fail(read.error) : answer('history', read.result);
+    }
+    if ('refresh' in command) {
+      const token = (command.refresh as { token?: string })?.token;
+      if (!token) return close(closes.badRequest);
+      const claims = await tokens.verify(token);
+      if (claims === 'expired') return close(closes.expired);
+      if (!claims || claims.sub !== session.user) return close(closes.invalidToken);
+      this.armExpiry(session, claims);
+      return answer('refresh', expiry(claims, tokens.now()));
+    }
+    if ('sub_refresh' in command) {
+      const request = command.sub_refresh as { channel?: string; token?: string };
+      const claims = await tokens.verify(request?.token);
+      if (claims === 'expired') return fail(replyErrors.tokenExpired);
+      if (!claims || claims.sub !== session.user || claims.channel !== request.channel)
+        return close(closes.invalidToken);
+      return answer('sub_refresh', expiry(claims, tokens.now()));
+    }
+    if ('send' in command) return close(closes.notAvailable);
+    if ('publish' in command) return fail(replyErrors.permissionDenied);
+    if ('presence' in command || 'presence_stats' in command) return fail(replyErrors.notAvailable);
+    return fail(replyErrors.methodNotFound);
+  }
+
+  /** Whether the session already follows as many channels of `channel`'s namespace as it may. */
+  private pastChannelLimit(session: Session, channel: string): boolean {
+    const limit = this.deps.options.channelLimits?.find((l) => channel.startsWith(l.prefix));
+    return limit !== undefined && session.subscriptionsTo(limit.prefix) >= limit.max;
+  }
+
+  /** Closes the connection with 3005 once its token has expired and was not refreshed in time. */
+  private armExpiry(session: Session, claims: Claims): void {
+    if (session.expiryTimer) clearTimeout(session.expiryTimer);
+    session.expiryTimer = null;
+    if (!claims.exp) return;
+    const closeAt = claims.exp * 1000 + (this.deps.options.expiredCloseDelayMs ?? 25_000);
+    session.expiryTimer = setTimeout(
+      () => session.close(closes.expired),
+      Math.max(0, closeAt - this.deps.tokens.now()),
+    );
+    session.expiryTimer.unref();
+  }
+}

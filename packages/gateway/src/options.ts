@@ -1,0 +1,24 @@
+import type { Engine, HistoryOptions } from './engine.ts';
+
+export interface GatewayOptions {
+  /** HMAC key of connection and subscription tokens (HS256/384/512). */
+  hmacKey: Uint8Array | string;
+  /** A JWKS URL: tokens signed with RS256/ES256 (and the other RSA/EC/EdDSA algorithms) by its keys. */
+  jwksUrl?: string;
+  /** The key of the HTTP server API (`/api/<method>`); without one the API answers 404. */
+  apiKey?: string;
+  /** History per channel (default: 100 publications for 10 minutes). */
+  history?: (channel: string) => HistoryOptions;
+  /** Where channels live (default: this process's memory). */
+  engine?: Engine;
+  pingIntervalMs?: number;
+  /** A client told to answer pings that stays silent this long after one is closed with 3012. */
+  pongTimeoutMs?: number;
+  /** How long after its token expired an unrefreshed connection is closed with 3005. */
+  expiredCloseDelayMs?: number;
+  now?: () => number;
+  /** At most `max` subscriptions per connection to channels starting with `prefix` (error 106 past it). */
+  channelLimits?: { prefix: string; max: number }[];
+  /** This node's name in `info`. */
+  name?: string;
+}

@@ -1,0 +1,55 @@
+import { randomUUID } from 'node:crypto';
+import type { Publication } from './engine.ts';
+import type { Close } from './protocol.ts';
+
+export interface Subscription {
+  /** From the connection token (a gap closes the connection) or subscribed by the client. */
+  serverSide: boolean;
+  /** While joining: publications that arrived before the subscribe reply went out. */
+  buffer: { publication: Publication; epoch: string }[] | null;
+}
+
+/** How a session's messages reach its client. */
+export interface Transport {
+  /** Replies and pushes, in the bidirectional form (`{id, ...}` and `{push: ...}`). */
+  send(messages: unknown[]): void;
+  close(close: Close): void;
+  /** Whether the client answers pings (bidirectional transports do). */
+  pongs: boolean;
+}
+
+/** One client connection of this node: who it is, what it follows, and its liveness state. */
+export class Session {
+  readonly client = randomUUID();
+  user: string | null = null;
+  readonly subscriptions = new Map<string, Subscription>();
+  expiryTimer: NodeJS.Timeout | null = null;
+  pingSentAt: number | null = null;
+  closed = false;
+
+  /** `onEnded` forgets the session wherever this node keeps it (once, when it ends). */
+  constructor(
+    readonly transport: Transport,
+    private readonly onEnded: (session: Session) => void,
+  ) {}
+
+  /** How many channels starting with `prefix` the session follows. */
+  subscriptionsTo(prefix: string): number {
+    return [...this.subscriptions.keys()].filter((c) => c.startsWith(prefix)).length;
+  }
+
+  /** Closes the connection with `close` and ends the session (nothing once it has ended). */
+  close(close: Close): void {
+    if (this.closed) return;
+    this.transport.close(close);
+    this.end();
+  }
+
+  /** The client is gone: forget its subscriptions and timers. */
+  end(): void {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.expiryTimer) clearTimeout(this.expiryTimer);
+    this.onEnded(this);
+  }
+}

@@ -1,0 +1,61 @@
+/**
+ * Connection and subscription JWTs: HMAC with the gateway's key, or RS256/ES256 (and the other
+ * RSA/EC/EdDSA algorithms) by the keys of a JWKS URL.
+ */
+import {
+  createRemoteJWKSet,
+  type JWTPayload,
+  type JWTVerifyGetKey,
+  errors as joseErrors,
+  jwtVerify,
+} from 'jose';
+import type { GatewayOptions } from './options.ts';
+
+export type Claims = JWTPayload & Record<string, unknown>;
+
+const asymmetricAlgorithms = ['RS256', 'RS384', 'RS512', 'ES256', 'ES384', 'ES512', 'PS256', 'EdDSA'];
+
+export class TokenVerifier {
+  private readonly secret: Uint8Array;
+  private readonly jwks: JWTVerifyGetKey | null;
+
+  constructor(private readonly options: Pick<GatewayOptions, 'hmacKey' | 'jwksUrl' | 'now'>) {
+    this.secret =
+      typeof options.hmacKey === 'string' ? new TextEncoder().encode(options.hmacKey) : options.hmacKey;
+    this.jwks = options.jwksUrl ? createRemoteJWKSet(new URL(options.jwksUrl)) : null;
+  }
+
+  /** The gateway's clock for token expiry (read on every call, so that fake timers reach it). */
+  now(): number {
+    return (this.options.now ?? Date.now)();
+  }
+
+  /** The token's claims; 'expired' for an expired one; null for anything else wrong with it. */
+  async verify(token: string | undefined): Promise<Claims | 'expired' | null> {
+    if (!token) return null;
+    try {
+      const currentDate = new Date(this.now());
+      const { payload } = await jwtVerify(
+        token,
+        async (header, input) => {
+          if (header.alg.startsWith('HS')) return this.secret;
+          if (!this.jwks) throw new joseErrors.JOSENotSupported('no JWKS is configured');
+          return this.jwks(header, input);
+        },
+        {
+          algorithms: ['HS256', 'HS384', 'HS512', ...(this.jwks ? asymmetricAlgorithms : [])],
+          currentDate,
+        },
+      );
+      return payload as Claims;
+    } catch (error) {
+      return error instanceof joseErrors.JWTExpired ? 'expired' : null;
+    }
+  }
+}
+
+/** The `expires`/`ttl` fields of a reply to a token with an expiry (none without one). */
+export function expiry(claims: JWTPayload, now: number): Record<string, unknown> {
+  if (!claims.exp) return {};
+  return { expires: true, ttl: Math.max(1, claims.exp - Math.floor(now / 1000)) };
+}

@@ -1,0 +1,54 @@
+/** The bidirectional transport: WebSocket upgrades on a path, JSON frames of `\n`-separated commands. */
+import type { IncomingMessage, Server } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { type WebSocket, WebSocketServer } from 'ws';
+import type { Commands } from './commands.ts';
+import type { Connections } from './connections.ts';
+import { requestUrl } from './http.ts';
+import { closes } from './protocol.ts';
+
+/** A connection that has not sent `connect` by then is closed as stale. */
+const connectTimeoutMs = 10_000;
+
+export class WebSocketTransport {
+  private readonly sockets = new WebSocketServer({ noServer: true, maxPayload: 64 * 1024 });
+
+  constructor(
+    private readonly connections: Connections,
+    private readonly commands: Commands,
+  ) {}
+
+  /** Serves the WebSocket endpoint on `server` at `path`. */
+  attach(server: Server, path: string): void {
+    server.on('upgrade', (request: IncomingMessage, socket: Duplex, head: Buffer) => {
+      if (requestUrl(request).pathname !== path) return;
+      this.sockets.handleUpgrade(request, socket, head, (ws) => this.open(ws));
+    });
+  }
+
+  close(): Promise<void> {
+    return new Promise<void>((resolve) => this.sockets.close(() => resolve()));
+  }
+
+  private open(socket: WebSocket): void {
+    const session = this.connections.open({
+      pongs: true,
+      send: (messages) => {
+        if (socket.readyState === socket.OPEN) socket.send(messages.map((m) => JSON.stringify(m)).join('\n'));
+      },
+      close: ([code, reason]) => socket.close(code, reason),
+    });
+    const stale = setTimeout(() => session.user === null && session.close(closes.stale), connectTimeoutMs);
+    let queue = Promise.resolve();
+    socket.on('message', (raw) => {
+      // Commands of one connection are handled in order (a subscribe waits for its connect).
+      queue = queue
+        .then(() => this.commands.onFrame(session, raw.toString()))
+        .catch(() => session.close(closes.badRequest));
+    });
+    socket.on('close', () => {
+      clearTimeout(stale);
+      session.end();
+    });
+  }
+}
