@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { generateApiKey, keyIsUsable, parseApiKey, secretMatches } from '../src/core/identity/apiKeys.ts';
-import { checkOutboundUrl } from '../src/core/identity/applications.ts';
+import { checkOutboundUrl } from '../src/core/identity/outboundUrl.ts';
 import { generateKeyringEntry, parseKeyring, SecretBox } from '../src/core/identity/secretBox.ts';
 
 describe('API keys', () => {

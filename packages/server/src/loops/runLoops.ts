@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { ClaimableRows } from '../adapters/outbound/postgres/outboxQueue.ts';
 import type { CallbackSenderDeps } from '../core/callbacks/sendCallbacks.ts';
 import { sendDueCallbacks } from '../core/callbacks/sendCallbacks.ts';
+import type { TimerRecord } from '../core/facts/records.ts';
 import { fireTimer } from '../core/orchestration/timers.ts';
 import { type RelayDeps, relayRealtime } from '../core/realtime/relay.ts';
 import { type DispatchDeps, dispatchReady } from '../core/scheduling/dispatch.ts';
@@ -41,7 +42,7 @@ export function createTimerLoop(deps: {
     maxIdleMs: 5_000,
     round: async () => {
       const due = await deps.timers.claim<{
-        kind: string;
+        kind: TimerRecord['kind'];
         task_id: string;
         step_id: string | null;
         payload: Record<string, unknown>;

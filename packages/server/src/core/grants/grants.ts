@@ -8,7 +8,7 @@
 import { createHash } from 'node:crypto';
 import type { AccessGrant } from '@tdp/protocol';
 import type { AttemptRecord } from '../facts/records.ts';
-import { checkOutboundUrl } from '../identity/applications.ts';
+import { checkOutboundUrl } from '../identity/outboundUrl.ts';
 import type { SecretBox } from '../identity/secretBox.ts';
 import { AppError } from '../shared/errors.ts';
 import type { Clock, IdGenerator } from '../shared/ports.ts';

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { AppError } from '../shared/errors.ts';
 import type { Clock, IdGenerator } from '../shared/ports.ts';
 import { generateApiKey } from './apiKeys.ts';
+import { checkOutboundUrl } from './outboundUrl.ts';
 import type { ApiKeyRecord, Application, IdentityStore } from './ports.ts';
 import type { SecretBox } from './secretBox.ts';
 
@@ -30,22 +31,6 @@ const sealedField = (applicationId: string, field: string) => `application:${app
 
 export function newCallbackSecret(): string {
   return `whsec_${randomBytes(32).toString('base64url')}`;
-}
-
-/** Checks an outbound URL we will call with credentials: https (unless allowed), no userinfo. */
-export function checkOutboundUrl(text: string, allowInsecure: boolean): string | null {
-  let url: URL;
-  try {
-    url = new URL(text);
-  } catch {
-    return 'is not an absolute URL';
-  }
-  if (url.protocol !== 'https:' && !(allowInsecure && url.protocol === 'http:')) {
-    return allowInsecure ? 'must use http or https' : 'must use https';
-  }
-  if (url.username || url.password) return 'must not contain credentials';
-  if (url.hash) return 'must not contain a fragment';
-  return null;
 }
 
 function sealResourceProvider(

@@ -1,10 +1,10 @@
 /**
  * Reads of the status service: snapshots, the event timeline, batch status with known versions, a
- * user's tasks, a workflow with the task summaries its reader may see. Also ACL grants (with their
- * projections) and external references.
+ * user's tasks, a workflow with the task summaries its reader may see. (Granting access and attaching
+ * external references are writes: access.ts.)
  */
-import type { AclGrantRequest, TaskEventView, TaskSummary, TaskWithExecution } from '@tdp/protocol';
-import { channels, summaryPayload, workflowPayload } from '../facts/projections.ts';
+import type { TaskEventView, TaskSummary, TaskWithExecution } from '@tdp/protocol';
+import { summaryPayload, workflowPayload } from '../facts/projections.ts';
 import type { TaskEventRecord, TaskState } from '../facts/records.ts';
 import { toTaskView } from '../facts/views.ts';
 import type { ApplicationPrincipal } from '../identity/ports.ts';
@@ -176,93 +176,6 @@ async function filterVisible(deps: ReadDeps, user: UserPrincipal, tasks: TaskSta
   const visible: TaskState[] = [];
   for (const state of tasks) if (await deps.reads.canView(state.task.id, user.viewer)) visible.push(state);
   return visible;
-}
-
-/** Grants a principal access; its summary channel gets the task's current summary at once. */
-export async function grantAccess(
-  deps: ReadDeps,
-  principal: ApplicationPrincipal,
-  taskId: string,
-  request: AclGrantRequest,
-) {
-  const state = await readableTask(deps, principal, taskId);
-  const now = deps.clock.now();
-  await deps.reads.grantAcl(
-    taskId,
-    {
-      principalType: request.principalType,
-      principalId: request.principalId,
-      permission: request.permission ?? 'VIEW',
-    },
-    now,
-    [
-      {
-        id: deps.ids.newId(),
-        tenantId: state.task.tenantId,
-        aggregateType: 'TASK',
-        aggregateId: taskId,
-        aggregateVersion: state.task.version,
-        channel: aclChannel(state, request.principalType, request.principalId),
-        projection: 'USER_SUMMARY',
-        payload: summaryPayload(state, null),
-        createdAt: now,
-      },
-    ],
-  );
-}
-
-/** Revokes access; the principal's channel gets a removal tombstone (same transaction) so clients drop the task. */
-export async function revokeAccess(
-  deps: ReadDeps,
-  principal: ApplicationPrincipal,
-  taskId: string,
-  principalType: 'USER' | 'PROJECT' | 'ROLE',
-  principalId: string,
-) {
-  const state = await readableTask(deps, principal, taskId);
-  const now = deps.clock.now();
-  const tombstone = {
-    id: deps.ids.newId(),
-    tenantId: state.task.tenantId,
-    aggregateType: 'TASK' as const,
-    aggregateId: taskId,
-    aggregateVersion: state.task.version,
-    channel: aclChannel(state, principalType, principalId),
-    projection: 'USER_REMOVAL' as const,
-    payload: { kind: 'task.removed', schemaVersion: 1, taskId, taskVersion: state.task.version.toString() },
-    createdAt: now,
-  };
-  if (!(await deps.reads.revokeAcl(taskId, principalType, principalId, now, [tombstone]))) {
-    throw new AppError(
-      'VALIDATION_FAILED',
-      `${principalType} ${principalId} has no access to task ${taskId}`,
-    );
-  }
-}
-
-function aclChannel(state: TaskState, type: 'USER' | 'PROJECT' | 'ROLE', id: string): string {
-  if (type === 'USER') return channels.user(state.task.tenantId, id);
-  if (type === 'PROJECT') return channels.project(state.task.tenantId, id);
-  return channels.role(state.task.tenantId, id);
-}
-
-export async function attachExternalRef(
-  deps: ReadDeps,
-  principal: ApplicationPrincipal,
-  taskId: string,
-  refType: string,
-  refValue: string,
-) {
-  await readableTask(deps, principal, taskId);
-  const owner = await deps.reads.attachExternalRef(
-    principal.applicationId,
-    refType,
-    refValue,
-    taskId,
-    deps.clock.now(),
-  );
-  if (owner !== taskId)
-    throw new AppError('IDEMPOTENCY_KEY_REUSED', `${refType}:${refValue} already refers to task ${owner}`);
 }
 
 export type { TaskWithExecution };

@@ -6,7 +6,7 @@ import { workflowProjection } from '../facts/projections.ts';
 import type { SchedulingRequestRecord, TaskState, WorkerCommandRecord } from '../facts/records.ts';
 import { type FactDeps, type FactSession, inFactTransaction } from '../facts/session.ts';
 import { toTaskView } from '../facts/views.ts';
-import { checkOutboundUrl } from '../identity/applications.ts';
+import { checkOutboundUrl } from '../identity/outboundUrl.ts';
 import type { ApplicationPrincipal } from '../identity/ports.ts';
 import { placeStep } from '../orchestration/coordinator.ts';
 import { callbackFor, milestone, orchestrate, platformWorkerProducer } from '../orchestration/platform.ts';
@@ -29,8 +29,8 @@ export interface InlinePlacement extends Pick<DispatchDeps, 'status' | 'heartbea
 }
 
 export interface CreateTaskResult {
-  /** 201 the first time, 200 when the same request is replayed with the same key. */
-  status: 201 | 200;
+  /** False the first time; true when the same request is replayed with the same key. */
+  replayed: boolean;
   body: TaskWithExecution;
 }
 
@@ -200,7 +200,7 @@ export async function createTask(
           createdAt: now,
         },
       });
-      return { status: 201 as const, body };
+      return { replayed: false, body };
     },
     // Without a workflow to lock, a create reads nothing: its rows are one statement, one round trip.
     { deferWrites: true, writeOnly: !request.workflowId },
@@ -253,5 +253,5 @@ async function replay(
       `Idempotency-Key "${key}" was used for a different request; use a new key for a new task`,
     );
   }
-  return { status: 200, body: existing.responseBody as TaskWithExecution };
+  return { replayed: true, body: existing.responseBody as TaskWithExecution };
 }

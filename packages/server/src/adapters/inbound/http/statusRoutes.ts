@@ -25,6 +25,7 @@ import { Type } from 'typebox';
 import type { ApiKeyAuthenticator } from '../../../core/identity/authenticate.ts';
 import type { ApplicationPrincipal } from '../../../core/identity/ports.ts';
 import { AppError } from '../../../core/shared/errors.ts';
+import { attachExternalRef, grantAccess, revokeAccess } from '../../../core/status/access.ts';
 import { classifyTask } from '../../../core/status/classification.ts';
 import type { StatusDeps } from '../../../core/status/deps.ts';
 import {
@@ -37,13 +38,10 @@ import { activateStep, registerExecution } from '../../../core/status/executions
 import { recordHeartbeats } from '../../../core/status/heartbeats.ts';
 import type { UserPrincipal, UserTokens } from '../../../core/status/ports.ts';
 import {
-  attachExternalRef,
   batchGet,
-  grantAccess,
   myTasks,
   type ReadDeps,
   type Reader,
-  revokeAccess,
   taskEvents,
   workflowView,
 } from '../../../core/status/reads.ts';

@@ -57,9 +57,9 @@ export function registerTaskRoutes(app: FastifyInstance, deps: TaskRouteDeps): v
     async (request, reply) => {
       const key = request.headers['idempotency-key']!;
       const result = await createTask(deps.create, principalOf(request), key, request.body);
-      if (result.status === 200) reply.header('idempotent-replayed', 'true');
+      if (result.replayed) reply.header('idempotent-replayed', 'true');
       return reply
-        .code(result.status)
+        .code(result.replayed ? 200 : 201)
         .header('location', `/v1/tasks/${result.body.task.id}`)
         .send(result.body);
     },

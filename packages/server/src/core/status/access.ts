@@ -1,0 +1,98 @@
+/**
+ * Who may see a task besides its application: ACL grants and revocations, each written with the
+ * projection that tells the principal's channel at once (the task's summary, or a removal tombstone);
+ * and external references, an application's own names for its tasks.
+ */
+import type { AclGrantRequest } from '@tdp/protocol';
+import { channels, summaryPayload } from '../facts/projections.ts';
+import type { TaskState } from '../facts/records.ts';
+import type { ApplicationPrincipal } from '../identity/ports.ts';
+import { AppError } from '../shared/errors.ts';
+import { type ReadDeps, readableTask } from './reads.ts';
+
+/** Grants a principal access; its summary channel gets the task's current summary at once. */
+export async function grantAccess(
+  deps: ReadDeps,
+  principal: ApplicationPrincipal,
+  taskId: string,
+  request: AclGrantRequest,
+) {
+  const state = await readableTask(deps, principal, taskId);
+  const now = deps.clock.now();
+  await deps.reads.grantAcl(
+    taskId,
+    {
+      principalType: request.principalType,
+      principalId: request.principalId,
+      permission: request.permission ?? 'VIEW',
+    },
+    now,
+    [
+      {
+        id: deps.ids.newId(),
+        tenantId: state.task.tenantId,
+        aggregateType: 'TASK',
+        aggregateId: taskId,
+        aggregateVersion: state.task.version,
+        channel: aclChannel(state, request.principalType, request.principalId),
+        projection: 'USER_SUMMARY',
+        payload: summaryPayload(state, null),
+        createdAt: now,
+      },
+    ],
+  );
+}
+
+/** Revokes access; the principal's channel gets a removal tombstone (same transaction) so clients drop the task. */
+export async function revokeAccess(
+  deps: ReadDeps,
+  principal: ApplicationPrincipal,
+  taskId: string,
+  principalType: 'USER' | 'PROJECT' | 'ROLE',
+  principalId: string,
+) {
+  const state = await readableTask(deps, principal, taskId);
+  const now = deps.clock.now();
+  const tombstone = {
+    id: deps.ids.newId(),
+    tenantId: state.task.tenantId,
+    aggregateType: 'TASK' as const,
+    aggregateId: taskId,
+    aggregateVersion: state.task.version,
+    channel: aclChannel(state, principalType, principalId),
+    projection: 'USER_REMOVAL' as const,
+    payload: { kind: 'task.removed', schemaVersion: 1, taskId, taskVersion: state.task.version.toString() },
+    createdAt: now,
+  };
+  if (!(await deps.reads.revokeAcl(taskId, principalType, principalId, now, [tombstone]))) {
+    throw new AppError(
+      'VALIDATION_FAILED',
+      `${principalType} ${principalId} has no access to task ${taskId}`,
+    );
+  }
+}
+
+function aclChannel(state: TaskState, type: 'USER' | 'PROJECT' | 'ROLE', id: string): string {
+  if (type === 'USER') return channels.user(state.task.tenantId, id);
+  if (type === 'PROJECT') return channels.project(state.task.tenantId, id);
+  return channels.role(state.task.tenantId, id);
+}
+
+export async function attachExternalRef(
+  deps: ReadDeps,
+  principal: ApplicationPrincipal,
+  taskId: string,
+  refType: string,
+  refValue: string,
+) {
+  await readableTask(deps, principal, taskId);
+  const owner = await deps.reads.attachExternalRef(
+    principal.applicationId,
+    refType,
+    refValue,
+    taskId,
+    deps.clock.now(),
+  );
+  if (owner !== taskId)
+    throw new AppError('IDEMPOTENCY_KEY_REUSED', `${refType}:${refValue} already refers to task ${owner}`);
+}
