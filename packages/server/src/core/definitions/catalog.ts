@@ -1,10 +1,10 @@
-import type { DefinitionStore, StoredDefinition } from './ports.ts';
+import type { DefinitionLookup, DefinitionStore, StoredDefinition } from './ports.ts';
 
 /**
  * Read access to published definitions. A published name + version never changes, so found definitions
  * are cached for the life of the process; misses are not cached (the version may be published later).
  */
-export class DefinitionCatalog {
+export class DefinitionCatalog implements DefinitionLookup {
   private readonly cache = new Map<string, StoredDefinition>();
 
   constructor(

@@ -66,3 +66,23 @@ export interface RegistryStore {
   ): Promise<OperationDefinition | null>;
   listOperationDefinitions(applicationId: string): Promise<OperationDefinition[]>;
 }
+
+/** Published definitions by name and version (cached by the catalog: a published version never changes). */
+export interface DefinitionLookup {
+  resolve(tenantId: string, name: string, version: string): Promise<StoredDefinition | null>;
+}
+
+/** Registry versions as bound by tasks and steps (a bound version never changes). */
+export interface RegistryLookup {
+  statusDefinition(
+    applicationId: string,
+    taskType: string | null,
+    version: number | null,
+  ): Promise<StatusDefinition | null>;
+  /** A bound version or, with no version, the newest one. */
+  operationDefinition(
+    applicationId: string,
+    operationCode: string,
+    version: number | null,
+  ): Promise<OperationDefinition | null>;
+}

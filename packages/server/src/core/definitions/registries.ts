@@ -7,10 +7,10 @@ import type { StatusDefinition } from '../facts/records.ts';
 import { canonicalJson } from '../shared/canonicalJson.ts';
 import { AppError } from '../shared/errors.ts';
 import type { Clock } from '../shared/ports.ts';
-import type { JsonSchemaValidator, OperationDefinition, RegistryStore } from './ports.ts';
+import type { JsonSchemaValidator, OperationDefinition, RegistryLookup, RegistryStore } from './ports.ts';
 
 /** Cached reads of immutable registry versions. */
-export class RegistryCatalog {
+export class RegistryCatalog implements RegistryLookup {
   private readonly statuses = new Map<string, StatusDefinition>();
   private readonly operations = new Map<string, OperationDefinition>();
 

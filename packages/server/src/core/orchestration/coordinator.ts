@@ -12,7 +12,7 @@
 import type { StructuredError } from '@tdp/protocol';
 import { isTerminal } from '../facts/execution.ts';
 import type { StepRecord, TaskState, WorkerCommandRecord } from '../facts/records.ts';
-import type { FactSession } from '../facts/session.ts';
+import type { FactDeps, FactSession } from '../facts/session.ts';
 import { endTask, isRefusal, stepIsFinished, taskAfterStepChange } from '../facts/stateMachine.ts';
 import { type AttemptDeps, issueContext, newAttempt } from '../scheduling/attempts.ts';
 import { selectWorker, type WorkerCandidate } from '../scheduling/selector.ts';
@@ -28,6 +28,9 @@ import {
 
 /** What the coordinator writes with: ids, and the credentials a placed attempt is issued with. */
 export type CoordinatorDeps = AttemptDeps;
+
+/** A use case that opens fact transactions and asks the coordinator for their consequences. */
+export type CoordinatedDeps = FactDeps & CoordinatorDeps;
 
 /** Placing a step also needs to know which workers still count as alive. */
 export interface PlacementDeps {

@@ -12,8 +12,7 @@
 import { isTerminal } from '../facts/execution.ts';
 import type { StepRecord, TaskState, TimerRecord } from '../facts/records.ts';
 import { type FactSession, inFactTransaction } from '../facts/session.ts';
-import type { StatusDeps } from '../status/deps.ts';
-import { failStepAttempt, forceCancel } from './coordinator.ts';
+import { type CoordinatedDeps, failStepAttempt, forceCancel } from './coordinator.ts';
 import { orchestrate } from './platform.ts';
 
 export interface DueTimer {
@@ -27,7 +26,7 @@ export interface DueTimer {
 const open = (step: StepRecord | undefined, attemptId: unknown): step is StepRecord =>
   !!step?.current && step.attemptId === attemptId && (step.status === 'QUEUED' || step.status === 'RUNNING');
 
-export async function fireTimer(deps: StatusDeps, timer: DueTimer): Promise<void> {
+export async function fireTimer(deps: CoordinatedDeps, timer: DueTimer): Promise<void> {
   await inFactTransaction(deps, async (session) => {
     const before = await session.lockTask(timer.taskId);
     if (!before || isTerminal(before.execution.status)) return;
@@ -104,7 +103,7 @@ export async function fireTimer(deps: StatusDeps, timer: DueTimer): Promise<void
 
 /** Fails the step's attempt as timed out; its worker (if one holds it) is told to cancel it. */
 async function timedOut(
-  deps: StatusDeps,
+  deps: CoordinatedDeps,
   session: FactSession,
   before: TaskState,
   step: StepRecord,
@@ -126,7 +125,7 @@ async function timedOut(
   });
 }
 
-async function retryReady(deps: StatusDeps, session: FactSession, before: TaskState, step: StepRecord) {
+async function retryReady(deps: CoordinatedDeps, session: FactSession, before: TaskState, step: StepRecord) {
   const orchestrated = orchestrate(deps.ids, before, { kind: 'RETRY_DUE', stepKey: step.key }, session.now);
   const ready = orchestrated.changedSteps.find((s) => s.id === step.id);
   if (!ready) return;

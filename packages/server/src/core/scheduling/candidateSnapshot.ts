@@ -1,3 +1,4 @@
+import type { CandidateSource } from './ports.ts';
 import type { WorkerCandidate } from './selector.ts';
 
 /**
@@ -7,7 +8,7 @@ import type { WorkerCandidate } from './selector.ts';
  * read; a worker change empties it. Capacity stays a soft limit, as it is between scheduler replicas;
  * an attempt placed on a worker that ended meanwhile is failed over by the lease loop.
  */
-export class CandidateSnapshot {
+export class CandidateSnapshot implements CandidateSource {
   private candidates: WorkerCandidate[] | null = null;
   private readAt = 0;
   private reading: Promise<void> | null = null;

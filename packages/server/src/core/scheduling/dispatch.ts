@@ -1,11 +1,10 @@
 import type { WorkerCommandRecord } from '../facts/records.ts';
 import { inFactTransaction } from '../facts/session.ts';
-import { placeStep } from '../orchestration/coordinator.ts';
-import type { StatusDeps } from '../status/deps.ts';
+import { type CoordinatedDeps, placeStep } from '../orchestration/coordinator.ts';
 import type { WorkerStore } from './ports.ts';
 
 export interface DispatchDeps {
-  status: StatusDeps;
+  status: CoordinatedDeps;
   workers: WorkerStore;
   heartbeatTtlMs: number;
   /** Called after the commit with the commands it wrote, for the workers' open streams. */

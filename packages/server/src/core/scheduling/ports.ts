@@ -71,3 +71,8 @@ export interface WorkerStore {
   /** Attempts a worker holds whose step attempt is still open. */
   openAttempts(workerId: string): Promise<{ attemptId: string; taskId: string }[]>;
 }
+
+/** The workers as read a moment ago (see CandidateSnapshot), or null when there is no fresh view. */
+export interface CandidateSource {
+  current(): WorkerCandidate[] | null;
+}

@@ -1,12 +1,11 @@
-import type { JsonSchemaValidator } from '../definitions/ports.ts';
-import type { RegistryCatalog } from '../definitions/registries.ts';
+import type { JsonSchemaValidator, RegistryLookup } from '../definitions/ports.ts';
 import type { FactDeps } from '../facts/session.ts';
 import type { SecretBox } from '../identity/secretBox.ts';
 import type { ExecutionCredentials, StatusStore } from './ports.ts';
 
 export interface StatusDeps extends FactDeps {
   store: StatusStore;
-  registries: RegistryCatalog;
+  registries: RegistryLookup;
   schemas: JsonSchemaValidator;
   credentials: ExecutionCredentials;
   /** Seals compact handles so an idempotent re-activation can return the same handle. */

@@ -1,6 +1,5 @@
 import type { CreateTaskRequest, TaskWithExecution } from '@tdp/protocol';
-import type { DefinitionCatalog } from '../definitions/catalog.ts';
-import type { JsonSchemaValidator } from '../definitions/ports.ts';
+import type { DefinitionLookup, JsonSchemaValidator } from '../definitions/ports.ts';
 import { newTaskState, newWorkflowRecord } from '../facts/newRecords.ts';
 import { workflowProjection } from '../facts/projections.ts';
 import type { SchedulingRequestRecord, TaskState, WorkerCommandRecord } from '../facts/records.ts';
@@ -8,24 +7,25 @@ import { type FactDeps, type FactSession, inFactTransaction } from '../facts/ses
 import { toTaskView } from '../facts/views.ts';
 import { checkOutboundUrl } from '../identity/outboundUrl.ts';
 import type { ApplicationPrincipal } from '../identity/ports.ts';
-import { placeStep } from '../orchestration/coordinator.ts';
+import { type PlacementDeps, placeStep } from '../orchestration/coordinator.ts';
 import { callbackFor, milestone, orchestrate, platformWorkerProducer } from '../orchestration/platform.ts';
-import type { CandidateSnapshot } from '../scheduling/candidateSnapshot.ts';
-import type { DispatchDeps } from '../scheduling/dispatch.ts';
+import type { CandidateSource } from '../scheduling/ports.ts';
 import { fingerprint } from '../shared/canonicalJson.ts';
 import { AppError } from '../shared/errors.ts';
 import { applyStepConstraints } from './snapshot.ts';
 
 export interface CreateTaskDeps extends FactDeps {
-  definitions: DefinitionCatalog;
+  definitions: DefinitionLookup;
   schemas: JsonSchemaValidator;
   allowInsecureCallbacks: boolean;
   /** Places the first steps in the creating transaction when fresh worker candidates are at hand. */
   placement?: InlinePlacement;
 }
 
-export interface InlinePlacement extends Pick<DispatchDeps, 'status' | 'heartbeatTtlMs' | 'wake'> {
-  candidates: CandidateSnapshot;
+export interface InlinePlacement extends PlacementDeps {
+  /** Called after the commit with the commands it wrote, for the workers' open streams. */
+  wake: (commands: WorkerCommandRecord[]) => void;
+  candidates: CandidateSource;
 }
 
 export interface CreateTaskResult {

@@ -1,0 +1,102 @@
+/**
+ * TDP's dependency rules (docs/architecture.md). `npm run deps` checks them; CI fails on any violation.
+ *
+ * Inside the server's core, a use case may use the facts kernel, pure domain modules, its own context's
+ * files and ports — never another context's use case. Where a context needs another one's effect, it
+ * goes through the coordinator (core/orchestration/coordinator.ts) or a port wired in the composition
+ * root.
+ */
+const core = '^packages/server/src/core/';
+
+/** Modules of one context that any context may use: pure domain logic (no I/O) and ports. */
+const sharedSurfaces = [
+  `${core}facts/`, // the kernel
+  `${core}shared/`,
+  `${core}[^/]+/ports\\.ts$`,
+  `${core}orchestration/coordinator\\.ts$`,
+];
+
+/** Pure domain modules: records, rules and decisions; they compute, they never do I/O. */
+const domainModules = [
+  `${core}facts/(records|writeSet|stateMachine|execution|projections|views|outboxEvents|newRecords)\\.ts$`,
+  `${core}definitions/(dag|patterns)\\.ts$`,
+  `${core}orchestration/(advance|platform)\\.ts$`,
+  `${core}scheduling/(selector|attempts)\\.ts$`,
+  `${core}identity/(outboundUrl|secretBox|apiKeys)\\.ts$`,
+  `${core}outbox/policy\\.ts$`,
+  `${core}shared/(canonicalJson|errors)\\.ts$`,
+];
+
+/** Node built-ins a pure module may use: computation, not I/O. */
+const pureBuiltins = '^(node:)?(crypto|util|buffer|assert)$';
+
+module.exports = {
+  forbidden: [
+    {
+      name: 'no-circular',
+      severity: 'error',
+      comment: 'No import cycles, anywhere (type-only imports included).',
+      from: { path: '^packages/' },
+      to: { circular: true },
+    },
+    {
+      name: 'core-not-to-outer-layers',
+      severity: 'error',
+      comment: 'The core never imports adapters, loops, the composition root or configuration.',
+      from: { path: core },
+      to: {
+        path: '^packages/server/src/(adapters|loops|composition)/|^packages/server/src/(main|config|realtimeGateway)\\.ts$',
+      },
+    },
+    {
+      name: 'core-not-to-infrastructure',
+      severity: 'error',
+      comment: 'The core reaches databases, brokers and HTTP only through ports.',
+      from: { path: core },
+      to: {
+        dependencyTypes: ['npm', 'npm-dev'],
+        path: 'node_modules/(postgres|fastify|ioredis|nats|undici|ws|better-sqlite3|jose|ajv)/',
+      },
+    },
+    {
+      name: 'no-cross-context-use-case',
+      severity: 'error',
+      comment:
+        "A context's module never imports another context's use case: only the kernel, domain modules, ports and the coordinator.",
+      from: { path: `${core}([^/]+)/` },
+      to: {
+        path: core,
+        pathNot: [`${core}$1/`, ...sharedSurfaces, ...domainModules],
+      },
+    },
+    {
+      name: 'facts-kernel-uses-no-context',
+      severity: 'error',
+      comment: 'The facts kernel is used by every context and uses none (only core/shared).',
+      from: { path: `${core}facts/` },
+      to: { path: core, pathNot: [`${core}facts/`, `${core}shared/`] },
+    },
+    {
+      name: 'domain-modules-do-no-io',
+      severity: 'error',
+      comment: 'A pure domain module imports only other pure modules, types, and computation built-ins.',
+      from: { path: domainModules },
+      to: {
+        dependencyTypesNot: ['type-only'],
+        pathNot: [...domainModules, '^packages/protocol/', pureBuiltins],
+      },
+    },
+  ],
+  options: {
+    doNotFollow: { path: 'node_modules' },
+    exclude: { path: ['node_modules', '/dist/', '\\.d\\.ts$'] },
+    tsPreCompilationDeps: true,
+    combinedDependencies: false,
+    enhancedResolveOptions: {
+      exportsFields: ['exports'],
+      conditionNames: ['import', 'require', 'node', 'default', 'types'],
+      extensions: ['.ts', '.tsx', '.js', '.mjs', '.cjs', '.json'],
+    },
+    reporterOptions: { text: { highlightFocused: true } },
+  },
+};
