@@ -53,10 +53,7 @@ module.exports = {
       severity: 'error',
       comment: 'The core reaches databases, brokers and HTTP only through ports.',
       from: { path: core },
-      to: {
-        dependencyTypes: ['npm', 'npm-dev'],
-        path: 'node_modules/(postgres|fastify|ioredis|nats|undici|ws|better-sqlite3|jose|ajv)/',
-      },
+      to: { path: 'node_modules/(postgres|fastify|ioredis|nats|undici|ws|better-sqlite3|jose|ajv)/' },
     },
     {
       name: 'no-cross-context-use-case',
@@ -89,7 +86,7 @@ module.exports = {
   ],
   options: {
     doNotFollow: { path: 'node_modules' },
-    exclude: { path: ['node_modules', '/dist/', '\\.d\\.ts$'] },
+    exclude: { path: ['/dist/'] },
     tsPreCompilationDeps: true,
     combinedDependencies: false,
     enhancedResolveOptions: {
