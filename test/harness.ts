@@ -7,6 +7,7 @@ import { type Logger, pino } from 'pino';
 import { InProcessBus } from '../packages/server/src/adapters/outbound/bus/inProcessBus.ts';
 import type { EventPublisher } from '../packages/server/src/core/outbox/ports.ts';
 import {
+  defaultSettings,
   generateKeyringEntry,
   parseKeyring,
   type RunningServer,
@@ -83,6 +84,7 @@ export async function startHarness(
   const adminToken = `adm_${randomBytes(16).toString('hex')}`;
   const server = await startServer(
     {
+      ...defaultSettings,
       databaseUrl: options.serverDatabaseUrl ? options.serverDatabaseUrl(database.url) : database.url,
       host: '127.0.0.1',
       port: 0,

@@ -1,7 +1,87 @@
 import { type Keyring, parseKeyring } from './core/identity/secretBox.ts';
 
+/** How one background loop paces itself (see `WakeableLoop`). */
+export interface LoopPacing {
+  /** Rows one round takes at most; a full round runs the next one at once. */
+  batchSize: number;
+  /** The longest sleep between rounds, a safety net for missed wake-ups. */
+  maxIdleMs: number;
+  /** After a round that was not full, wait at least this long, even when woken (gathers rows). */
+  batchWindowMs: number;
+}
+
+/** Timings and sizes that have a default; `configFromEnv` reads some of them from the environment. */
+export interface ServerSettings {
+  /** A callback POST unanswered by then fails (and is retried). */
+  callbackTimeoutMs: number;
+  /** How long an application's callback signing secrets are reused before they are read again. */
+  callbackSecretsCacheMs: number;
+  /** How often the lease loop looks for silent worker sessions. */
+  leaseCheckIntervalMs: number;
+  /** How often the health reconciler looks for steps whose heartbeats stopped. */
+  healthCheckIntervalMs: number;
+  /** Steps the health reconciler marks in one round at most. */
+  healthMaxPerCycle: number;
+  /** With a durable gateway, the relay loop takes what the hand-off did not publish after this long. */
+  realtimeHandoffGraceMs: number;
+  /** A scheduling request no worker can take is tried again after this long. */
+  retryUnplaceableMs: number;
+  /** Age up to which task creation places steps from the last read of the workers. */
+  workerCandidatesMaxAgeMs: number;
+  /** How long a worker credential, once read, is reused. */
+  workerCredentialsCacheMs: number;
+  /** How long a worker's owner, once read, is reused. */
+  workerOwnersCacheMs: number;
+  /** Workers are asked to beat this many times per `workerHeartbeatTtlMs`. */
+  workerHeartbeatsPerTtl: number;
+  /** Outbox NOTIFYs to other processes are sent at most this often. */
+  outboxNotifyIntervalMs: number;
+  /** On shutdown, database connections get this long to finish their queries. */
+  shutdownDatabaseTimeoutSeconds: number;
+  /** The pacing of each background loop (measured with `bench -- e2e`, see the loops). */
+  loops: Record<'outbox' | 'scheduler' | 'timers' | 'callbacks' | 'realtime', LoopPacing>;
+  /** A failed loop round is retried after `firstMs`, doubling up to `maxMs`. */
+  loopRetry: { firstMs: number; maxMs: number };
+  /** History the realtime gateway keeps per channel (`followedSize`: task and workflow channels). */
+  realtimeHistory: { size: number; followedSize: number; ttlMs: number };
+  /** Task details one realtime client follows at once at most (source document 002 §7). */
+  taskDetailSubscriptionLimit: number;
+}
+
+/** The defaults of `ServerSettings`: the one place they are written. */
+export const defaultSettings: ServerSettings = {
+  callbackTimeoutMs: 10_000,
+  callbackSecretsCacheMs: 30_000,
+  leaseCheckIntervalMs: 2_000,
+  healthCheckIntervalMs: 5_000,
+  healthMaxPerCycle: 100,
+  realtimeHandoffGraceMs: 5_000,
+  retryUnplaceableMs: 5_000,
+  workerCandidatesMaxAgeMs: 1_000,
+  workerCredentialsCacheMs: 5_000,
+  workerOwnersCacheMs: 10 * 60_000,
+  workerHeartbeatsPerTtl: 3,
+  outboxNotifyIntervalMs: 100,
+  shutdownDatabaseTimeoutSeconds: 5,
+  loops: {
+    // After a burst (10,000 tasks are ~40,000 events) rounds of 100 kept the loop busy well into the
+    // traffic that followed; 500 a round cut that tail (`bench -- e2e`: steady p99 193 → 78 ms, 1,000
+    // measured the same). Up to 10 ms more commit→publish latency buys batches of many events.
+    outbox: { batchSize: 500, maxIdleMs: 30_000, batchWindowMs: 10 },
+    // A round locks its tasks and writes its attempts together, so a bigger round costs little more
+    // than a small one; 50 measured best in `bench -- e2e` (20: −25 %, 100: −7 %).
+    scheduler: { batchSize: 50, maxIdleMs: 1_000, batchWindowMs: 2 },
+    timers: { batchSize: 50, maxIdleMs: 5_000, batchWindowMs: 0 },
+    callbacks: { batchSize: 50, maxIdleMs: 5_000, batchWindowMs: 10 },
+    realtime: { batchSize: 200, maxIdleMs: 1_000, batchWindowMs: 2 },
+  },
+  loopRetry: { firstMs: 1_000, maxMs: 30_000 },
+  realtimeHistory: { size: 300, followedSize: 100, ttlMs: 10 * 60_000 },
+  taskDetailSubscriptionLimit: 20,
+};
+
 /** Settings, compiled once at the edge; the rest of the server sees only these values. */
-export interface ServerConfig {
+export interface ServerConfig extends ServerSettings {
   databaseUrl: string;
   host: string;
   port: number;
@@ -68,6 +148,26 @@ function optional<K extends keyof ServerConfig>(
 
 const truthy = (value: string | undefined) => ['1', 'true', 'yes'].includes((value ?? '').toLowerCase());
 
+/** The settings: the override if given, else the variable (for those that have one), else the default. */
+function settingsFrom(env: NodeJS.ProcessEnv, overrides: Partial<ServerConfig>): ServerSettings {
+  const given = Object.entries(overrides).filter(
+    ([key, value]) => key in defaultSettings && value !== undefined,
+  );
+  const number = (key: keyof ServerSettings, name: string): number =>
+    (overrides[key] as number | undefined) ?? integer(env, name, defaultSettings[key] as number);
+  return {
+    ...defaultSettings,
+    ...(Object.fromEntries(given) as Partial<ServerSettings>),
+    callbackTimeoutMs: number('callbackTimeoutMs', 'TDP_CALLBACK_TIMEOUT_MS'),
+    callbackSecretsCacheMs: number('callbackSecretsCacheMs', 'TDP_CALLBACK_SECRETS_CACHE_MS'),
+    leaseCheckIntervalMs: number('leaseCheckIntervalMs', 'TDP_LEASE_CHECK_INTERVAL_MS'),
+    healthCheckIntervalMs: number('healthCheckIntervalMs', 'TDP_HEALTH_CHECK_INTERVAL_MS'),
+    healthMaxPerCycle: number('healthMaxPerCycle', 'TDP_HEALTH_MAX_PER_CYCLE'),
+    realtimeHandoffGraceMs: number('realtimeHandoffGraceMs', 'TDP_REALTIME_HANDOFF_GRACE_MS'),
+    retryUnplaceableMs: number('retryUnplaceableMs', 'TDP_RETRY_UNPLACEABLE_MS'),
+  };
+}
+
 /** Reads the server's settings from the environment (flags are folded into it by the CLI). */
 export function configFromEnv(env: NodeJS.ProcessEnv, overrides: Partial<ServerConfig> = {}): ServerConfig {
   const port = overrides.port ?? integer(env, 'TDP_PORT', 8080);
@@ -87,6 +187,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv, overrides: Partial<ServerC
   if (centrifugoApiUrl && !centrifugoApiKey)
     throw new ConfigError('CENTRIFUGO_API_KEY is required with CENTRIFUGO_API_URL');
   return {
+    ...settingsFrom(env, overrides),
     databaseUrl: overrides.databaseUrl ?? required(env, 'DATABASE_URL'),
     host,
     port,

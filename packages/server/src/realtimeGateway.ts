@@ -1,7 +1,7 @@
 import { createServer } from 'node:http';
 import { Gateway, type HistoryOptions, RedisEngine } from '@tdp/gateway';
 import { derivedKey } from './adapters/outbound/tokens/executionCredentials.ts';
-import { ConfigError, type ServerConfig } from './config.ts';
+import { ConfigError, defaultSettings, type ServerConfig } from './config.ts';
 import { parseKeyring } from './core/identity/secretBox.ts';
 
 /**
@@ -10,25 +10,31 @@ import { parseKeyring } from './core/identity/secretBox.ts';
  * a snapshot anyway, and kept for everyone they held every task's changes for ten minutes (at 100
  * tasks/s, tens of thousands of channels in the server's heap).
  */
-export const channelHistory = (channel: string): HistoryOptions =>
-  channel.startsWith('task_detail:') || channel.startsWith('workflow_summary:')
-    ? { size: 100, ttlMs: 10 * 60_000, whileFollowed: true }
-    : { size: 300, ttlMs: 10 * 60_000 };
+export const channelHistory =
+  ({ size, followedSize, ttlMs }: ServerConfig['realtimeHistory']) =>
+  (channel: string): HistoryOptions =>
+    channel.startsWith('task_detail:') || channel.startsWith('workflow_summary:')
+      ? { size: followedSize, ttlMs, whileFollowed: true }
+      : { size, ttlMs };
 
 /**
  * The realtime gateway as `tdp server` and `tdp gateway` run it: channels in memory, or in Redis when
  * REDIS_URL is set (then any number of gateway nodes serve the same channels).
  */
 export function createGateway(
-  config: Pick<ServerConfig, 'redisUrl' | 'gatewayApiKey' | 'realtimeJwksUrl'>,
+  config: Pick<
+    ServerConfig,
+    'redisUrl' | 'gatewayApiKey' | 'realtimeJwksUrl' | 'realtimeHistory' | 'taskDetailSubscriptionLimit'
+  >,
   hmacKey: Uint8Array,
   now: () => number,
 ): Gateway {
   let gateway: Gateway | null = null;
+  const history = channelHistory(config.realtimeHistory);
   const engine = config.redisUrl
     ? new RedisEngine({
         url: config.redisUrl,
-        history: channelHistory,
+        history,
         now,
         onResync: () => gateway?.resync(),
       })
@@ -36,12 +42,12 @@ export function createGateway(
   gateway = new Gateway({
     hmacKey,
     now,
-    history: channelHistory,
+    history,
     ...(engine ? { engine } : {}),
     ...(config.gatewayApiKey ? { apiKey: config.gatewayApiKey } : {}),
     ...(config.realtimeJwksUrl ? { jwksUrl: config.realtimeJwksUrl } : {}),
-    // A page follows at most 20 task details at once (source document 002 §7).
-    channelLimits: [{ prefix: 'task_detail:', max: 20 }],
+    // A page follows at most a few task details at once (source document 002 §7).
+    channelLimits: [{ prefix: 'task_detail:', max: config.taskDetailSubscriptionLimit }],
   });
   return gateway;
 }
@@ -74,6 +80,8 @@ export async function startGatewayServer(
       redisUrl: env.REDIS_URL?.trim() || null,
       gatewayApiKey: apiKey,
       realtimeJwksUrl: env.TDP_REALTIME_JWKS_URL?.trim() || null,
+      realtimeHistory: defaultSettings.realtimeHistory,
+      taskDetailSubscriptionLimit: defaultSettings.taskDetailSubscriptionLimit,
     },
     realtimeTokenKey(keyring),
     Date.now,

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { Clock } from '../core/shared/ports.ts';
 import type { HealthReconciler } from '../core/status/healthReconciler.ts';
-import { WakeableLoop } from './wakeableLoop.ts';
+import { type LoopRetry, WakeableLoop } from './wakeableLoop.ts';
 
 /** Runs the health reconciler every `intervalMs`; a failed round restarts its grace period. */
 export function createHealthLoop(deps: {
@@ -9,12 +9,14 @@ export function createHealthLoop(deps: {
   logger: Logger;
   clock: Clock;
   intervalMs: number;
+  retry: LoopRetry;
 }): WakeableLoop {
   return new WakeableLoop({
     name: 'health',
     logger: deps.logger,
     now: () => deps.clock.now(),
     maxIdleMs: deps.intervalMs,
+    retry: deps.retry,
     round: async () => {
       try {
         const marked = await deps.reconciler.reconcile();

@@ -9,37 +9,38 @@ import { type DispatchDeps, dispatchReady } from '../core/scheduling/dispatch.ts
 import { reapLostWorkers } from '../core/scheduling/leases.ts';
 import type { Clock } from '../core/shared/ports.ts';
 import type { StatusDeps } from '../core/status/deps.ts';
-import { WakeableLoop } from './wakeableLoop.ts';
+import { type LoopRetry, type Paced, pace, WakeableLoop } from './wakeableLoop.ts';
 
 /** Places ready steps on workers; woken by every commit and by worker changes, else every second. */
-export function createSchedulerLoop(deps: DispatchDeps & { logger: Logger; clock: Clock }): WakeableLoop {
-  // A round locks its tasks and writes its attempts together, so a bigger round costs little more than a
-  // small one; 50 measured best in `bench -- e2e` (20: −25 %, 100: −7 %).
-  const batch = 50;
+export function createSchedulerLoop(
+  deps: DispatchDeps & Paced & { logger: Logger; clock: Clock },
+): WakeableLoop {
+  const batch = deps.pacing.batchSize;
   return new WakeableLoop({
     name: 'scheduler',
     logger: deps.logger,
     now: () => deps.clock.now(),
-    maxIdleMs: 1_000,
-    batchWindowMs: 2,
+    ...pace(deps),
     round: async () => ({ full: (await dispatchReady(deps, batch)) === batch }),
     nextDueAt: async () => null,
   });
 }
 
 /** Fires due timers (retry back-off) through the fact path. */
-export function createTimerLoop(deps: {
-  status: StatusDeps;
-  timers: ClaimableRows;
-  logger: Logger;
-  clock: Clock;
-}): WakeableLoop {
-  const batch = 50;
+export function createTimerLoop(
+  deps: {
+    status: StatusDeps;
+    timers: ClaimableRows;
+    logger: Logger;
+    clock: Clock;
+  } & Paced,
+): WakeableLoop {
+  const batch = deps.pacing.batchSize;
   return new WakeableLoop({
     name: 'timers',
     logger: deps.logger,
     now: () => deps.clock.now(),
-    maxIdleMs: 5_000,
+    ...pace(deps),
     round: async () => {
       const due = await deps.timers.claim<{
         kind: TimerRecord['kind'];
@@ -74,15 +75,14 @@ export function createTimerLoop(deps: {
 }
 
 export function createCallbackLoop(
-  deps: CallbackSenderDeps & { rows: ClaimableRows; logger: Logger },
+  deps: CallbackSenderDeps & Paced & { rows: ClaimableRows; logger: Logger },
 ): WakeableLoop {
-  const batch = 50;
+  const batch = deps.pacing.batchSize;
   return new WakeableLoop({
     name: 'callbacks',
     logger: deps.logger,
     now: () => deps.clock.now(),
-    maxIdleMs: 5_000,
-    batchWindowMs: 10,
+    ...pace(deps),
     round: async () => {
       const report = await sendDueCallbacks(deps, batch);
       if (report.dead > 0) deps.logger.warn({ report }, 'callbacks went DEAD');
@@ -94,13 +94,14 @@ export function createCallbackLoop(
 
 /** Ends silent worker sessions and retries what they held. */
 export function createLeaseLoop(
-  deps: DispatchDeps & { logger: Logger; clock: Clock; intervalMs: number },
+  deps: DispatchDeps & { logger: Logger; clock: Clock; intervalMs: number; retry: LoopRetry },
 ): WakeableLoop {
   return new WakeableLoop({
     name: 'leases',
     logger: deps.logger,
     now: () => deps.clock.now(),
     maxIdleMs: deps.intervalMs,
+    retry: deps.retry,
     round: async () => {
       const reaped = await reapLostWorkers(deps);
       if (reaped > 0) deps.logger.warn({ reaped }, 'attempts of lost workers failed over');
@@ -111,14 +112,13 @@ export function createLeaseLoop(
 }
 
 /** Publishes committed realtime projections to the gateway, in commit order. */
-export function createRealtimeLoop(deps: RelayDeps & { logger: Logger }): WakeableLoop {
-  const batch = 200;
+export function createRealtimeLoop(deps: RelayDeps & Paced & { logger: Logger }): WakeableLoop {
+  const batch = deps.pacing.batchSize;
   return new WakeableLoop({
     name: 'realtime',
     logger: deps.logger,
     now: () => deps.clock.now(),
-    maxIdleMs: 1_000,
-    batchWindowMs: 2,
+    ...pace(deps),
     round: async () => ({ full: (await relayRealtime(deps, batch)) === batch }),
     nextDueAt: async () => null,
   });

@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { defaultSettings, type LoopPacing, type ServerSettings } from '../config.ts';
 
 export interface LoopRound {
   /** True when the round filled its batch: more work is likely waiting, so run again at once. */
@@ -14,17 +15,30 @@ export interface WakeableLoopOptions {
   /** The clock due times are measured against. */
   now: () => Date;
   /** Upper bound on a sleep, as a safety net for missed wake-ups. */
-  maxIdleMs?: number;
+  maxIdleMs: number;
   /**
    * After a round that did not fill its batch, wait at least this long before the next one, even when
    * woken. Under a stream of commits this gathers many rows per round instead of one round per commit.
    */
   batchWindowMs?: number;
+  /** The back-off after failed rounds (default: `defaultSettings.loopRetry`, 1 s doubling to 30 s). */
+  retry?: LoopRetry;
 }
+
+export type LoopRetry = ServerSettings['loopRetry'];
+/** A loop's pacing (`ServerSettings.loops`, where the measured batch sizes are explained) and back-off. */
+export type Paced = { pacing: LoopPacing; retry: LoopRetry };
+
+/** The options a `Paced` loop gives its `WakeableLoop` (its batch size is the loop's own business). */
+export const pace = ({ pacing, retry }: Paced) => ({
+  maxIdleMs: pacing.maxIdleMs,
+  batchWindowMs: pacing.batchWindowMs,
+  retry,
+});
 
 /**
  * Runs `round` until stopped. It sleeps until the next due time, or until `wake()` (an in-process commit
- * or a NOTIFY) says there is new work. Errors back off from 1 s to 30 s; the loop never dies of them.
+ * or a NOTIFY) says there is new work. Errors back off (1 s doubling to 30 s); the loop never dies of them.
  */
 export class WakeableLoop {
   private running = false;
@@ -95,7 +109,8 @@ export class WakeableLoop {
 
   private async run(): Promise<void> {
     const window = this.options.batchWindowMs ?? 0;
-    const maxIdle = this.options.maxIdleMs ?? 30_000;
+    const maxIdle = this.options.maxIdleMs;
+    const retry = this.options.retry ?? defaultSettings.loopRetry;
     let failures = 0;
     while (this.running) {
       this.wakeRequested = false;
@@ -113,7 +128,7 @@ export class WakeableLoop {
         await this.sleep(delayMs, true);
       } catch (error) {
         failures += 1;
-        const delayMs = Math.min(1_000 * 2 ** (failures - 1), 30_000);
+        const delayMs = Math.min(retry.firstMs * 2 ** (failures - 1), retry.maxMs);
         this.options.logger.warn(
           { err: error, loop: this.options.name, retryInMs: delayMs },
           'loop round failed',

@@ -1,0 +1,118 @@
+/** The composition root, part 1: the outbound adapters (database, stores, bus, gateway, tokens). */
+import type { Gateway } from '@tdp/gateway';
+import { newId } from '@tdp/protocol';
+import { type Logger, pino } from 'pino';
+import { Metrics } from '../adapters/inbound/http/metrics.ts';
+import { InProcessBus } from '../adapters/outbound/bus/inProcessBus.ts';
+import { AjvJsonSchemaValidator } from '../adapters/outbound/jsonschema/ajvValidator.ts';
+import { JetStreamPublisher } from '../adapters/outbound/nats/jetStreamPublisher.ts';
+import { PostgresCallbackQueue } from '../adapters/outbound/postgres/callbackQueue.ts';
+import { connectDatabase } from '../adapters/outbound/postgres/database.ts';
+import { PostgresDefinitionStore } from '../adapters/outbound/postgres/definitionStore.ts';
+import { PostgresIdentityStore } from '../adapters/outbound/postgres/identityStore.ts';
+import { loadMigrations } from '../adapters/outbound/postgres/migrate.ts';
+import { ClaimableRows, PostgresOutboxQueue } from '../adapters/outbound/postgres/outboxQueue.ts';
+import { PostgresRegistryStore } from '../adapters/outbound/postgres/registryStore.ts';
+import { PostgresStatusReads } from '../adapters/outbound/postgres/statusReads.ts';
+import { PostgresStatusStore } from '../adapters/outbound/postgres/statusStore.ts';
+import { PostgresTaskStore } from '../adapters/outbound/postgres/taskStore.ts';
+import { PostgresWorkerStore } from '../adapters/outbound/postgres/workerStore.ts';
+import { JoseUserTokens } from '../adapters/outbound/tokens/userTokens.ts';
+import type { ServerConfig } from '../config.ts';
+import { ApiKeyAuthenticator } from '../core/identity/authenticate.ts';
+import { SecretBox } from '../core/identity/secretBox.ts';
+import { realtimeClaimPolicy } from '../core/outbox/policy.ts';
+import type { EventPublisher } from '../core/outbox/ports.ts';
+import { type Clock, type IdGenerator, systemClock } from '../core/shared/ports.ts';
+import { createGateway, realtimeTokenKey } from '../realtimeGateway.ts';
+import { OutboxWakeup, outboxChannel } from '../wiring/outboxWakeup.ts';
+
+export interface ServerDependencies {
+  clock?: Clock;
+  ids?: IdGenerator;
+  logger?: Logger;
+  /** Replaces the event publisher chosen from the config (tests). */
+  publisher?: EventPublisher;
+}
+
+export type Adapters = Awaited<ReturnType<typeof connectAdapters>>;
+
+function serverLogger(config: ServerConfig): Logger {
+  return pino({
+    level: config.logLevel,
+    redact: {
+      paths: ['req.headers.authorization', '*.apiKey', '*.key', '*.callbackSecret', '*.bearerToken'],
+      remove: true,
+    },
+  });
+}
+
+/** The JetStream stream of a subject prefix: `TDP_EVENTS` for `tdp`. */
+const natsStream = (prefix: string) => (prefix === 'tdp' ? 'TDP_EVENTS' : `${prefix.toUpperCase()}_EVENTS`);
+
+export async function connectAdapters(config: ServerConfig, overrides: ServerDependencies) {
+  const logger = overrides.logger ?? serverLogger(config);
+  const clock = overrides.clock ?? systemClock;
+  const ids = overrides.ids ?? { newId };
+  const sql = connectDatabase({
+    url: config.databaseUrl,
+    maxConnections: config.databasePoolSize,
+    statementTimeoutMs: config.statementTimeoutMs,
+    applicationName: 'tdp-server',
+  });
+  const migrations = await loadMigrations();
+  const identityStore = new PostgresIdentityStore(sql);
+  const outboxQueue = new PostgresOutboxQueue(sql);
+  // Domain events go to NATS, or to a publisher the embedder gives; with neither, none are written.
+  const signal = new OutboxWakeup(
+    () => sql.notify(outboxChannel, ''),
+    Boolean(overrides.publisher || config.natsUrl),
+    config.outboxNotifyIntervalMs,
+  );
+  const nats =
+    overrides.publisher || !config.natsUrl
+      ? null
+      : await JetStreamPublisher.connect({
+          url: config.natsUrl,
+          subjectPrefix: config.natsSubjectPrefix,
+          stream: natsStream(config.natsSubjectPrefix),
+        });
+  // Without a bus nothing reaches the outbox loop; the in-process bus is its idle stand-in.
+  const publisher: EventPublisher = overrides.publisher ?? nats ?? new InProcessBus();
+  const realtimeRows = new ClaimableRows(sql, 'realtime_outbox', realtimeClaimPolicy);
+  const metrics = new Metrics(
+    () => outboxQueue.rows.oldestUnpublishedAgeSeconds(clock.now()),
+    () => realtimeRows.oldestUnpublishedAgeSeconds(clock.now()),
+  );
+  // The realtime gateway runs in this process; its tokens are signed with a key derived from the keyring.
+  const realtimeKey = realtimeTokenKey(config.secretKeyring);
+  const gateway: Gateway = createGateway(config, realtimeKey, () => clock.now().getTime());
+  await gateway.ready;
+  return {
+    logger,
+    clock,
+    ids,
+    sql,
+    latestMigration: migrations.at(-1)?.version ?? 0,
+    identityStore,
+    secrets: new SecretBox(config.secretKeyring),
+    authenticator: new ApiKeyAuthenticator(identityStore, clock),
+    schemas: new AjvJsonSchemaValidator(),
+    definitionStore: new PostgresDefinitionStore(sql),
+    tasks: new PostgresTaskStore(sql),
+    statusStore: new PostgresStatusStore(sql),
+    registryStore: new PostgresRegistryStore(sql),
+    workerStore: new PostgresWorkerStore(sql),
+    callbackQueue: new PostgresCallbackQueue(sql),
+    statusReads: new PostgresStatusReads(sql),
+    userTokens: new JoseUserTokens(config.secretKeyring),
+    outboxQueue,
+    realtimeRows,
+    signal,
+    nats,
+    publisher,
+    metrics,
+    realtimeKey,
+    gateway,
+  };
+}

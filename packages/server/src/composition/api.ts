@@ -1,0 +1,113 @@
+/** The composition root, part 3: the HTTP API (routes over the use cases) and the gateway's endpoints. */
+import type { FastifyInstance } from 'fastify';
+import { registerAdminRoutes } from '../adapters/inbound/http/adminRoutes.ts';
+import { createHttpApp } from '../adapters/inbound/http/app.ts';
+import { registerDashboardRoutes } from '../adapters/inbound/http/dashboardRoutes.ts';
+import { registerDefinitionRoutes } from '../adapters/inbound/http/definitionsRoutes.ts';
+import { registerHealthRoutes } from '../adapters/inbound/http/healthRoutes.ts';
+import { registerRealtimeRoutes } from '../adapters/inbound/http/realtimeRoutes.ts';
+import { registerRunRoutes } from '../adapters/inbound/http/runRoutes.ts';
+import { registerStatusRoutes } from '../adapters/inbound/http/statusRoutes.ts';
+import { registerTaskStreamRoutes } from '../adapters/inbound/http/taskStreamRoutes.ts';
+import { registerTaskRoutes } from '../adapters/inbound/http/tasksRoutes.ts';
+import { listWorkerViews, registerWorkerRoutes } from '../adapters/inbound/http/workerRoutes.ts';
+import { migrationsCurrent } from '../adapters/outbound/postgres/migrate.ts';
+import { derivedKey } from '../adapters/outbound/tokens/executionCredentials.ts';
+import type { ServerConfig } from '../config.ts';
+import { dashboardPages } from '../wiring/dashboardPages.ts';
+import type { Adapters } from './adapters.ts';
+import type { UseCases } from './useCases.ts';
+
+export const serverVersion = '0.1.0';
+
+export async function createApi(config: ServerConfig, a: Adapters, uses: UseCases): Promise<FastifyInstance> {
+  const { authenticator, clock, ids, sql, gateway, schemas, statusReads, workerStore } = a;
+  const app = await createHttpApp({
+    rawHandler: (request, response) => gateway.handleHttp(request, response),
+    logger: a.logger,
+    bodyLimitBytes: config.bodyLimitBytes,
+    requestDeadlineMs: config.requestDeadlineMs,
+    publicUrl: config.publicUrl,
+    version: serverVersion,
+  });
+  a.metrics.instrument(app);
+  registerHealthRoutes(app, {
+    metrics: a.metrics.registry,
+    readiness: async () => {
+      try {
+        const current = await migrationsCurrent(sql, a.latestMigration);
+        return {
+          ready: current,
+          checks: { database: 'ok', migrations: current ? 'ok' : 'pending migrations' },
+        };
+      } catch (error) {
+        return { ready: false, checks: { database: (error as Error).message, migrations: 'unknown' } };
+      }
+    },
+  });
+  registerAdminRoutes(app, {
+    adminToken: config.adminToken,
+    applications: uses.identity,
+    authenticator,
+    registries: { registries: a.registryStore, clock, schemas },
+  });
+  registerWorkerRoutes(app, {
+    workers: uses.workers,
+    grants: uses.grants,
+    hub: uses.hub,
+    adminToken: config.adminToken,
+    authenticator,
+  });
+  registerRunRoutes(app, { authenticator, sql, callbacks: a.callbackQueue, clock });
+  gateway.attach(app.server);
+  registerRealtimeRoutes(app, {
+    authenticator,
+    key: a.realtimeKey,
+    clock,
+    reads: statusReads,
+    wsUrl: config.realtimeWsUrl,
+    detailSubscriptions: (clientId) => gateway.subscriptionCount(clientId, 'task_detail:'),
+  });
+  registerStatusRoutes(app, {
+    authenticator,
+    status: uses.status,
+    reads: { reads: statusReads, clock, ids },
+    userTokens: a.userTokens,
+  });
+  registerTaskStreamRoutes(app, { gateway, userTokens: a.userTokens, clock, reads: statusReads });
+  registerDefinitionRoutes(app, {
+    authenticator,
+    definitions: { store: a.definitionStore, schemas, clock, ids },
+  });
+  registerDashboardRoutes(app, {
+    sql,
+    callbacks: a.callbackQueue,
+    pipeline: { outbox: a.outboxQueue.rows, realtime: a.realtimeRows, callbacks: a.callbackQueue.rows },
+    adminToken: config.adminToken,
+    sessionKey: derivedKey(config.secretKeyring, config.secretKeyring.activeKeyId, 'dashboard-session'),
+    realtimeKey: a.realtimeKey,
+    clock,
+    task: (taskId) => statusReads.task(taskId),
+    unschedulableReasons: (taskId) => workerStore.pendingReasons(taskId),
+    listWorkers: () => listWorkerViews(uses.workers),
+    pagesDirectory: await dashboardPages(),
+    wsUrl: config.realtimeWsUrl,
+  });
+  registerTaskRoutes(app, {
+    authenticator,
+    tasks: a.tasks,
+    unschedulableReasons: (taskId) => workerStore.pendingReasons(taskId),
+    create: {
+      store: a.statusStore,
+      definitions: uses.catalog,
+      schemas,
+      clock,
+      ids,
+      signal: a.signal,
+      allowInsecureCallbacks: config.allowInsecureCallbacks,
+      placement: { ...uses.dispatch, candidates: uses.candidates },
+    },
+    cancel: { store: a.statusStore, clock, ids, signal: a.signal },
+  });
+  return app;
+}

@@ -1,0 +1,142 @@
+/** The composition root, part 4: the background loops, and the wake-ups that reach them. */
+import { callbackPoster } from '../adapters/outbound/http/callbackPoster.ts';
+import { ClaimableRows } from '../adapters/outbound/postgres/outboxQueue.ts';
+import type { ServerConfig } from '../config.ts';
+import { RealtimeHandoff } from '../core/realtime/handoff.ts';
+import { HealthReconciler } from '../core/status/healthReconciler.ts';
+import { createHealthLoop } from '../loops/healthLoop.ts';
+import { createOutboxLoop } from '../loops/outboxLoop.ts';
+import {
+  createCallbackLoop,
+  createLeaseLoop,
+  createRealtimeLoop,
+  createSchedulerLoop,
+  createTimerLoop,
+} from '../loops/runLoops.ts';
+import type { WakeableLoop } from '../loops/wakeableLoop.ts';
+import { CallbackSigningSecrets } from '../wiring/callbackSigningSecrets.ts';
+import { outboxChannel } from '../wiring/outboxWakeup.ts';
+import { realtimeHandoffMode, realtimePublisher } from '../wiring/realtimeDelivery.ts';
+import type { Adapters } from './adapters.ts';
+import type { UseCases } from './useCases.ts';
+
+export interface RunningLoops {
+  /** Not started yet: the server starts them once it listens. */
+  loops: WakeableLoop[];
+  /** Stops listening for other processes' outbox NOTIFYs. */
+  unlisten: () => Promise<void>;
+}
+
+/** Builds the loops and hands their wake-ups to the commit signal; none runs until started. */
+export async function createLoops(config: ServerConfig, a: Adapters, uses: UseCases): Promise<RunningLoops> {
+  const { clock, logger, metrics, signal, realtimeRows, callbackQueue } = a;
+  const retry = config.loopRetry;
+  const outboxLoop = createOutboxLoop({
+    queue: a.outboxQueue,
+    publisher: a.publisher,
+    clock,
+    logger: logger.child({ loop: 'outbox' }),
+    pacing: config.loops.outbox,
+    retry,
+    observer: {
+      published: (_event, committedAt, now) => {
+        metrics.outboxPublished.inc();
+        metrics.outboxLatency.observe(Math.max(0, now.getTime() - committedAt.getTime()) / 1000);
+      },
+      failed: (event, error, outcome) => {
+        metrics.outboxFailed.labels(outcome ?? 'LOST_CLAIM').inc();
+        logger.warn(
+          { eventId: event.id, eventType: event.type, err: error, outcome },
+          'outbox publication failed',
+        );
+      },
+    },
+  });
+  const scheduler = createSchedulerLoop({
+    ...uses.dispatch,
+    logger: logger.child({ loop: 'scheduler' }),
+    clock,
+    pacing: config.loops.scheduler,
+    retry,
+  });
+  const leases = createLeaseLoop({
+    ...uses.dispatch,
+    logger: logger.child({ loop: 'leases' }),
+    clock,
+    intervalMs: config.leaseCheckIntervalMs,
+    retry,
+  });
+  const publisher = realtimePublisher(config, a.gateway);
+  const realtimeObserver = {
+    published: (committedAt: Date, now: Date) =>
+      metrics.realtimeLatency.observe(Math.max(0, now.getTime() - committedAt.getTime()) / 1000),
+    coalesced: (count: number) => metrics.realtimeCoalesced.inc(count),
+    dead: (row: { id: string; channel: string }, error: string) => {
+      metrics.realtimeDead.inc();
+      logger.warn({ realtimeId: row.id, channel: row.channel, error }, 'realtime message went DEAD');
+    },
+  };
+  const realtimeLoop = createRealtimeLoop({
+    rows: realtimeRows,
+    publisher,
+    observer: realtimeObserver,
+    clock,
+    logger: logger.child({ loop: 'realtime' }),
+    pacing: config.loops.realtime,
+    retry,
+  });
+  signal.realtimeHandoff = realtimeHandoffMode(config);
+  signal.handoff = new RealtimeHandoff({
+    publisher,
+    ...(signal.realtimeHandoff.kind === 'durable' ? { rows: realtimeRows } : {}),
+    clock,
+    observer: realtimeObserver,
+    onError: (error) => logger.warn({ err: error }, 'realtime hand-off failed; the relay loop will publish'),
+  });
+  const timerLoop = createTimerLoop({
+    status: uses.status,
+    timers: new ClaimableRows(a.sql, 'timer'),
+    logger: logger.child({ loop: 'timers' }),
+    clock,
+    pacing: config.loops.timers,
+    retry,
+  });
+  const signingSecrets = new CallbackSigningSecrets(
+    a.identityStore,
+    a.secrets,
+    clock,
+    config.callbackSecretsCacheMs,
+  );
+  const callbackLoop = createCallbackLoop({
+    queue: callbackQueue,
+    rows: callbackQueue.rows,
+    clock,
+    logger: logger.child({ loop: 'callbacks' }),
+    signingSecrets: (applicationId) => signingSecrets.of(applicationId),
+    post: callbackPoster(config.callbackTimeoutMs),
+    pacing: config.loops.callbacks,
+    retry,
+  });
+  signal.loops = {
+    outbox: outboxLoop,
+    realtime: realtimeLoop,
+    scheduler,
+    timers: timerLoop,
+    callbacks: callbackLoop,
+  };
+  const health = createHealthLoop({
+    reconciler: new HealthReconciler(uses.status, {
+      graceMs: config.healthGraceMs,
+      maxPerCycle: config.healthMaxPerCycle,
+    }),
+    logger: logger.child({ loop: 'health' }),
+    clock,
+    intervalMs: config.healthCheckIntervalMs,
+    retry,
+  });
+  const listener = await a.sql.listen(outboxChannel, () => outboxLoop.wake());
+  return {
+    loops: [outboxLoop, scheduler, leases, realtimeLoop, timerLoop, callbackLoop, health],
+    unlisten: listener.unlisten,
+  };
+}

@@ -1,0 +1,104 @@
+/** The composition root, part 2: the use cases' dependencies, built from the config and the adapters. */
+import { httpResourceProvider } from '../adapters/outbound/http/resourceProvider.ts';
+import { PostgresGrantStore } from '../adapters/outbound/postgres/grantStore.ts';
+import { JoseExecutionCredentials } from '../adapters/outbound/tokens/executionCredentials.ts';
+import type { ServerConfig } from '../config.ts';
+import { DefinitionCatalog } from '../core/definitions/catalog.ts';
+import { RegistryCatalog } from '../core/definitions/registries.ts';
+import type { GrantDeps } from '../core/grants/grants.ts';
+import { type ApplicationDeps, openApplicationSecrets } from '../core/identity/applications.ts';
+import { CandidateSnapshot } from '../core/scheduling/candidateSnapshot.ts';
+import type { DispatchDeps } from '../core/scheduling/dispatch.ts';
+import { CommandHub, type WorkerDeps } from '../core/scheduling/workers.ts';
+import { TtlCache } from '../core/shared/ttlCache.ts';
+import type { StatusDeps } from '../core/status/deps.ts';
+import type { Adapters } from './adapters.ts';
+
+export type UseCases = ReturnType<typeof useCaseDeps>;
+
+export function useCaseDeps(config: ServerConfig, a: Adapters) {
+  const { clock, ids, secrets, signal, logger, workerStore, statusStore, identityStore } = a;
+  const identity: ApplicationDeps = {
+    store: identityStore,
+    secrets,
+    clock,
+    ids,
+    allowInsecureUrls: config.allowInsecureCallbacks,
+  };
+  const status: StatusDeps = {
+    store: statusStore,
+    clock,
+    ids,
+    signal,
+    registries: new RegistryCatalog(a.registryStore),
+    schemas: a.schemas,
+    credentials: new JoseExecutionCredentials(config.secretKeyring),
+    secrets,
+    credentialTtlMs: config.executionCredentialTtlMs,
+    defaultHeartbeatIntervalSeconds: config.heartbeatIntervalSeconds,
+    defaultHeartbeatTimeoutSeconds: config.heartbeatTimeoutSeconds,
+  };
+  const hub = new CommandHub();
+  const candidates = new CandidateSnapshot(
+    () => workerStore.candidates(),
+    config.workerCandidatesMaxAgeMs,
+    () => performance.now(),
+    (error) => logger.warn({ err: error }, 'could not read the worker candidates'),
+  );
+  const workers: WorkerDeps = {
+    status,
+    workers: workerStore,
+    heartbeatIntervalSeconds: Math.max(
+      1,
+      Math.floor(config.workerHeartbeatTtlMs / (config.workerHeartbeatsPerTtl * 1000)),
+    ),
+    heartbeatTtlMs: config.workerHeartbeatTtlMs,
+    credentials: new TtlCache(config.workerCredentialsCacheMs),
+    owners: new TtlCache(config.workerOwnersCacheMs),
+    workersChanged: () => {
+      candidates.invalidate();
+      workerStore.retryDeferred(clock.now()).then(
+        // The scheduler loop exists when the loops run.
+        () => signal.loops.scheduler?.wake(),
+        (error) => logger.warn({ err: error }, 'could not retry deferred scheduling requests'),
+      );
+    },
+  };
+  const dispatch: DispatchDeps = {
+    status,
+    workers: workerStore,
+    heartbeatTtlMs: config.workerHeartbeatTtlMs,
+    wake: (commands) => hub.deliver(commands),
+    retryUnplaceableMs: config.retryUnplaceableMs,
+    workersEnded: () => candidates.invalidate(),
+    roundDone: (full) => candidates.schedulerRound(full),
+  };
+  const grants: GrantDeps = {
+    grants: new PostgresGrantStore(a.sql),
+    provider: httpResourceProvider,
+    secrets,
+    clock,
+    ids,
+    allowInsecureUrls: config.allowInsecureCallbacks,
+    attempt: async (id) => (await statusStore.attemptsById([id]))[0] ?? null,
+    credentialOfWorker: async (id) => (await workerStore.findWorkerOwner(id))?.credentialId ?? null,
+    providerOf: async (applicationId) => {
+      const application = await identityStore.getApplication(applicationId);
+      if (!application?.resourceProviderUrl) return null;
+      return {
+        url: application.resourceProviderUrl,
+        token: openApplicationSecrets(secrets, application).resourceProviderToken,
+      };
+    },
+  };
+  return {
+    identity,
+    status,
+    hub,
+    candidates,
+    workers,
+    dispatch,
+    grants,
+    catalog: new DefinitionCatalog(a.definitionStore),
+  };
+}
