@@ -9,11 +9,7 @@ import { generateApiKey, keyIsUsable, parseApiKey, secretMatches } from '../iden
 import { AppError } from '../shared/errors.ts';
 import type { TtlCache } from '../shared/ttlCache.ts';
 import type { StatusDeps } from '../status/deps.ts';
-import {
-  claimsOfAttempt,
-  platformOutputSchema,
-  reportTaskEvents,
-} from '../status/events.ts';
+import { claimsOfAttempt, platformOutputSchema, reportTaskEvents } from '../status/events.ts';
 import type { WorkerCommandRecord } from './model.ts';
 import type { WorkerOwner, WorkerSession, WorkerStore } from './ports.ts';
 
