@@ -7,15 +7,9 @@
 import type { WorkerCommand } from '@tdp/protocol';
 import { RejectedError, UnavailableError } from './client.ts';
 import type { Executor } from './executor.ts';
-import { backoffMs, type Lifecycle, Wakeup } from './loops.ts';
-import type { Logger, WorkerOptions } from './options.ts';
-import type { Session } from './session.ts';
+import { backoffMs, type RuntimeParts, Wakeup } from './loops.ts';
 
-export interface CommandIntakeDeps {
-  options: WorkerOptions;
-  logger: Logger;
-  lifecycle: Lifecycle;
-  session: Session;
+export interface CommandIntakeDeps extends RuntimeParts {
   executor: Executor;
   /** The server ended the session (401/403): attempts are lost, a new session starts. */
   sessionLost: (reason: string) => Promise<void>;

@@ -5,17 +5,11 @@
  */
 import { type Running, runAttempt } from './attempt.ts';
 import type { EventDraft, LocalAttempt } from './localStore.ts';
-import type { Lifecycle } from './loops.ts';
-import type { Logger, WorkerOptions } from './options.ts';
+import type { RuntimeParts } from './loops.ts';
 import { type AbortReason, canceledDraft, handedBackDraft, leaseLostDraft } from './outcomes.ts';
 import type { Capability } from './sdk.ts';
-import type { Session } from './session.ts';
 
-export interface ExecutorDeps {
-  options: WorkerOptions;
-  logger: Logger;
-  lifecycle: Lifecycle;
-  session: Session;
+export interface ExecutorDeps extends RuntimeParts {
   maxConcurrency: number;
   /** The outbox has something new. */
   wakeSender: () => void;

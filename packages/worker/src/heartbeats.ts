@@ -4,16 +4,11 @@
  */
 import { RejectedError, UnavailableError } from './client.ts';
 import type { Executor } from './executor.ts';
-import type { Lifecycle } from './loops.ts';
-import type { Logger, WorkerOptions } from './options.ts';
+import type { RuntimeParts } from './loops.ts';
 import type { Sender } from './sender.ts';
 import type { Session } from './session.ts';
 
-export interface HeartbeatDeps {
-  options: WorkerOptions;
-  logger: Logger;
-  lifecycle: Lifecycle;
-  session: Session;
+export interface HeartbeatDeps extends RuntimeParts {
   executor: Executor;
   sessionLost: (reason: string) => Promise<void>;
 }

@@ -1,4 +1,14 @@
 /** What the runtime's loops share: one stop signal, sleeps that end when it fires, and back-off. */
+import type { Logger, WorkerOptions } from './options.ts';
+import type { Session } from './session.ts';
+
+/** What every part of the runtime is given. */
+export interface RuntimeParts {
+  options: WorkerOptions;
+  logger: Logger;
+  lifecycle: Lifecycle;
+  session: Session;
+}
 
 /** 1 s doubling to 30 s, each wait between half and all of that (so restarted fleets spread out). */
 export function backoffMs(failures: number, random: () => number = Math.random): number {

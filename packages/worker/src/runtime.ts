@@ -45,17 +45,14 @@ export class WorkerRuntime {
     this.logger = options.logger ?? silentLogger;
     this.done = this.lifecycle.done;
     const maxConcurrency = options.maxConcurrency ?? Math.max(1, availableParallelism());
-    const shared = { options, logger: this.logger, lifecycle: this.lifecycle };
     this.session = new Session(options, this.logger, maxConcurrency);
-    const session = this.session;
+    const shared = { options, logger: this.logger, lifecycle: this.lifecycle, session: this.session };
     this.sender = new Sender({
       ...shared,
-      session,
       leaseLost: (attemptId) => this.executor.abort(attemptId, 'LEASE_LOST'),
     });
     this.executor = new Executor({
       ...shared,
-      session,
       maxConcurrency,
       wakeSender: () => this.sender.wake(),
       stop: () => this.stop(),
@@ -63,12 +60,11 @@ export class WorkerRuntime {
     const sessionLost = (reason: string) => this.sessionLost(reason);
     this.intake = new CommandIntake({
       ...shared,
-      session,
       executor: this.executor,
       sessionLost,
       drain: () => this.drain(),
     });
-    this.heartbeats = new Heartbeats({ ...shared, session, executor: this.executor, sessionLost });
+    this.heartbeats = new Heartbeats({ ...shared, executor: this.executor, sessionLost });
   }
 
   get id(): string | null {

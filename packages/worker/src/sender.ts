@@ -5,15 +5,9 @@
  */
 import { RejectedError, UnavailableError } from './client.ts';
 import type { LocalStore, OutboxEvent } from './localStore.ts';
-import { backoffMs, type Lifecycle, Wakeup } from './loops.ts';
-import type { Logger, WorkerOptions } from './options.ts';
-import type { Session } from './session.ts';
+import { backoffMs, type RuntimeParts, Wakeup } from './loops.ts';
 
-export interface SenderDeps {
-  options: WorkerOptions;
-  logger: Logger;
-  lifecycle: Lifecycle;
-  session: Session;
+export interface SenderDeps extends RuntimeParts {
   /** The server no longer leases this attempt to us: it is stopped (its events are only a record). */
   leaseLost: (attemptId: string) => void;
 }

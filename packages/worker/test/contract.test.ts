@@ -149,33 +149,44 @@ afterAll(async () => {
   await files?.close();
 });
 
-const submit = async (workflowName: string, input: Record<string, unknown>) =>
-  (
-    await h.request('POST', '/v1/tasks', {
-      token: app.apiKey,
-      headers: { 'idempotency-key': newId() },
-      body: { workflowName, workflowVersion: '1', name: workflowName, input },
-    })
-  ).body.task.id as string;
+/** Submits a task and waits until `read` of its view (GET /v1/tasks/{id}) gives `expected`. */
+async function submitAndWait(
+  workflowName: string,
+  input: Record<string, unknown>,
+  read: (view: any) => unknown,
+  expected: string,
+): Promise<string> {
+  const created = await h.request('POST', '/v1/tasks', {
+    token: app.apiKey,
+    headers: { 'idempotency-key': newId() },
+    body: { workflowName, workflowVersion: '1', name: workflowName, input },
+  });
+  const taskId = created.body.task.id as string;
+  const view = async () => read((await h.request('GET', `/v1/tasks/${taskId}`, { token: app.apiKey })).body);
+  await expect.poll(view, { timeout: 20_000 }).toBe(expected);
+  return taskId;
+}
 
-const task = async (taskId: string) =>
-  (await h.request('GET', `/v1/tasks/${taskId}`, { token: app.apiKey })).body;
+const lifecycle = (view: any) => view.task.lifecycleStatus;
 
 describe('the worker wire contract', () => {
   it('every reply and command the worker receives matches @tdp/protocol', async () => {
     files.files.set('contract-src', Buffer.from('contract bytes'));
-    const copied = await submit('contract-copy', { source: 'contract-src' });
-    await expect
-      .poll(async () => (await task(copied)).task.lifecycleStatus, { timeout: 20_000 })
-      .toBe('SUCCEEDED');
-
-    const waiting = await submit('contract-wait', {});
-    await expect
-      .poll(async () => (await task(waiting)).execution.steps[0]?.status, { timeout: 20_000 })
-      .toBe('RUNNING');
+    await submitAndWait('contract-copy', { source: 'contract-src' }, lifecycle, 'SUCCEEDED');
+    const waiting = await submitAndWait(
+      'contract-wait',
+      {},
+      (view) => view.execution.steps[0]?.status,
+      'RUNNING',
+    );
     await h.request('POST', `/v1/tasks/${waiting}:cancel`, { token: app.apiKey, body: {} });
     await expect
-      .poll(async () => (await task(waiting)).task.lifecycleStatus, { timeout: 20_000 })
+      .poll(
+        async () => lifecycle((await h.request('GET', `/v1/tasks/${waiting}`, { token: app.apiKey })).body),
+        {
+          timeout: 20_000,
+        },
+      )
       .toBe('CANCELLED');
 
     // The replies the runtime does not provoke on its own in a short run: a heartbeat, an ack, a refusal.
