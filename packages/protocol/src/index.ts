@@ -4,3 +4,4 @@ export * from './ids.ts';
 export * from './schemas.ts';
 export * from './signing.ts';
 export * from './status.ts';
+export * from './worker.ts';

@@ -3,7 +3,19 @@
  * runtime does about them: `RejectedError` (401/403: the key or session is not accepted — the session
  * ends) and `UnavailableError` (network errors, timeouts, 429 and 5xx: try again later).
  */
-import type { AccessGrant } from '@tdp/protocol';
+import type {
+  AccessGrant,
+  ArtifactGrantRequest,
+  CommandAcks,
+  ResourceGrantRequest,
+  WorkerCommand,
+  WorkerEventOutcome,
+  WorkerEventsBatchReply,
+  WorkerHeartbeat,
+  WorkerRegistered,
+  WorkerRegistration,
+  WorkerRuntimeState,
+} from '@tdp/protocol';
 import { Pool } from 'undici';
 import { sseEvents } from './sse.ts';
 
@@ -36,37 +48,7 @@ export class RequestError extends Error {
   }
 }
 
-export interface Registration {
-  instanceId: string;
-  name: string;
-  nodeId: string;
-  capabilities: { name: string; version: string }[];
-  labels?: Record<string, string>;
-  resources?: { cpuMillis?: number; memoryMb?: number; gpus?: number };
-  maxConcurrency?: number;
-}
-
-export interface Registered {
-  workerId: string;
-  heartbeatIntervalSeconds: number;
-  heartbeatTtlSeconds: number;
-}
-
 export type Grant = AccessGrant;
-
-export interface WorkerCommand {
-  commandId: string;
-  type: 'START_ATTEMPT' | 'CANCEL_ATTEMPT' | 'DRAIN' | string;
-  [field: string]: unknown;
-}
-
-/** The server's answer for one event: accepted (or a duplicate of an accepted one), or why not. */
-export interface EventOutcome {
-  eventId: string;
-  ok: boolean;
-  code?: string;
-  detail?: string;
-}
 
 export class WorkerClient {
   /** Kept-alive connections to the server: a request costs a fraction of fetch's CPU. */
@@ -84,7 +66,8 @@ export class WorkerClient {
     this.prefix = url.pathname.replace(/\/$/, '');
   }
 
-  private async call(
+  /** Protected so that a contract test can check every reply against the protocol's schemas. */
+  protected async call(
     method: string,
     path: string,
     body?: unknown,
@@ -122,28 +105,31 @@ export class WorkerClient {
     return this.pool.close();
   }
 
-  register(registration: Registration): Promise<Registered> {
-    return this.call('POST', '/v1/workers/register', registration) as Promise<Registered>;
+  register(registration: WorkerRegistration): Promise<WorkerRegistered> {
+    return this.call('POST', '/v1/workers/register', registration) as Promise<WorkerRegistered>;
   }
 
-  async heartbeat(workerId: string, runtimeState: 'READY' | 'DRAINING'): Promise<void> {
-    await this.call('POST', `/v1/workers/${workerId}/heartbeat`, { runtimeState });
+  async heartbeat(workerId: string, runtimeState: WorkerRuntimeState): Promise<void> {
+    await this.call('POST', `/v1/workers/${workerId}/heartbeat`, { runtimeState } satisfies WorkerHeartbeat);
   }
 
   async ack(workerId: string, commandIds: string[]): Promise<void> {
-    await this.call('POST', `/v1/workers/${workerId}/commands:ack`, { commandIds });
+    await this.call('POST', `/v1/workers/${workerId}/commands:ack`, { commandIds } satisfies CommandAcks);
   }
 
-  /** Sends events, and acknowledges `commandAcks` in the same request (and the same commit). */
+  /**
+   * Sends events, and acknowledges `commandAcks` in the same request (and the same commit). The events
+   * are the outbox's bodies as recorded (WorkerEvents; the server validates them).
+   */
   async sendEvents(
     workerId: string,
     events: Record<string, unknown>[],
     commandAcks: string[] = [],
-  ): Promise<EventOutcome[]> {
+  ): Promise<WorkerEventOutcome[]> {
     const answer = (await this.call('POST', `/v1/workers/${workerId}/events:batch`, {
       events,
       ...(commandAcks.length > 0 ? { commandAcks } : {}),
-    })) as { results: EventOutcome[] };
+    })) as WorkerEventsBatchReply;
     return answer.results;
   }
 
@@ -151,15 +137,7 @@ export class WorkerClient {
   grant(
     attemptId: string,
     idempotencyKey: string,
-    body:
-      | { leaseVersion: number; access: 'DOWNLOAD' | 'UPLOAD'; resourceRef: string }
-      | {
-          leaseVersion: number;
-          relativePath: string;
-          artifactType: string;
-          mediaType: string;
-          maxBytes: number;
-        },
+    body: ResourceGrantRequest | ArtifactGrantRequest,
   ): Promise<Grant> {
     const path = 'access' in body ? 'grants' : 'artifacts';
     return this.call('POST', `/v1/attempts/${attemptId}/${path}`, body, {

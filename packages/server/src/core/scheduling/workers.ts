@@ -4,18 +4,13 @@
  * its node. Events from a worker pass its attempt inbox: the attempt must be the worker's and the lease
  * version current; then they go through the status service like any other fact.
  */
-import { type EventResult, newId } from '@tdp/protocol';
+import { type EventResult, newId, type WorkerEvent, type WorkerRegistration } from '@tdp/protocol';
 import type { WorkerCommandRecord } from '../facts/records.ts';
 import { generateApiKey, keyIsUsable, parseApiKey, secretMatches } from '../identity/apiKeys.ts';
 import { AppError } from '../shared/errors.ts';
 import type { TtlCache } from '../shared/ttlCache.ts';
 import type { StatusDeps } from '../status/deps.ts';
-import {
-  claimsOfAttempt,
-  platformOutputSchema,
-  type ReportedEvent,
-  reportTaskEvents,
-} from '../status/events.ts';
+import { claimsOfAttempt, platformOutputSchema, reportTaskEvents } from '../status/events.ts';
 import type { WorkerOwner, WorkerSession, WorkerStore } from './ports.ts';
 
 export interface WorkerDeps {
@@ -54,19 +49,7 @@ export async function authenticateWorkerKey(deps: WorkerDeps, plaintext: string)
     : null;
 }
 
-export interface RegisterWorkerRequest {
-  instanceId: string;
-  name: string;
-  nodeId: string;
-  capabilities: { name: string; version: string }[];
-  labels?: Record<string, string> | undefined;
-  resources?:
-    | { cpuMillis?: number | undefined; memoryMb?: number | undefined; gpus?: number | undefined }
-    | undefined;
-  maxConcurrency?: number | undefined;
-}
-
-export async function registerWorker(deps: WorkerDeps, credentialId: string, request: RegisterWorkerRequest) {
+export async function registerWorker(deps: WorkerDeps, credentialId: string, request: WorkerRegistration) {
   const now = deps.status.clock.now();
   // The node record exists from here on; an operator sets its trusted labels, group and weight.
   await deps.workers.upsertNode({ id: request.nodeId }, now);
@@ -116,22 +99,6 @@ export async function requireWorker(
     throw new AppError('UNAUTHENTICATED', `worker ${workerId} is not yours or has ended; register again`);
   }
   return worker;
-}
-
-export interface WorkerEvent {
-  attemptId: string;
-  leaseVersion: number;
-  eventId: string;
-  eventType: 'STEP_STARTED' | 'STEP_PROGRESS' | 'STEP_COMPLETED' | 'STEP_FAILED';
-  sourceSeq: number;
-  progress?: ReportedEvent['progress'];
-  phaseCode?: string | undefined;
-  phaseLabel?: string | undefined;
-  message?: string | undefined;
-  output?: unknown;
-  error?: ReportedEvent['error'];
-  durationMs?: number | undefined;
-  occurredAt?: string | undefined;
 }
 
 export type WorkerEventOutcome =

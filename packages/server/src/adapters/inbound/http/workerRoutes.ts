@@ -1,4 +1,15 @@
-import { AccessGrant } from '@tdp/protocol';
+import {
+  AccessGrant,
+  ArtifactGrantRequest,
+  CommandAcks,
+  Labels,
+  NoContent,
+  ResourceGrantRequest,
+  WorkerEventsBatch,
+  WorkerHeartbeat,
+  WorkerRegistered,
+  WorkerRegistration,
+} from '@tdp/protocol';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import type { WorkerCommandRecord } from '../../../core/facts/records.ts';
@@ -13,20 +24,10 @@ import {
   registerWorker,
   requireWorker,
   type WorkerDeps,
-  type WorkerEvent,
 } from '../../../core/scheduling/workers.ts';
 import { AppError } from '../../../core/shared/errors.ts';
 import { requireAdmin } from './auth.ts';
 import { emptyBodyAsObject, IdempotencyKeyHeader, problemResponses, Uuid } from './schemas.ts';
-
-const Capability = Type.Object(
-  {
-    name: Type.String({ minLength: 1, maxLength: 200 }),
-    version: Type.String({ minLength: 1, maxLength: 50 }),
-  },
-  { additionalProperties: false },
-);
-const Labels = Type.Record(Type.String({ minLength: 1, maxLength: 63 }), Type.String({ maxLength: 63 }));
 
 function bearer(request: FastifyRequest): string | null {
   return /^Bearer\s+(\S+)$/i.exec(request.headers.authorization ?? '')?.[1] ?? null;
@@ -119,40 +120,16 @@ export function registerWorkerRoutes(
     },
   );
 
-  app.post<{ Body: Parameters<typeof registerWorker>[2] }>(
+  app.post<{ Body: WorkerRegistration }>(
     '/v1/workers/register',
     {
       schema: {
         tags,
         security,
         summary: 'Register a worker session',
-        body: Type.Object(
-          {
-            instanceId: Type.String({ minLength: 1, maxLength: 200 }),
-            name: Type.String({ minLength: 1, maxLength: 200 }),
-            nodeId: Type.String({ minLength: 1, maxLength: 200 }),
-            capabilities: Type.Array(Capability, { minItems: 1, maxItems: 200 }),
-            labels: Type.Optional(Labels),
-            resources: Type.Optional(
-              Type.Object(
-                {
-                  cpuMillis: Type.Optional(Type.Integer({ minimum: 0 })),
-                  memoryMb: Type.Optional(Type.Integer({ minimum: 0 })),
-                  gpus: Type.Optional(Type.Integer({ minimum: 0 })),
-                },
-                { additionalProperties: false },
-              ),
-            ),
-            maxConcurrency: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
-          },
-          { additionalProperties: false },
-        ),
+        body: WorkerRegistration,
         response: {
-          201: Type.Object({
-            workerId: Type.String(),
-            heartbeatIntervalSeconds: Type.Integer(),
-            heartbeatTtlSeconds: Type.Integer(),
-          }),
+          201: WorkerRegistered,
           ...problemResponses,
         },
       },
@@ -161,7 +138,7 @@ export function registerWorkerRoutes(
       reply.code(201).send(await registerWorker(deps.workers, await workerCredential(request), request.body)),
   );
 
-  app.post<{ Params: { id: string }; Body: { runtimeState?: 'READY' | 'DRAINING' } }>(
+  app.post<{ Params: { id: string }; Body: WorkerHeartbeat }>(
     '/v1/workers/:id/heartbeat',
     {
       preValidation: emptyBodyAsObject,
@@ -170,11 +147,8 @@ export function registerWorkerRoutes(
         security,
         summary: 'Worker heartbeat (and runtime state)',
         params: Type.Object({ id: Uuid }),
-        body: Type.Object(
-          { runtimeState: Type.Optional(Type.Union([Type.Literal('READY'), Type.Literal('DRAINING')])) },
-          { additionalProperties: false },
-        ),
-        response: { 204: Type.Null(), ...problemResponses },
+        body: WorkerHeartbeat,
+        response: { 204: NoContent, ...problemResponses },
       },
     },
     async (request, reply) => {
@@ -330,7 +304,7 @@ export function registerWorkerRoutes(
     },
   );
 
-  app.post<{ Params: { id: string }; Body: { commandIds: string[] } }>(
+  app.post<{ Params: { id: string }; Body: CommandAcks }>(
     '/v1/workers/:id/commands::ack',
     {
       schema: {
@@ -338,11 +312,8 @@ export function registerWorkerRoutes(
         security,
         summary: "Acknowledge many commands at once; all of them or, if one is not this worker's, none",
         params: Type.Object({ id: Uuid }),
-        body: Type.Object(
-          { commandIds: Type.Array(Uuid, { minItems: 1, maxItems: 1000 }) },
-          { additionalProperties: false },
-        ),
-        response: { 204: Type.Null(), ...problemResponses },
+        body: CommandAcks,
+        response: { 204: NoContent, ...problemResponses },
       },
     },
     async (request, reply) => {
@@ -362,7 +333,7 @@ export function registerWorkerRoutes(
     },
   );
 
-  app.post<{ Params: { id: string }; Body: { events: WorkerEvent[]; commandAcks?: string[] } }>(
+  app.post<{ Params: { id: string }; Body: WorkerEventsBatch }>(
     '/v1/workers/:id/events::batch',
     {
       schema: {
@@ -371,61 +342,7 @@ export function registerWorkerRoutes(
         summary:
           "The attempt inbox: the worker's events, a result per item (and command acknowledgements, in the same commit)",
         params: Type.Object({ id: Uuid }),
-        body: Type.Object(
-          {
-            events: Type.Array(
-              Type.Object(
-                {
-                  attemptId: Uuid,
-                  leaseVersion: Type.Integer({ minimum: 1 }),
-                  eventId: Uuid,
-                  eventType: Type.Union([
-                    Type.Literal('STEP_STARTED'),
-                    Type.Literal('STEP_PROGRESS'),
-                    Type.Literal('STEP_COMPLETED'),
-                    Type.Literal('STEP_FAILED'),
-                  ]),
-                  sourceSeq: Type.Integer({ minimum: 1 }),
-                  progress: Type.Optional(
-                    Type.Object(
-                      {
-                        percent: Type.Optional(Type.Number({ minimum: 0, maximum: 100 })),
-                        current: Type.Optional(Type.Number()),
-                        total: Type.Optional(Type.Number()),
-                        unit: Type.Optional(Type.String()),
-                      },
-                      { additionalProperties: false },
-                    ),
-                  ),
-                  phaseCode: Type.Optional(Type.String({ maxLength: 64 })),
-                  phaseLabel: Type.Optional(Type.String({ maxLength: 200 })),
-                  message: Type.Optional(Type.String({ maxLength: 500 })),
-                  output: Type.Optional(Type.Unknown()),
-                  error: Type.Optional(
-                    Type.Object(
-                      {
-                        category: Type.String(),
-                        code: Type.String(),
-                        retryable: Type.Boolean(),
-                        userMessage: Type.Optional(Type.String({ maxLength: 2000 })),
-                        diagnosticsRef: Type.Optional(Type.String({ maxLength: 255 })),
-                      },
-                      { additionalProperties: false },
-                    ),
-                  ),
-                  durationMs: Type.Optional(Type.Integer({ minimum: 0 })),
-                  occurredAt: Type.Optional(Type.String({ format: 'date-time' })),
-                },
-                { additionalProperties: false },
-              ),
-              { maxItems: 500 },
-            ),
-            // Acknowledged with the events instead of a request of their own; ids that are not this
-            // worker's commands change nothing.
-            commandAcks: Type.Optional(Type.Array(Uuid, { maxItems: 1000 })),
-          },
-          { additionalProperties: false },
-        ),
+        body: WorkerEventsBatch,
       },
     },
     async (request) => {
@@ -477,15 +394,7 @@ export function registerWorkerRoutes(
   grantRoute(
     '/v1/attempts/:id/grants',
     "A short-lived URL to download or overwrite a resource, from the application's resource provider",
-    Type.Object(
-      {
-        leaseVersion: Type.Integer({ minimum: 1 }),
-        access: Type.Union([Type.Literal('DOWNLOAD'), Type.Literal('UPLOAD')]),
-        resourceRef: Type.String({ minLength: 1, maxLength: 2048 }),
-        scope: Type.Optional(Type.String({ maxLength: 256 })),
-      },
-      { additionalProperties: false },
-    ),
+    ResourceGrantRequest,
     (body, idempotencyKey) => ({
       leaseVersion: body.leaseVersion as number,
       idempotencyKey,
@@ -498,20 +407,7 @@ export function registerWorkerRoutes(
   grantRoute(
     '/v1/attempts/:id/artifacts',
     'Allocates an output artifact: the provider names the new resource and gives a PUT URL with a size limit',
-    Type.Object(
-      {
-        leaseVersion: Type.Integer({ minimum: 1 }),
-        relativePath: Type.String({
-          minLength: 1,
-          maxLength: 512,
-          pattern: '^(?!/)(?!.*(^|/)\\.\\.(/|$)).+$',
-        }),
-        artifactType: Type.String({ minLength: 1, maxLength: 64 }),
-        mediaType: Type.String({ minLength: 3, maxLength: 255, pattern: '^[\\w.+-]+/[\\w.+-]+$' }),
-        maxBytes: Type.Integer({ minimum: 1 }),
-      },
-      { additionalProperties: false },
-    ),
+    ArtifactGrantRequest,
     (body, idempotencyKey) => ({
       leaseVersion: body.leaseVersion as number,
       idempotencyKey,

@@ -1,0 +1,207 @@
+/**
+ * One attempt, start to end: the input checked, STEP_STARTED, the capability run with its context (progress,
+ * checkpoints, files through grants), the output checked, and the final event — or, if the runtime
+ * stopped, nothing, so that a restart can resume it.
+ */
+import { mkdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Check, Errors } from 'typebox/value';
+import { type Grant, RequestError, UnavailableError, type WorkerClient } from './client.ts';
+import type { EventDraft, LocalAttempt } from './localStore.ts';
+import { backoffMs } from './loops.ts';
+import type { Logger, WorkerOptions } from './options.ts';
+import { type AbortReason, failureDraft, failureOf } from './outcomes.ts';
+import { ProgressThrottle } from './progress.ts';
+import { type AttemptLogger, type Capability, type CapabilityContext, CapabilityError } from './sdk.ts';
+import { downloadTo, uploadFrom } from './transfer.ts';
+
+/** An attempt being run; its controller is how the rest of the runtime stops it. */
+export interface Running {
+  local: LocalAttempt;
+  controller: AbortController;
+  /** When its last attempt heartbeat went out (ms). */
+  lastBeatAt: number;
+  done: Promise<void>;
+}
+
+export interface AttemptDeps {
+  options: WorkerOptions;
+  logger: Logger;
+  /** The capability the attempt names, if this worker has it. */
+  capability: Capability | undefined;
+  /** Records the final event and ends the attempt locally (one transaction). */
+  finish: (draft: EventDraft) => void;
+  wakeSender: () => void;
+}
+
+/** Runs the attempt; rejects only with a local database error (capability errors are results). */
+export async function runAttempt(running: Running, resumed: boolean, deps: AttemptDeps): Promise<void> {
+  const { local, controller } = running;
+  const { options, capability, finish } = deps;
+  const store = options.store;
+  const startedAt = Date.now();
+  if (!capability) {
+    finish(
+      failureDraft(
+        'CAPABILITY_NOT_FOUND',
+        `this worker has no ${local.capability}@${local.capabilityVersion}`,
+        false,
+        'INPUT',
+      ),
+    );
+    return;
+  }
+  if (!Check(capability.input, local.input)) {
+    const first = Errors(capability.input, local.input)[0];
+    finish(
+      failureDraft(
+        'INPUT_INVALID',
+        `input ${first?.instancePath || '/'}: ${first?.message ?? 'invalid'}`,
+        false,
+        'INPUT',
+      ),
+    );
+    return;
+  }
+  if (!resumed) {
+    store.record(local.attemptId, { eventType: 'STEP_STARTED' });
+    deps.wakeSender();
+  }
+  const progress = new ProgressThrottle(options.progressIntervalMs ?? 1_000, (draft) => {
+    store.record(local.attemptId, draft);
+    deps.wakeSender();
+  });
+  const workDirectory = join(options.workDirectory ?? join(tmpdir(), 'tdp-worker'), local.attemptId);
+  await mkdir(workDirectory, { recursive: true });
+  const ctx = capabilityContext(running, resumed, progress, workDirectory, deps);
+  let draft: EventDraft;
+  try {
+    const output = await capability.run(ctx, local.input as never);
+    if (controller.signal.aborted) throw new Error(String(controller.signal.reason));
+    if (!Check(capability.output, output)) {
+      const first = Errors(capability.output, output)[0];
+      draft = failureDraft(
+        'OUTPUT_INVALID',
+        `output ${first?.instancePath || '/'}: ${first?.message ?? 'invalid'}`,
+        false,
+        'CAPABILITY',
+      );
+    } else {
+      draft = { eventType: 'STEP_COMPLETED', output, durationMs: Date.now() - startedAt };
+    }
+  } catch (error) {
+    if (controller.signal.reason === 'STOPPED') {
+      // Its files stay: a restart may resume from them.
+      progress.cancel();
+      return;
+    }
+    draft = failureOf(error, controller.signal);
+  }
+  // The newest progress goes out before the final event.
+  progress.flush();
+  draft.durationMs ??= Date.now() - startedAt;
+  finish(draft);
+  await rm(workDirectory, { recursive: true, force: true });
+}
+
+function capabilityContext(
+  running: Running,
+  resumed: boolean,
+  progress: ProgressThrottle,
+  workDirectory: string,
+  deps: AttemptDeps,
+): CapabilityContext {
+  const { local, controller } = running;
+  const store = deps.options.store;
+  let files = 0;
+  return {
+    attemptId: local.attemptId,
+    taskId: local.taskId,
+    stepId: local.stepId,
+    attempt: local.attempt,
+    progress: (percent, update) => progress.report(percent, update),
+    saveCheckpoint: (data) => store.saveCheckpoint(local.attemptId, data),
+    checkpoint: resumed ? local.checkpoint : null,
+    signal: controller.signal,
+    log: attemptLogger(deps.logger, local),
+    workDirectory,
+    download: async (resourceRef) => {
+      // A fixed key per resource: after a restart the same grant comes back (if still valid).
+      const grant = await requestGrant(running, `download:${resourceRef}`, deps, {
+        leaseVersion: local.leaseVersion,
+        access: 'DOWNLOAD',
+        resourceRef,
+      });
+      files += 1;
+      const path = join(workDirectory, `input-${files}`);
+      await downloadTo(grant, path, controller.signal);
+      return path;
+    },
+    allocateOutput: async (spec) => {
+      const grant = await requestGrant(running, `artifact:${spec.relativePath}`, deps, {
+        leaseVersion: local.leaseVersion,
+        relativePath: spec.relativePath,
+        artifactType: spec.artifactType ?? 'FILE',
+        mediaType: spec.mediaType,
+        maxBytes: spec.maxBytes,
+      });
+      files += 1;
+      const path = join(workDirectory, `output-${files}`);
+      return {
+        path,
+        resourceRef: grant.resourceRef,
+        upload: async () => ({
+          resourceRef: grant.resourceRef,
+          bytes: await uploadFrom(grant, path, spec.mediaType, controller.signal),
+        }),
+      };
+    },
+  };
+}
+
+/** A grant for the attempt, asked again while TDP is unreachable (up to `grantRetryMs`). */
+async function requestGrant(
+  running: Running,
+  key: string,
+  deps: AttemptDeps,
+  body: Parameters<WorkerClient['grant']>[2],
+): Promise<Grant> {
+  const deadline = Date.now() + (deps.options.grantRetryMs ?? 60_000);
+  const signal = running.controller.signal;
+  for (let failures = 1; ; failures += 1) {
+    try {
+      return await deps.options.client.grant(running.local.attemptId, key, body);
+    } catch (error) {
+      // TDP restarting or overloaded: the same idempotency key makes asking again safe.
+      if (error instanceof UnavailableError && Date.now() < deadline && !signal.aborted) {
+        await new Promise((resolve) => setTimeout(resolve, Math.min(backoffMs(failures) / 4, 5_000)));
+        continue;
+      }
+      throw grantFailure(running, error);
+    }
+  }
+}
+
+/** Refusals become the step's failure; a lost lease aborts the attempt. */
+function grantFailure(running: Running, error: unknown): CapabilityError {
+  if (error instanceof UnavailableError)
+    return new CapabilityError('GRANT_UNAVAILABLE', error.message, {
+      retryable: true,
+      category: 'RESOURCE',
+    });
+  if (error instanceof RequestError && error.problem?.code === 'STALE_EXECUTION') {
+    running.controller.abort('LEASE_LOST' satisfies AbortReason);
+  }
+  const code = error instanceof RequestError ? (error.problem?.code ?? 'GRANT_REFUSED') : 'GRANT_REFUSED';
+  return new CapabilityError(code, (error as Error).message, { retryable: false, category: 'RESOURCE' });
+}
+
+function attemptLogger(logger: Logger, local: LocalAttempt): AttemptLogger {
+  const bound = { attemptId: local.attemptId, taskId: local.taskId, stepId: local.stepId };
+  return {
+    info: (message, fields) => logger.info({ ...bound, ...fields }, message),
+    warn: (message, fields) => logger.warn({ ...bound, ...fields }, message),
+    error: (message, fields) => logger.error({ ...bound, ...fields }, message),
+  };
+}

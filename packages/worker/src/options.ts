@@ -1,0 +1,30 @@
+import type { WorkerClient } from './client.ts';
+import type { LocalStore } from './localStore.ts';
+import type { Capability } from './sdk.ts';
+
+export interface Logger {
+  info(fields: Record<string, unknown>, message: string): void;
+  warn(fields: Record<string, unknown>, message: string): void;
+  error(fields: Record<string, unknown>, message: string): void;
+}
+
+export const silentLogger: Logger = { info: () => {}, warn: () => {}, error: () => {} };
+
+export interface WorkerOptions {
+  client: WorkerClient;
+  store: LocalStore;
+  capabilities: Capability[];
+  name?: string;
+  nodeId?: string;
+  labels?: Record<string, string>;
+  maxConcurrency?: number;
+  /** How long SIGTERM waits for running attempts before handing them back. */
+  drainGraceMs?: number;
+  logger?: Logger;
+  /** Progress reports per attempt are at most this frequent (unless the phase changes). */
+  progressIntervalMs?: number;
+  /** Where attempts keep their files (one folder each, removed when the attempt ends). */
+  workDirectory?: string;
+  /** How long a grant request keeps trying while TDP is unreachable (a restart) before the step fails. */
+  grantRetryMs?: number;
+}

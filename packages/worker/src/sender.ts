@@ -1,0 +1,98 @@
+/**
+ * The single sender of a process: delivers the local outbox in batches of up to 200 events, which also
+ * acknowledge the commands received so far. Network errors, 429 and 5xx back off while attempts keep
+ * running (the events wait with their event ids, so a resend is applied once).
+ */
+import { RejectedError, UnavailableError } from './client.ts';
+import type { LocalStore, OutboxEvent } from './localStore.ts';
+import { backoffMs, type RuntimeParts, Wakeup } from './loops.ts';
+
+export interface SenderDeps extends RuntimeParts {
+  /** The server no longer leases this attempt to us: it is stopped (its events are only a record). */
+  leaseLost: (attemptId: string) => void;
+}
+
+export class Sender {
+  private readonly wakeup = new Wakeup();
+
+  constructor(private readonly deps: SenderDeps) {}
+
+  /** Something new is in the outbox (or the runtime stops): send now rather than at the next round. */
+  wake(): void {
+    this.wakeup.wake();
+  }
+
+  async loop(): Promise<void> {
+    const { store } = this.deps.options;
+    const { lifecycle, logger } = this.deps;
+    let failures = 0;
+    while (!lifecycle.stopped) {
+      const batch = store.unsent(200);
+      if (batch.length === 0) {
+        await lifecycle.sleep(1_000, this.wakeup);
+        continue;
+      }
+      try {
+        await this.deliver(batch);
+        failures = 0;
+      } catch (error) {
+        if (error instanceof RejectedError) {
+          // The key is refused, or the session these events belong to is not ours: they cannot be sent.
+          logger.error({ err: error.message }, 'events refused by the server; dropping them');
+          store.markSent(batch.map((e) => e.eventId));
+          continue;
+        }
+        if (!(error instanceof UnavailableError)) throw error;
+        failures += 1;
+        const wait = backoffMs(failures);
+        logger.warn(
+          { err: error.message, failures, retryInMs: Math.round(wait) },
+          'events not delivered; retrying',
+        );
+        await lifecycle.sleep(wait);
+      }
+    }
+  }
+
+  /** Waits (up to `ms`) until the outbox is empty. */
+  async flush(ms: number): Promise<void> {
+    const { store } = this.deps.options;
+    const deadline = Date.now() + ms;
+    this.wake();
+    while (store.unsentCount() > 0 && Date.now() < deadline && !this.deps.lifecycle.stopped)
+      await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+
+  /** Sends one batch (grouped by the session each attempt belongs to); marks what the server answered. */
+  private async deliver(batch: OutboxEvent[]): Promise<void> {
+    const store: LocalStore = this.deps.options.store;
+    const byWorker = new Map<string, OutboxEvent[]>();
+    for (const event of batch) {
+      const list = byWorker.get(event.workerId) ?? [];
+      list.push(event);
+      byWorker.set(event.workerId, list);
+    }
+    for (const [workerId, events] of byWorker) {
+      // Commands received so far are acknowledged along with the current session's events.
+      const acks = workerId === this.deps.session.workerId ? store.unacked().slice(0, 1000) : [];
+      const outcomes = await this.deps.options.client.sendEvents(
+        workerId,
+        events.map((e) => e.body),
+        acks,
+      );
+      if (acks.length > 0) store.markAcked(acks);
+      for (const outcome of outcomes) {
+        if (outcome.ok) continue;
+        const event = events.find((e) => e.eventId === outcome.eventId);
+        this.deps.logger.warn(
+          { eventId: outcome.eventId, code: outcome.code, detail: outcome.detail },
+          'event refused',
+        );
+        if (event && (outcome.code === 'STALE_EXECUTION' || outcome.code === 'STEP_NOT_REGISTERED'))
+          this.deps.leaseLost(event.attemptId);
+      }
+      // Every item got an answer: delivered (accepted, a duplicate, or refused for good).
+      store.markSent(events.map((e) => e.eventId));
+    }
+  }
+}
