@@ -28,13 +28,13 @@ import { JetStreamPublisher } from './adapters/outbound/nats/jetStreamPublisher.
 import { PostgresCallbackQueue } from './adapters/outbound/postgres/callbackQueue.ts';
 import { connectDatabase, type Sql } from './adapters/outbound/postgres/database.ts';
 import { PostgresDefinitionStore } from './adapters/outbound/postgres/definitionStore.ts';
+import { PostgresFactStore } from './adapters/outbound/postgres/factStore.ts';
 import { PostgresGrantStore } from './adapters/outbound/postgres/grantStore.ts';
 import { PostgresIdentityStore } from './adapters/outbound/postgres/identityStore.ts';
 import { loadMigrations, migrationsCurrent } from './adapters/outbound/postgres/migrate.ts';
 import { ClaimableRows, PostgresOutboxQueue } from './adapters/outbound/postgres/outboxQueue.ts';
 import { PostgresRegistryStore } from './adapters/outbound/postgres/registryStore.ts';
 import { PostgresStatusReads } from './adapters/outbound/postgres/statusReads.ts';
-import { PostgresStatusStore } from './adapters/outbound/postgres/statusStore.ts';
 import { PostgresTaskStore } from './adapters/outbound/postgres/taskStore.ts';
 import { PostgresWorkerStore } from './adapters/outbound/postgres/workerStore.ts';
 import { CentrifugoApiPublisher, gatewayPublisher } from './adapters/outbound/realtime/publishers.ts';
@@ -165,7 +165,7 @@ export async function startServer(
   const schemas = new AjvJsonSchemaValidator();
   const definitionStore = new PostgresDefinitionStore(sql);
   const tasks = new PostgresTaskStore(sql);
-  const statusStore = new PostgresStatusStore(sql);
+  const statusStore = new PostgresFactStore(sql);
   const outboxQueue = new PostgresOutboxQueue(sql);
   // Domain events go to NATS, or to a publisher the embedder gives; with neither, none are written.
   const signal = new OutboxWakeup(sql, Boolean(overrides.publisher || config.natsUrl));

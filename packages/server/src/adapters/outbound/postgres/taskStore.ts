@@ -2,7 +2,7 @@ import type { TaskState } from '../../../core/facts/records.ts';
 import type { TaskListFilter, TaskStore } from '../../../core/tasks/ports.ts';
 import type { Sql } from './database.ts';
 import { type ExecutionRow, type StepRow, type TaskRow, toExecution, toStep, toTask } from './rows.ts';
-import { loadTaskState } from './statusStore.ts';
+import { loadTaskState } from './transactionReads.ts';
 
 /** Reads of tasks for the public API (writes go through the status store). */
 export class PostgresTaskStore implements TaskStore {
