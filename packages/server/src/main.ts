@@ -26,6 +26,7 @@ import { httpResourceProvider } from './adapters/outbound/http/resourceProvider.
 import { AjvJsonSchemaValidator } from './adapters/outbound/jsonschema/ajvValidator.ts';
 import { JetStreamPublisher } from './adapters/outbound/nats/jetStreamPublisher.ts';
 import { PostgresCallbackQueue } from './adapters/outbound/postgres/callbackQueue.ts';
+import { PostgresDashboardReads } from './adapters/outbound/postgres/dashboardReads.ts';
 import { connectDatabase, type Sql } from './adapters/outbound/postgres/database.ts';
 import { PostgresDefinitionStore } from './adapters/outbound/postgres/definitionStore.ts';
 import { PostgresFactStore } from './adapters/outbound/postgres/factStore.ts';
@@ -301,7 +302,7 @@ export async function startServer(
     adminToken: config.adminToken,
     authenticator,
   });
-  registerRunRoutes(app, { authenticator, sql, callbacks: callbackQueue, clock });
+  registerRunRoutes(app, { authenticator, runs: tasks, callbacks: callbackQueue, clock });
   const statusReads = new PostgresStatusReads(sql);
   gateway.attach(app.server);
   registerRealtimeRoutes(app, {
@@ -325,7 +326,8 @@ export async function startServer(
     definitions: { store: definitionStore, schemas, clock, ids },
   });
   registerDashboardRoutes(app, {
-    sql,
+    reads: new PostgresDashboardReads(sql),
+    runs: tasks,
     callbacks: callbackQueue,
     pipeline: { outbox: outboxQueue.rows, realtime: realtimeRows, callbacks: callbackQueue.rows },
     adminToken: config.adminToken,
