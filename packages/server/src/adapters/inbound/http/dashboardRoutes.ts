@@ -239,10 +239,7 @@ export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDep
     const definitions = await deps.reads.workflowDefinitions();
     return {
       items: definitions.map((d) => ({
-        id: d.id,
-        name: d.name,
-        version: d.version,
-        tenantName: d.tenantName,
+        ...d,
         steps: d.steps.map((s) => ({
           key: s.key,
           capability: s.capability ?? null,
