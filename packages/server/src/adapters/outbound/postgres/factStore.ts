@@ -196,6 +196,7 @@ export function factStatements(writes: FactWriteSet[]): RowStatement[] {
 
 const retryableCodes = new Set(['40P01', '40001']);
 
+/** The fact store, with the heartbeat path's reads and lease renewals that run outside a transaction. */
 export class PostgresFactStore implements StatusStore {
   constructor(private readonly sql: Sql) {}
 

@@ -148,6 +148,7 @@ export async function renewLeases(sql: Sql, updates: HeartbeatUpdate[], now: Dat
   return new Set(rows.map((r) => r.attempt_id));
 }
 
+/** The steps holding the attempts, with whether their execution is still the task's current one. */
 export async function probeAttempts(sql: Sql, attemptIds: string[]): Promise<HeartbeatProbe[]> {
   const rows = await sql<
     {
@@ -175,6 +176,7 @@ export async function probeAttempts(sql: Sql, attemptIds: string[]): Promise<Hea
   }));
 }
 
+/** Tasks with a healthy running step past its heartbeat deadline (soonest deadlines first). */
 export async function overdueTasks(sql: Sql, now: Date, limit: number): Promise<string[]> {
   const rows = await sql<{ task_id: string }[]>`
       SELECT DISTINCT task_id FROM (
