@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { factStatements, mergeWrites } from '../src/adapters/outbound/postgres/statusStore.ts';
+import { factStatements } from '../src/adapters/outbound/postgres/factStore.ts';
+import { mergeWrites } from '../src/adapters/outbound/postgres/mergeWrites.ts';
 import type { FactWriteSet } from '../src/core/facts/writeSet.ts';
 
 // Only the fields the merge looks at matter here; the rest of each record is carried along untouched.

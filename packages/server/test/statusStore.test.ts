@@ -7,18 +7,18 @@ import { newId } from '@tdp/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Harness, startHarness } from '../../../test/harness.ts';
 import { TcpProxy } from '../../../test/tcpProxy.ts';
-import { PostgresStatusStore } from '../src/adapters/outbound/postgres/statusStore.ts';
+import { PostgresFactStore } from '../src/adapters/outbound/postgres/factStore.ts';
 import type { FactWriteSet } from '../src/core/facts/writeSet.ts';
 import { connectDatabase } from '../src/main.ts';
 
 let h: Harness;
 let sql: ReturnType<typeof connectDatabase>;
-let store: PostgresStatusStore;
+let store: PostgresFactStore;
 
 beforeAll(async () => {
   h = await startHarness();
   sql = connectDatabase({ url: h.databaseUrl, maxConnections: 4 });
-  store = new PostgresStatusStore(sql);
+  store = new PostgresFactStore(sql);
 });
 afterAll(async () => {
   await sql.end();
@@ -91,7 +91,7 @@ describe('status store transactions', () => {
     const url = new URL(h.databaseUrl);
     url.port = String(proxy.port);
     const single = connectDatabase({ url: url.toString(), maxConnections: 1 });
-    const cutStore = new PostgresStatusStore(single);
+    const cutStore = new PostgresFactStore(single);
     try {
       let readOnce!: () => void;
       const read = new Promise<void>((resolve) => (readOnce = resolve));

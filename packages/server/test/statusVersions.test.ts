@@ -5,10 +5,8 @@ import { newId } from '@tdp/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Harness, startHarness } from '../../../test/harness.ts';
 import { coordinator, documentSteps } from '../../../test/statusFixture.ts';
-import {
-  beginStatusTransaction,
-  currentStepsOfTasks,
-} from '../src/adapters/outbound/postgres/statusStore.ts';
+import { beginStatusTransaction } from '../src/adapters/outbound/postgres/factStore.ts';
+import { currentStepsOfTasks } from '../src/adapters/outbound/postgres/transactionReads.ts';
 import { connectDatabase } from '../src/main.ts';
 
 let h: Harness;

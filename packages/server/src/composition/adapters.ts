@@ -7,14 +7,15 @@ import { InProcessBus } from '../adapters/outbound/bus/inProcessBus.ts';
 import { AjvJsonSchemaValidator } from '../adapters/outbound/jsonschema/ajvValidator.ts';
 import { JetStreamPublisher } from '../adapters/outbound/nats/jetStreamPublisher.ts';
 import { PostgresCallbackQueue } from '../adapters/outbound/postgres/callbackQueue.ts';
+import { PostgresDashboardReads } from '../adapters/outbound/postgres/dashboardReads.ts';
 import { connectDatabase } from '../adapters/outbound/postgres/database.ts';
 import { PostgresDefinitionStore } from '../adapters/outbound/postgres/definitionStore.ts';
+import { PostgresFactStore } from '../adapters/outbound/postgres/factStore.ts';
 import { PostgresIdentityStore } from '../adapters/outbound/postgres/identityStore.ts';
 import { loadMigrations } from '../adapters/outbound/postgres/migrate.ts';
 import { ClaimableRows, PostgresOutboxQueue } from '../adapters/outbound/postgres/outboxQueue.ts';
 import { PostgresRegistryStore } from '../adapters/outbound/postgres/registryStore.ts';
 import { PostgresStatusReads } from '../adapters/outbound/postgres/statusReads.ts';
-import { PostgresStatusStore } from '../adapters/outbound/postgres/statusStore.ts';
 import { PostgresTaskStore } from '../adapters/outbound/postgres/taskStore.ts';
 import { PostgresWorkerStore } from '../adapters/outbound/postgres/workerStore.ts';
 import { JoseUserTokens } from '../adapters/outbound/tokens/userTokens.ts';
@@ -100,11 +101,12 @@ export async function connectAdapters(config: ServerConfig, overrides: ServerDep
     schemas: new AjvJsonSchemaValidator(),
     definitionStore: new PostgresDefinitionStore(sql),
     tasks: new PostgresTaskStore(sql),
-    statusStore: new PostgresStatusStore(sql),
+    statusStore: new PostgresFactStore(sql),
     registryStore: new PostgresRegistryStore(sql),
     workerStore: new PostgresWorkerStore(sql),
     callbackQueue: new PostgresCallbackQueue(sql),
     statusReads: new PostgresStatusReads(sql),
+    dashboardReads: new PostgresDashboardReads(sql),
     userTokens: new JoseUserTokens(config.secretKeyring),
     outboxQueue,
     realtimeRows,

@@ -58,7 +58,7 @@ export async function createApi(config: ServerConfig, a: Adapters, uses: UseCase
     adminToken: config.adminToken,
     authenticator,
   });
-  registerRunRoutes(app, { authenticator, sql, callbacks: a.callbackQueue, clock });
+  registerRunRoutes(app, { authenticator, runs: a.tasks, callbacks: a.callbackQueue, clock });
   gateway.attach(app.server);
   registerRealtimeRoutes(app, {
     authenticator,
@@ -80,7 +80,8 @@ export async function createApi(config: ServerConfig, a: Adapters, uses: UseCase
     definitions: { store: a.definitionStore, schemas, clock, ids },
   });
   registerDashboardRoutes(app, {
-    sql,
+    reads: a.dashboardReads,
+    runs: a.tasks,
     callbacks: a.callbackQueue,
     pipeline: { outbox: a.outboxQueue.rows, realtime: a.realtimeRows, callbacks: a.callbackQueue.rows },
     adminToken: config.adminToken,

@@ -13,16 +13,16 @@ import type { TaskState } from '../../../core/facts/records.ts';
 import { toTaskView } from '../../../core/facts/views.ts';
 import { AppError } from '../../../core/shared/errors.ts';
 import type { Clock } from '../../../core/shared/ports.ts';
-import type { PostgresCallbackQueue } from '../../outbound/postgres/callbackQueue.ts';
-import type { Sql } from '../../outbound/postgres/database.ts';
-import type { ClaimableRows } from '../../outbound/postgres/outboxQueue.ts';
+import type { CallbackDeliveries, DashboardReads, PipelineRows, TaskRunReads } from './ports.ts';
 import { callbackLogOf, timelineOf } from './runRoutes.ts';
 
 export interface DashboardDeps {
-  sql: Sql;
-  callbacks: PostgresCallbackQueue;
+  reads: DashboardReads;
+  /** A task's timeline. */
+  runs: TaskRunReads;
+  callbacks: CallbackDeliveries;
   /** The three outbox-like tables, for the pipeline health page. */
-  pipeline: { outbox: ClaimableRows; realtime: ClaimableRows; callbacks: ClaimableRows };
+  pipeline: { outbox: PipelineRows; realtime: PipelineRows; callbacks: PipelineRows };
   adminToken: string;
   /** Signs operator sessions (derived from the keyring). */
   sessionKey: Uint8Array;
@@ -123,54 +123,21 @@ export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDep
       if (applicationId && !/^[0-9a-f-]{36}$/i.test(applicationId))
         throw new AppError('VALIDATION_FAILED', 'applicationId must be a UUID');
       const limit = Math.min(Math.max(Number(request.query.limit ?? 100) || 100, 1), 500);
-      const sql = deps.sql;
-      const byApplication = applicationId ? sql`AND t.application_id = ${applicationId}` : sql``;
-      const byWorkflow = workflow ? sql`AND t.workflow_name = ${workflow}` : sql``;
-      const byStatus = status ? sql`AND t.lifecycle_status = ${status}` : sql``;
-      const [items, counts, applications, workflows] = await Promise.all([
-        sql`
-          SELECT t.id, t.tenant_id, t.application_id, a.name AS application_name, t.workflow_name,
-                 t.workflow_version, t.name, t.lifecycle_status, t.health, t.version, t.failure,
-                 t.created_at, t.updated_at, t.started_at, t.finished_at, e.progress, e.number AS execution_number
-          FROM task t
-          JOIN execution e ON e.id = t.current_execution_id
-          JOIN application a ON a.id = t.application_id
-          WHERE true ${byApplication} ${byWorkflow} ${byStatus}
-          ORDER BY t.id DESC
-          LIMIT ${limit}`,
-        sql<{ lifecycle_status: string; n: number }[]>`
-          SELECT t.lifecycle_status, count(*)::int AS n FROM task t
-          WHERE true ${byApplication} ${byWorkflow}
-          GROUP BY t.lifecycle_status`,
-        sql`SELECT id, name, tenant_id FROM application ORDER BY name`,
-        sql<{ workflow_name: string }[]>`
-          SELECT DISTINCT name AS workflow_name FROM workflow_definition ORDER BY name`,
-      ]);
+      const page = await deps.reads.tasks({ status, applicationId, workflow, limit });
       return {
-        items: items.map((t) => ({
-          id: t.id,
-          tenantId: t.tenant_id,
-          applicationId: t.application_id,
-          applicationName: t.application_name,
-          workflowName: t.workflow_name,
-          workflowVersion: t.workflow_version,
-          name: t.name,
-          lifecycleStatus: t.lifecycle_status,
-          health: t.health,
+        items: page.items.map((t) => ({
+          ...t,
           version: String(t.version),
-          progress: t.progress,
-          executionNumber: t.execution_number,
-          failure: t.failure,
-          createdAt: t.created_at.toISOString(),
-          updatedAt: t.updated_at.toISOString(),
-          startedAt: t.started_at?.toISOString() ?? null,
-          finishedAt: t.finished_at?.toISOString() ?? null,
+          createdAt: t.createdAt.toISOString(),
+          updatedAt: t.updatedAt.toISOString(),
+          startedAt: t.startedAt?.toISOString() ?? null,
+          finishedAt: t.finishedAt?.toISOString() ?? null,
         })),
         counts: Object.fromEntries(
-          statuses.map((s) => [s, counts.find((c) => c.lifecycle_status === s)?.n ?? 0]),
+          statuses.map((s) => [s, page.counts.find((c) => c.lifecycleStatus === s)?.n ?? 0]),
         ),
-        applications: applications.map((a) => ({ id: a.id, name: a.name, tenantId: a.tenant_id })),
-        workflows: workflows.map((w) => w.workflow_name),
+        applications: page.applications,
+        workflows: page.workflows,
       };
     },
   );
@@ -186,15 +153,8 @@ export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDep
       const view = toTaskView(state);
       const [reasons, attempts, timeline, callbacks] = await Promise.all([
         deps.unschedulableReasons(id),
-        deps.sql`
-          SELECT a.id, s.step_key, s.attempt, a.worker_id, w.name AS worker_name, w.node_id, a.lease_version,
-                 a.created_at, a.revoked_at, s.status, s.started_at, s.finished_at
-          FROM attempt a
-          JOIN step s ON s.id = a.step_id
-          LEFT JOIN worker w ON w.id = a.worker_id
-          WHERE a.task_id = ${id}
-          ORDER BY a.created_at`,
-        timelineOf(deps.sql, id),
+        deps.reads.attempts(id),
+        timelineOf(deps.runs, id),
         callbackLogOf(deps.callbacks, id),
       ]);
       return {
@@ -215,18 +175,11 @@ export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDep
           capability: s.capability ?? null,
         })),
         attempts: attempts.map((a) => ({
-          id: a.id,
-          stepKey: a.step_key,
-          attempt: a.attempt,
-          workerId: a.worker_id,
-          workerName: a.worker_name,
-          nodeId: a.node_id,
-          leaseVersion: a.lease_version,
-          status: a.status,
-          createdAt: a.created_at.toISOString(),
-          startedAt: a.started_at?.toISOString() ?? null,
-          finishedAt: a.finished_at?.toISOString() ?? null,
-          revokedAt: a.revoked_at?.toISOString() ?? null,
+          ...a,
+          createdAt: a.createdAt.toISOString(),
+          startedAt: a.startedAt?.toISOString() ?? null,
+          finishedAt: a.finishedAt?.toISOString() ?? null,
+          revokedAt: a.revokedAt?.toISOString() ?? null,
         })),
         timeline,
         callbacks,
@@ -235,25 +188,16 @@ export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDep
   );
 
   app.get('/dashboard/api/workers', { schema: hidden, onRequest }, async () => {
-    const [workers, queued] = await Promise.all([
-      deps.listWorkers(),
-      deps.sql`
-        SELECT r.task_id, t.name AS task_name, s.step_key, s.capability, s.capability_version, r.reasons, r.created_at
-        FROM scheduling_request r
-        JOIN step s ON s.id = r.step_id
-        JOIN task t ON t.id = r.task_id
-        WHERE r.status = 'PENDING'
-        ORDER BY r.created_at LIMIT 200`,
-    ]);
+    const [workers, queued] = await Promise.all([deps.listWorkers(), deps.reads.queuedSteps()]);
     return {
       workers,
       queued: queued.map((q) => ({
-        taskId: q.task_id,
-        taskName: q.task_name,
-        stepKey: q.step_key,
-        capability: `${q.capability}@${q.capability_version}`,
+        taskId: q.taskId,
+        taskName: q.taskName,
+        stepKey: q.stepKey,
+        capability: `${q.capability}@${q.capabilityVersion}`,
         reasons: q.reasons,
-        waitingSince: q.created_at.toISOString(),
+        waitingSince: q.createdAt.toISOString(),
       })),
     };
   });
@@ -261,7 +205,7 @@ export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDep
   app.get('/dashboard/api/health', { schema: hidden, onRequest }, async () => {
     const now = deps.clock.now();
     // Waiting = claimable or claimed now; DEAD = gave up. Counted the way the metrics count them.
-    const line = async (rows: ClaimableRows) => {
+    const line = async (rows: PipelineRows) => {
       const [counts, oldestSeconds] = await Promise.all([
         rows.countByStatus(),
         rows.oldestUnpublishedAgeSeconds(now),
@@ -273,45 +217,35 @@ export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDep
         oldestAgeMs: waiting > 0 ? oldestSeconds * 1000 : null,
       };
     };
-    const [outbox, realtime, callbacks, [stale], [queued]] = await Promise.all([
+    const [outbox, realtime, callbacks, { staleSteps, queued }] = await Promise.all([
       line(deps.pipeline.outbox),
       line(deps.pipeline.realtime),
       line(deps.pipeline.callbacks),
-      deps.sql<
-        { n: number }[]
-      >`SELECT count(*)::int AS n FROM step WHERE health = 'STALE' AND status = 'RUNNING'`,
-      deps.sql<{ n: number; oldest: Date | null }[]>`
-        SELECT count(*)::int AS n, min(created_at) AS oldest FROM scheduling_request WHERE status = 'PENDING'`,
+      deps.reads.stepHealth(),
     ]);
     return {
       outbox,
       realtime,
       callbacks,
-      staleSteps: stale?.n ?? 0,
+      staleSteps,
       queuedSteps: {
-        count: queued?.n ?? 0,
-        oldestAgeMs: queued?.oldest ? Math.max(0, now.getTime() - queued.oldest.getTime()) : null,
+        count: queued.count,
+        oldestAgeMs: queued.oldest ? Math.max(0, now.getTime() - queued.oldest.getTime()) : null,
       },
     };
   });
 
   app.get('/dashboard/api/workflow-definitions', { schema: hidden, onRequest }, async () => {
-    const rows = await deps.sql`
-      SELECT d.id, d.name, d.version, d.steps, d.published_at, t.name AS tenant_name
-      FROM workflow_definition d JOIN tenant t ON t.id = d.tenant_id
-      ORDER BY d.name, d.published_at DESC`;
+    const definitions = await deps.reads.workflowDefinitions();
     return {
-      items: rows.map((d) => ({
-        id: d.id,
-        name: d.name,
-        version: d.version,
-        tenantName: d.tenant_name,
-        steps: (d.steps as { key: string; capability?: string; dependsOn?: string[] }[]).map((s) => ({
+      items: definitions.map((d) => ({
+        ...d,
+        steps: d.steps.map((s) => ({
           key: s.key,
           capability: s.capability ?? null,
           dependsOn: s.dependsOn ?? [],
         })),
-        publishedAt: d.published_at.toISOString(),
+        publishedAt: d.publishedAt.toISOString(),
       })),
     };
   });

@@ -3,14 +3,18 @@ import { Type } from 'typebox';
 import type { ApiKeyAuthenticator } from '../../../core/identity/authenticate.ts';
 import { AppError } from '../../../core/shared/errors.ts';
 import type { Clock } from '../../../core/shared/ports.ts';
-import type { PostgresCallbackQueue } from '../../outbound/postgres/callbackQueue.ts';
-import type { Sql } from '../../outbound/postgres/database.ts';
+import type { CallbackDeliveries, TaskRunReads } from './ports.ts';
 import { problemResponses, Uuid } from './schemas.ts';
 
 /** The timeline and callback log of a task, and redelivery of a callback. */
 export function registerRunRoutes(
   app: FastifyInstance,
-  deps: { authenticator: ApiKeyAuthenticator; sql: Sql; callbacks: PostgresCallbackQueue; clock: Clock },
+  deps: {
+    authenticator: ApiKeyAuthenticator;
+    runs: TaskRunReads;
+    callbacks: CallbackDeliveries;
+    clock: Clock;
+  },
 ): void {
   async function application(request: FastifyRequest) {
     const token = /^Bearer\s+(\S+)$/i.exec(request.headers.authorization ?? '')?.[1];
@@ -21,9 +25,8 @@ export function registerRunRoutes(
   }
   async function ownTask(request: FastifyRequest, taskId: string) {
     const principal = await application(request);
-    const [row] =
-      await deps.sql`SELECT 1 FROM task WHERE id = ${taskId} AND application_id = ${principal.applicationId}`;
-    if (!row) throw new AppError('TASK_NOT_FOUND', `task ${taskId} does not exist`);
+    if (!(await deps.runs.isApplicationTask(principal.applicationId, taskId)))
+      throw new AppError('TASK_NOT_FOUND', `task ${taskId} does not exist`);
     return principal;
   }
   const tags = ['tasks'];
@@ -41,7 +44,7 @@ export function registerRunRoutes(
     },
     async (request) => {
       await ownTask(request, request.params.id);
-      return { items: await timelineOf(deps.sql, request.params.id) };
+      return { items: await timelineOf(deps.runs, request.params.id) };
     },
   );
 
@@ -83,21 +86,18 @@ export function registerRunRoutes(
 }
 
 /** A task's milestones in order (the API's timeline and the dashboard's). */
-export async function timelineOf(sql: Sql, taskId: string) {
-  const rows = await sql<
-    { kind: string; message: string; data: Record<string, unknown>; at: Date; execution_id: string }[]
-  >`SELECT kind, message, data, at, execution_id FROM timeline WHERE task_id = ${taskId} ORDER BY position`;
-  return rows.map((r) => ({
+export async function timelineOf(runs: TaskRunReads, taskId: string) {
+  return (await runs.timeline(taskId)).map((r) => ({
     kind: r.kind,
     message: r.message,
     data: r.data,
-    executionId: r.execution_id,
+    executionId: r.executionId,
     at: r.at.toISOString(),
   }));
 }
 
 /** A task's callback deliveries with their outcome (the API's delivery log and the dashboard's). */
-export async function callbackLogOf(callbacks: PostgresCallbackQueue, taskId: string) {
+export async function callbackLogOf(callbacks: CallbackDeliveries, taskId: string) {
   return (await callbacks.forTask(taskId)).map((r) => ({
     id: r.id,
     sequence: r.sequence,

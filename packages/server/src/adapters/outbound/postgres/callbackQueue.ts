@@ -1,5 +1,6 @@
 import type { CallbackQueue, ClaimedCallback } from '../../../core/callbacks/sendCallbacks.ts';
 import { afterFailure } from '../../../core/outbox/policy.ts';
+import type { CallbackDeliveryRow } from '../../inbound/http/ports.ts';
 import type { Sql } from './database.ts';
 import { ClaimableRows } from './outboxQueue.ts';
 
@@ -57,17 +58,7 @@ export class PostgresCallbackQueue implements CallbackQueue {
 
   async forTask(taskId: string) {
     return this.sql<
-      {
-        id: string;
-        sequence: number;
-        event_type: string;
-        status: string;
-        attempts: number;
-        response_status: number | null;
-        last_error: string | null;
-        created_at: Date;
-        published_at: Date | null;
-      }[]
+      CallbackDeliveryRow[]
     >`SELECT id, sequence, event_type, status, attempts, response_status, last_error, created_at, published_at
       FROM callback_delivery WHERE task_id = ${taskId} ORDER BY execution_id, sequence`;
   }

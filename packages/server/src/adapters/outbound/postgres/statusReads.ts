@@ -8,8 +8,8 @@ import type {
 import type { StatusReads, Viewer } from '../../../core/status/ports.ts';
 import { type Sql, transaction } from './database.ts';
 import { type TaskRow, toWorkflow, type WorkflowRow } from './rows.ts';
-import { loadTaskState } from './statusStore.ts';
 import { PostgresTaskStore } from './taskStore.ts';
+import { loadTaskState } from './transactionReads.ts';
 
 interface EventRow {
   id: string;

@@ -1,12 +1,33 @@
 import type { TaskState } from '../../../core/facts/records.ts';
 import type { TaskListFilter, TaskStore } from '../../../core/tasks/ports.ts';
+import type { TaskRunReads, TimelineEntry } from '../../inbound/http/ports.ts';
 import type { Sql } from './database.ts';
 import { type ExecutionRow, type StepRow, type TaskRow, toExecution, toStep, toTask } from './rows.ts';
-import { loadTaskState } from './statusStore.ts';
+import { loadTaskState } from './transactionReads.ts';
 
-/** Reads of tasks for the public API (writes go through the status store). */
-export class PostgresTaskStore implements TaskStore {
+/** Reads of tasks for the public API (writes go through the fact store). */
+export class PostgresTaskStore implements TaskStore, TaskRunReads {
   constructor(private readonly sql: Sql) {}
+
+  async isApplicationTask(applicationId: string, taskId: string): Promise<boolean> {
+    const [row] = await this
+      .sql`SELECT 1 FROM task WHERE id = ${taskId} AND application_id = ${applicationId}`;
+    return row !== undefined;
+  }
+
+  /** A task's milestones in order (the API's timeline and the dashboard's). */
+  async timeline(taskId: string): Promise<TimelineEntry[]> {
+    const rows = await this.sql<
+      { kind: string; message: string; data: Record<string, unknown>; at: Date; execution_id: string }[]
+    >`SELECT kind, message, data, at, execution_id FROM timeline WHERE task_id = ${taskId} ORDER BY position`;
+    return rows.map((r) => ({
+      kind: r.kind,
+      message: r.message,
+      data: r.data,
+      at: r.at,
+      executionId: r.execution_id,
+    }));
+  }
 
   async getTask(applicationId: string, taskId: string): Promise<TaskState | null> {
     const [task] = await this.sql<

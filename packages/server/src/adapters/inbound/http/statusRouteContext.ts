@@ -1,0 +1,73 @@
+/**
+ * What every status route shares: its deps, who is calling (an API key, a user token or an execution
+ * token), and the OpenAPI tags.
+ */
+import type { FastifyRequest } from 'fastify';
+import type { ApiKeyAuthenticator } from '../../../core/identity/authenticate.ts';
+import type { ApplicationPrincipal } from '../../../core/identity/ports.ts';
+import { AppError } from '../../../core/shared/errors.ts';
+import type { StatusDeps } from '../../../core/status/deps.ts';
+import type { UserPrincipal, UserTokens } from '../../../core/status/ports.ts';
+import type { ReadDeps, Reader } from '../../../core/status/reads.ts';
+
+export interface StatusRouteDeps {
+  authenticator: ApiKeyAuthenticator;
+  status: StatusDeps;
+  reads: ReadDeps;
+  userTokens: UserTokens;
+}
+
+export type Caller =
+  | { kind: 'application'; principal: ApplicationPrincipal }
+  | { kind: 'user'; principal: UserPrincipal }
+  | { kind: 'token'; token: string };
+
+function bearer(request: FastifyRequest): string | null {
+  const match = /^Bearer\s+(\S+)$/i.exec(request.headers.authorization ?? '');
+  return match?.[1] ?? null;
+}
+
+export const unauthenticated = (request: FastifyRequest, detail: string) =>
+  new AppError('UNAUTHENTICATED', `${detail} (${request.method} ${request.url.split('?')[0]})`);
+
+export const security = [{ apiKey: [] }];
+export const tags = ['status'];
+
+export interface StatusCallers {
+  /** Who sent the request; null without a bearer token. */
+  caller(request: FastifyRequest): Promise<Caller | null>;
+  /** The application of the API key (401 otherwise). */
+  application(request: FastifyRequest): Promise<ApplicationPrincipal>;
+  /** An application or a user (401 otherwise). */
+  reader(request: FastifyRequest): Promise<Reader>;
+}
+
+export function statusCallers(deps: StatusRouteDeps): StatusCallers {
+  /** API keys start with `tdp_`; anything else is a token (a user token first, then an execution token). */
+  async function caller(request: FastifyRequest): Promise<Caller | null> {
+    const token = bearer(request);
+    if (!token) return null;
+    if (token.startsWith('tdp_')) {
+      const principal = await deps.authenticator.authenticate(token);
+      if (!principal) throw unauthenticated(request, 'the API key is not valid');
+      return { kind: 'application', principal };
+    }
+    const user = await deps.userTokens.verify(token, deps.status.clock.now());
+    return user ? { kind: 'user', principal: user } : { kind: 'token', token };
+  }
+
+  async function application(request: FastifyRequest): Promise<ApplicationPrincipal> {
+    const who = await caller(request);
+    if (who?.kind !== 'application')
+      throw unauthenticated(request, 'send your API key as "Authorization: Bearer <key>"');
+    return who.principal;
+  }
+
+  async function reader(request: FastifyRequest): Promise<Reader> {
+    const who = await caller(request);
+    if (who?.kind === 'application' || who?.kind === 'user') return who.principal;
+    throw unauthenticated(request, 'send an API key or a user token');
+  }
+
+  return { caller, application, reader };
+}

@@ -1,0 +1,268 @@
+/**
+ * The fact store: runs a fact session's transaction and commits its write set. What each table's rows
+ * look like, and the statements that write them, live in the table files (taskTables, stepTables,
+ * attemptTables, eventTables, outboxTables, workerCommandTables, schedulingTables); the reads a fact
+ * makes inside its transaction in transactionReads.
+ */
+import type { FactTransaction } from '../../../core/facts/ports.ts';
+import type { FactWriteSet } from '../../../core/facts/writeSet.ts';
+import type { HeartbeatUpdate, StatusStore } from '../../../core/status/ports.ts';
+import {
+  attemptByHandle,
+  attemptById,
+  attemptsByHandle,
+  attemptsById,
+  pushAttemptStatements,
+} from './attemptTables.ts';
+import { type Queryable, type Sql, type TxSql, transaction } from './database.ts';
+import {
+  findDedup,
+  findDedups,
+  findIdempotency,
+  pushEventStatements,
+  pushIdempotencyStatement,
+} from './eventTables.ts';
+import { mergeWrites } from './mergeWrites.ts';
+import { pushCallbackStatements, pushOutboxStatements } from './outboxTables.ts';
+import { type RowStatement, runAll } from './recordset.ts';
+import {
+  claimSchedulingRequests,
+  deferSchedulingRequests,
+  pushSchedulingRequestStatements,
+  pushTimelineStatements,
+  pushTimerStatements,
+} from './schedulingTables.ts';
+import { overdueTasks, probeAttempts, pushStepStatements, renewLeases } from './stepTables.ts';
+import { pushTaskStatements } from './taskTables.ts';
+import {
+  aclOf,
+  advisoryLocks,
+  countRegistrationsSince,
+  findTaskIdByClientKey,
+  findWorkflowByKey,
+  lockTask,
+  lockTaskIfFree,
+  lockTasks,
+  lockWorkflow,
+  lockWorkflows,
+} from './transactionReads.ts';
+import { pushWorkerCommandStatements } from './workerCommandTables.ts';
+
+/**
+ * Opens a status transaction. Its statements find rows by key, so each is planned once per connection
+ * (a generic plan) instead of at every execution: for `= ANY($1)` over a batch's ids PostgreSQL
+ * otherwise re-plans each time, and planning cost more than running. Sequential scans are ruled out
+ * because a generic plan made while a table is new (no statistics yet) would scan it whole for as long
+ * as the plan is kept; with them off, every key lookup plans as an index scan from the start.
+ */
+export const beginStatusTransaction =
+  'BEGIN; SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL enable_seqscan = off';
+
+class PostgresFactTransaction implements FactTransaction {
+  private readonly atCommit: FactWriteSet[] = [];
+
+  /**
+   * `tx` is the open transaction, or null for a write-only one: it may not read, and its writes go out
+   * through `writer` as one statement, atomic on its own.
+   */
+  constructor(
+    private readonly tx: TxSql | null,
+    private readonly writer: Queryable,
+  ) {}
+
+  private get sql(): TxSql {
+    if (!this.tx) throw new Error('a write-only transaction cannot read');
+    return this.tx;
+  }
+
+  writeAtCommit(writes: FactWriteSet[]): void {
+    this.atCommit.push(...writes);
+  }
+
+  /** Starts the writes kept for the commit; the caller sends COMMIT right behind them. */
+  sendAtCommit(): Promise<unknown> | null {
+    return this.atCommit.length > 0 ? this.send(this.atCommit.splice(0)) : null;
+  }
+
+  async claimSchedulingRequests(now: Date, limit: number) {
+    return claimSchedulingRequests(this.sql, now, limit);
+  }
+
+  async deferSchedulingRequests(requests: { id: string; reasons: string[] }[], availableAt: Date) {
+    await deferSchedulingRequests(this.sql, requests, availableAt);
+  }
+
+  async advisoryLocks(keys: string[]) {
+    return advisoryLocks(this.sql, keys);
+  }
+
+  async lockTask(taskId: string) {
+    return lockTask(this.sql, taskId);
+  }
+
+  async lockTaskIfFree(taskId: string) {
+    return lockTaskIfFree(this.sql, taskId);
+  }
+
+  async lockTasks(taskIds: string[], options: { workflows?: boolean } = {}) {
+    return lockTasks(this.sql, taskIds, options);
+  }
+
+  async lockWorkflows(workflowIds: string[]) {
+    return lockWorkflows(this.sql, workflowIds);
+  }
+
+  async lockWorkflow(workflowId: string) {
+    return lockWorkflow(this.sql, workflowId);
+  }
+
+  async findWorkflowByKey(applicationId: string, key: string) {
+    return findWorkflowByKey(this.sql, applicationId, key);
+  }
+
+  async findTaskIdByClientKey(workflowId: string, clientTaskKey: string) {
+    return findTaskIdByClientKey(this.sql, workflowId, clientTaskKey);
+  }
+
+  async findDedup(eventId: string) {
+    return findDedup(this.sql, eventId);
+  }
+
+  async findDedups(eventIds: string[]) {
+    return findDedups(this.sql, eventIds);
+  }
+
+  async findAttempt(attemptId: string) {
+    return attemptById(this.sql, attemptId);
+  }
+
+  async findAttemptByHandle(handleHash: Buffer) {
+    return attemptByHandle(this.sql, handleHash);
+  }
+
+  findAttemptsByHandle(hashes: Buffer[]) {
+    return attemptsByHandle(this.sql, hashes);
+  }
+
+  async acl(taskId: string) {
+    return aclOf(this.sql, taskId);
+  }
+
+  async countRegistrationsSince(taskId: string, since: Date) {
+    return countRegistrationsSince(this.sql, taskId, since);
+  }
+
+  async findIdempotency(principal: string, operation: string, key: string) {
+    return findIdempotency(this.sql, principal, operation, key);
+  }
+
+  // Written at once: only inside a transaction (a write-only one writes at commit, or not at all).
+  async write(w: FactWriteSet): Promise<void> {
+    await this.writeAll([w]);
+  }
+
+  async writeAll(writes: FactWriteSet[]): Promise<void> {
+    const sql = this.sql;
+    const statements = factStatements(writes);
+    if (statements.length > 0) await runAll(sql, statements);
+  }
+
+  /** Starts the statement that applies `writes` (one, whatever the tables) without waiting for it. */
+  private send(writes: FactWriteSet[]): Promise<unknown> {
+    const statements = factStatements(writes);
+    return statements.length > 0 ? runAll(this.writer, statements).execute() : Promise.resolve();
+  }
+}
+
+/** The statements that apply `writes`: one per table, each row once, in its last state. */
+export function factStatements(writes: FactWriteSet[]): RowStatement[] {
+  const w = mergeWrites(writes);
+  // Revocations carry the time of the first fact (the injected clock).
+  const committedAt = w.events[0]?.receivedAt ?? null;
+  const statements: RowStatement[] = [];
+  pushIdempotencyStatement(w, statements);
+  pushTaskStatements(w, statements);
+  pushStepStatements(w, statements);
+  pushAttemptStatements(w, committedAt, statements);
+  pushEventStatements(w, statements);
+  pushOutboxStatements(w, statements);
+  pushSchedulingRequestStatements(w, statements);
+  pushWorkerCommandStatements(w, statements);
+  pushTimerStatements(w, statements);
+  pushCallbackStatements(w, statements);
+  pushTimelineStatements(w, statements);
+  return statements;
+}
+
+const retryableCodes = new Set(['40P01', '40001']);
+
+/** The fact store, with the heartbeat path's reads and lease renewals that run outside a transaction. */
+export class PostgresFactStore implements StatusStore {
+  constructor(private readonly sql: Sql) {}
+
+  async renewLeases(updates: HeartbeatUpdate[], now: Date): Promise<Set<string>> {
+    return renewLeases(this.sql, updates, now);
+  }
+
+  async probeAttempts(attemptIds: string[]) {
+    return probeAttempts(this.sql, attemptIds);
+  }
+
+  attemptsByHandle(hashes: Buffer[]) {
+    return attemptsByHandle(this.sql, hashes);
+  }
+
+  async attemptsById(ids: string[]) {
+    return attemptsById(this.sql, ids);
+  }
+
+  async overdueTasks(now: Date, limit: number) {
+    return overdueTasks(this.sql, now, limit);
+  }
+
+  async transaction<T>(
+    work: (tx: FactTransaction) => Promise<T>,
+    options: { writeOnly?: boolean } = {},
+  ): Promise<T> {
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        return await (options.writeOnly ? this.writeOnly(work) : this.once(work));
+      } catch (error) {
+        const code = (error as { code?: string }).code;
+        if (attempt >= 5 || !code || !retryableCodes.has(code)) throw error;
+      }
+    }
+  }
+
+  /**
+   * One transaction in two round trips: BEGIN goes out with the first reads, and the writes the session
+   * kept for the commit go out as one statement with COMMIT right behind it. If that statement fails,
+   * the transaction is aborted and COMMIT rolls it back (PostgreSQL answers ROLLBACK, not an error), so
+   * its own failure is awaited after.
+   */
+  private async once<T>(work: (tx: FactTransaction) => Promise<T>): Promise<T> {
+    let last: Promise<unknown> | null = null;
+    const value = await transaction(
+      this.sql,
+      async (sql) => {
+        const tx = new PostgresFactTransaction(sql, sql);
+        const result = await work(tx);
+        last = tx.sendAtCommit();
+        // Observed below, once COMMIT has answered.
+        last?.catch(() => {});
+        return result;
+      },
+      beginStatusTransaction,
+    );
+    if (last) await last;
+    return value;
+  }
+
+  /** No BEGIN, no COMMIT: the writes are one statement, so one round trip (a create's). */
+  private async writeOnly<T>(work: (tx: FactTransaction) => Promise<T>): Promise<T> {
+    const tx = new PostgresFactTransaction(null, this.sql);
+    const value = await work(tx);
+    await tx.sendAtCommit();
+    return value;
+  }
+}

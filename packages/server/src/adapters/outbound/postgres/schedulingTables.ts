@@ -1,0 +1,169 @@
+/**
+ * What the scheduler and the timers work off: scheduling requests (one per step waiting for a worker),
+ * timers, and the task's timeline of milestones (columns, statements and the scheduler's reads).
+ */
+import type { ClaimedSchedulingRequest } from '../../../core/facts/ports.ts';
+import type { TxSql } from './database.ts';
+import type { MergedWrites } from './mergeWrites.ts';
+import { type Column, insertStatement, type RowStatement, updateRows, updateStatement } from './recordset.ts';
+
+const schedulingRequestColumns: Column[] = [
+  ['id', 'uuid'],
+  ['task_id', 'uuid'],
+  ['step_id', 'uuid'],
+  ['priority', 'integer'],
+  ['status', 'text'],
+  ['available_at', 'timestamptz'],
+  ['created_at', 'timestamptz'],
+  ['updated_at', 'timestamptz'],
+];
+
+const schedulingRequestDeferColumns: Column[] = [
+  ['id', 'uuid'],
+  ['reasons', 'jsonb'],
+  ['available_at', 'timestamptz'],
+  ['updated_at', 'timestamptz'],
+];
+
+const requestClosingColumns: Column[] = [
+  ['step_id', 'uuid'],
+  ['status', 'text'],
+];
+
+const timerColumns: Column[] = [
+  ['id', 'uuid'],
+  ['kind', 'text'],
+  ['task_id', 'uuid'],
+  ['step_id', 'uuid'],
+  ['payload', 'jsonb'],
+  ['available_at', 'timestamptz'],
+  ['created_at', 'timestamptz'],
+];
+
+const timelineColumns: Column[] = [
+  ['id', 'uuid'],
+  ['task_id', 'uuid'],
+  ['execution_id', 'uuid'],
+  ['kind', 'text'],
+  ['message', 'text'],
+  ['data', 'jsonb'],
+  ['at', 'timestamptz'],
+];
+
+/** New scheduling requests, then the closing of open ones. */
+export function pushSchedulingRequestStatements(w: MergedWrites, statements: RowStatement[]): void {
+  // A request closed by the batch that opened it is written closed; the others are closed by step.
+  // A step closed twice keeps its first status, as two UPDATEs in a row would.
+  const closing = new Map<string, string>();
+  for (const [status, stepIds] of w.closeSchedulingRequests)
+    for (const stepId of stepIds) if (!closing.has(stepId)) closing.set(stepId, status);
+  if (w.schedulingRequests.length > 0) {
+    statements.push(
+      insertStatement(
+        'scheduling_request',
+        schedulingRequestColumns,
+        w.schedulingRequests.map((r) => {
+          const status = closing.get(r.stepId) ?? 'PENDING';
+          closing.delete(r.stepId);
+          return {
+            id: r.id,
+            task_id: r.taskId,
+            step_id: r.stepId,
+            priority: r.priority,
+            status,
+            available_at: r.availableAt,
+            created_at: r.createdAt,
+            updated_at: r.createdAt,
+          };
+        }),
+        'ON CONFLICT (step_id) DO NOTHING',
+      ),
+    );
+  }
+  if (closing.size > 0) {
+    statements.push(
+      updateStatement(
+        'scheduling_request',
+        requestClosingColumns,
+        [...closing].map(([step_id, status]) => ({ step_id, status })),
+        {
+          match: 'step_id',
+          assignments: 'status = x.status, updated_at = now()',
+          where: "scheduling_request.status = 'PENDING'",
+        },
+      ),
+    );
+  }
+}
+
+export function pushTimerStatements(w: MergedWrites, statements: RowStatement[]): void {
+  if (w.timers.length > 0) {
+    statements.push(
+      insertStatement(
+        '"timer"',
+        timerColumns,
+        w.timers.map((t) => ({
+          id: t.id,
+          kind: t.kind,
+          task_id: t.taskId,
+          step_id: t.stepId,
+          payload: t.payload,
+          available_at: t.availableAt,
+          created_at: t.createdAt,
+        })),
+      ),
+    );
+  }
+}
+
+export function pushTimelineStatements(w: MergedWrites, statements: RowStatement[]): void {
+  if (w.timeline.length > 0) {
+    statements.push(
+      insertStatement(
+        'timeline',
+        timelineColumns,
+        w.timeline.map((m) => ({
+          id: m.id,
+          task_id: m.taskId,
+          execution_id: m.executionId,
+          kind: m.kind,
+          message: m.message,
+          data: m.data,
+          at: m.at,
+        })),
+      ),
+    );
+  }
+}
+
+export async function claimSchedulingRequests(
+  sql: TxSql,
+  now: Date,
+  limit: number,
+): Promise<ClaimedSchedulingRequest[]> {
+  const rows = await sql<{ id: string; task_id: string; step_id: string }[]>`
+      SELECT id, task_id, step_id FROM scheduling_request
+      WHERE status = 'PENDING' AND available_at <= ${now}
+      ORDER BY priority DESC, created_at
+      LIMIT ${limit}
+      FOR UPDATE SKIP LOCKED`;
+  return rows.map((r) => ({ id: r.id, taskId: r.task_id, stepId: r.step_id }));
+}
+
+export async function deferSchedulingRequests(
+  sql: TxSql,
+  requests: { id: string; reasons: string[] }[],
+  availableAt: Date,
+) {
+  await updateRows(
+    sql,
+    'scheduling_request',
+    schedulingRequestDeferColumns,
+    requests.map((r) => ({
+      id: r.id,
+      reasons: r.reasons,
+      available_at: availableAt,
+      updated_at: availableAt,
+    })),
+  );
+}
