@@ -56,6 +56,20 @@ module.exports = {
       to: { path: 'node_modules/(postgres|fastify|ioredis|nats|undici|ws|better-sqlite3|jose|ajv)/' },
     },
     {
+      name: 'routes-hold-no-sql',
+      severity: 'error',
+      comment: 'Inbound adapters (HTTP routes) read and write through ports and use cases, never the driver.',
+      from: { path: '^packages/server/src/adapters/inbound/' },
+      to: { path: 'node_modules/postgres/' },
+    },
+    {
+      name: 'outbound-adapters-not-to-inbound',
+      severity: 'error',
+      comment: 'An outbound adapter implements core ports; it never depends on an inbound adapter.',
+      from: { path: '^packages/server/src/adapters/outbound/' },
+      to: { path: '^packages/server/src/adapters/inbound/' },
+    },
+    {
       name: 'no-cross-context-use-case',
       severity: 'error',
       comment:

@@ -55,6 +55,7 @@ export async function createApi(config: ServerConfig, a: Adapters, uses: UseCase
     workers: uses.workers,
     grants: uses.grants,
     hub: uses.hub,
+    inbox: uses.status,
     adminToken: config.adminToken,
     authenticator,
   });

@@ -8,8 +8,9 @@ import { RegistryCatalog } from '../core/definitions/registries.ts';
 import type { GrantDeps } from '../core/grants/grants.ts';
 import { type ApplicationDeps, openApplicationSecrets } from '../core/identity/applications.ts';
 import { CandidateSnapshot } from '../core/scheduling/candidateSnapshot.ts';
+import { CommandHub } from '../core/scheduling/commands.ts';
 import type { DispatchDeps } from '../core/scheduling/dispatch.ts';
-import { CommandHub, type WorkerDeps } from '../core/scheduling/workers.ts';
+import type { WorkerDeps } from '../core/scheduling/workers.ts';
 import { TtlCache } from '../core/shared/ttlCache.ts';
 import type { StatusDeps } from '../core/status/deps.ts';
 import type { Adapters } from './adapters.ts';
@@ -46,7 +47,7 @@ export function useCaseDeps(config: ServerConfig, a: Adapters) {
     (error) => logger.warn({ err: error }, 'could not read the worker candidates'),
   );
   const workers: WorkerDeps = {
-    status,
+    clock,
     workers: workerStore,
     heartbeatIntervalSeconds: Math.max(
       1,

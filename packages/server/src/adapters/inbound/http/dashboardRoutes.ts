@@ -11,9 +11,14 @@ import { jwtVerify, SignJWT } from 'jose';
 import { channels } from '../../../core/facts/projections.ts';
 import type { TaskState } from '../../../core/facts/records.ts';
 import { toTaskView } from '../../../core/facts/views.ts';
+import type {
+  CallbackDeliveries,
+  DashboardReads,
+  PipelineRows,
+  TaskRunReads,
+} from '../../../core/operations/ports.ts';
 import { AppError } from '../../../core/shared/errors.ts';
 import type { Clock } from '../../../core/shared/ports.ts';
-import type { CallbackDeliveries, DashboardReads, PipelineRows, TaskRunReads } from './ports.ts';
 import { callbackLogOf, timelineOf } from './runRoutes.ts';
 
 export interface DashboardDeps {

@@ -1,9 +1,9 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import type { ApiKeyAuthenticator } from '../../../core/identity/authenticate.ts';
+import type { CallbackDeliveries, TaskRunReads } from '../../../core/operations/ports.ts';
 import { AppError } from '../../../core/shared/errors.ts';
 import type { Clock } from '../../../core/shared/ports.ts';
-import type { CallbackDeliveries, TaskRunReads } from './ports.ts';
 import { problemResponses, Uuid } from './schemas.ts';
 
 /** The timeline and callback log of a task, and redelivery of a callback. */

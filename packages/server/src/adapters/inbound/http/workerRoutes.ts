@@ -2,6 +2,7 @@ import {
   AccessGrant,
   ArtifactGrantRequest,
   CommandAcks,
+  errorCatalogue,
   Labels,
   NoContent,
   ResourceGrantRequest,
@@ -12,20 +13,20 @@ import {
 } from '@tdp/protocol';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
-import type { WorkerCommandRecord } from '../../../core/facts/records.ts';
 import { type GrantDeps, type GrantRequest, requestGrant } from '../../../core/grants/grants.ts';
 import { tokensEqual } from '../../../core/identity/apiKeys.ts';
 import type { ApiKeyAuthenticator } from '../../../core/identity/authenticate.ts';
+import { type CommandHub, CommandStream } from '../../../core/scheduling/commands.ts';
 import {
   authenticateWorkerKey,
-  type CommandHub,
   issueWorkerKey,
-  recordWorkerEvents,
   registerWorker,
   requireWorker,
   type WorkerDeps,
 } from '../../../core/scheduling/workers.ts';
 import { AppError } from '../../../core/shared/errors.ts';
+import type { StatusDeps } from '../../../core/status/deps.ts';
+import { recordWorkerEvents } from '../../../core/status/workerInbox.ts';
 import { requireAdmin } from './auth.ts';
 import { emptyBodyAsObject, IdempotencyKeyHeader, problemResponses, Uuid } from './schemas.ts';
 
@@ -44,6 +45,10 @@ export function registerWorkerRoutes(
     keepAliveMs?: number;
     /** An unacknowledged command is sent again after this long. */
     resendAfterMs?: number;
+    /** How often an open stream reads its worker's open commands. */
+    commandPollIntervalMs?: number;
+    /** The attempt inbox records a worker's events through the status service. */
+    inbox: StatusDeps;
   },
 ): void {
   const tags = ['workers'];
@@ -113,7 +118,7 @@ export function registerWorkerRoutes(
     async (request, reply) => {
       await deps.workers.workers.upsertNode(
         { id: request.params.id, ...request.body },
-        deps.workers.status.clock.now(),
+        deps.workers.clock.now(),
       );
       deps.workers.workersChanged();
       return reply.code(204).send();
@@ -155,7 +160,7 @@ export function registerWorkerRoutes(
       await requireWorker(deps.workers, await workerCredential(request), request.params.id);
       await deps.workers.workers.heartbeat(
         request.params.id,
-        deps.workers.status.clock.now(),
+        deps.workers.clock.now(),
         request.body.runtimeState ?? null,
       );
       if (request.body.runtimeState) deps.workers.workersChanged();
@@ -207,74 +212,43 @@ export function registerWorkerRoutes(
         connection: 'keep-alive',
         'x-accel-buffering': 'no',
       });
-      let sending = Promise.resolve();
-      let closed = false;
-      let firstFlush = true;
-      const resendAfterMs = deps.resendAfterMs ?? 30_000;
-      // When each unacknowledged command was last written to this stream. Commits do not arrive in id
-      // order (concurrent creates place steps too), so "sent" is remembered per id, not as a cursor.
-      const sentAt = new Map<string, number>();
       // Commands of one turn of the event loop (e.g. several creates committing together) go out in
       // one socket write: each write is a system call, and those are what a busy server spends on.
+      let closed = false;
       let unwritten: string[] = [];
       const writeOut = () => {
         const text = unwritten.join('');
         unwritten = [];
         if (!closed) raw.write(text);
       };
-      const send = (command: { id: string; type: string; payload: Record<string, unknown> }, now: number) => {
-        sentAt.set(command.id, now);
-        if (unwritten.length === 0) setImmediate(writeOut);
-        unwritten.push(
-          `id: ${command.id}\nevent: ${command.type}\ndata: ${JSON.stringify({ commandId: command.id, type: command.type, ...command.payload })}\n\n`,
-        );
-      };
-      const flush = () => {
-        sending = sending
-          .then(async () => {
-            if (closed) return;
-            const readAt = deps.workers.status.clock.now().getTime();
-            const open = await deps.workers.workers.openCommands(workerId);
-            const now = deps.workers.status.clock.now().getTime();
-            for (const command of open) {
-              const last = sentAt.get(command.id);
-              if (last === undefined && firstFlush && resumeAfter !== null && command.id <= resumeAfter)
-                sentAt.set(command.id, now);
-              else if (last === undefined || last <= now - resendAfterMs) send(command, now);
-            }
-            firstFlush = false;
-            // Acknowledged since: forget them (but not those written after this read began).
-            const stillOpen = new Set(open.map((c) => c.id));
-            for (const [id, at] of sentAt) if (!stillOpen.has(id) && at < readAt) sentAt.delete(id);
-          })
-          .catch((error) => request.log.warn({ err: error, workerId }, 'command stream flush failed'));
-      };
-      // Commands this process's dispatcher or creates just committed: written as they are, no read back.
-      const deliver = (commands: WorkerCommandRecord[]) => {
-        const write = () => {
-          if (closed) return;
-          const now = deps.workers.status.clock.now().getTime();
-          for (const command of commands) if (!sentAt.has(command.id)) send(command, now);
-        };
-        // Once the first read's backlog is out, at once: queued behind the periodic read, a command
-        // waited for that read's round trip. `sentAt` keeps the two paths from writing one twice.
-        if (!firstFlush) write();
-        else sending = sending.then(write);
-      };
-      const unlisten = deps.hub.listen(workerId, (commands) => (commands ? deliver(commands) : flush()));
+      const stream = new CommandStream(
+        {
+          store: deps.workers.workers,
+          hub: deps.hub,
+          clock: deps.workers.clock,
+          resendAfterMs: deps.resendAfterMs ?? 30_000,
+          pollIntervalMs: deps.commandPollIntervalMs ?? 1_000,
+        },
+        workerId,
+        resumeAfter,
+        (command) => {
+          if (unwritten.length === 0) setImmediate(writeOut);
+          unwritten.push(
+            `id: ${command.id}\nevent: ${command.type}\ndata: ${JSON.stringify({ commandId: command.id, type: command.type, ...command.payload })}\n\n`,
+          );
+        },
+        (error) => request.log.warn({ err: error, workerId }, 'command stream flush failed'),
+      );
       const keepAlive = setInterval(() => raw.write(': keep-alive\n\n'), deps.keepAliveMs ?? 15_000);
-      // Commands written by another server replica do not reach this process's hub: look every second.
-      const poll = setInterval(flush, 1_000);
       streams.add(raw);
       raw.on('close', () => {
         streams.delete(raw);
         closed = true;
-        unlisten();
+        stream.close();
         clearInterval(keepAlive);
-        clearInterval(poll);
       });
       raw.write(': connected\n\n');
-      flush();
+      stream.start();
     },
   );
 
@@ -295,7 +269,7 @@ export function registerWorkerRoutes(
         !(await deps.workers.workers.ackCommand(
           request.params.id,
           request.params.commandId,
-          deps.workers.status.clock.now(),
+          deps.workers.clock.now(),
         ))
       ) {
         throw new AppError('VALIDATION_FAILED', `command ${request.params.commandId} is not this worker's`);
@@ -321,7 +295,7 @@ export function registerWorkerRoutes(
       const unknown = await deps.workers.workers.ackCommands(
         request.params.id,
         request.body.commandIds,
-        deps.workers.status.clock.now(),
+        deps.workers.clock.now(),
       );
       if (unknown.length > 0) {
         throw new AppError(
@@ -356,9 +330,15 @@ export function registerWorkerRoutes(
       if (events.length === 0 && commandAcks.length === 0) {
         throw new AppError('VALIDATION_FAILED', 'send at least one event or command acknowledgement');
       }
-      const outcomes = await recordWorkerEvents(deps.workers, worker, events, commandAcks);
+      const outcomes = await recordWorkerEvents(deps.inbox, worker, events, commandAcks);
       return {
-        results: outcomes.map((o, index) => ({ index, eventId: request.body.events[index]!.eventId, ...o })),
+        results: outcomes.map((o, index) => {
+          const eventId = request.body.events[index]!.eventId;
+          if (o.ok) return { index, eventId, ...o };
+          // The inbox's own refusals carry their HTTP status; the status service's carry 0.
+          const status = o.refusedBy === 'inbox' ? errorCatalogue[o.code].status : 0;
+          return { index, eventId, ok: false, code: o.code, status, detail: o.detail };
+        }),
       };
     },
   );
@@ -424,7 +404,7 @@ export function registerWorkerRoutes(
 
 /** Worker sessions as `GET /v1/workers` and the dashboard show them, with their heartbeat age. */
 export async function listWorkerViews(deps: WorkerDeps) {
-  const now = deps.status.clock.now().getTime();
+  const now = deps.clock.now().getTime();
   return (await deps.workers.listWorkers()).map((w) => ({
     id: w.id,
     name: w.name,

@@ -1,6 +1,6 @@
 import type { CallbackQueue, ClaimedCallback } from '../../../core/callbacks/sendCallbacks.ts';
+import type { CallbackDeliveryRow } from '../../../core/operations/ports.ts';
 import { afterFailure } from '../../../core/outbox/policy.ts';
-import type { CallbackDeliveryRow } from '../../inbound/http/ports.ts';
 import type { Sql } from './database.ts';
 import { ClaimableRows } from './outboxQueue.ts';
 

@@ -6,7 +6,7 @@ import type {
   DashboardTaskFilter,
   DashboardTaskPage,
   DashboardWorkflowDefinition,
-} from '../../inbound/http/ports.ts';
+} from '../../../core/operations/ports.ts';
 import type { Sql } from './database.ts';
 
 export class PostgresDashboardReads implements DashboardReads {

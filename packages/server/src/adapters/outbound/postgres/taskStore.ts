@@ -1,6 +1,6 @@
 import type { TaskState } from '../../../core/facts/records.ts';
+import type { TaskRunReads, TimelineEntry } from '../../../core/operations/ports.ts';
 import type { TaskListFilter, TaskStore } from '../../../core/tasks/ports.ts';
-import type { TaskRunReads, TimelineEntry } from '../../inbound/http/ports.ts';
 import type { Sql } from './database.ts';
 import { type ExecutionRow, type StepRow, type TaskRow, toExecution, toStep, toTask } from './rows.ts';
 import { loadTaskState } from './transactionReads.ts';
