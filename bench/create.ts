@@ -8,11 +8,11 @@ import { Pool } from 'undici';
 import { newId } from '../packages/protocol/src/ids.ts';
 import { connectDatabase } from '../packages/server/src/main.ts';
 import { zipWorkflow } from '../test/fixtures.ts';
-import { benchDatabase, describe, runLoad, startBenchServer } from './support.ts';
+import { benchDatabase, describe, runLoad, sane, sized, startBenchServer } from './support.ts';
 
 const concurrency = 16;
-const total = Number(process.env.BENCH_CREATE_COUNT ?? 6000);
-const warmup = 500;
+const total = sized('BENCH_CREATE_COUNT', 6000, 300);
+const warmup = sized(null, 500, 50);
 
 const definition = zipWorkflow();
 
@@ -54,72 +54,93 @@ async function measureHttp(databaseUrl: string) {
 }
 
 /**
- * The floor: the very rows one created task writes (workflow, task, execution, steps, event, idempotency
- * record, outbox event, projections), copied from a task the server created, with fresh ids, in one
- * pipelined transaction per task — no HTTP, no validation.
+ * Where the rows one create writes are, found from its task `t`: every table a create can write (see
+ * `createTask` and the fact session), each possibly empty. Domain outbox rows exist only with an event
+ * bus (`domainEvents`), realtime rows only with a durable hand-off (none for the in-process gateway),
+ * timers only for steps that have them. Rows of later facts are left out (time of the create, version 1).
+ * The bench registers no worker, so a create places no step (no attempt, no worker command).
+ */
+const writtenByCreate: Record<string, string> = {
+  workflow: 'x.id = t.workflow_id',
+  task: 'x.id = t.id',
+  execution: 'x.task_id = t.id AND x.created_at = t.created_at',
+  step: 'x.task_id = t.id AND x.created_at = t.created_at',
+  task_event: 'x.task_id = t.id AND x.task_version = 1',
+  idempotency: "x.response_body->'task'->>'id' = t.id::text",
+  outbox_event: 'x.aggregate_id = t.id AND x.created_at = t.created_at',
+  realtime_outbox: 'x.aggregate_id IN (t.id, t.workflow_id) AND x.created_at = t.created_at',
+  scheduling_request: 'x.task_id = t.id AND x.created_at = t.created_at',
+  '"timer"': 'x.task_id = t.id AND x.created_at = t.created_at',
+  callback_delivery: 'x.task_id = t.id AND x.created_at = t.created_at',
+  timeline: 'x.task_id = t.id AND x.at = t.created_at',
+};
+/** Columns the server never writes (their default fills them). */
+const defaulted = new Set(['position']);
+/** Tables without which the HTTP phase cannot have created a task. */
+const required = ['workflow', 'task', 'execution', 'step', 'task_event', 'idempotency'];
+
+/**
+ * The floor: the very rows one created task writes (those `writtenByCreate` finds for a task the server
+ * created, and no others), with fresh ids and keys, in one pipelined transaction per task — no HTTP, no
+ * validation.
  */
 async function measureFloor(databaseUrl: string) {
   const sql = connectDatabase({ url: databaseUrl, maxConnections: concurrency });
-  const [tpl] = await sql`
-    SELECT to_jsonb(w) AS workflow, to_jsonb(t) AS task, to_jsonb(e) AS execution, to_jsonb(v) AS event,
-           to_jsonb(i) AS idempotency, to_jsonb(o) AS outbox,
-           ARRAY(SELECT to_jsonb(s) FROM step s WHERE s.execution_id = t.current_execution_id) AS steps,
-           ARRAY(SELECT to_jsonb(r) FROM realtime_outbox r WHERE r.aggregate_id IN (t.id, t.workflow_id)) AS realtime
-    FROM task t
-    JOIN workflow w ON w.id = t.workflow_id
-    JOIN execution e ON e.id = t.current_execution_id
-    JOIN task_event v ON v.task_id = t.id AND v.task_version = 1
-    JOIN outbox_event o ON o.id = v.id
-    JOIN idempotency i ON i.response_body->'task'->>'id' = t.id::text
-    ORDER BY t.id LIMIT 1`;
-  if (!tpl) throw new Error('no task to copy: the HTTP phase created none');
-  const run = randomUUID();
-  const insert = (tx: typeof sql, table: string, row: Record<string, unknown>) =>
-    tx.unsafe(
-      `INSERT INTO ${table} SELECT * FROM jsonb_populate_record(NULL::${table}, $1::jsonb)`,
-      [row] as never,
-      { prepare: true },
+  const tables = Object.entries(writtenByCreate);
+  const [template] = await sql.unsafe(
+    `SELECT ${tables
+      .map(([table, where], n) => `ARRAY(SELECT to_jsonb(x) FROM ${table} x WHERE ${where}) AS r${n}`)
+      .join(', ')}
+     FROM task t ORDER BY t.id LIMIT 1`,
+  );
+  if (!template) throw new Error('no task to copy: the HTTP phase created none');
+  const rows = tables
+    .map(([table], n) => ({ table, rows: template[`r${n}`] as Record<string, unknown>[] }))
+    .filter((t) => t.rows.length > 0);
+  for (const table of required)
+    sane(
+      rows.some((t) => t.table === table),
+      `the HTTP phase's task has no ${table} row`,
     );
+  console.log(`  floor copies per task: ${rows.map((t) => `${t.table} ${t.rows.length}`).join(', ')}`);
+  // Each row as JSON text, with its ids and the request's idempotency key (also in the workflow key and
+  // the external reference) replaced by fresh ones for every copy.
+  const copied = rows.flatMap(({ table, rows }) =>
+    rows.map((row) => {
+      const columns = Object.keys(row)
+        .filter((c) => !defaulted.has(c))
+        .map((c) => `"${c}"`)
+        .join(', ');
+      return {
+        text: `INSERT INTO ${table} (${columns}) SELECT ${columns} FROM jsonb_populate_record(NULL::${table}, $1::text::jsonb)`,
+        row: JSON.stringify(row),
+      };
+    }),
+  );
+  const ids = rows.flatMap((t) => t.rows.map((row) => row.id as string | undefined)).filter(Boolean);
+  const key = rows.find((t) => t.table === 'idempotency')!.rows[0]!.key as string;
+  // Ids and keys are hexadecimal and dashes: nothing to escape; a longer one is never cut short.
+  const replaced = new RegExp(`(?:${[key, ...ids].join('|')})(?![0-9a-f-])`, 'g');
+  const run = randomUUID();
   const create = async (i: number) => {
-    const [workflowId, taskId, executionId, eventId] = [newId(), newId(), newId(), newId()];
-    const key = `${run}-${i}`;
-    await sql.begin((tx) => [
-      insert(tx as never, 'workflow', {
-        ...tpl.workflow,
-        id: workflowId,
-        client_workflow_key: `task:${key}`,
-      }),
-      insert(tx as never, 'task', {
-        ...tpl.task,
-        id: taskId,
-        workflow_id: workflowId,
-        current_execution_id: executionId,
-        external_ref: key,
-      }),
-      insert(tx as never, 'execution', { ...tpl.execution, id: executionId, task_id: taskId }),
-      ...(tpl.steps as Record<string, unknown>[]).map((step) =>
-        insert(tx as never, 'step', { ...step, id: newId(), task_id: taskId, execution_id: executionId }),
+    const fresh = new Map<string, string>([[key, `${run}-${i}`]]);
+    const rename = (old: string) => fresh.get(old) ?? fresh.set(old, newId()).get(old)!;
+    await sql.begin((tx) =>
+      copied.map(({ text, row }) =>
+        tx.unsafe(text, [row.replace(replaced, rename)] as never, { prepare: true }),
       ),
-      insert(tx as never, 'task_event', {
-        ...tpl.event,
-        id: eventId,
-        task_id: taskId,
-        execution_id: executionId,
-        workflow_id: workflowId,
-      }),
-      insert(tx as never, 'idempotency', { ...tpl.idempotency, key }),
-      insert(tx as never, 'outbox_event', { ...tpl.outbox, id: eventId, aggregate_id: taskId }),
-      ...(tpl.realtime as Record<string, unknown>[]).map((row) =>
-        insert(tx as never, 'realtime_outbox', {
-          ...row,
-          id: newId(),
-          aggregate_id: row.aggregate_type === 'TASK' ? taskId : workflowId,
-        }),
-      ),
-    ]);
+    );
   };
+  const counts = () =>
+    Promise.all(
+      rows.map(async (t) => Number((await sql.unsafe(`SELECT count(*) AS n FROM ${t.table}`))[0]!.n)),
+    );
+  const before = await counts();
   await runLoad(warmup, concurrency, (i) => create(total + i));
   const result = await runLoad(total, concurrency, create);
+  const after = await counts();
+  for (const [n, t] of rows.entries())
+    sane(after[n]! - before[n]! === (warmup + total) * t.rows.length, `the floor's ${t.table} rows`);
   await sql.end();
   return result;
 }

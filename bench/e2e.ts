@@ -9,12 +9,20 @@ import { type ChildProcess, fork } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { Pool } from 'undici';
 import { connectDatabase } from '../packages/server/src/main.ts';
-import { benchDatabase, percentile, runLoad, startBenchServer } from './support.ts';
+import { benchDatabase, percentile, runLoad, sane, sized, smoke, startBenchServer } from './support.ts';
 
-const total = Number(process.env.BENCH_E2E_COUNT ?? 10_000);
-const steadyCount = Number(process.env.BENCH_E2E_STEADY ?? 1_000);
-/** `BENCH_E2E_ONLY=TDP` runs one system, e.g. while profiling it with BENCH_PROFILE=1. */
-const only = process.env.BENCH_E2E_ONLY;
+const total = sized('BENCH_E2E_COUNT', 10_000, 300);
+const steadyCount = sized('BENCH_E2E_STEADY', 1_000, 200);
+/** Jobs each system runs before it is measured. */
+const warm = sized(null, 300, 50);
+/** How long a system may take to start a burst's jobs, and to finish them. */
+const startTimeoutMs = sized(null, 600_000, 60_000);
+const settleTimeoutMs = sized(null, 300_000, 60_000);
+/**
+ * `BENCH_E2E_ONLY=TDP` runs one system, e.g. while profiling it with BENCH_PROFILE=1. A smoke run has TDP
+ * alone: the peers would show nothing about whether this bench still works.
+ */
+const only = process.env.BENCH_E2E_ONLY ?? (smoke ? 'TDP' : undefined);
 const clients = 16;
 
 interface Workers {
@@ -71,7 +79,7 @@ function startWorkers(system: string, target: string, secret: string): Workers {
   };
 }
 
-async function waitFor(workers: Workers, count: number, timeoutMs = 600_000) {
+async function waitFor(workers: Workers, count: number, timeoutMs = startTimeoutMs) {
   const deadline = Date.now() + timeoutMs;
   while (workers.handled() < count) {
     if (Date.now() > deadline) throw new Error(`only ${workers.handled()} of ${count} jobs started`);
@@ -98,7 +106,7 @@ interface Figures {
 }
 
 /** Resolves once `pending()` (jobs of the system not yet finished) reaches zero. */
-async function settle(pending: () => Promise<number>, timeoutMs = 300_000) {
+async function settle(pending: () => Promise<number>, timeoutMs = settleTimeoutMs) {
   const deadline = Date.now() + timeoutMs;
   while ((await pending()) > 0) {
     if (Date.now() > deadline) throw new Error('the system did not finish the burst');
@@ -114,7 +122,6 @@ async function settle(pending: () => Promise<number>, timeoutMs = 300_000) {
 async function measure(
   submit: (i: number, sentAt?: number) => Promise<void>,
   workers: Workers,
-  warm: number,
   pending: () => Promise<number>,
   checkpoint: () => Promise<void>,
 ): Promise<Figures> {
@@ -146,6 +153,7 @@ async function measure(
   await Promise.all(sends);
   await waitFor(workers, steadyBase + steadyCount);
   const latencies = (await workers.latencies()).sort((a, b) => a - b);
+  sane(latencies.length >= steadyCount, `${latencies.length} latencies of ${steadyCount} steady jobs`);
   return { perSecond, cpuMsPerJob, p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
 }
 
@@ -201,7 +209,6 @@ async function benchTdp(): Promise<Figures> {
         if (response.statusCode !== 201) throw new Error(`POST /v1/tasks answered ${response.statusCode}`);
       },
       workers,
-      300,
       async () =>
         Number(
           (
@@ -236,7 +243,6 @@ async function benchGraphile(): Promise<Figures> {
         await utils.addJob('noop', { sentAt: sentAt ?? 0 });
       },
       workers,
-      300,
       async () =>
         (await pgPool.query('SELECT count(*)::int AS n FROM graphile_worker._private_jobs')).rows[0]
           .n as number,
@@ -264,7 +270,6 @@ async function benchPgBoss(): Promise<Figures> {
         await boss.send('noop', { sentAt: sentAt ?? 0 });
       },
       workers,
-      300,
       async () => {
         const [stats] = await boss.getQueueStats('noop');
         return (stats?.queuedCount ?? 0) + (stats?.activeCount ?? 0);

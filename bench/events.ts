@@ -8,16 +8,16 @@ import { createHash, randomUUID } from 'node:crypto';
 import { Pool } from 'undici';
 import { newId } from '../packages/protocol/src/ids.ts';
 import { connectDatabase } from '../packages/server/src/main.ts';
-import { benchDatabase, describe, type LoadResult, runLoad, startBenchServer } from './support.ts';
+import { benchDatabase, describe, type LoadResult, runLoad, sized, startBenchServer } from './support.ts';
 
-const TASKS = 1000;
+const TASKS = sized(null, 1000, 100);
 const BATCH = 100;
 const SINGLE_CLIENTS = 32;
 const BATCH_CLIENTS = 4;
-const BATCH_EVENTS = Number(process.env.BENCH_EVENTS_BATCH ?? 20_000);
-const SINGLE_EVENTS = Number(process.env.BENCH_EVENTS_SINGLE ?? 6_000);
-const HOT_EVENTS = Number(process.env.BENCH_EVENTS_HOT ?? 3_000);
-const HEARTBEAT_ITEMS = Number(process.env.BENCH_HEARTBEATS ?? 200_000);
+const BATCH_EVENTS = sized('BENCH_EVENTS_BATCH', 20_000, 2_000);
+const SINGLE_EVENTS = sized('BENCH_EVENTS_SINGLE', 6_000, 600);
+const HOT_EVENTS = sized('BENCH_EVENTS_HOT', 3_000, 300);
+const HEARTBEAT_ITEMS = sized('BENCH_HEARTBEATS', 200_000, 10_000);
 const HEARTBEAT_BATCH = 250;
 
 export interface Execution {

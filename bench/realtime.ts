@@ -18,14 +18,14 @@ import { type ChildProcess, fork } from 'node:child_process';
 import { SignJWT } from 'jose';
 import { Pool } from 'undici';
 import { type Execution, prepare, progressEvent } from './events.ts';
-import { benchDatabase, percentile, startBenchServer } from './support.ts';
+import { benchDatabase, percentile, sane, sized, smoke, startBenchServer } from './support.ts';
 
-const USERS = Number(process.env.BENCH_RT_USERS ?? 1_000);
-const RATE = Number(process.env.BENCH_RT_RATE ?? 1_000);
-const SECONDS = Number(process.env.BENCH_RT_SECONDS ?? 30);
-const IDLE = Number(process.env.BENCH_RT_IDLE ?? 10_000);
-const BATCH = Number(process.env.BENCH_RT_BATCH ?? 25);
-const CLIENT_PROCESSES = 4;
+const USERS = sized('BENCH_RT_USERS', 1_000, 50);
+const RATE = sized('BENCH_RT_RATE', 1_000, 200);
+const SECONDS = sized('BENCH_RT_SECONDS', 30, 3);
+const IDLE = sized('BENCH_RT_IDLE', 10_000, 200);
+const BATCH = sized('BENCH_RT_BATCH', 25, 25);
+const CLIENT_PROCESSES = sized(null, 4, 2);
 
 type Mode = 'tdp' | 'socketio' | 'tdp-idle' | 'socketio-idle';
 
@@ -143,6 +143,11 @@ async function liveTdp(): Promise<Live> {
     await new Promise((resolve) => setTimeout(resolve, 3_000));
     const { latencies, received } = await clients.report();
     await clients.stop();
+    sane(committed.count > 0, 'no change committed');
+    sane(
+      received > 0 && latencies.length > 0,
+      `${received} messages delivered of ${committed.count} changes`,
+    );
     const relay = await relayQuantiles(server.base);
     console.log(
       `  (the server's own commit→publish histogram: p50 <= ${relay.p50} ms, p99 <= ${relay.p99} ms)`,
@@ -299,11 +304,18 @@ export async function benchRealtime(): Promise<void> {
       `  ${name.padEnd(10)} committed ${f.committedPerSecond.toFixed(0).padStart(5)}/s  delivered ${f.deliveredPerSecond.toFixed(0).padStart(5)}/s  visible p50 ${f.p50.toFixed(0)} ms  p99 ${f.p99.toFixed(0)} ms`,
     );
   line('TDP', tdp);
-  const peer = await liveSocketIo();
-  line('socket.io', peer);
+  // No socket.io in a smoke run: it checks that TDP's paths work, it has no ratio to give.
+  const peer = smoke ? null : await liveSocketIo();
+  if (peer) line('socket.io', peer);
   const tdpIdle = await idleMemory('gateway');
-  const peerIdle = await idleMemory('socketio');
   const kb = (bytes: number) => `${(bytes / 1024).toFixed(1)} KiB`;
+  if (!peer) {
+    console.log(
+      `  idle memory per connection (${IDLE}): TDP gateway RSS ${kb(tdpIdle.rssPerConnection)} heap ${kb(tdpIdle.heapPerConnection)}`,
+    );
+    return;
+  }
+  const peerIdle = await idleMemory('socketio');
   console.log(
     `  idle memory per connection (${IDLE}): TDP gateway RSS ${kb(tdpIdle.rssPerConnection)} heap ${kb(tdpIdle.heapPerConnection)}; socket.io RSS ${kb(peerIdle.rssPerConnection)} heap ${kb(peerIdle.heapPerConnection)}`,
   );

@@ -1,8 +1,13 @@
-/** `npm run bench -- <name>…` runs the named benchmarks (all of them when none is named). */
+/**
+ * `npm run bench -- <name>…` runs the named benchmarks (all of them when none is named).
+ * `BENCH_SMOKE=1` or `--smoke` (`npm run bench:smoke`) runs them at a small size without peers, and
+ * exits non-zero if any of them throws or gives a broken result.
+ */
 import { benchCreate } from './create.ts';
 import { benchE2e } from './e2e.ts';
 import { benchEvents } from './events.ts';
 import { benchRealtime } from './realtime.ts';
+import { smoke } from './support.ts';
 import { benchWatermark } from './watermark.ts';
 
 const benchmarks: Record<string, () => Promise<void>> = {
@@ -13,14 +18,28 @@ const benchmarks: Record<string, () => Promise<void>> = {
   watermark: benchWatermark,
 };
 
-const requested = process.argv.slice(2);
+const requested = process.argv.slice(2).filter((arg) => arg !== '--smoke');
 const names = requested.length > 0 ? requested : Object.keys(benchmarks);
-for (const name of names) {
-  const run = benchmarks[name];
-  if (!run) {
-    console.error(`unknown benchmark "${name}"; known: ${Object.keys(benchmarks).join(', ')}`);
-    process.exit(2);
-  }
-  await run();
+const unknown = names.filter((name) => !benchmarks[name]);
+if (unknown.length > 0) {
+  console.error(`unknown benchmark "${unknown[0]}"; known: ${Object.keys(benchmarks).join(', ')}`);
+  process.exit(2);
 }
-process.exit(0);
+if (smoke) console.log('SMOKE RUN: small sizes, no peers; its figures only show that each bench works\n');
+const outcomes: string[] = [];
+for (const name of names) {
+  const started = performance.now();
+  try {
+    await benchmarks[name]!();
+    outcomes.push(`${name} ok`);
+  } catch (error) {
+    // A full run stops at its first failure; a smoke run tries every bench, then fails.
+    if (!smoke) throw error;
+    console.error(`${name} FAILED:`, error);
+    outcomes.push(`${name} FAILED`);
+  }
+  outcomes[outcomes.length - 1] += ` (${((performance.now() - started) / 1000).toFixed(0)} s)`;
+  if (smoke) console.log('');
+}
+if (smoke) console.log(`smoke: ${outcomes.join(', ')} — smoke figures, not to be compared`);
+process.exit(outcomes.some((o) => o.includes('FAILED')) ? 1 : 0);

@@ -5,6 +5,23 @@ import { randomBytes } from 'node:crypto';
 import { freePort, startTemporaryPostgres } from '../packages/cli/src/embeddedPostgres.ts';
 import { connectDatabase, generateKeyringEntry, migrate } from '../packages/server/src/main.ts';
 
+/**
+ * Smoke mode (`BENCH_SMOKE=1` or `--smoke`): every benchmark end to end at a small size, without peers,
+ * to show that it still runs and gives sane figures — not figures to compare.
+ */
+export const smoke = process.env.BENCH_SMOKE === '1' || process.argv.includes('--smoke');
+
+/** A size of a benchmark: the `env` variable when set, else `full`, or `small` in smoke mode. */
+export function sized(env: string | null, full: number, small: number): number {
+  const given = env ? process.env[env] : undefined;
+  return given !== undefined && given !== '' ? Number(given) : smoke ? small : full;
+}
+
+/** Fails the run when a benchmark's result is obviously broken (nothing done, no deliveries). */
+export function sane(ok: boolean, what: string): void {
+  if (!ok) throw new Error(`broken result: ${what}`);
+}
+
 /** A migrated database of its own on DATABASE_URL's server, or on an embedded PostgreSQL. */
 export async function benchDatabase(): Promise<{
   url: string;

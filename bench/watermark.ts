@@ -10,8 +10,9 @@ import { join } from 'node:path';
 import sharp from 'sharp';
 import yazl from 'yazl';
 import { renderText, watermarkArchive } from '../packages/worker/src/capabilities/imageWatermark.ts';
+import { sized } from './support.ts';
 
-const count = Number(process.env.BENCH_WATERMARK_COUNT ?? 500);
+const count = sized('BENCH_WATERMARK_COUNT', 500, 20);
 const width = 1920;
 const height = 1080;
 const text = '机密 Confidential';
@@ -47,7 +48,7 @@ export async function benchWatermark(): Promise<void> {
   const directory = await mkdtemp(join(tmpdir(), 'tdp-bench-watermark-'));
   try {
     // 25 distinct photos, each used 20 times: 500 files of realistic size without minutes of encoding.
-    const distinct = await Promise.all(Array.from({ length: 25 }, (_, i) => photo(i + 1)));
+    const distinct = await Promise.all(Array.from({ length: Math.min(25, count) }, (_, i) => photo(i + 1)));
     const files = Array.from({ length: count }, (_, i) => distinct[i % distinct.length]!);
     const source = join(directory, 'photos.zip');
     const zip = new yazl.ZipFile();
