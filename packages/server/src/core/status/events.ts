@@ -8,128 +8,36 @@
  * attempt and producer → state machine → business status in the bound status definition. Then one
  * commit on the fact path.
  */
-import type { EventResult, Progress, ReportableEventType, StructuredError } from '@tdp/protocol';
+import type { EventResult } from '@tdp/protocol';
 import { matchesPattern } from '../definitions/patterns.ts';
 import type { AttemptRecord, StepRecord, TaskState } from '../facts/records.ts';
 import { type FactSession, inFactTransaction } from '../facts/session.ts';
 import {
   applyStepEvent,
   checkBusinessStatus,
-  endTask,
   isRefusal,
   type Refusal,
-  refuse,
   type StepEventType,
-  sanitiseError,
   taskAfterStepChange,
 } from '../facts/stateMachine.ts';
 import type { FactWriteSet } from '../facts/writeSet.ts';
-import type { ApplicationPrincipal } from '../identity/ports.ts';
 import { cancelIfStopped, finishTask } from '../orchestration/coordinator.ts';
 import { callbackFor, isPlatformTask, orchestrate, stepsToWrite } from '../orchestration/platform.ts';
-import { fingerprint } from '../shared/canonicalJson.ts';
 import { AppError } from '../shared/errors.ts';
+import { reportCoordinatorEvent } from './coordinatorEvents.ts';
 import type { StatusDeps } from './deps.ts';
+import { resolveExecution } from './executionClaims.ts';
 import type { ExecutionClaims } from './ports.ts';
-
-/** An event as decoded from either wire form; identity fields are only claims until checked. */
-export interface ReportedEvent {
-  eventId: string;
-  eventType: ReportableEventType;
-  sourceSeq: number;
-  businessStatus?: string | undefined;
-  phaseCode?: string | undefined;
-  phaseLabel?: string | undefined;
-  progress?: Progress | undefined;
-  message?: string | undefined;
-  occurredAt?: string | undefined;
-  durationMs?: number | undefined;
-  durationSource?: 'MONOTONIC' | 'WALL_CLOCK_ESTIMATE' | undefined;
-  data?: { schema: string; value: unknown } | undefined;
-  error?: StructuredError | undefined;
-  failedStepId?: string | undefined;
-  // Restated identity (full form); compared with the credential.
-  workflowId?: string | undefined;
-  taskId?: string | undefined;
-  taskAttempt?: number | undefined;
-  stepId?: string | undefined;
-  stepAttempt?: number | undefined;
-  executionId?: string | undefined;
-  operationCode?: string | undefined;
-  producerId?: string | undefined;
-  taskType?: string | null | undefined;
-}
-
-export type EventCredential =
-  | { kind: 'token'; token: string }
-  /** A platform worker, already checked by the worker gateway (attempt, lease version, worker). */
-  | { kind: 'worker'; claims: ExecutionClaims }
-  | { kind: 'handle'; handle: string; principal: ApplicationPrincipal }
-  | { kind: 'coordinator'; principal: ApplicationPrincipal };
-
-export interface ReportItem {
-  credential: EventCredential;
-  event: ReportedEvent;
-}
-
-export type ReportOutcome = { ok: true; result: EventResult } | { ok: false; error: AppError };
+import {
+  eventPayload,
+  mismatch,
+  payloadHash,
+  platformOutputSchema,
+  type ReportItem,
+  type ReportOutcome,
+} from './reportedEvents.ts';
 
 const coordinatorEvents = new Set(['TASK_COMPLETED', 'TASK_FAILED']);
-export const platformOutputSchema = 'tdp.output.v1';
-
-/** The hash that tells a retry (same content) from a conflicting reuse of an eventId. */
-export function payloadHash(event: ReportedEvent): string {
-  return fingerprint(event);
-}
-
-async function resolveExecution(
-  deps: StatusDeps,
-  session: FactSession,
-  credential: EventCredential,
-): Promise<ExecutionClaims | Refusal> {
-  if (credential.kind === 'worker') return credential.claims;
-  if (credential.kind === 'token') {
-    const claims = await deps.credentials.verify(credential.token, session.now);
-    return claims ?? refuse('EXECUTION_CREDENTIAL_INVALID', 'the execution token is invalid or expired');
-  }
-  if (credential.kind !== 'handle')
-    return refuse('EXECUTION_CREDENTIAL_INVALID', 'step events need an execution credential');
-  const attempt = await session.findAttemptByHandle(deps.credentials.hashHandle(credential.handle));
-  if (
-    !attempt ||
-    attempt.applicationId !== credential.principal.applicationId ||
-    attempt.expiresAt <= session.now
-  ) {
-    return refuse('EXECUTION_CREDENTIAL_INVALID', 'the execution handle is unknown, expired or not yours');
-  }
-  return claimsOfAttempt(attempt, credential.principal.tenantId);
-}
-
-/**
- * What an attempt row vouches for when its holder is known another way (a handle, a worker lease):
- * the fields a signed token would carry but the row does not are left empty and checked from the task.
- */
-export function claimsOfAttempt(attempt: AttemptRecord, tenantId: string): ExecutionClaims {
-  return {
-    applicationId: attempt.applicationId,
-    tenantId,
-    workflowId: '',
-    taskId: attempt.taskId,
-    taskAttempt: 0,
-    stepId: '',
-    stepAttempt: 0,
-    executionId: attempt.id,
-    operationCode: attempt.operationCode,
-    producerId: attempt.producerId,
-    allowedEventTypes: attempt.allowedEventTypes,
-    expiresAt: attempt.expiresAt,
-  };
-}
-
-function mismatch(claimed: unknown, actual: unknown): boolean {
-  return claimed !== undefined && claimed !== null && claimed !== actual;
-}
-
 /** Validates and commits one event inside the session; a refusal throws AppError and writes nothing. */
 async function reportOne(deps: StatusDeps, session: FactSession, item: ReportItem): Promise<EventResult> {
   const { event, credential } = item;
@@ -385,83 +293,6 @@ async function reportOne(deps: StatusDeps, session: FactSession, item: ReportIte
   );
   if (orchestrated?.end) await finishTask(deps, session, after, orchestrated.end);
   if (platform && ended && cancelling) await cancelIfStopped(deps, session, after);
-  return result;
-}
-
-/** What the immutable log keeps of an event beyond its columns (never the diagnostics reference). */
-function eventPayload(event: ReportedEvent): Record<string, unknown> {
-  return {
-    ...(event.businessStatus ? { businessStatus: event.businessStatus } : {}),
-    ...(event.phaseLabel ? { phaseLabel: event.phaseLabel } : {}),
-    ...(event.progress ? { progress: event.progress } : {}),
-    ...(event.message ? { message: event.message } : {}),
-    ...(event.data ? { data: event.data } : {}),
-    ...(event.error ? { error: sanitiseError(event.error, event.error.code) } : {}),
-    ...(event.durationSource ? { durationSource: event.durationSource } : {}),
-    ...(event.failedStepId ? { failedStepId: event.failedStepId } : {}),
-  };
-}
-
-async function reportCoordinatorEvent(
-  session: FactSession,
-  before: TaskState,
-  event: ReportedEvent,
-  hash: string,
-  statusDefinition: Awaited<ReturnType<StatusDeps['registries']['statusDefinition']>>,
-): Promise<EventResult> {
-  const now = session.now;
-  if (BigInt(event.sourceSeq) <= before.task.coordinatorSourceSeq) {
-    throw new AppError(
-      'SOURCE_SEQ_REGRESSION',
-      `sourceSeq ${event.sourceSeq} is not above ${before.task.coordinatorSourceSeq}, the coordinator's last for this task`,
-    );
-  }
-  const eventType = event.eventType as 'TASK_COMPLETED' | 'TASK_FAILED';
-  const businessRefusal = checkBusinessStatus(
-    statusDefinition,
-    before.task.businessStatus,
-    event.businessStatus,
-    eventType,
-  );
-  if (businessRefusal) throw new AppError(businessRefusal.code, businessRefusal.message);
-  const failure =
-    eventType === 'TASK_FAILED'
-      ? { ...sanitiseError(event.error, 'TASK_FAILED'), failedStepId: event.failedStepId ?? null }
-      : null;
-  const ended = endTask(
-    before.task,
-    before.execution,
-    eventType === 'TASK_COMPLETED' ? 'SUCCEEDED' : 'FAILED',
-    { businessStatus: event.businessStatus, durationMs: event.durationMs, failure },
-    now,
-  );
-  if (isRefusal(ended)) throw new AppError(ended.code, ended.message);
-  const revokeAttemptIds = before.steps.filter((s) => s.attemptId && s.current).map((s) => s.attemptId!);
-  const after: TaskState = {
-    task: { ...ended.task, coordinatorSourceSeq: BigInt(event.sourceSeq) },
-    execution: ended.execution,
-    steps: before.steps,
-  };
-  const { result } = await session.commit(
-    before,
-    after,
-    {
-      id: event.eventId,
-      type: eventType,
-      producer: `application:${before.task.applicationId}`,
-      payload: eventPayload(event),
-      occurredAt: event.occurredAt ? new Date(event.occurredAt) : now,
-      receivedAt: now,
-      sourceSeq: event.sourceSeq,
-      errorCode: failure?.code ?? null,
-      durationMs: event.durationMs ?? null,
-    },
-    {
-      dedupHash: hash,
-      statusDefinition,
-      write: { task: after.task, execution: after.execution, revokeAttemptIds },
-    },
-  );
   return result;
 }
 

@@ -6,7 +6,9 @@
 import type { ErrorCode, EventResult, WorkerEvent } from '@tdp/protocol';
 import type { WorkerOwner } from '../scheduling/ports.ts';
 import type { StatusDeps } from './deps.ts';
-import { claimsOfAttempt, platformOutputSchema, reportTaskEvents } from './events.ts';
+import { reportTaskEvents } from './events.ts';
+import { claimsOfAttempt } from './executionClaims.ts';
+import { platformOutputSchema } from './reportedEvents.ts';
 
 /** Refused by the inbox itself (the attempt's owner or lease), or by the status service after it. */
 export type WorkerEventOutcome =

@@ -11,13 +11,9 @@ import {
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import { AppError } from '../../../core/shared/errors.ts';
-import {
-  type EventCredential,
-  type ReportedEvent,
-  reportTaskEvent,
-  reportTaskEvents,
-} from '../../../core/status/events.ts';
+import { reportTaskEvent, reportTaskEvents } from '../../../core/status/events.ts';
 import { recordHeartbeats } from '../../../core/status/heartbeats.ts';
+import type { EventCredential, ReportedEvent } from '../../../core/status/reportedEvents.ts';
 import { problem } from './problems.ts';
 import { problemResponses } from './schemas.ts';
 import { type Caller, type StatusCallers, type StatusRouteDeps, tags } from './statusRouteContext.ts';
