@@ -46,6 +46,18 @@ export interface ServerSettings {
   realtimeHistory: { size: number; followedSize: number; ttlMs: number };
   /** Task details one realtime client follows at once at most (source document 002 §7). */
   taskDetailSubscriptionLimit: number;
+  /** An application's resource provider unanswered by then fails the grant (retryable). */
+  resourceProviderTimeoutMs: number;
+  /** A worker command not acknowledged by then is sent again on the worker's stream. */
+  commandResendAfterMs: number;
+  /** How often an open command stream reads its worker's open commands (other replicas' commands). */
+  commandPollIntervalMs: number;
+  /** An idle server-sent-event stream gets a comment this often, so proxies keep it open. */
+  sseKeepAliveMs: number;
+  /** After a cancel, running attempts get this long to stop before the execution is cancelled anyway. */
+  cancelGraceMs: number;
+  /** An API key, once read, is trusted this long (a revocation takes effect within it). */
+  apiKeyCacheMs: number;
 }
 
 /** The defaults of `ServerSettings`: the one place they are written. */
@@ -78,6 +90,12 @@ export const defaultSettings: ServerSettings = {
   loopRetry: { firstMs: 1_000, maxMs: 30_000 },
   realtimeHistory: { size: 300, followedSize: 100, ttlMs: 10 * 60_000 },
   taskDetailSubscriptionLimit: 20,
+  resourceProviderTimeoutMs: 10_000,
+  commandResendAfterMs: 30_000,
+  commandPollIntervalMs: 1_000,
+  sseKeepAliveMs: 15_000,
+  cancelGraceMs: 30_000,
+  apiKeyCacheMs: 5_000,
 };
 
 /** Settings, compiled once at the edge; the rest of the server sees only these values. */

@@ -97,7 +97,7 @@ export async function connectAdapters(config: ServerConfig, overrides: ServerDep
     latestMigration: migrations.at(-1)?.version ?? 0,
     identityStore,
     secrets: new SecretBox(config.secretKeyring),
-    authenticator: new ApiKeyAuthenticator(identityStore, clock),
+    authenticator: new ApiKeyAuthenticator(identityStore, clock, config.apiKeyCacheMs),
     schemas: new AjvJsonSchemaValidator(),
     definitionStore: new PostgresDefinitionStore(sql),
     tasks: new PostgresTaskStore(sql),

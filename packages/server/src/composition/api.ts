@@ -56,6 +56,9 @@ export async function createApi(config: ServerConfig, a: Adapters, uses: UseCase
     grants: uses.grants,
     hub: uses.hub,
     inbox: uses.status,
+    keepAliveMs: config.sseKeepAliveMs,
+    resendAfterMs: config.commandResendAfterMs,
+    commandPollIntervalMs: config.commandPollIntervalMs,
     adminToken: config.adminToken,
     authenticator,
   });
@@ -75,7 +78,13 @@ export async function createApi(config: ServerConfig, a: Adapters, uses: UseCase
     reads: { reads: statusReads, clock, ids },
     userTokens: a.userTokens,
   });
-  registerTaskStreamRoutes(app, { gateway, userTokens: a.userTokens, clock, reads: statusReads });
+  registerTaskStreamRoutes(app, {
+    gateway,
+    userTokens: a.userTokens,
+    clock,
+    reads: statusReads,
+    keepAliveMs: config.sseKeepAliveMs,
+  });
   registerDefinitionRoutes(app, {
     authenticator,
     definitions: { store: a.definitionStore, schemas, clock, ids },
@@ -109,7 +118,7 @@ export async function createApi(config: ServerConfig, a: Adapters, uses: UseCase
       allowInsecureCallbacks: config.allowInsecureCallbacks,
       placement: { ...uses.dispatch, candidates: uses.candidates },
     },
-    cancel: { store: a.statusStore, clock, ids, signal: a.signal },
+    cancel: { store: a.statusStore, clock, ids, signal: a.signal, cancelGraceMs: config.cancelGraceMs },
   });
   return app;
 }

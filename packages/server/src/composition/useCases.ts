@@ -54,8 +54,8 @@ export function useCaseDeps(config: ServerConfig, a: Adapters) {
       Math.floor(config.workerHeartbeatTtlMs / (config.workerHeartbeatsPerTtl * 1000)),
     ),
     heartbeatTtlMs: config.workerHeartbeatTtlMs,
-    credentials: new TtlCache(config.workerCredentialsCacheMs),
-    owners: new TtlCache(config.workerOwnersCacheMs),
+    credentials: new TtlCache(clock, config.workerCredentialsCacheMs),
+    owners: new TtlCache(clock, config.workerOwnersCacheMs),
     workersChanged: () => {
       candidates.invalidate();
       workerStore.retryDeferred(clock.now()).then(
@@ -76,7 +76,7 @@ export function useCaseDeps(config: ServerConfig, a: Adapters) {
   };
   const grants: GrantDeps = {
     grants: new PostgresGrantStore(a.sql),
-    provider: httpResourceProvider,
+    provider: httpResourceProvider(config.resourceProviderTimeoutMs),
     secrets,
     clock,
     ids,

@@ -10,9 +10,21 @@ import type {
 } from './records.ts';
 import type { FactWriteSet } from './writeSet.ts';
 
+/**
+ * A unique key the transaction wrote — an idempotency key, a client workflow key — was already taken by
+ * another transaction (maybe a concurrent one whose commit the write waited for). Nothing was written.
+ */
+export class KeyTakenError extends Error {
+  constructor(options?: { cause?: unknown }) {
+    super('a unique key this transaction wrote is already taken', options);
+    this.name = 'KeyTakenError';
+  }
+}
+
 export interface FactStore {
   /**
-   * Runs `work` in one transaction; retried from the start on a deadlock or serialization failure.
+   * Runs `work` in one transaction; retried from the start on a deadlock or serialization failure. A key
+   * already taken fails it with `KeyTakenError`.
    * With `writeOnly`, `work` may not read: everything it writes (at commit) is applied atomically in
    * one round trip.
    */

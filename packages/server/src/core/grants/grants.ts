@@ -49,13 +49,18 @@ export interface GrantStore {
   insert(grant: StoredGrant): Promise<boolean>;
 }
 
-/** The call to an application's resource provider: its raw answer, or why there is none. */
+/**
+ * What an application's resource provider said: an answer to check, no usable answer now (worth
+ * asking again), or a refusal. `detail` completes "the resource provider …" for the error message.
+ */
+export type ProviderReply =
+  | { kind: 'answered'; body: unknown }
+  | { kind: 'unavailable'; detail: string }
+  | { kind: 'refused'; detail: string };
+
+/** The call to an application's resource provider. */
 export interface ResourceProvider {
-  request(
-    url: string,
-    token: string | null,
-    body: Record<string, unknown>,
-  ): Promise<{ status: number; body: unknown } | { unreachable: string }>;
+  request(url: string, token: string | null, body: Record<string, unknown>): Promise<ProviderReply>;
 }
 
 export interface GrantDeps {
@@ -110,18 +115,10 @@ export async function requestGrant(
     scope: request.scope ?? null,
     artifact: request.artifact ?? null,
   });
-  if ('unreachable' in reply)
-    throw new AppError(
-      'RESOURCE_PROVIDER_FAILED',
-      `the resource provider did not answer: ${reply.unreachable}`,
-    );
-  if (reply.status >= 500 || reply.status === 429)
-    throw new AppError('RESOURCE_PROVIDER_FAILED', `the resource provider answered ${reply.status}`);
-  if (reply.status >= 400)
-    throw new AppError(
-      'RESOURCE_PROVIDER_REFUSED',
-      `the resource provider refused the grant (${reply.status})`,
-    );
+  if (reply.kind === 'unavailable')
+    throw new AppError('RESOURCE_PROVIDER_FAILED', `the resource provider ${reply.detail}`);
+  if (reply.kind === 'refused')
+    throw new AppError('RESOURCE_PROVIDER_REFUSED', `the resource provider ${reply.detail}`);
   const answer = checkAnswer(reply.body, request, now, deps.allowInsecureUrls);
   if (typeof answer === 'string')
     throw new AppError('RESOURCE_PROVIDER_INVALID', `the resource provider's answer ${answer}`);

@@ -14,9 +14,9 @@ export class ApiKeyAuthenticator {
   constructor(
     private readonly store: IdentityStore,
     private readonly clock: Clock,
-    cacheTtlMs = 5_000,
+    cacheTtlMs: number,
   ) {
-    this.cache = new TtlCache(cacheTtlMs);
+    this.cache = new TtlCache(clock, cacheTtlMs);
   }
 
   async authenticate(plaintextKey: string): Promise<ApplicationPrincipal | null> {

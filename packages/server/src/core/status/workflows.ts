@@ -6,6 +6,7 @@
 import type { CreateWorkflowRequest, NewStatusTask, WorkflowCreated } from '@tdp/protocol';
 import { findCycle } from '../definitions/dag.ts';
 import { newTaskState, newWorkflowRecord } from '../facts/newRecords.ts';
+import { KeyTakenError } from '../facts/ports.ts';
 import { workflowProjection } from '../facts/projections.ts';
 import type { TaskState, WorkflowRecord } from '../facts/records.ts';
 import { type FactSession, inFactTransaction } from '../facts/session.ts';
@@ -209,7 +210,7 @@ export async function createWorkflow(
     return await attempt();
   } catch (error) {
     // A concurrent create with the same key won the insert: answer as its replay.
-    if ((error as { code?: string }).code === '23505') return attempt();
+    if (error instanceof KeyTakenError) return attempt();
     throw error;
   }
 }
@@ -249,7 +250,7 @@ export async function addWorkflowTask(
   try {
     return await attempt();
   } catch (error) {
-    if ((error as { code?: string }).code === '23505') return attempt();
+    if (error instanceof KeyTakenError) return attempt();
     throw error;
   }
 }

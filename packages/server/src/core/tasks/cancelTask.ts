@@ -11,8 +11,10 @@ import { AppError } from '../shared/errors.ts';
 
 const finishedSteps = new Set<StepRecord['status']>(['SUCCEEDED', 'FAILED', 'SKIPPED', 'CANCELED']);
 
-/** How long running attempts get to stop after a cancel before the execution is cancelled anyway. */
-export const cancelGraceMs = 30_000;
+export interface CancelDeps extends FactDeps {
+  /** How long running attempts get to stop after a cancel before the execution is cancelled anyway. */
+  cancelGraceMs: number;
+}
 
 /**
  * Cancels the task's current execution, as its coordinator. Idempotent: cancelling a cancelled (or
@@ -20,7 +22,7 @@ export const cancelGraceMs = 30_000;
  * The fact goes through the status service's single path (TASK_CANCELLED / TASK_CANCEL_REQUESTED).
  */
 export async function cancelTask(
-  deps: FactDeps,
+  deps: CancelDeps,
   principal: ApplicationPrincipal,
   taskId: string,
   reason: string | null,
@@ -90,7 +92,7 @@ export async function cancelTask(
         taskId: before.task.id,
         stepId: null,
         payload: {},
-        availableAt: new Date(now.getTime() + cancelGraceMs),
+        availableAt: new Date(now.getTime() + deps.cancelGraceMs),
         createdAt: now,
       });
     }

@@ -1,6 +1,7 @@
 import type { CreateTaskRequest, TaskWithExecution } from '@tdp/protocol';
 import type { DefinitionLookup, JsonSchemaValidator } from '../definitions/ports.ts';
 import { newTaskState, newWorkflowRecord } from '../facts/newRecords.ts';
+import { KeyTakenError } from '../facts/ports.ts';
 import { workflowProjection } from '../facts/projections.ts';
 import type { SchedulingRequestRecord, TaskState, WorkerCommandRecord } from '../facts/records.ts';
 import { type FactDeps, type FactSession, inFactTransaction } from '../facts/session.ts';
@@ -207,7 +208,7 @@ export async function createTask(
   ).catch(async (error: unknown) => {
     // The key was taken (maybe by a concurrent request whose commit the insert waited for), or its
     // implicit workflow was (same key, so same request or a reuse): nothing was written; a replay.
-    if ((error as { code?: string }).code !== '23505') throw error;
+    if (!(error instanceof KeyTakenError)) throw error;
     return (await replay(deps, principal, idempotencyKey, requestHash)) ?? Promise.reject(error);
   });
 }

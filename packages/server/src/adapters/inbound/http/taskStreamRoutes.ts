@@ -33,7 +33,7 @@ export interface TaskStreamDeps {
   };
   /** How long a watch-set lasts unless it is PUT again. */
   watchTtlMs?: number;
-  keepAliveMs?: number;
+  keepAliveMs: number;
 }
 
 interface StreamSession {
@@ -135,7 +135,7 @@ export function registerTaskStreamRoutes(app: FastifyInstance, deps: TaskStreamD
         watchExpiry: null,
       };
       sessions.set(session.id, session);
-      const keepAlive = setInterval(() => raw.write(': keep-alive\n\n'), deps.keepAliveMs ?? 15_000);
+      const keepAlive = setInterval(() => raw.write(': keep-alive\n\n'), deps.keepAliveMs);
       raw.on('close', () => {
         clearInterval(keepAlive);
         if (session.watchExpiry) clearTimeout(session.watchExpiry);

@@ -1,9 +1,8 @@
 import { CreateTaskRequest, LifecycleStatus, TaskPage, TaskWithExecution } from '@tdp/protocol';
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
-import type { FactDeps } from '../../../core/facts/session.ts';
 import type { ApiKeyAuthenticator } from '../../../core/identity/authenticate.ts';
-import { cancelTask } from '../../../core/tasks/cancelTask.ts';
+import { type CancelDeps, cancelTask } from '../../../core/tasks/cancelTask.ts';
 import { type CreateTaskDeps, createTask } from '../../../core/tasks/createTask.ts';
 import type { TaskStore } from '../../../core/tasks/ports.ts';
 import { getTask, listTasks } from '../../../core/tasks/queryTasks.ts';
@@ -18,7 +17,7 @@ export interface TaskRouteDeps {
   /** Why each still-queued step of a task has no worker yet (step row id → reasons). */
   unschedulableReasons: (taskId: string) => Promise<Map<string, string[]>>;
   create: CreateTaskDeps;
-  cancel: FactDeps;
+  cancel: CancelDeps;
 }
 
 export function registerTaskRoutes(app: FastifyInstance, deps: TaskRouteDeps): void {

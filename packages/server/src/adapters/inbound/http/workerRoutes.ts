@@ -42,11 +42,11 @@ export function registerWorkerRoutes(
     hub: CommandHub;
     adminToken: string;
     authenticator: ApiKeyAuthenticator;
-    keepAliveMs?: number;
+    keepAliveMs: number;
     /** An unacknowledged command is sent again after this long. */
-    resendAfterMs?: number;
+    resendAfterMs: number;
     /** How often an open stream reads its worker's open commands. */
-    commandPollIntervalMs?: number;
+    commandPollIntervalMs: number;
     /** The attempt inbox records a worker's events through the status service. */
     inbox: StatusDeps;
   },
@@ -226,8 +226,8 @@ export function registerWorkerRoutes(
           store: deps.workers.workers,
           hub: deps.hub,
           clock: deps.workers.clock,
-          resendAfterMs: deps.resendAfterMs ?? 30_000,
-          pollIntervalMs: deps.commandPollIntervalMs ?? 1_000,
+          resendAfterMs: deps.resendAfterMs,
+          pollIntervalMs: deps.commandPollIntervalMs,
         },
         workerId,
         resumeAfter,
@@ -239,7 +239,7 @@ export function registerWorkerRoutes(
         },
         (error) => request.log.warn({ err: error, workerId }, 'command stream flush failed'),
       );
-      const keepAlive = setInterval(() => raw.write(': keep-alive\n\n'), deps.keepAliveMs ?? 15_000);
+      const keepAlive = setInterval(() => raw.write(': keep-alive\n\n'), deps.keepAliveMs);
       streams.add(raw);
       raw.on('close', () => {
         streams.delete(raw);

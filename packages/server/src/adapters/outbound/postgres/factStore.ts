@@ -4,7 +4,7 @@
  * attemptTables, eventTables, outboxTables, workerCommandTables, schedulingTables); the reads a fact
  * makes inside its transaction in transactionReads.
  */
-import type { FactTransaction } from '../../../core/facts/ports.ts';
+import { type FactTransaction, KeyTakenError } from '../../../core/facts/ports.ts';
 import type { FactWriteSet } from '../../../core/facts/writeSet.ts';
 import type { HeartbeatUpdate, StatusStore } from '../../../core/status/ports.ts';
 import {
@@ -14,7 +14,7 @@ import {
   attemptsById,
   pushAttemptStatements,
 } from './attemptTables.ts';
-import { type Queryable, type Sql, type TxSql, transaction } from './database.ts';
+import { isUniqueViolation, type Queryable, type Sql, type TxSql, transaction } from './database.ts';
 import {
   findDedup,
   findDedups,
@@ -228,6 +228,7 @@ export class PostgresFactStore implements StatusStore {
       try {
         return await (options.writeOnly ? this.writeOnly(work) : this.once(work));
       } catch (error) {
+        if (isUniqueViolation(error)) throw new KeyTakenError({ cause: error });
         const code = (error as { code?: string }).code;
         if (attempt >= 5 || !code || !retryableCodes.has(code)) throw error;
       }
