@@ -45,7 +45,7 @@ module.exports = {
       comment: 'The core never imports adapters, loops, the composition root or configuration.',
       from: { path: core },
       to: {
-        path: '^packages/server/src/(adapters|loops|composition)/|^packages/server/src/(main|config|realtimeGateway)\\.ts$',
+        path: '^packages/server/src/(adapters|loops|composition|wiring)/|^packages/server/src/(main|config|realtimeGateway)\\.ts$',
       },
     },
     {

@@ -69,7 +69,8 @@ describe('status store transactions', () => {
       );
       expect(await outboxRows(first)).toBe(1);
 
-      // The same key again: the idempotency insert fails, so the outbox row beside it must not land.
+      // The same key again: the idempotency insert fails (a KeyTakenError to the core, the driver's unique
+      // violation inside), so the outbox row beside it must not land.
       const second = newId();
       await expect(
         store.transaction(
@@ -79,7 +80,7 @@ describe('status store transactions', () => {
           },
           { writeOnly },
         ),
-      ).rejects.toMatchObject({ code: '23505' });
+      ).rejects.toMatchObject({ name: 'KeyTakenError', cause: { code: '23505' } });
       expect(await outboxRows(second)).toBe(0);
     });
   }
