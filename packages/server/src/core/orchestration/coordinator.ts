@@ -5,9 +5,6 @@
  * the consequence is written in the same transaction as the fact that caused it. What follows a fact is
  * decided by the pure modules (`advance.ts` through `platform.ts`, the scheduler's selector); this file
  * only turns those decisions into facts.
- *
- * Cancelling a running platform task: CANCELING → CANCEL_ATTEMPT to every open attempt → CANCELED once
- * they have all stopped (their last facts arrive), or when the grace period ends, whichever is first.
  */
 import type { StructuredError } from '@tdp/protocol';
 import { isTerminal } from '../facts/execution.ts';
@@ -43,7 +40,11 @@ export function cancelledStep(step: StepRecord, now: Date): StepRecord {
   return { ...step, status: 'CANCELED', finishedAt: now, version: step.version + 1n, updatedAt: now };
 }
 
-/** Ends a cancelling execution now: open steps are cancelled, their credentials revoked, workers freed. */
+/**
+ * Ends a cancelling execution now: open steps are cancelled, their credentials revoked, workers freed.
+ * (Cancelling a running platform task: CANCELING → CANCEL_ATTEMPT to every open attempt → CANCELED once
+ * they have all stopped — their last facts arrive, `cancelIfStopped` — or when the grace period ends.)
+ */
 export async function forceCancel(
   deps: CoordinatorDeps,
   session: FactSession,

@@ -1,3 +1,4 @@
+import type { WorkerCommandRecord } from '../facts/records.ts';
 import type { WorkerCandidate } from './selector.ts';
 
 export interface WorkerSession {
@@ -26,9 +27,10 @@ export interface PendingRequest {
   priority: number;
 }
 
+/** A durable command as read back for a worker's stream. */
 export interface WorkerCommand {
   id: string;
-  type: string;
+  type: WorkerCommandRecord['type'];
   payload: Record<string, unknown>;
   createdAt: Date;
 }

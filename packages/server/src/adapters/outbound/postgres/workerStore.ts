@@ -142,7 +142,7 @@ export class PostgresWorkerStore implements WorkerStore {
 
   async openCommands(workerId: string): Promise<WorkerCommand[]> {
     const rows = await this.sql<
-      { id: string; type: string; payload: Record<string, unknown>; created_at: Date }[]
+      { id: string; type: WorkerCommand['type']; payload: Record<string, unknown>; created_at: Date }[]
     >`
       SELECT id, type, payload, created_at FROM worker_command
       WHERE worker_id = ${workerId} AND acked_at IS NULL
