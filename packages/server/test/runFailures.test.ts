@@ -43,6 +43,7 @@ beforeAll(async () => {
     ['ack-wf', 'ack.op', {}],
     ['ack-along-wf', 'ack-along.op', {}],
     ['resend-wf', 'resend.op', {}],
+    ['reconnect-wf', 'reconnect.op', {}],
     ['cancel-wf', 'cancel.op', {}],
     ['close-wf', 'close.op', { timeouts: { startToCloseMs: 5_000 }, retry: { maxAttempts: 1 } }],
     ['start-wf', 'nobody.op', { timeouts: { scheduleToStartMs: 5_000 }, retry: { maxAttempts: 1 } }],
@@ -523,6 +524,49 @@ describe('failures while running', () => {
       expect(copies(commandId)).toBe(2);
     } finally {
       h.clock.set(new Date());
+      abort.abort();
+      await reading;
+    }
+  });
+
+  it('a reconnecting worker gets at once a command whose id is below its Last-Event-ID (committed out of order by another replica)', async () => {
+    const workerId = (
+      await h.request('POST', '/v1/workers/register', {
+        token: workerKey,
+        body: {
+          instanceId: newId(),
+          name: 'reconnect',
+          nodeId: 'node-reconnect',
+          capabilities: [{ name: 'reconnect.op', version: '1' }],
+        },
+      })
+    ).body.workerId as string;
+    // The command is committed while the worker has no stream open...
+    await submit('reconnect-wf');
+    await expect
+      .poll(async () => (await sql`SELECT id FROM worker_command WHERE worker_id = ${workerId}`).length, {
+        timeout: 10_000,
+      })
+      .toBe(1);
+    const commandId = (
+      await sql<{ id: string }[]>`SELECT id FROM worker_command WHERE worker_id = ${workerId}`
+    )[0]!.id;
+    // ...and the worker comes back holding a later command id, as when the command it missed was
+    // written by a replica whose commit landed after one with a higher id reached the worker.
+    const abort = new AbortController();
+    const stream = await fetch(`${h.url}/v1/workers/${workerId}/commands`, {
+      headers: { authorization: `Bearer ${workerKey}`, 'last-event-id': newId() },
+      signal: abort.signal,
+    });
+    let text = '';
+    const reading = (async () => {
+      const decoder = new TextDecoder();
+      for await (const chunk of stream.body!) text += decoder.decode(chunk as Uint8Array, { stream: true });
+    })().catch(() => {});
+    try {
+      // The injected clock stands still: a command held back until the re-send interval never comes.
+      await expect.poll(() => text.includes(`id: ${commandId}\n`), { timeout: 3_000 }).toBe(true);
+    } finally {
       abort.abort();
       await reading;
     }

@@ -5,8 +5,10 @@
  * - the hub: commands this process just committed, handed over as they are (no read back);
  * - a wake-up from the hub (`notify`) or the poll: the worker's open commands read from the database —
  *   how commands another server replica committed arrive;
- * - resume: commands up to the worker's `Last-Event-ID` reached it on an earlier connection, so they are
- *   not sent again unless still unacknowledged after the re-send interval.
+ * - (re)connect: every command still unacknowledged is sent on the stream's first read. A cursor such as
+ *   `Last-Event-ID` cannot say what a worker missed: ids are not committed in order (another replica's
+ *   command may carry a lower id than one already delivered), so comparing them skipped commands until
+ *   the re-send interval. Workers keep their commands by id, so one sent twice is received once.
  */
 import type { WorkerCommandRecord } from '../facts/records.ts';
 import type { Clock } from '../shared/ports.ts';
@@ -70,8 +72,6 @@ export class CommandStream {
   constructor(
     private readonly deps: CommandStreamDeps,
     private readonly workerId: string,
-    /** The worker's Last-Event-ID: the highest command id it holds from an earlier connection. */
-    private readonly resumeAfter: string | null,
     private readonly send: (command: WorkerCommand | WorkerCommandRecord) => void,
     private readonly onError: (error: unknown) => void,
   ) {}
@@ -107,14 +107,7 @@ export class CommandStream {
         const now = this.now();
         for (const command of open) {
           const last = this.sentAt.get(command.id);
-          if (
-            last === undefined &&
-            this.firstFlush &&
-            this.resumeAfter !== null &&
-            command.id <= this.resumeAfter
-          )
-            this.sentAt.set(command.id, now);
-          else if (last === undefined || last <= now - this.deps.resendAfterMs) this.sendNow(command, now);
+          if (last === undefined || last <= now - this.deps.resendAfterMs) this.sendNow(command, now);
         }
         this.firstFlush = false;
         // Acknowledged since: forget them (but not those written after this read began).

@@ -192,18 +192,14 @@ export function registerWorkerRoutes(
       schema: {
         tags,
         security,
-        summary: 'The command stream (SSE); resumes after Last-Event-ID; commands repeat until acknowledged',
+        summary:
+          'The command stream (SSE): every unacknowledged command on connect, then new ones; each repeats until acknowledged',
         params: Type.Object({ id: Uuid }),
       },
     },
     async (request, reply) => {
       await requireWorker(deps.workers, await workerCredential(request), request.params.id);
       const workerId = request.params.id;
-      const lastEventId = request.headers['last-event-id'];
-      // Commands up to Last-Event-ID reached the worker on an earlier connection: not sent again unless
-      // still unacknowledged after the re-send interval.
-      const resumeAfter =
-        typeof lastEventId === 'string' && /^[0-9a-f-]{36}$/i.test(lastEventId) ? lastEventId : null;
       reply.hijack();
       const raw = reply.raw;
       raw.writeHead(200, {
@@ -230,7 +226,6 @@ export function registerWorkerRoutes(
           pollIntervalMs: deps.commandPollIntervalMs,
         },
         workerId,
-        resumeAfter,
         (command) => {
           if (unwritten.length === 0) setImmediate(writeOut);
           unwritten.push(
