@@ -11,6 +11,7 @@ import {
   generateKeyringEntry,
   parseKeyring,
   type RunningServer,
+  type ServerSettings,
   startServer,
 } from '../packages/server/src/main.ts';
 import { createTestDatabase } from './database.ts';
@@ -75,6 +76,8 @@ export async function startHarness(
     centrifugoApi?: { url: string; key: string };
     /** Every request is answered within this (503 REQUEST_TIMEOUT after it). */
     requestDeadlineMs?: number;
+    /** Timings and sizes other than the defaults (e.g. a command poll too slow to deliver anything). */
+    settings?: Partial<ServerSettings>;
   } = {},
 ): Promise<Harness> {
   const database = options.sharedDatabaseUrl
@@ -85,6 +88,7 @@ export async function startHarness(
   const server = await startServer(
     {
       ...defaultSettings,
+      ...options.settings,
       databaseUrl: options.serverDatabaseUrl ? options.serverDatabaseUrl(database.url) : database.url,
       host: '127.0.0.1',
       port: 0,

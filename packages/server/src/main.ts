@@ -15,12 +15,19 @@ import { useCaseDeps } from './composition/useCases.ts';
 import type { ServerConfig } from './config.ts';
 import type { ApplicationDeps } from './core/identity/applications.ts';
 import type { StatusDeps } from './core/status/deps.ts';
+import { listenForCommands } from './wiring/commandWakeup.ts';
 
 export { connectDatabase } from './adapters/outbound/postgres/database.ts';
 export { migrate } from './adapters/outbound/postgres/migrate.ts';
 export type { ServerDependencies } from './composition/adapters.ts';
 export { serverVersion } from './composition/api.ts';
-export { ConfigError, configFromEnv, defaultSettings, type ServerConfig } from './config.ts';
+export {
+  ConfigError,
+  configFromEnv,
+  defaultSettings,
+  type ServerConfig,
+  type ServerSettings,
+} from './config.ts';
 
 export interface RunningServer {
   app: FastifyInstance;
@@ -44,6 +51,8 @@ export async function startServer(
   const { sql, clock, signal, gateway, nats } = adapters;
   const uses = useCaseDeps(config, adapters);
   const app = await createApi(config, adapters, uses);
+  // Streams held here hear at once of commands another replica wrote for their workers.
+  const unlistenCommands = await listenForCommands(sql, uses.hub);
   const running: RunningLoops = config.runLoops
     ? await createLoops(config, adapters, uses)
     : { loops: [], unlisten: async () => {} };
@@ -81,6 +90,7 @@ export async function startServer(
         await Promise.all(running.loops.map((loop) => loop.stop()));
         await signal.handoff?.idle();
         await running.unlisten().catch(() => {});
+        await unlistenCommands().catch(() => {});
         await nats?.close().catch(() => {});
         await sql.end({ timeout: config.shutdownDatabaseTimeoutSeconds });
       })();

@@ -44,6 +44,7 @@ beforeAll(async () => {
     ['ack-along-wf', 'ack-along.op', {}],
     ['resend-wf', 'resend.op', {}],
     ['reconnect-wf', 'reconnect.op', {}],
+    ['elsewhere-wf', 'elsewhere.op', {}],
     ['cancel-wf', 'cancel.op', {}],
     ['close-wf', 'close.op', { timeouts: { startToCloseMs: 5_000 }, retry: { maxAttempts: 1 } }],
     ['start-wf', 'nobody.op', { timeouts: { scheduleToStartMs: 5_000 }, retry: { maxAttempts: 1 } }],
@@ -569,6 +570,47 @@ describe('failures while running', () => {
     } finally {
       abort.abort();
       await reading;
+    }
+  });
+
+  it("a command written by another replica reaches the worker's stream through the replicas' wake-up, not the poll", async () => {
+    // The replica holding the stream reads open commands only every ten minutes on its own.
+    const holder = await startHarness({
+      sharedDatabaseUrl: h.databaseUrl,
+      settings: { commandPollIntervalMs: 600_000 },
+    });
+    const abort = new AbortController();
+    let reading: Promise<void> = Promise.resolve();
+    try {
+      const workerId = (
+        await holder.request('POST', '/v1/workers/register', {
+          token: workerKey,
+          body: {
+            instanceId: newId(),
+            name: 'elsewhere',
+            nodeId: 'node-elsewhere',
+            capabilities: [{ name: 'elsewhere.op', version: '1' }],
+          },
+        })
+      ).body.workerId as string;
+      const stream = await fetch(`${holder.url}/v1/workers/${workerId}/commands`, {
+        headers: { authorization: `Bearer ${workerKey}` },
+        signal: abort.signal,
+      });
+      let text = '';
+      reading = (async () => {
+        const decoder = new TextDecoder();
+        for await (const chunk of stream.body!) text += decoder.decode(chunk as Uint8Array, { stream: true });
+      })().catch(() => {});
+      await expect.poll(() => text.includes(': connected'), { timeout: 5_000 }).toBe(true);
+      // Created and placed by the other replica (`h`), whose hub holds no stream of this worker.
+      const created = await submit('elsewhere-wf');
+      await expect.poll(() => text.includes('event: START_ATTEMPT'), { timeout: 5_000 }).toBe(true);
+      expect(text).toContain(`"taskId":"${created.body.task.id}"`);
+    } finally {
+      abort.abort();
+      await reading;
+      await holder.server.close();
     }
   });
 

@@ -13,6 +13,7 @@ import type { DispatchDeps } from '../core/scheduling/dispatch.ts';
 import type { WorkerDeps } from '../core/scheduling/workers.ts';
 import { TtlCache } from '../core/shared/ttlCache.ts';
 import type { StatusDeps } from '../core/status/deps.ts';
+import { CommandWakeup, commandChannel } from '../wiring/commandWakeup.ts';
 import type { Adapters } from './adapters.ts';
 
 export type UseCases = ReturnType<typeof useCaseDeps>;
@@ -40,6 +41,7 @@ export function useCaseDeps(config: ServerConfig, a: Adapters) {
     defaultHeartbeatTimeoutSeconds: config.heartbeatTimeoutSeconds,
   };
   const hub = new CommandHub();
+  signal.commands = new CommandWakeup(hub, (payload) => a.sql.notify(commandChannel, payload));
   const candidates = new CandidateSnapshot(
     () => workerStore.candidates(),
     config.workerCandidatesMaxAgeMs,

@@ -1,6 +1,7 @@
 import type { CommittedWork, OutboxSignal, RealtimeHandoffMode } from '../core/facts/ports.ts';
 import type { RealtimeHandoff } from '../core/realtime/handoff.ts';
 import type { WakeableLoop } from '../loops/wakeableLoop.ts';
+import type { CommandWakeup } from './commandWakeup.ts';
 
 /** The PostgreSQL channel outbox loops in every process LISTEN on. */
 export const outboxChannel = 'tdp_outbox';
@@ -20,6 +21,8 @@ export class OutboxWakeup implements OutboxSignal {
   /** Set when the loops run: projections are published right after their commit. */
   handoff: RealtimeHandoff | null = null;
   realtimeHandoff: RealtimeHandoffMode | undefined = undefined;
+  /** Set once the command hub exists: other replicas' streams hear of new commands. */
+  commands: CommandWakeup | null = null;
 
   constructor(
     /** Sends the NOTIFY on `outboxChannel`. */
@@ -32,6 +35,7 @@ export class OutboxWakeup implements OutboxSignal {
     if (work.scheduling) this.loops.scheduler?.wake();
     if (work.callbacks) this.loops.callbacks?.wake();
     if (work.earliestTimer) this.loops.timers?.wakeBy(work.earliestTimer);
+    if (work.commandsFor.length > 0) this.commands?.committed(work.commandsFor);
     if (this.handoff && work.realtime.length > 0) this.handoff.take(work.realtime);
     if (!work.outbox) return;
     this.loops.outbox?.wake();

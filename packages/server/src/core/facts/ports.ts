@@ -85,6 +85,8 @@ export interface CommittedWork {
   callbacks: boolean;
   /** The earliest due time among the timers it wrote. */
   earliestTimer: Date | null;
+  /** Workers it wrote commands for (a replica whose stream holds one of them must be told). */
+  commandsFor: string[];
   /** Realtime rows to publish now (see `OutboxSignal.realtimeHandoff`). */
   realtime: RealtimeRecord[];
 }

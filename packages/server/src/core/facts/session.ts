@@ -137,6 +137,7 @@ export class FactSession {
     scheduling: false,
     callbacks: false,
     earliestTimer: null,
+    commandsFor: [],
     realtime: [],
   };
 
@@ -249,6 +250,7 @@ export class FactSession {
     for (const stepId of write.closeSchedulingRequests?.stepIds ?? []) this.requestedSteps.delete(stepId);
     wrote.scheduling = this.requestedSteps.size > 0;
     if (write.callbacks?.length) wrote.callbacks = true;
+    for (const command of write.workerCommands ?? []) wrote.commandsFor.push(command.workerId);
     for (const timer of write.timers ?? [])
       if (!wrote.earliestTimer || timer.availableAt < wrote.earliestTimer)
         wrote.earliestTimer = timer.availableAt;

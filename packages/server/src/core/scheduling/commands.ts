@@ -28,6 +28,11 @@ export class CommandHub {
     };
   }
 
+  /** Whether a stream of this worker is open in this process. */
+  holds(workerId: string): boolean {
+    return this.listeners.has(workerId);
+  }
+
   /** The workers have new commands: their streams read them from the database. */
   notify(workerIds: string[]): void {
     for (const id of workerIds) for (const listener of this.listeners.get(id) ?? []) listener();
