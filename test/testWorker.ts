@@ -29,6 +29,8 @@ export async function startTestWorker(options: {
   handler: Handler;
   /** Sees every command (START_ATTEMPT, CANCEL_ATTEMPT, DRAIN). */
   onCommand?: (command: StartCommand & { type: string }) => void;
+  /** Attempts it runs at once at most (the server's default when absent). */
+  maxConcurrency?: number;
 }) {
   const headers = { authorization: `Bearer ${options.workerKey}`, 'content-type': 'application/json' };
   const registered = await fetch(`${options.baseUrl}/v1/workers/register`, {
@@ -39,6 +41,7 @@ export async function startTestWorker(options: {
       name: `test-${options.nodeId}`,
       nodeId: options.nodeId,
       capabilities: options.capabilities,
+      ...(options.maxConcurrency ? { maxConcurrency: options.maxConcurrency } : {}),
     }),
   });
   if (registered.status !== 201) throw new Error(`register: ${registered.status} ${await registered.text()}`);

@@ -58,6 +58,8 @@ export interface ServerSettings {
   cancelGraceMs: number;
   /** An API key, once read, is trusted this long (a revocation takes effect within it). */
   apiKeyCacheMs: number;
+  /** Freed worker capacity retries the steps waiting for a worker at most this often. */
+  capacityRetryMinIntervalMs: number;
 }
 
 /** The defaults of `ServerSettings`: the one place they are written. */
@@ -96,6 +98,7 @@ export const defaultSettings: ServerSettings = {
   sseKeepAliveMs: 15_000,
   cancelGraceMs: 30_000,
   apiKeyCacheMs: 5_000,
+  capacityRetryMinIntervalMs: 50,
 };
 
 /** Settings, compiled once at the edge; the rest of the server sees only these values. */

@@ -45,6 +45,7 @@ beforeAll(async () => {
     ['resend-wf', 'resend.op', {}],
     ['reconnect-wf', 'reconnect.op', {}],
     ['elsewhere-wf', 'elsewhere.op', {}],
+    ['full-wf', 'full.op', {}],
     ['cancel-wf', 'cancel.op', {}],
     ['close-wf', 'close.op', { timeouts: { startToCloseMs: 5_000 }, retry: { maxAttempts: 1 } }],
     ['start-wf', 'nobody.op', { timeouts: { scheduleToStartMs: 5_000 }, retry: { maxAttempts: 1 } }],
@@ -611,6 +612,41 @@ describe('failures while running', () => {
       abort.abort();
       await reading;
       await holder.server.close();
+    }
+  });
+
+  it('a step waiting for a full worker starts once the worker frees capacity, not after the retry interval', async () => {
+    let firstId: string | undefined;
+    let secondId: string | undefined;
+    // The second step was put back: no worker could take it (the only one is at its limit).
+    const secondPutBack = async () =>
+      secondId !== undefined &&
+      (
+        await sql`SELECT 1 FROM scheduling_request
+                  WHERE task_id = ${secondId} AND status = 'PENDING' AND reasons <> '[]'::jsonb`
+      ).length === 1;
+    const worker = await startTestWorker({
+      baseUrl: h.url,
+      workerKey,
+      nodeId: 'node-full',
+      maxConcurrency: 1,
+      capabilities: [{ name: 'full.op', version: '1' }],
+      handler: async (command, report) => {
+        // The first attempt holds the one slot until the second step has been put back for it.
+        if (command.taskId === firstId) await expect.poll(secondPutBack, { timeout: 10_000 }).toBe(true);
+        await completeWith({ ok: 1 })(command, report);
+      },
+    });
+    try {
+      firstId = (await submit('full-wf')).body.task.id;
+      secondId = (await submit('full-wf')).body.task.id;
+      // The injected clock stands still, so the put-back request's retry time never comes on its own.
+      for (const id of [firstId, secondId])
+        await expect
+          .poll(async () => (await status(id!)).task.lifecycleStatus, { timeout: 10_000 })
+          .toBe('SUCCEEDED');
+    } finally {
+      await worker.stop();
     }
   });
 

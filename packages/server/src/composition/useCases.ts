@@ -13,6 +13,7 @@ import type { DispatchDeps } from '../core/scheduling/dispatch.ts';
 import type { WorkerDeps } from '../core/scheduling/workers.ts';
 import { TtlCache } from '../core/shared/ttlCache.ts';
 import type { StatusDeps } from '../core/status/deps.ts';
+import { CapacityWakeup } from '../wiring/capacityWakeup.ts';
 import { CommandWakeup, commandChannel } from '../wiring/commandWakeup.ts';
 import type { Adapters } from './adapters.ts';
 
@@ -42,6 +43,13 @@ export function useCaseDeps(config: ServerConfig, a: Adapters) {
   };
   const hub = new CommandHub();
   signal.commands = new CommandWakeup(hub, (payload) => a.sql.notify(commandChannel, payload));
+  signal.capacity = new CapacityWakeup(
+    () => workerStore.retryDeferred(clock.now()),
+    // The scheduler loop exists when the loops run; otherwise another replica's scheduler places them.
+    () => signal.loops.scheduler?.wake(),
+    config.capacityRetryMinIntervalMs,
+    (error) => logger.warn({ err: error }, 'could not retry the steps waiting for a worker'),
+  );
   const candidates = new CandidateSnapshot(
     () => workerStore.candidates(),
     config.workerCandidatesMaxAgeMs,

@@ -1,6 +1,7 @@
 import type { CommittedWork, OutboxSignal, RealtimeHandoffMode } from '../core/facts/ports.ts';
 import type { RealtimeHandoff } from '../core/realtime/handoff.ts';
 import type { WakeableLoop } from '../loops/wakeableLoop.ts';
+import type { CapacityWakeup } from './capacityWakeup.ts';
 import type { CommandWakeup } from './commandWakeup.ts';
 
 /** The PostgreSQL channel outbox loops in every process LISTEN on. */
@@ -23,6 +24,8 @@ export class OutboxWakeup implements OutboxSignal {
   realtimeHandoff: RealtimeHandoffMode | undefined = undefined;
   /** Set once the command hub exists: other replicas' streams hear of new commands. */
   commands: CommandWakeup | null = null;
+  /** Set once the worker store exists: freed capacity retries the steps waiting for a worker. */
+  capacity: CapacityWakeup | null = null;
 
   constructor(
     /** Sends the NOTIFY on `outboxChannel`. */
@@ -36,6 +39,7 @@ export class OutboxWakeup implements OutboxSignal {
     if (work.callbacks) this.loops.callbacks?.wake();
     if (work.earliestTimer) this.loops.timers?.wakeBy(work.earliestTimer);
     if (work.commandsFor.length > 0) this.commands?.committed(work.commandsFor);
+    if (work.capacityFreed) this.capacity?.freed();
     if (this.handoff && work.realtime.length > 0) this.handoff.take(work.realtime);
     if (!work.outbox) return;
     this.loops.outbox?.wake();

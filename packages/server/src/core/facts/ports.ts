@@ -87,6 +87,8 @@ export interface CommittedWork {
   earliestTimer: Date | null;
   /** Workers it wrote commands for (a replica whose stream holds one of them must be told). */
   commandsFor: string[];
+  /** It ended attempts, so workers have capacity again: steps waiting for a worker may fit now. */
+  capacityFreed: boolean;
   /** Realtime rows to publish now (see `OutboxSignal.realtimeHandoff`). */
   realtime: RealtimeRecord[];
 }

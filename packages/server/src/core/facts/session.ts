@@ -138,6 +138,7 @@ export class FactSession {
     callbacks: false,
     earliestTimer: null,
     commandsFor: [],
+    capacityFreed: false,
     realtime: [],
   };
 
@@ -251,6 +252,7 @@ export class FactSession {
     wrote.scheduling = this.requestedSteps.size > 0;
     if (write.callbacks?.length) wrote.callbacks = true;
     for (const command of write.workerCommands ?? []) wrote.commandsFor.push(command.workerId);
+    if (write.revokeAttemptIds?.length) wrote.capacityFreed = true;
     for (const timer of write.timers ?? [])
       if (!wrote.earliestTimer || timer.availableAt < wrote.earliestTimer)
         wrote.earliestTimer = timer.availableAt;

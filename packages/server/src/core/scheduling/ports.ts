@@ -64,7 +64,7 @@ export interface WorkerStore {
   deferRequest(id: string, reasons: string[], availableAt: Date): Promise<void>;
   pendingReasons(taskId: string): Promise<Map<string, string[]>>;
   /** Requests waiting after finding no worker become due now (a worker registered or changed). */
-  retryDeferred(now: Date): Promise<void>;
+  retryDeferred(now: Date): Promise<number>;
   /**
    * Sessions to reap: live ones whose last heartbeat is older than `before`, and ended ones that still
    * hold open attempts.

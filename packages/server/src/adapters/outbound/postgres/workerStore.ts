@@ -178,8 +178,9 @@ export class PostgresWorkerStore implements WorkerStore {
 
   /** Only requests deferred for want of a worker (they carry reasons); a delayed step keeps its delay. */
   async retryDeferred(now: Date) {
-    await this.sql`UPDATE scheduling_request SET available_at = ${now}
+    const result = await this.sql`UPDATE scheduling_request SET available_at = ${now}
            WHERE status = 'PENDING' AND available_at > ${now} AND reasons <> '[]'::jsonb`;
+    return result.count;
   }
 
   async lostWorkers(before: Date) {

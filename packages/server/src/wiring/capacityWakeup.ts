@@ -1,0 +1,46 @@
+/**
+ * When a commit ends attempts, the workers that ran them have room again: scheduling requests that were
+ * put back because no worker could take them (at its concurrency limit, short of resources) become due
+ * now, and the scheduler is woken, instead of waiting out their retry interval. The database update
+ * makes them due for every replica's scheduler. Rounds are coalesced: one update in flight at a time, at
+ * most one more queued behind it, and none closer together than `minIntervalMs`.
+ */
+export class CapacityWakeup {
+  private running = false;
+  private again = false;
+  private lastAt = Number.NEGATIVE_INFINITY;
+
+  constructor(
+    /** Makes the put-back requests due now (`WorkerStore.retryDeferred`); how many there were. */
+    private readonly retryDeferred: () => Promise<number>,
+    private readonly wakeScheduler: () => void,
+    private readonly minIntervalMs: number,
+    private readonly onError: (error: unknown) => void,
+    private readonly monotonicMs: () => number = () => performance.now(),
+  ) {}
+
+  freed(): void {
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    this.running = true;
+    const wait = Math.max(0, this.lastAt + this.minIntervalMs - this.monotonicMs());
+    setTimeout(() => void this.round(), wait).unref();
+  }
+
+  private async round(): Promise<void> {
+    this.lastAt = this.monotonicMs();
+    try {
+      if ((await this.retryDeferred()) > 0) this.wakeScheduler();
+    } catch (error) {
+      this.onError(error);
+    } finally {
+      this.running = false;
+      if (this.again) {
+        this.again = false;
+        this.freed();
+      }
+    }
+  }
+}
