@@ -197,6 +197,62 @@ describe('running a task', () => {
     }
   });
 
+  it('delivers the callbacks of one execution one at a time and in sequence, however slowly the receiver answers', async () => {
+    const arrived: number[] = [];
+    let inFlight = 0;
+    let mostInFlight = 0;
+    const slow = createServer((req, res) => {
+      let raw = '';
+      req.on('data', (chunk) => {
+        raw += chunk;
+      });
+      req.on('end', () => {
+        inFlight += 1;
+        mostInFlight = Math.max(mostInFlight, inFlight);
+        // Slow enough that the execution's later callbacks are due while this one is being answered.
+        setTimeout(() => {
+          inFlight -= 1;
+          arrived.push(JSON.parse(raw).sequence);
+          res.writeHead(204).end();
+        }, 150);
+      });
+    });
+    await new Promise<void>((resolve) => slow.listen(0, '127.0.0.1', resolve));
+    const address = slow.address();
+    const slowUrl = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}/slow`;
+    const worker = await startTestWorker({
+      baseUrl: h.url,
+      workerKey,
+      nodeId: 'node-slow-receiver',
+      capabilities: [
+        { name: 'archive.clean', version: '1' },
+        { name: 'image.watermark', version: '2' },
+      ],
+      handler: completeWith({ archive: 'asset://done' }),
+    });
+    try {
+      const created = await submit(`slow-receiver-${newId()}`, { callbackUrl: slowUrl });
+      const taskId = created.body.task.id;
+      await expect
+        .poll(async () => (await taskStatus(taskId)).task.lifecycleStatus, { timeout: 15_000 })
+        .toBe('SUCCEEDED');
+      const log = async () =>
+        (await h.request('GET', `/v1/tasks/${taskId}/callbacks`, { token: app.apiKey })).body.items as {
+          status: string;
+        }[];
+      await expect
+        .poll(async () => (await log()).every((d) => d.status === 'PUBLISHED'), { timeout: 15_000 })
+        .toBe(true);
+      const count = (await log()).length;
+      expect(count).toBeGreaterThan(2);
+      expect(arrived).toEqual(Array.from({ length: count }, (_, i) => i + 1));
+      expect(mostInFlight).toBe(1);
+    } finally {
+      await worker.stop();
+      await new Promise((resolve) => slow.close(resolve));
+    }
+  });
+
   it('a receiver failing 3 times then succeeding gets each sequence delivered and acknowledged once', async () => {
     const worker = await startTestWorker({
       baseUrl: h.url,

@@ -1,5 +1,6 @@
 /**
- * The callback sender: claims due deliveries (the shared lease mechanism), posts each signed with the
+ * The callback sender: claims due deliveries (the shared lease mechanism; the queue hands out at most one
+ * delivery of an execution at a time, in sequence order), posts each signed with the
  * application's secret (both secrets during a rotation), and records the outcome while the claim is
  * ours. 2xx delivers; 410 and other 4xx except 408/429 are permanent (DEAD at once); anything else
  * retries with back-off plus jitter and goes DEAD after the attempt limit.

@@ -16,7 +16,7 @@ export class PostgresCallbackQueue implements CallbackQueue {
       application_id: string;
       url: string;
       payload: Record<string, unknown>;
-    }>(now, limit);
+    }>(now, limit, { group: 'execution_id', order: 'sequence' });
     return rows.map((r) => ({
       id: r.id,
       claimId: r.claim_id,

@@ -17,19 +17,33 @@ export class ClaimableRows {
     private readonly policy: ClaimPolicy = claimPolicy,
   ) {}
 
-  /** Claims due rows in a short transaction: oldest due first, skipping rows another claimer holds. */
+  /**
+   * Claims due rows in a short transaction: oldest due first, skipping rows another claimer holds. With
+   * `inOrder`, rows of one group go one at a time in their order: a row is due only once every earlier
+   * row of its group is published or dead (an earlier one being claimed, even by another replica, or
+   * waiting to be retried, holds it back).
+   */
   async claim<Row extends object>(
     now: Date,
     limit: number,
+    inOrder?: { group: string; order: string },
   ): Promise<(Row & { id: string; claim_id: string; attempts: number })[]> {
     const claimId = newId();
     const leaseUntil = new Date(now.getTime() + this.policy.leaseMs);
     const table = this.sql(this.table);
+    const afterEarlier = inOrder
+      ? this.sql`AND NOT EXISTS (
+          SELECT 1 FROM ${table} AS earlier
+          WHERE earlier.${this.sql(inOrder.group)} = ${table}.${this.sql(inOrder.group)}
+            AND earlier.${this.sql(inOrder.order)} < ${table}.${this.sql(inOrder.order)}
+            AND earlier.status IN ('PENDING', 'PUBLISHING', 'FAILED'))`
+      : this.sql``;
     return this.sql`
       WITH due AS (
         SELECT id FROM ${table}
-        WHERE (status IN ('PENDING', 'FAILED') AND available_at <= ${now})
-           OR (status = 'PUBLISHING' AND claim_expires_at <= ${now})
+        WHERE ((status IN ('PENDING', 'FAILED') AND available_at <= ${now})
+           OR (status = 'PUBLISHING' AND claim_expires_at <= ${now}))
+          ${afterEarlier}
         ORDER BY available_at, id
         LIMIT ${limit}
         FOR UPDATE SKIP LOCKED
