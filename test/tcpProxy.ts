@@ -38,6 +38,17 @@ export class TcpProxy {
     return this.port;
   }
 
+  /**
+   * Stops passing bytes on every open connection, leaving them open: the database seems to stop
+   * answering (a hung COMMIT, a network that drops packets) rather than to go away.
+   */
+  freeze(): void {
+    for (const socket of this.sockets) {
+      socket.unpipe();
+      socket.pause();
+    }
+  }
+
   /** Drops every connection and refuses new ones. */
   async cut(): Promise<void> {
     const server = this.server;

@@ -13,9 +13,16 @@ export interface TdpProcess {
   /** Starts the server (again); resolves once /readyz answers 200. */
   start(): Promise<void>;
   kill(signal?: NodeJS.Signals): Promise<void>;
+  /** Sends `signal` and waits up to `withinMs` for the process to exit: its exit code, or null if it did not. */
+  stop(signal: NodeJS.Signals, withinMs: number): Promise<number | null>;
 }
 
-export function tdpProcess(options: { databaseUrl: string; port: number }): TdpProcess {
+export function tdpProcess(options: {
+  databaseUrl: string;
+  port: number;
+  /** More environment for the process (settings). */
+  env?: Record<string, string>;
+}): TdpProcess {
   const adminToken = `tdpadm_test_${Date.now()}`;
   const env = {
     ...process.env,
@@ -29,6 +36,7 @@ export function tdpProcess(options: { databaseUrl: string; port: number }): TdpP
     TDP_GATEWAY_API_KEY: 'gateway-api-key-for-tests',
     NATS_URL: '',
     REDIS_URL: '',
+    ...options.env,
   };
   const url = `http://127.0.0.1:${options.port}`;
   let child: ChildProcess | null = null;
@@ -52,6 +60,19 @@ export function tdpProcess(options: { databaseUrl: string; port: number }): TdpP
         if (Date.now() > deadline) throw new Error('tdp server did not become ready');
         await new Promise((r) => setTimeout(r, 100));
       }
+    },
+    stop: async (signal, withinMs) => {
+      const running = child;
+      if (!running || running.exitCode !== null || running.signalCode !== null)
+        return running?.exitCode ?? null;
+      const exited = new Promise<number | null>((resolve) => running.once('exit', (code) => resolve(code)));
+      running.kill(signal);
+      const code = await Promise.race([
+        exited,
+        new Promise<'running'>((resolve) => setTimeout(() => resolve('running'), withinMs)),
+      ]);
+      if (code !== 'running') child = null;
+      return code === 'running' ? null : code;
     },
     kill: async (signal = 'SIGKILL') => {
       const running = child;

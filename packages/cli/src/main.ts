@@ -13,6 +13,7 @@ import {
   ConfigError,
   configFromEnv,
   connectDatabase,
+  defaultSettings,
   migrate,
   startGatewayServer,
   startServer,
@@ -62,9 +63,10 @@ async function main(argv: string[]): Promise<number> {
     case 'dev':
       return runDev(env);
     case 'server': {
-      const server = await startServer(configFromEnv(env));
+      const config = configFromEnv(env);
+      const server = await startServer(config);
       server.logger.info({ url: server.url }, 'TDP server listening');
-      await onShutdownSignal(() => server.close());
+      await onShutdownSignal(() => server.close(), config.shutdownDeadlineMs);
       return 0;
     }
     case 'migrate': {
@@ -93,7 +95,7 @@ async function main(argv: string[]): Promise<number> {
       process.stdout.write(
         `TDP gateway listening on ${gateway.url} (WebSocket ${gateway.url.replace('http', 'ws')}/connection/websocket, API ${gateway.url}/api)\n`,
       );
-      await onShutdownSignal(() => gateway.close());
+      await onShutdownSignal(() => gateway.close(), defaultSettings.shutdownDeadlineMs);
       return 0;
     }
     default:

@@ -60,6 +60,8 @@ export interface ServerSettings {
   apiKeyCacheMs: number;
   /** Freed worker capacity retries the steps waiting for a worker at most this often. */
   capacityRetryMinIntervalMs: number;
+  /** A shutdown (SIGTERM) still unfinished after this long is abandoned: the process exits with 1. */
+  shutdownDeadlineMs: number;
 }
 
 /** The defaults of `ServerSettings`: the one place they are written. */
@@ -99,6 +101,7 @@ export const defaultSettings: ServerSettings = {
   cancelGraceMs: 30_000,
   apiKeyCacheMs: 5_000,
   capacityRetryMinIntervalMs: 50,
+  shutdownDeadlineMs: 30_000,
 };
 
 /** Settings, compiled once at the edge; the rest of the server sees only these values. */
@@ -186,6 +189,7 @@ function settingsFrom(env: NodeJS.ProcessEnv, overrides: Partial<ServerConfig>):
     healthMaxPerCycle: number('healthMaxPerCycle', 'TDP_HEALTH_MAX_PER_CYCLE'),
     realtimeHandoffGraceMs: number('realtimeHandoffGraceMs', 'TDP_REALTIME_HANDOFF_GRACE_MS'),
     retryUnplaceableMs: number('retryUnplaceableMs', 'TDP_RETRY_UNPLACEABLE_MS'),
+    shutdownDeadlineMs: number('shutdownDeadlineMs', 'TDP_SHUTDOWN_DEADLINE_MS'),
   };
 }
 
