@@ -70,6 +70,19 @@ const submit = (key: string, extra: Record<string, unknown> = {}) =>
     },
   });
 
+/** A test worker offering both steps of the ZIP workflow, each answered by `handler`. */
+const startZipWorker = (nodeId: string, handler: Parameters<typeof startTestWorker>[0]['handler']) =>
+  startTestWorker({
+    baseUrl: h.url,
+    workerKey,
+    nodeId,
+    capabilities: [
+      { name: 'archive.clean', version: '1' },
+      { name: 'image.watermark', version: '2' },
+    ],
+    handler,
+  });
+
 const taskStatus = async (id: string) =>
   (await h.request('GET', `/v1/tasks/${id}`, { token: app.apiKey })).body;
 
@@ -154,16 +167,7 @@ describe('running a task', () => {
   });
 
   it('a create places its ready first step itself once a worker is known: the answer shows it QUEUED on that worker', async () => {
-    const worker = await startTestWorker({
-      baseUrl: h.url,
-      workerKey,
-      nodeId: 'node-inline',
-      capabilities: [
-        { name: 'archive.clean', version: '1' },
-        { name: 'image.watermark', version: '2' },
-      ],
-      handler: completeWith({ archive: 'asset://done' }),
-    });
+    const worker = await startZipWorker('node-inline', completeWith({ archive: 'asset://done' }));
     const sql = connectDatabase({ url: h.databaseUrl, maxConnections: 1 });
     try {
       // The server reads the workers again after a registration; until then the scheduler places steps.
@@ -220,16 +224,7 @@ describe('running a task', () => {
     await new Promise<void>((resolve) => slow.listen(0, '127.0.0.1', resolve));
     const address = slow.address();
     const slowUrl = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}/slow`;
-    const worker = await startTestWorker({
-      baseUrl: h.url,
-      workerKey,
-      nodeId: 'node-slow-receiver',
-      capabilities: [
-        { name: 'archive.clean', version: '1' },
-        { name: 'image.watermark', version: '2' },
-      ],
-      handler: completeWith({ archive: 'asset://done' }),
-    });
+    const worker = await startZipWorker('node-slow-receiver', completeWith({ archive: 'asset://done' }));
     try {
       const created = await submit(`slow-receiver-${newId()}`, { callbackUrl: slowUrl });
       const taskId = created.body.task.id;
@@ -254,16 +249,7 @@ describe('running a task', () => {
   });
 
   it('a receiver failing 3 times then succeeding gets each sequence delivered and acknowledged once', async () => {
-    const worker = await startTestWorker({
-      baseUrl: h.url,
-      workerKey,
-      nodeId: 'node-2',
-      capabilities: [
-        { name: 'archive.clean', version: '1' },
-        { name: 'image.watermark', version: '2' },
-      ],
-      handler: completeWith({ archive: 'a' }),
-    });
+    const worker = await startZipWorker('node-2', completeWith({ archive: 'a' }));
     try {
       failNext = 3;
       const created = await submit(`flaky-${newId()}`);

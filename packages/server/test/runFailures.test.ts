@@ -73,6 +73,41 @@ const submit = (workflowName: string, key = newId()) =>
     headers: { 'idempotency-key': key },
     body: { workflowName, workflowVersion: '1', name: key },
   });
+/** A worker session registered over HTTP offering `<name>.op`, with nothing behind it (nothing is acked). */
+const registerBareWorker = async (on: Harness, name: string) =>
+  (
+    await on.request('POST', '/v1/workers/register', {
+      token: workerKey,
+      body: {
+        instanceId: newId(),
+        name,
+        nodeId: `node-${name}`,
+        capabilities: [{ name: `${name}.op`, version: '1' }],
+      },
+    })
+  ).body.workerId as string;
+
+/** Opens a worker's command stream and keeps its raw text until `close`. */
+async function readCommandStream(baseUrl: string, workerId: string, headers: Record<string, string> = {}) {
+  const abort = new AbortController();
+  const response = await fetch(`${baseUrl}/v1/workers/${workerId}/commands`, {
+    headers: { authorization: `Bearer ${workerKey}`, ...headers },
+    signal: abort.signal,
+  });
+  let text = '';
+  const reading = (async () => {
+    const decoder = new TextDecoder();
+    for await (const chunk of response.body!) text += decoder.decode(chunk as Uint8Array, { stream: true });
+  })().catch(() => {});
+  return {
+    text: () => text,
+    close: async () => {
+      abort.abort();
+      await reading;
+    },
+  };
+}
+
 /**
  * Two worker sessions of capacity 1 offering `<name>.op`, each holding the START_ATTEMPT of one
  * `<name>-wf` task that nobody acknowledged yet.
@@ -478,32 +513,15 @@ describe('failures while running', () => {
   });
 
   it('sends an unacknowledged command again after the re-send interval, and stops once it is acknowledged', async () => {
-    const workerId = (
-      await h.request('POST', '/v1/workers/register', {
-        token: workerKey,
-        body: {
-          instanceId: newId(),
-          name: 'resend',
-          nodeId: 'node-resend',
-          capabilities: [{ name: 'resend.op', version: '1' }],
-        },
-      })
-    ).body.workerId as string;
-    const abort = new AbortController();
-    const stream = await fetch(`${h.url}/v1/workers/${workerId}/commands`, {
-      headers: { authorization: `Bearer ${workerKey}` },
-      signal: abort.signal,
-    });
-    let text = '';
-    const reading = (async () => {
-      const decoder = new TextDecoder();
-      for await (const chunk of stream.body!) text += decoder.decode(chunk as Uint8Array, { stream: true });
-    })().catch(() => {});
-    const copies = (commandId: string) => text.split(`id: ${commandId}\n`).length - 1;
+    const workerId = await registerBareWorker(h, 'resend');
+    const stream = await readCommandStream(h.url, workerId);
+    const copies = (commandId: string) => stream.text().split(`id: ${commandId}\n`).length - 1;
     try {
       await submit('resend-wf');
-      await expect.poll(() => /id: ([0-9a-f-]{36})\n/.exec(text)?.[1], { timeout: 10_000 }).toBeTruthy();
-      const commandId = /id: ([0-9a-f-]{36})\n/.exec(text)![1]!;
+      await expect
+        .poll(() => /id: ([0-9a-f-]{36})\n/.exec(stream.text())?.[1], { timeout: 10_000 })
+        .toBeTruthy();
+      const commandId = /id: ([0-9a-f-]{36})\n/.exec(stream.text())![1]!;
       expect(copies(commandId)).toBe(1);
       // 31 s pass in two steps, the worker beating after each, so that its last heartbeat is never older
       // than its 30 s TTL when the lease reaper (every 2 s) looks.
@@ -526,23 +544,12 @@ describe('failures while running', () => {
       expect(copies(commandId)).toBe(2);
     } finally {
       h.clock.set(new Date());
-      abort.abort();
-      await reading;
+      await stream.close();
     }
   });
 
   it('a reconnecting worker gets at once a command whose id is below its Last-Event-ID (committed out of order by another replica)', async () => {
-    const workerId = (
-      await h.request('POST', '/v1/workers/register', {
-        token: workerKey,
-        body: {
-          instanceId: newId(),
-          name: 'reconnect',
-          nodeId: 'node-reconnect',
-          capabilities: [{ name: 'reconnect.op', version: '1' }],
-        },
-      })
-    ).body.workerId as string;
+    const workerId = await registerBareWorker(h, 'reconnect');
     // The command is committed while the worker has no stream open...
     await submit('reconnect-wf');
     await expect
@@ -555,22 +562,12 @@ describe('failures while running', () => {
     )[0]!.id;
     // ...and the worker comes back holding a later command id, as when the command it missed was
     // written by a replica whose commit landed after one with a higher id reached the worker.
-    const abort = new AbortController();
-    const stream = await fetch(`${h.url}/v1/workers/${workerId}/commands`, {
-      headers: { authorization: `Bearer ${workerKey}`, 'last-event-id': newId() },
-      signal: abort.signal,
-    });
-    let text = '';
-    const reading = (async () => {
-      const decoder = new TextDecoder();
-      for await (const chunk of stream.body!) text += decoder.decode(chunk as Uint8Array, { stream: true });
-    })().catch(() => {});
+    const stream = await readCommandStream(h.url, workerId, { 'last-event-id': newId() });
     try {
       // The injected clock stands still: a command held back until the re-send interval never comes.
-      await expect.poll(() => text.includes(`id: ${commandId}\n`), { timeout: 3_000 }).toBe(true);
+      await expect.poll(() => stream.text().includes(`id: ${commandId}\n`), { timeout: 3_000 }).toBe(true);
     } finally {
-      abort.abort();
-      await reading;
+      await stream.close();
     }
   });
 
@@ -580,37 +577,18 @@ describe('failures while running', () => {
       sharedDatabaseUrl: h.databaseUrl,
       settings: { commandPollIntervalMs: 600_000 },
     });
-    const abort = new AbortController();
-    let reading: Promise<void> = Promise.resolve();
+    let stream: Awaited<ReturnType<typeof readCommandStream>> | null = null;
     try {
-      const workerId = (
-        await holder.request('POST', '/v1/workers/register', {
-          token: workerKey,
-          body: {
-            instanceId: newId(),
-            name: 'elsewhere',
-            nodeId: 'node-elsewhere',
-            capabilities: [{ name: 'elsewhere.op', version: '1' }],
-          },
-        })
-      ).body.workerId as string;
-      const stream = await fetch(`${holder.url}/v1/workers/${workerId}/commands`, {
-        headers: { authorization: `Bearer ${workerKey}` },
-        signal: abort.signal,
-      });
-      let text = '';
-      reading = (async () => {
-        const decoder = new TextDecoder();
-        for await (const chunk of stream.body!) text += decoder.decode(chunk as Uint8Array, { stream: true });
-      })().catch(() => {});
-      await expect.poll(() => text.includes(': connected'), { timeout: 5_000 }).toBe(true);
+      const workerId = await registerBareWorker(holder, 'elsewhere');
+      const open = await readCommandStream(holder.url, workerId);
+      stream = open;
+      await expect.poll(() => open.text().includes(': connected'), { timeout: 5_000 }).toBe(true);
       // Created and placed by the other replica (`h`), whose hub holds no stream of this worker.
       const created = await submit('elsewhere-wf');
-      await expect.poll(() => text.includes('event: START_ATTEMPT'), { timeout: 5_000 }).toBe(true);
-      expect(text).toContain(`"taskId":"${created.body.task.id}"`);
+      await expect.poll(() => open.text().includes('event: START_ATTEMPT'), { timeout: 5_000 }).toBe(true);
+      expect(open.text()).toContain(`"taskId":"${created.body.task.id}"`);
     } finally {
-      abort.abort();
-      await reading;
+      await stream?.close();
       await holder.server.close();
     }
   });
