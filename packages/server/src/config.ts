@@ -62,6 +62,20 @@ export interface ServerSettings {
   capacityRetryMinIntervalMs: number;
   /** A shutdown (SIGTERM) still unfinished after this long is abandoned: the process exits with 1. */
   shutdownDeadlineMs: number;
+  /**
+   * A database connection that owes an answer (to a statement, BEGIN, COMMIT or ROLLBACK) and has heard
+   * nothing for this long is destroyed, never handed back to the pool. Above `statementTimeoutMs`, which
+   * PostgreSQL enforces itself; this one holds when the network stops passing bytes.
+   */
+  databaseAnswerDeadlineMs: number;
+  /** PostgreSQL ends a session idle inside a transaction for this long (`idle_in_transaction_session_timeout`). */
+  databaseIdleInTransactionTimeoutMs: number;
+  /** A background loop busy with one round for longer than this is stuck: `/readyz` fails, naming it. */
+  loopRoundDeadlineMs: number;
+  /** `/readyz` fails when the pool cannot hand out a connection and answer within this long. */
+  readinessDatabaseDeadlineMs: number;
+  /** After an unhandled rejection or uncaught exception, `/readyz` fails for this long. */
+  processFaultUnreadyMs: number;
 }
 
 /** The defaults of `ServerSettings`: the one place they are written. */
@@ -102,6 +116,12 @@ export const defaultSettings: ServerSettings = {
   apiKeyCacheMs: 5_000,
   capacityRetryMinIntervalMs: 50,
   shutdownDeadlineMs: 30_000,
+  databaseAnswerDeadlineMs: 15_000,
+  databaseIdleInTransactionTimeoutMs: 60_000,
+  // A callbacks round may wait out a few slow receivers (callbackTimeoutMs each); stuck is far beyond.
+  loopRoundDeadlineMs: 120_000,
+  readinessDatabaseDeadlineMs: 2_000,
+  processFaultUnreadyMs: 30_000,
 };
 
 /** Settings, compiled once at the edge; the rest of the server sees only these values. */
@@ -190,6 +210,14 @@ function settingsFrom(env: NodeJS.ProcessEnv, overrides: Partial<ServerConfig>):
     realtimeHandoffGraceMs: number('realtimeHandoffGraceMs', 'TDP_REALTIME_HANDOFF_GRACE_MS'),
     retryUnplaceableMs: number('retryUnplaceableMs', 'TDP_RETRY_UNPLACEABLE_MS'),
     shutdownDeadlineMs: number('shutdownDeadlineMs', 'TDP_SHUTDOWN_DEADLINE_MS'),
+    databaseAnswerDeadlineMs: number('databaseAnswerDeadlineMs', 'TDP_DATABASE_ANSWER_DEADLINE_MS'),
+    databaseIdleInTransactionTimeoutMs: number(
+      'databaseIdleInTransactionTimeoutMs',
+      'TDP_DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS',
+    ),
+    loopRoundDeadlineMs: number('loopRoundDeadlineMs', 'TDP_LOOP_ROUND_DEADLINE_MS'),
+    readinessDatabaseDeadlineMs: number('readinessDatabaseDeadlineMs', 'TDP_READINESS_DATABASE_DEADLINE_MS'),
+    processFaultUnreadyMs: number('processFaultUnreadyMs', 'TDP_PROCESS_FAULT_UNREADY_MS'),
   };
 }
 

@@ -59,6 +59,8 @@ export async function connectAdapters(config: ServerConfig, overrides: ServerDep
     url: config.databaseUrl,
     maxConnections: config.databasePoolSize,
     statementTimeoutMs: config.statementTimeoutMs,
+    answerDeadlineMs: config.databaseAnswerDeadlineMs,
+    idleInTransactionTimeoutMs: config.databaseIdleInTransactionTimeoutMs,
     applicationName: 'tdp-server',
   });
   const migrations = await loadMigrations();
