@@ -240,3 +240,9 @@ export function isUniqueViolation(error: unknown, constraint?: string): boolean 
   const e = error as { code?: string; constraint_name?: string };
   return e?.code === '23505' && (constraint === undefined || e.constraint_name === constraint);
 }
+
+/** True for the driver's errors that say the database or a connection to it went away. */
+export function isDatabaseUnavailable(error: unknown): boolean {
+  const translated = translateDatabaseError(error);
+  return translated instanceof AppError && translated.code === 'DATABASE_UNAVAILABLE';
+}
