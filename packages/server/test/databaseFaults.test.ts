@@ -244,3 +244,20 @@ describe('the process guard', () => {
     expect(bug.output).toContain('a bug');
   });
 });
+
+describe("array types, without the driver's start-up type query", () => {
+  it('binds and reads text, uuid and bigint arrays as they were', async () => {
+    const database = await createTestDatabase();
+    const sql = connectDatabase({ url: database.url, maxConnections: 1 });
+    try {
+      const texts = ['plain', 'with "quotes"', 'back\\slash', 'NULL', '', 'comma, brace }', null];
+      const ids = ['7c9e6679-7425-40de-944b-e07fc1f90ae7'];
+      const [row] = await sql<{ texts: (string | null)[]; ids: string[]; numbers: bigint[] }[]>`
+        SELECT ${texts}::text[] AS texts, ${ids}::uuid[] AS ids, ${['1', '9007199254740993']}::bigint[] AS numbers`;
+      expect(row).toEqual({ texts, ids, numbers: [1n, 9007199254740993n] });
+    } finally {
+      await sql.end();
+      await database.drop();
+    }
+  });
+});
