@@ -246,15 +246,23 @@ describe('the process guard', () => {
 });
 
 describe("array types, without the driver's start-up type query", () => {
-  it('binds and reads text, uuid and bigint arrays as they were', async () => {
+  it('binds and reads text, uuid, bigint and jsonb arrays as they were', async () => {
     const database = await createTestDatabase();
     const sql = connectDatabase({ url: database.url, maxConnections: 1 });
     try {
       const texts = ['plain', 'with "quotes"', 'back\\slash', 'NULL', '', 'comma, brace }', null];
       const ids = ['7c9e6679-7425-40de-944b-e07fc1f90ae7'];
-      const [row] = await sql<{ texts: (string | null)[]; ids: string[]; numbers: bigint[] }[]>`
-        SELECT ${texts}::text[] AS texts, ${ids}::uuid[] AS ids, ${['1', '9007199254740993']}::bigint[] AS numbers`;
-      expect(row).toEqual({ texts, ids, numbers: [1n, 9007199254740993n] });
+      const documents = [{ a: 1, b: ['x', 'y "z"'] }, null];
+      const [row] = await sql<Record<string, unknown[]>[]>`
+        SELECT ${texts}::text[] AS texts, ${ids}::uuid[] AS ids, ${['1', '9007199254740993']}::bigint[] AS numbers,
+               ${documents as never}::jsonb[] AS documents, ARRAY(SELECT to_jsonb(x) FROM (VALUES (1, 'one')) x) AS rows`;
+      expect(row).toEqual({
+        texts,
+        ids,
+        numbers: [1n, 9007199254740993n],
+        documents,
+        rows: [{ column1: 1, column2: 'one' }],
+      });
     } finally {
       await sql.end();
       await database.drop();

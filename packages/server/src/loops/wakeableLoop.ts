@@ -75,8 +75,8 @@ export class WakeableLoop {
     const now = this.monotonicMs();
     return {
       name: this.options.name,
-      busyForMs: this.busySince === null ? null : now - this.busySince,
-      lastRoundAgoMs: this.lastRoundAt === null ? null : now - this.lastRoundAt,
+      busyForMs: this.busySince === null ? null : Math.round(now - this.busySince),
+      lastRoundAgoMs: this.lastRoundAt === null ? null : Math.round(now - this.lastRoundAt),
     };
   }
 

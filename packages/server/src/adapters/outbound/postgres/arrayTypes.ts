@@ -7,19 +7,34 @@
  */
 import { parse as parseArray } from 'postgres-array';
 
-/** Each array type: its PostgreSQL OID, and how one of its elements is read. */
-const arrays: Record<string, { array: number; parse: (element: string) => unknown }> = {
+/** Each array type: its PostgreSQL OID, how one of its elements is read and, if not as text, written. */
+const arrays: Record<
+  string,
+  { array: number; parse: (element: string) => unknown; write?: (element: unknown) => string }
+> = {
   textArray: { array: 1009, parse: (x: string) => x },
   varcharArray: { array: 1015, parse: (x: string) => x },
   uuidArray: { array: 2951, parse: (x: string) => x },
+  boolArray: { array: 1000, parse: (x: string) => x === 't' },
   int4Array: { array: 1007, parse: (x: string) => Number(x) },
   int8Array: { array: 1016, parse: (x: string) => BigInt(x) },
+  float8Array: { array: 1022, parse: (x: string) => Number(x) },
+  timestamptzArray: {
+    array: 1185,
+    parse: (x: string) => new Date(x),
+    write: (x) => new Date(x as Date).toISOString(),
+  },
+  jsonArray: { array: 199, parse: (x: string) => JSON.parse(x), write: (x) => JSON.stringify(x) },
+  jsonbArray: { array: 3807, parse: (x: string) => JSON.parse(x), write: (x) => JSON.stringify(x) },
 };
 
 /** A one-dimensional array literal; every element quoted, so any text survives. */
-export function serializeArray(values: readonly unknown[]): string {
+export function serializeArray(
+  values: readonly unknown[],
+  write: (element: unknown) => string = String,
+): string {
   const elements = values.map((value) =>
-    value === null || value === undefined ? 'NULL' : `"${String(value).replace(/[\\"]/g, '\\$&')}"`,
+    value === null || value === undefined ? 'NULL' : `"${write(value).replace(/[\\"]/g, '\\$&')}"`,
   );
   return `{${elements.join(',')}}`;
 }
@@ -31,7 +46,7 @@ export const arrayTypes = Object.fromEntries(
     {
       to: type.array,
       from: [type.array],
-      serialize: (values: unknown[]) => serializeArray(values),
+      serialize: (values: unknown[]) => serializeArray(values, type.write),
       parse: (text: string) => parseArray(text, type.parse),
     },
   ]),

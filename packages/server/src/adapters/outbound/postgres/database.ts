@@ -101,7 +101,9 @@ function coalescedTcp(url: string, answerDeadlineMs: number): { socket?: () => S
  * `sql.begin`, a connection that closes mid-transaction fails the transaction cleanly: the driver
  * hands a statement issued after the close to a socket it has already dropped (an uncaught TypeError,
  * and a query that never settles), so the connection is watched and `tx` refuses to send anything once
- * it is gone; such a connection is never handed back to the pool (the driver connects it again).
+ * it is gone; such a connection is never handed back to the pool (the driver connects it again). A
+ * connection that stops answering (a COMMIT that never settles) is destroyed at its answer deadline
+ * (`answerDeadline.ts`), which closes it and so ends the transaction the same way.
  */
 export async function transaction<T>(sql: Sql, work: (tx: TxSql) => Promise<T>, begin = 'BEGIN'): Promise<T> {
   const reserved = await sql.reserve();
