@@ -196,10 +196,26 @@ describe('per execution token', () => {
         context,
         co.event(context, { sourceSeq: seq, eventType: 'STEP_PROGRESS', progress: { percent: seq } }),
       );
+    // A batch with the token in the header and in its item too: one request, one charge.
+    const batchedProgress = async (context: typeof ctx, seq: number) => {
+      const event = co.event(context, { sourceSeq: seq, eventType: 'STEP_PROGRESS' });
+      const res = await co.call(
+        'POST',
+        '/v1/task-events:batch',
+        { events: [{ ...event, executionToken: context.executionToken }] },
+        undefined,
+        context.executionToken,
+      );
+      expect(res.body.results?.[0]?.ok).toBe(true);
+      return res;
+    };
     const events = async () =>
       Number((await sql`SELECT count(*) AS n FROM task_event WHERE task_id = ${ctx.taskId}`)[0]!.n);
     const before = await refusals('execution');
-    for (let seq = 1; seq <= BURST; seq += 1) expect((await progress(ctx, seq)).status).toBe(200);
+    for (let seq = 1; seq <= BURST; seq += 1) {
+      const report = seq % 2 === 0 ? batchedProgress : progress;
+      expect((await report(ctx, seq)).status).toBe(200);
+    }
     const recorded = await events();
     expectRateLimited(await progress(ctx, BURST + 1), 'execution');
     expect(await events()).toBe(recorded);

@@ -43,8 +43,11 @@ export interface StatusCallers {
   application(request: FastifyRequest): Promise<ApplicationPrincipal>;
   /** An application or a user (401 otherwise). */
   reader(request: FastifyRequest): Promise<Reader>;
-  /** Charges the executions of execution tokens sent in a body (429 RATE_LIMITED when one is used up). */
-  chargeExecutions(tokens: Iterable<string | undefined>): Promise<void>;
+  /**
+   * Charges the executions of the execution tokens sent in a body (429 RATE_LIMITED when one is used
+   * up), but not the caller's own token again: `caller` charged it already.
+   */
+  chargeExecutions(tokens: (string | undefined)[], who: Caller | null): Promise<void>;
 }
 
 export function statusCallers(deps: StatusRouteDeps): StatusCallers {
@@ -59,12 +62,14 @@ export function statusCallers(deps: StatusRouteDeps): StatusCallers {
     }
     const user = await deps.userTokens.verify(token, deps.status.clock.now());
     if (user) return { kind: 'user', principal: user };
-    await chargeExecutions([token]);
+    await chargeExecutions([token], null);
     return { kind: 'token', token };
   }
 
-  async function chargeExecutions(tokens: Iterable<string | undefined>): Promise<void> {
-    await deps.rateLimits.chargeExecutions(tokens, async (token) => {
+  async function chargeExecutions(tokens: (string | undefined)[], who: Caller | null): Promise<void> {
+    const charged = who?.kind === 'token' ? who.token : undefined;
+    const others = tokens.filter((token) => token !== charged);
+    await deps.rateLimits.chargeExecutions(others, async (token) => {
       const claims = await deps.status.credentials.verify(token, deps.status.clock.now());
       return claims?.executionId ?? null;
     });
