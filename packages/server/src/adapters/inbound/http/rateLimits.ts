@@ -50,6 +50,8 @@ export class RateLimits {
     private readonly policies: ServerSettings['rateLimits'],
     private readonly refusals: Counter<'credential'>,
     private readonly logger: Logger,
+    /** Runs of refusals remembered at most (forgetting one only logs its next refusal again). */
+    private readonly maxRefusingKeys = 10_000,
   ) {
     this.buckets = {
       application: new TokenBuckets(clock, policies.application),
@@ -68,7 +70,7 @@ export class RateLimits {
     }
     this.refusals.inc({ credential });
     if (!this.refusing.has(key)) {
-      if (this.refusing.size >= 10_000) this.refusing.clear();
+      if (this.refusing.size >= this.maxRefusingKeys) this.refusing.clear();
       this.refusing.add(key);
       this.logger.warn({ credential, id, policy: this.policies[credential] }, 'rate limit reached');
     }
