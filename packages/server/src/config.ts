@@ -1,4 +1,5 @@
 import { type Keyring, parseKeyring } from './core/identity/secretBox.ts';
+import type { BucketPolicy } from './core/shared/tokenBuckets.ts';
 
 /** How one background loop paces itself (see `WakeableLoop`). */
 export interface LoopPacing {
@@ -62,7 +63,14 @@ export interface ServerSettings {
   capacityRetryMinIntervalMs: number;
   /** A shutdown (SIGTERM) still unfinished after this long is abandoned: the process exits with 1. */
   shutdownDeadlineMs: number;
+  /**
+   * Token buckets per credential, in each process (docs/rate-limits.md): requests with an application's
+   * API key or its user tokens, with a worker key, with an execution token. `perSecond: 0` is no limit.
+   */
+  rateLimits: Record<RateLimitedCredential, BucketPolicy>;
 }
+
+export type RateLimitedCredential = 'application' | 'worker' | 'execution';
 
 /** The defaults of `ServerSettings`: the one place they are written. */
 export const defaultSettings: ServerSettings = {
@@ -102,6 +110,13 @@ export const defaultSettings: ServerSettings = {
   apiKeyCacheMs: 5_000,
   capacityRetryMinIntervalMs: 50,
   shutdownDeadlineMs: 30_000,
+  // Far above what one process serves (`bench -- create`, `-- events`, `-- e2e` stay under ~3,000
+  // requests/s per credential on a developer machine): a limit against a runaway client, not a quota.
+  rateLimits: {
+    application: { perSecond: 10_000, burst: 20_000 },
+    worker: { perSecond: 10_000, burst: 20_000 },
+    execution: { perSecond: 1_000, burst: 2_000 },
+  },
 };
 
 /** Settings, compiled once at the edge; the rest of the server sees only these values. */
@@ -190,7 +205,25 @@ function settingsFrom(env: NodeJS.ProcessEnv, overrides: Partial<ServerConfig>):
     realtimeHandoffGraceMs: number('realtimeHandoffGraceMs', 'TDP_REALTIME_HANDOFF_GRACE_MS'),
     retryUnplaceableMs: number('retryUnplaceableMs', 'TDP_RETRY_UNPLACEABLE_MS'),
     shutdownDeadlineMs: number('shutdownDeadlineMs', 'TDP_SHUTDOWN_DEADLINE_MS'),
+    rateLimits: rateLimitsFrom(env, overrides.rateLimits),
   };
+}
+
+/** `TDP_RATE_LIMIT_<CREDENTIAL>_PER_SECOND` and `_BURST` for each credential, over the defaults. */
+function rateLimitsFrom(
+  env: NodeJS.ProcessEnv,
+  overrides: ServerSettings['rateLimits'] | undefined,
+): ServerSettings['rateLimits'] {
+  const policy = (credential: RateLimitedCredential): BucketPolicy => {
+    const given = overrides?.[credential];
+    const fallback = defaultSettings.rateLimits[credential];
+    const name = `TDP_RATE_LIMIT_${credential.toUpperCase()}`;
+    const perSecond = given?.perSecond ?? integer(env, `${name}_PER_SECOND`, fallback.perSecond);
+    const burst = given?.burst ?? integer(env, `${name}_BURST`, fallback.burst);
+    if (perSecond > 0 && burst < 1) throw new ConfigError(`${name}_BURST must be at least 1`);
+    return { perSecond, burst };
+  };
+  return { application: policy('application'), worker: policy('worker'), execution: policy('execution') };
 }
 
 /** Reads the server's settings from the environment (flags are folded into it by the CLI). */

@@ -5,6 +5,7 @@ import { createHttpApp } from '../adapters/inbound/http/app.ts';
 import { registerDashboardRoutes } from '../adapters/inbound/http/dashboardRoutes.ts';
 import { registerDefinitionRoutes } from '../adapters/inbound/http/definitionsRoutes.ts';
 import { registerHealthRoutes } from '../adapters/inbound/http/healthRoutes.ts';
+import { documentRateLimits, rateLimitedUserTokens } from '../adapters/inbound/http/rateLimits.ts';
 import { registerRealtimeRoutes } from '../adapters/inbound/http/realtimeRoutes.ts';
 import { registerRunRoutes } from '../adapters/inbound/http/runRoutes.ts';
 import { registerStatusRoutes } from '../adapters/inbound/http/statusRoutes.ts';
@@ -31,6 +32,8 @@ export async function createApi(config: ServerConfig, a: Adapters, uses: UseCase
     version: serverVersion,
   });
   a.metrics.instrument(app);
+  documentRateLimits(app);
+  const userTokens = rateLimitedUserTokens(a.userTokens, a.rateLimits);
   registerHealthRoutes(app, {
     metrics: a.metrics.registry,
     readiness: async () => {
@@ -61,6 +64,7 @@ export async function createApi(config: ServerConfig, a: Adapters, uses: UseCase
     commandPollIntervalMs: config.commandPollIntervalMs,
     adminToken: config.adminToken,
     authenticator,
+    rateLimits: a.rateLimits,
   });
   registerRunRoutes(app, { authenticator, runs: a.tasks, callbacks: a.callbackQueue, clock });
   gateway.attach(app.server);
@@ -76,11 +80,12 @@ export async function createApi(config: ServerConfig, a: Adapters, uses: UseCase
     authenticator,
     status: uses.status,
     reads: { reads: statusReads, clock, ids },
-    userTokens: a.userTokens,
+    userTokens,
+    rateLimits: a.rateLimits,
   });
   registerTaskStreamRoutes(app, {
     gateway,
-    userTokens: a.userTokens,
+    userTokens,
     clock,
     reads: statusReads,
     keepAliveMs: config.sseKeepAliveMs,

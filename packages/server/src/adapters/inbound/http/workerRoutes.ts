@@ -28,6 +28,7 @@ import { AppError } from '../../../core/shared/errors.ts';
 import type { StatusDeps } from '../../../core/status/deps.ts';
 import { recordWorkerEvents } from '../../../core/status/workerInbox.ts';
 import { requireAdmin } from './auth.ts';
+import type { RateLimits } from './rateLimits.ts';
 import { emptyBodyAsObject, IdempotencyKeyHeader, problemResponses, Uuid } from './schemas.ts';
 
 function bearer(request: FastifyRequest): string | null {
@@ -49,6 +50,8 @@ export function registerWorkerRoutes(
     commandPollIntervalMs: number;
     /** The attempt inbox records a worker's events through the status service. */
     inbox: StatusDeps;
+    /** Each request with a worker key is charged to the key's bucket. */
+    rateLimits: RateLimits;
   },
 ): void {
   const tags = ['workers'];
@@ -63,6 +66,7 @@ export function registerWorkerRoutes(
     const token = bearer(request);
     const id = token ? await authenticateWorkerKey(deps.workers, token) : null;
     if (!id) throw new AppError('UNAUTHENTICATED', 'send a worker key as "Authorization: Bearer tdpw_…"');
+    deps.rateLimits.charge('worker', id);
     return id;
   }
 
