@@ -17,7 +17,6 @@
  *   registers again; if the key itself is refused, the worker stops with an error;
  * - a local database error: fatal. The runtime stops and `done` rejects; it is never taken for "offline".
  */
-import { availableParallelism } from 'node:os';
 import { CommandIntake } from './commandIntake.ts';
 import { Executor } from './executor.ts';
 import { drain, Heartbeats } from './heartbeats.ts';
@@ -29,6 +28,13 @@ import { Session } from './session.ts';
 export { backoffMs } from './loops.ts';
 export type { Logger, WorkerOptions } from './options.ts';
 export { ProgressThrottle } from './progress.ts';
+
+/**
+ * Attempts run at once when the options do not say. Steps mostly wait on I/O (downloads, uploads, other
+ * services), so this is a fixed number rather than the CPUs (like Sidekiq's 10 threads or River's 100
+ * workers per queue); a CPU-bound capability declares its own, lower `maxConcurrency`.
+ */
+export const defaultMaxConcurrency = 10;
 
 export class WorkerRuntime {
   private readonly logger: Logger;
@@ -44,7 +50,7 @@ export class WorkerRuntime {
   constructor(private readonly options: WorkerOptions) {
     this.logger = options.logger ?? silentLogger;
     this.done = this.lifecycle.done;
-    const maxConcurrency = options.maxConcurrency ?? Math.max(1, availableParallelism());
+    const maxConcurrency = options.maxConcurrency ?? defaultMaxConcurrency;
     this.session = new Session(options, this.logger, maxConcurrency);
     const shared = { options, logger: this.logger, lifecycle: this.lifecycle, session: this.session };
     this.sender = new Sender({
