@@ -5,13 +5,20 @@
  * capabilities keep the rest of the worker's slots. A worker that registers wakes the steps waiting for one.
  */
 import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { newId } from '@tdp/protocol';
 import { Type } from 'typebox';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Harness, startHarness } from '../../../test/harness.ts';
-import { defineCapability, LocalStore, WorkerClient, WorkerRuntime } from '../src/index.ts';
+import {
+  builtinCapabilities,
+  defineCapability,
+  LocalStore,
+  WorkerClient,
+  WorkerRuntime,
+} from '../src/index.ts';
+import { WorkerConfigError, withCapabilityLimits } from '../src/main.ts';
 
 let h: Harness;
 let app: Awaited<ReturnType<Harness['createApplication']>>;
@@ -168,5 +175,23 @@ describe('worker concurrency', () => {
     await expect
       .poll(async () => (await view(taskId)).task.lifecycleStatus, { timeout: 10_000 })
       .toBe('SUCCEEDED');
+  });
+});
+
+describe('tdp worker concurrency settings', () => {
+  it('TDP_WORKER_CAPABILITY_CONCURRENCY sets limits by name; the built-in (CPU-bound) ones default to the CPUs', () => {
+    const io = gated('test.io');
+    const limited = withCapabilityLimits([io, ...builtinCapabilities], 'archive.clean=3');
+    const limitOf = (name: string) => limited.find((c) => c.name === name)?.maxConcurrency;
+    expect(limitOf('test.io')).toBeUndefined();
+    expect(limitOf('archive.clean')).toBe(3);
+    expect(limitOf('image.watermark')).toBe(availableParallelism());
+    expect(withCapabilityLimits([gated('test.cpu', 2)], undefined)[0]!.maxConcurrency).toBe(2);
+    for (const wrong of ['test.io', 'test.io=0', 'other=2', 'test.io=1.5'])
+      expect(() => withCapabilityLimits([io], wrong)).toThrow(WorkerConfigError);
+  });
+
+  it('a capability declaring a limit outside 1–1000 is refused when defined', () => {
+    expect(() => gated('test.bad', 1001)).toThrow('maxConcurrency');
   });
 });
