@@ -31,8 +31,9 @@ export { ProgressThrottle } from './progress.ts';
 
 /**
  * Attempts run at once when the options do not say. Steps mostly wait on I/O (downloads, uploads, other
- * services), so this is a fixed number rather than the CPUs (like Sidekiq's 10 threads or River's 100
- * workers per queue); a CPU-bound capability declares its own, lower `maxConcurrency`.
+ * services), so this is a fixed number rather than the CPUs (Hatchet's workers default to 100 slots;
+ * 10 leaves room for steps that hold files); a CPU-bound capability declares its own, lower
+ * `maxConcurrency`.
  */
 export const defaultMaxConcurrency = 10;
 
