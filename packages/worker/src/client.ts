@@ -93,6 +93,11 @@ export class WorkerClient {
     baseUrls: string | readonly string[],
     private readonly workerKey: string,
     private readonly timeoutMs = 15_000,
+    /**
+     * A command stream from which nothing arrives this long (the server sends a keep-alive every 15 s)
+     * is taken for a server that stopped answering: it is dropped and opened on the next server.
+     */
+    private readonly streamSilenceMs = 45_000,
   ) {
     this.endpoints = serverUrls(baseUrls).map((base) => {
       const url = new URL(base);
@@ -267,34 +272,48 @@ export class WorkerClient {
     moved: AbortController,
     onCommand: (command: WorkerCommand) => void,
   ): Promise<void> {
-    const either = AbortSignal.any([signal, moved.signal]);
-    let response: Response;
+    // Silence (no answer to the request, no byte on the stream) for streamSilenceMs ends the stream.
+    const silent = new AbortController();
+    const watchdog = setTimeout(() => silent.abort(), this.streamSilenceMs);
+    const either = AbortSignal.any([signal, moved.signal, silent.signal]);
+    const broke = (what: string, error: unknown) =>
+      new UnavailableError(
+        silent.signal.aborted
+          ? `command stream: nothing from the server for ${this.streamSilenceMs} ms`
+          : `command stream ${what}: ${(error as Error).message}`,
+        { cause: error },
+      );
     try {
-      response = await fetch(`${endpoint.base}/v1/workers/${workerId}/commands`, {
-        headers: {
-          authorization: `Bearer ${this.workerKey}`,
-          ...(lastEventId ? { 'last-event-id': lastEventId } : {}),
-        },
-        signal: either,
-      });
-    } catch (error) {
-      throw new UnavailableError(`command stream: ${(error as Error).message}`, { cause: error });
-    }
-    if (response.status === 401 || response.status === 403)
-      throw new RejectedError(response.status, `command stream answered ${response.status}`);
-    if (!response.ok || !response.body)
-      throw new UnavailableError(`command stream answered ${response.status}`, {}, response.status !== 429);
-    const events = sseEvents(response.body);
-    for (;;) {
-      let next: IteratorResult<{ data: string }>;
+      let response: Response;
       try {
-        next = await events.next();
+        response = await fetch(`${endpoint.base}/v1/workers/${workerId}/commands`, {
+          headers: {
+            authorization: `Bearer ${this.workerKey}`,
+            ...(lastEventId ? { 'last-event-id': lastEventId } : {}),
+          },
+          signal: either,
+        });
       } catch (error) {
-        throw new UnavailableError(`command stream broke: ${(error as Error).message}`, { cause: error });
+        throw broke('did not open', error);
       }
-      if (next.done) return;
-      // Outside the try: an error of the handler (a local database error) is not a network problem.
-      onCommand(JSON.parse(next.value.data) as WorkerCommand);
+      if (response.status === 401 || response.status === 403)
+        throw new RejectedError(response.status, `command stream answered ${response.status}`);
+      if (!response.ok || !response.body)
+        throw new UnavailableError(`command stream answered ${response.status}`, {}, response.status !== 429);
+      const events = sseEvents(response.body, () => watchdog.refresh());
+      for (;;) {
+        let next: IteratorResult<{ data: string }>;
+        try {
+          next = await events.next();
+        } catch (error) {
+          throw broke('broke', error);
+        }
+        if (next.done) return;
+        // Outside the try: an error of the handler (a local database error) is not a network problem.
+        onCommand(JSON.parse(next.value.data) as WorkerCommand);
+      }
+    } finally {
+      clearTimeout(watchdog);
     }
   }
 }

@@ -2,17 +2,21 @@
  * Worker failover between two real `tdp server` replicas on one database: a worker process given both
  * URLs runs an attempt through the first; that replica is SIGKILLed mid-attempt; the worker moves its
  * session (heartbeats, reports, command stream) to the other, the attempt ends SUCCEEDED once with no
- * WORKER_LOST although it outlives the session's heartbeat TTL, and a task created afterwards runs.
+ * WORKER_LOST although it outlives the session's heartbeat TTL, and a task created afterwards runs. A
+ * replica that stops answering without going away (its connections frozen) is left the same way.
  */
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { newId } from '@tdp/protocol';
+import { Type } from 'typebox';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase } from '../../../test/database.ts';
+import { TcpProxy } from '../../../test/tcpProxy.ts';
 import { type TdpProcess, tdpProcess } from '../../../test/tdpProcess.ts';
 import { freePort } from '../../cli/src/embeddedPostgres.ts';
 import { generateKeyringEntry } from '../../server/src/main.ts';
+import { defineCapability, LocalStore, WorkerClient, WorkerRuntime } from '../src/index.ts';
 import { killAllWorkerProcesses, startWorkerProcess, stopWorkerProcess } from './support.ts';
 
 const adminToken = `tdpadm_failover_${newId()}`;
@@ -140,4 +144,46 @@ describe('worker failover', () => {
       await stopWorkerProcess(worker);
     }
   }, 90_000);
+
+  it('a worker leaves a replica that stops answering (its connections frozen) for the next one', async () => {
+    const proxy = new TcpProxy('127.0.0.1', Number(new URL(second.url).port));
+    await proxy.start();
+    const client = new WorkerClient([`http://127.0.0.1:${proxy.port}`, second.url], workerKey, 2_000, 3_000);
+    const store = new LocalStore(join(directory, 'frozen.db'), newId);
+    const runtime = new WorkerRuntime({
+      client,
+      store,
+      nodeId: 'node-frozen',
+      capabilities: [
+        defineCapability({
+          name: 'test.echo',
+          version: '1',
+          input: Type.Object({ text: Type.String(), delayMs: Type.Integer() }),
+          output: Type.Object({ echo: Type.String() }),
+          run: async (_ctx, input) => ({ echo: input.text }),
+        }),
+      ],
+    });
+    try {
+      await runtime.start();
+      const before = await submit('before', 0);
+      await expect
+        .poll(async () => (await view(before)).task.lifecycleStatus, { timeout: 15_000 })
+        .toBe('SUCCEEDED');
+      // No byte passes any more on the connections through the proxy, and nothing closes them.
+      proxy.freeze();
+      const after = await submit('frozen', 0);
+      await expect
+        .poll(async () => (await view(after)).task.lifecycleStatus, { timeout: 20_000, interval: 250 })
+        .toBe('SUCCEEDED');
+      expect(client.server).toBe(second.url);
+      const workers = (await call(second, 'GET', '/v1/workers', apiKey)).body as { id: string }[];
+      expect(workers.map((w) => w.id)).toContain(runtime.id);
+    } finally {
+      await runtime.stop();
+      store.close();
+      await client.close().catch(() => {});
+      await proxy.cut();
+    }
+  }, 60_000);
 });
