@@ -11,8 +11,9 @@
  * - heartbeats.ts: session and attempt heartbeats, and the drain.
  *
  * Failure handling:
- * - network errors, timeouts, 429 and 5xx: retried with back-off (1 s doubling to 30 s, with jitter)
- *   while attempts keep running; results wait in the outbox with their event ids;
+ * - network errors, timeouts and 5xx: with several server URLs the client first moves to the next
+ *   replica (client.ts); when none answers (or on a 429), retried with back-off (1 s doubling to 30 s,
+ *   with jitter) while attempts keep running; results wait in the outbox with their event ids;
  * - 401/403: the session is over (its leases are gone): running attempts are aborted and the worker
  *   registers again; if the key itself is refused, the worker stops with an error;
  * - a local database error: fatal. The runtime stops and `done` rejects; it is never taken for "offline".
