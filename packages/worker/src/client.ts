@@ -36,14 +36,13 @@ export class RejectedError extends Error {
 }
 
 export class UnavailableError extends Error {
-  constructor(
-    message: string,
-    options?: { cause?: unknown },
-    /** The server did not answer or failed (not a 429): another replica may serve the request. */
-    readonly serverDown = true,
-  ) {
-    super(message, options);
+  /** The server did not answer or failed (not a 429, which is busy): another replica may serve the request. */
+  readonly serverDown: boolean;
+
+  constructor(message: string, options: { cause?: unknown; serverDown?: boolean } = {}) {
+    super(message, options.cause === undefined ? {} : { cause: options.cause });
     this.name = 'UnavailableError';
+    this.serverDown = options.serverDown ?? true;
   }
 }
 
@@ -173,7 +172,7 @@ export class WorkerClient {
     }
     if (status === 401 || status === 403)
       throw new RejectedError(status, `${method} ${path} answered ${status}: ${text}`);
-    if (status === 429) throw new UnavailableError(`${method} ${path} answered 429`, {}, false);
+    if (status === 429) throw new UnavailableError(`${method} ${path} answered 429`, { serverDown: false });
     if (status >= 500) throw new UnavailableError(`${method} ${path} answered ${status}`);
     if (status < 200 || status >= 300)
       throw new RequestError(status, parseJson(text), `${method} ${path} answered ${status}: ${text}`);
@@ -299,7 +298,9 @@ export class WorkerClient {
       if (response.status === 401 || response.status === 403)
         throw new RejectedError(response.status, `command stream answered ${response.status}`);
       if (!response.ok || !response.body)
-        throw new UnavailableError(`command stream answered ${response.status}`, {}, response.status !== 429);
+        throw new UnavailableError(`command stream answered ${response.status}`, {
+          serverDown: response.status !== 429,
+        });
       const events = sseEvents(response.body, () => watchdog.refresh());
       for (;;) {
         let next: IteratorResult<{ data: string }>;
