@@ -7,7 +7,8 @@ export interface WorkerSession {
   name: string;
   nodeId: string;
   credentialId: string;
-  capabilities: { name: string; version: string }[];
+  /** Each with its own concurrency limit, if the worker declared one. */
+  capabilities: { name: string; version: string; maxConcurrency?: number }[];
   claimedLabels: Record<string, string>;
   resources: { cpuMillis: number; memoryMb: number; gpus: number };
   maxConcurrency: number;
