@@ -52,7 +52,12 @@ export interface WorkerStore {
   insertWorker(worker: WorkerSession): Promise<void>;
   /** Who a worker session belongs to, and whether it ended (no load counted: every request asks). */
   findWorkerOwner(id: string): Promise<WorkerOwner | null>;
-  heartbeat(id: string, at: Date, runtimeState: 'READY' | 'DRAINING' | null): Promise<boolean>;
+  /** Whether the session is live, and whether this beat changed its runtime state. */
+  heartbeat(
+    id: string,
+    at: Date,
+    runtimeState: 'READY' | 'DRAINING' | null,
+  ): Promise<{ live: boolean; stateChanged: boolean }>;
   endWorker(id: string, at: Date): Promise<void>;
   candidates(): Promise<WorkerCandidate[]>;
   listWorkers(): Promise<(WorkerSession & { nodeLabels: Record<string, string>; nodeStatus: string })[]>;

@@ -162,12 +162,13 @@ export function registerWorkerRoutes(
     },
     async (request, reply) => {
       await requireWorker(deps.workers, await workerCredential(request), request.params.id);
-      await deps.workers.workers.heartbeat(
+      const beat = await deps.workers.workers.heartbeat(
         request.params.id,
         deps.workers.clock.now(),
         request.body.runtimeState ?? null,
       );
-      if (request.body.runtimeState) deps.workers.workersChanged();
+      // Only a change of state changes where steps may go; every beat carries the state.
+      if (beat.stateChanged) deps.workers.workersChanged();
       return reply.code(204).send();
     },
   );

@@ -92,10 +92,13 @@ export class PostgresWorkerStore implements WorkerStore {
   }
 
   async heartbeat(id: string, at: Date, runtimeState: 'READY' | 'DRAINING' | null) {
-    const rows = await this.sql`
-      UPDATE worker SET last_heartbeat_at = ${at}, runtime_state = coalesce(${runtimeState}, runtime_state)
-      WHERE id = ${id} AND ended_at IS NULL RETURNING id`;
-    return rows.length > 0;
+    // `before` is the row as it was, so the answer says whether the state moved.
+    const [row] = await this.sql<{ changed: boolean }[]>`
+      UPDATE worker w SET last_heartbeat_at = ${at}, runtime_state = coalesce(${runtimeState}, w.runtime_state)
+      FROM worker before
+      WHERE w.id = ${id} AND before.id = w.id AND w.ended_at IS NULL
+      RETURNING w.runtime_state IS DISTINCT FROM before.runtime_state AS changed`;
+    return row ? { live: true, stateChanged: row.changed } : { live: false, stateChanged: false };
   }
 
   async endWorker(id: string, at: Date) {
