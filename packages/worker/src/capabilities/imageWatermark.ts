@@ -163,7 +163,7 @@ export async function watermarkArchive(
   const zip = await openArchive(sourcePath);
   const temporary = `${targetPath}.partial`;
   try {
-    const entries = (await scanArchive(zip, run.limits ?? defaultArchiveLimits)).filter(
+    const entries = (await scanArchive(zip, run.limits ?? defaultArchiveLimits)).entries.filter(
       (e) => !e.isDirectory,
     );
     const output = new yazl.ZipFile();
