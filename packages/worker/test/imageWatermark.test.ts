@@ -5,10 +5,12 @@ import sharp from 'sharp';
 import { describe, expect, it } from 'vitest';
 import {
   checkWatermarkText,
+  readImageHeader,
   renderText,
   watermarkArchive,
   watermarkImage,
 } from '../src/capabilities/imageWatermark.ts';
+import { bombPng } from './images.ts';
 import { readZip, writeRawZip, writeZip } from './zips.ts';
 
 const directory = mkdtempSync(join(tmpdir(), 'tdp-watermark-'));
@@ -126,6 +128,55 @@ describe('image.watermark', () => {
     expect(out.get('huge.png')).toEqual(big);
     expect((await sharp(out.get('a.jpg')!).metadata()).format).toBe('jpeg');
     expect(progress.at(-1)).toBe(1);
+  });
+
+  it('decompression bombs: small PNGs declaring 30000 × 30000 and 100000 × 100000 pixels are refused per file, undecoded, with the reason; the other images are watermarked', async () => {
+    const source = join(directory, 'bombs.zip');
+    const target = join(directory, 'bombs-marked.zip');
+    const photo = await gray(320, 240).jpeg().toBuffer();
+    const bombs = { 'bomb-30k.png': bombPng(30_000, 30_000), 'bomb-100k.png': bombPng(100_000, 100_000) };
+    await writeZip(source, {
+      'photo.jpg': photo,
+      ...bombs,
+      'after.png': await gray(64, 64).png().toBuffer(),
+    });
+    // Under the worker's default limit (50 megapixels).
+    const outcomes = await watermarkArchive(source, target, { text: '机密' });
+    expect(outcomes).toEqual([
+      { path: 'photo.jpg', status: 'WATERMARKED', format: 'jpeg' },
+      {
+        path: 'bomb-30k.png',
+        status: 'FAILED',
+        reason: 'TOO_LARGE',
+        message: 'declares 30000 × 30000 pixels (900 megapixels); the limit is 50 megapixels',
+      },
+      {
+        path: 'bomb-100k.png',
+        status: 'FAILED',
+        reason: 'TOO_LARGE',
+        message: 'declares 100000 × 100000 pixels (10000 megapixels); the limit is 50 megapixels',
+      },
+      { path: 'after.png', status: 'WATERMARKED', format: 'png' },
+    ]);
+    const out = await readZip(target);
+    expect(out.get('bomb-30k.png')).toEqual(bombs['bomb-30k.png']);
+    expect(out.get('bomb-100k.png')).toEqual(bombs['bomb-100k.png']);
+    expect(out.get('photo.jpg')).not.toEqual(photo);
+  });
+
+  it('takes the format from the signature and the dimensions from the header alone', async () => {
+    // The bomb's data is a few hundred bytes: a decoder would fail on it, the header reads fine.
+    await expect(readImageHeader(bombPng(6_000, 4_000), 50_000_000)).resolves.toEqual({
+      format: 'png',
+      width: 6_000,
+      height: 4_000,
+      orientation: 1,
+    });
+    const svg = Buffer.from('<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"/>');
+    await expect(readImageHeader(svg, 50_000_000)).rejects.toMatchObject({
+      reason: 'CORRUPT',
+      message: 'not a JPEG, PNG or WebP',
+    });
   });
 
   it('refuses a text out of bounds before touching the archive', async () => {

@@ -3,6 +3,11 @@
  * Chinese renders) over every JPEG, PNG and WebP of a ZIP, scaled to each image. Each image keeps its
  * format and is turned upright first (EXIF orientation). Other files pass untouched; an image that is
  * corrupt or over the pixel limit is copied unchanged and listed in the report, never a crash.
+ *
+ * Decompression bombs: a PNG of a few hundred bytes can declare 100000 × 100000 pixels, 40 GB decoded.
+ * Each image's format is taken from its first bytes (only JPEG, PNG and WebP reach the decoder at all)
+ * and its dimensions from its header; one over the worker's pixel limit is refused before any pixel is
+ * decoded, and the decoder is given the same limit as a second guard.
  */
 import { createWriteStream } from 'node:fs';
 import { rename, rm } from 'node:fs/promises';
@@ -39,8 +44,26 @@ export interface WatermarkOptions {
   size?: number;
   /** `#rrggbb` (default white). */
   color?: string;
-  /** Images with more pixels are copied unchanged (default 50 megapixels). */
+  /** Images with more pixels are copied unchanged (default: `defaultImageLimits.maxPixels`). */
   maxPixels?: number;
+}
+
+/** What a worker lets one image cost. */
+export interface ImageLimits {
+  /** Width × height above which an image is refused undecoded: 50 MP is 200 MB as RGBA. */
+  maxPixels: number;
+}
+
+export const defaultImageLimits: ImageLimits = { maxPixels: 50_000_000 };
+
+/** Why an image is copied unwatermarked: the reason and message of its outcome. */
+export class ImageRefusal extends Error {
+  constructor(
+    readonly reason: 'CORRUPT' | 'TOO_LARGE',
+    message: string,
+  ) {
+    super(message);
+  }
 }
 
 export type FileOutcome =
@@ -49,7 +72,49 @@ export type FileOutcome =
   | { path: string; status: 'FAILED'; reason: 'CORRUPT' | 'TOO_LARGE'; message: string };
 
 const imageExtensions = /\.(jpe?g|png|webp)$/i;
-const defaultMaxPixels = 50_000_000;
+
+type ImageFormat = 'jpeg' | 'png' | 'webp';
+
+/** The format from the file's signature, or null for anything else (SVG, TIFF, GIF… named .png). */
+export function sniffFormat(input: Buffer): ImageFormat | null {
+  if (input.subarray(0, 3).equals(Buffer.from([0xff, 0xd8, 0xff]))) return 'jpeg';
+  if (input.subarray(0, 8).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])))
+    return 'png';
+  if (input.toString('latin1', 0, 4) === 'RIFF' && input.toString('latin1', 8, 12) === 'WEBP') return 'webp';
+  return null;
+}
+
+const megapixels = (pixels: number) => `${Math.round(pixels / 100_000) / 10} megapixels`;
+
+/**
+ * The format and dimensions from the image's header, nothing decoded; throws an ImageRefusal for a file
+ * that is not a JPEG, PNG or WebP, a header that cannot be read, or more pixels than `maxPixels`.
+ */
+export async function readImageHeader(
+  input: Buffer,
+  maxPixels: number,
+): Promise<{ format: ImageFormat; width: number; height: number; orientation: number }> {
+  const format = sniffFormat(input);
+  if (!format) throw new ImageRefusal('CORRUPT', 'not a JPEG, PNG or WebP');
+  // limitInputPixels is off here only so that the header's own dimensions can be reported.
+  const metadata = await sharp(input, { limitInputPixels: false })
+    .metadata()
+    .catch((error: Error) => {
+      throw new ImageRefusal(
+        'CORRUPT',
+        `the ${format.toUpperCase()} header cannot be read: ${error.message}`,
+      );
+    });
+  const { width, height } = metadata;
+  if (!width || !height || metadata.format !== format)
+    throw new ImageRefusal('CORRUPT', `the ${format.toUpperCase()} header cannot be read`);
+  if (width * height > maxPixels)
+    throw new ImageRefusal(
+      'TOO_LARGE',
+      `declares ${width} × ${height} pixels (${megapixels(width * height)}); the limit is ${megapixels(maxPixels)}`,
+    );
+  return { format, width, height, orientation: metadata.orientation ?? 1 };
+}
 
 /** Counts code points, so that 机密 is two characters, as a person counts them. */
 export function checkWatermarkText(text: string): string | null {
@@ -98,16 +163,14 @@ export async function watermarkImage(
   options: WatermarkOptions,
   overlays: Map<string, Promise<Overlay>> = new Map(),
 ): Promise<{ data: Buffer; format: string }> {
-  const maxPixels = options.maxPixels ?? defaultMaxPixels;
+  const maxPixels = options.maxPixels ?? defaultImageLimits.maxPixels;
+  const header = await readImageHeader(input, maxPixels);
+  const format = header.format;
   const image = sharp(input, { limitInputPixels: maxPixels, failOn: 'error' });
-  const metadata = await image.metadata();
-  const format = metadata.format;
-  if (format !== 'jpeg' && format !== 'png' && format !== 'webp')
-    throw new Error(`not a JPEG, PNG or WebP (${format})`);
   // Upright dimensions: orientations 5–8 swap width and height.
-  const swap = (metadata.orientation ?? 1) >= 5;
-  const width = swap ? metadata.height! : metadata.width!;
-  const height = swap ? metadata.width! : metadata.height!;
+  const swap = header.orientation >= 5;
+  const width = swap ? header.height : header.width;
+  const height = swap ? header.width : header.height;
   const size = Math.min(0.95, Math.max(0.05, options.size ?? 0.4));
   // A one-line box: as wide as asked, and no taller than a third of that.
   const key = `${width}x${height}`;
@@ -225,7 +288,7 @@ export async function watermarkArchive(
             };
           } catch (error) {
             const message = (error as Error).message;
-            const reason = /pixel limit/i.test(message) ? 'TOO_LARGE' : 'CORRUPT';
+            const reason = error instanceof ImageRefusal ? error.reason : 'CORRUPT';
             return {
               name: scanned.path,
               mtime,
@@ -269,61 +332,66 @@ const Outcome = Type.Object({
   message: Type.Optional(Type.String()),
 });
 
-export const imageWatermark = defineCapability({
-  name: 'image.watermark',
-  version: '1',
-  input: Type.Object(
-    {
-      source: Type.String({ minLength: 1, description: "the source ZIP's resource reference" }),
-      text: Type.String({ minLength: 1, maxLength: 400 }),
-      position: Type.Optional(
-        Type.Union(
-          ['center', 'top-left', 'top-right', 'bottom-left', 'bottom-right'].map((p) => Type.Literal(p)),
+/** The capability, with the worker's limits on what one image may cost. */
+export const createImageWatermark = (limits: ImageLimits = defaultImageLimits) =>
+  defineCapability({
+    name: 'image.watermark',
+    version: '1',
+    input: Type.Object(
+      {
+        source: Type.String({ minLength: 1, description: "the source ZIP's resource reference" }),
+        text: Type.String({ minLength: 1, maxLength: 400 }),
+        position: Type.Optional(
+          Type.Union(
+            ['center', 'top-left', 'top-right', 'bottom-left', 'bottom-right'].map((p) => Type.Literal(p)),
+          ),
         ),
-      ),
-      opacity: Type.Optional(Type.Number({ minimum: 0.05, maximum: 1 })),
-      size: Type.Optional(Type.Number({ minimum: 0.05, maximum: 0.95 })),
-      color: Type.Optional(Type.String({ pattern: '^#[0-9a-fA-F]{6}$' })),
-      outputPath: Type.Optional(Type.String({ minLength: 1, maxLength: 512 })),
-      maxOutputBytes: Type.Optional(Type.Integer({ minimum: 1 })),
+        opacity: Type.Optional(Type.Number({ minimum: 0.05, maximum: 1 })),
+        size: Type.Optional(Type.Number({ minimum: 0.05, maximum: 0.95 })),
+        color: Type.Optional(Type.String({ pattern: '^#[0-9a-fA-F]{6}$' })),
+        outputPath: Type.Optional(Type.String({ minLength: 1, maxLength: 512 })),
+        maxOutputBytes: Type.Optional(Type.Integer({ minimum: 1 })),
+      },
+      { additionalProperties: false },
+    ),
+    output: Type.Object({
+      archive: Type.String(),
+      files: Type.Array(Outcome),
+      watermarked: Type.Integer(),
+      failed: Type.Integer(),
+      skipped: Type.Integer(),
+    }),
+    async run(ctx, input) {
+      const problem = checkWatermarkText(input.text);
+      if (problem) throw new CapabilityError('WATERMARK_TEXT_INVALID', problem, { category: 'INPUT' });
+      const { archive, result: files } = await zipToZip(
+        ctx,
+        input,
+        { outputPath: 'watermark/archive.zip', phase: 'watermark' },
+        (source, target, onProgress) =>
+          watermarkArchive(
+            source,
+            target,
+            {
+              text: input.text,
+              ...(input.position ? { position: input.position as WatermarkPosition } : {}),
+              ...(input.opacity !== undefined ? { opacity: input.opacity } : {}),
+              ...(input.size !== undefined ? { size: input.size } : {}),
+              ...(input.color ? { color: input.color } : {}),
+              maxPixels: limits.maxPixels,
+            },
+            { concurrency: 2, onProgress, signal: ctx.signal },
+          ),
+      );
+      const count = (status: FileOutcome['status']) => files.filter((f) => f.status === status).length;
+      return {
+        archive,
+        files,
+        watermarked: count('WATERMARKED'),
+        failed: count('FAILED'),
+        skipped: count('SKIPPED'),
+      };
     },
-    { additionalProperties: false },
-  ),
-  output: Type.Object({
-    archive: Type.String(),
-    files: Type.Array(Outcome),
-    watermarked: Type.Integer(),
-    failed: Type.Integer(),
-    skipped: Type.Integer(),
-  }),
-  async run(ctx, input) {
-    const problem = checkWatermarkText(input.text);
-    if (problem) throw new CapabilityError('WATERMARK_TEXT_INVALID', problem, { category: 'INPUT' });
-    const { archive, result: files } = await zipToZip(
-      ctx,
-      input,
-      { outputPath: 'watermark/archive.zip', phase: 'watermark' },
-      (source, target, onProgress) =>
-        watermarkArchive(
-          source,
-          target,
-          {
-            text: input.text,
-            ...(input.position ? { position: input.position as WatermarkPosition } : {}),
-            ...(input.opacity !== undefined ? { opacity: input.opacity } : {}),
-            ...(input.size !== undefined ? { size: input.size } : {}),
-            ...(input.color ? { color: input.color } : {}),
-          },
-          { concurrency: 2, onProgress, signal: ctx.signal },
-        ),
-    );
-    const count = (status: FileOutcome['status']) => files.filter((f) => f.status === status).length;
-    return {
-      archive,
-      files,
-      watermarked: count('WATERMARKED'),
-      failed: count('FAILED'),
-      skipped: count('SKIPPED'),
-    };
-  },
-});
+  });
+
+export const imageWatermark = createImageWatermark();
