@@ -5,6 +5,7 @@ import sharp from 'sharp';
 import { describe, expect, it } from 'vitest';
 import {
   checkWatermarkText,
+  defaultImageLimits,
   readImageHeader,
   renderText,
   watermarkArchive,
@@ -106,7 +107,7 @@ describe('image.watermark', () => {
     const outcomes = await watermarkArchive(
       source,
       target,
-      { text: '机密', maxPixels: 50_000 },
+      { text: '机密', limits: { maxPixels: 50_000, maxSide: 65_535 } },
       {
         concurrency: 2,
         onProgress: (f) => progress.push(f),
@@ -130,17 +131,22 @@ describe('image.watermark', () => {
     expect(progress.at(-1)).toBe(1);
   });
 
-  it('decompression bombs: small PNGs declaring 30000 × 30000 and 100000 × 100000 pixels are refused per file, undecoded, with the reason; the other images are watermarked', async () => {
+  it('decompression bombs: small PNGs declaring 30000 × 30000, 100000 × 100000 or 9000000 × 1 pixels are refused per file, undecoded, with the reason; the other images are watermarked', async () => {
     const source = join(directory, 'bombs.zip');
     const target = join(directory, 'bombs-marked.zip');
     const photo = await gray(320, 240).jpeg().toBuffer();
-    const bombs = { 'bomb-30k.png': bombPng(30_000, 30_000), 'bomb-100k.png': bombPng(100_000, 100_000) };
+    const bombs = {
+      'bomb-30k.png': bombPng(30_000, 30_000),
+      'bomb-100k.png': bombPng(100_000, 100_000),
+      // Under the pixel limit, but the decoder's rows would be 9 million pixels wide.
+      'bomb-wide.png': bombPng(9_000_000, 1),
+    };
     await writeZip(source, {
       'photo.jpg': photo,
       ...bombs,
       'after.png': await gray(64, 64).png().toBuffer(),
     });
-    // Under the worker's default limit (50 megapixels).
+    // Under the worker's default limits (50 megapixels, 65535 pixels a side).
     const outcomes = await watermarkArchive(source, target, { text: '机密' });
     expect(outcomes).toEqual([
       { path: 'photo.jpg', status: 'WATERMARKED', format: 'jpeg' },
@@ -156,24 +162,31 @@ describe('image.watermark', () => {
         reason: 'TOO_LARGE',
         message: 'declares 100000 × 100000 pixels (10000 megapixels); the limit is 50 megapixels',
       },
+      {
+        path: 'bomb-wide.png',
+        status: 'FAILED',
+        reason: 'TOO_LARGE',
+        message: 'declares 9000000 × 1 pixels; the limit is 65535 pixels a side',
+      },
       { path: 'after.png', status: 'WATERMARKED', format: 'png' },
     ]);
     const out = await readZip(target);
     expect(out.get('bomb-30k.png')).toEqual(bombs['bomb-30k.png']);
     expect(out.get('bomb-100k.png')).toEqual(bombs['bomb-100k.png']);
+    expect(out.get('bomb-wide.png')).toEqual(bombs['bomb-wide.png']);
     expect(out.get('photo.jpg')).not.toEqual(photo);
   });
 
   it('takes the format from the signature and the dimensions from the header alone', async () => {
     // The bomb's data is a few hundred bytes: a decoder would fail on it, the header reads fine.
-    await expect(readImageHeader(bombPng(6_000, 4_000), 50_000_000)).resolves.toEqual({
+    await expect(readImageHeader(bombPng(6_000, 4_000), defaultImageLimits)).resolves.toEqual({
       format: 'png',
       width: 6_000,
       height: 4_000,
       orientation: 1,
     });
     const svg = Buffer.from('<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"/>');
-    await expect(readImageHeader(svg, 50_000_000)).rejects.toMatchObject({
+    await expect(readImageHeader(svg, defaultImageLimits)).rejects.toMatchObject({
       reason: 'CORRUPT',
       message: 'not a JPEG, PNG or WebP',
     });

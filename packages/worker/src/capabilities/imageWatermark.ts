@@ -44,17 +44,23 @@ export interface WatermarkOptions {
   size?: number;
   /** `#rrggbb` (default white). */
   color?: string;
-  /** Images with more pixels are copied unchanged (default: `defaultImageLimits.maxPixels`). */
-  maxPixels?: number;
+  /** Images over these limits are copied unchanged (default: `defaultImageLimits`). */
+  limits?: ImageLimits;
 }
 
 /** What a worker lets one image cost. */
 export interface ImageLimits {
   /** Width × height above which an image is refused undecoded: 50 MP is 200 MB as RGBA. */
   maxPixels: number;
+  /**
+   * Width or height above which an image is refused undecoded. The decoder works in strips of full
+   * rows, so its memory follows the width: a 9,900,000 × 5 PNG (145 KB, under the pixel limit) took
+   * 0.5 GB. 65,535 is the most a JPEG can have; no camera or scanner writes wider.
+   */
+  maxSide: number;
 }
 
-export const defaultImageLimits: ImageLimits = { maxPixels: 50_000_000 };
+export const defaultImageLimits: ImageLimits = { maxPixels: 50_000_000, maxSide: 65_535 };
 
 /** Why an image is copied unwatermarked: the reason and message of its outcome. */
 export class ImageRefusal extends Error {
@@ -88,11 +94,11 @@ const megapixels = (pixels: number) => `${Math.round(pixels / 100_000) / 10} meg
 
 /**
  * The format and dimensions from the image's header, nothing decoded; throws an ImageRefusal for a file
- * that is not a JPEG, PNG or WebP, a header that cannot be read, or more pixels than `maxPixels`.
+ * that is not a JPEG, PNG or WebP, a header that cannot be read, or dimensions over `limits`.
  */
 export async function readImageHeader(
   input: Buffer,
-  maxPixels: number,
+  limits: ImageLimits,
 ): Promise<{ format: ImageFormat; width: number; height: number; orientation: number }> {
   const format = sniffFormat(input);
   if (!format) throw new ImageRefusal('CORRUPT', 'not a JPEG, PNG or WebP');
@@ -108,10 +114,15 @@ export async function readImageHeader(
   const { width, height } = metadata;
   if (!width || !height || metadata.format !== format)
     throw new ImageRefusal('CORRUPT', `the ${format.toUpperCase()} header cannot be read`);
-  if (width * height > maxPixels)
+  if (width * height > limits.maxPixels)
     throw new ImageRefusal(
       'TOO_LARGE',
-      `declares ${width} × ${height} pixels (${megapixels(width * height)}); the limit is ${megapixels(maxPixels)}`,
+      `declares ${width} × ${height} pixels (${megapixels(width * height)}); the limit is ${megapixels(limits.maxPixels)}`,
+    );
+  if (Math.max(width, height) > limits.maxSide)
+    throw new ImageRefusal(
+      'TOO_LARGE',
+      `declares ${width} × ${height} pixels; the limit is ${limits.maxSide} pixels a side`,
     );
   return { format, width, height, orientation: metadata.orientation ?? 1 };
 }
@@ -163,10 +174,10 @@ export async function watermarkImage(
   options: WatermarkOptions,
   overlays: Map<string, Promise<Overlay>> = new Map(),
 ): Promise<{ data: Buffer; format: string }> {
-  const maxPixels = options.maxPixels ?? defaultImageLimits.maxPixels;
-  const header = await readImageHeader(input, maxPixels);
+  const limits = options.limits ?? defaultImageLimits;
+  const header = await readImageHeader(input, limits);
   const format = header.format;
-  const image = sharp(input, { limitInputPixels: maxPixels, failOn: 'error' });
+  const image = sharp(input, { limitInputPixels: limits.maxPixels, failOn: 'error' });
   // Upright dimensions: orientations 5–8 swap width and height.
   const swap = header.orientation >= 5;
   const width = swap ? header.height : header.width;
@@ -378,7 +389,7 @@ export const createImageWatermark = (limits: ImageLimits = defaultImageLimits) =
               ...(input.opacity !== undefined ? { opacity: input.opacity } : {}),
               ...(input.size !== undefined ? { size: input.size } : {}),
               ...(input.color ? { color: input.color } : {}),
-              maxPixels: limits.maxPixels,
+              limits,
             },
             { concurrency: 2, onProgress, signal: ctx.signal },
           ),
