@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -210,5 +211,31 @@ describe('image.watermark', () => {
       code: 'ARCHIVE_INVALID',
     });
     expect(existsSync(target)).toBe(false);
+  });
+
+  it('a file that is not an image is streamed through; if its size lies, the archive is refused, nothing written', async () => {
+    const source = join(directory, 'stream.zip');
+    const target = join(directory, 'stream-out.zip');
+    const large = randomBytes(3 * 2 ** 20);
+    await writeRawZip(source, [
+      { name: 'a.png', data: await gray(40, 30).png().toBuffer() },
+      { name: 'data.bin', data: large, deflate: true },
+      { name: 'b.png', data: await gray(40, 30).png().toBuffer() },
+    ]);
+    const outcomes = await watermarkArchive(source, target, { text: 'x' });
+    expect(outcomes.map((o) => o.status)).toEqual(['WATERMARKED', 'SKIPPED', 'WATERMARKED']);
+    // Buffer.equals: vitest's deep equality takes half a minute over 3 MB.
+    expect((await readZip(target)).get('data.bin')?.equals(large)).toBe(true);
+    const liar = join(directory, 'stream-liar.zip');
+    const liarTarget = join(directory, 'stream-liar-out.zip');
+    await writeRawZip(liar, [
+      { name: 'a.png', data: await gray(40, 30).png().toBuffer() },
+      { name: 'notes.txt', data: Buffer.alloc(50_000, 1), deflate: true, declaredSize: 1_000 },
+    ]);
+    await expect(watermarkArchive(liar, liarTarget, { text: 'x' })).rejects.toMatchObject({
+      code: 'ARCHIVE_INVALID',
+    });
+    expect(existsSync(liarTarget)).toBe(false);
+    expect(existsSync(`${liarTarget}.partial`)).toBe(false);
   });
 });

@@ -21,8 +21,10 @@ import {
   type ArchiveLimits,
   defaultArchiveLimits,
   openArchive,
+  openEntry,
   readEntry,
   refusal,
+  type Scanned,
   scanArchive,
   zipToZip,
 } from './zip.ts';
@@ -242,8 +244,17 @@ export async function watermarkArchive(
     );
     const output = new yazl.ZipFile();
     const written = pipeline(output.outputStream, createWriteStream(temporary));
+    // A file that is not an image is streamed from the source when yazl comes to it, never held in
+    // memory; a read error of its stream (or yazl's, for a size that lies) fails the archive here.
+    let failCopy: (error: Error) => void = () => {};
+    const copyFailed = new Promise<never>((_, reject) => {
+      failCopy = reject;
+    });
+    copyFailed.catch(() => {});
+    output.on('error', failCopy);
     const outcomes: FileOutcome[] = [];
-    type Done = { name: string; mtime: Date; data: Buffer; outcome: FileOutcome };
+    /** `data` null: copied as it is, streamed. */
+    type Done = { scanned: Scanned; data: Buffer | null; outcome: FileOutcome };
     // Entries in their order; each slot settles when its image is done. `concurrency` images are being
     // worked on at any time (a finished one waiting for an earlier one to be written does not count).
     const window: { result: Promise<Done>; settled: boolean }[] = [];
@@ -253,13 +264,25 @@ export async function watermarkArchive(
     let slotFreed: (() => void) | null = null;
     let done = 0;
     const flushOne = async () => {
-      const next = await window.shift()!.result;
+      const { scanned, data, outcome } = await window.shift()!.result;
+      const mtime = scanned.entry.getLastModDate();
       // Already-compressed images are stored, not deflated again.
-      output.addBuffer(next.data, next.name, {
-        mtime: next.mtime,
-        compress: next.outcome.status === 'SKIPPED',
-      });
-      outcomes.push(next.outcome);
+      if (data) output.addBuffer(data, scanned.path, { mtime, compress: false });
+      else
+        output.addReadStreamLazy(
+          scanned.path,
+          { mtime, size: scanned.entry.uncompressedSize },
+          (callback) => {
+            openEntry(zip, scanned.entry).then(
+              (stream) => {
+                stream.on('error', failCopy);
+                callback(null, stream);
+              },
+              (error: Error) => failCopy(error),
+            );
+          },
+        );
+      outcomes.push(outcome);
       done += 1;
       run.onProgress?.(done / entries.length);
     };
@@ -276,33 +299,21 @@ export async function watermarkArchive(
           });
           await flushSettled();
         }
-        const original = await readEntry(zip, scanned.entry);
-        const mtime = scanned.entry.getLastModDate();
+        const isImage = imageExtensions.test(scanned.path);
+        const original = isImage ? await readEntry(zip, scanned.entry) : null;
         running += 1;
         const slot = { settled: false, result: null as unknown as Promise<Done> };
         window.push(slot);
         slot.result = (async (): Promise<Done> => {
-          if (!imageExtensions.test(scanned.path))
-            return {
-              name: scanned.path,
-              mtime,
-              data: original,
-              outcome: { path: scanned.path, status: 'SKIPPED' },
-            };
+          if (!original) return { scanned, data: null, outcome: { path: scanned.path, status: 'SKIPPED' } };
           try {
             const { data, format } = await watermarkImage(original, options, overlays);
-            return {
-              name: scanned.path,
-              mtime,
-              data,
-              outcome: { path: scanned.path, status: 'WATERMARKED', format },
-            };
+            return { scanned, data, outcome: { path: scanned.path, status: 'WATERMARKED', format } };
           } catch (error) {
             const message = (error as Error).message;
             const reason = error instanceof ImageRefusal ? error.reason : 'CORRUPT';
             return {
-              name: scanned.path,
-              mtime,
+              scanned,
               data: original,
               outcome: { path: scanned.path, status: 'FAILED', reason, message },
             };
@@ -318,7 +329,7 @@ export async function watermarkArchive(
       }
       while (window.length > 0) await flushOne();
       output.end();
-      await written;
+      await Promise.race([written, copyFailed]);
       await rename(temporary, targetPath);
       return outcomes;
     } catch (error) {
