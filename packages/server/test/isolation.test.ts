@@ -121,6 +121,20 @@ describe('the isolation matrix: two applications of one tenant, and a second ten
     expect(listed).toContain(ofA);
     expect(listed).not.toContain(ofB);
     expect(listed).not.toContain(ofC);
+    // B's external reference and B's workflow do not exist for A, by key or through A's user token.
+    const ref = `order-${newId()}`;
+    expect(
+      (await h.request('PUT', `/v1/tasks/${ofB}/external-refs/order/${ref}`, { token: b.apiKey })).status,
+    ).toBeLessThan(300);
+    expect((await h.request('GET', `/v1/external-refs/order/${ref}`, { token: b.apiKey })).body.taskId).toBe(
+      ofB,
+    );
+    expect((await h.request('GET', `/v1/external-refs/order/${ref}`, { token: a.apiKey })).status).toBe(404);
+    const workflowId = (await h.request('GET', `/v1/tasks/${ofB}`, { token: b.apiKey })).body.task.workflowId;
+    for (const token of [a.apiKey, await userToken(a, 'alice')]) {
+      const workflow = await h.request('GET', `/v1/workflows/${workflowId}`, { token });
+      expect([workflow.status, workflow.body.code]).toEqual([404, 'WORKFLOW_NOT_FOUND']);
+    }
     // The callback log of B's task is B's (a positive control that the path works).
     expect((await h.request('GET', `/v1/tasks/${ofB}/callbacks`, { token: b.apiKey })).status).toBe(200);
   });
