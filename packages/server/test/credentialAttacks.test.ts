@@ -86,6 +86,19 @@ describe('user and execution tokens, offline', () => {
     ];
     for (const [index, token] of refused.entries())
       expect(await users.verify(token, now), `case ${index}`).toBeNull();
+    const execution = { aud: 'tdp:execution', sub: claims.executionId, tid: claims.taskId, exp };
+    const refusedExecutions = [
+      `${base64url({ alg: 'none', kid: 'new' })}.${base64url(execution)}.`,
+      forge('execution-token', 'new', { alg: 'HS512' }, execution),
+      forge('execution-token', 'unknown', { alg: 'HS256' }, execution, 'new'),
+      forge('execution-token', 'new', { alg: 'HS256' }, { ...execution, exp: seconds(now) - 1 }),
+      forge('execution-token', 'new', { alg: 'HS256' }, { ...execution, nbf: seconds(now) + 60 }),
+    ];
+    expect(
+      await executions.verify(forge('execution-token', 'new', { alg: 'HS256' }, execution), now),
+    ).not.toBeNull();
+    for (const [index, token] of refusedExecutions.entries())
+      expect(await executions.verify(token, now), `execution case ${index}`).toBeNull();
   });
 
   it('refuses a token of another purpose: wrong audience, or signed with another purpose’s key', async () => {
