@@ -178,6 +178,38 @@ describe('credentials after revocation, and of another worker', () => {
     });
   });
 
+  it('refuses the execution token, handle and heartbeats of a cancelled task once its grace ran out', async () => {
+    const { taskId, ctx } = await c.runningContext();
+    expect((await c.report(ctx, c.event(ctx))).body.accepted).toBe(true);
+    expect((await c.call('POST', `/v1/tasks/${taskId}:cancel`)).status).toBe(200);
+    // During the grace the executor may still report (it is asked to stop); after it, nothing.
+    h.clock.advance(31_000);
+    try {
+      await expect
+        .poll(async () => (await c.task(taskId)).task.lifecycleStatus, { timeout: 10_000 })
+        .toBe('CANCELLED');
+      const byToken = await c.report(ctx, c.event(ctx, { sourceSeq: 2, eventType: 'STEP_PROGRESS' }));
+      const byHandle = await c.call('POST', '/v1/task-events', {
+        executionHandle: ctx.executionHandle,
+        eventId: newId(),
+        eventType: 'STEP_COMPLETED',
+        sourceSeq: 3,
+      });
+      const beat = await h.request('POST', '/v1/task-heartbeats:batch', {
+        token: c.app.apiKey,
+        body: { heartbeats: [{ executionToken: ctx.executionToken, heartbeatSeq: 1 }] },
+      });
+      // The step is cancelled: its events are no longer a transition it can make, its beats find it ended.
+      expect([byToken.body.code, byHandle.body.code, beat.body.results[0].outcome]).toEqual([
+        'INVALID_TRANSITION',
+        'INVALID_TRANSITION',
+        'TERMINAL',
+      ]);
+    } finally {
+      h.clock.advance(-31_000);
+    }
+  });
+
   it('refuses a user token, a realtime token or an execution token where an API key or user token is due', async () => {
     const { ctx } = await c.runningContext();
     const realtime = (
