@@ -11,10 +11,12 @@ import { registerRunRoutes } from '../adapters/inbound/http/runRoutes.ts';
 import { registerStatusRoutes } from '../adapters/inbound/http/statusRoutes.ts';
 import { registerTaskStreamRoutes } from '../adapters/inbound/http/taskStreamRoutes.ts';
 import { registerTaskRoutes } from '../adapters/inbound/http/tasksRoutes.ts';
+import { registerUserViewRoutes } from '../adapters/inbound/http/userViewRoutes.ts';
 import { listWorkerViews, registerWorkerRoutes } from '../adapters/inbound/http/workerRoutes.ts';
 import { migrationsCurrent } from '../adapters/outbound/postgres/migrate.ts';
 import { derivedKey } from '../adapters/outbound/tokens/executionCredentials.ts';
 import type { ServerConfig } from '../config.ts';
+import type { Viewer } from '../core/status/ports.ts';
 import { dashboardPages } from '../wiring/dashboardPages.ts';
 import type { Adapters } from './adapters.ts';
 import type { UseCases } from './useCases.ts';
@@ -54,6 +56,11 @@ export async function createApi(config: ServerConfig, a: Adapters, uses: UseCase
     authenticator,
     registries: { registries: a.registryStore, clock, schemas },
   });
+  registerUserViewRoutes(app, {
+    adminToken: config.adminToken,
+    identity: { store: a.identityStore, clock, ids },
+    authenticator,
+  });
   registerWorkerRoutes(app, {
     workers: uses.workers,
     grants: uses.grants,
@@ -68,11 +75,18 @@ export async function createApi(config: ServerConfig, a: Adapters, uses: UseCase
   });
   registerRunRoutes(app, { authenticator, runs: a.tasks, callbacks: a.callbackQueue, clock });
   gateway.attach(app.server);
+  // What realtime tokens and the task stream read: tasks, their ACL, and the tenant's applications.
+  const realtimeReads = {
+    task: (taskId: string) => statusReads.task(taskId),
+    canView: (taskId: string, viewer: Viewer) => statusReads.canView(taskId, viewer),
+    applicationsOf: async (tenantId: string) =>
+      (await a.identityStore.listApplications(tenantId)).map((application) => application.id),
+  };
   registerRealtimeRoutes(app, {
     authenticator,
     key: a.realtimeKey,
     clock,
-    reads: statusReads,
+    reads: realtimeReads,
     wsUrl: config.realtimeWsUrl,
     detailSubscriptions: (clientId) => gateway.subscriptionCount(clientId, 'task_detail:'),
   });
@@ -87,7 +101,7 @@ export async function createApi(config: ServerConfig, a: Adapters, uses: UseCase
     gateway,
     userTokens,
     clock,
-    reads: statusReads,
+    reads: realtimeReads,
     keepAliveMs: config.sseKeepAliveMs,
   });
   registerDefinitionRoutes(app, {
