@@ -35,6 +35,8 @@ export interface ServerSettings {
   workerOwnersCacheMs: number;
   /** Workers are asked to beat this many times per `workerHeartbeatTtlMs`. */
   workerHeartbeatsPerTtl: number;
+  /** Attempts at once on a worker whose registration names no `maxConcurrency` (the runtime's default). */
+  workerDefaultMaxConcurrency: number;
   /** Outbox NOTIFYs to other processes are sent at most this often. */
   outboxNotifyIntervalMs: number;
   /** On shutdown, database connections get this long to finish their queries. */
@@ -85,6 +87,7 @@ export const defaultSettings: ServerSettings = {
   workerCredentialsCacheMs: 5_000,
   workerOwnersCacheMs: 10 * 60_000,
   workerHeartbeatsPerTtl: 3,
+  workerDefaultMaxConcurrency: 10,
   outboxNotifyIntervalMs: 100,
   shutdownDatabaseTimeoutSeconds: 5,
   loops: {

@@ -18,6 +18,27 @@ beforeAll(async () => {
 });
 afterAll(() => h?.close());
 
+describe('a worker registration without a limit', () => {
+  it('gets the default number of attempts at once (the runtime default, 10)', async () => {
+    const app = await h.createApplication();
+    const registered = await h.request('POST', '/v1/workers/register', {
+      token: workerKey,
+      body: {
+        instanceId: newId(),
+        name: 'unlimited',
+        nodeId: 'node-unlimited',
+        capabilities: [{ name: 'unlimited.op', version: '1' }],
+      },
+    });
+    expect(registered.status).toBe(201);
+    const listed = (await h.request('GET', '/v1/workers', { token: app.apiKey })).body as {
+      id: string;
+      maxConcurrency: number;
+    }[];
+    expect(listed.find((w) => w.id === registered.body.workerId)?.maxConcurrency).toBe(10);
+  });
+});
+
 describe('a worker heartbeat', () => {
   it('reports a change of runtime state, and only a change', async () => {
     const registered = await h.request('POST', '/v1/workers/register', {

@@ -65,6 +65,7 @@ export function useCaseDeps(config: ServerConfig, a: Adapters) {
       Math.floor(config.workerHeartbeatTtlMs / (config.workerHeartbeatsPerTtl * 1000)),
     ),
     heartbeatTtlMs: config.workerHeartbeatTtlMs,
+    defaultMaxConcurrency: config.workerDefaultMaxConcurrency,
     credentials: new TtlCache(clock, config.workerCredentialsCacheMs),
     owners: new TtlCache(clock, config.workerOwnersCacheMs),
     // A worker registered or changed: as when capacity frees, the put-back requests are retried now
