@@ -1,9 +1,19 @@
 import { connect, createServer, type Server, type Socket } from 'node:net';
+import { Transform } from 'node:stream';
+
+/** A connection whose bytes to the server are withheld from the first chunk that held a pattern on. */
+export interface HeldConnection {
+  /** The client closed its side (e.g. the driver destroyed a connection that owed it an answer). */
+  clientClosed: Promise<void>;
+}
 
 /** A TCP proxy the test can cut and restore, to put a real database "out" without stopping it. */
 export class TcpProxy {
   private server: Server | null = null;
   private readonly sockets = new Set<Socket>();
+  private hold: { pattern: Buffer; found: (held: HeldConnection) => void } | null = null;
+  /** New connections are accepted and left hanging (see `freeze`). */
+  private hangNewConnections = false;
   port = 0;
 
   constructor(
@@ -18,13 +28,20 @@ export class TcpProxy {
         client.destroy();
         return;
       }
+      if (this.hangNewConnections) {
+        this.sockets.add(client);
+        client.on('close', () => this.sockets.delete(client));
+        client.on('error', () => client.destroy());
+        client.pause();
+        return;
+      }
       const upstream = connect(this.targetPort, this.targetHost);
       for (const socket of [client, upstream]) {
         this.sockets.add(socket);
         socket.on('close', () => this.sockets.delete(socket));
         socket.on('error', () => socket.destroy());
       }
-      client.pipe(upstream).pipe(client);
+      client.pipe(this.toServer(client)).pipe(upstream).pipe(client);
       client.on('close', () => upstream.destroy());
       upstream.on('close', () => client.destroy());
     });
@@ -42,11 +59,47 @@ export class TcpProxy {
    * Stops passing bytes on every open connection, leaving them open: the database seems to stop
    * answering (a hung COMMIT, a network that drops packets) rather than to go away.
    */
-  freeze(): void {
+  freeze(options: { newConnections?: boolean } = {}): void {
+    // With `newConnections`, connections opened from now on hang too (a network that passes nothing).
+    if (options.newConnections) this.hangNewConnections = true;
     for (const socket of this.sockets) {
       socket.unpipe();
       socket.pause();
     }
+  }
+
+  /**
+   * The next client→server chunk that contains `pattern` (e.g. a COMMIT, or a query of the driver's) is
+   * not passed on, nor anything after it on that connection: the server never sees it, so it never
+   * answers, while the connection stays open.
+   */
+  holdWhen(pattern: string): Promise<HeldConnection> {
+    return new Promise((resolve) => {
+      this.hold = { pattern: Buffer.from(pattern), found: resolve };
+    });
+  }
+
+  private toServer(client: Socket): Transform {
+    let holding = false;
+    return new Transform({
+      transform: (chunk: Buffer, _encoding, done) => {
+        const hold = this.hold;
+        if (!holding && hold && chunk.includes(hold.pattern)) {
+          this.hold = null;
+          holding = true;
+          const clientClosed = new Promise<void>((resolve) =>
+            client.destroyed ? resolve() : client.once('close', () => resolve()),
+          );
+          hold.found({ clientClosed });
+        }
+        done(null, holding ? undefined : chunk);
+      },
+    });
+  }
+
+  /** New connections pass bytes again (those frozen stay frozen). */
+  thaw(): void {
+    this.hangNewConnections = false;
   }
 
   /** Drops every connection and refuses new ones. */

@@ -14,6 +14,7 @@ import {
   configFromEnv,
   connectDatabase,
   defaultSettings,
+  guardProcess,
   migrate,
   startGatewayServer,
   startServer,
@@ -72,6 +73,8 @@ async function main(argv: string[]): Promise<number> {
     case 'server': {
       const config = configFromEnv(env);
       const server = await startServer(config);
+      // A net for faults nothing handled: logged, and /readyz fails for a while (see processGuard.ts).
+      guardProcess({ logger: server.logger, onFault: (kind) => server.health.processFault(kind) });
       server.logger.info({ url: server.url }, 'TDP server listening');
       await onShutdownSignal(() => server.close(), config.shutdownDeadlineMs);
       return 0;
@@ -99,6 +102,7 @@ async function main(argv: string[]): Promise<number> {
     }
     case 'gateway': {
       const gateway = await startGatewayServer(env);
+      guardProcess({});
       process.stdout.write(
         `TDP gateway listening on ${gateway.url} (WebSocket ${gateway.url.replace('http', 'ws')}/connection/websocket, API ${gateway.url}/api)\n`,
       );

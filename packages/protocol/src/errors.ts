@@ -190,6 +190,7 @@ export const errorCatalogue = {
   DATABASE_UNAVAILABLE: { status: 503, retryable: true, title: 'The database is unavailable' },
   REQUEST_TIMEOUT: { status: 503, retryable: true, title: 'The request did not finish within its deadline' },
   SHUTTING_DOWN: { status: 503, retryable: true, title: 'The server is shutting down' },
+  NOT_READY: { status: 503, retryable: true, title: 'The server is not ready to take work' },
 } as const satisfies Record<string, { status: number; retryable: boolean; title: string }>;
 
 export type ErrorCode = keyof typeof errorCatalogue;

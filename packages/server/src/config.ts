@@ -66,6 +66,20 @@ export interface ServerSettings {
   /** A shutdown (SIGTERM) still unfinished after this long is abandoned: the process exits with 1. */
   shutdownDeadlineMs: number;
   /**
+   * A database connection that owes an answer (to a statement, BEGIN, COMMIT or ROLLBACK) and has heard
+   * nothing for this long is destroyed, never handed back to the pool. Above `statementTimeoutMs`, which
+   * PostgreSQL enforces itself; this one holds when the network stops passing bytes.
+   */
+  databaseAnswerDeadlineMs: number;
+  /** PostgreSQL ends a session idle inside a transaction for this long (`idle_in_transaction_session_timeout`). */
+  databaseIdleInTransactionTimeoutMs: number;
+  /** A background loop busy with one round for longer than this is stuck: `/readyz` fails, naming it. */
+  loopRoundDeadlineMs: number;
+  /** `/readyz` fails when the pool cannot hand out a connection and answer within this long. */
+  readinessDatabaseDeadlineMs: number;
+  /** After an unhandled rejection or uncaught exception, `/readyz` fails for this long. */
+  processFaultUnreadyMs: number;
+  /**
    * Token buckets per credential, in each process (docs/rate-limits.md): requests with an application's
    * API key or its user tokens, with a worker key, with an execution token. `perSecond: 0` is no limit.
    */
@@ -113,6 +127,12 @@ export const defaultSettings: ServerSettings = {
   apiKeyCacheMs: 5_000,
   capacityRetryMinIntervalMs: 50,
   shutdownDeadlineMs: 30_000,
+  databaseAnswerDeadlineMs: 15_000,
+  databaseIdleInTransactionTimeoutMs: 60_000,
+  // A callbacks round may wait out a few slow receivers (callbackTimeoutMs each); stuck is far beyond.
+  loopRoundDeadlineMs: 120_000,
+  readinessDatabaseDeadlineMs: 2_000,
+  processFaultUnreadyMs: 30_000,
   // Far above what one process serves (`bench -- create`, `-- events`, `-- e2e` stay under ~3,000
   // requests/s per credential on a developer machine): a limit against a runaway client, not a quota.
   rateLimits: {
@@ -208,6 +228,14 @@ function settingsFrom(env: NodeJS.ProcessEnv, overrides: Partial<ServerConfig>):
     realtimeHandoffGraceMs: number('realtimeHandoffGraceMs', 'TDP_REALTIME_HANDOFF_GRACE_MS'),
     retryUnplaceableMs: number('retryUnplaceableMs', 'TDP_RETRY_UNPLACEABLE_MS'),
     shutdownDeadlineMs: number('shutdownDeadlineMs', 'TDP_SHUTDOWN_DEADLINE_MS'),
+    databaseAnswerDeadlineMs: number('databaseAnswerDeadlineMs', 'TDP_DATABASE_ANSWER_DEADLINE_MS'),
+    databaseIdleInTransactionTimeoutMs: number(
+      'databaseIdleInTransactionTimeoutMs',
+      'TDP_DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS',
+    ),
+    loopRoundDeadlineMs: number('loopRoundDeadlineMs', 'TDP_LOOP_ROUND_DEADLINE_MS'),
+    readinessDatabaseDeadlineMs: number('readinessDatabaseDeadlineMs', 'TDP_READINESS_DATABASE_DEADLINE_MS'),
+    processFaultUnreadyMs: number('processFaultUnreadyMs', 'TDP_PROCESS_FAULT_UNREADY_MS'),
     rateLimits: rateLimitsFrom(env, overrides.rateLimits),
   };
 }

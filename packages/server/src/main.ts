@@ -16,6 +16,7 @@ import type { ServerConfig } from './config.ts';
 import type { ApplicationDeps } from './core/identity/applications.ts';
 import type { StatusDeps } from './core/status/deps.ts';
 import { listenForCommands } from './wiring/commandWakeup.ts';
+import type { ServerHealth } from './wiring/serverHealth.ts';
 
 export { connectDatabase } from './adapters/outbound/postgres/database.ts';
 export { migrate } from './adapters/outbound/postgres/migrate.ts';
@@ -39,6 +40,8 @@ export interface RunningServer {
   logger: Logger;
   /** The realtime gateway serving this process's WebSocket, SSE and server API endpoints. */
   gateway: Gateway;
+  /** What /readyz answers; the process guard reports the faults it caught to it. */
+  health: ServerHealth;
   /** Stops accepting, lets in-flight requests and loop rounds finish, then closes connections. */
   close(): Promise<void>;
 }
@@ -56,6 +59,7 @@ export async function startServer(
   const running: RunningLoops = config.runLoops
     ? await createLoops(config, adapters, uses)
     : { loops: [], unlisten: async () => {} };
+  adapters.health.loops = running.loops;
 
   await app.listen({ host: config.host, port: config.port });
   for (const loop of running.loops) loop.start();
@@ -83,6 +87,7 @@ export async function startServer(
     status: uses.status,
     logger: adapters.logger,
     gateway,
+    health: adapters.health,
     close: () => {
       closing ??= (async () => {
         await gateway.close();
@@ -103,3 +108,4 @@ export { ensureDevelopmentIdentity } from './core/identity/developmentIdentity.t
 export { generateKeyringEntry, parseKeyring } from './core/identity/secretBox.ts';
 export { AppError } from './core/shared/errors.ts';
 export { realtimeTokenKey, startGatewayServer } from './realtimeGateway.ts';
+export { guardProcess } from './wiring/processGuard.ts';

@@ -168,7 +168,7 @@ describe('operations endpoints', () => {
     expect(ready.status).toBe(200);
     expect((await ready.json()) as unknown).toEqual({
       status: 'ready',
-      checks: { database: 'ok', migrations: 'ok' },
+      checks: { database: 'ok', migrations: 'ok', loops: 'ok', process: 'ok' },
     });
 
     const sql = connectDatabase({ url: h.databaseUrl, maxConnections: 1 });

@@ -13,7 +13,7 @@ import { connectDatabase } from '../adapters/outbound/postgres/database.ts';
 import { PostgresDefinitionStore } from '../adapters/outbound/postgres/definitionStore.ts';
 import { PostgresFactStore } from '../adapters/outbound/postgres/factStore.ts';
 import { PostgresIdentityStore } from '../adapters/outbound/postgres/identityStore.ts';
-import { loadMigrations } from '../adapters/outbound/postgres/migrate.ts';
+import { loadMigrations, migrationsCurrent } from '../adapters/outbound/postgres/migrate.ts';
 import { ClaimableRows, PostgresOutboxQueue } from '../adapters/outbound/postgres/outboxQueue.ts';
 import { PostgresRegistryStore } from '../adapters/outbound/postgres/registryStore.ts';
 import { PostgresStatusReads } from '../adapters/outbound/postgres/statusReads.ts';
@@ -27,6 +27,7 @@ import type { EventPublisher } from '../core/outbox/ports.ts';
 import { type Clock, type IdGenerator, systemClock } from '../core/shared/ports.ts';
 import { createGateway, realtimeTokenKey } from '../realtimeGateway.ts';
 import { OutboxWakeup, outboxChannel } from '../wiring/outboxWakeup.ts';
+import { ServerHealth } from '../wiring/serverHealth.ts';
 
 export interface ServerDependencies {
   clock?: Clock;
@@ -59,9 +60,17 @@ export async function connectAdapters(config: ServerConfig, overrides: ServerDep
     url: config.databaseUrl,
     maxConnections: config.databasePoolSize,
     statementTimeoutMs: config.statementTimeoutMs,
+    answerDeadlineMs: config.databaseAnswerDeadlineMs,
+    idleInTransactionTimeoutMs: config.databaseIdleInTransactionTimeoutMs,
     applicationName: 'tdp-server',
   });
   const migrations = await loadMigrations();
+  const health = new ServerHealth({
+    migrationsCurrent: () => migrationsCurrent(sql, migrations.at(-1)?.version ?? 0),
+    databaseDeadlineMs: config.readinessDatabaseDeadlineMs,
+    loopRoundDeadlineMs: config.loopRoundDeadlineMs,
+    processFaultUnreadyMs: config.processFaultUnreadyMs,
+  });
   const identityStore = new PostgresIdentityStore(sql);
   const outboxQueue = new PostgresOutboxQueue(sql);
   // Domain events go to NATS, or to a publisher the embedder gives; with neither, none are written.
@@ -96,6 +105,8 @@ export async function connectAdapters(config: ServerConfig, overrides: ServerDep
     ids,
     sql,
     latestMigration: migrations.at(-1)?.version ?? 0,
+    /** What /readyz answers (the loops are added once they exist). */
+    health,
     identityStore,
     secrets: new SecretBox(config.secretKeyring),
     rateLimits,

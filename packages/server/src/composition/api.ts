@@ -13,7 +13,6 @@ import { registerTaskStreamRoutes } from '../adapters/inbound/http/taskStreamRou
 import { registerTaskRoutes } from '../adapters/inbound/http/tasksRoutes.ts';
 import { registerUserViewRoutes } from '../adapters/inbound/http/userViewRoutes.ts';
 import { listWorkerViews, registerWorkerRoutes } from '../adapters/inbound/http/workerRoutes.ts';
-import { migrationsCurrent } from '../adapters/outbound/postgres/migrate.ts';
 import { derivedKey } from '../adapters/outbound/tokens/executionCredentials.ts';
 import type { ServerConfig } from '../config.ts';
 import type { Viewer } from '../core/status/ports.ts';
@@ -24,7 +23,7 @@ import type { UseCases } from './useCases.ts';
 export const serverVersion = '0.1.0';
 
 export async function createApi(config: ServerConfig, a: Adapters, uses: UseCases): Promise<FastifyInstance> {
-  const { authenticator, clock, ids, sql, gateway, schemas, statusReads, workerStore } = a;
+  const { authenticator, clock, ids, gateway, schemas, statusReads, workerStore } = a;
   const app = await createHttpApp({
     rawHandler: (request, response) => gateway.handleHttp(request, response),
     logger: a.logger,
@@ -36,20 +35,7 @@ export async function createApi(config: ServerConfig, a: Adapters, uses: UseCase
   a.metrics.instrument(app);
   documentRateLimits(app);
   const userTokens = rateLimitedUserTokens(a.userTokens, a.rateLimits);
-  registerHealthRoutes(app, {
-    metrics: a.metrics.registry,
-    readiness: async () => {
-      try {
-        const current = await migrationsCurrent(sql, a.latestMigration);
-        return {
-          ready: current,
-          checks: { database: 'ok', migrations: current ? 'ok' : 'pending migrations' },
-        };
-      } catch (error) {
-        return { ready: false, checks: { database: (error as Error).message, migrations: 'unknown' } };
-      }
-    },
-  });
+  registerHealthRoutes(app, { metrics: a.metrics.registry, readiness: () => a.health.check() });
   registerAdminRoutes(app, {
     adminToken: config.adminToken,
     applications: uses.identity,

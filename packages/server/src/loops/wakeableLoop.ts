@@ -23,6 +23,17 @@ export interface WakeableLoopOptions {
   batchWindowMs?: number;
   /** The back-off after failed rounds (default: `defaultSettings.loopRetry`, 1 s doubling to 30 s). */
   retry?: LoopRetry;
+  /** A monotonic clock in ms for the loop's own health (`now` may be a test's frozen clock). */
+  monotonicMs?: () => number;
+}
+
+/** What `/readyz` reads of a loop: how long its round in progress has run, when it last finished one. */
+export interface LoopHealth {
+  name: string;
+  /** How long the round in progress (with its due-time read) has run; null while it sleeps. */
+  busyForMs: number | null;
+  /** How long ago the last round finished, well or not; null before the first. */
+  lastRoundAgoMs: number | null;
 }
 
 export type LoopRetry = ServerSettings['loopRetry'];
@@ -48,8 +59,26 @@ export class WakeableLoop {
   /** The earliest due time announced by `wakeBy` while no sleep could take it. */
   private announcedDue = Number.POSITIVE_INFINITY;
   private done: Promise<void> = Promise.resolve();
+  private busySince: number | null = null;
+  private lastRoundAt: number | null = null;
+  private readonly monotonicMs: () => number;
 
-  constructor(private readonly options: WakeableLoopOptions) {}
+  constructor(private readonly options: WakeableLoopOptions) {
+    this.monotonicMs = options.monotonicMs ?? (() => performance.now());
+  }
+
+  get name(): string {
+    return this.options.name;
+  }
+
+  health(): LoopHealth {
+    const now = this.monotonicMs();
+    return {
+      name: this.options.name,
+      busyForMs: this.busySince === null ? null : Math.round(now - this.busySince),
+      lastRoundAgoMs: this.lastRoundAt === null ? null : Math.round(now - this.lastRoundAt),
+    };
+  }
 
   start(): void {
     if (this.running) return;
@@ -100,11 +129,19 @@ export class WakeableLoop {
   }
 
   private async sleep(ms: number, wakeable: boolean): Promise<void> {
+    this.busySince = null;
     const until = this.options.now().getTime() + ms;
     await new Promise<void>((resolve) => {
       this.sleeper = { timer: setTimeout(resolve, ms), resolve, wakeable, until };
     });
     this.sleeper = null;
+  }
+
+  /** Notes the end of a round that succeeded (a failed one is noted where it is caught). */
+  private async finished(round: Promise<LoopRound>): Promise<LoopRound> {
+    const result = await round;
+    this.lastRoundAt = this.monotonicMs();
+    return result;
   }
 
   private async run(): Promise<void> {
@@ -114,12 +151,14 @@ export class WakeableLoop {
     let failures = 0;
     while (this.running) {
       this.wakeRequested = false;
+      this.busySince = this.monotonicMs();
       try {
-        const { full } = await this.options.round();
+        const { full } = await this.finished(this.options.round());
         failures = 0;
         if (full) continue;
         if (window > 0) await this.sleep(window, false);
         if (this.wakeRequested || !this.running) continue;
+        this.busySince ??= this.monotonicMs();
         const due = await this.options.nextDueAt();
         const dueAt = Math.min(due?.getTime() ?? Number.POSITIVE_INFINITY, this.announcedDue);
         this.announcedDue = Number.POSITIVE_INFINITY;
@@ -127,6 +166,7 @@ export class WakeableLoop {
         if (this.wakeRequested || !this.running) continue;
         await this.sleep(delayMs, true);
       } catch (error) {
+        this.lastRoundAt = this.monotonicMs();
         failures += 1;
         const delayMs = Math.min(retry.firstMs * 2 ** (failures - 1), retry.maxMs);
         this.options.logger.warn(

@@ -1,6 +1,8 @@
 import { connect as connectTcp, type Socket } from 'node:net';
 import postgres from 'postgres';
 import { AppError } from '../../../core/shared/errors.ts';
+import { answerDeadline } from './answerDeadline.ts';
+import { arrayTypes } from './arrayTypes.ts';
 
 export type Sql = postgres.Sql<{ bigint: bigint }>;
 /** A transaction-bound `sql` (what `sql.begin` hands its callback). */
@@ -12,12 +14,23 @@ export interface DatabaseOptions {
   maxConnections?: number;
   /** Every statement is cancelled after this long, so a request never waits on the database forever. */
   statementTimeoutMs?: number;
+  /**
+   * A connection that owes an answer and hears nothing for this long is destroyed (`answerDeadline.ts`):
+   * the deadline PostgreSQL cannot enforce, on a network that stopped passing bytes. Plain TCP URLs only.
+   */
+  answerDeadlineMs?: number;
+  /** PostgreSQL ends a session left idle inside a transaction for this long (its locks with it). */
+  idleInTransactionTimeoutMs?: number;
   applicationName?: string;
 }
 
+/** The defaults of `DatabaseOptions` for tools (migrations, tests); the server passes its settings. */
+const defaultAnswerDeadlineMs = 15_000;
+const defaultIdleInTransactionTimeoutMs = 60_000;
+
 export function connectDatabase(options: DatabaseOptions): Sql {
   return postgres(options.url, {
-    ...coalescedTcp(options.url),
+    ...coalescedTcp(options.url, options.answerDeadlineMs ?? defaultAnswerDeadlineMs),
     max: options.maxConnections ?? 20,
     idle_timeout: 60,
     connect_timeout: 5,
@@ -25,10 +38,14 @@ export function connectDatabase(options: DatabaseOptions): Sql {
     // connection waits for the next attempt, so long pauses became long requests after an outage.
     backoff: (retries: number) => Math.min(0.05 * 2 ** retries, 1),
     onnotice: () => {},
-    types: { bigint: postgres.BigInt },
+    // No catalog query on each new connection (its promise is dropped by the driver): see arrayTypes.ts.
+    fetch_types: false,
+    types: { bigint: postgres.BigInt, ...arrayTypes },
     connection: {
       application_name: options.applicationName ?? 'tdp',
       statement_timeout: options.statementTimeoutMs ?? 10_000,
+      idle_in_transaction_session_timeout:
+        options.idleInTransactionTimeoutMs ?? defaultIdleInTransactionTimeoutMs,
     },
   }) as unknown as Sql;
 }
@@ -39,7 +56,7 @@ export function connectDatabase(options: DatabaseOptions): Sql {
  * e2e benchmark. Corking the socket until the current burst of work is done sends them in one writev.
  * Only for plain TCP URLs; TLS and Unix-socket URLs keep the driver's own socket.
  */
-function coalescedTcp(url: string): { socket?: () => Socket } {
+function coalescedTcp(url: string, answerDeadlineMs: number): { socket?: () => Socket } {
   const parsed = new URL(url);
   const ssl = parsed.searchParams.get('sslmode') ?? parsed.searchParams.get('ssl');
   if ((ssl && ssl !== 'disable') || !parsed.hostname || parsed.hostname.includes(',')) return {};
@@ -59,8 +76,10 @@ function coalescedTcp(url: string): { socket?: () => Socket } {
         keepAliveInitialDelay: 60_000,
       });
       const write = socket.write.bind(socket) as (...args: unknown[]) => boolean;
+      const written = answerDeadline(socket, answerDeadlineMs);
       let corked = false;
       socket.write = ((...args: unknown[]) => {
+        written(args[0]);
         if (!corked) {
           corked = true;
           socket.cork();
@@ -82,7 +101,9 @@ function coalescedTcp(url: string): { socket?: () => Socket } {
  * `sql.begin`, a connection that closes mid-transaction fails the transaction cleanly: the driver
  * hands a statement issued after the close to a socket it has already dropped (an uncaught TypeError,
  * and a query that never settles), so the connection is watched and `tx` refuses to send anything once
- * it is gone; such a connection is never handed back to the pool (the driver connects it again).
+ * it is gone; such a connection is never handed back to the pool (the driver connects it again). A
+ * connection that stops answering (a COMMIT that never settles) is destroyed at its answer deadline
+ * (`answerDeadline.ts`), which closes it and so ends the transaction the same way.
  */
 export async function transaction<T>(sql: Sql, work: (tx: TxSql) => Promise<T>, begin = 'BEGIN'): Promise<T> {
   const reserved = await sql.reserve();
@@ -94,15 +115,15 @@ export async function transaction<T>(sql: Sql, work: (tx: TxSql) => Promise<T>, 
     // The driver's per-query `onexecute` hands over the connection, as its own `begin` uses it.
     const begun = reserved.unsafe(begin, [], { onexecute: watch.attach } as never).execute();
     begun.catch(() => {});
-    const value = await work(tx);
+    const value = await watch.race(work(tx));
     watch.check();
-    await reserved`COMMIT`;
+    await watch.race(reserved`COMMIT`);
     answered = true;
     await begun;
     return value;
   } catch (error) {
     if (!answered && !watch.closed)
-      answered = await reserved`ROLLBACK`.then(
+      answered = await watch.race(reserved`ROLLBACK`).then(
         () => true,
         () => false,
       );
@@ -119,15 +140,33 @@ type WatchedConnection = { onclose: ((error: Error) => void) | null };
 class ConnectionWatch {
   private connection: WatchedConnection | null = null;
   private closedBy: Error | null = null;
+  private rejectClosed: (error: Error) => void = () => {};
+  /** Rejects when the connection closes. */
+  private readonly closing = new Promise<never>((_, reject) => {
+    this.rejectClosed = reject;
+  });
+
+  constructor() {
+    this.closing.catch(() => {});
+  }
 
   /** For the first statement's `onexecute`; true keeps the connection pipelining. */
   readonly attach = (connection: WatchedConnection): boolean => {
     this.connection = connection;
     connection.onclose = (error) => {
       this.closedBy = error;
+      this.rejectClosed(error);
     };
     return true;
   };
+
+  /**
+   * `work`, or the close error once the connection is gone: statements the driver still held in the
+   * reserved connection's own queue are never settled when it closes (porsager/postgres #1186).
+   */
+  race<T>(work: PromiseLike<T>): Promise<T> {
+    return Promise.race([work, this.closing]);
+  }
 
   get closed(): boolean {
     return this.closedBy !== null;
@@ -173,6 +212,8 @@ const unavailableCodes = new Set([
   'CONNECTION_CLOSED',
   'CONNECTION_ENDED',
   'CONNECTION_DESTROYED',
+  'DATABASE_ANSWER_TIMEOUT', // answerDeadline.ts destroyed a connection that stopped answering
+  '25P03', // idle_in_transaction_session_timeout
   '57P01', // admin_shutdown
   '57P02', // crash_shutdown
   '57P03', // cannot_connect_now
@@ -200,4 +241,10 @@ export function translateDatabaseError(error: unknown): unknown {
 export function isUniqueViolation(error: unknown, constraint?: string): boolean {
   const e = error as { code?: string; constraint_name?: string };
   return e?.code === '23505' && (constraint === undefined || e.constraint_name === constraint);
+}
+
+/** True for the driver's errors that say the database or a connection to it went away. */
+export function isDatabaseUnavailable(error: unknown): boolean {
+  const translated = translateDatabaseError(error);
+  return translated instanceof AppError && translated.code === 'DATABASE_UNAVAILABLE';
 }

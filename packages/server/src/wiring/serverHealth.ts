@@ -1,0 +1,82 @@
+/**
+ * What `/readyz` answers: whether this process should be given work. Not ready while the pool cannot
+ * hand out a connection that answers within `databaseDeadlineMs`, while migrations are pending, while a
+ * background loop has been busy with one round past `loopRoundDeadlineMs` (it is stuck: scheduling or
+ * publishing has stopped here), and for `processFaultUnreadyMs` after an unhandled rejection or uncaught
+ * exception the process survived (`processGuard.ts`).
+ */
+import type { LoopHealth } from '../loops/wakeableLoop.ts';
+
+export interface ReadinessReport {
+  ready: boolean;
+  /** Each check: 'ok', or what is wrong, for people (no internal detail). */
+  checks: Record<string, string>;
+  /** Every loop's progress, for operators. */
+  loops: LoopHealth[];
+}
+
+export interface ServerHealthOptions {
+  /** True when the migrations are current (a database round trip). */
+  migrationsCurrent: () => Promise<boolean>;
+  databaseDeadlineMs: number;
+  loopRoundDeadlineMs: number;
+  processFaultUnreadyMs: number;
+  monotonicMs?: () => number;
+}
+
+export class ServerHealth {
+  /** The loops of this process, once they exist. */
+  loops: { health(): LoopHealth }[] = [];
+  private lastFault: { kind: string; at: number } | null = null;
+  private readonly monotonicMs: () => number;
+
+  constructor(private readonly options: ServerHealthOptions) {
+    this.monotonicMs = options.monotonicMs ?? (() => performance.now());
+  }
+
+  /** An unhandled rejection or uncaught exception reached the process guard. */
+  processFault(kind: string): void {
+    this.lastFault = { kind, at: this.monotonicMs() };
+  }
+
+  async check(): Promise<ReadinessReport> {
+    const checks: Record<string, string> = { ...(await this.database()) };
+    const loops = this.loops.map((loop) => loop.health());
+    const stuck = loops.filter(
+      (loop) => loop.busyForMs !== null && loop.busyForMs > this.options.loopRoundDeadlineMs,
+    );
+    checks.loops =
+      stuck.length === 0
+        ? 'ok'
+        : `stuck: ${stuck.map((loop) => `${loop.name} (one round for ${seconds(loop.busyForMs ?? 0)})`).join(', ')}`;
+    const fault = this.lastFault;
+    const faultAgoMs = fault ? this.monotonicMs() - fault.at : Number.POSITIVE_INFINITY;
+    checks.process =
+      fault && faultAgoMs < this.options.processFaultUnreadyMs
+        ? `${fault.kind} ${seconds(faultAgoMs)} ago`
+        : 'ok';
+    return { ready: Object.values(checks).every((value) => value === 'ok'), checks, loops };
+  }
+
+  private async database(): Promise<Record<'database' | 'migrations', string>> {
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<'deadline'>((resolve) => {
+      timer = setTimeout(() => resolve('deadline'), this.options.databaseDeadlineMs);
+    });
+    try {
+      const current = await Promise.race([this.options.migrationsCurrent(), deadline]);
+      if (current === 'deadline')
+        return {
+          database: `no connection answered within ${this.options.databaseDeadlineMs} ms`,
+          migrations: 'unknown',
+        };
+      return { database: 'ok', migrations: current ? 'ok' : 'pending migrations' };
+    } catch {
+      return { database: 'unavailable', migrations: 'unknown' };
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}
+
+const seconds = (ms: number) => `${Math.round(ms / 1000)} s`;
