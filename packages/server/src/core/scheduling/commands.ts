@@ -127,7 +127,12 @@ export class CommandStream {
     const write = () => {
       if (this.closed) return;
       const now = this.now();
-      for (const command of commands) if (!this.sentAt.has(command.id)) this.sendNow(command, now);
+      try {
+        for (const command of commands) if (!this.sentAt.has(command.id)) this.sendNow(command, now);
+      } catch (error) {
+        // A transport that fails to write must not throw into the committer, nor leave a rejection.
+        this.onError(error);
+      }
     };
     // Once the first read's backlog is out, at once: queued behind the periodic read, a command
     // waited for that read's round trip. `sentAt` keeps the two paths from sending one twice.
