@@ -139,6 +139,7 @@ export const errorCatalogue = {
     retryable: false,
     title: 'An application with this name already exists in the tenant',
   },
+  TENANT_NAME_TAKEN: { status: 409, retryable: false, title: 'A tenant with this name already exists' },
   INVALID_TRANSITION: { status: 409, retryable: false, title: 'The execution cannot make this transition' },
   PAYLOAD_TOO_LARGE: { status: 413, retryable: false, title: 'The request body is too large' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, retryable: false, title: 'Unsupported content type' },

@@ -1,3 +1,4 @@
+import { AppError } from '../shared/errors.ts';
 import type { Clock, IdGenerator } from '../shared/ports.ts';
 import type { IdentityStore, Tenant } from './ports.ts';
 
@@ -6,6 +7,7 @@ export async function createTenant(
   name: string,
 ): Promise<Tenant> {
   const tenant: Tenant = { id: deps.ids.newId(), name: name.trim(), createdAt: deps.clock.now() };
-  await deps.store.insertTenant(tenant);
+  if (!(await deps.store.insertTenant(tenant)))
+    throw new AppError('TENANT_NAME_TAKEN', `a tenant named "${tenant.name}" already exists`);
   return tenant;
 }

@@ -60,6 +60,7 @@ export function toProblem(error: unknown, request: FastifyRequest): Problem {
       return problem('PAYLOAD_TOO_LARGE', 'the request body exceeds the size limit', undefined, request.url);
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+    case 'FST_ERR_ROUTE_MISSING_CONTENT_TYPE':
       return problem('UNSUPPORTED_MEDIA_TYPE', 'send the body as application/json', undefined, request.url);
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
@@ -71,6 +72,10 @@ export function toProblem(error: unknown, request: FastifyRequest): Problem {
   ) {
     return problem('MALFORMED_JSON', 'the request body is not valid JSON', undefined, request.url);
   }
+  // Any other refusal of Fastify's own (a request it cannot route or read) is the client's, not ours.
+  const status = fastifyError.statusCode ?? 500;
+  if (fastifyError.code?.startsWith('FST_') && status >= 400 && status < 500)
+    return problem('VALIDATION_FAILED', 'the request is malformed', undefined, request.url);
   return problem(
     'INTERNAL_ERROR',
     'an unexpected error occurred; it has been logged',

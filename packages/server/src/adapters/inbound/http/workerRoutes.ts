@@ -7,6 +7,7 @@ import {
   NoContent,
   ResourceGrantRequest,
   WorkerEventsBatch,
+  WorkerEventsBatchReply,
   WorkerHeartbeat,
   WorkerRegistered,
   WorkerRegistration,
@@ -28,7 +29,7 @@ import { AppError } from '../../../core/shared/errors.ts';
 import type { StatusDeps } from '../../../core/status/deps.ts';
 import { recordWorkerEvents } from '../../../core/status/workerInbox.ts';
 import { requireAdmin } from './auth.ts';
-import { emptyBodyAsObject, IdempotencyKeyHeader, problemResponses, Uuid } from './schemas.ts';
+import { emptyBodyAsObject, eventStream, IdempotencyKeyHeader, problemResponses, Uuid } from './schemas.ts';
 
 function bearer(request: FastifyRequest): string | null {
   return /^Bearer\s+(\S+)$/i.exec(request.headers.authorization ?? '')?.[1] ?? null;
@@ -173,8 +174,17 @@ export function registerWorkerRoutes(
     {
       schema: {
         tags,
+        security: [{ apiKey: [] }, { adminToken: [] }],
         summary:
           'Worker sessions with capabilities, labels, state and heartbeat age (API key or admin token)',
+        response: {
+          200: Type.Array(
+            Type.Object(
+              { id: Type.String(), name: Type.String(), nodeId: Type.String() },
+              { additionalProperties: true },
+            ),
+          ),
+        },
       },
     },
     async (request) => {
@@ -195,6 +205,7 @@ export function registerWorkerRoutes(
         summary:
           'The command stream (SSE): every unacknowledged command on connect, then new ones; each repeats until acknowledged',
         params: Type.Object({ id: Uuid }),
+        response: { 200: eventStream },
       },
     },
     async (request, reply) => {
@@ -312,6 +323,7 @@ export function registerWorkerRoutes(
           "The attempt inbox: the worker's events, a result per item (and command acknowledgements, in the same commit)",
         params: Type.Object({ id: Uuid }),
         body: WorkerEventsBatch,
+        response: { 200: WorkerEventsBatchReply },
       },
     },
     async (request) => {
