@@ -5,6 +5,7 @@
 import { request as httpRequest } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Harness, startHarness } from '../../../test/harness.ts';
+import { coordinator } from '../../../test/statusFixture.ts';
 import { newId } from '../../protocol/src/ids.ts';
 import { translateDatabaseError } from '../src/adapters/outbound/postgres/database.ts';
 import { AppError } from '../src/core/shared/errors.ts';
@@ -183,5 +184,25 @@ describe('odd input is a 4xx problem, not a 500', () => {
     expect(tooLong.status).toBe(400);
     expect(tooLong.headers.get('content-type')).toContain('application/problem+json');
     expect(tooLong.body.code).toBe('VALIDATION_FAILED');
+  });
+
+  // Found by stateMachine.property.test.ts: endTask threw (a 500) where it should refuse.
+  it('refuses the coordinator completing a task that is being cancelled with 409, changing nothing', async () => {
+    const c = await coordinator(h);
+    const { taskId, ctx } = await c.runningContext();
+    await c.report(ctx, c.event(ctx));
+    const cancel = await c.call('POST', `/v1/tasks/${taskId}:cancel`, {}, { 'idempotency-key': newId() });
+    expect(cancel.status).toBe(200);
+    const before = await c.task(taskId);
+    const completed = await c.call('POST', '/v1/task-events', {
+      eventId: newId(),
+      taskId,
+      producerId: 'coordinator',
+      sourceSeq: 1,
+      eventType: 'TASK_COMPLETED',
+    });
+    expect(completed.status).toBe(409);
+    expect(completed.body.code).toBe('INVALID_TRANSITION');
+    expect((await c.task(taskId)).task.version).toBe(before.task.version);
   });
 });
