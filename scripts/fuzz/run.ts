@@ -6,12 +6,45 @@
  * schemathesis's code. Arguments after the schemathesis path go to `schemathesis run` as they are.
  */
 import { spawn } from 'node:child_process';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort, startTemporaryPostgres } from '../../packages/cli/src/embeddedPostgres.ts';
 import { connectDatabase, migrate } from '../../packages/server/src/main.ts';
 import { tdpProcess } from '../../test/tdpProcess.ts';
 
-const configFile = fileURLToPath(new URL('./schemathesis.toml', import.meta.url));
+const configTemplate = fileURLToPath(new URL('./schemathesis.toml', import.meta.url));
+
+/**
+ * The config file: the template, and the ids of what the seeding made, so that most requests to
+ * /v1/tasks/{id}/… and /admin/v1/applications/{id}/… reach a real task or application (the others keep
+ * generated ids, for the not-found and malformed paths).
+ */
+async function writeConfig(directory: string, ids: { taskId: string; applicationId: string }) {
+  const seeded = `
+[dictionaries.task]
+values = ["${ids.taskId}"]
+
+[dictionaries.application]
+values = ["${ids.applicationId}"]
+
+[[operations]]
+include-path-regex = '^/v1/tasks/\\{id\\}'
+parameters = { "path.id" = { dictionary = "task", probability = 0.7 } }
+
+[[operations]]
+include-path-regex = '^/v1/tasks/\\{taskId\\}'
+parameters = { "path.taskId" = { dictionary = "task", probability = 0.7 } }
+
+[[operations]]
+include-path-regex = '^/admin/v1/applications/\\{id\\}'
+parameters = { "path.id" = { dictionary = "application", probability = 0.7 } }
+`;
+  const file = join(directory, 'schemathesis.toml');
+  await writeFile(file, `${await readFile(configTemplate, 'utf8')}${seeded}`);
+  return file;
+}
 
 async function call(url: string, token: string, method: string, path: string, body?: unknown) {
   const response = await fetch(`${url}${path}`, {
@@ -28,13 +61,17 @@ async function call(url: string, token: string, method: string, path: string, bo
 }
 
 /** The credentials every security scheme of /openapi.json needs, made through the API itself. */
-async function seedCredentials(url: string, adminToken: string): Promise<Record<string, string>> {
+async function seedCredentials(
+  url: string,
+  adminToken: string,
+): Promise<{ env: Record<string, string>; taskId: string; applicationId: string }> {
   const tenant = await call(url, adminToken, 'POST', '/admin/v1/tenants', { name: 'fuzz' });
   const tenantId = tenant.id ?? tenant.tenant?.id;
   const created = await call(url, adminToken, 'POST', `/admin/v1/tenants/${tenantId}/applications`, {
     name: 'fuzz-app',
   });
   const apiKey: string = created.apiKey.key;
+  const applicationId: string = created.application.id;
   const { key: workerKey } = await call(url, adminToken, 'POST', '/admin/v1/worker-credentials', {
     label: 'fuzz',
   });
@@ -62,7 +99,7 @@ async function seedCredentials(url: string, adminToken: string): Promise<Record<
     userId: 'fuzz-user',
     ttlSeconds: 86_400,
   });
-  return {
+  const env = {
     TDP_FUZZ_ADMIN_TOKEN: adminToken,
     TDP_FUZZ_API_KEY: apiKey,
     TDP_FUZZ_WORKER_KEY: workerKey,
@@ -70,10 +107,12 @@ async function seedCredentials(url: string, adminToken: string): Promise<Record<
     TDP_FUZZ_USER_TOKEN: userToken,
     TDP_FUZZ_EXECUTION_TOKEN: execution.executionToken,
   };
+  return { env, taskId, applicationId };
 }
 
 async function main(schemathesis: string, extraArgs: string[]): Promise<number> {
   const postgres = await startTemporaryPostgres();
+  const directory = await mkdtemp(join(tmpdir(), 'tdp-fuzz-'));
   let server: ReturnType<typeof tdpProcess> | null = null;
   try {
     const admin = connectDatabase({ url: postgres.adminUrl, maxConnections: 1 });
@@ -90,17 +129,19 @@ async function main(schemathesis: string, extraArgs: string[]): Promise<number> 
       showLogs: true,
     });
     await server.start();
-    const credentials = await seedCredentials(server.url, server.adminToken);
+    const { env, ...ids } = await seedCredentials(server.url, server.adminToken);
+    const configFile = await writeConfig(directory, ids);
     process.stdout.write(`fuzzing ${server.url}/openapi.json\n`);
     const child = spawn(
       schemathesis,
       ['--config-file', configFile, 'run', `${server.url}/openapi.json`, ...extraArgs],
-      { stdio: 'inherit', env: { ...process.env, ...credentials } },
+      { stdio: 'inherit', env: { ...process.env, ...env } },
     );
     return await new Promise<number>((resolve) => child.once('exit', (code) => resolve(code ?? 1)));
   } finally {
     await server?.kill('SIGTERM');
     await postgres.stop();
+    await rm(directory, { recursive: true, force: true });
   }
 }
 

@@ -143,6 +143,7 @@ export const errorCatalogue = {
   INVALID_TRANSITION: { status: 409, retryable: false, title: 'The execution cannot make this transition' },
   PAYLOAD_TOO_LARGE: { status: 413, retryable: false, title: 'The request body is too large' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, retryable: false, title: 'Unsupported content type' },
+  HEADERS_TOO_LARGE: { status: 431, retryable: false, title: 'The request headers are too large' },
   SCHEMA_NOT_ALLOWED: {
     status: 422,
     retryable: false,

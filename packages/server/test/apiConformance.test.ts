@@ -31,9 +31,13 @@ function operations(): { name: string; operation: any }[] {
 }
 
 /** A request fetch will not send (a method with no body and no content type). */
-function rawRequest(method: string, path: string): Promise<{ status: number; type: string; body: any }> {
+function rawRequest(
+  method: string,
+  path: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; type: string; body: any }> {
   return new Promise((resolve, reject) => {
-    const req = httpRequest(`${h.url}${path}`, { method }, (res) => {
+    const req = httpRequest(`${h.url}${path}`, { method, headers }, (res) => {
       let text = '';
       res.on('data', (chunk) => {
         text += chunk;
@@ -166,6 +170,13 @@ describe('odd input is a 4xx problem, not a 500', () => {
     expect(res.status).toBe(415);
     expect(res.type).toContain('application/problem+json');
     expect(res.body.code).toBe('UNSUPPORTED_MEDIA_TYPE');
+  });
+
+  it('answers headers too large for Node to read with a 431 problem', async () => {
+    const res = await rawRequest('GET', '/healthz', { 'last-event-id': 'x'.repeat(20_000) });
+    expect(res.status).toBe(431);
+    expect(res.type).toContain('application/problem+json');
+    expect(res.body.code).toBe('HEADERS_TOO_LARGE');
   });
 
   it('takes a path parameter as long as its schema allows, and refuses a longer path as a problem', async () => {

@@ -7,7 +7,7 @@ import addFormatsModule from 'ajv-formats';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import type { Logger } from 'pino';
 import secureJson from 'secure-json-parse';
-import { problem, sendProblem, toProblem } from './problems.ts';
+import { clientErrorResponse, problem, sendProblem, toProblem } from './problems.ts';
 import { ProblemSchema, problemResponses } from './schemas.ts';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
@@ -49,6 +49,11 @@ export async function createHttpApp(options: HttpOptions): Promise<FastifyInstan
     routerOptions: { maxParamLength: longestPathParameter },
     // The router's own refusals (a malformed URL, a path parameter too long) are problems like any other.
     frameworkErrors: (error, request, reply) => sendProblem(reply, toProblem(error, request)),
+    clientErrorHandler: (error, socket) => {
+      if ((error as { code?: string }).code === 'ECONNRESET' || socket.destroyed) return;
+      if (socket.writable) socket.write(clientErrorResponse(error as { code?: string }));
+      socket.destroy(error);
+    },
     requestTimeout: options.requestDeadlineMs * 2,
     connectionTimeout: options.requestDeadlineMs * 2,
     genReqId: (request) => {

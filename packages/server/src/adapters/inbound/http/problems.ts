@@ -40,6 +40,28 @@ function validationErrors(error: FastifyError): FieldError[] {
   });
 }
 
+/**
+ * The raw HTTP answer to a request Node could not even parse (headers too large, malformed, too slow):
+ * a problem like any other, written to the socket, which then closes.
+ */
+export function clientErrorResponse(error: { code?: string }): string {
+  const body =
+    error.code === 'HPE_HEADER_OVERFLOW'
+      ? problem('HEADERS_TOO_LARGE', 'the request headers exceed the size limit')
+      : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? problem('REQUEST_TIMEOUT', 'the request did not arrive within its deadline')
+        : problem('VALIDATION_FAILED', 'the request is not valid HTTP');
+  const text = JSON.stringify(body);
+  return [
+    `HTTP/1.1 ${body.status} ${body.title}`,
+    'Content-Type: application/problem+json; charset=utf-8',
+    `Content-Length: ${Buffer.byteLength(text)}`,
+    'Connection: close',
+    '',
+    text,
+  ].join('\r\n');
+}
+
 /** Maps anything thrown by a route, Fastify or the driver to one problem from the catalogue. */
 export function toProblem(error: unknown, request: FastifyRequest): Problem {
   const translated = translateDatabaseError(error);
