@@ -22,7 +22,7 @@ const domainModules = [
   `${core}definitions/(dag|patterns)\\.ts$`,
   `${core}orchestration/(advance|platform)\\.ts$`,
   `${core}scheduling/(selector|attempts)\\.ts$`,
-  `${core}identity/(outboundUrl|secretBox|apiKeys)\\.ts$`,
+  `${core}identity/(outboundUrl|secretBox|apiKeys|userReach)\\.ts$`,
   `${core}outbox/policy\\.ts$`,
   `${core}shared/(canonicalJson|errors)\\.ts$`,
 ];

@@ -9,6 +9,7 @@ import { benchEvents } from './events.ts';
 import { benchRealtime } from './realtime.ts';
 import { smoke } from './support.ts';
 import { benchWatermark } from './watermark.ts';
+import { benchNames } from './zipNames.ts';
 
 const benchmarks: Record<string, () => Promise<void>> = {
   create: benchCreate,
@@ -16,6 +17,7 @@ const benchmarks: Record<string, () => Promise<void>> = {
   e2e: benchE2e,
   realtime: benchRealtime,
   watermark: benchWatermark,
+  names: benchNames,
 };
 
 const requested = process.argv.slice(2).filter((arg) => arg !== '--smoke');

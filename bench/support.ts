@@ -105,6 +105,17 @@ export function describe(result: LoadResult): string {
 }
 
 /**
+ * The rate limits stay on (their cost is measured) but far above any rate a benchmark reaches, so that
+ * none is throttled whatever the defaults become.
+ */
+const benchRateLimits = Object.fromEntries(
+  ['APPLICATION', 'WORKER', 'EXECUTION'].flatMap((credential) => [
+    [`TDP_RATE_LIMIT_${credential}_PER_SECOND`, '1000000'],
+    [`TDP_RATE_LIMIT_${credential}_BURST`, '1000000'],
+  ]),
+);
+
+/**
  * A real `tdp server` process on the bench database, with one tenant and application ready. For
  * diagnosis: BENCH_PROFILE=1 writes its CPU profile to /tmp/prof, BENCH_NODE_FLAGS adds Node flags
  * (e.g. `--trace-gc`), BENCH_LOG_LEVEL=debug logs every request with its duration.
@@ -131,6 +142,7 @@ export async function startBenchServer(databaseUrl: string) {
         TDP_SECRET_KEYS: generateKeyringEntry('bench'),
         TDP_LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn',
         NATS_URL: '',
+        ...benchRateLimits,
       },
       stdio: ['ignore', 'inherit', 'inherit'],
     },

@@ -32,10 +32,13 @@ Commands:
              TDP_GATEWAY_API_KEY; REDIS_URL lets several gateways serve the same channels
 
 Options:
-  --port <n>     HTTP port (TDP_PORT, default 8080; 0 picks a free port)
-  --home <dir>   Data folder for 'dev' (TDP_HOME, default ./.tdp)
-  --host <addr>  Listen address (TDP_HOST, default 127.0.0.1)
-  -h, --help     Show this help
+  --port <n>           HTTP port (TDP_PORT, default 8080; 0 picks a free port)
+  --home <dir>         Data folder for 'dev' (TDP_HOME, default ./.tdp)
+  --host <addr>        Listen address (TDP_HOST, default 127.0.0.1)
+  --server <urls>      For 'worker': the TDP server, or its replicas separated by commas (TDP_URL);
+                       the worker moves its session to the next when the one it uses stops answering
+  --concurrency <n>    For 'worker': attempts run at once (TDP_WORKER_CONCURRENCY, default 10)
+  -h, --help           Show this help
 `;
 
 async function main(argv: string[]): Promise<number> {
@@ -46,6 +49,8 @@ async function main(argv: string[]): Promise<number> {
       port: { type: 'string' },
       home: { type: 'string' },
       host: { type: 'string' },
+      server: { type: 'string' },
+      concurrency: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -58,6 +63,8 @@ async function main(argv: string[]): Promise<number> {
   if (values.port !== undefined) env.TDP_PORT = values.port;
   if (values.home !== undefined) env.TDP_HOME = values.home;
   if (values.host !== undefined) env.TDP_HOST = values.host;
+  if (values.server !== undefined) env.TDP_URL = values.server;
+  if (values.concurrency !== undefined) env.TDP_WORKER_CONCURRENCY = values.concurrency;
 
   switch (command) {
     case 'dev':

@@ -24,7 +24,7 @@ describe('sample ZIPs', () => {
     folders.push(folder);
     const [photos] = await writeSamples(folder);
     const zip = await openArchive(photos!.path);
-    const entries = await scanArchive(zip, defaultArchiveLimits);
+    const { entries } = await scanArchive(zip, defaultArchiveLimits);
     const files = entries.filter((e) => !e.isDirectory);
     const junk = files
       .filter((e) => junkReason(e.path))

@@ -197,7 +197,10 @@ async function diagnose(orderId: string, page: Page): Promise<string> {
     await fetch(`${tdp.url}/api/history`, {
       method: 'POST',
       headers: { 'x-api-key': 'gateway-api-key-for-tests', 'content-type': 'application/json' },
-      body: JSON.stringify({ channel: `task_user:${tenantId}/${order[0]?.owner_id}`, limit: 100 }),
+      body: JSON.stringify({
+        channel: `task_user:${tenantId}/${credentials.applicationId}/${order[0]?.owner_id}`,
+        limit: 100,
+      }),
     })
   ).text();
   const publications = await page.evaluate('window.publications');

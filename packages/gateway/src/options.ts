@@ -5,6 +5,10 @@ export interface GatewayOptions {
   hmacKey: Uint8Array | string;
   /** A JWKS URL: tokens signed with RS256/ES256 (and the other RSA/EC/EdDSA algorithms) by its keys. */
   jwksUrl?: string;
+  /** Tokens must carry this `aud` (Centrifugo's `token_audience`); unchecked when unset. */
+  audience?: string;
+  /** Tokens must carry this `iss` (Centrifugo's `token_issuer`); unchecked when unset. */
+  issuer?: string;
   /** The key of the HTTP server API (`/api/<method>`); without one the API answers 404. */
   apiKey?: string;
   /** History per channel (default: 100 publications for 10 minutes). */

@@ -19,7 +19,9 @@ export class TokenVerifier {
   private readonly secret: Uint8Array;
   private readonly jwks: JWTVerifyGetKey | null;
 
-  constructor(private readonly options: Pick<GatewayOptions, 'hmacKey' | 'jwksUrl' | 'now'>) {
+  constructor(
+    private readonly options: Pick<GatewayOptions, 'hmacKey' | 'jwksUrl' | 'now' | 'audience' | 'issuer'>,
+  ) {
     this.secret =
       typeof options.hmacKey === 'string' ? new TextEncoder().encode(options.hmacKey) : options.hmacKey;
     this.jwks = options.jwksUrl ? createRemoteJWKSet(new URL(options.jwksUrl)) : null;
@@ -30,7 +32,10 @@ export class TokenVerifier {
     return (this.options.now ?? Date.now)();
   }
 
-  /** The token's claims; 'expired' for an expired one; null for anything else wrong with it. */
+  /**
+   * The token's claims; 'expired' for one expired or not yet valid (Centrifugo answers both with 109, so
+   * the SDK fetches a new token); null for anything else wrong with it, a wrong audience or issuer too.
+   */
   async verify(token: string | undefined): Promise<Claims | 'expired' | null> {
     if (!token) return null;
     try {
@@ -45,11 +50,14 @@ export class TokenVerifier {
         {
           algorithms: ['HS256', 'HS384', 'HS512', ...(this.jwks ? asymmetricAlgorithms : [])],
           currentDate,
+          ...(this.options.audience ? { audience: this.options.audience } : {}),
+          ...(this.options.issuer ? { issuer: this.options.issuer } : {}),
         },
       );
       return payload as Claims;
     } catch (error) {
-      return error instanceof joseErrors.JWTExpired ? 'expired' : null;
+      const notYetValid = error instanceof joseErrors.JWTClaimValidationFailed && error.claim === 'nbf';
+      return error instanceof joseErrors.JWTExpired || notYetValid ? 'expired' : null;
     }
   }
 }

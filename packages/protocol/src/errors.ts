@@ -170,6 +170,11 @@ export const errorCatalogue = {
     retryable: true,
     title: 'Too many dynamic step registrations for this task in the last minute',
   },
+  RATE_LIMITED: {
+    status: 429,
+    retryable: true,
+    title: 'Too many requests for this credential; retry after Retry-After seconds',
+  },
   WORKFLOW_DEFINITION_INVALID: { status: 422, retryable: false, title: 'The workflow definition is invalid' },
   UNKNOWN_WORKFLOW: {
     status: 422,

@@ -22,6 +22,11 @@ export const WorkerCapability = Type.Object(
   {
     name: Type.String({ minLength: 1, maxLength: 200 }),
     version: Type.String({ minLength: 1, maxLength: 50 }),
+    /**
+     * At most this many attempts of this capability at once on this worker (within the worker's own
+     * `maxConcurrency`), for a CPU- or memory-bound capability; none: only the worker's limit applies.
+     */
+    maxConcurrency: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
   },
   Strict,
 );
@@ -37,6 +42,7 @@ export const WorkerRegistration = Type.Object(
     labels: Type.Optional(Labels),
     // What the worker offers has the shape of what a step may require.
     resources: Type.Optional(MinimumResources),
+    /** Attempts run at once, all capabilities together (the server assumes 4 when it is left out). */
     maxConcurrency: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
   },
   Strict,

@@ -1,4 +1,5 @@
 import { type Keyring, parseKeyring } from './core/identity/secretBox.ts';
+import type { BucketPolicy } from './core/shared/tokenBuckets.ts';
 
 /** How one background loop paces itself (see `WakeableLoop`). */
 export interface LoopPacing {
@@ -34,6 +35,8 @@ export interface ServerSettings {
   workerOwnersCacheMs: number;
   /** Workers are asked to beat this many times per `workerHeartbeatTtlMs`. */
   workerHeartbeatsPerTtl: number;
+  /** Attempts at once on a worker whose registration names no `maxConcurrency` (the runtime's default). */
+  workerDefaultMaxConcurrency: number;
   /** Outbox NOTIFYs to other processes are sent at most this often. */
   outboxNotifyIntervalMs: number;
   /** On shutdown, database connections get this long to finish their queries. */
@@ -62,7 +65,14 @@ export interface ServerSettings {
   capacityRetryMinIntervalMs: number;
   /** A shutdown (SIGTERM) still unfinished after this long is abandoned: the process exits with 1. */
   shutdownDeadlineMs: number;
+  /**
+   * Token buckets per credential, in each process (docs/rate-limits.md): requests with an application's
+   * API key or its user tokens, with a worker key, with an execution token. `perSecond: 0` is no limit.
+   */
+  rateLimits: Record<RateLimitedCredential, BucketPolicy>;
 }
+
+export type RateLimitedCredential = 'application' | 'worker' | 'execution';
 
 /** The defaults of `ServerSettings`: the one place they are written. */
 export const defaultSettings: ServerSettings = {
@@ -77,6 +87,7 @@ export const defaultSettings: ServerSettings = {
   workerCredentialsCacheMs: 5_000,
   workerOwnersCacheMs: 10 * 60_000,
   workerHeartbeatsPerTtl: 3,
+  workerDefaultMaxConcurrency: 10,
   outboxNotifyIntervalMs: 100,
   shutdownDatabaseTimeoutSeconds: 5,
   loops: {
@@ -102,6 +113,13 @@ export const defaultSettings: ServerSettings = {
   apiKeyCacheMs: 5_000,
   capacityRetryMinIntervalMs: 50,
   shutdownDeadlineMs: 30_000,
+  // Far above what one process serves (`bench -- create`, `-- events`, `-- e2e` stay under ~3,000
+  // requests/s per credential on a developer machine): a limit against a runaway client, not a quota.
+  rateLimits: {
+    application: { perSecond: 10_000, burst: 20_000 },
+    worker: { perSecond: 10_000, burst: 20_000 },
+    execution: { perSecond: 1_000, burst: 2_000 },
+  },
 };
 
 /** Settings, compiled once at the edge; the rest of the server sees only these values. */
@@ -190,7 +208,25 @@ function settingsFrom(env: NodeJS.ProcessEnv, overrides: Partial<ServerConfig>):
     realtimeHandoffGraceMs: number('realtimeHandoffGraceMs', 'TDP_REALTIME_HANDOFF_GRACE_MS'),
     retryUnplaceableMs: number('retryUnplaceableMs', 'TDP_RETRY_UNPLACEABLE_MS'),
     shutdownDeadlineMs: number('shutdownDeadlineMs', 'TDP_SHUTDOWN_DEADLINE_MS'),
+    rateLimits: rateLimitsFrom(env, overrides.rateLimits),
   };
+}
+
+/** `TDP_RATE_LIMIT_<CREDENTIAL>_PER_SECOND` and `_BURST` for each credential, over the defaults. */
+function rateLimitsFrom(
+  env: NodeJS.ProcessEnv,
+  overrides: ServerSettings['rateLimits'] | undefined,
+): ServerSettings['rateLimits'] {
+  const policy = (credential: RateLimitedCredential): BucketPolicy => {
+    const given = overrides?.[credential];
+    const fallback = defaultSettings.rateLimits[credential];
+    const name = `TDP_RATE_LIMIT_${credential.toUpperCase()}`;
+    const perSecond = given?.perSecond ?? integer(env, `${name}_PER_SECOND`, fallback.perSecond);
+    const burst = given?.burst ?? integer(env, `${name}_BURST`, fallback.burst);
+    if (perSecond > 0 && burst < 1) throw new ConfigError(`${name}_BURST must be at least 1`);
+    return { perSecond, burst };
+  };
+  return { application: policy('application'), worker: policy('worker'), execution: policy('execution') };
 }
 
 /** Reads the server's settings from the environment (flags are folded into it by the CLI). */

@@ -89,6 +89,7 @@ export async function startServer(
         await app.close();
         await Promise.all(running.loops.map((loop) => loop.stop()));
         await signal.handoff?.idle();
+        await signal.capacity?.stop();
         await running.unlisten().catch(() => {});
         await unlistenCommands().catch(() => {});
         await nats?.close().catch(() => {});

@@ -14,6 +14,7 @@ const worker = (workerId: string): WorkerCandidate => ({
   lastHeartbeatAt: new Date(),
   capabilities: [{ name: 'op', version: '1' }],
   runningAttempts: 0,
+  runningByCapability: {},
   maxConcurrency: 4,
   freeResources: { cpuMillis: 1000, memoryMb: 1000, gpus: 0 },
 });

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { generateApiKey, keyIsUsable, parseApiKey, secretMatches } from '../src/core/identity/apiKeys.ts';
 import { checkOutboundUrl } from '../src/core/identity/outboundUrl.ts';
 import { generateKeyringEntry, parseKeyring, SecretBox } from '../src/core/identity/secretBox.ts';
+import { reachedApplications, withinReach } from '../src/core/identity/userReach.ts';
 
 describe('API keys', () => {
   it('round-trips a generated key and stores only a hash of its secret', () => {
@@ -70,5 +71,27 @@ describe('outbound URLs', () => {
     expect(checkOutboundUrl('https://user:pw@app.example/cb', false)).toBe('must not contain credentials');
     expect(checkOutboundUrl('ftp://app.example/cb', true)).toBe('must use http or https');
     expect(checkOutboundUrl('not a url', false)).toBe('is not an absolute URL');
+  });
+});
+
+describe('the user reach (one isolation rule)', () => {
+  const own = { tenantId: 't1', applicationId: 'a', userView: 'APPLICATION' as const };
+  const wide = { ...own, userView: 'TENANT' as const };
+
+  it("reaches the application's own tasks by default, every application's of the tenant when named, never another tenant's", () => {
+    const cases = [
+      [own, { tenantId: 't1', applicationId: 'a' }, true],
+      [own, { tenantId: 't1', applicationId: 'b' }, false],
+      [own, { tenantId: 't2', applicationId: 'a' }, false],
+      [wide, { tenantId: 't1', applicationId: 'b' }, true],
+      [wide, { tenantId: 't2', applicationId: 'c' }, false],
+      [wide, { tenantId: 't2', applicationId: 'a' }, false],
+    ] as const;
+    for (const [reach, task, expected] of cases) expect(withinReach(reach, task)).toBe(expected);
+  });
+
+  it('names the applications whose channels a token carries', () => {
+    expect(reachedApplications(own, ['c', 'a', 'b'])).toEqual(['a']);
+    expect(reachedApplications(wide, ['c', 'a', 'b'])).toEqual(['a', 'b', 'c']);
   });
 });

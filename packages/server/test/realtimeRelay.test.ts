@@ -152,7 +152,7 @@ describe('the relay', () => {
     expect(last.headers['x-api-key']).toBe('secret-key');
     const commands = last.body.commands.filter((c: any) => c.publish.channel.startsWith('task_'));
     expect(commands.map((c: any) => c.publish.channel)).toEqual([
-      `task_user:${app.tenantId}/relay-user`,
+      `task_user:${app.tenantId}/${app.applicationId}/relay-user`,
       `task_detail:${app.tenantId}/${taskId}`,
       'task_ops:all',
     ]);
@@ -205,7 +205,7 @@ describe('the relay', () => {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     servers.push(server);
     const base = `127.0.0.1:${(server.address() as { port: number }).port}`;
-    const channel = `task_user:${app.tenantId}/standalone-user`;
+    const channel = `task_user:${app.tenantId}/${app.applicationId}/standalone-user`;
     const client = new Centrifuge(`ws://${base}/connection/websocket`, {
       websocket: WebSocket,
       token: await new SignJWT({ sub: 'standalone-user', channels: [channel] })

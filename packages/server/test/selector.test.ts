@@ -18,6 +18,7 @@ const worker = (overrides: Partial<WorkerCandidate> = {}): WorkerCandidate => ({
   lastHeartbeatAt: now,
   capabilities: [{ name: 'image.watermark', version: '2' }],
   runningAttempts: 0,
+  runningByCapability: {},
   maxConcurrency: 4,
   freeResources: { cpuMillis: 2000, memoryMb: 4096, gpus: 0 },
   ...overrides,
@@ -56,12 +57,43 @@ describe('worker selection', () => {
       'required label gpu=true matches no active node',
     ],
     ['full', worker({ runningAttempts: 4 }), {}, 'w1: worker is at its concurrency limit'],
+    [
+      'full for this capability',
+      worker({
+        capabilities: [{ name: 'image.watermark', version: '2', maxConcurrency: 1 }],
+        runningAttempts: 1,
+        runningByCapability: { 'image.watermark': 1 },
+      }),
+      {},
+      'w1: worker is at its concurrency limit for image.watermark',
+    ],
     ['not enough memory', worker(), { minimumResources: { memoryMb: 8192 } }, 'w1: needs 8192 MB memory'],
     ['no GPU', worker(), { minimumResources: { gpus: 1 } }, 'w1: needs 1 GPU'],
   ])('filters out a worker: %s', (_name, candidate, affinity, reason) => {
     const result = select([candidate], affinity);
     expect(result.ok).toBe(false);
     expect(result.ok ? [] : result.reasons.join(' | ')).toContain(reason);
+  });
+
+  it("a capability's own limit counts only its attempts; others fill the worker's limit", () => {
+    const mixed = worker({
+      capabilities: [
+        { name: 'image.watermark', version: '2', maxConcurrency: 1 },
+        { name: 'http.fetch', version: '1' },
+      ],
+      runningAttempts: 2,
+      runningByCapability: { 'http.fetch': 2 },
+    });
+    expect(select([mixed])).toMatchObject({ ok: true, workerId: 'w1' });
+    const fetch = { capability: 'http.fetch', capabilityVersion: '1', affinity: {} };
+    const watermarking = {
+      ...mixed,
+      runningAttempts: 3,
+      runningByCapability: { 'http.fetch': 2, 'image.watermark': 1 },
+    };
+    expect(select([watermarking]).ok).toBe(false);
+    expect(selectWorker([watermarking], fetch, now, 30_000)).toMatchObject({ ok: true });
+    expect(selectWorker([{ ...watermarking, runningAttempts: 4 }], fetch, now, 30_000).ok).toBe(false);
   });
 
   it('explains an empty cluster', () => {

@@ -272,7 +272,7 @@ describe('projections and reads', () => {
       await sql`SELECT channel, projection, payload FROM realtime_outbox WHERE aggregate_id = ${taskId} ORDER BY aggregate_version DESC, projection`;
     const detail = rows.find((r) => r.projection === 'TASK_DETAIL')!;
     const summary = rows.find((r) => r.projection === 'USER_SUMMARY')!;
-    expect(summary.channel).toBe(`task_user:${c.app.tenantId}/user-7`);
+    expect(summary.channel).toBe(`task_user:${c.app.tenantId}/${c.app.applicationId}/user-7`);
     expect(detail.channel).toBe(`task_detail:${c.app.tenantId}/${taskId}`);
     expect(Object.keys(summary.payload).sort()).toEqual(
       [
@@ -359,7 +359,7 @@ describe('projections and reads', () => {
       await c.report(ctx, c.event(ctx));
     }
     const rows =
-      await sql`SELECT aggregate_id, aggregate_version, payload FROM realtime_outbox WHERE channel = ${`task_user:${c.app.tenantId}/user-multi`} ORDER BY created_at, id`;
+      await sql`SELECT aggregate_id, aggregate_version, payload FROM realtime_outbox WHERE channel = ${`task_user:${c.app.tenantId}/${c.app.applicationId}/user-multi`} ORDER BY created_at, id`;
     const perTask = new Map<string, bigint[]>();
     for (const r of rows)
       perTask.set(r.aggregate_id, [...(perTask.get(r.aggregate_id) ?? []), r.aggregate_version]);
@@ -462,7 +462,7 @@ describe('projections and reads', () => {
     const [removal] =
       await sql`SELECT channel, payload FROM realtime_outbox WHERE aggregate_id = ${shared!.taskId} AND projection = 'USER_REMOVAL'`;
     expect(removal).toMatchObject({
-      channel: `task_project:${c.app.tenantId}/finance`,
+      channel: `task_project:${c.app.tenantId}/${c.app.applicationId}/finance`,
       payload: { kind: 'task.removed', taskId: shared!.taskId },
     });
     expect((await h.request('GET', '/v1/me/tasks', { token: c.app.apiKey })).status).toBe(401);

@@ -2,6 +2,12 @@
  * The worker side of TDP's worker protocol (docs/workers.md) over HTTP. Failures are sorted into what the
  * runtime does about them: `RejectedError` (401/403: the key or session is not accepted — the session
  * ends) and `UnavailableError` (network errors, timeouts, 429 and 5xx: try again later).
+ *
+ * Failover: the client knows one or more server URLs (replicas on one database) and talks to one at a
+ * time. When that one does not answer (a network error, a timeout, a 5xx), the same request goes at once
+ * to the next, which is then used from there on; an open command stream on the old one is closed, so it
+ * reopens on the new one. Every request may go to any replica: the session lives in the database, events
+ * carry event ids, acknowledgements and heartbeats are idempotent, grants carry an idempotency key.
  */
 import type {
   AccessGrant,
@@ -30,9 +36,13 @@ export class RejectedError extends Error {
 }
 
 export class UnavailableError extends Error {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
+  /** The server did not answer or failed (not a 429, which is busy): another replica may serve the request. */
+  readonly serverDown: boolean;
+
+  constructor(message: string, options: { cause?: unknown; serverDown?: boolean } = {}) {
+    super(message, options.cause === undefined ? {} : { cause: options.cause });
     this.name = 'UnavailableError';
+    this.serverDown = options.serverDown ?? true;
   }
 }
 
@@ -50,20 +60,57 @@ export class RequestError extends Error {
 
 export type Grant = AccessGrant;
 
-export class WorkerClient {
+/** One server the client can talk to. */
+interface Endpoint {
+  /** The URL as given, without a trailing slash. */
+  base: string;
   /** Kept-alive connections to the server: a request costs a fraction of fetch's CPU. */
-  private readonly pool: Pool;
+  pool: Pool;
   /** The base URL's path (a server behind a prefix), put before every request path. */
-  private readonly prefix: string;
+  prefix: string;
+}
+
+/** `"http://a:8080, http://b:8080"` or a list: the servers, in the order they are tried. */
+export function serverUrls(urls: string | readonly string[]): string[] {
+  const list = (typeof urls === 'string' ? urls.split(',') : [...urls])
+    .map((u) => u.trim().replace(/\/$/, ''))
+    .filter((u) => u.length > 0);
+  if (list.length === 0) throw new Error('at least one TDP server URL is needed');
+  for (const url of list) new URL(url);
+  return list;
+}
+
+export class WorkerClient {
+  private readonly endpoints: Endpoint[];
+  /** The endpoint in use; moves on when it does not answer. */
+  private current = 0;
+  /** Open command streams, by the endpoint they are on, so that a move closes them. */
+  private readonly streams = new Set<{ index: number; controller: AbortController }>();
 
   constructor(
-    private readonly baseUrl: string,
+    /** One URL, several separated by commas, or a list (replicas of one deployment). */
+    baseUrls: string | readonly string[],
     private readonly workerKey: string,
     private readonly timeoutMs = 15_000,
+    /**
+     * A command stream from which nothing arrives this long (the server sends a keep-alive every 15 s)
+     * is taken for a server that stopped answering: it is dropped and opened on the next server.
+     */
+    private readonly streamSilenceMs = 45_000,
   ) {
-    const url = new URL(baseUrl);
-    this.pool = new Pool(url.origin, { connections: 4 });
-    this.prefix = url.pathname.replace(/\/$/, '');
+    this.endpoints = serverUrls(baseUrls).map((base) => {
+      const url = new URL(base);
+      return {
+        base,
+        pool: new Pool(url.origin, { connections: 4 }),
+        prefix: url.pathname.replace(/\/$/, ''),
+      };
+    });
+  }
+
+  /** The server in use now. */
+  get server(): string {
+    return this.endpoints[this.current]!.base;
   }
 
   /** Protected so that a contract test can check every reply against the protocol's schemas. */
@@ -73,12 +120,43 @@ export class WorkerClient {
     body?: unknown,
     extraHeaders: Record<string, string> = {},
   ): Promise<unknown> {
+    for (let tried = 1; ; tried += 1) {
+      const index = this.current;
+      try {
+        return await this.callOn(this.endpoints[index]!, method, path, body, extraHeaders);
+      } catch (error) {
+        if (!this.failedOver(error, index, tried)) throw error;
+      }
+    }
+  }
+
+  /**
+   * After `error` from endpoint `index` on the `tried`-th endpoint of a request: whether to try the next
+   * one (the server is down and another is left to try). The move is made once, by the first to see it.
+   */
+  private failedOver(error: unknown, index: number, tried: number): boolean {
+    if (!(error instanceof UnavailableError) || !error.serverDown || this.endpoints.length === 1)
+      return false;
+    if (this.current === index) {
+      this.current = (index + 1) % this.endpoints.length;
+      for (const stream of this.streams) if (stream.index !== this.current) stream.controller.abort();
+    }
+    return tried < this.endpoints.length;
+  }
+
+  private async callOn(
+    endpoint: Endpoint,
+    method: string,
+    path: string,
+    body: unknown,
+    extraHeaders: Record<string, string>,
+  ): Promise<unknown> {
     let status: number;
     let text: string;
     try {
-      const response = await this.pool.request({
+      const response = await endpoint.pool.request({
         method: method as 'GET' | 'POST',
-        path: `${this.prefix}${path}`,
+        path: `${endpoint.prefix}${path}`,
         headers: {
           authorization: `Bearer ${this.workerKey}`,
           ...(body === undefined ? {} : { 'content-type': 'application/json' }),
@@ -94,15 +172,16 @@ export class WorkerClient {
     }
     if (status === 401 || status === 403)
       throw new RejectedError(status, `${method} ${path} answered ${status}: ${text}`);
-    if (status === 429 || status >= 500) throw new UnavailableError(`${method} ${path} answered ${status}`);
+    if (status === 429) throw new UnavailableError(`${method} ${path} answered 429`, { serverDown: false });
+    if (status >= 500) throw new UnavailableError(`${method} ${path} answered ${status}`);
     if (status < 200 || status >= 300)
       throw new RequestError(status, parseJson(text), `${method} ${path} answered ${status}: ${text}`);
     return parseJson(text);
   }
 
   /** Closes the kept-alive connections (once the runtime has stopped using the client). */
-  close(): Promise<void> {
-    return this.pool.close();
+  async close(): Promise<void> {
+    await Promise.all(this.endpoints.map((e) => e.pool.close()));
   }
 
   register(registration: WorkerRegistration): Promise<WorkerRegistered> {
@@ -151,8 +230,9 @@ export class WorkerClient {
   }
 
   /**
-   * Reads the command stream until it ends or `signal` aborts. Resolves when the server closes it;
-   * rejects with UnavailableError or RejectedError when it cannot be opened or breaks.
+   * Reads the command stream until it ends or `signal` aborts. Resolves when the server closes it (or
+   * the client moved to another server); rejects with UnavailableError or RejectedError when it cannot
+   * be opened on any server, or breaks (the server it was on is then left for the next).
    */
   async streamCommands(
     workerId: string,
@@ -160,35 +240,81 @@ export class WorkerClient {
     signal: AbortSignal,
     onCommand: (command: WorkerCommand) => void,
   ): Promise<void> {
-    let response: Response;
-    try {
-      response = await fetch(`${this.baseUrl}/v1/workers/${workerId}/commands`, {
-        headers: {
-          authorization: `Bearer ${this.workerKey}`,
-          ...(lastEventId ? { 'last-event-id': lastEventId } : {}),
-        },
-        signal,
-      });
-    } catch (error) {
-      if (signal.aborted) return;
-      throw new UnavailableError(`command stream: ${(error as Error).message}`, { cause: error });
-    }
-    if (response.status === 401 || response.status === 403)
-      throw new RejectedError(response.status, `command stream answered ${response.status}`);
-    if (!response.ok || !response.body)
-      throw new UnavailableError(`command stream answered ${response.status}`);
-    const events = sseEvents(response.body);
-    for (;;) {
-      let next: IteratorResult<{ data: string }>;
+    for (let tried = 1; ; tried += 1) {
+      const index = this.current;
+      const stream = { index, controller: new AbortController() };
+      this.streams.add(stream);
       try {
-        next = await events.next();
+        await this.streamOn(
+          this.endpoints[index]!,
+          workerId,
+          lastEventId,
+          signal,
+          stream.controller,
+          onCommand,
+        );
+        return;
       } catch (error) {
-        if (signal.aborted) return;
-        throw new UnavailableError(`command stream broke: ${(error as Error).message}`, { cause: error });
+        if (signal.aborted || stream.controller.signal.aborted) return;
+        if (!this.failedOver(error, index, tried)) throw error;
+      } finally {
+        this.streams.delete(stream);
       }
-      if (next.done) return;
-      // Outside the try: an error of the handler (a local database error) is not a network problem.
-      onCommand(JSON.parse(next.value.data) as WorkerCommand);
+    }
+  }
+
+  private async streamOn(
+    endpoint: Endpoint,
+    workerId: string,
+    lastEventId: string | null,
+    signal: AbortSignal,
+    moved: AbortController,
+    onCommand: (command: WorkerCommand) => void,
+  ): Promise<void> {
+    // Silence (no answer to the request, no byte on the stream) for streamSilenceMs ends the stream.
+    const silent = new AbortController();
+    const watchdog = setTimeout(() => silent.abort(), this.streamSilenceMs);
+    const either = AbortSignal.any([signal, moved.signal, silent.signal]);
+    const broke = (what: string, error: unknown) =>
+      new UnavailableError(
+        silent.signal.aborted
+          ? `command stream: nothing from the server for ${this.streamSilenceMs} ms`
+          : `command stream ${what}: ${(error as Error).message}`,
+        { cause: error },
+      );
+    try {
+      let response: Response;
+      try {
+        response = await fetch(`${endpoint.base}/v1/workers/${workerId}/commands`, {
+          headers: {
+            authorization: `Bearer ${this.workerKey}`,
+            ...(lastEventId ? { 'last-event-id': lastEventId } : {}),
+          },
+          signal: either,
+        });
+      } catch (error) {
+        throw broke('did not open', error);
+      }
+      if (response.status === 401 || response.status === 403)
+        throw new RejectedError(response.status, `command stream answered ${response.status}`);
+      if (!response.ok || !response.body)
+        throw new UnavailableError(`command stream answered ${response.status}`, {
+          serverDown: response.status !== 429,
+        });
+      const events = sseEvents(response.body, () => watchdog.refresh());
+      for (;;) {
+        let next: IteratorResult<{ data: string }>;
+        try {
+          next = await events.next();
+        } catch (error) {
+          throw broke('broke', error);
+        }
+        if (next.done) return;
+        // Outside the try: an error of the handler (a local database error) is not a network problem.
+        onCommand(JSON.parse(next.value.data) as WorkerCommand);
+      }
+    } finally {
+      clearTimeout(watchdog);
     }
   }
 }

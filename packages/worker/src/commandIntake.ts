@@ -38,6 +38,7 @@ export class CommandIntake {
     const { client, store } = this.deps.options;
     const { lifecycle, session } = this.deps;
     let failures = 0;
+    let server = client.server;
     while (!lifecycle.stopped) {
       const workerId = session.workerId!;
       this.streamAbort = new AbortController();
@@ -60,6 +61,10 @@ export class CommandIntake {
         if (!(error instanceof UnavailableError)) throw error;
         failures += 1;
         this.deps.logger.warn({ err: error.message, failures }, 'command stream unavailable; reconnecting');
+      }
+      if (client.server !== server) {
+        this.deps.logger.warn({ from: server, to: client.server }, 'moved to another TDP server');
+        server = client.server;
       }
       await lifecycle.sleep(failures === 0 ? 100 : backoffMs(failures));
     }

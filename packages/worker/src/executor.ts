@@ -1,5 +1,7 @@
 /**
- * Which attempts run: at most `maxConcurrency` at once, the others wait in arrival order. Each attempt's
+ * Which attempts run: at most `maxConcurrency` at once, and at most a capability's own `maxConcurrency`
+ * of that capability; the others wait in arrival order (the server places within the same limits, so
+ * waiting is rare: placements between replicas are a soft limit). Each attempt's
  * AbortController is how the rest of the runtime stops it (cancel, lost lease, drain, stop); the reason
  * it is aborted with decides the event it ends with (outcomes.ts).
  */
@@ -45,7 +47,7 @@ export class Executor {
 
   admit(local: LocalAttempt, resumed: boolean): void {
     if (this.running.has(local.attemptId)) return;
-    if (this.running.size >= this.deps.maxConcurrency) {
+    if (!this.hasRoomFor(local)) {
       this.waiting.push(local);
       return;
     }
@@ -70,8 +72,10 @@ export class Executor {
       })
       .finally(() => {
         this.running.delete(local.attemptId);
-        const next = this.waiting.shift();
-        if (next && !this.deps.session.draining && !lifecycle.stopped) this.admit(next, false);
+        if (this.deps.session.draining || lifecycle.stopped) return;
+        // The oldest waiting attempt that fits now (one of a full capability waits for its own slot).
+        const index = this.waiting.findIndex((w) => this.hasRoomFor(w));
+        if (index >= 0) this.admit(this.waiting.splice(index, 1)[0]!, false);
       });
   }
 
@@ -116,6 +120,15 @@ export class Executor {
 
   runningAttempts(): Running[] {
     return [...this.running.values()];
+  }
+
+  private hasRoomFor(local: LocalAttempt): boolean {
+    if (this.running.size >= this.deps.maxConcurrency) return false;
+    const limit = this.capabilityOf(local)?.maxConcurrency;
+    if (limit === undefined) return true;
+    let same = 0;
+    for (const r of this.running.values()) if (r.local.capability === local.capability) same += 1;
+    return same < limit;
   }
 
   private capabilityOf(local: LocalAttempt): Capability | undefined {

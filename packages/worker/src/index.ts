@@ -1,5 +1,12 @@
 export { archiveClean, cleanArchive } from './capabilities/archiveClean.ts';
-export { imageWatermark, watermarkArchive, watermarkImage } from './capabilities/imageWatermark.ts';
+export {
+  createImageWatermark,
+  defaultImageLimits,
+  type ImageLimits,
+  imageWatermark,
+  watermarkArchive,
+  watermarkImage,
+} from './capabilities/imageWatermark.ts';
 export { builtinCapabilities } from './capabilities/index.ts';
 export { RejectedError, UnavailableError, WorkerClient } from './client.ts';
 export { LocalStore } from './localStore.ts';

@@ -1,17 +1,22 @@
 /**
  * `tdp worker`: the runtime with the built-in capabilities, configured from the environment.
  *
- *   TDP_URL                 the TDP server (default http://127.0.0.1:8080)
+ *   TDP_URL                 the TDP server (default http://127.0.0.1:8080), or several replicas separated
+ *                           by commas: the worker moves to the next when the one it uses does not answer
  *   TDP_WORKER_KEY          a worker key, tdpw_… (POST /admin/v1/worker-credentials) — required
  *   TDP_WORKER_DB           the local SQLite file (default ./.tdp/worker.db)
- *   TDP_WORKER_CONCURRENCY  attempts run at once (default: the number of CPUs)
+ *   TDP_WORKER_CONCURRENCY  attempts run at once, all capabilities together (default 10)
+ *   TDP_WORKER_CAPABILITY_CONCURRENCY  per capability, e.g. `archive.clean=2,image.watermark=1`
+ *                           (default: the built-in capabilities, which are CPU-bound, the number of CPUs)
  *   TDP_NODE_ID, TDP_WORKER_NAME  how the worker presents itself (default: the host name)
  */
+
 import { mkdirSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { dirname, resolve } from 'node:path';
 import { newId } from '@tdp/protocol';
 import { builtinCapabilities } from './capabilities/index.ts';
-import { WorkerClient } from './client.ts';
+import { serverUrls, WorkerClient } from './client.ts';
 import { LocalStore } from './localStore.ts';
 import { type Logger, WorkerRuntime } from './runtime.ts';
 import type { Capability } from './sdk.ts';
@@ -50,18 +55,25 @@ export async function startWorker(
   if (!key?.startsWith('tdpw_'))
     throw new WorkerConfigError('TDP_WORKER_KEY is required (a worker key, tdpw_…)');
   const concurrency = env.TDP_WORKER_CONCURRENCY ? Number(env.TDP_WORKER_CONCURRENCY) : undefined;
-  if (concurrency !== undefined && !(Number.isInteger(concurrency) && concurrency > 0))
+  if (concurrency !== undefined && !isConcurrency(concurrency))
     throw new WorkerConfigError(
-      `TDP_WORKER_CONCURRENCY must be a positive integer, got "${env.TDP_WORKER_CONCURRENCY}"`,
+      `TDP_WORKER_CONCURRENCY must be an integer from 1 to 1000, got "${env.TDP_WORKER_CONCURRENCY}"`,
     );
+  const limited = withCapabilityLimits(capabilities, env.TDP_WORKER_CAPABILITY_CONCURRENCY);
+  let urls: string[];
+  try {
+    urls = serverUrls(env.TDP_URL ?? 'http://127.0.0.1:8080');
+  } catch {
+    throw new WorkerConfigError(`TDP_URL must be one URL or several separated by commas`);
+  }
   const dbPath = resolve(env.TDP_WORKER_DB ?? '.tdp/worker.db');
   mkdirSync(dirname(dbPath), { recursive: true });
   const store = new LocalStore(dbPath, newId);
-  const client = new WorkerClient((env.TDP_URL ?? 'http://127.0.0.1:8080').replace(/\/$/, ''), key);
+  const client = new WorkerClient(urls, key);
   const runtime = new WorkerRuntime({
     client,
     store,
-    capabilities,
+    capabilities: limited,
     ...(env.TDP_NODE_ID ? { nodeId: env.TDP_NODE_ID } : {}),
     ...(env.TDP_WORKER_NAME ? { name: env.TDP_WORKER_NAME } : {}),
     ...(concurrency ? { maxConcurrency: concurrency } : {}),
@@ -69,7 +81,12 @@ export async function startWorker(
   });
   await runtime.start();
   logger.info(
-    { workerId: runtime.id, capabilities: capabilities.map((c) => `${c.name}@${c.version}`), db: dbPath },
+    {
+      workerId: runtime.id,
+      capabilities: limited.map((c) => `${c.name}@${c.version}`),
+      db: dbPath,
+      server: client.server,
+    },
     'worker ready',
   );
   return {
@@ -80,4 +97,30 @@ export async function startWorker(
       await client.close();
     },
   };
+}
+
+const isConcurrency = (n: number) => Number.isInteger(n) && n >= 1 && n <= 1000;
+
+/**
+ * Each capability's own limit: from `spec` (`name=n,…`), else its own declaration, else — for a
+ * built-in capability, all CPU-bound (archives, images) — the number of CPUs.
+ */
+export function withCapabilityLimits(capabilities: Capability[], spec: string | undefined): Capability[] {
+  const limits = new Map<string, number>();
+  for (const item of (spec ?? '').split(',').filter((i) => i.trim() !== '')) {
+    const [name, value] = item.split('=').map((part) => part.trim());
+    const limit = Number(value);
+    if (!name || !capabilities.some((c) => c.name === name) || !isConcurrency(limit))
+      throw new WorkerConfigError(
+        `TDP_WORKER_CAPABILITY_CONCURRENCY: "${item}" is not <capability of this worker>=<1 to 1000>`,
+      );
+    limits.set(name, limit);
+  }
+  return capabilities.map((c) => {
+    const limit =
+      limits.get(c.name) ??
+      c.maxConcurrency ??
+      (builtinCapabilities.includes(c) ? Math.max(1, availableParallelism()) : undefined);
+    return limit === undefined ? c : { ...c, maxConcurrency: limit };
+  });
 }

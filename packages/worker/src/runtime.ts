@@ -11,13 +11,13 @@
  * - heartbeats.ts: session and attempt heartbeats, and the drain.
  *
  * Failure handling:
- * - network errors, timeouts, 429 and 5xx: retried with back-off (1 s doubling to 30 s, with jitter)
- *   while attempts keep running; results wait in the outbox with their event ids;
+ * - network errors, timeouts and 5xx: with several server URLs the client first moves to the next
+ *   replica (client.ts); when none answers (or on a 429), retried with back-off (1 s doubling to 30 s,
+ *   with jitter) while attempts keep running; results wait in the outbox with their event ids;
  * - 401/403: the session is over (its leases are gone): running attempts are aborted and the worker
  *   registers again; if the key itself is refused, the worker stops with an error;
  * - a local database error: fatal. The runtime stops and `done` rejects; it is never taken for "offline".
  */
-import { availableParallelism } from 'node:os';
 import { CommandIntake } from './commandIntake.ts';
 import { Executor } from './executor.ts';
 import { drain, Heartbeats } from './heartbeats.ts';
@@ -29,6 +29,14 @@ import { Session } from './session.ts';
 export { backoffMs } from './loops.ts';
 export type { Logger, WorkerOptions } from './options.ts';
 export { ProgressThrottle } from './progress.ts';
+
+/**
+ * Attempts run at once when the options do not say. Steps mostly wait on I/O (downloads, uploads, other
+ * services), so this is a fixed number rather than the CPUs (Hatchet's workers default to 100 slots;
+ * 10 leaves room for steps that hold files); a CPU-bound capability declares its own, lower
+ * `maxConcurrency`.
+ */
+export const defaultMaxConcurrency = 10;
 
 export class WorkerRuntime {
   private readonly logger: Logger;
@@ -44,7 +52,7 @@ export class WorkerRuntime {
   constructor(private readonly options: WorkerOptions) {
     this.logger = options.logger ?? silentLogger;
     this.done = this.lifecycle.done;
-    const maxConcurrency = options.maxConcurrency ?? Math.max(1, availableParallelism());
+    const maxConcurrency = options.maxConcurrency ?? defaultMaxConcurrency;
     this.session = new Session(options, this.logger, maxConcurrency);
     const shared = { options, logger: this.logger, lifecycle: this.lifecycle, session: this.session };
     this.sender = new Sender({

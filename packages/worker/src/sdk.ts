@@ -83,6 +83,12 @@ export interface Capability<I extends TSchema = TSchema, O extends TSchema = TSc
   output: O;
   /** Whether `run` can pick up from `ctx.checkpoint` after the worker restarted mid-attempt. */
   resumable?: boolean;
+  /**
+   * At most this many attempts of this capability at once on a worker, within the worker's own limit
+   * (which suits I/O-bound steps): set it for a CPU- or memory-bound capability, e.g. to the number of
+   * CPUs. The server places no more than this on the worker.
+   */
+  maxConcurrency?: number;
   run(ctx: CapabilityContext, input: Static<I>): Promise<Static<O>>;
 }
 
@@ -95,5 +101,8 @@ export function defineCapability<I extends TSchema, O extends TSchema>(
       `capability name ${JSON.stringify(capability.name)} must be lowercase, e.g. image.watermark`,
     );
   }
+  const limit = capability.maxConcurrency;
+  if (limit !== undefined && !(Number.isInteger(limit) && limit >= 1 && limit <= 1000))
+    throw new Error(`capability ${capability.name}: maxConcurrency must be an integer from 1 to 1000`);
   return capability;
 }

@@ -61,7 +61,12 @@ export class Session {
       instanceId: this.instanceId,
       name: this.options.name ?? `worker@${hostname()}`,
       nodeId: this.options.nodeId ?? hostname(),
-      capabilities: this.options.capabilities.map((c) => ({ name: c.name, version: c.version })),
+      // A capability's own limit only when it has one, so a server that predates them still accepts us.
+      capabilities: this.options.capabilities.map((c) => ({
+        name: c.name,
+        version: c.version,
+        ...(c.maxConcurrency !== undefined ? { maxConcurrency: c.maxConcurrency } : {}),
+      })),
       ...(this.options.labels ? { labels: this.options.labels } : {}),
       resources: { cpuMillis: availableParallelism() * 1000, memoryMb: Math.floor(totalmem() / 2 ** 20) },
       maxConcurrency: this.maxConcurrency,

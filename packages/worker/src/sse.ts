@@ -1,6 +1,10 @@
-/** Server-sent events of a response body, one `{ id, data }` per event that carries data. */
+/**
+ * Server-sent events of a response body, one `{ id, data }` per event that carries data; `onBytes` hears
+ * of everything that arrives (keep-alive comments too), so a caller can tell a live stream from a silent one.
+ */
 export async function* sseEvents(
   body: ReadableStream<Uint8Array>,
+  onBytes: () => void = () => {},
 ): AsyncGenerator<{ id: string | undefined; data: string }> {
   const reader = body.getReader();
   const decoder = new TextDecoder();
@@ -8,6 +12,7 @@ export async function* sseEvents(
   for (;;) {
     const { value, done } = await reader.read();
     if (done) return;
+    onBytes();
     buffer += decoder.decode(value, { stream: true });
     let boundary = buffer.indexOf('\n\n');
     while (boundary >= 0) {

@@ -2,9 +2,10 @@ import { existsSync, mkdtempSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import iconv from 'iconv-lite';
 import { describe, expect, it } from 'vitest';
 import { cleanArchive, globToRegExp, junkReason } from '../src/capabilities/archiveClean.ts';
-import { readZip, writeRawZip, writeZip } from './zips.ts';
+import { pythonZipNames, readZip, unicodePathField, writeRawZip, writeZip, zipinfoNames } from './zips.ts';
 
 const directory = mkdtempSync(join(tmpdir(), 'tdp-clean-'));
 let counter = 0;
@@ -159,4 +160,93 @@ describe('cleanArchive', () => {
       [{ name: 'liar.bin', data: Buffer.alloc(5000, 7), deflate: true, declaredSize: 100 }],
       'ARCHIVE_INVALID',
     ));
+});
+
+describe('names from Windows in other locales (no UTF-8 flag)', () => {
+  /** A ZIP whose names are raw bytes in `encoding`, no UTF-8 flag: what the archiving tool of that locale writes. */
+  const legacyZip = async (encoding: string, names: string[]) => {
+    const { source, target } = paths();
+    await writeRawZip(
+      source,
+      names.map((name) => ({
+        name: iconv.encode(name, encoding),
+        data: Buffer.from(name.endsWith('/') ? '' : `content of ${name}`),
+      })),
+    );
+    // The fixture is what it claims: Python reads these names right when told the encoding.
+    expect(pythonZipNames(source, encoding)).toEqual(names);
+    return { source, target };
+  };
+
+  /** Cleans, then reads the names back with three independent readers (yauzl, Python's zipfile, zipinfo). */
+  const cleanedNames = async (source: string, target: string, rules = {}) => {
+    const report = await cleanArchive(source, target, rules);
+    const names = [...(await readZip(target)).keys()];
+    expect(pythonZipNames(target)).toEqual(names);
+    expect(zipinfoNames(target)).toEqual(names);
+    return { names, report };
+  };
+
+  it('GBK from Chinese Windows: the names come out right, written as flagged UTF-8', async () => {
+    const files = ['报告.txt', '资料/照片1.jpg', '资料/说明.docx', '新建文件夹/年度总结.pptx'];
+    const { source, target } = await legacyZip('gbk', files);
+    const { names, report } = await cleanedNames(source, target);
+    expect(names).toEqual(files);
+    expect(report.nameEncoding).toBe('gb18030');
+    expect((await readZip(target)).get('资料/说明.docx')?.toString()).toBe('content of 资料/说明.docx');
+  });
+
+  it('a lone short GBK name is read right too', async () => {
+    const { source, target } = await legacyZip('gbk', ['报告.txt']);
+    expect((await cleanedNames(source, target)).names).toEqual(['报告.txt']);
+  });
+
+  it('Shift-JIS from Japanese Windows, with characters whose second byte is 0x5C (a backslash in CP437)', async () => {
+    // ソ is 0x83 0x5C and 表 is 0x95 0x5C: read as CP437 they split the name into folders.
+    const files = ['資料.txt', 'ソフト/表示テスト.xlsx', '写真/旅行.jpg'];
+    const { source, target } = await legacyZip('shift_jis', files);
+    const { names, report } = await cleanedNames(source, target);
+    expect(names).toEqual(files);
+    expect(report.nameEncoding).toBe('cp932');
+  });
+
+  it('real CP437 (accents and box drawing) stays CP437', async () => {
+    const files = ['╔═╗ Übersicht.txt', 'café/naïve résumé.doc', 'Grüße.txt'];
+    const { source, target } = await legacyZip('cp437', files);
+    const { names, report } = await cleanedNames(source, target);
+    expect(names).toEqual(files);
+    expect(report.nameEncoding).toBe('cp437');
+  });
+
+  it('UTF-8 written without the flag (Linux and macOS tools) is read as UTF-8', async () => {
+    const files = ['报告.txt', 'Ärger/naïve.txt'];
+    const { source, target } = await legacyZip('utf-8', files);
+    expect((await cleanedNames(source, target)).names).toEqual(files);
+  });
+
+  it('an Info-ZIP Unicode Path extra field is taken over the raw name; a caller can name the encoding', async () => {
+    const { source, target } = paths();
+    const raw = iconv.encode('简历.doc', 'gbk');
+    await writeRawZip(source, [
+      { name: raw, data: Buffer.from('x'), extra: unicodePathField(raw, '简历 (Unicode).doc') },
+    ]);
+    expect((await cleanedNames(source, target)).names).toEqual(['简历 (Unicode).doc']);
+    const plain = paths();
+    await writeRawZip(plain.source, [{ name: raw, data: Buffer.from('x') }]);
+    const named = await cleanedNames(plain.source, plain.target, { nameEncoding: 'gbk' });
+    expect(named.names).toEqual(['简历.doc']);
+    expect(named.report.nameEncoding).toBe('gb18030');
+  });
+
+  it('junk and unsafe paths are judged on the decoded names, and reported with them', async () => {
+    const { source, target } = await legacyZip('gbk', ['报告/照片.jpg', '报告/Thumbs.db']);
+    const { names, report } = await cleanedNames(source, target);
+    expect(names).toEqual(['报告/照片.jpg']);
+    expect(report.removed).toEqual([{ path: '报告/Thumbs.db', reason: 'Thumbs.db' }]);
+    const unsafe = await legacyZip('gbk', ['报告.txt', '报告/../../etc/密码']);
+    await expect(cleanArchive(unsafe.source, unsafe.target)).rejects.toMatchObject({
+      code: 'ARCHIVE_UNSAFE_PATH',
+      message: "an entry leaves the archive's folder: 报告/../../etc/密码",
+    });
+  });
 });

@@ -7,17 +7,19 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { newId } from '@tdp/protocol';
+import iconv from 'iconv-lite';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type FileStore, startFileStore } from '../../../test/fileStore.ts';
 import { type Harness, startHarness } from '../../../test/harness.ts';
+import { bombPng } from './images.ts';
 import {
   killAllWorkerProcesses,
   startWorkerProcess,
   stopWorkerProcess,
   type WorkerProcess,
 } from './support.ts';
-import { readZip, writeZip } from './zips.ts';
+import { readZip, writeRawZip, writeZip } from './zips.ts';
 
 let h: Harness;
 let app: Awaited<ReturnType<Harness['createApplication']>>;
@@ -168,5 +170,41 @@ describe('archive.clean on the worker', () => {
     let differing = 0;
     for (let i = 0; i < before.length; i += 1) if (Math.abs(before[i]! - after[i]!) > 24) differing += 1;
     expect(differing).toBeGreaterThan(1_000);
+  });
+
+  it('a ZIP from Chinese Windows (GBK names, no UTF-8 flag) with a decompression bomb: the names come out right, the bomb is refused in the step result, the photo watermarked, the worker alive', async () => {
+    const photo = await sharp({
+      create: { width: 320, height: 240, channels: 3, background: { r: 40, g: 40, b: 40 } },
+    })
+      .jpeg()
+      .toBuffer();
+    const path = join(directory, 'gbk.zip');
+    await writeRawZip(path, [
+      { name: iconv.encode('照片/家庭.jpg', 'gbk'), data: photo },
+      { name: iconv.encode('照片/炸弹.png', 'gbk'), data: bombPng(100_000, 100_000) },
+      { name: iconv.encode('照片/Thumbs.db', 'gbk'), data: Buffer.from('junk') },
+    ]);
+    store.files.set('gbk-1', await readFile(path));
+    const done = await run('gbk-1', 'clean-watermark', { text: '机密' });
+    expect(done.task.lifecycleStatus).toBe('SUCCEEDED');
+    const step = (key: string) => done.execution.steps.find((s: { key: string }) => s.key === key).data;
+    expect(step('clean')).toMatchObject({
+      nameEncoding: 'gb18030',
+      removed: [{ path: '照片/Thumbs.db', reason: 'Thumbs.db' }],
+    });
+    const watermark = step('watermark') as { archive: string; files: unknown[] };
+    expect(watermark.files).toEqual([
+      { path: '照片/家庭.jpg', status: 'WATERMARKED', format: 'jpeg' },
+      {
+        path: '照片/炸弹.png',
+        status: 'FAILED',
+        reason: 'TOO_LARGE',
+        message: 'declares 100000 × 100000 pixels (10000 megapixels); the limit is 50 megapixels',
+      },
+    ]);
+    const final = join(directory, 'gbk-final.zip');
+    await writeFile(final, store.files.get(watermark.archive)!);
+    expect([...(await readZip(final)).keys()]).toEqual(['照片/家庭.jpg', '照片/炸弹.png']);
+    expect(worker.child.exitCode).toBeNull();
   });
 });

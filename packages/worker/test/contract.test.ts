@@ -15,6 +15,7 @@ import {
   WorkerCommand,
   WorkerEventsBatchReply,
   WorkerRegistered,
+  WorkerRegistration,
 } from '@tdp/protocol';
 import { Type } from 'typebox';
 import { Compile } from 'typebox/compile';
@@ -31,6 +32,10 @@ const replyContracts: [RegExp, { Check(value: unknown): boolean; Errors(value: u
   [/^POST \/v1\/attempts\/[^/]+\/(grants|artifacts)$/, Compile(AccessGrant)],
 ];
 const commandContract = Compile(WorkerCommand);
+/** Requests the runtime builds itself (the server checks them too; here the runtime's side is checked). */
+const requestContracts: [RegExp, { Check(value: unknown): boolean; Errors(value: unknown): unknown[] }][] = [
+  [/^POST \/v1\/workers\/register$/, Compile(WorkerRegistration)],
+];
 
 /** What the client received, by request (or `command <type>`), and what did not match the contract. */
 const seen = new Map<string, number>();
@@ -43,8 +48,11 @@ class CheckingClient extends WorkerClient {
     body?: unknown,
     extraHeaders?: Record<string, string>,
   ): Promise<unknown> {
-    const reply = await super.call(method, path, body, extraHeaders);
     const what = `${method} ${path}`;
+    const request = requestContracts.find(([pattern]) => pattern.test(what));
+    if (request && !request[1].Check(body))
+      violations.push({ what: `request ${what}`, value: body, errors: request[1].Errors(body) });
+    const reply = await super.call(method, path, body, extraHeaders);
     // Attempt heartbeats belong to the status API (status.ts), not to this contract.
     if (path === '/v1/task-heartbeats:batch') return reply;
     const contract = replyContracts.find(([pattern]) => pattern.test(what));
@@ -74,6 +82,8 @@ class CheckingClient extends WorkerClient {
 const copy = defineCapability({
   name: 'contract.copy',
   version: '1',
+  // Registered with its own limit (the wire contract's per-capability maxConcurrency).
+  maxConcurrency: 2,
   input: Type.Object({ source: Type.String() }),
   output: Type.Object({ copy: Type.String(), bytes: Type.Number() }),
   async run(ctx, input) {
@@ -200,6 +210,16 @@ describe('the worker wire contract', () => {
     ]);
     expect(refused).toMatchObject([{ ok: false, code: 'STEP_NOT_REGISTERED' }]);
 
+    // The registration carried the capability's own limit, and the server kept it.
+    const listed = (await h.request('GET', '/v1/workers', { token: app.apiKey })).body as {
+      id: string;
+      capabilities: unknown[];
+    }[];
+    expect(listed.find((w) => w.id === workerId)?.capabilities).toEqual([
+      { name: 'contract.copy', version: '1', maxConcurrency: 2 },
+      { name: 'contract.wait', version: '1' },
+    ]);
+
     expect(violations).toEqual([]);
     for (const kind of [
       'POST /v1/workers/register',
@@ -245,5 +265,15 @@ describe('the worker wire contract', () => {
     };
     expect(Compile(WorkerEventsBatchReply).Check({ results: [outcome] })).toBe(true);
     expect(Compile(WorkerEventsBatchReply).Check({ results: [{ ...outcome, status: '409' }] })).toBe(false);
+    // A worker of before per-capability limits (none given) registers as it always did.
+    const registration = Compile(WorkerRegistration);
+    const old = { instanceId: 'i', name: 'n', nodeId: 'node', capabilities: [{ name: 'a', version: '1' }] };
+    expect(registration.Check(old)).toBe(true);
+    expect(
+      registration.Check({ ...old, capabilities: [{ name: 'a', version: '1', maxConcurrency: 1 }] }),
+    ).toBe(true);
+    expect(
+      registration.Check({ ...old, capabilities: [{ name: 'a', version: '1', maxConcurrency: 0 }] }),
+    ).toBe(false);
   });
 });

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -5,10 +6,13 @@ import sharp from 'sharp';
 import { describe, expect, it } from 'vitest';
 import {
   checkWatermarkText,
+  defaultImageLimits,
+  readImageHeader,
   renderText,
   watermarkArchive,
   watermarkImage,
 } from '../src/capabilities/imageWatermark.ts';
+import { bombPng } from './images.ts';
 import { readZip, writeRawZip, writeZip } from './zips.ts';
 
 const directory = mkdtempSync(join(tmpdir(), 'tdp-watermark-'));
@@ -104,7 +108,7 @@ describe('image.watermark', () => {
     const outcomes = await watermarkArchive(
       source,
       target,
-      { text: '机密', maxPixels: 50_000 },
+      { text: '机密', limits: { maxPixels: 50_000, maxSide: 65_535 } },
       {
         concurrency: 2,
         onProgress: (f) => progress.push(f),
@@ -128,6 +132,67 @@ describe('image.watermark', () => {
     expect(progress.at(-1)).toBe(1);
   });
 
+  it('decompression bombs: small PNGs declaring 30000 × 30000, 100000 × 100000 or 9000000 × 1 pixels are refused per file, undecoded, with the reason; the other images are watermarked', async () => {
+    const source = join(directory, 'bombs.zip');
+    const target = join(directory, 'bombs-marked.zip');
+    const photo = await gray(320, 240).jpeg().toBuffer();
+    const bombs = {
+      'bomb-30k.png': bombPng(30_000, 30_000),
+      'bomb-100k.png': bombPng(100_000, 100_000),
+      // Under the pixel limit, but the decoder's rows would be 9 million pixels wide.
+      'bomb-wide.png': bombPng(9_000_000, 1),
+    };
+    await writeZip(source, {
+      'photo.jpg': photo,
+      ...bombs,
+      'after.png': await gray(64, 64).png().toBuffer(),
+    });
+    // Under the worker's default limits (50 megapixels, 65535 pixels a side).
+    const outcomes = await watermarkArchive(source, target, { text: '机密' });
+    expect(outcomes).toEqual([
+      { path: 'photo.jpg', status: 'WATERMARKED', format: 'jpeg' },
+      {
+        path: 'bomb-30k.png',
+        status: 'FAILED',
+        reason: 'TOO_LARGE',
+        message: 'declares 30000 × 30000 pixels (900 megapixels); the limit is 50 megapixels',
+      },
+      {
+        path: 'bomb-100k.png',
+        status: 'FAILED',
+        reason: 'TOO_LARGE',
+        message: 'declares 100000 × 100000 pixels (10000 megapixels); the limit is 50 megapixels',
+      },
+      {
+        path: 'bomb-wide.png',
+        status: 'FAILED',
+        reason: 'TOO_LARGE',
+        message: 'declares 9000000 × 1 pixels; the limit is 65535 pixels a side',
+      },
+      { path: 'after.png', status: 'WATERMARKED', format: 'png' },
+    ]);
+    const out = await readZip(target);
+    expect(out.get('bomb-30k.png')).toEqual(bombs['bomb-30k.png']);
+    expect(out.get('bomb-100k.png')).toEqual(bombs['bomb-100k.png']);
+    expect(out.get('bomb-wide.png')).toEqual(bombs['bomb-wide.png']);
+    expect(out.get('photo.jpg')).not.toEqual(photo);
+  });
+
+  it('takes the format from the signature and the dimensions from the header alone', async () => {
+    // The bomb's data is a few hundred bytes: a decoder would fail on it, the header reads fine.
+    await expect(readImageHeader(bombPng(6_000, 4_000), defaultImageLimits)).resolves.toEqual({
+      format: 'png',
+      width: 6_000,
+      height: 4_000,
+      orientation: 1,
+    });
+    const svg = Buffer.from('<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"/>');
+    await expect(readImageHeader(svg, defaultImageLimits)).rejects.toMatchObject({
+      reason: 'CORRUPT',
+      message: 'not a JPEG, PNG or WebP',
+    });
+  });
+
   it('refuses a text out of bounds before touching the archive', async () => {
     const source = join(directory, 'one.zip');
     await writeZip(source, { 'a.png': await gray(10, 10).png().toBuffer() });
@@ -146,5 +211,31 @@ describe('image.watermark', () => {
       code: 'ARCHIVE_INVALID',
     });
     expect(existsSync(target)).toBe(false);
+  });
+
+  it('a file that is not an image is streamed through; if its size lies, the archive is refused, nothing written', async () => {
+    const source = join(directory, 'stream.zip');
+    const target = join(directory, 'stream-out.zip');
+    const large = randomBytes(3 * 2 ** 20);
+    await writeRawZip(source, [
+      { name: 'a.png', data: await gray(40, 30).png().toBuffer() },
+      { name: 'data.bin', data: large, deflate: true },
+      { name: 'b.png', data: await gray(40, 30).png().toBuffer() },
+    ]);
+    const outcomes = await watermarkArchive(source, target, { text: 'x' });
+    expect(outcomes.map((o) => o.status)).toEqual(['WATERMARKED', 'SKIPPED', 'WATERMARKED']);
+    // Buffer.equals: vitest's deep equality takes half a minute over 3 MB.
+    expect((await readZip(target)).get('data.bin')?.equals(large)).toBe(true);
+    const liar = join(directory, 'stream-liar.zip');
+    const liarTarget = join(directory, 'stream-liar-out.zip');
+    await writeRawZip(liar, [
+      { name: 'a.png', data: await gray(40, 30).png().toBuffer() },
+      { name: 'notes.txt', data: Buffer.alloc(50_000, 1), deflate: true, declaredSize: 1_000 },
+    ]);
+    await expect(watermarkArchive(liar, liarTarget, { text: 'x' })).rejects.toMatchObject({
+      code: 'ARCHIVE_INVALID',
+    });
+    expect(existsSync(liarTarget)).toBe(false);
+    expect(existsSync(`${liarTarget}.partial`)).toBe(false);
   });
 });

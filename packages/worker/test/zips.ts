@@ -1,7 +1,8 @@
 /**
  * Real ZIP files for tests: well-formed ones through yazl, and hand-assembled ones for what yazl refuses
- * to write (`..` paths, symlinks, encrypted flags, CP437 names, sizes that lie).
+ * to write (`..` paths, symlinks, encrypted flags, names in legacy encodings, sizes that lie).
  */
+import { execFileSync } from 'node:child_process';
 import { createWriteStream } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { pipeline } from 'node:stream/promises';
@@ -30,6 +31,8 @@ export interface RawEntry {
   deflate?: boolean;
   /** Overrides the uncompressed size written in the headers. */
   declaredSize?: number;
+  /** Extra fields, in both headers, as written. */
+  extra?: Buffer;
 }
 
 /** Assembles a ZIP byte by byte, exactly as told. */
@@ -39,6 +42,7 @@ export async function writeRawZip(path: string, entries: RawEntry[]): Promise<vo
   let offset = 0;
   for (const e of entries) {
     const name = Buffer.isBuffer(e.name) ? e.name : Buffer.from(e.name, 'utf8');
+    const extra = e.extra ?? Buffer.alloc(0);
     const compressed = e.deflate ? deflateRawSync(e.data) : e.data;
     // Traditional encryption puts a 12-byte header before the data.
     const body = (e.flags ?? 0) & 0x1 ? Buffer.concat([Buffer.alloc(12, 0xaa), compressed]) : compressed;
@@ -54,6 +58,7 @@ export async function writeRawZip(path: string, entries: RawEntry[]): Promise<vo
     local.writeUInt32LE(body.length, 18);
     local.writeUInt32LE(size, 22);
     local.writeUInt16LE(name.length, 26);
+    local.writeUInt16LE(extra.length, 28);
     const central = Buffer.alloc(46);
     central.writeUInt32LE(0x02014b50, 0);
     central.writeUInt16LE((3 << 8) | 20, 4); // made by Unix
@@ -64,11 +69,12 @@ export async function writeRawZip(path: string, entries: RawEntry[]): Promise<vo
     central.writeUInt32LE(body.length, 20);
     central.writeUInt32LE(size, 24);
     central.writeUInt16LE(name.length, 28);
+    central.writeUInt16LE(extra.length, 30);
     central.writeUInt32LE(((e.unixMode ?? 0o100644) << 16) >>> 0, 38);
     central.writeUInt32LE(offset, 42);
-    locals.push(local, name, body);
-    centrals.push(central, name);
-    offset += local.length + name.length + body.length;
+    locals.push(local, name, extra, body);
+    centrals.push(central, name, extra);
+    offset += local.length + name.length + extra.length + body.length;
   }
   const directory = Buffer.concat(centrals);
   const end = Buffer.alloc(22);
@@ -101,4 +107,35 @@ export async function readZip(path: string): Promise<Map<string, Buffer | null>>
     zip.close();
   }
   return contents;
+}
+
+/** An Info-ZIP Unicode Path extra field (0x7075): the UTF-8 name for the raw one it carries the CRC of. */
+export function unicodePathField(raw: Buffer, name: string): Buffer {
+  const utf8 = Buffer.from(name, 'utf8');
+  const field = Buffer.alloc(4 + 5 + utf8.length);
+  field.writeUInt16LE(0x7075, 0);
+  field.writeUInt16LE(5 + utf8.length, 2);
+  field.writeUInt8(1, 4);
+  field.writeUInt32LE(crc32(raw), 5);
+  utf8.copy(field, 9);
+  return field;
+}
+
+/**
+ * The names as Python's zipfile reads them (it honours the UTF-8 flag; `metadataEncoding` is how it is
+ * told the encoding of unflagged names), one independent reader besides yauzl.
+ */
+export function pythonZipNames(path: string, metadataEncoding?: string): string[] {
+  const script =
+    'import json, sys, zipfile\n' +
+    'z = zipfile.ZipFile(sys.argv[1], metadata_encoding=sys.argv[2] or None)\n' +
+    'print(json.dumps(z.namelist()))';
+  return JSON.parse(
+    execFileSync('python3', ['-c', script, path, metadataEncoding ?? ''], { encoding: 'utf8' }),
+  ) as string[];
+}
+
+/** The names as Info-ZIP's `zipinfo -1` lists them. */
+export function zipinfoNames(path: string): string[] {
+  return execFileSync('zipinfo', ['-1', path], { encoding: 'utf8' }).split('\n').filter(Boolean);
 }

@@ -3,6 +3,7 @@ import type { Gateway } from '@tdp/gateway';
 import { newId } from '@tdp/protocol';
 import { type Logger, pino } from 'pino';
 import { Metrics } from '../adapters/inbound/http/metrics.ts';
+import { RateLimitedAuthenticator, RateLimits } from '../adapters/inbound/http/rateLimits.ts';
 import { InProcessBus } from '../adapters/outbound/bus/inProcessBus.ts';
 import { AjvJsonSchemaValidator } from '../adapters/outbound/jsonschema/ajvValidator.ts';
 import { JetStreamPublisher } from '../adapters/outbound/nats/jetStreamPublisher.ts';
@@ -20,7 +21,6 @@ import { PostgresTaskStore } from '../adapters/outbound/postgres/taskStore.ts';
 import { PostgresWorkerStore } from '../adapters/outbound/postgres/workerStore.ts';
 import { JoseUserTokens } from '../adapters/outbound/tokens/userTokens.ts';
 import type { ServerConfig } from '../config.ts';
-import { ApiKeyAuthenticator } from '../core/identity/authenticate.ts';
 import { SecretBox } from '../core/identity/secretBox.ts';
 import { realtimeClaimPolicy } from '../core/outbox/policy.ts';
 import type { EventPublisher } from '../core/outbox/ports.ts';
@@ -85,6 +85,7 @@ export async function connectAdapters(config: ServerConfig, overrides: ServerDep
     () => outboxQueue.rows.oldestUnpublishedAgeSeconds(clock.now()),
     () => realtimeRows.oldestUnpublishedAgeSeconds(clock.now()),
   );
+  const rateLimits = new RateLimits(clock, config.rateLimits, metrics.rateLimited, logger);
   // The realtime gateway runs in this process; its tokens are signed with a key derived from the keyring.
   const realtimeKey = realtimeTokenKey(config.secretKeyring);
   const gateway: Gateway = createGateway(config, realtimeKey, () => clock.now().getTime());
@@ -97,7 +98,9 @@ export async function connectAdapters(config: ServerConfig, overrides: ServerDep
     latestMigration: migrations.at(-1)?.version ?? 0,
     identityStore,
     secrets: new SecretBox(config.secretKeyring),
-    authenticator: new ApiKeyAuthenticator(identityStore, clock, config.apiKeyCacheMs),
+    rateLimits,
+    // Every request with an API key is charged to its application here, whichever route takes it.
+    authenticator: new RateLimitedAuthenticator(identityStore, clock, config.apiKeyCacheMs, rateLimits),
     schemas: new AjvJsonSchemaValidator(),
     definitionStore: new PostgresDefinitionStore(sql),
     tasks: new PostgresTaskStore(sql),

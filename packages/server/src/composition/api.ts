@@ -5,15 +5,18 @@ import { createHttpApp } from '../adapters/inbound/http/app.ts';
 import { registerDashboardRoutes } from '../adapters/inbound/http/dashboardRoutes.ts';
 import { registerDefinitionRoutes } from '../adapters/inbound/http/definitionsRoutes.ts';
 import { registerHealthRoutes } from '../adapters/inbound/http/healthRoutes.ts';
+import { documentRateLimits, rateLimitedUserTokens } from '../adapters/inbound/http/rateLimits.ts';
 import { registerRealtimeRoutes } from '../adapters/inbound/http/realtimeRoutes.ts';
 import { registerRunRoutes } from '../adapters/inbound/http/runRoutes.ts';
 import { registerStatusRoutes } from '../adapters/inbound/http/statusRoutes.ts';
 import { registerTaskStreamRoutes } from '../adapters/inbound/http/taskStreamRoutes.ts';
 import { registerTaskRoutes } from '../adapters/inbound/http/tasksRoutes.ts';
+import { registerUserViewRoutes } from '../adapters/inbound/http/userViewRoutes.ts';
 import { listWorkerViews, registerWorkerRoutes } from '../adapters/inbound/http/workerRoutes.ts';
 import { migrationsCurrent } from '../adapters/outbound/postgres/migrate.ts';
 import { derivedKey } from '../adapters/outbound/tokens/executionCredentials.ts';
 import type { ServerConfig } from '../config.ts';
+import type { Viewer } from '../core/status/ports.ts';
 import { dashboardPages } from '../wiring/dashboardPages.ts';
 import type { Adapters } from './adapters.ts';
 import type { UseCases } from './useCases.ts';
@@ -31,6 +34,8 @@ export async function createApi(config: ServerConfig, a: Adapters, uses: UseCase
     version: serverVersion,
   });
   a.metrics.instrument(app);
+  documentRateLimits(app);
+  const userTokens = rateLimitedUserTokens(a.userTokens, a.rateLimits);
   registerHealthRoutes(app, {
     metrics: a.metrics.registry,
     readiness: async () => {
@@ -51,6 +56,11 @@ export async function createApi(config: ServerConfig, a: Adapters, uses: UseCase
     authenticator,
     registries: { registries: a.registryStore, clock, schemas },
   });
+  registerUserViewRoutes(app, {
+    adminToken: config.adminToken,
+    identity: { store: a.identityStore, clock, ids },
+    authenticator,
+  });
   registerWorkerRoutes(app, {
     workers: uses.workers,
     grants: uses.grants,
@@ -61,14 +71,22 @@ export async function createApi(config: ServerConfig, a: Adapters, uses: UseCase
     commandPollIntervalMs: config.commandPollIntervalMs,
     adminToken: config.adminToken,
     authenticator,
+    rateLimits: a.rateLimits,
   });
   registerRunRoutes(app, { authenticator, runs: a.tasks, callbacks: a.callbackQueue, clock });
   gateway.attach(app.server);
+  // What realtime tokens and the task stream read: tasks, their ACL, and the tenant's applications.
+  const realtimeReads = {
+    task: (taskId: string) => statusReads.task(taskId),
+    canView: (taskId: string, viewer: Viewer) => statusReads.canView(taskId, viewer),
+    applicationsOf: async (tenantId: string) =>
+      (await a.identityStore.listApplications(tenantId)).map((application) => application.id),
+  };
   registerRealtimeRoutes(app, {
     authenticator,
     key: a.realtimeKey,
     clock,
-    reads: statusReads,
+    reads: realtimeReads,
     wsUrl: config.realtimeWsUrl,
     detailSubscriptions: (clientId) => gateway.subscriptionCount(clientId, 'task_detail:'),
   });
@@ -76,13 +94,14 @@ export async function createApi(config: ServerConfig, a: Adapters, uses: UseCase
     authenticator,
     status: uses.status,
     reads: { reads: statusReads, clock, ids },
-    userTokens: a.userTokens,
+    userTokens,
+    rateLimits: a.rateLimits,
   });
   registerTaskStreamRoutes(app, {
     gateway,
-    userTokens: a.userTokens,
+    userTokens,
     clock,
-    reads: statusReads,
+    reads: realtimeReads,
     keepAliveMs: config.sseKeepAliveMs,
   });
   registerDefinitionRoutes(app, {

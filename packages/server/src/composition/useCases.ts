@@ -43,13 +43,14 @@ export function useCaseDeps(config: ServerConfig, a: Adapters) {
   };
   const hub = new CommandHub();
   signal.commands = new CommandWakeup(hub, (payload) => a.sql.notify(commandChannel, payload));
-  signal.capacity = new CapacityWakeup(
+  const capacity = new CapacityWakeup(
     () => workerStore.retryDeferred(clock.now()),
     // The scheduler loop exists when the loops run; otherwise another replica's scheduler places them.
     () => signal.loops.scheduler?.wake(),
     config.capacityRetryMinIntervalMs,
     (error) => logger.warn({ err: error }, 'could not retry the steps waiting for a worker'),
   );
+  signal.capacity = capacity;
   const candidates = new CandidateSnapshot(
     () => workerStore.candidates(),
     config.workerCandidatesMaxAgeMs,
@@ -64,15 +65,14 @@ export function useCaseDeps(config: ServerConfig, a: Adapters) {
       Math.floor(config.workerHeartbeatTtlMs / (config.workerHeartbeatsPerTtl * 1000)),
     ),
     heartbeatTtlMs: config.workerHeartbeatTtlMs,
+    defaultMaxConcurrency: config.workerDefaultMaxConcurrency,
     credentials: new TtlCache(clock, config.workerCredentialsCacheMs),
     owners: new TtlCache(clock, config.workerOwnersCacheMs),
+    // A worker registered or changed: as when capacity frees, the put-back requests are retried now
+    // (through the same coalescing wake-up, so a burst of registrations is one update).
     workersChanged: () => {
       candidates.invalidate();
-      workerStore.retryDeferred(clock.now()).then(
-        // The scheduler loop exists when the loops run.
-        () => signal.loops.scheduler?.wake(),
-        (error) => logger.warn({ err: error }, 'could not retry deferred scheduling requests'),
-      );
+      capacity.freed();
     },
   };
   const dispatch: DispatchDeps = {

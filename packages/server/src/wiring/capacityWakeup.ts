@@ -9,6 +9,9 @@ export class CapacityWakeup {
   private running = false;
   private again = false;
   private lastAt = Number.NEGATIVE_INFINITY;
+  private stopped = false;
+  private timer: NodeJS.Timeout | null = null;
+  private inFlight: Promise<void> = Promise.resolve();
 
   constructor(
     /** Makes the put-back requests due now (`WorkerStore.retryDeferred`); how many there were. */
@@ -20,13 +23,28 @@ export class CapacityWakeup {
   ) {}
 
   freed(): void {
+    if (this.stopped) return;
     if (this.running) {
       this.again = true;
       return;
     }
     this.running = true;
     const wait = Math.max(0, this.lastAt + this.minIntervalMs - this.monotonicMs());
-    setTimeout(() => void this.round(), wait).unref();
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      this.inFlight = this.round();
+    }, wait).unref();
+  }
+
+  /** No round starts after this; resolves once the one in flight is done (before the pool closes). */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) {
+      clearTimeout(this.timer);
+      this.timer = null;
+      this.running = false;
+    }
+    await this.inFlight;
   }
 
   private async round(): Promise<void> {
@@ -37,7 +55,7 @@ export class CapacityWakeup {
       this.onError(error);
     } finally {
       this.running = false;
-      if (this.again) {
+      if (this.again && !this.stopped) {
         this.again = false;
         this.freed();
       }

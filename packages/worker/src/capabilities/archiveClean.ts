@@ -8,6 +8,10 @@
  * encrypted entry, too many entries, too many bytes in all, or an entry that inflates more than the
  * allowed ratio (a ZIP bomb). yauzl also checks that each entry inflates to exactly its declared size,
  * so a header that lies about it fails the copy.
+ *
+ * Names come out as the person who made the archive wrote them: names without the UTF-8 flag are read in
+ * the archive's own legacy encoding (GBK, Shift-JIS, CP437…, detected: zipNames.ts) and every name is
+ * written as UTF-8 with the flag set, which every current ZIP reader honours.
  */
 import { createWriteStream } from 'node:fs';
 import { rename, rm } from 'node:fs/promises';
@@ -25,8 +29,11 @@ import {
   scanArchive,
   zipToZip,
 } from './zip.ts';
+import { type NameEncoding, nameEncodings } from './zipNames.ts';
 
 export interface CleanRules {
+  /** What the names without the UTF-8 flag are in (default `auto`: detected, see zipNames.ts). */
+  nameEncoding?: NameEncoding;
   /** Extra globs to remove (`*` within a folder name, `**` across folders, `?` one character). */
   extraPatterns?: string[];
   /** Keep the default junk list (true unless set to false). */
@@ -40,6 +47,8 @@ export interface RemovedEntry {
 }
 
 export interface CleanReport {
+  /** What the names without the UTF-8 flag were read in; every name is written as UTF-8, flagged. */
+  nameEncoding: string | null;
   removed: RemovedEntry[];
   keptFiles: number;
   keptBytes: number;
@@ -106,7 +115,7 @@ export async function cleanArchive(
   const patterns = (rules.extraPatterns ?? []).map((p) => [p, globToRegExp(p)] as const);
   const zip = await openArchive(sourcePath);
   try {
-    const entries = await scanArchive(zip, limits);
+    const { entries, nameEncoding } = await scanArchive(zip, limits, rules.nameEncoding);
     const removed: RemovedEntry[] = [];
     const kept: Scanned[] = [];
     for (const scanned of entries) {
@@ -159,7 +168,7 @@ export async function cleanArchive(
       if (error instanceof CapabilityError || (error as Error).name === 'AbortError') throw error;
       throw refusal('ARCHIVE_INVALID', `the ZIP is damaged: ${message}`);
     }
-    return { removed, keptFiles: kept.length, keptBytes };
+    return { nameEncoding, removed, keptFiles: kept.length, keptBytes };
   } finally {
     zip.close();
   }
@@ -178,6 +187,12 @@ export const archiveClean = defineCapability({
         Type.Array(Type.String({ minLength: 1, maxLength: 256 }), { maxItems: 100 }),
       ),
       defaultJunk: Type.Optional(Type.Boolean()),
+      nameEncoding: Type.Optional(
+        Type.Union(
+          nameEncodings.map((e) => Type.Literal(e)),
+          { description: 'what entry names without the UTF-8 flag are in; `auto` detects it' },
+        ),
+      ),
       outputPath: Type.Optional(Type.String({ minLength: 1, maxLength: 512 })),
       maxOutputBytes: Type.Optional(Type.Integer({ minimum: 1 })),
     },
@@ -185,6 +200,9 @@ export const archiveClean = defineCapability({
   ),
   output: Type.Object({
     archive: Type.String({ description: "the cleaned ZIP's resource reference" }),
+    nameEncoding: Type.Union([Type.String(), Type.Null()], {
+      description: 'what the names without the UTF-8 flag were read in (null: there were none)',
+    }),
     removed: Type.Array(RemovedEntrySchema),
     keptFiles: Type.Integer(),
     keptBytes: Type.Integer(),
@@ -201,11 +219,16 @@ export const archiveClean = defineCapability({
           {
             ...(input.extraPatterns ? { extraPatterns: input.extraPatterns } : {}),
             ...(input.defaultJunk !== undefined ? { defaultJunk: input.defaultJunk } : {}),
+            ...(input.nameEncoding ? { nameEncoding: input.nameEncoding as NameEncoding } : {}),
           },
           { onProgress, signal: ctx.signal },
         ),
     );
-    ctx.log.info('archive cleaned', { removed: report.removed.length, kept: report.keptFiles });
+    ctx.log.info('archive cleaned', {
+      removed: report.removed.length,
+      kept: report.keptFiles,
+      nameEncoding: report.nameEncoding,
+    });
     return { archive, ...report };
   },
 });

@@ -3,6 +3,11 @@
  * Chinese renders) over every JPEG, PNG and WebP of a ZIP, scaled to each image. Each image keeps its
  * format and is turned upright first (EXIF orientation). Other files pass untouched; an image that is
  * corrupt or over the pixel limit is copied unchanged and listed in the report, never a crash.
+ *
+ * Decompression bombs: a PNG of a few hundred bytes can declare 100000 × 100000 pixels, 40 GB decoded.
+ * Each image's format is taken from its first bytes (only JPEG, PNG and WebP reach the decoder at all)
+ * and its dimensions from its header; one over the worker's pixel limit is refused before any pixel is
+ * decoded, and the decoder is given the same limit as a second guard.
  */
 import { createWriteStream } from 'node:fs';
 import { rename, rm } from 'node:fs/promises';
@@ -16,8 +21,10 @@ import {
   type ArchiveLimits,
   defaultArchiveLimits,
   openArchive,
+  openEntry,
   readEntry,
   refusal,
+  type Scanned,
   scanArchive,
   zipToZip,
 } from './zip.ts';
@@ -39,8 +46,32 @@ export interface WatermarkOptions {
   size?: number;
   /** `#rrggbb` (default white). */
   color?: string;
-  /** Images with more pixels are copied unchanged (default 50 megapixels). */
-  maxPixels?: number;
+  /** Images over these limits are copied unchanged (default: `defaultImageLimits`). */
+  limits?: ImageLimits;
+}
+
+/** What a worker lets one image cost. */
+export interface ImageLimits {
+  /** Width × height above which an image is refused undecoded: 50 MP is 200 MB as RGBA. */
+  maxPixels: number;
+  /**
+   * Width or height above which an image is refused undecoded. The decoder works in strips of full
+   * rows, so its memory follows the width: a 9,900,000 × 5 PNG (145 KB, under the pixel limit) took
+   * 0.5 GB. 65,535 is the most a JPEG can have; no camera or scanner writes wider.
+   */
+  maxSide: number;
+}
+
+export const defaultImageLimits: ImageLimits = { maxPixels: 50_000_000, maxSide: 65_535 };
+
+/** Why an image is copied unwatermarked: the reason and message of its outcome. */
+export class ImageRefusal extends Error {
+  constructor(
+    readonly reason: 'CORRUPT' | 'TOO_LARGE',
+    message: string,
+  ) {
+    super(message);
+  }
 }
 
 export type FileOutcome =
@@ -49,7 +80,54 @@ export type FileOutcome =
   | { path: string; status: 'FAILED'; reason: 'CORRUPT' | 'TOO_LARGE'; message: string };
 
 const imageExtensions = /\.(jpe?g|png|webp)$/i;
-const defaultMaxPixels = 50_000_000;
+
+type ImageFormat = 'jpeg' | 'png' | 'webp';
+
+/** The format from the file's signature, or null for anything else (SVG, TIFF, GIF… named .png). */
+export function sniffFormat(input: Buffer): ImageFormat | null {
+  if (input.subarray(0, 3).equals(Buffer.from([0xff, 0xd8, 0xff]))) return 'jpeg';
+  if (input.subarray(0, 8).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])))
+    return 'png';
+  if (input.toString('latin1', 0, 4) === 'RIFF' && input.toString('latin1', 8, 12) === 'WEBP') return 'webp';
+  return null;
+}
+
+const megapixels = (pixels: number) => `${Math.round(pixels / 100_000) / 10} megapixels`;
+
+/**
+ * The format and dimensions from the image's header, nothing decoded; throws an ImageRefusal for a file
+ * that is not a JPEG, PNG or WebP, a header that cannot be read, or dimensions over `limits`.
+ */
+export async function readImageHeader(
+  input: Buffer,
+  limits: ImageLimits,
+): Promise<{ format: ImageFormat; width: number; height: number; orientation: number }> {
+  const format = sniffFormat(input);
+  if (!format) throw new ImageRefusal('CORRUPT', 'not a JPEG, PNG or WebP');
+  // limitInputPixels is off here only so that the header's own dimensions can be reported.
+  const metadata = await sharp(input, { limitInputPixels: false })
+    .metadata()
+    .catch((error: Error) => {
+      throw new ImageRefusal(
+        'CORRUPT',
+        `the ${format.toUpperCase()} header cannot be read: ${error.message}`,
+      );
+    });
+  const { width, height } = metadata;
+  if (!width || !height || metadata.format !== format)
+    throw new ImageRefusal('CORRUPT', `the ${format.toUpperCase()} header cannot be read`);
+  if (width * height > limits.maxPixels)
+    throw new ImageRefusal(
+      'TOO_LARGE',
+      `declares ${width} × ${height} pixels (${megapixels(width * height)}); the limit is ${megapixels(limits.maxPixels)}`,
+    );
+  if (Math.max(width, height) > limits.maxSide)
+    throw new ImageRefusal(
+      'TOO_LARGE',
+      `declares ${width} × ${height} pixels; the limit is ${limits.maxSide} pixels a side`,
+    );
+  return { format, width, height, orientation: metadata.orientation ?? 1 };
+}
 
 /** Counts code points, so that 机密 is two characters, as a person counts them. */
 export function checkWatermarkText(text: string): string | null {
@@ -98,16 +176,14 @@ export async function watermarkImage(
   options: WatermarkOptions,
   overlays: Map<string, Promise<Overlay>> = new Map(),
 ): Promise<{ data: Buffer; format: string }> {
-  const maxPixels = options.maxPixels ?? defaultMaxPixels;
-  const image = sharp(input, { limitInputPixels: maxPixels, failOn: 'error' });
-  const metadata = await image.metadata();
-  const format = metadata.format;
-  if (format !== 'jpeg' && format !== 'png' && format !== 'webp')
-    throw new Error(`not a JPEG, PNG or WebP (${format})`);
+  const limits = options.limits ?? defaultImageLimits;
+  const header = await readImageHeader(input, limits);
+  const format = header.format;
+  const image = sharp(input, { limitInputPixels: limits.maxPixels, failOn: 'error' });
   // Upright dimensions: orientations 5–8 swap width and height.
-  const swap = (metadata.orientation ?? 1) >= 5;
-  const width = swap ? metadata.height! : metadata.width!;
-  const height = swap ? metadata.width! : metadata.height!;
+  const swap = header.orientation >= 5;
+  const width = swap ? header.height : header.width;
+  const height = swap ? header.width : header.height;
   const size = Math.min(0.95, Math.max(0.05, options.size ?? 0.4));
   // A one-line box: as wide as asked, and no taller than a third of that.
   const key = `${width}x${height}`;
@@ -163,13 +239,22 @@ export async function watermarkArchive(
   const zip = await openArchive(sourcePath);
   const temporary = `${targetPath}.partial`;
   try {
-    const entries = (await scanArchive(zip, run.limits ?? defaultArchiveLimits)).filter(
+    const entries = (await scanArchive(zip, run.limits ?? defaultArchiveLimits)).entries.filter(
       (e) => !e.isDirectory,
     );
     const output = new yazl.ZipFile();
     const written = pipeline(output.outputStream, createWriteStream(temporary));
+    // A file that is not an image is streamed from the source when yazl comes to it, never held in
+    // memory; a read error of its stream (or yazl's, for a size that lies) fails the archive here.
+    let failCopy: (error: Error) => void = () => {};
+    const copyFailed = new Promise<never>((_, reject) => {
+      failCopy = reject;
+    });
+    copyFailed.catch(() => {});
+    output.on('error', failCopy);
     const outcomes: FileOutcome[] = [];
-    type Done = { name: string; mtime: Date; data: Buffer; outcome: FileOutcome };
+    /** `data` null: copied as it is, streamed. */
+    type Done = { scanned: Scanned; data: Buffer | null; outcome: FileOutcome };
     // Entries in their order; each slot settles when its image is done. `concurrency` images are being
     // worked on at any time (a finished one waiting for an earlier one to be written does not count).
     const window: { result: Promise<Done>; settled: boolean }[] = [];
@@ -179,13 +264,25 @@ export async function watermarkArchive(
     let slotFreed: (() => void) | null = null;
     let done = 0;
     const flushOne = async () => {
-      const next = await window.shift()!.result;
+      const { scanned, data, outcome } = await window.shift()!.result;
+      const mtime = scanned.entry.getLastModDate();
       // Already-compressed images are stored, not deflated again.
-      output.addBuffer(next.data, next.name, {
-        mtime: next.mtime,
-        compress: next.outcome.status === 'SKIPPED',
-      });
-      outcomes.push(next.outcome);
+      if (data) output.addBuffer(data, scanned.path, { mtime, compress: false });
+      else
+        output.addReadStreamLazy(
+          scanned.path,
+          { mtime, size: scanned.entry.uncompressedSize },
+          (callback) => {
+            openEntry(zip, scanned.entry).then(
+              (stream) => {
+                stream.on('error', failCopy);
+                callback(null, stream);
+              },
+              (error: Error) => failCopy(error),
+            );
+          },
+        );
+      outcomes.push(outcome);
       done += 1;
       run.onProgress?.(done / entries.length);
     };
@@ -202,33 +299,21 @@ export async function watermarkArchive(
           });
           await flushSettled();
         }
-        const original = await readEntry(zip, scanned.entry);
-        const mtime = scanned.entry.getLastModDate();
+        const isImage = imageExtensions.test(scanned.path);
+        const original = isImage ? await readEntry(zip, scanned.entry) : null;
         running += 1;
         const slot = { settled: false, result: null as unknown as Promise<Done> };
         window.push(slot);
         slot.result = (async (): Promise<Done> => {
-          if (!imageExtensions.test(scanned.path))
-            return {
-              name: scanned.path,
-              mtime,
-              data: original,
-              outcome: { path: scanned.path, status: 'SKIPPED' },
-            };
+          if (!original) return { scanned, data: null, outcome: { path: scanned.path, status: 'SKIPPED' } };
           try {
             const { data, format } = await watermarkImage(original, options, overlays);
-            return {
-              name: scanned.path,
-              mtime,
-              data,
-              outcome: { path: scanned.path, status: 'WATERMARKED', format },
-            };
+            return { scanned, data, outcome: { path: scanned.path, status: 'WATERMARKED', format } };
           } catch (error) {
             const message = (error as Error).message;
-            const reason = /pixel limit/i.test(message) ? 'TOO_LARGE' : 'CORRUPT';
+            const reason = error instanceof ImageRefusal ? error.reason : 'CORRUPT';
             return {
-              name: scanned.path,
-              mtime,
+              scanned,
               data: original,
               outcome: { path: scanned.path, status: 'FAILED', reason, message },
             };
@@ -244,7 +329,7 @@ export async function watermarkArchive(
       }
       while (window.length > 0) await flushOne();
       output.end();
-      await written;
+      await Promise.race([written, copyFailed]);
       await rename(temporary, targetPath);
       return outcomes;
     } catch (error) {
@@ -269,61 +354,66 @@ const Outcome = Type.Object({
   message: Type.Optional(Type.String()),
 });
 
-export const imageWatermark = defineCapability({
-  name: 'image.watermark',
-  version: '1',
-  input: Type.Object(
-    {
-      source: Type.String({ minLength: 1, description: "the source ZIP's resource reference" }),
-      text: Type.String({ minLength: 1, maxLength: 400 }),
-      position: Type.Optional(
-        Type.Union(
-          ['center', 'top-left', 'top-right', 'bottom-left', 'bottom-right'].map((p) => Type.Literal(p)),
+/** The capability, with the worker's limits on what one image may cost. */
+export const createImageWatermark = (limits: ImageLimits = defaultImageLimits) =>
+  defineCapability({
+    name: 'image.watermark',
+    version: '1',
+    input: Type.Object(
+      {
+        source: Type.String({ minLength: 1, description: "the source ZIP's resource reference" }),
+        text: Type.String({ minLength: 1, maxLength: 400 }),
+        position: Type.Optional(
+          Type.Union(
+            ['center', 'top-left', 'top-right', 'bottom-left', 'bottom-right'].map((p) => Type.Literal(p)),
+          ),
         ),
-      ),
-      opacity: Type.Optional(Type.Number({ minimum: 0.05, maximum: 1 })),
-      size: Type.Optional(Type.Number({ minimum: 0.05, maximum: 0.95 })),
-      color: Type.Optional(Type.String({ pattern: '^#[0-9a-fA-F]{6}$' })),
-      outputPath: Type.Optional(Type.String({ minLength: 1, maxLength: 512 })),
-      maxOutputBytes: Type.Optional(Type.Integer({ minimum: 1 })),
+        opacity: Type.Optional(Type.Number({ minimum: 0.05, maximum: 1 })),
+        size: Type.Optional(Type.Number({ minimum: 0.05, maximum: 0.95 })),
+        color: Type.Optional(Type.String({ pattern: '^#[0-9a-fA-F]{6}$' })),
+        outputPath: Type.Optional(Type.String({ minLength: 1, maxLength: 512 })),
+        maxOutputBytes: Type.Optional(Type.Integer({ minimum: 1 })),
+      },
+      { additionalProperties: false },
+    ),
+    output: Type.Object({
+      archive: Type.String(),
+      files: Type.Array(Outcome),
+      watermarked: Type.Integer(),
+      failed: Type.Integer(),
+      skipped: Type.Integer(),
+    }),
+    async run(ctx, input) {
+      const problem = checkWatermarkText(input.text);
+      if (problem) throw new CapabilityError('WATERMARK_TEXT_INVALID', problem, { category: 'INPUT' });
+      const { archive, result: files } = await zipToZip(
+        ctx,
+        input,
+        { outputPath: 'watermark/archive.zip', phase: 'watermark' },
+        (source, target, onProgress) =>
+          watermarkArchive(
+            source,
+            target,
+            {
+              text: input.text,
+              ...(input.position ? { position: input.position as WatermarkPosition } : {}),
+              ...(input.opacity !== undefined ? { opacity: input.opacity } : {}),
+              ...(input.size !== undefined ? { size: input.size } : {}),
+              ...(input.color ? { color: input.color } : {}),
+              limits,
+            },
+            { concurrency: 2, onProgress, signal: ctx.signal },
+          ),
+      );
+      const count = (status: FileOutcome['status']) => files.filter((f) => f.status === status).length;
+      return {
+        archive,
+        files,
+        watermarked: count('WATERMARKED'),
+        failed: count('FAILED'),
+        skipped: count('SKIPPED'),
+      };
     },
-    { additionalProperties: false },
-  ),
-  output: Type.Object({
-    archive: Type.String(),
-    files: Type.Array(Outcome),
-    watermarked: Type.Integer(),
-    failed: Type.Integer(),
-    skipped: Type.Integer(),
-  }),
-  async run(ctx, input) {
-    const problem = checkWatermarkText(input.text);
-    if (problem) throw new CapabilityError('WATERMARK_TEXT_INVALID', problem, { category: 'INPUT' });
-    const { archive, result: files } = await zipToZip(
-      ctx,
-      input,
-      { outputPath: 'watermark/archive.zip', phase: 'watermark' },
-      (source, target, onProgress) =>
-        watermarkArchive(
-          source,
-          target,
-          {
-            text: input.text,
-            ...(input.position ? { position: input.position as WatermarkPosition } : {}),
-            ...(input.opacity !== undefined ? { opacity: input.opacity } : {}),
-            ...(input.size !== undefined ? { size: input.size } : {}),
-            ...(input.color ? { color: input.color } : {}),
-          },
-          { concurrency: 2, onProgress, signal: ctx.signal },
-        ),
-    );
-    const count = (status: FileOutcome['status']) => files.filter((f) => f.status === status).length;
-    return {
-      archive,
-      files,
-      watermarked: count('WATERMARKED'),
-      failed: count('FAILED'),
-      skipped: count('SKIPPED'),
-    };
-  },
-});
+  });
+
+export const imageWatermark = createImageWatermark();

@@ -7,6 +7,7 @@ import { promisify } from 'node:util';
 import { crc32, inflateRaw } from 'node:zlib';
 import yauzl from 'yauzl';
 import { type CapabilityContext, CapabilityError } from '../sdk.ts';
+import { decodeEntryNames, type NameEncoding } from './zipNames.ts';
 
 // yazl computes each entry's CRC-32 in JavaScript (buffer-crc32): about 3 ms per megabyte on the main
 // thread, taken from sharp's threads on a small machine. zlib's native CRC-32 gives the same value in a
@@ -35,13 +36,11 @@ export interface Scanned {
   entry: yauzl.Entry;
 }
 
-// Not in @types/yauzl: the name decoding yauzl applies with decodeStrings (UTF-8 flag, Info-ZIP Unicode
-// Path extra field, else CP437), used here so that unsafe names are reported by us, with their path.
-const getFileName = (
-  yauzl as unknown as {
-    getFileNameLowLevel(flags: number, raw: Buffer, extraFields: unknown[], strict: boolean): string;
-  }
-).getFileNameLowLevel;
+export interface ScannedArchive {
+  entries: Scanned[];
+  /** What the names without the UTF-8 flag were read in (null: every name said its own, or was ASCII). */
+  nameEncoding: string | null;
+}
 
 export function openArchive(path: string): Promise<yauzl.ZipFile> {
   return new Promise((resolve, reject) => {
@@ -58,15 +57,9 @@ export function refusal(code: string, message: string): CapabilityError {
   return new CapabilityError(code, message, { retryable: false, category: 'INPUT' });
 }
 
-/** Reads and checks the central directory. Throws a refusal for an unsafe archive. */
-export async function scanArchive(zip: yauzl.ZipFile, limits: ArchiveLimits): Promise<Scanned[]> {
-  if (zip.entryCount > limits.maxEntries)
-    throw refusal(
-      'ARCHIVE_TOO_MANY_ENTRIES',
-      `${zip.entryCount} entries (the limit is ${limits.maxEntries})`,
-    );
-  const entries: Scanned[] = [];
-  let total = 0;
+/** Every entry of the central directory, names still raw (`decodeStrings: false`). */
+async function readCentralDirectory(zip: yauzl.ZipFile): Promise<yauzl.Entry[]> {
+  const entries: yauzl.Entry[] = [];
   await new Promise<void>((resolve, reject) => {
     zip.on('error', (error: Error) =>
       reject(
@@ -77,37 +70,64 @@ export async function scanArchive(zip: yauzl.ZipFile, limits: ArchiveLimits): Pr
     );
     zip.on('end', () => resolve());
     zip.on('entry', (entry: yauzl.Entry) => {
-      try {
-        const raw = entry.fileName as unknown as Buffer;
-        const path = getFileName(entry.generalPurposeBitFlag, raw, entry.extraFields, false);
-        if (/^[a-zA-Z]:/.test(path) || path.startsWith('/'))
-          throw refusal('ARCHIVE_UNSAFE_PATH', `an entry has an absolute path: ${path}`);
-        if (path.split('/').includes('..'))
-          throw refusal('ARCHIVE_UNSAFE_PATH', `an entry leaves the archive's folder: ${path}`);
-        if ((entry.generalPurposeBitFlag & 0x1) !== 0)
-          throw refusal('ARCHIVE_ENCRYPTED', `an entry is encrypted: ${path}`);
-        const unixType = (entry.externalFileAttributes >>> 16) & 0o170000;
-        if (unixType === 0o120000) throw refusal('ARCHIVE_SYMLINK', `an entry is a symbolic link: ${path}`);
-        total += entry.uncompressedSize;
-        if (total > limits.maxTotalBytes)
-          throw refusal('ARCHIVE_TOO_LARGE', `more than ${limits.maxTotalBytes} bytes uncompressed`);
-        if (
-          entry.uncompressedSize >= 2 ** 20 &&
-          entry.uncompressedSize / Math.max(1, entry.compressedSize) > limits.maxCompressionRatio
-        )
-          throw refusal(
-            'ARCHIVE_COMPRESSION_RATIO',
-            `${path} inflates ${Math.round(entry.uncompressedSize / Math.max(1, entry.compressedSize))}× (the limit is ${limits.maxCompressionRatio}×)`,
-          );
-        entries.push({ path, isDirectory: path.endsWith('/'), entry });
-        zip.readEntry();
-      } catch (error) {
-        reject(error);
-      }
+      entries.push(entry);
+      zip.readEntry();
     });
     zip.readEntry();
   });
   return entries;
+}
+
+/**
+ * Reads and checks the central directory, with the names decoded (zipNames.ts) before any check, so
+ * that an unsafe name is judged and reported as the person who made the archive wrote it. Throws a
+ * refusal for an unsafe archive.
+ */
+export async function scanArchive(
+  zip: yauzl.ZipFile,
+  limits: ArchiveLimits,
+  nameEncoding: NameEncoding = 'auto',
+): Promise<ScannedArchive> {
+  if (zip.entryCount > limits.maxEntries)
+    throw refusal(
+      'ARCHIVE_TOO_MANY_ENTRIES',
+      `${zip.entryCount} entries (the limit is ${limits.maxEntries})`,
+    );
+  const raw = await readCentralDirectory(zip);
+  const decoded = await decodeEntryNames(
+    raw.map((entry) => ({
+      raw: entry.fileName as unknown as Buffer,
+      generalPurposeBitFlag: entry.generalPurposeBitFlag,
+      extraFields: entry.extraFields,
+    })),
+    nameEncoding,
+  );
+  const entries: Scanned[] = [];
+  let total = 0;
+  for (const [index, entry] of raw.entries()) {
+    const path = decoded.names[index]!;
+    if (/^[a-zA-Z]:/.test(path) || path.startsWith('/'))
+      throw refusal('ARCHIVE_UNSAFE_PATH', `an entry has an absolute path: ${path}`);
+    if (path.split('/').includes('..'))
+      throw refusal('ARCHIVE_UNSAFE_PATH', `an entry leaves the archive's folder: ${path}`);
+    if ((entry.generalPurposeBitFlag & 0x1) !== 0)
+      throw refusal('ARCHIVE_ENCRYPTED', `an entry is encrypted: ${path}`);
+    const unixType = (entry.externalFileAttributes >>> 16) & 0o170000;
+    if (unixType === 0o120000) throw refusal('ARCHIVE_SYMLINK', `an entry is a symbolic link: ${path}`);
+    total += entry.uncompressedSize;
+    if (total > limits.maxTotalBytes)
+      throw refusal('ARCHIVE_TOO_LARGE', `more than ${limits.maxTotalBytes} bytes uncompressed`);
+    if (
+      entry.uncompressedSize >= 2 ** 20 &&
+      entry.uncompressedSize / Math.max(1, entry.compressedSize) > limits.maxCompressionRatio
+    )
+      throw refusal(
+        'ARCHIVE_COMPRESSION_RATIO',
+        `${path} inflates ${Math.round(entry.uncompressedSize / Math.max(1, entry.compressedSize))}× (the limit is ${limits.maxCompressionRatio}×)`,
+      );
+    entries.push({ path, isDirectory: path.endsWith('/'), entry });
+  }
+  return { entries, nameEncoding: decoded.encoding };
 }
 
 export function openEntry(zip: yauzl.ZipFile, entry: yauzl.Entry): Promise<NodeJS.ReadableStream> {

@@ -15,10 +15,18 @@ import type {
 } from './records.ts';
 import { publicError, stepLifecycle } from './views.ts';
 
+/**
+ * Summary channels are per application (`<tenant>/<application>/<principal>`): a token of one application
+ * names only its own, and one whose tenant gave it the tenant-wide user view names those of every
+ * application of the tenant (core/identity/userReach.ts).
+ */
 export const channels = {
-  user: (tenantId: string, userId: string) => `task_user:${tenantId}/${userId}`,
-  project: (tenantId: string, projectId: string) => `task_project:${tenantId}/${projectId}`,
-  role: (tenantId: string, roleId: string) => `task_role:${tenantId}/${roleId}`,
+  user: (tenantId: string, applicationId: string, userId: string) =>
+    `task_user:${tenantId}/${applicationId}/${userId}`,
+  project: (tenantId: string, applicationId: string, projectId: string) =>
+    `task_project:${tenantId}/${applicationId}/${projectId}`,
+  role: (tenantId: string, applicationId: string, roleId: string) =>
+    `task_role:${tenantId}/${applicationId}/${roleId}`,
   detail: (tenantId: string, taskId: string) => `task_detail:${tenantId}/${taskId}`,
   workflow: (tenantId: string, workflowId: string) => `workflow_summary:${tenantId}/${workflowId}`,
   /** Every task's summary, for the operator dashboard (its tokens come only from an operator session). */
@@ -202,16 +210,25 @@ export function workflowPayload(workflow: WorkflowRecord): Record<string, unknow
   };
 }
 
+/** The summary channel of one principal of a task's ACL. */
+export function aclChannel(
+  tenantId: string,
+  applicationId: string,
+  type: AclEntry['principalType'],
+  id: string,
+): string {
+  if (type === 'USER') return channels.user(tenantId, applicationId, id);
+  if (type === 'PROJECT') return channels.project(tenantId, applicationId, id);
+  return channels.role(tenantId, applicationId, id);
+}
+
 /** The channels that see a task's summary: its owner and every principal of its live ACL. */
 export function summaryChannels(state: TaskState, acl: AclEntry[]): string[] {
-  const { tenantId, ownerId } = state.task;
+  const { tenantId, applicationId, ownerId } = state.task;
   const list = new Set<string>();
-  if (ownerId) list.add(channels.user(tenantId, ownerId));
-  for (const entry of acl) {
-    if (entry.principalType === 'USER') list.add(channels.user(tenantId, entry.principalId));
-    else if (entry.principalType === 'PROJECT') list.add(channels.project(tenantId, entry.principalId));
-    else list.add(channels.role(tenantId, entry.principalId));
-  }
+  if (ownerId) list.add(channels.user(tenantId, applicationId, ownerId));
+  for (const entry of acl)
+    list.add(aclChannel(tenantId, applicationId, entry.principalType, entry.principalId));
   return [...list];
 }
 

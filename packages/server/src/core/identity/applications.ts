@@ -64,6 +64,7 @@ function newKeyRecord(application: Application, label: string | null, now: Date)
     createdAt: now,
     expiresAt: null,
     revokedAt: null,
+    userView: application.userView,
   };
   const issued: IssuedApiKey = { id: generated.keyId, key: generated.plaintext, createdAt: now };
   return { record, issued };
@@ -92,6 +93,7 @@ export async function createApplication(
     previousCallbackSecretExpiresAt: null,
     resourceProviderUrl: null,
     resourceProviderTokenSealed: null,
+    userView: 'APPLICATION',
     createdAt: now,
     updatedAt: now,
     ...(input.resourceProvider ? sealResourceProvider(deps, id, input.resourceProvider) : {}),

@@ -30,6 +30,7 @@ export class ApiKeyAuthenticator {
       tenantId: record.tenantId,
       applicationId: record.applicationId,
       keyId: record.id,
+      userView: record.userView,
     };
   }
 

@@ -53,6 +53,7 @@ async function keyWorks(
     createdAt: deps.clock.now(),
     expiresAt: null,
     revokedAt: null,
+    userView: application.userView,
   });
   return true;
 }

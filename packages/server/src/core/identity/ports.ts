@@ -5,7 +5,12 @@
  *   resource provider (URL + bearer token) through which workers get access to its files.
  * - API key: `tdp_<keyId>_<secret>`; stored as a hash; several may be valid during a rotation overlap.
  * - principal: who is calling, as established by authentication.
+ * - user view: what the tokens an application mints show a user. `APPLICATION` (the default): that
+ *   application's tasks only. `TENANT`: the user's tasks in every application of the tenant, when the
+ *   tenant names the application so (an audited setting). Reads by API key stay per application.
  */
+export type UserView = 'APPLICATION' | 'TENANT';
+
 export interface Tenant {
   id: string;
   name: string;
@@ -21,6 +26,7 @@ export interface Application {
   previousCallbackSecretExpiresAt: Date | null;
   resourceProviderUrl: string | null;
   resourceProviderTokenSealed: string | null;
+  userView: UserView;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -34,6 +40,8 @@ export interface ApiKeyRecord {
   createdAt: Date;
   expiresAt: Date | null;
   revokedAt: Date | null;
+  /** The user view of the key's application. */
+  userView: UserView;
 }
 
 export interface ApplicationPrincipal {
@@ -41,6 +49,19 @@ export interface ApplicationPrincipal {
   tenantId: string;
   applicationId: string;
   keyId: string;
+  /** What the tokens this application mints show a user. */
+  userView: UserView;
+}
+
+/** One audited change of an identity setting. */
+export interface IdentityAuditRecord {
+  id: string;
+  tenantId: string;
+  action: string;
+  actor: string;
+  before: unknown;
+  after: unknown;
+  createdAt: Date;
 }
 
 export interface IdentityStore {
@@ -62,4 +83,14 @@ export interface IdentityStore {
   revokeApiKey(applicationId: string, keyId: string, at: Date): Promise<boolean>;
   findApiKey(keyId: string): Promise<ApiKeyRecord | null>;
   listApiKeys(applicationId: string): Promise<ApiKeyRecord[]>;
+  /**
+   * Gives exactly the named applications of the tenant the TENANT user view (the others APPLICATION)
+   * and writes the audit record, in one transaction.
+   */
+  setTenantWideApplications(
+    tenantId: string,
+    applicationIds: string[],
+    audit: IdentityAuditRecord,
+  ): Promise<void>;
+  listIdentityAudit(tenantId: string, action: string): Promise<IdentityAuditRecord[]>;
 }

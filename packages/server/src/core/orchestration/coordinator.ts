@@ -383,6 +383,7 @@ export async function placeStep(
   };
   const chosen = candidates.find((c) => c.workerId === selection.workerId)!;
   chosen.runningAttempts += 1;
+  chosen.runningByCapability[step.capability] = (chosen.runningByCapability[step.capability] ?? 0) + 1;
   await session.commit(
     before,
     after,

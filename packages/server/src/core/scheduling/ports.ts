@@ -7,7 +7,8 @@ export interface WorkerSession {
   name: string;
   nodeId: string;
   credentialId: string;
-  capabilities: { name: string; version: string }[];
+  /** Each with its own concurrency limit, if the worker declared one. */
+  capabilities: { name: string; version: string; maxConcurrency?: number }[];
   claimedLabels: Record<string, string>;
   resources: { cpuMillis: number; memoryMb: number; gpus: number };
   maxConcurrency: number;
@@ -51,7 +52,12 @@ export interface WorkerStore {
   insertWorker(worker: WorkerSession): Promise<void>;
   /** Who a worker session belongs to, and whether it ended (no load counted: every request asks). */
   findWorkerOwner(id: string): Promise<WorkerOwner | null>;
-  heartbeat(id: string, at: Date, runtimeState: 'READY' | 'DRAINING' | null): Promise<boolean>;
+  /** Whether the session is live, and whether this beat changed its runtime state. */
+  heartbeat(
+    id: string,
+    at: Date,
+    runtimeState: 'READY' | 'DRAINING' | null,
+  ): Promise<{ live: boolean; stateChanged: boolean }>;
   endWorker(id: string, at: Date): Promise<void>;
   candidates(): Promise<WorkerCandidate[]>;
   listWorkers(): Promise<(WorkerSession & { nodeLabels: Record<string, string>; nodeStatus: string })[]>;

@@ -18,8 +18,11 @@ export interface WorkerCandidate {
   runtimeState: 'READY' | 'DRAINING';
   schedulingStatus: 'ELIGIBLE' | 'INELIGIBLE';
   lastHeartbeatAt: Date;
-  capabilities: { name: string; version: string }[];
+  /** A capability's own `maxConcurrency` caps its attempts on this worker within the worker's limit. */
+  capabilities: { name: string; version: string; maxConcurrency?: number }[];
   runningAttempts: number;
+  /** Of `runningAttempts`, how many run each capability (by name; a capability not running is absent). */
+  runningByCapability: Record<string, number>;
   maxConcurrency: number;
   freeResources: { cpuMillis: number; memoryMb: number; gpus: number };
 }
@@ -58,18 +61,20 @@ export function disqualifications(
   if (candidate.schedulingStatus !== 'ELIGIBLE') reasons.push('worker is not eligible');
   if (now.getTime() - candidate.lastHeartbeatAt.getTime() > heartbeatTtlMs)
     reasons.push('worker heartbeat is stale');
-  if (
-    !candidate.capabilities.some(
-      (c) => c.name === request.capability && c.version === request.capabilityVersion,
-    )
-  ) {
-    reasons.push(`does not offer ${request.capability}@${request.capabilityVersion}`);
-  }
+  const offered = candidate.capabilities.find(
+    (c) => c.name === request.capability && c.version === request.capabilityVersion,
+  );
+  if (!offered) reasons.push(`does not offer ${request.capability}@${request.capabilityVersion}`);
   for (const [key, value] of Object.entries(affinity.requiredLabels ?? {})) {
     if (candidate.nodeLabels[key] !== value) reasons.push(`node lacks label ${key}=${value}`);
   }
   if (candidate.runningAttempts >= candidate.maxConcurrency)
     reasons.push('worker is at its concurrency limit');
+  else if (
+    offered?.maxConcurrency !== undefined &&
+    (candidate.runningByCapability[request.capability] ?? 0) >= offered.maxConcurrency
+  )
+    reasons.push(`worker is at its concurrency limit for ${request.capability}`);
   const min = affinity.minimumResources ?? {};
   if ((min.cpuMillis ?? 0) > candidate.freeResources.cpuMillis)
     reasons.push(`needs ${min.cpuMillis} CPU millis`);

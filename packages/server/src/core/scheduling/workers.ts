@@ -15,6 +15,8 @@ export interface WorkerDeps {
   workers: WorkerStore;
   heartbeatIntervalSeconds: number;
   heartbeatTtlMs: number;
+  /** For a registration that names no `maxConcurrency`. */
+  defaultMaxConcurrency: number;
   /** A worker registered or changed: unplaceable requests may fit now. */
   workersChanged: () => void;
   /** Worker key rows, read by every worker request (there is no revocation yet to wait for). */
@@ -63,7 +65,7 @@ export async function registerWorker(deps: WorkerDeps, credentialId: string, req
       memoryMb: request.resources?.memoryMb ?? 1024,
       gpus: request.resources?.gpus ?? 0,
     },
-    maxConcurrency: request.maxConcurrency ?? 4,
+    maxConcurrency: request.maxConcurrency ?? deps.defaultMaxConcurrency,
     runtimeState: 'READY',
     runningAttempts: 0,
     lastHeartbeatAt: now,

@@ -4,8 +4,7 @@
  * and external references, an application's own names for its tasks.
  */
 import type { AclGrantRequest } from '@tdp/protocol';
-import { channels, summaryPayload } from '../facts/projections.ts';
-import type { TaskState } from '../facts/records.ts';
+import { aclChannel, summaryPayload } from '../facts/projections.ts';
 import type { ApplicationPrincipal } from '../identity/ports.ts';
 import { AppError } from '../shared/errors.ts';
 import { type ReadDeps, readableTask } from './reads.ts';
@@ -34,7 +33,12 @@ export async function grantAccess(
         aggregateType: 'TASK',
         aggregateId: taskId,
         aggregateVersion: state.task.version,
-        channel: aclChannel(state, request.principalType, request.principalId),
+        channel: aclChannel(
+          state.task.tenantId,
+          state.task.applicationId,
+          request.principalType,
+          request.principalId,
+        ),
         projection: 'USER_SUMMARY',
         payload: summaryPayload(state, null),
         createdAt: now,
@@ -59,7 +63,7 @@ export async function revokeAccess(
     aggregateType: 'TASK' as const,
     aggregateId: taskId,
     aggregateVersion: state.task.version,
-    channel: aclChannel(state, principalType, principalId),
+    channel: aclChannel(state.task.tenantId, state.task.applicationId, principalType, principalId),
     projection: 'USER_REMOVAL' as const,
     payload: { kind: 'task.removed', schemaVersion: 1, taskId, taskVersion: state.task.version.toString() },
     createdAt: now,
@@ -70,12 +74,6 @@ export async function revokeAccess(
       `${principalType} ${principalId} has no access to task ${taskId}`,
     );
   }
-}
-
-function aclChannel(state: TaskState, type: 'USER' | 'PROJECT' | 'ROLE', id: string): string {
-  if (type === 'USER') return channels.user(state.task.tenantId, id);
-  if (type === 'PROJECT') return channels.project(state.task.tenantId, id);
-  return channels.role(state.task.tenantId, id);
 }
 
 export async function attachExternalRef(

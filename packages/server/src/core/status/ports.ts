@@ -9,6 +9,7 @@
 import type { LifecycleStatus } from '@tdp/protocol';
 import type { FactStore } from '../facts/ports.ts';
 import type { AclEntry, AttemptRecord, RealtimeRecord, TaskState, WorkflowRecord } from '../facts/records.ts';
+import type { UserView } from '../identity/ports.ts';
 
 /** One heartbeat resolved to its execution instance. */
 export interface HeartbeatUpdate {
@@ -33,9 +34,12 @@ export interface StatusReads {
     afterTaskVersion: bigint,
     limit: number,
   ): Promise<import('../facts/records.ts').TaskEventRecord[]>;
-  /** Tasks a user may see (owner or live ACL), most recently updated first. */
+  /**
+   * Tasks a user may see (owner or live ACL) in the tenant — of one application, or of all of them with
+   * `applicationId` null — most recently updated first.
+   */
   visibleTasks(
-    tenantId: string,
+    scope: { tenantId: string; applicationId: string | null },
     viewer: Viewer,
     page: { limit: number; before?: { updatedAt: Date; id: string } },
   ): Promise<TaskState[]>;
@@ -120,6 +124,8 @@ export interface UserPrincipal {
   applicationId: string;
   tenantId: string;
   viewer: Viewer;
+  /** The user view of the minting application when the token was signed (core/identity/userReach.ts). */
+  userView: UserView;
 }
 
 export interface UserTokens {

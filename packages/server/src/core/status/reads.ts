@@ -8,6 +8,7 @@ import { summaryPayload, workflowPayload } from '../facts/projections.ts';
 import type { TaskEventRecord, TaskState } from '../facts/records.ts';
 import { toTaskView } from '../facts/views.ts';
 import type { ApplicationPrincipal } from '../identity/ports.ts';
+import { withinReach } from '../identity/userReach.ts';
 import { AppError } from '../shared/errors.ts';
 import type { Clock, IdGenerator } from '../shared/ports.ts';
 import type { StatusReads, UserPrincipal } from './ports.ts';
@@ -20,13 +21,17 @@ export interface ReadDeps {
   ids: IdGenerator;
 }
 
-/** The task if the reader may see it: its application always; a user as owner or through the ACL. */
+/**
+ * The task if the reader may see it: an API key, the tasks of its application; a user, as owner or
+ * through the ACL, the tasks within their token's reach (core/identity/userReach.ts).
+ */
 export async function readableTask(deps: ReadDeps, reader: Reader, taskId: string): Promise<TaskState> {
   const state = await deps.reads.task(taskId);
   const visible =
     state &&
-    state.task.applicationId === reader.applicationId &&
-    (reader.kind === 'application' || (await deps.reads.canView(taskId, reader.viewer)));
+    (reader.kind === 'application'
+      ? state.task.applicationId === reader.applicationId
+      : withinReach(reader, state.task) && (await deps.reads.canView(taskId, reader.viewer)));
   if (!visible) throw new AppError('TASK_NOT_FOUND', `task ${taskId} does not exist`);
   return state;
 }
@@ -148,11 +153,15 @@ export async function myTasks(
   user: UserPrincipal,
   query: { limit: number; cursor?: string | undefined },
 ) {
-  const rows = await deps.reads.visibleTasks(user.tenantId, user.viewer, {
+  const scope = {
+    tenantId: user.tenantId,
+    applicationId: user.userView === 'TENANT' ? null : user.applicationId,
+  };
+  const rows = await deps.reads.visibleTasks(scope, user.viewer, {
     limit: query.limit + 1,
     ...(query.cursor ? { before: decodeCursor(query.cursor) } : {}),
   });
-  const page = rows.filter((r) => r.task.applicationId === user.applicationId).slice(0, query.limit);
+  const page = rows.slice(0, query.limit);
   return {
     items: page.map(toSummary),
     nextCursor: rows.length > query.limit && page.length > 0 ? encodeCursor(page.at(-1)!) : null,
@@ -162,7 +171,12 @@ export async function myTasks(
 /** A workflow with the summaries of the tasks its reader may see (a user only sees their tasks). */
 export async function workflowView(deps: ReadDeps, reader: Reader, workflowId: string) {
   const workflow = await deps.reads.workflow(workflowId);
-  if (!workflow || workflow.applicationId !== reader.applicationId)
+  const reachable =
+    workflow &&
+    (reader.kind === 'application'
+      ? workflow.applicationId === reader.applicationId
+      : withinReach(reader, workflow));
+  if (!workflow || !reachable)
     throw new AppError('WORKFLOW_NOT_FOUND', `workflow ${workflowId} does not exist`);
   const tasks = await deps.reads.tasksOf(workflowId);
   const visible = reader.kind === 'application' ? tasks : await filterVisible(deps, reader, tasks);

@@ -35,6 +35,9 @@ const ApplicationView = Type.Object({
   resourceProviderUrl: Type.Union([Type.String(), Type.Null()]),
   hasResourceProviderToken: Type.Boolean(),
   callbackSecretRotating: Type.Boolean(),
+  userView: Type.Union([Type.Literal('APPLICATION'), Type.Literal('TENANT')], {
+    description: "What its tokens show a user: its own tasks, or (named by the tenant) all of the tenant's",
+  }),
   createdAt: Timestamp,
   updatedAt: Timestamp,
 });
@@ -60,6 +63,7 @@ function applicationView(a: Application, now: Date) {
     hasResourceProviderToken: a.resourceProviderTokenSealed !== null,
     callbackSecretRotating:
       a.previousCallbackSecretExpiresAt !== null && a.previousCallbackSecretExpiresAt > now,
+    userView: a.userView,
     createdAt: a.createdAt.toISOString(),
     updatedAt: a.updatedAt.toISOString(),
   };

@@ -8,6 +8,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } 
 import type { Logger } from 'pino';
 import secureJson from 'secure-json-parse';
 import { clientErrorResponse, problem, sendProblem, toProblem } from './problems.ts';
+import { RateLimitedError } from './rateLimits.ts';
 import { ProblemSchema, problemResponses } from './schemas.ts';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
@@ -208,6 +209,7 @@ export async function createHttpApp(options: HttpOptions): Promise<FastifyInstan
     const body = toProblem(error, request);
     if (body.status >= 500) request.log.error({ err: error, code: body.code }, 'request failed');
     if (reply.sent) return;
+    if (error instanceof RateLimitedError) reply.headers(error.headers());
     return sendProblem(reply, body);
   });
 

@@ -27,7 +27,7 @@ import {
 export function registerEventReportRoutes(
   app: FastifyInstance,
   deps: StatusRouteDeps,
-  { caller }: StatusCallers,
+  { caller, chargeExecutions }: StatusCallers,
 ): void {
   function credentialFor(
     who: Caller | null,
@@ -74,6 +74,7 @@ export function registerEventReportRoutes(
     async (request) => {
       const who = await caller(request);
       const body = request.body as unknown as Record<string, unknown>;
+      await chargeExecutions([body.executionToken as string | undefined], who);
       return reportTaskEvent(deps.status, {
         credential: credentialFor(who, body as never),
         event: decode(body),
@@ -111,6 +112,10 @@ export function registerEventReportRoutes(
     },
     async (request) => {
       const who = await caller(request);
+      await chargeExecutions(
+        request.body.events.map((event) => event.executionToken as string | undefined),
+        who,
+      );
       const prepared: {
         index: number;
         item?: { credential: EventCredential; event: ReportedEvent };
@@ -174,6 +179,10 @@ export function registerEventReportRoutes(
     },
     async (request) => {
       const who = await caller(request);
+      await chargeExecutions(
+        request.body.heartbeats.map((beat) => beat.executionToken),
+        who,
+      );
       const principal = who?.kind === 'application' ? who.principal : null;
       const results = await recordHeartbeats(deps.status, principal, request.body.heartbeats);
       return { results, receivedAt: deps.status.clock.now().toISOString() };

@@ -46,6 +46,13 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly rateLimited = new Counter({
+    name: 'tdp_rate_limited_total',
+    help: 'Requests refused with 429 RATE_LIMITED, by credential (application, worker, execution)',
+    labelNames: ['credential'] as const,
+    registers: [this.registry],
+  });
+
   constructor(
     oldestUnpublishedAgeSeconds: () => Promise<number>,
     oldestUnpublishedRealtimeAgeSeconds: () => Promise<number> = async () => 0,

@@ -4,6 +4,7 @@ import { Type } from 'typebox';
 import { channels } from '../../../core/facts/projections.ts';
 import type { TaskState } from '../../../core/facts/records.ts';
 import type { ApiKeyAuthenticator } from '../../../core/identity/authenticate.ts';
+import { reachedApplications, withinReach } from '../../../core/identity/userReach.ts';
 import { AppError } from '../../../core/shared/errors.ts';
 import type { Clock } from '../../../core/shared/ports.ts';
 import type { Viewer } from '../../../core/status/ports.ts';
@@ -11,8 +12,9 @@ import { problemResponses, Uuid } from './schemas.ts';
 
 /**
  * Realtime tokens for the gateway (the `centrifuge` SDK), asked for by an application's backend on behalf
- * of one of its users: a connection token whose only server-side subscription is the user's own task
- * channel, and subscription tokens for one task's detail channel, after checking the user may see it.
+ * of one of its users: a connection token whose server-side subscriptions are the user's task channels
+ * within the application's reach (its own; every application's of the tenant with the tenant-wide user
+ * view), and subscription tokens for one task's detail channel, after checking the user may see it.
  */
 export function registerRealtimeRoutes(
   app: FastifyInstance,
@@ -23,6 +25,8 @@ export function registerRealtimeRoutes(
     reads: {
       task(taskId: string): Promise<TaskState | null>;
       canView(taskId: string, viewer: Viewer): Promise<boolean>;
+      /** The ids of the tenant's applications. */
+      applicationsOf(tenantId: string): Promise<string[]>;
     };
     tokenTtlSeconds?: number;
     /** The WebSocket URL handed out (default: this server's own gateway). */
@@ -65,7 +69,11 @@ export function registerRealtimeRoutes(
     },
     async (request) => {
       const caller = await principal(request.headers.authorization);
-      const userChannels = [channels.user(caller.tenantId, request.body.userId)];
+      const applications = reachedApplications(
+        caller,
+        caller.userView === 'TENANT' ? await deps.reads.applicationsOf(caller.tenantId) : [],
+      );
+      const userChannels = applications.map((id) => channels.user(caller.tenantId, id, request.body.userId));
       return {
         token: await sign({ sub: request.body.userId, channels: userChannels }),
         url: deps.wsUrl ?? `ws://${request.headers.host}/connection/websocket`,
@@ -103,7 +111,8 @@ export function registerRealtimeRoutes(
       const caller = await principal(request.headers.authorization);
       const task = await deps.reads.task(request.body.taskId);
       const visible =
-        task?.task.applicationId === caller.applicationId &&
+        task !== null &&
+        withinReach(caller, task.task) &&
         (await deps.reads.canView(request.body.taskId, {
           userId: request.body.userId,
           projects: [],

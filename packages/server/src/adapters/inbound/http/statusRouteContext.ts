@@ -9,12 +9,15 @@ import { AppError } from '../../../core/shared/errors.ts';
 import type { StatusDeps } from '../../../core/status/deps.ts';
 import type { UserPrincipal, UserTokens } from '../../../core/status/ports.ts';
 import type { ReadDeps, Reader } from '../../../core/status/reads.ts';
+import type { RateLimits } from './rateLimits.ts';
 
 export interface StatusRouteDeps {
   authenticator: ApiKeyAuthenticator;
   status: StatusDeps;
   reads: ReadDeps;
   userTokens: UserTokens;
+  /** Requests with an execution token are charged to its execution (API keys: by the authenticator). */
+  rateLimits: RateLimits;
 }
 
 export type Caller =
@@ -44,6 +47,11 @@ export interface StatusCallers {
   application(request: FastifyRequest): Promise<ApplicationPrincipal>;
   /** An application or a user (401 otherwise). */
   reader(request: FastifyRequest): Promise<Reader>;
+  /**
+   * Charges the executions of the execution tokens sent in a body (429 RATE_LIMITED when one is used
+   * up), but not the caller's own token again: `caller` charged it already.
+   */
+  chargeExecutions(tokens: (string | undefined)[], who: Caller | null): Promise<void>;
 }
 
 export function statusCallers(deps: StatusRouteDeps): StatusCallers {
@@ -57,7 +65,18 @@ export function statusCallers(deps: StatusRouteDeps): StatusCallers {
       return { kind: 'application', principal };
     }
     const user = await deps.userTokens.verify(token, deps.status.clock.now());
-    return user ? { kind: 'user', principal: user } : { kind: 'token', token };
+    if (user) return { kind: 'user', principal: user };
+    await chargeExecutions([token], null);
+    return { kind: 'token', token };
+  }
+
+  async function chargeExecutions(tokens: (string | undefined)[], who: Caller | null): Promise<void> {
+    const charged = who?.kind === 'token' ? who.token : undefined;
+    const others = tokens.filter((token) => token !== charged);
+    await deps.rateLimits.chargeExecutions(others, async (token) => {
+      const claims = await deps.status.credentials.verify(token, deps.status.clock.now());
+      return claims?.executionId ?? null;
+    });
   }
 
   async function application(request: FastifyRequest): Promise<ApplicationPrincipal> {
@@ -73,5 +92,5 @@ export function statusCallers(deps: StatusRouteDeps): StatusCallers {
     throw unauthenticated(request, 'send an API key or a user token');
   }
 
-  return { caller, application, reader };
+  return { caller, application, reader, chargeExecutions };
 }

@@ -169,6 +169,7 @@ export function registerTaskStatusRoutes(
             projects: request.body.projects ?? [],
             roles: request.body.roles ?? [],
           },
+          userView: principal.userView,
         },
         expiresAt,
       );

@@ -2,7 +2,7 @@
  * Live status for a plain EventSource (source document 002 §8), with a user token:
  *
  * - `GET /v1/me/task-stream` streams the summaries of the person's tasks (their user channel and those
- *   of their projects and roles) as server-sent events. The first event is `{kind: "stream.ready",
+ *   of their projects and roles, of each application within the token's reach) as server-sent events. The first event is `{kind: "stream.ready",
  *   sessionId}`. Each task event's `id` is a cursor of the stream's positions: a reconnect with
  *   `Last-Event-ID` gets what it missed, or `{kind: "stream.reset"}` when that is gone (then reload
  *   `GET /v1/me/tasks`).
@@ -18,6 +18,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import { channels } from '../../../core/facts/projections.ts';
 import type { TaskState } from '../../../core/facts/records.ts';
+import { reachedApplications, withinReach } from '../../../core/identity/userReach.ts';
 import { AppError } from '../../../core/shared/errors.ts';
 import type { Clock } from '../../../core/shared/ports.ts';
 import type { UserPrincipal, UserTokens, Viewer } from '../../../core/status/ports.ts';
@@ -30,6 +31,8 @@ export interface TaskStreamDeps {
   reads: {
     task(taskId: string): Promise<TaskState | null>;
     canView(taskId: string, viewer: Viewer): Promise<boolean>;
+    /** The ids of the tenant's applications. */
+    applicationsOf(tenantId: string): Promise<string[]>;
   };
   /** How long a watch-set lasts unless it is PUT again. */
   watchTtlMs?: number;
@@ -99,11 +102,15 @@ export function registerTaskStreamRoutes(app: FastifyInstance, deps: TaskStreamD
     async (request, reply) => {
       const principal = await user(request);
       const { tenantId, viewer } = principal;
-      const base = [
-        channels.user(tenantId, viewer.userId),
-        ...viewer.projects.map((p) => channels.project(tenantId, p)),
-        ...viewer.roles.map((r) => channels.role(tenantId, r)),
-      ];
+      const applications = reachedApplications(
+        principal,
+        principal.userView === 'TENANT' ? await deps.reads.applicationsOf(tenantId) : [],
+      );
+      const base = applications.flatMap((app) => [
+        channels.user(tenantId, app, viewer.userId),
+        ...viewer.projects.map((p) => channels.project(tenantId, app, p)),
+        ...viewer.roles.map((r) => channels.role(tenantId, app, r)),
+      ]);
       const lastEventId = request.headers['last-event-id'];
       const since = typeof lastEventId === 'string' ? decodeCursor(lastEventId, base.length) : null;
 
@@ -195,7 +202,8 @@ export function registerTaskStreamRoutes(app: FastifyInstance, deps: TaskStreamD
       for (const taskId of request.body.taskIds) {
         const task = await deps.reads.task(taskId);
         const visible =
-          task?.task.applicationId === principal.applicationId &&
+          task !== null &&
+          withinReach(principal, task.task) &&
           (await deps.reads.canView(taskId, principal.viewer));
         if (!visible) throw new AppError('TASK_NOT_FOUND', `task ${taskId} does not exist`);
       }

@@ -29,6 +29,7 @@ import { AppError } from '../../../core/shared/errors.ts';
 import type { StatusDeps } from '../../../core/status/deps.ts';
 import { recordWorkerEvents } from '../../../core/status/workerInbox.ts';
 import { requireAdmin } from './auth.ts';
+import type { RateLimits } from './rateLimits.ts';
 import { emptyBodyAsObject, eventStream, IdempotencyKeyHeader, problemResponses, Uuid } from './schemas.ts';
 
 function bearer(request: FastifyRequest): string | null {
@@ -50,6 +51,8 @@ export function registerWorkerRoutes(
     commandPollIntervalMs: number;
     /** The attempt inbox records a worker's events through the status service. */
     inbox: StatusDeps;
+    /** Each request with a worker key is charged to the key's bucket. */
+    rateLimits: RateLimits;
   },
 ): void {
   const tags = ['workers'];
@@ -64,6 +67,7 @@ export function registerWorkerRoutes(
     const token = bearer(request);
     const id = token ? await authenticateWorkerKey(deps.workers, token) : null;
     if (!id) throw new AppError('UNAUTHENTICATED', 'send a worker key as "Authorization: Bearer tdpw_…"');
+    deps.rateLimits.charge('worker', id);
     return id;
   }
 
@@ -159,12 +163,13 @@ export function registerWorkerRoutes(
     },
     async (request, reply) => {
       await requireWorker(deps.workers, await workerCredential(request), request.params.id);
-      await deps.workers.workers.heartbeat(
+      const beat = await deps.workers.workers.heartbeat(
         request.params.id,
         deps.workers.clock.now(),
         request.body.runtimeState ?? null,
       );
-      if (request.body.runtimeState) deps.workers.workersChanged();
+      // Only a change of state changes where steps may go; every beat carries the state.
+      if (beat.stateChanged) deps.workers.workersChanged();
       return reply.code(204).send();
     },
   );

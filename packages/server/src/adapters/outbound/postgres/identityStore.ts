@@ -1,4 +1,11 @@
-import type { ApiKeyRecord, Application, IdentityStore, Tenant } from '../../../core/identity/ports.ts';
+import type {
+  ApiKeyRecord,
+  Application,
+  IdentityAuditRecord,
+  IdentityStore,
+  Tenant,
+  UserView,
+} from '../../../core/identity/ports.ts';
 import { isUniqueViolation, type Sql, transaction } from './database.ts';
 
 interface ApplicationRow {
@@ -10,6 +17,7 @@ interface ApplicationRow {
   previous_callback_secret_expires_at: Date | null;
   resource_provider_url: string | null;
   resource_provider_token_sealed: string | null;
+  user_view: UserView;
   created_at: Date;
   updated_at: Date;
 }
@@ -23,6 +31,7 @@ interface ApiKeyRow {
   created_at: Date;
   expires_at: Date | null;
   revoked_at: Date | null;
+  user_view: UserView;
 }
 
 const toApplication = (row: ApplicationRow): Application => ({
@@ -34,6 +43,7 @@ const toApplication = (row: ApplicationRow): Application => ({
   previousCallbackSecretExpiresAt: row.previous_callback_secret_expires_at,
   resourceProviderUrl: row.resource_provider_url,
   resourceProviderTokenSealed: row.resource_provider_token_sealed,
+  userView: row.user_view,
   createdAt: row.created_at,
   updatedAt: row.updated_at,
 });
@@ -47,6 +57,7 @@ const toApiKey = (row: ApiKeyRow): ApiKeyRecord => ({
   createdAt: row.created_at,
   expiresAt: row.expires_at,
   revokedAt: row.revoked_at,
+  userView: row.user_view,
 });
 
 export class PostgresIdentityStore implements IdentityStore {
@@ -161,14 +172,57 @@ export class PostgresIdentityStore implements IdentityStore {
 
   async findApiKey(keyId: string): Promise<ApiKeyRecord | null> {
     const [row] = await this.sql<ApiKeyRow[]>`
-      SELECT k.*, a.tenant_id FROM api_key k JOIN application a ON a.id = k.application_id WHERE k.id = ${keyId}`;
+      SELECT k.*, a.tenant_id, a.user_view FROM api_key k JOIN application a ON a.id = k.application_id WHERE k.id = ${keyId}`;
     return row ? toApiKey(row) : null;
   }
 
   async listApiKeys(applicationId: string): Promise<ApiKeyRecord[]> {
     const rows = await this.sql<ApiKeyRow[]>`
-      SELECT k.*, a.tenant_id FROM api_key k JOIN application a ON a.id = k.application_id
+      SELECT k.*, a.tenant_id, a.user_view FROM api_key k JOIN application a ON a.id = k.application_id
       WHERE k.application_id = ${applicationId} ORDER BY k.created_at`;
     return rows.map(toApiKey);
+  }
+
+  async setTenantWideApplications(
+    tenantId: string,
+    applicationIds: string[],
+    audit: IdentityAuditRecord,
+  ): Promise<void> {
+    await transaction(this.sql, async (tx) => {
+      await tx`
+        UPDATE application
+        SET user_view = CASE WHEN id = ANY(${applicationIds}::uuid[]) THEN 'TENANT' ELSE 'APPLICATION' END
+        WHERE tenant_id = ${tenantId}`;
+      await tx`
+        INSERT INTO identity_audit (id, tenant_id, action, actor, before, after, created_at)
+        VALUES (${audit.id}, ${audit.tenantId}, ${audit.action}, ${audit.actor}, ${tx.json(audit.before as never)},
+                ${tx.json(audit.after as never)}, ${audit.createdAt})`;
+    });
+  }
+
+  async listIdentityAudit(tenantId: string, action: string): Promise<IdentityAuditRecord[]> {
+    const rows = await this.sql<
+      {
+        id: string;
+        tenant_id: string;
+        action: string;
+        actor: string;
+        before: unknown;
+        after: unknown;
+        created_at: Date;
+      }[]
+    >`
+      SELECT id, tenant_id, action, actor, before, after, created_at FROM identity_audit
+      WHERE tenant_id = ${tenantId} AND action = ${action}
+      ORDER BY created_at, id`;
+    return rows.map((r) => ({
+      id: r.id,
+      tenantId: r.tenant_id,
+      action: r.action,
+      actor: r.actor,
+      before: r.before,
+      after: r.after,
+      createdAt: r.created_at,
+    }));
   }
 }

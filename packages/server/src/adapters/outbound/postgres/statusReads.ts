@@ -91,14 +91,15 @@ export class PostgresStatusReads implements StatusReads {
   }
 
   async visibleTasks(
-    tenantId: string,
+    scope: { tenantId: string; applicationId: string | null },
     viewer: Viewer,
     page: { limit: number; before?: { updatedAt: Date; id: string } },
   ) {
     const sql = this.sql;
     const rows = await sql<TaskRow[]>`
       SELECT t.* FROM task t
-      WHERE t.tenant_id = ${tenantId} AND ${this.viewerCondition(viewer)}
+      WHERE t.tenant_id = ${scope.tenantId} AND ${this.viewerCondition(viewer)}
+        ${scope.applicationId ? sql`AND t.application_id = ${scope.applicationId}` : sql``}
         ${page.before ? sql`AND (t.updated_at, t.id) < (${page.before.updatedAt}, ${page.before.id})` : sql``}
       ORDER BY t.updated_at DESC, t.id DESC
       LIMIT ${page.limit}`;

@@ -8,7 +8,7 @@ interface WorkerRow {
   name: string;
   node_id: string;
   credential_id: string;
-  capabilities: { name: string; version: string }[];
+  capabilities: { name: string; version: string; maxConcurrency?: number }[];
   claimed_labels: Record<string, string>;
   resources: { cpuMillis: number; memoryMb: number; gpus: number };
   max_concurrency: number;
@@ -92,10 +92,13 @@ export class PostgresWorkerStore implements WorkerStore {
   }
 
   async heartbeat(id: string, at: Date, runtimeState: 'READY' | 'DRAINING' | null) {
-    const rows = await this.sql`
-      UPDATE worker SET last_heartbeat_at = ${at}, runtime_state = coalesce(${runtimeState}, runtime_state)
-      WHERE id = ${id} AND ended_at IS NULL RETURNING id`;
-    return rows.length > 0;
+    // `before` is the row as it was, so the answer says whether the state moved.
+    const [row] = await this.sql<{ changed: boolean }[]>`
+      UPDATE worker w SET last_heartbeat_at = ${at}, runtime_state = coalesce(${runtimeState}, w.runtime_state)
+      FROM worker before
+      WHERE w.id = ${id} AND before.id = w.id AND w.ended_at IS NULL
+      RETURNING w.runtime_state IS DISTINCT FROM before.runtime_state AS changed`;
+    return row ? { live: true, stateChanged: row.changed } : { live: false, stateChanged: false };
   }
 
   async endWorker(id: string, at: Date) {
@@ -109,10 +112,22 @@ export class PostgresWorkerStore implements WorkerStore {
         group_name: string | null;
         weight: number;
         management_status: 'ACTIVE' | 'CORDONED';
+        running_by_capability: Record<string, number>;
       })[]
     >`
-      SELECT w.*, ${openAttempts(this.sql)}, n.labels, n.group_name, n.weight, n.management_status
+      SELECT w.*, coalesce(r.total, 0) AS running_attempts, coalesce(r.by_capability, '{}') AS running_by_capability,
+             n.labels, n.group_name, n.weight, n.management_status
       FROM worker w JOIN worker_node n ON n.id = w.node_id
+      -- The open attempts of each session, counted per capability of their step.
+      LEFT JOIN LATERAL (
+        SELECT sum(c.running)::int AS total, jsonb_object_agg(c.capability, c.running) AS by_capability
+        FROM (
+          SELECT s.capability, count(*)::int AS running
+          FROM attempt a JOIN step s ON s.id = a.step_id
+          WHERE a.worker_id = w.id AND a.revoked_at IS NULL
+          GROUP BY s.capability
+        ) c
+      ) r ON true
       WHERE w.ended_at IS NULL`;
     return rows.map((r) => ({
       workerId: r.id,
@@ -126,6 +141,7 @@ export class PostgresWorkerStore implements WorkerStore {
       lastHeartbeatAt: r.last_heartbeat_at,
       capabilities: r.capabilities,
       runningAttempts: r.running_attempts,
+      runningByCapability: r.running_by_capability,
       maxConcurrency: r.max_concurrency,
       freeResources: r.resources,
     }));

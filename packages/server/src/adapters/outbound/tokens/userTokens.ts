@@ -16,6 +16,8 @@ export class JoseUserTokens implements UserTokens {
       ten: principal.tenantId,
       prj: principal.viewer.projects,
       rol: principal.viewer.roles,
+      // Only the wider view is written: a token without it shows the application's tasks alone.
+      ...(principal.userView === 'TENANT' ? { uv: 'TENANT' } : {}),
     })
       .setProtectedHeader({ alg: 'HS256', kid })
       .setSubject(principal.viewer.userId)
@@ -44,6 +46,7 @@ export class JoseUserTokens implements UserTokens {
           projects: (payload.prj as string[]) ?? [],
           roles: (payload.rol as string[]) ?? [],
         },
+        userView: payload.uv === 'TENANT' ? 'TENANT' : 'APPLICATION',
       };
     } catch {
       return null;
