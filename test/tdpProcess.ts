@@ -22,6 +22,8 @@ export function tdpProcess(options: {
   port: number;
   /** More environment for the process (settings). */
   env?: Record<string, string>;
+  /** Pass the server's log (stdout) through instead of dropping it. */
+  showLogs?: boolean;
 }): TdpProcess {
   const adminToken = `tdpadm_test_${Date.now()}`;
   const env = {
@@ -46,7 +48,7 @@ export function tdpProcess(options: {
     start: async () => {
       const started = spawn(process.execPath, ['--import', 'tsx', cli, 'server'], {
         env,
-        stdio: ['ignore', 'ignore', 'inherit'],
+        stdio: ['ignore', options.showLogs ? 'inherit' : 'ignore', 'inherit'],
       });
       child = started;
       const deadline = Date.now() + 60_000;

@@ -66,13 +66,18 @@ export class ServerApi {
       response.writeHead(400).end();
       return;
     }
-    const handler = this.methods[method as keyof typeof this.methods];
+    const handler = this.method(method);
     if (!handler) {
       response.writeHead(404).end();
       return;
     }
     const outcome = await handler(body).catch(() => ({ error: replyErrors.internal }));
     response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(outcome));
+  }
+
+  /** The API method of that name; only the API's own (`toString` is an object's, not a method). */
+  private method(name: string | undefined): Method | undefined {
+    return name !== undefined && Object.hasOwn(this.methods, name) ? this.methods[name] : undefined;
   }
 
   /** The API's methods: `{result}` or `{error}`. */
@@ -120,7 +125,7 @@ export class ServerApi {
       if (!Array.isArray(body.commands)) return { error: replyErrors.badRequest };
       const run = async (command: unknown): Promise<Record<string, unknown>> => {
         const [method, params] = Object.entries((command ?? {}) as Record<string, unknown>)[0] ?? [];
-        const handler = method && method !== 'batch' ? this.methods[method] : undefined;
+        const handler = method && method !== 'batch' ? this.method(method) : undefined;
         if (!handler) return { error: replyErrors.methodNotFound };
         if (typeof params !== 'object' || params === null) return { error: replyErrors.badRequest };
         const outcome = await handler(params as Record<string, unknown>).catch(() => ({

@@ -100,6 +100,12 @@ describe('the server API', () => {
     });
     expect(bad.status).toBe(400);
     expect((await api(node.base, 'nonsense', {})).status).toBe(404);
+    // Names every object has are not methods (they were looked up on the prototype: a 500).
+    for (const name of ['toString', 'constructor', 'hasOwnProperty', '__proto__'])
+      expect((await api(node.base, name, {})).status).toBe(404);
+    expect((await api(node.base, 'batch', { commands: [{ toString: {} }] })).body).toEqual({
+      replies: [{ error: { code: 104, message: 'method not found' } }],
+    });
     expect((await api(node.base, 'publish', { channel: 'x' })).body).toEqual({
       error: { code: 107, message: 'bad request' },
     });

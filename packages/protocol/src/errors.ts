@@ -139,9 +139,11 @@ export const errorCatalogue = {
     retryable: false,
     title: 'An application with this name already exists in the tenant',
   },
+  TENANT_NAME_TAKEN: { status: 409, retryable: false, title: 'A tenant with this name already exists' },
   INVALID_TRANSITION: { status: 409, retryable: false, title: 'The execution cannot make this transition' },
   PAYLOAD_TOO_LARGE: { status: 413, retryable: false, title: 'The request body is too large' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, retryable: false, title: 'Unsupported content type' },
+  HEADERS_TOO_LARGE: { status: 431, retryable: false, title: 'The request headers are too large' },
   SCHEMA_NOT_ALLOWED: {
     status: 422,
     retryable: false,

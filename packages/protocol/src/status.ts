@@ -294,10 +294,13 @@ export const StatusDefinitionEntry = Type.Object(
 );
 export type StatusDefinitionEntry = Static<typeof StatusDefinitionEntry>;
 
+/** A status or operation definition's version (a PostgreSQL integer). */
+const RegistryVersion = Type.Integer({ minimum: 1, maximum: 2_147_483_647 });
+
 export const StatusDefinitionRequest = Type.Object(
   {
     taskType: Code,
-    version: Type.Integer({ minimum: 1 }),
+    version: RegistryVersion,
     statuses: Type.Array(StatusDefinitionEntry, { minItems: 1, maxItems: 200 }),
   },
   Strict,
@@ -307,7 +310,7 @@ export type StatusDefinitionRequest = Static<typeof StatusDefinitionRequest>;
 export const OperationDefinitionRequest = Type.Object(
   {
     operationCode: Code,
-    version: Type.Integer({ minimum: 1 }),
+    version: RegistryVersion,
     displayName: Type.String({ minLength: 1, maxLength: 128 }),
     taskTypePattern: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
     producerPattern: Type.String({ minLength: 1, maxLength: 255 }),

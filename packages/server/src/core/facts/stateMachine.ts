@@ -11,7 +11,7 @@ import type {
   StepStatus,
   StructuredError,
 } from '@tdp/protocol';
-import { isTerminal, lifecycleOf, transitionExecution } from './execution.ts';
+import { canTransition, isTerminal, lifecycleOf, transitionExecution } from './execution.ts';
 import type { ExecutionRecord, StatusDefinition, StepRecord, TaskFailure, TaskRecord } from './records.ts';
 
 export interface Refusal {
@@ -204,6 +204,13 @@ export function endTask(
     return refuse(
       'INVALID_TRANSITION',
       `task ${task.id} already ended ${lifecycleOf(execution.status)}; terminal states are final`,
+    );
+  }
+  // A cancelling execution ends CANCELED (or FAILED, TIMED_OUT), never SUCCEEDED.
+  if (!canTransition(execution.status, outcome)) {
+    return refuse(
+      'INVALID_TRANSITION',
+      `task ${task.id} is ${execution.status.toLowerCase()}; it cannot end ${outcome.toLowerCase()}`,
     );
   }
   const nextExecution = transitionExecution(execution, outcome, at);

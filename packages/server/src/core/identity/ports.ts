@@ -65,7 +65,8 @@ export interface IdentityAuditRecord {
 }
 
 export interface IdentityStore {
-  insertTenant(tenant: Tenant): Promise<void>;
+  /** False when the name is taken. */
+  insertTenant(tenant: Tenant): Promise<boolean>;
   listTenants(): Promise<Tenant[]>;
   getTenant(id: string): Promise<Tenant | null>;
   findTenantByName(name: string): Promise<Tenant | null>;

@@ -6,7 +6,8 @@ type TenantDeps = { store: IdentityStore; clock: Clock; ids: IdGenerator };
 
 export async function createTenant(deps: TenantDeps, name: string): Promise<Tenant> {
   const tenant: Tenant = { id: deps.ids.newId(), name: name.trim(), createdAt: deps.clock.now() };
-  await deps.store.insertTenant(tenant);
+  if (!(await deps.store.insertTenant(tenant)))
+    throw new AppError('TENANT_NAME_TAKEN', `a tenant named "${tenant.name}" already exists`);
   return tenant;
 }
 

@@ -104,7 +104,9 @@ export function advance(steps: StepDefinition[], states: StepState[], fact: Orch
     changed = false;
     for (const step of steps) {
       const state = byKey.get(step.key);
-      if (state?.status !== 'WAITING') continue;
+      // A later attempt waits for its RETRY_DUE (the back-off), whatever else finishes meanwhile: its
+      // dependencies had all succeeded when the first attempt became ready.
+      if (state?.status !== 'WAITING' || state.attempt > 1) continue;
       const dependencies = step.dependsOn.map((d) => byKey.get(d)!);
       const blocked = dependencies.find(
         (d) => d.status === 'SKIPPED' || d.status === 'FAILED' || d.status === 'CANCELED',

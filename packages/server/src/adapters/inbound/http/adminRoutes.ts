@@ -356,7 +356,13 @@ export function registerAdminRoutes(
     '/admin/v1/applications/:id/status-definitions',
     {
       onRequest,
-      schema: { tags, security, summary: 'List status definitions', params: Type.Object({ id: Uuid }) },
+      schema: {
+        tags,
+        security,
+        summary: 'List status definitions',
+        params: Type.Object({ id: Uuid }),
+        response: { 200: Type.Array(Type.Record(Type.String(), Type.Unknown())) },
+      },
     },
     async (request) => {
       await getApplication(request.params.id);
@@ -398,7 +404,13 @@ export function registerAdminRoutes(
     '/admin/v1/applications/:id/operation-definitions',
     {
       onRequest,
-      schema: { tags, security, summary: 'List operation definitions', params: Type.Object({ id: Uuid }) },
+      schema: {
+        tags,
+        security,
+        summary: 'List operation definitions',
+        params: Type.Object({ id: Uuid }),
+        response: { 200: Type.Array(Type.Record(Type.String(), Type.Unknown())) },
+      },
     },
     async (request) => {
       await getApplication(request.params.id);

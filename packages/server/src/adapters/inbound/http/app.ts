@@ -7,9 +7,9 @@ import addFormatsModule from 'ajv-formats';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import type { Logger } from 'pino';
 import secureJson from 'secure-json-parse';
-import { problem, sendProblem, toProblem } from './problems.ts';
+import { clientErrorResponse, problem, sendProblem, toProblem } from './problems.ts';
 import { RateLimitedError } from './rateLimits.ts';
-import { ProblemSchema } from './schemas.ts';
+import { ProblemSchema, problemResponses } from './schemas.ts';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
 
@@ -23,6 +23,12 @@ export interface HttpOptions {
   /** Answers some requests before Fastify sees them (the realtime gateway's HTTP endpoints); true if it did. */
   rawHandler?: (request: IncomingMessage, response: ServerResponse) => boolean;
 }
+
+/**
+ * The longest path parameter the router takes: a 255-character value (an external reference), each
+ * character up to 4 UTF-8 bytes percent-encoded (12 characters). The schemas then bound the decoded value.
+ */
+const longestPathParameter = 255 * 12;
 
 /**
  * The Fastify instance with what every surface shares: strict validation (no coercion and no silently
@@ -41,6 +47,14 @@ export async function createHttpApp(options: HttpOptions): Promise<FastifyInstan
       : {}),
     loggerInstance: options.logger as FastifyBaseLogger,
     bodyLimit: options.bodyLimitBytes,
+    routerOptions: { maxParamLength: longestPathParameter },
+    // The router's own refusals (a malformed URL, a path parameter too long) are problems like any other.
+    frameworkErrors: (error, request, reply) => sendProblem(reply, toProblem(error, request)),
+    clientErrorHandler: (error, socket) => {
+      if ((error as { code?: string }).code === 'ECONNRESET' || socket.destroyed) return;
+      if (socket.writable) socket.write(clientErrorResponse(error as { code?: string }));
+      socket.destroy(error);
+    },
     requestTimeout: options.requestDeadlineMs * 2,
     connectionTimeout: options.requestDeadlineMs * 2,
     genReqId: (request) => {
@@ -79,6 +93,14 @@ export async function createHttpApp(options: HttpOptions): Promise<FastifyInstan
 
   app.addSchema(ProblemSchema);
 
+  // Any operation can answer an error (401, 404, 503 REQUEST_TIMEOUT…): every documented route says so,
+  // as problem+json, unless it lists its own. Routes are registered after this hook, so it sees them all.
+  app.addHook('onRoute', (route) => {
+    const schema = (route.schema ?? {}) as { hide?: boolean; response?: Record<string, unknown> };
+    if (schema.hide) return;
+    route.schema = { ...schema, response: { ...problemResponses, ...schema.response } };
+  });
+
   // JSON bodies, parsed safely (no __proto__ / constructor poisoning); an empty body is "no body", which
   // endpoints with optional bodies accept and the others reject through their schema.
   app.removeContentTypeParser('application/json');
@@ -114,6 +136,12 @@ export async function createHttpApp(options: HttpOptions): Promise<FastifyInstan
             type: 'http',
             scheme: 'bearer',
             description: 'Worker key (tdpw_…), from POST /admin/v1/worker-credentials',
+          },
+          userToken: { type: 'http', scheme: 'bearer', description: 'User token, from POST /v1/user-tokens' },
+          executionToken: {
+            type: 'http',
+            scheme: 'bearer',
+            description: 'Execution token, from activating a step or registering an execution',
           },
         },
       },

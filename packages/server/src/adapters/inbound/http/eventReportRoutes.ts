@@ -16,7 +16,13 @@ import { recordHeartbeats } from '../../../core/status/heartbeats.ts';
 import type { EventCredential, ReportedEvent } from '../../../core/status/reportedEvents.ts';
 import { problem } from './problems.ts';
 import { problemResponses } from './schemas.ts';
-import { type Caller, type StatusCallers, type StatusRouteDeps, tags } from './statusRouteContext.ts';
+import {
+  type Caller,
+  reportSecurity,
+  type StatusCallers,
+  type StatusRouteDeps,
+  tags,
+} from './statusRouteContext.ts';
 
 export function registerEventReportRoutes(
   app: FastifyInstance,
@@ -54,6 +60,7 @@ export function registerEventReportRoutes(
     {
       schema: {
         tags,
+        security: reportSecurity,
         summary:
           'Report one event (execution token; or executionHandle / coordinator events with the API key)',
         description:
@@ -80,6 +87,7 @@ export function registerEventReportRoutes(
     {
       schema: {
         tags,
+        security: reportSecurity,
         summary: 'Report up to 500 events; each item gets its own result',
         body: Type.Object(
           {
@@ -157,6 +165,7 @@ export function registerEventReportRoutes(
     {
       schema: {
         tags,
+        security: reportSecurity,
         summary: 'Heartbeats of running executions (light path: no version, no message)',
         body: Type.Object(
           { heartbeats: Type.Array(HeartbeatItem, { minItems: 1, maxItems: 2000 }) },

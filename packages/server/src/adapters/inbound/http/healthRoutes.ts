@@ -1,6 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
+import { Type } from 'typebox';
 import { problem, sendProblem } from './problems.ts';
+import { ProblemSchema } from './schemas.ts';
 
 export type ReadinessCheck = () => Promise<{
   ready: boolean;
@@ -8,15 +10,44 @@ export type ReadinessCheck = () => Promise<{
   loops?: unknown[];
 }>;
 
+const Checks = Type.Record(Type.String(), Type.String(), {
+  description: "Each check: 'ok', or what is wrong",
+});
+
+/** Ready: every check says ok. */
+const Ready = Type.Object({ status: Type.Literal('ready'), checks: Checks });
+
+/** Not ready: a NOT_READY problem naming what fails, with every check and each loop's progress. */
+const NotReady = {
+  description: 'Not ready (NOT_READY)',
+  content: {
+    'application/problem+json': {
+      schema: Type.Object({
+        ...ProblemSchema.properties,
+        checks: Checks,
+        loops: Type.Optional(Type.Array(Type.Unknown())),
+      }),
+    },
+  },
+};
+
 export function registerHealthRoutes(
   app: FastifyInstance,
   deps: { readiness: ReadinessCheck; metrics: Registry },
 ): void {
   // Liveness: the process answers HTTP. Database faults and stuck loops show in /readyz; a restart cures
   // neither (every database wait has a deadline, and restarting every replica in an outage helps nobody).
-  app.get('/healthz', { schema: { tags: ['operations'], summary: 'The process is alive' } }, async () => ({
-    status: 'ok',
-  }));
+  app.get(
+    '/healthz',
+    {
+      schema: {
+        tags: ['operations'],
+        summary: 'The process is alive',
+        response: { 200: Type.Object({ status: Type.String() }) },
+      },
+    },
+    async () => ({ status: 'ok' }),
+  );
 
   app.get(
     '/readyz',
@@ -25,6 +56,7 @@ export function registerHealthRoutes(
         tags: ['operations'],
         summary:
           'Ready for work: the pool hands out a connection that answers, migrations are current, no loop is stuck',
+        response: { 200: Ready, 503: NotReady },
       },
     },
     async (request, reply) => {
@@ -44,7 +76,18 @@ export function registerHealthRoutes(
 
   app.get(
     '/metrics',
-    { schema: { tags: ['operations'], summary: 'Prometheus metrics' } },
+    {
+      schema: {
+        tags: ['operations'],
+        summary: 'Prometheus metrics',
+        response: {
+          200: {
+            description: 'The Prometheus text format',
+            content: { 'text/plain': { schema: Type.String() } },
+          },
+        },
+      },
+    },
     async (_request, reply) => reply.type(deps.metrics.contentType).send(await deps.metrics.metrics()),
   );
 }

@@ -40,6 +40,28 @@ function validationErrors(error: FastifyError): FieldError[] {
   });
 }
 
+/**
+ * The raw HTTP answer to a request Node could not even parse (headers too large, malformed, too slow):
+ * a problem like any other, written to the socket, which then closes.
+ */
+export function clientErrorResponse(error: { code?: string }): string {
+  const body =
+    error.code === 'HPE_HEADER_OVERFLOW'
+      ? problem('HEADERS_TOO_LARGE', 'the request headers exceed the size limit')
+      : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? problem('REQUEST_TIMEOUT', 'the request did not arrive within its deadline')
+        : problem('VALIDATION_FAILED', 'the request is not valid HTTP');
+  const text = JSON.stringify(body);
+  return [
+    `HTTP/1.1 ${body.status} ${body.title}`,
+    'Content-Type: application/problem+json; charset=utf-8',
+    `Content-Length: ${Buffer.byteLength(text)}`,
+    'Connection: close',
+    '',
+    text,
+  ].join('\r\n');
+}
+
 /** Maps anything thrown by a route, Fastify or the driver to one problem from the catalogue. */
 export function toProblem(error: unknown, request: FastifyRequest): Problem {
   const translated = translateDatabaseError(error);
@@ -60,6 +82,7 @@ export function toProblem(error: unknown, request: FastifyRequest): Problem {
       return problem('PAYLOAD_TOO_LARGE', 'the request body exceeds the size limit', undefined, request.url);
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+    case 'FST_ERR_ROUTE_MISSING_CONTENT_TYPE':
       return problem('UNSUPPORTED_MEDIA_TYPE', 'send the body as application/json', undefined, request.url);
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
@@ -71,6 +94,10 @@ export function toProblem(error: unknown, request: FastifyRequest): Problem {
   ) {
     return problem('MALFORMED_JSON', 'the request body is not valid JSON', undefined, request.url);
   }
+  // Any other refusal of Fastify's own (a request it cannot route or read) is the client's, not ours.
+  const status = fastifyError.statusCode ?? 500;
+  if (fastifyError.code?.startsWith('FST_') && status >= 400 && status < 500)
+    return problem('VALIDATION_FAILED', 'the request is malformed', undefined, request.url);
   return problem(
     'INTERNAL_ERROR',
     'an unexpected error occurred; it has been logged',

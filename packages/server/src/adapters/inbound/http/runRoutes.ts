@@ -31,6 +31,7 @@ export function registerRunRoutes(
   }
   const tags = ['tasks'];
   const security = [{ apiKey: [] }];
+  const itemList = Type.Object({ items: Type.Array(Type.Record(Type.String(), Type.Unknown())) });
 
   app.get<{ Params: { id: string } }>(
     '/v1/tasks/:id/timeline',
@@ -40,6 +41,7 @@ export function registerRunRoutes(
         security,
         summary: 'Milestones of the task: created, ready, worker selected, retries, finished',
         params: Type.Object({ id: Uuid }),
+        response: { 200: itemList },
       },
     },
     async (request) => {
@@ -56,6 +58,7 @@ export function registerRunRoutes(
         security,
         summary: 'The callback deliveries of the task, with their outcome',
         params: Type.Object({ id: Uuid }),
+        response: { 200: itemList },
       },
     },
     async (request) => {

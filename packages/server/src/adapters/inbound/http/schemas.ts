@@ -14,10 +14,10 @@ export const ProblemSchema = Type.Object(
   { $id: 'Problem', description: 'RFC 9457 problem details; branch on `code`.' },
 );
 
-export const problemResponses = {
-  '4xx': Type.Ref('Problem'),
-  '5xx': Type.Ref('Problem'),
-};
+/** Errors are documented as what they are on the wire: `application/problem+json`, not `application/json`. */
+const problemContent = { content: { 'application/problem+json': { schema: Type.Ref('Problem') } } };
+
+export const problemResponses = { '4xx': problemContent, '5xx': problemContent };
 
 export const IdempotencyKeyHeader = Type.Object({
   'idempotency-key': Type.Optional(
@@ -30,6 +30,19 @@ export const IdempotencyKeyHeader = Type.Object({
 });
 
 export const Uuid = Type.String({ format: 'uuid' });
+
+/** A server-sent event stream (the route writes it itself). */
+export const eventStream = {
+  description: 'Server-sent events (each `data` is one JSON message)',
+  content: {
+    'text/event-stream': {
+      schema: Type.Object(
+        { data: Type.String(), event: Type.Optional(Type.String()), id: Type.Optional(Type.String()) },
+        { additionalProperties: true },
+      ),
+    },
+  },
+};
 
 /** For endpoints whose body is optional: a missing body is validated (and handled) as `{}`. */
 export async function emptyBodyAsObject(request: { body: unknown }): Promise<void> {

@@ -34,6 +34,10 @@ export const unauthenticated = (request: FastifyRequest, detail: string) =>
   new AppError('UNAUTHENTICATED', `${detail} (${request.method} ${request.url.split('?')[0]})`);
 
 export const security = [{ apiKey: [] }];
+/** The /v1/me/* reads. */
+export const userSecurity = [{ userToken: [] }];
+/** Reporting: an execution token, or the API key (with an executionHandle, or coordinator events). */
+export const reportSecurity: Record<string, string[]>[] = [{ executionToken: [] }, { apiKey: [] }];
 export const tags = ['status'];
 
 export interface StatusCallers {

@@ -25,6 +25,7 @@ import {
   security,
   tags,
   unauthenticated,
+  userSecurity,
 } from './statusRouteContext.ts';
 
 export function registerTaskStatusRoutes(
@@ -113,6 +114,7 @@ export function registerTaskStatusRoutes(
     {
       schema: {
         tags,
+        security: userSecurity,
         summary: "The user's tasks (owner or ACL), most recently updated first; needs a user token",
         querystring: Type.Object(
           {

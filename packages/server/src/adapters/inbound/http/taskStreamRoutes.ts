@@ -22,7 +22,7 @@ import { reachedApplications, withinReach } from '../../../core/identity/userRea
 import { AppError } from '../../../core/shared/errors.ts';
 import type { Clock } from '../../../core/shared/ports.ts';
 import type { UserPrincipal, UserTokens, Viewer } from '../../../core/status/ports.ts';
-import { problemResponses, Uuid } from './schemas.ts';
+import { eventStream, problemResponses, Uuid } from './schemas.ts';
 
 export interface TaskStreamDeps {
   gateway: Gateway;
@@ -90,11 +90,13 @@ export function registerTaskStreamRoutes(app: FastifyInstance, deps: TaskStreamD
     {
       schema: {
         tags,
+        security: [{ userToken: [] }],
         summary: "The person's task summaries as server-sent events; resumes after Last-Event-ID",
         querystring: Type.Object(
           { access_token: Type.Optional(Type.String({ maxLength: 4000 })) },
           { additionalProperties: false },
         ),
+        response: { 200: eventStream },
       },
     },
     async (request, reply) => {
@@ -165,6 +167,7 @@ export function registerTaskStreamRoutes(app: FastifyInstance, deps: TaskStreamD
     {
       schema: {
         tags,
+        security: [{ userToken: [] }],
         summary: 'The tasks whose details the task stream carries (at most 20; expires unless renewed)',
         body: Type.Object(
           {

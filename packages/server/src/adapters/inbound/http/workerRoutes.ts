@@ -7,6 +7,7 @@ import {
   NoContent,
   ResourceGrantRequest,
   WorkerEventsBatch,
+  WorkerEventsBatchReply,
   WorkerHeartbeat,
   WorkerRegistered,
   WorkerRegistration,
@@ -29,7 +30,7 @@ import type { StatusDeps } from '../../../core/status/deps.ts';
 import { recordWorkerEvents } from '../../../core/status/workerInbox.ts';
 import { requireAdmin } from './auth.ts';
 import type { RateLimits } from './rateLimits.ts';
-import { emptyBodyAsObject, IdempotencyKeyHeader, problemResponses, Uuid } from './schemas.ts';
+import { emptyBodyAsObject, eventStream, IdempotencyKeyHeader, problemResponses, Uuid } from './schemas.ts';
 
 function bearer(request: FastifyRequest): string | null {
   return /^Bearer\s+(\S+)$/i.exec(request.headers.authorization ?? '')?.[1] ?? null;
@@ -178,8 +179,17 @@ export function registerWorkerRoutes(
     {
       schema: {
         tags,
+        security: [{ apiKey: [] }, { adminToken: [] }],
         summary:
           'Worker sessions with capabilities, labels, state and heartbeat age (API key or admin token)',
+        response: {
+          200: Type.Array(
+            Type.Object(
+              { id: Type.String(), name: Type.String(), nodeId: Type.String() },
+              { additionalProperties: true },
+            ),
+          ),
+        },
       },
     },
     async (request) => {
@@ -200,6 +210,7 @@ export function registerWorkerRoutes(
         summary:
           'The command stream (SSE): every unacknowledged command on connect, then new ones; each repeats until acknowledged',
         params: Type.Object({ id: Uuid }),
+        response: { 200: eventStream },
       },
     },
     async (request, reply) => {
@@ -317,6 +328,7 @@ export function registerWorkerRoutes(
           "The attempt inbox: the worker's events, a result per item (and command acknowledgements, in the same commit)",
         params: Type.Object({ id: Uuid }),
         body: WorkerEventsBatch,
+        response: { 200: WorkerEventsBatchReply },
       },
     },
     async (request) => {

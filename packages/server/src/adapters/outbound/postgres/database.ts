@@ -235,6 +235,11 @@ export function translateDatabaseError(error: unknown): unknown {
     return new AppError('DATABASE_UNAVAILABLE', 'the database is unavailable; retry later');
   if (code === '57014')
     return new AppError('REQUEST_TIMEOUT', 'the database did not answer within the deadline');
+  // Input PostgreSQL cannot store (the statement, and its transaction, was refused whole): U+0000 in
+  // text or jsonb, a number past its column's range.
+  if (code === '22021' || code === '22P05')
+    return new AppError('VALIDATION_FAILED', 'text must not contain the NUL character (\\u0000)');
+  if (code === '22003') return new AppError('VALIDATION_FAILED', 'a number is out of range');
   return error;
 }
 

@@ -63,9 +63,15 @@ const toApiKey = (row: ApiKeyRow): ApiKeyRecord => ({
 export class PostgresIdentityStore implements IdentityStore {
   constructor(private readonly sql: Sql) {}
 
-  async insertTenant(tenant: Tenant): Promise<void> {
-    await this
-      .sql`INSERT INTO tenant (id, name, created_at) VALUES (${tenant.id}, ${tenant.name}, ${tenant.createdAt})`;
+  async insertTenant(tenant: Tenant): Promise<boolean> {
+    try {
+      await this
+        .sql`INSERT INTO tenant (id, name, created_at) VALUES (${tenant.id}, ${tenant.name}, ${tenant.createdAt})`;
+      return true;
+    } catch (error) {
+      if (isUniqueViolation(error, 'tenant_name_key')) return false;
+      throw error;
+    }
   }
 
   async listTenants(): Promise<Tenant[]> {

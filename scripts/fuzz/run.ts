@@ -1,0 +1,159 @@
+/**
+ * `npm run fuzz` (scripts/fuzz.sh): schemathesis against every operation of a real `tdp server` on a
+ * temporary embedded PostgreSQL, with real credentials: an application API key, the admin token, a
+ * registered worker's key (and its id for the /v1/workers/{id}/… paths), a user token and an execution
+ * token. Checks: no 5xx, every response's status, content type and body as documented. Exits with
+ * schemathesis's code. Arguments after the schemathesis path go to `schemathesis run` as they are.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { freePort, startTemporaryPostgres } from '../../packages/cli/src/embeddedPostgres.ts';
+import { connectDatabase, migrate } from '../../packages/server/src/main.ts';
+import { tdpProcess } from '../../test/tdpProcess.ts';
+
+const configTemplate = fileURLToPath(new URL('./schemathesis.toml', import.meta.url));
+
+/**
+ * The config file: the template, and the ids of what the seeding made, so that most requests to
+ * /v1/tasks/{id}/… and /admin/v1/applications/{id}/… reach a real task or application (the others keep
+ * generated ids, for the not-found and malformed paths).
+ */
+async function writeConfig(directory: string, ids: { taskId: string; applicationId: string }) {
+  const seeded = `
+[dictionaries.task]
+values = ["${ids.taskId}"]
+
+[dictionaries.application]
+values = ["${ids.applicationId}"]
+
+[[operations]]
+include-path-regex = '^/v1/tasks/\\{id\\}'
+parameters = { "path.id" = { dictionary = "task", probability = 0.7 } }
+
+[[operations]]
+include-path-regex = '^/v1/tasks/\\{taskId\\}'
+parameters = { "path.taskId" = { dictionary = "task", probability = 0.7 } }
+
+[[operations]]
+include-path-regex = '^/admin/v1/applications/\\{id\\}'
+parameters = { "path.id" = { dictionary = "application", probability = 0.7 } }
+`;
+  const file = join(directory, 'schemathesis.toml');
+  await writeFile(file, `${await readFile(configTemplate, 'utf8')}${seeded}`);
+  return file;
+}
+
+async function call(url: string, token: string, method: string, path: string, body?: unknown) {
+  const response = await fetch(`${url}${path}`, {
+    method,
+    headers: {
+      authorization: `Bearer ${token}`,
+      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+    },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  const text = await response.text();
+  if (!response.ok) throw new Error(`seeding: ${method} ${path} answered ${response.status} ${text}`);
+  return text ? JSON.parse(text) : null;
+}
+
+/** The credentials every security scheme of /openapi.json needs, made through the API itself. */
+async function seedCredentials(
+  url: string,
+  adminToken: string,
+): Promise<{ env: Record<string, string>; taskId: string; applicationId: string }> {
+  const tenant = await call(url, adminToken, 'POST', '/admin/v1/tenants', { name: 'fuzz' });
+  const tenantId = tenant.id ?? tenant.tenant?.id;
+  const created = await call(url, adminToken, 'POST', `/admin/v1/tenants/${tenantId}/applications`, {
+    name: 'fuzz-app',
+  });
+  const apiKey: string = created.apiKey.key;
+  const applicationId: string = created.application.id;
+  const { key: workerKey } = await call(url, adminToken, 'POST', '/admin/v1/worker-credentials', {
+    label: 'fuzz',
+  });
+  const { workerId } = await call(url, workerKey, 'POST', '/v1/workers/register', {
+    instanceId: 'fuzz-instance',
+    name: 'fuzz worker',
+    nodeId: 'fuzz-node',
+    capabilities: [{ name: 'fuzz.noop', version: '1' }],
+  });
+  const workflow = await call(url, apiKey, 'POST', '/v1/workflows', {
+    clientWorkflowKey: 'fuzz-workflow',
+    ownerId: 'fuzz-user',
+    title: 'A workflow for the fuzzer',
+    initialTasks: [
+      {
+        clientTaskKey: 'fuzz-task',
+        title: 'A task for the fuzzer',
+        knownSteps: [{ stepId: 'prepare', operationCode: 'FUZZ.PREPARE', expectedProducer: 'fuzz' }],
+      },
+    ],
+  });
+  const taskId: string = workflow.tasks[0].taskId;
+  const execution = await call(url, apiKey, 'POST', `/v1/tasks/${taskId}/steps/prepare:activate`);
+  const { token: userToken } = await call(url, apiKey, 'POST', '/v1/user-tokens', {
+    userId: 'fuzz-user',
+    ttlSeconds: 86_400,
+  });
+  const env = {
+    TDP_FUZZ_ADMIN_TOKEN: adminToken,
+    TDP_FUZZ_API_KEY: apiKey,
+    TDP_FUZZ_WORKER_KEY: workerKey,
+    TDP_FUZZ_WORKER_ID: workerId,
+    TDP_FUZZ_USER_TOKEN: userToken,
+    TDP_FUZZ_EXECUTION_TOKEN: execution.executionToken,
+  };
+  return { env, taskId, applicationId };
+}
+
+async function main(schemathesis: string, extraArgs: string[]): Promise<number> {
+  const postgres = await startTemporaryPostgres();
+  const directory = await mkdtemp(join(tmpdir(), 'tdp-fuzz-'));
+  let server: ReturnType<typeof tdpProcess> | null = null;
+  try {
+    const admin = connectDatabase({ url: postgres.adminUrl, maxConnections: 1 });
+    await admin.unsafe('CREATE DATABASE tdp_fuzz').finally(() => admin.end());
+    const databaseUrl = postgres.urlFor('tdp_fuzz');
+    const sql = connectDatabase({ url: databaseUrl, maxConnections: 1 });
+    await migrate(sql).finally(() => sql.end());
+
+    // Errors only: a 5xx the fuzzer finds is logged with its stack next to schemathesis's report.
+    server = tdpProcess({
+      databaseUrl,
+      port: await freePort(),
+      env: { TDP_LOG_LEVEL: 'error' },
+      showLogs: true,
+    });
+    await server.start();
+    const { env, ...ids } = await seedCredentials(server.url, server.adminToken);
+    const configFile = await writeConfig(directory, ids);
+    process.stdout.write(`fuzzing ${server.url}/openapi.json\n`);
+    const child = spawn(
+      schemathesis,
+      ['--config-file', configFile, 'run', `${server.url}/openapi.json`, ...extraArgs],
+      { stdio: 'inherit', env: { ...process.env, ...env } },
+    );
+    return await new Promise<number>((resolve) => child.once('exit', (code) => resolve(code ?? 1)));
+  } finally {
+    await server?.kill('SIGTERM');
+    await postgres.stop();
+    await rm(directory, { recursive: true, force: true });
+  }
+}
+
+const [schemathesis, ...rest] = process.argv.slice(2);
+if (!schemathesis) {
+  process.stderr.write('usage: run.ts <path to schemathesis> [schemathesis run options]\n');
+  process.exit(2);
+}
+main(schemathesis, rest).then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    process.stderr.write(`fuzz: ${(error as Error).stack ?? String(error)}\n`);
+    process.exit(1);
+  },
+);
