@@ -28,12 +28,16 @@ export interface Result {
   reruns: number;
   exited: OwnExit[];
   wedged: string[];
+  /** The process slowest to exit after SIGTERM at the end (a shutdown stuck until a deadline shows here). */
+  slowestStop: { name: string; seconds: number } | null;
   /** Seconds from the fault's end until completions were back to 90 % of the steady rate. */
   recoverySeconds: number | null;
   /** Seconds from the fault's end until the backlog was back to its steady size. */
   drainSeconds: number | null;
   /** Submit → work done: jobs finished before the fault; sent during it; sent in the second half of the recovery phase. */
   p99: { before: number | null; during: number | null; after: number | null };
+  /** Submit → accepted (the client's view, retries included), same phases by the time of submission. */
+  acceptP99: { before: number | null; during: number | null; after: number | null };
   deadTuples: { max: number; end: number };
 }
 
@@ -53,7 +57,7 @@ export function measure(
   completions: Completions,
   finishedKeys: Set<string>,
   integrity: Integrity | null,
-  processes: { exited: OwnExit[]; wedged: string[] },
+  processes: { exited: OwnExit[]; wedged: string[]; stopSeconds: { name: string; seconds: number }[] },
   deadTuples: { max: number; end: number },
 ): Result {
   const accepted = submissions.filter((s) => s.acceptedAt !== undefined);
@@ -63,6 +67,8 @@ export function measure(
     firstDone
       .filter((j) => j.doneAt !== undefined && j.sentAt >= from && j.sentAt < to)
       .map((j) => j.doneAt! - j.sentAt);
+  const acceptLatency = (from: number, to: number) =>
+    accepted.filter((s) => s.sentAt >= from && s.sentAt < to).map((s) => s.acceptedAt! - s.sentAt);
   const { startedAt, faultStartedAt, faultEndedAt, endedAt } = phases;
   const afterFrom = faultEndedAt + (endedAt - faultEndedAt) / 2;
 
@@ -106,6 +112,10 @@ export function measure(
     reruns,
     exited: processes.exited,
     wedged: processes.wedged,
+    slowestStop: processes.stopSeconds.reduce<Result['slowestStop']>(
+      (slowest, stop) => (slowest && slowest.seconds >= stop.seconds ? slowest : stop),
+      null,
+    ),
     recoverySeconds,
     drainSeconds,
     p99: {
@@ -117,6 +127,11 @@ export function measure(
       ),
       during: p99(latencyOf(faultStartedAt, faultEndedAt)),
       after: p99(latencyOf(afterFrom, endedAt)),
+    },
+    acceptP99: {
+      before: p99(acceptLatency(steadyFrom, faultStartedAt)),
+      during: p99(acceptLatency(faultStartedAt, faultEndedAt)),
+      after: p99(acceptLatency(afterFrom, endedAt)),
     },
     deadTuples,
   };
@@ -152,6 +167,7 @@ export function table(results: Result[]): string {
     're-runs',
     'exited',
     'wedged',
+    'slowest stop s',
     'rate back s',
     'drained s',
     'p99 before ms',
@@ -170,6 +186,7 @@ export function table(results: Result[]): string {
     String(r.reruns),
     String(r.exited.length),
     String(r.wedged.length),
+    r.slowestStop ? r.slowestStop.seconds.toFixed(1) : '—',
     sec(r.recoverySeconds),
     sec(r.drainSeconds),
     ms(r.p99.before),

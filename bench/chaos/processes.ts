@@ -20,14 +20,11 @@ export interface OwnExit {
   stderrTail: string;
 }
 
-/** The line of an exit's stderr that names the error (else its last line). */
+/** The line of an exit's stderr that names the error it died of (else its last line). */
 export function exitReason(exit: OwnExit): string {
-  const lines = exit.stderrTail.split('\n');
-  return (
-    lines.find((l) => /(Error|error)\b/.test(l) && !l.includes('triggerUncaughtException')) ??
-    lines.at(-1) ??
-    ''
-  ).trim();
+  const lines = exit.stderrTail.split('\n').map((l) => l.trim());
+  // The last error line: what it died of comes after what it logged while it still ran.
+  return lines.findLast((l) => /^[\w-]*\s?(Error|error)\b[^.(]*:/.test(l)) ?? lines.at(-1) ?? '';
 }
 
 export interface Supervised {
@@ -43,6 +40,8 @@ export interface Supervised {
 export class ProcessGroup {
   readonly ownExits: OwnExit[] = [];
   readonly wedged: string[] = [];
+  /** How long each process took from SIGTERM to exit, s (a stuck shutdown shows here, even when it ends). */
+  readonly stopSeconds: { name: string; seconds: number }[] = [];
   private readonly members: Supervised[] = [];
   private closing = false;
 
@@ -76,7 +75,7 @@ export class ProcessGroup {
       createInterface({ input: started.stdout! }).on('line', onLine);
       started.stderr!.on('data', (chunk: Buffer) => {
         log.write(chunk);
-        tail = [...tail, ...chunk.toString().split('\n').filter(Boolean)].slice(-20);
+        tail = [...tail, ...chunk.toString().split('\n').filter(Boolean)].slice(-40);
       });
       started.once('exit', (code, signal) => {
         if (child === started) child = null;
@@ -130,7 +129,14 @@ export class ProcessGroup {
     this.closing = true;
     const isWorker = (m: Supervised) => m.name.startsWith('worker');
     for (const batch of [this.members.filter(isWorker), this.members.filter((m) => !isWorker(m))]) {
-      const results = await Promise.all(batch.map((m) => m.terminate(deadlineMs)));
+      const results = await Promise.all(
+        batch.map(async (m) => {
+          const sentAt = Date.now();
+          const inTime = await m.terminate(deadlineMs);
+          this.stopSeconds.push({ name: m.name, seconds: (Date.now() - sentAt) / 1000 });
+          return inTime;
+        }),
+      );
       results.forEach((inTime, i) => {
         if (!inTime) this.wedged.push(`${batch[i]!.name} (no exit ${deadlineMs / 1000} s after SIGTERM)`);
       });

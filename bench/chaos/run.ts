@@ -155,7 +155,11 @@ export async function runScenario(
     system.completions,
     finished,
     integrity,
-    { exited: system.processes.ownExits, wedged: [...unresponsive, ...system.processes.wedged] },
+    {
+      exited: system.processes.ownExits,
+      wedged: [...unresponsive, ...system.processes.wedged],
+      stopSeconds: system.processes.stopSeconds,
+    },
     deadTuples,
   );
 }
