@@ -24,7 +24,8 @@ export interface EmbeddedPostgres {
   adminUrl: string;
   urlFor(database: string): string;
   dataDirectory: string;
-  stop(): Promise<void>;
+  /** `fast` (default) rolls back sessions and checkpoints; `immediate` quits at once, like a crash (SIGQUIT). */
+  stop(mode?: 'fast' | 'immediate'): Promise<void>;
 }
 
 async function binaries(): Promise<{ initdb: string; postgres: string }> {
@@ -179,12 +180,13 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
     adminUrl: urlFor('postgres'),
     urlFor,
     dataDirectory,
-    stop: () => {
-      // SIGINT is PostgreSQL's "fast" shutdown: roll back open sessions, checkpoint, exit.
+    stop: (mode = 'fast') => {
+      // SIGINT is PostgreSQL's "fast" shutdown: roll back open sessions, checkpoint, exit. SIGQUIT is
+      // "immediate": no checkpoint, crash recovery on the next start.
       stopping ??= (async () => {
         if (server.exitCode !== null || server.signalCode !== null) return;
         const done = exited(server);
-        server.kill('SIGINT');
+        server.kill(mode === 'immediate' ? 'SIGQUIT' : 'SIGINT');
         const timer = setTimeout(() => server.kill('SIGKILL'), 30_000);
         await done;
         clearTimeout(timer);
@@ -216,8 +218,8 @@ export async function startTemporaryPostgres(): Promise<EmbeddedPostgres> {
   });
   return {
     ...postgres,
-    stop: async () => {
-      await postgres.stop();
+    stop: async (mode) => {
+      await postgres.stop(mode);
       await rm(home, { recursive: true, force: true });
     },
   };
