@@ -94,7 +94,8 @@ export async function startTdp(
       ['bench/chaos/worker.ts', 'tdp'],
       {
         ...workerEnv(options),
-        TDP_URL: bases[i]!,
+        // Each worker starts on its own replica and knows the other one to fail over to.
+        TDP_URL: `${bases[i]},${bases[1 - i]}`,
         TDP_WORKER_KEY: workerKey,
         TDP_WORKER_DB: join(home, `worker-${i + 1}.db`),
         TDP_NODE_ID: `chaos-node-${i + 1}`,
