@@ -78,6 +78,9 @@ try {
         `  ${name.padEnd(15)} ${result.finished}/${result.accepted} finished, ${result.lost} lost, ${result.duplicated} dup, ` +
           `${result.exited.length} exited, ${result.wedged.length} wedged; ` +
           `p99 submit→accepted ${result.acceptP99.before ?? '—'}/${result.acceptP99.during ?? '—'}/${result.acceptP99.after ?? '—'} ms` +
+          (result.replicaP99
+            ? `; p99 before, accepted by the worker's replica / by the other ${result.replicaP99.same ?? '—'}/${result.replicaP99.other ?? '—'} ms`
+            : '') +
           `${exits.length ? `\n    ${exits.join('\n    ')}` : ''}` +
           `${result.wedged.length ? `\n    wedged: ${result.wedged.join(', ')}` : ''}`,
       );

@@ -11,6 +11,8 @@ export interface Submission {
   sentAt: number;
   /** When the system accepted it; undefined if it never did. */
   acceptedAt?: number;
+  /** The server replica that accepted it (TDP). */
+  acceptedBy?: string;
   attempts: number;
 }
 
@@ -48,13 +50,14 @@ export class FixedRateClient {
   private async deliver(submission: Submission, giveUpAt: number): Promise<void> {
     for (;;) {
       try {
-        await Promise.race([
+        const acceptedBy = await Promise.race([
           this.system.submit(submission.key, submission.sentAt, submission.attempts),
           sleep(submitTimeoutMs).then(() => {
             throw new Error('submit timed out');
           }),
         ]);
         submission.acceptedAt = Date.now();
+        if (acceptedBy) submission.acceptedBy = acceptedBy;
         return;
       } catch {
         submission.attempts += 1;

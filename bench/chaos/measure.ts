@@ -39,6 +39,11 @@ export interface Result {
   /** Submit → accepted (the client's view, retries included), same phases by the time of submission. */
   acceptP99: { before: number | null; during: number | null; after: number | null };
   deadTuples: { max: number; end: number };
+  /**
+   * Before the fault, submit → work done split by whether the replica that accepted the job is the one
+   * its worker is connected to (TDP, two replicas): the cost of a command crossing replicas.
+   */
+  replicaP99: { same: number | null; other: number | null } | null;
 }
 
 /** Completions are counted over this window to tell whether the rate is back. */
@@ -59,6 +64,7 @@ export function measure(
   integrity: Integrity | null,
   processes: { exited: OwnExit[]; wedged: string[]; stopSeconds: { name: string; seconds: number }[] },
   deadTuples: { max: number; end: number },
+  homeReplicaOf?: (worker: string) => string | undefined,
 ): Result {
   const accepted = submissions.filter((s) => s.acceptedAt !== undefined);
   const finished = accepted.filter((s) => finishedKeys.has(s.key));
@@ -99,6 +105,14 @@ export function measure(
       break;
     }
   }
+  const steadyRuns = accepted.flatMap((s) => {
+    const run = completions.byKey.get(s.key)?.[0];
+    return run?.worker && s.acceptedBy && s.sentAt >= steadyFrom && run.at < faultStartedAt
+      ? [{ crossed: homeReplicaOf?.(run.worker) !== s.acceptedBy, latency: run.at - s.sentAt }]
+      : [];
+  });
+  const replicaP99 = (crossed: boolean) =>
+    p99(steadyRuns.filter((r) => r.crossed === crossed).map((r) => r.latency));
   let reruns = 0;
   for (const runs of completions.byKey.values()) if (runs.length > 1) reruns += 1;
   return {
@@ -134,6 +148,7 @@ export function measure(
       after: p99(acceptLatency(afterFrom, endedAt)),
     },
     deadTuples,
+    replicaP99: homeReplicaOf ? { same: replicaP99(false), other: replicaP99(true) } : null,
   };
 }
 

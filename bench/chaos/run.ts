@@ -161,5 +161,6 @@ export async function runScenario(
       stopSeconds: system.processes.stopSeconds,
     },
     deadTuples,
+    system.homeReplicaOf,
   );
 }

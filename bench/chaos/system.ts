@@ -3,14 +3,19 @@ import type { ProcessGroup } from './processes.ts';
 
 /** Every execution a worker reported (its stdout lines), by key. */
 export class Completions {
-  readonly byKey = new Map<string, { job: string; at: number }[]>();
+  readonly byKey = new Map<string, { job: string; at: number; worker?: string }[]>();
 
-  /** A worker's stdout line: `{ done, job, at }`; other lines are ignored. */
+  /** A worker's stdout line: `{ done, job, at, worker? }`; other lines are ignored. */
   readonly onLine = (line: string): void => {
     if (!line.startsWith('{"done"')) return;
-    const { done, job, at } = JSON.parse(line) as { done: string; job: string; at: number };
+    const { done, job, at, worker } = JSON.parse(line) as {
+      done: string;
+      job: string;
+      at: number;
+      worker?: string;
+    };
     const list = this.byKey.get(done) ?? [];
-    list.push({ job, at });
+    list.push({ job, at, ...(worker ? { worker } : {}) });
     this.byKey.set(done, list);
   };
 
@@ -44,8 +49,13 @@ export interface SystemUnderTest {
   /** What "SIGKILL of a server replica" kills: a server for TDP, a worker process for the peers (no server). */
   replica: Restartable;
   workers: Restartable[];
-  /** Submits one job; resolves once the system accepted it, throws otherwise. */
-  submit(key: string, sentAt: number, attempt: number): Promise<void>;
+  /**
+   * Submits one job; resolves once the system accepted it (with the name of the server replica that
+   * did, where there are replicas), throws otherwise.
+   */
+  submit(key: string, sentAt: number, attempt: number): Promise<string | undefined>;
+  /** The replica a worker is connected to when nothing fails (TDP); none for the peers. */
+  homeReplicaOf?(worker: string): string | undefined;
   /** Keys the system records as finished; null when it cannot be asked now. */
   finished(): Promise<Set<string> | null>;
   integrity(): Promise<Integrity | null>;

@@ -128,7 +128,8 @@ export async function startTdp(
       restart: async () => worker.start(),
     })),
     submit: async (key, sentAt, attempt) => {
-      const base = bases[(Number(key.slice(key.lastIndexOf('-') + 1)) + attempt) % 2]!;
+      const replica = (Number(key.slice(key.lastIndexOf('-') + 1)) + attempt) % 2;
+      const base = bases[replica]!;
       const response = await fetch(`${base}/v1/tasks`, {
         method: 'POST',
         headers: { ...headers, 'idempotency-key': key },
@@ -143,7 +144,10 @@ export async function startTdp(
       await response.body?.cancel();
       if (response.status !== 201 && response.status !== 200)
         throw new Error(`POST /v1/tasks answered ${response.status}`);
+      return servers[replica]!.name;
     },
+    // Worker i starts on replica i (TDP_URL lists its own first).
+    homeReplicaOf: (worker) => servers[Number(worker.slice(worker.lastIndexOf('-') + 1)) - 1]?.name,
     finished: async () => {
       const rows = await monitor.query<{ key: string }>(
         `SELECT input->>'key' AS key FROM task WHERE lifecycle_status = 'SUCCEEDED'`,

@@ -24,7 +24,9 @@ interface Payload {
 
 async function work(payload: Payload, job: string): Promise<void> {
   await sleep(sleepMs);
-  process.stdout.write(`${JSON.stringify({ done: payload.key, job, at: Date.now() })}\n`);
+  process.stdout.write(
+    `${JSON.stringify({ done: payload.key, job, at: Date.now(), worker: process.env.TDP_WORKER_NAME })}\n`,
+  );
 }
 
 async function runTdp() {
