@@ -29,7 +29,7 @@ const timing: Timing = smoke
  * steady rate stays well below, as a system's slot is held a little longer than the sleep.
  */
 const options: SystemOptions = {
-  sleepMs: 250,
+  sleepMs: Number(process.env.CHAOS_SLEEP_MS ?? 250),
   concurrency: Number(process.env.CHAOS_CONCURRENCY ?? (smoke ? 4 : 8)),
 };
 if (process.env.CHAOS_RATE) timing.rate = Number(process.env.CHAOS_RATE);
