@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
+  freeSlots,
   type PlacementRequest,
   selectWorker,
   type WorkerCandidate,
@@ -120,5 +121,27 @@ describe('worker selection', () => {
     const tieB = worker({ workerId: 'x', nodeId: 'node-b' });
     const tieA = worker({ workerId: 'y', nodeId: 'node-a' });
     expect(select([tieB, tieA])).toMatchObject({ workerId: 'y', nodeId: 'node-a' });
+  });
+});
+
+describe('free slots', () => {
+  it('sums the free slots of the workers that can take work now, and only theirs', () => {
+    const stale = new Date(now.getTime() - 31_000);
+    expect(
+      freeSlots(
+        [
+          worker({ runningAttempts: 1 }), // 3
+          worker({ workerId: 'w2', runningAttempts: 6, maxConcurrency: 4 }), // over its limit: 0, not −2
+          worker({ workerId: 'w3', maxConcurrency: 10 }), // 10
+          worker({ workerId: 'w4', runtimeState: 'DRAINING' }),
+          worker({ workerId: 'w5', nodeStatus: 'CORDONED' }),
+          worker({ workerId: 'w6', schedulingStatus: 'INELIGIBLE' }),
+          worker({ workerId: 'w7', lastHeartbeatAt: stale }),
+        ],
+        now,
+        30_000,
+      ),
+    ).toBe(13);
+    expect(freeSlots([], now, 30_000)).toBe(0);
   });
 });

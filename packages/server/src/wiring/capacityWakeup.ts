@@ -1,7 +1,7 @@
 /**
  * When a commit ends attempts, the workers that ran them have room again: scheduling requests that were
  * put back because no worker could take them (at its concurrency limit, short of resources) become due
- * now, and the scheduler is woken, instead of waiting out their retry interval. The database update
+ * now, and the scheduler is woken (also when none was: due steps a full round left unclaimed), instead of waiting out their retry interval. The database update
  * makes them due for every replica's scheduler. Rounds are coalesced: one update in flight at a time, at
  * most one more queued behind it, and none closer together than `minIntervalMs`.
  */
@@ -50,7 +50,10 @@ export class CapacityWakeup {
   private async round(): Promise<void> {
     this.lastAt = this.monotonicMs();
     try {
-      if ((await this.retryDeferred()) > 0) this.wakeScheduler();
+      await this.retryDeferred();
+      // Also when none was put back: steps may be due but unclaimed (a round claims no more than the
+      // free slots it saw).
+      this.wakeScheduler();
     } catch (error) {
       this.onError(error);
     } finally {

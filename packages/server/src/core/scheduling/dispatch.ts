@@ -2,6 +2,7 @@ import type { WorkerCommandRecord } from '../facts/records.ts';
 import { inFactTransaction } from '../facts/session.ts';
 import { type CoordinatedDeps, placeStep } from '../orchestration/coordinator.ts';
 import type { WorkerStore } from './ports.ts';
+import { freeSlots } from './selector.ts';
 
 export interface DispatchDeps {
   status: CoordinatedDeps;
@@ -16,19 +17,20 @@ export interface DispatchDeps {
   roundDone?: (full: boolean) => void;
 }
 
-/** One round: up to `limit` requests. Returns how many were claimed (placed, deferred or closed). */
+/**
+ * One round: up to `limit` requests, and no more than the workers have free slots for (all of `limit`
+ * when none has one, so that every waiting step gets its reasons). Returns how many were claimed
+ * (placed, deferred or closed); fewer than `limit` means the round is not full.
+ */
 export async function dispatchReady(deps: DispatchDeps, limit: number): Promise<number> {
   const sent: WorkerCommandRecord[] = [];
-  // Read alongside the claim (another connection), not before it.
-  const candidatesRead = deps.workers.candidates();
-  candidatesRead.catch(() => {});
+  const candidates = await deps.workers.candidates();
+  const free = freeSlots(candidates, deps.status.clock.now(), deps.heartbeatTtlMs);
+  const claimLimit = free > 0 ? Math.min(limit, free) : limit;
   const claimed = await inFactTransaction(
     deps.status,
     async (session) => {
-      const [requests, candidates] = await Promise.all([
-        session.tx.claimSchedulingRequests(session.now, limit),
-        candidatesRead,
-      ]);
+      const requests = await session.tx.claimSchedulingRequests(session.now, claimLimit);
       const now = session.now;
       // Every claimed step's advisory lock and task lock, in one round trip; then no reads until commit.
       await Promise.all([

@@ -83,6 +83,24 @@ export function disqualifications(
   return reasons;
 }
 
+/**
+ * How many more attempts the workers that can take work now would take in all (the sum of their free
+ * slots): a scheduler round claims no more requests than that, so that a full pool does not claim and
+ * put back a whole round of requests each time one slot frees.
+ */
+export function freeSlots(candidates: WorkerCandidate[], now: Date, heartbeatTtlMs: number): number {
+  let free = 0;
+  for (const c of candidates) {
+    const open =
+      c.nodeStatus === 'ACTIVE' &&
+      c.runtimeState === 'READY' &&
+      c.schedulingStatus === 'ELIGIBLE' &&
+      now.getTime() - c.lastHeartbeatAt.getTime() <= heartbeatTtlMs;
+    if (open) free += Math.max(0, c.maxConcurrency - c.runningAttempts);
+  }
+  return free;
+}
+
 /** Step-level reasons for people when nobody qualifies ("no worker offers image.watermark@2"). */
 export function unschedulableReasons(
   candidates: WorkerCandidate[],
