@@ -32,6 +32,14 @@ export const WorkerCapability = Type.Object(
 );
 export type WorkerCapability = Static<typeof WorkerCapability>;
 
+/**
+ * Attempts at once on a worker, all capabilities together, when its registration does not say: the
+ * runtime's default and what the server assumes for a registration without `maxConcurrency`. Steps
+ * mostly wait on I/O, so it is a fixed number rather than the CPUs (Hatchet's workers default to 100
+ * slots; 10 leaves room for steps that hold files); a CPU-bound capability declares its own, lower one.
+ */
+export const defaultWorkerConcurrency = 10;
+
 /** `POST /v1/workers/register`. Claimed labels are recorded, not trusted (placement uses the node's). */
 export const WorkerRegistration = Type.Object(
   {
@@ -42,7 +50,7 @@ export const WorkerRegistration = Type.Object(
     labels: Type.Optional(Labels),
     // What the worker offers has the shape of what a step may require.
     resources: Type.Optional(MinimumResources),
-    /** Attempts run at once, all capabilities together (the server assumes 4 when it is left out). */
+    /** Attempts run at once, all capabilities together (`defaultWorkerConcurrency` when left out). */
     maxConcurrency: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
   },
   Strict,

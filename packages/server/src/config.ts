@@ -1,3 +1,4 @@
+import { defaultWorkerConcurrency } from '@tdp/protocol';
 import { type Keyring, parseKeyring } from './core/identity/secretBox.ts';
 import type { BucketPolicy } from './core/shared/tokenBuckets.ts';
 
@@ -101,7 +102,7 @@ export const defaultSettings: ServerSettings = {
   workerCredentialsCacheMs: 5_000,
   workerOwnersCacheMs: 10 * 60_000,
   workerHeartbeatsPerTtl: 3,
-  workerDefaultMaxConcurrency: 10,
+  workerDefaultMaxConcurrency: defaultWorkerConcurrency,
   outboxNotifyIntervalMs: 100,
   shutdownDatabaseTimeoutSeconds: 5,
   loops: {

@@ -18,6 +18,7 @@
  *   registers again; if the key itself is refused, the worker stops with an error;
  * - a local database error: fatal. The runtime stops and `done` rejects; it is never taken for "offline".
  */
+import { defaultWorkerConcurrency } from '@tdp/protocol';
 import { CommandIntake } from './commandIntake.ts';
 import { Executor } from './executor.ts';
 import { drain, Heartbeats } from './heartbeats.ts';
@@ -30,13 +31,8 @@ export { backoffMs } from './loops.ts';
 export type { Logger, WorkerOptions } from './options.ts';
 export { ProgressThrottle } from './progress.ts';
 
-/**
- * Attempts run at once when the options do not say. Steps mostly wait on I/O (downloads, uploads, other
- * services), so this is a fixed number rather than the CPUs (Hatchet's workers default to 100 slots;
- * 10 leaves room for steps that hold files); a CPU-bound capability declares its own, lower
- * `maxConcurrency`.
- */
-export const defaultMaxConcurrency = 10;
+/** Attempts run at once when the options do not say (the wire contract's default). */
+export const defaultMaxConcurrency = defaultWorkerConcurrency;
 
 export class WorkerRuntime {
   private readonly logger: Logger;
