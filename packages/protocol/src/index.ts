@@ -1,5 +1,6 @@
 export * from './errors.ts';
 export * from './grants.ts';
+export * from './grpc.ts';
 export * from './ids.ts';
 export * from './schemas.ts';
 export * from './signing.ts';

@@ -62,6 +62,8 @@ export const WorkerRegistered = Type.Object({
   workerId: Type.String(),
   heartbeatIntervalSeconds: Type.Integer(),
   heartbeatTtlSeconds: Type.Integer(),
+  /** The server's gRPC reporting port (docs/grpc.md), on the host the worker reaches it by; absent: off. */
+  grpcPort: Type.Optional(Type.Integer()),
 });
 export type WorkerRegistered = Static<typeof WorkerRegistered>;
 

@@ -85,6 +85,14 @@ export interface ServerSettings {
    * API key or its user tokens, with a worker key, with an execution token. `perSecond: 0` is no limit.
    */
   rateLimits: Record<RateLimitedCredential, BucketPolicy>;
+  /** The gRPC reporting port (docs/grpc.md): 0 is a free port (announced to workers), null is off. */
+  grpcPort: number | null;
+  /** Requests a gRPC report stream may have unanswered at once (its flow-control window). */
+  grpcStreamWindow: number;
+  /** Executions bound at once on one gRPC report stream; one more forgets the oldest. */
+  grpcStreamMaxBindings: number;
+  /** On shutdown, open gRPC streams get this long to end before they are cut. */
+  grpcCloseGraceMs: number;
 }
 
 export type RateLimitedCredential = 'application' | 'worker' | 'execution';
@@ -141,6 +149,11 @@ export const defaultSettings: ServerSettings = {
     worker: { perSecond: 10_000, burst: 20_000 },
     execution: { perSecond: 1_000, burst: 2_000 },
   },
+  grpcPort: 0,
+  // A window of a few rounds of REST's batch size (200): the stream's rounds stay large under load.
+  grpcStreamWindow: 1_000,
+  grpcStreamMaxBindings: 10_000,
+  grpcCloseGraceMs: 5_000,
 };
 
 /** Settings, compiled once at the edge; the rest of the server sees only these values. */
@@ -238,7 +251,14 @@ function settingsFrom(env: NodeJS.ProcessEnv, overrides: Partial<ServerConfig>):
     readinessDatabaseDeadlineMs: number('readinessDatabaseDeadlineMs', 'TDP_READINESS_DATABASE_DEADLINE_MS'),
     processFaultUnreadyMs: number('processFaultUnreadyMs', 'TDP_PROCESS_FAULT_UNREADY_MS'),
     rateLimits: rateLimitsFrom(env, overrides.rateLimits),
+    grpcPort: overrides.grpcPort !== undefined ? overrides.grpcPort : grpcPortFrom(env),
   };
+}
+
+/** `TDP_GRPC_PORT`: a port, 0 for a free one, or `off`. */
+function grpcPortFrom(env: NodeJS.ProcessEnv): number | null {
+  if (env.TDP_GRPC_PORT?.trim().toLowerCase() === 'off') return null;
+  return integer(env, 'TDP_GRPC_PORT', defaultSettings.grpcPort ?? 0);
 }
 
 /** `TDP_RATE_LIMIT_<CREDENTIAL>_PER_SECOND` and `_BURST` for each credential, over the defaults. */

@@ -1,8 +1,8 @@
 /**
  * The composition root: the only place that knows every concrete class. It turns a config into a
  * running server (HTTP API + background loops) and gives back a handle that shuts it all down in order:
- * config → adapters (composition/adapters.ts) → use-case dependencies (composition/useCases.ts) → HTTP
- * API (composition/api.ts) → loops (composition/loops.ts) → listen.
+ * config → adapters (composition/adapters.ts) → use-case dependencies (composition/useCases.ts) → gRPC
+ * reporting (composition/grpc.ts) → HTTP API (composition/api.ts) → loops (composition/loops.ts) → listen.
  */
 import type { Gateway } from '@tdp/gateway';
 import type { FastifyInstance } from 'fastify';
@@ -10,6 +10,7 @@ import type { Logger } from 'pino';
 import type { Sql } from './adapters/outbound/postgres/database.ts';
 import { connectAdapters, type ServerDependencies } from './composition/adapters.ts';
 import { createApi } from './composition/api.ts';
+import { startReportingGrpc } from './composition/grpc.ts';
 import { createLoops, type RunningLoops } from './composition/loops.ts';
 import { useCaseDeps } from './composition/useCases.ts';
 import type { ServerConfig } from './config.ts';
@@ -42,6 +43,8 @@ export interface RunningServer {
   gateway: Gateway;
   /** What /readyz answers; the process guard reports the faults it caught to it. */
   health: ServerHealth;
+  /** The gRPC reporting port (docs/grpc.md); null when `grpcPort` turns it off. */
+  grpcPort: number | null;
   /** Stops accepting, lets in-flight requests and loop rounds finish, then closes connections. */
   close(): Promise<void>;
 }
@@ -53,7 +56,8 @@ export async function startServer(
   const adapters = await connectAdapters(config, overrides);
   const { sql, clock, signal, gateway, nats } = adapters;
   const uses = useCaseDeps(config, adapters);
-  const app = await createApi(config, adapters, uses);
+  const grpc = await startReportingGrpc(config, adapters, uses);
+  const app = await createApi(config, adapters, uses, { grpcPort: grpc?.port ?? null });
   // Streams held here hear at once of commands another replica wrote for their workers.
   const unlistenCommands = await listenForCommands(sql, uses.hub);
   const running: RunningLoops = config.runLoops
@@ -88,10 +92,11 @@ export async function startServer(
     logger: adapters.logger,
     gateway,
     health: adapters.health,
+    grpcPort: grpc?.port ?? null,
     close: () => {
       closing ??= (async () => {
         await gateway.close();
-        await app.close();
+        await Promise.all([app.close(), grpc?.close(config.grpcCloseGraceMs)]);
         await Promise.all(running.loops.map((loop) => loop.stop()));
         await signal.handoff?.idle();
         await signal.capacity?.stop();

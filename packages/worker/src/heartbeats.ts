@@ -48,7 +48,7 @@ export class Heartbeats {
         );
       if (due.length === 0) continue;
       for (const r of due) r.lastBeatAt = now;
-      await this.deps.options.client
+      await (this.deps.options.reporting ?? this.deps.options.client)
         .attemptHeartbeats(due.map((r) => ({ executionToken: r.local.executionToken!, heartbeatSeq: now })))
         .catch((error) =>
           this.deps.logger.warn({ err: (error as Error).message }, 'attempt heartbeats not sent'),

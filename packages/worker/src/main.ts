@@ -9,6 +9,9 @@
  *   TDP_WORKER_CAPABILITY_CONCURRENCY  per capability, e.g. `archive.clean=2,image.watermark=1`
  *                           (default: the built-in capabilities, which are CPU-bound, the number of CPUs)
  *   TDP_NODE_ID, TDP_WORKER_NAME  how the worker presents itself (default: the host name)
+ *   TDP_WORKER_TRANSPORT    how events and attempt heartbeats are reported: `rest` (default) or `grpc`
+ *   TDP_GRPC_URL            with grpc: the server's gRPC address, host:port (default: the port the server
+ *                           announces at registration, on TDP_URL's host)
  */
 
 import { mkdirSync } from 'node:fs';
@@ -17,6 +20,7 @@ import { dirname, resolve } from 'node:path';
 import { newId } from '@tdp/protocol';
 import { builtinCapabilities } from './capabilities/index.ts';
 import { serverUrls, WorkerClient } from './client.ts';
+import { GrpcReporting } from './grpcReporting.ts';
 import { LocalStore } from './localStore.ts';
 import { type Logger, WorkerRuntime } from './runtime.ts';
 import type { Capability } from './sdk.ts';
@@ -46,10 +50,14 @@ export interface StartedWorker {
   drain(): Promise<void>;
 }
 
+export type ReportingTransportName = 'rest' | 'grpc';
+
 export async function startWorker(
   env: NodeJS.ProcessEnv,
   capabilities: Capability[] = builtinCapabilities,
   logger: Logger = jsonLogger,
+  /** Over the environment's TDP_WORKER_TRANSPORT and TDP_GRPC_URL. */
+  reportingOptions: { transport?: ReportingTransportName; grpcUrl?: string } = {},
 ): Promise<StartedWorker> {
   const key = env.TDP_WORKER_KEY;
   if (!key?.startsWith('tdpw_'))
@@ -69,9 +77,19 @@ export async function startWorker(
   const dbPath = resolve(env.TDP_WORKER_DB ?? '.tdp/worker.db');
   mkdirSync(dirname(dbPath), { recursive: true });
   const store = new LocalStore(dbPath, newId);
+  const transport = reportingOptions.transport ?? env.TDP_WORKER_TRANSPORT?.trim() ?? 'rest';
+  if (transport !== 'rest' && transport !== 'grpc')
+    throw new WorkerConfigError(`TDP_WORKER_TRANSPORT must be rest or grpc, got "${transport}"`);
   const client = new WorkerClient(urls, key);
-  const runtime = new WorkerRuntime({
+  const grpcUrl = reportingOptions.grpcUrl ?? env.TDP_GRPC_URL?.trim();
+  // Without an address, the port the server announced, on the host the worker reaches it by.
+  const reporting =
+    transport === 'grpc'
+      ? new GrpcReporting(grpcUrl || (() => grpcAddressOf(client.server, runtime.grpcPort)), key)
+      : undefined;
+  const runtime: WorkerRuntime = new WorkerRuntime({
     client,
+    ...(reporting ? { reporting } : {}),
     store,
     capabilities: limited,
     ...(env.TDP_NODE_ID ? { nodeId: env.TDP_NODE_ID } : {}),
@@ -86,6 +104,7 @@ export async function startWorker(
       capabilities: limited.map((c) => `${c.name}@${c.version}`),
       db: dbPath,
       server: client.server,
+      transport,
     },
     'worker ready',
   );
@@ -94,9 +113,17 @@ export async function startWorker(
     drain: async () => {
       await runtime.drain();
       store.close();
+      reporting?.close();
       await client.close();
     },
   };
+}
+
+/** `host:port` of the gRPC reporting port on the host of a server URL. */
+export function grpcAddressOf(serverUrl: string, port: number | null): string | null {
+  if (!port) return null;
+  const host = new URL(serverUrl).hostname;
+  return `${host.includes(':') ? `[${host.replace(/^\[|\]$/g, '')}]` : host}:${port}`;
 }
 
 const isConcurrency = (n: number) => Number.isInteger(n) && n >= 1 && n <= 1000;

@@ -1,4 +1,5 @@
 import type { WorkerClient } from './client.ts';
+import type { ReportingTransport } from './grpcReporting.ts';
 import type { LocalStore } from './localStore.ts';
 import type { Capability } from './sdk.ts';
 
@@ -12,6 +13,11 @@ export const silentLogger: Logger = { info: () => {}, warn: () => {}, error: () 
 
 export interface WorkerOptions {
   client: WorkerClient;
+  /**
+   * How events and attempt heartbeats are reported: the REST client by default, or `GrpcReporting`
+   * (`transport: 'grpc'` of `startWorker`; docs/grpc.md).
+   */
+  reporting?: ReportingTransport;
   store: LocalStore;
   capabilities: Capability[];
   name?: string;

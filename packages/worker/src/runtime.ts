@@ -75,6 +75,11 @@ export class WorkerRuntime {
     return this.session.workerId;
   }
 
+  /** The gRPC reporting port the server announced (docs/grpc.md); null: none yet, or off. */
+  get grpcPort(): number | null {
+    return this.session.grpcPort;
+  }
+
   /** Registers (or takes back its session after a restart) and starts every loop. */
   async start(): Promise<void> {
     await this.session.open();

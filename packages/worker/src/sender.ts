@@ -75,7 +75,7 @@ export class Sender {
     for (const [workerId, events] of byWorker) {
       // Commands received so far are acknowledged along with the current session's events.
       const acks = workerId === this.deps.session.workerId ? store.unacked().slice(0, 1000) : [];
-      const outcomes = await this.deps.options.client.sendEvents(
+      const outcomes = await (this.deps.options.reporting ?? this.deps.options.client).sendEvents(
         workerId,
         events.map((e) => e.body),
         acks,

@@ -74,7 +74,15 @@ export class Session {
     this.currentId = registered.workerId;
     this.intervalMs = registered.heartbeatIntervalSeconds * 1000;
     this.options.store.setMeta('workerId', registered.workerId);
+    // Kept with the session: a resumed session does not register, and still reports where it did.
+    this.options.store.setMeta('grpcPort', registered.grpcPort?.toString() ?? null);
     this.logger.info({ workerId: registered.workerId }, 'worker registered');
+  }
+
+  /** The gRPC reporting port the server announced at registration (docs/grpc.md); null: none. */
+  get grpcPort(): number | null {
+    const port = this.options.store.getMeta('grpcPort');
+    return port ? Number(port) : null;
   }
 
   async heartbeat(): Promise<void> {

@@ -22,7 +22,13 @@ import type { UseCases } from './useCases.ts';
 
 export const serverVersion = '0.1.0';
 
-export async function createApi(config: ServerConfig, a: Adapters, uses: UseCases): Promise<FastifyInstance> {
+export async function createApi(
+  config: ServerConfig,
+  a: Adapters,
+  uses: UseCases,
+  /** What registration announces of the gRPC reporting adapter. */
+  reporting: { grpcPort: number | null } = { grpcPort: null },
+): Promise<FastifyInstance> {
   const { authenticator, clock, ids, gateway, schemas, statusReads, workerStore } = a;
   const app = await createHttpApp({
     rawHandler: (request, response) => gateway.handleHttp(request, response),
@@ -58,6 +64,7 @@ export async function createApi(config: ServerConfig, a: Adapters, uses: UseCase
     adminToken: config.adminToken,
     authenticator,
     rateLimits: a.rateLimits,
+    grpcPort: reporting.grpcPort,
   });
   registerRunRoutes(app, { authenticator, runs: a.tasks, callbacks: a.callbackQueue, clock });
   gateway.attach(app.server);

@@ -10,51 +10,17 @@ import {
 } from '@tdp/protocol';
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
-import { AppError } from '../../../core/shared/errors.ts';
-import { reportTaskEvent, reportTaskEvents } from '../../../core/status/events.ts';
+import { reportTaskEvent } from '../../../core/status/events.ts';
 import { recordHeartbeats } from '../../../core/status/heartbeats.ts';
-import type { EventCredential, ReportedEvent } from '../../../core/status/reportedEvents.ts';
-import { problem } from './problems.ts';
+import { credentialFor, decodeReportedEvent, reportEventBodies } from '../reportCommands.ts';
 import { problemResponses } from './schemas.ts';
-import {
-  type Caller,
-  reportSecurity,
-  type StatusCallers,
-  type StatusRouteDeps,
-  tags,
-} from './statusRouteContext.ts';
+import { reportSecurity, type StatusCallers, type StatusRouteDeps, tags } from './statusRouteContext.ts';
 
 export function registerEventReportRoutes(
   app: FastifyInstance,
   deps: StatusRouteDeps,
   { caller, chargeExecutions }: StatusCallers,
 ): void {
-  function credentialFor(
-    who: Caller | null,
-    body: ReportedEvent & { executionHandle?: string; executionToken?: string },
-  ): EventCredential {
-    if (body.executionToken) return { kind: 'token', token: body.executionToken };
-    if (body.executionHandle) {
-      if (who?.kind !== 'application')
-        throw new AppError(
-          'UNAUTHENTICATED',
-          'an executionHandle is used with your API key in Authorization',
-        );
-      return { kind: 'handle', handle: body.executionHandle, principal: who.principal };
-    }
-    if (who?.kind === 'token') return { kind: 'token', token: who.token };
-    if (who?.kind === 'application') return { kind: 'coordinator', principal: who.principal };
-    throw new AppError(
-      'EXECUTION_CREDENTIAL_INVALID',
-      'send an execution token, or an executionHandle with your API key',
-    );
-  }
-
-  const decode = (body: Record<string, unknown>): ReportedEvent => {
-    const { executionHandle: _h, executionToken: _t, ...event } = body;
-    return event as unknown as ReportedEvent;
-  };
-
   app.post<{ Body: TaskEventRequest }>(
     '/v1/task-events',
     {
@@ -76,8 +42,8 @@ export function registerEventReportRoutes(
       const body = request.body as unknown as Record<string, unknown>;
       await chargeExecutions([body.executionToken as string | undefined], who);
       return reportTaskEvent(deps.status, {
-        credential: credentialFor(who, body as never),
-        event: decode(body),
+        credential: credentialFor(who, body),
+        event: decodeReportedEvent(body),
       });
     },
   );
@@ -116,46 +82,7 @@ export function registerEventReportRoutes(
         request.body.events.map((event) => event.executionToken as string | undefined),
         who,
       );
-      const prepared: {
-        index: number;
-        item?: { credential: EventCredential; event: ReportedEvent };
-        error?: AppError;
-      }[] = request.body.events.map((body, index) => {
-        try {
-          return { index, item: { credential: credentialFor(who, body as never), event: decode(body) } };
-        } catch (error) {
-          if (error instanceof AppError) return { index, error };
-          throw error;
-        }
-      });
-      const valid = prepared.filter((p) => p.item);
-      const outcomes =
-        valid.length > 0
-          ? await reportTaskEvents(
-              deps.status,
-              valid.map((p) => p.item!),
-            )
-          : [];
-      const results = prepared.map(
-        (p) =>
-          ({
-            index: p.index,
-            eventId: (request.body.events[p.index]!.eventId as string) ?? null,
-            ok: false,
-            error: p.error ? problemOf(p.error) : undefined,
-          }) as Record<string, unknown>,
-      );
-      valid.forEach((p, i) => {
-        const outcome = outcomes[i]!;
-        results[p.index] = outcome.ok
-          ? { index: p.index, eventId: outcome.result.eventId, ok: true, result: outcome.result }
-          : {
-              index: p.index,
-              eventId: request.body.events[p.index]!.eventId ?? null,
-              ok: false,
-              error: problemOf(outcome.error),
-            };
-      });
+      const results = await reportEventBodies(deps.status, who, request.body.events);
       return { results };
     },
   );
@@ -188,9 +115,4 @@ export function registerEventReportRoutes(
       return { results, receivedAt: deps.status.clock.now().toISOString() };
     },
   );
-}
-
-function problemOf(error: AppError) {
-  const p = problem(error.code, error.message);
-  return { code: p.code, status: p.status, detail: p.detail };
 }

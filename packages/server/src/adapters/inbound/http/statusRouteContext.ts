@@ -43,6 +43,8 @@ export const tags = ['status'];
 export interface StatusCallers {
   /** Who sent the request; null without a bearer token. */
   caller(request: FastifyRequest): Promise<Caller | null>;
+  /** Who a bearer token is (any transport); `where` names the request in a refusal. */
+  callerOf(token: string | null, where: string): Promise<Caller | null>;
   /** The application of the API key (401 otherwise). */
   application(request: FastifyRequest): Promise<ApplicationPrincipal>;
   /** An application or a user (401 otherwise). */
@@ -56,12 +58,14 @@ export interface StatusCallers {
 
 export function statusCallers(deps: StatusRouteDeps): StatusCallers {
   /** API keys start with `tdp_`; anything else is a token (a user token first, then an execution token). */
-  async function caller(request: FastifyRequest): Promise<Caller | null> {
-    const token = bearer(request);
+  const caller = (request: FastifyRequest) =>
+    callerOf(bearer(request), `${request.method} ${request.url.split('?')[0]}`);
+
+  async function callerOf(token: string | null, where: string): Promise<Caller | null> {
     if (!token) return null;
     if (token.startsWith('tdp_')) {
       const principal = await deps.authenticator.authenticate(token);
-      if (!principal) throw unauthenticated(request, 'the API key is not valid');
+      if (!principal) throw new AppError('UNAUTHENTICATED', `the API key is not valid (${where})`);
       return { kind: 'application', principal };
     }
     const user = await deps.userTokens.verify(token, deps.status.clock.now());
@@ -92,5 +96,5 @@ export function statusCallers(deps: StatusRouteDeps): StatusCallers {
     throw unauthenticated(request, 'send an API key or a user token');
   }
 
-  return { caller, application, reader, chargeExecutions };
+  return { caller, callerOf, application, reader, chargeExecutions };
 }

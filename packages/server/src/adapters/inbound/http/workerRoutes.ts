@@ -2,7 +2,6 @@ import {
   AccessGrant,
   ArtifactGrantRequest,
   CommandAcks,
-  errorCatalogue,
   Labels,
   NoContent,
   ResourceGrantRequest,
@@ -27,7 +26,7 @@ import {
 } from '../../../core/scheduling/workers.ts';
 import { AppError } from '../../../core/shared/errors.ts';
 import type { StatusDeps } from '../../../core/status/deps.ts';
-import { recordWorkerEvents } from '../../../core/status/workerInbox.ts';
+import { reportWorkerEvents } from '../reportCommands.ts';
 import { requireAdmin } from './auth.ts';
 import type { RateLimits } from './rateLimits.ts';
 import { emptyBodyAsObject, eventStream, IdempotencyKeyHeader, problemResponses, Uuid } from './schemas.ts';
@@ -53,6 +52,8 @@ export function registerWorkerRoutes(
     inbox: StatusDeps;
     /** Each request with a worker key is charged to the key's bucket. */
     rateLimits: RateLimits;
+    /** The gRPC reporting port registration announces (null: off). */
+    grpcPort: number | null;
   },
 ): void {
   const tags = ['workers'];
@@ -145,7 +146,10 @@ export function registerWorkerRoutes(
       },
     },
     async (request, reply) =>
-      reply.code(201).send(await registerWorker(deps.workers, await workerCredential(request), request.body)),
+      reply.code(201).send({
+        ...(await registerWorker(deps.workers, await workerCredential(request), request.body)),
+        ...(deps.grpcPort !== null ? { grpcPort: deps.grpcPort } : {}),
+      }),
   );
 
   app.post<{ Params: { id: string }; Body: WorkerHeartbeat }>(
@@ -342,16 +346,7 @@ export function registerWorkerRoutes(
       if (events.length === 0 && commandAcks.length === 0) {
         throw new AppError('VALIDATION_FAILED', 'send at least one event or command acknowledgement');
       }
-      const outcomes = await recordWorkerEvents(deps.inbox, worker, events, commandAcks);
-      return {
-        results: outcomes.map((o, index) => {
-          const eventId = request.body.events[index]!.eventId;
-          if (o.ok) return { index, eventId, ...o };
-          // The inbox's own refusals carry their HTTP status; the status service's carry 0.
-          const status = o.refusedBy === 'inbox' ? errorCatalogue[o.code].status : 0;
-          return { index, eventId, ok: false, code: o.code, status, detail: o.detail };
-        }),
-      };
+      return { results: await reportWorkerEvents(deps.inbox, worker, events, commandAcks) };
     },
   );
 

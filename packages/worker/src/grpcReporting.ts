@@ -1,0 +1,251 @@
+/**
+ * Reporting over gRPC (docs/grpc.md): the bidirectional `Report` stream of
+ * `@tdp/protocol`'s reporting.proto. `ReportStreamClient` is one stream: it waits for the server's
+ * window, never has more requests unanswered than that, and answers each request by its id.
+ * `GrpcReporting` is the runtime's reporting transport over it (the seam REST's WorkerClient fills
+ * too): each attempt is bound once per stream, events and heartbeats go by key; when the stream breaks,
+ * every unanswered request fails as UnavailableError, the sender sends the batch again on a new stream
+ * (binding again: a key dies with its stream), and the server's dedup applies each event once.
+ */
+import { type ClientDuplexStream, credentials, loadPackageDefinition, Metadata } from '@grpc/grpc-js';
+import { loadSync } from '@grpc/proto-loader';
+import {
+  eventMessageOf,
+  reportingProtoOptions,
+  reportingProtoPath,
+  type WorkerEventOutcome,
+} from '@tdp/protocol';
+import { UnavailableError } from './client.ts';
+
+/** What the runtime reports through: REST's WorkerClient or GrpcReporting. */
+export interface ReportingTransport {
+  sendEvents(
+    workerId: string,
+    events: Record<string, unknown>[],
+    commandAcks?: string[],
+  ): Promise<WorkerEventOutcome[]>;
+  attemptHeartbeats(items: { executionToken: string; heartbeatSeq: number }[]): Promise<void>;
+}
+
+export interface StreamProblem {
+  code: string;
+  status: number;
+  detail: string;
+  retryable: boolean;
+}
+
+/** One answer of the stream: the item's outcome (`problem` when it was refused). */
+export interface ItemResult {
+  requestId: number;
+  outcome: 'bound' | 'event' | 'heartbeat' | 'problem';
+  bound?: { streamExecutionKey: number };
+  event?: Record<string, unknown>;
+  heartbeat?: Record<string, unknown>;
+  problem?: StreamProblem;
+}
+
+export type BindCredential =
+  | { executionToken: string }
+  | { executionHandle: string }
+  | { attempt: { workerId: string; attemptId: string; leaseVersion: number } };
+
+type ReportingClient = {
+  Report(
+    metadata: Metadata,
+  ): ClientDuplexStream<object, { message: string; ready?: { window: number }; result?: ItemResult }>;
+  close(): void;
+};
+
+let loaded:
+  | (new (
+      address: string,
+      creds: ReturnType<typeof credentials.createInsecure>,
+    ) => ReportingClient)
+  | null = null;
+
+/** A client of the `Reporting` service (unary calls included), from the protocol's `.proto`. */
+export function reportingClient(address: string): ReportingClient {
+  loaded ??= (
+    loadPackageDefinition(loadSync(reportingProtoPath, reportingProtoOptions)) as unknown as {
+      tdp: { reporting: { v1: { Reporting: typeof loaded } } };
+    }
+  ).tdp.reporting.v1.Reporting;
+  return new loaded!(address, credentials.createInsecure());
+}
+
+export class ReportStreamClient {
+  private readonly call: ReturnType<ReportingClient['Report']>;
+  private readonly pending = new Map<
+    number,
+    { resolve: (r: ItemResult) => void; reject: (e: Error) => void }
+  >();
+  private readonly waiting: (() => void)[] = [];
+  private window = 0;
+  private nextId = 1;
+  private broken: Error | null = null;
+  readonly ready: Promise<void>;
+
+  constructor(client: ReportingClient, bearer: string | null) {
+    const metadata = new Metadata();
+    if (bearer) metadata.set('authorization', `Bearer ${bearer}`);
+    this.call = client.Report(metadata);
+    let opened!: () => void;
+    let failed!: (error: Error) => void;
+    this.ready = new Promise((resolve, reject) => {
+      opened = resolve;
+      failed = reject;
+    });
+    this.ready.catch(() => {});
+    this.call.on('data', (message) => {
+      if (message.ready) {
+        this.window = message.ready.window;
+        opened();
+        this.release();
+        return;
+      }
+      const result = message.result!;
+      const outcome = ['bound', 'event', 'heartbeat', 'problem'].find(
+        (k) => k in result,
+      ) as ItemResult['outcome'];
+      const entry = this.pending.get(result.requestId);
+      this.pending.delete(result.requestId);
+      entry?.resolve({ ...result, outcome });
+      this.release();
+    });
+    const breakWith = (error: Error) => {
+      if (this.broken) return;
+      this.broken = new UnavailableError(`gRPC report stream: ${error.message}`, { cause: error });
+      failed(this.broken);
+      for (const entry of this.pending.values()) entry.reject(this.broken);
+      this.pending.clear();
+      for (const wake of this.waiting.splice(0)) wake();
+    };
+    this.call.on('error', breakWith);
+    this.call.on('end', () => breakWith(new Error('the server ended the stream')));
+  }
+
+  get isBroken(): boolean {
+    return this.broken !== null;
+  }
+
+  bind(credential: BindCredential): Promise<ItemResult> {
+    return this.send({ bind: credential });
+  }
+
+  event(key: number, event: Record<string, unknown>, commandAcks: string[] = []): Promise<ItemResult> {
+    return this.send({ event: { streamExecutionKey: key, event }, commandAcks });
+  }
+
+  heartbeat(key: number, heartbeatSeq: number): Promise<ItemResult> {
+    return this.send({ heartbeat: { streamExecutionKey: key, heartbeatSeq } });
+  }
+
+  /** Sends when the window has room (flow control), and resolves with the request's answer. */
+  private async send(item: Record<string, unknown>): Promise<ItemResult> {
+    await this.ready;
+    while (!this.broken && this.pending.size >= this.window)
+      await new Promise<void>((resolve) => this.waiting.push(resolve));
+    if (this.broken) throw this.broken;
+    const requestId = this.nextId++;
+    return new Promise((resolve, reject) => {
+      this.pending.set(requestId, { resolve, reject });
+      this.call.write({ requestId, ...item });
+    });
+  }
+
+  private release(): void {
+    while (this.waiting.length > 0 && this.pending.size < this.window) this.waiting.shift()!();
+  }
+
+  close(): void {
+    this.call.end();
+  }
+}
+
+/** The runtime's reporting transport over one stream at a time (opened again after a break). */
+export class GrpcReporting implements ReportingTransport {
+  private client: ReportingClient | null = null;
+  private stream: ReportStreamClient | null = null;
+  /** Keys of this stream, by attempt (and lease version) or token. */
+  private keys = new Map<string, Promise<number | StreamProblem>>();
+
+  constructor(
+    /** `host:port`, or a function giving it once known (the server announces its port at registration). */
+    private readonly address: string | (() => string | null),
+    private readonly workerKey: string,
+  ) {}
+
+  private open(): ReportStreamClient {
+    if (this.stream && !this.stream.isBroken) return this.stream;
+    const address = typeof this.address === 'string' ? this.address : this.address();
+    if (!address) throw new UnavailableError('the gRPC reporting address is not known yet');
+    this.client ??= reportingClient(address);
+    this.keys = new Map();
+    this.stream = new ReportStreamClient(this.client, this.workerKey);
+    return this.stream;
+  }
+
+  private key(stream: ReportStreamClient, id: string, credential: BindCredential) {
+    let key = this.keys.get(id);
+    if (!key) {
+      key = stream.bind(credential).then((r) => {
+        // A refused bind is not kept: the next batch tries again (after a 5xx, or a new lease).
+        if (!r.bound) this.keys.delete(id);
+        return r.bound?.streamExecutionKey ?? r.problem!;
+      });
+      this.keys.set(id, key);
+      key.catch(() => this.keys.delete(id));
+    }
+    return key;
+  }
+
+  async sendEvents(
+    workerId: string,
+    events: Record<string, unknown>[],
+    commandAcks: string[] = [],
+  ): Promise<WorkerEventOutcome[]> {
+    const stream = this.open();
+    return Promise.all(
+      events.map(async (body, index): Promise<WorkerEventOutcome> => {
+        const eventId = body.eventId as string;
+        const attempt = {
+          workerId,
+          attemptId: body.attemptId as string,
+          leaseVersion: body.leaseVersion as number,
+        };
+        const key = await this.key(stream, `${attempt.attemptId}/${attempt.leaseVersion}`, { attempt });
+        const answer =
+          typeof key === 'number'
+            ? await stream.event(key, eventMessageOf(body), index === 0 ? commandAcks : [])
+            : { problem: key, event: undefined };
+        if (answer.event) return { index, eventId, ok: true, result: answer.event as never };
+        const problem = answer.problem!;
+        if (problem.status >= 500 || problem.code === 'RATE_LIMITED')
+          throw new UnavailableError(`event ${eventId}: ${problem.code}`, { serverDown: false });
+        return {
+          index,
+          eventId,
+          ok: false,
+          code: problem.code,
+          status: problem.status,
+          detail: problem.detail,
+        };
+      }),
+    );
+  }
+
+  async attemptHeartbeats(items: { executionToken: string; heartbeatSeq: number }[]): Promise<void> {
+    const stream = this.open();
+    await Promise.all(
+      items.map(async (item) => {
+        const key = await this.key(stream, item.executionToken, { executionToken: item.executionToken });
+        if (typeof key === 'number') await stream.heartbeat(key, item.heartbeatSeq);
+      }),
+    );
+  }
+
+  close(): void {
+    this.stream?.close();
+    this.client?.close();
+  }
+}
