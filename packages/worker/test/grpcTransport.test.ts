@@ -1,0 +1,113 @@
+/**
+ * The runtime with `GrpcReporting`: a real task runs to SUCCEEDED with its output, every event and
+ * attempt heartbeat over the gRPC stream (the REST events route is never used), at the port the server
+ * announced at registration.
+ */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { newId } from '@tdp/protocol';
+import { Type } from 'typebox';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Harness, startHarness } from '../../../test/harness.ts';
+import { defineCapability, GrpcReporting, LocalStore, WorkerClient, WorkerRuntime } from '../src/index.ts';
+
+let h: Harness;
+let app: Awaited<ReturnType<Harness['createApplication']>>;
+let workerKey: string;
+const directory = mkdtempSync(join(tmpdir(), 'tdp-grpc-worker-'));
+
+beforeAll(async () => {
+  h = await startHarness({ runLoops: true });
+  app = await h.createApplication();
+  workerKey = (await h.request('POST', '/admin/v1/worker-credentials', { token: h.adminToken, body: {} }))
+    .body.key;
+  await h.request('POST', '/v1/workflow-definitions', {
+    token: app.apiKey,
+    body: {
+      name: 'grpc-echo',
+      version: '1',
+      steps: [
+        {
+          key: 'only',
+          capability: 'test.grpc-echo',
+          capabilityVersion: '1',
+          inputMapping: { text: '$.input.text' },
+          timeouts: { heartbeatMs: 3_000 },
+        },
+      ],
+    },
+  });
+});
+afterAll(async () => {
+  await h.close();
+});
+
+/** The REST client, with its events route out of use: whatever reaches it is counted and refused. */
+class RestWithoutEvents extends WorkerClient {
+  restEvents = 0;
+  override async sendEvents(): Promise<never> {
+    this.restEvents += 1;
+    throw new Error('events must go over gRPC');
+  }
+  override async attemptHeartbeats(): Promise<never> {
+    this.restEvents += 1;
+    throw new Error('heartbeats must go over gRPC');
+  }
+}
+
+describe('worker runtime over gRPC', () => {
+  it('runs a real task to SUCCEEDED, reporting events and heartbeats on the stream', async () => {
+    const client = new RestWithoutEvents(h.url, workerKey, 5_000);
+    let runtime!: WorkerRuntime;
+    const reporting = new GrpcReporting(() => `127.0.0.1:${runtime.grpcPort}`, workerKey);
+    runtime = new WorkerRuntime({
+      client,
+      reporting,
+      store: new LocalStore(join(directory, 'grpc.db'), newId),
+      capabilities: [
+        defineCapability({
+          name: 'test.grpc-echo',
+          version: '1',
+          input: Type.Object({ text: Type.String() }),
+          output: Type.Object({ echo: Type.String() }),
+          // Long enough for attempt heartbeats (the step's heartbeat timeout is 3 s, one beat a second).
+          run: async (context, input) => {
+            context.progress(50);
+            await new Promise((resolve) => setTimeout(resolve, 2_500));
+            return { echo: input.text };
+          },
+        }),
+      ],
+      nodeId: 'node-grpc',
+    });
+    await runtime.start();
+    try {
+      expect(runtime.grpcPort).toBe(h.server.grpcPort);
+      const created = await h.request('POST', '/v1/tasks', {
+        token: app.apiKey,
+        headers: { 'idempotency-key': newId() },
+        body: { workflowName: 'grpc-echo', workflowVersion: '1', name: 'grpc', input: { text: 'over grpc' } },
+      });
+      const taskId = created.body.task.id as string;
+      const task = async () => (await h.request('GET', `/v1/tasks/${taskId}`, { token: app.apiKey })).body;
+      await expect
+        .poll(async () => (await task()).task.lifecycleStatus, { timeout: 20_000 })
+        .toBe('SUCCEEDED');
+      const [step] = (await task()).execution.steps;
+      expect(step.data).toEqual({ echo: 'over grpc' });
+      // Attempt heartbeats renewed the lease, by key on the stream.
+      expect(step.lastHeartbeatAt).not.toBeNull();
+      const events = (await h.request('GET', `/v1/tasks/${taskId}/events?limit=100`, { token: app.apiKey }))
+        .body.items as { eventType: string }[];
+      expect(events.map((e) => e.eventType)).toEqual(
+        expect.arrayContaining(['STEP_STARTED', 'STEP_PROGRESS', 'STEP_COMPLETED']),
+      );
+      expect(client.restEvents).toBe(0);
+    } finally {
+      await runtime.stop();
+      reporting.close();
+      await client.close();
+    }
+  });
+});
