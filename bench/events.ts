@@ -1,14 +1,26 @@
 /**
  * `npm run bench -- events`: accepted status events per second through POST /v1/task-events:batch
  * (batches of 100) and single POST /v1/task-events (32 concurrent clients) over 1,000 tasks, a hot task
- * (every event on one task), and heartbeat items per second through the batch endpoint. In the same run,
- * the floor: the same transaction's statements issued directly with the same driver.
+ * (every event on one task), and heartbeat items per second through the batch endpoint; the same
+ * progress events over gRPC `Report` streams (one per batch client, each execution bound once, a
+ * latency per event from send to its answer), against the REST batch. In the same run, the floor: the
+ * same transaction's statements issued directly with the same driver.
  */
 import { createHash, randomUUID } from 'node:crypto';
 import { Pool } from 'undici';
+import { eventMessageOf } from '../packages/protocol/src/grpc.ts';
 import { newId } from '../packages/protocol/src/ids.ts';
 import { connectDatabase } from '../packages/server/src/main.ts';
-import { benchDatabase, describe, type LoadResult, runLoad, sized, startBenchServer } from './support.ts';
+import { ReportStreamClient, reportingClient } from '../packages/worker/src/grpcReporting.ts';
+import {
+  benchDatabase,
+  describe,
+  type LoadResult,
+  percentile,
+  runLoad,
+  sized,
+  startBenchServer,
+} from './support.ts';
 
 const TASKS = sized(null, 1000, 100);
 const BATCH = 100;
@@ -19,6 +31,8 @@ const SINGLE_EVENTS = sized('BENCH_EVENTS_SINGLE', 6_000, 600);
 const HOT_EVENTS = sized('BENCH_EVENTS_HOT', 3_000, 300);
 const HEARTBEAT_ITEMS = sized('BENCH_HEARTBEATS', 200_000, 10_000);
 const HEARTBEAT_BATCH = 250;
+/** Events a gRPC stream has in flight at once (within the server's window, `grpcStreamWindow`). */
+const STREAM_IN_FLIGHT = 200;
 
 export interface Execution {
   taskId: string;
@@ -125,6 +139,63 @@ async function httpBatches(
     if (refused.length > 0) throw new Error(`batch refused ${refused.length}: ${JSON.stringify(refused[0])}`);
   });
   return { ...result, count: batches * BATCH, perSecond: (batches * BATCH) / result.seconds };
+}
+
+/**
+ * The REST batch's events over gRPC: one stream per batch client, each with its own executions (bound
+ * once, before the clock starts), STREAM_IN_FLIGHT events unanswered at a time.
+ */
+async function grpcStreams(
+  address: string,
+  apiKey: string,
+  executions: Execution[],
+  total: number,
+): Promise<LoadResult> {
+  const groups = partition(executions, BATCH_CLIENTS);
+  const clients = groups.map(() => reportingClient(address));
+  const streams = clients.map((client) => new ReportStreamClient(client, apiKey));
+  const keys = await Promise.all(
+    groups.map((group, g) =>
+      Promise.all(
+        group.map(
+          async (e) => (await streams[g]!.bind({ executionHandle: e.handle })).bound!.streamExecutionKey,
+        ),
+      ),
+    ),
+  );
+  const latencies: number[] = [];
+  const quota = Math.ceil(total / BATCH_CLIENTS);
+  const started = performance.now();
+  await Promise.all(
+    groups.map(async (group, g) => {
+      let next = 0;
+      await Promise.all(
+        Array.from({ length: STREAM_IN_FLIGHT }, async () => {
+          while (next < quota) {
+            const i = next++;
+            const member = i % group.length;
+            const body = progressEvent(group[member]!);
+            const t0 = performance.now();
+            const answer = await streams[g]!.event(keys[g]![member]!, eventMessageOf(body));
+            if (!answer.event) throw new Error(`stream refused: ${JSON.stringify(answer.problem)}`);
+            latencies.push(performance.now() - t0);
+          }
+        }),
+      );
+    }),
+  );
+  const seconds = (performance.now() - started) / 1000;
+  for (const stream of streams) stream.close();
+  for (const client of clients) client.close();
+  latencies.sort((a, b) => a - b);
+  const count = quota * BATCH_CLIENTS;
+  return {
+    count,
+    seconds,
+    perSecond: count / seconds,
+    p50: percentile(latencies, 50),
+    p99: percentile(latencies, 99),
+  };
 }
 
 async function httpSingles(
@@ -316,6 +387,13 @@ export async function benchEvents(): Promise<void> {
 
     const batch = await httpBatches(pool, server.apiKey, executions, BATCH_EVENTS);
     console.log(`  batch (${BATCH}/request, ${BATCH_CLIENTS} clients)  HTTP   ${describe(batch)}`);
+    const stream = await grpcStreams(server.grpcAddress, server.apiKey, executions, BATCH_EVENTS);
+    console.log(
+      `  stream (${BATCH_CLIENTS} streams, ${STREAM_IN_FLIGHT} in flight)  gRPC   ${describe(stream)}`,
+    );
+    console.log(
+      `  ratio stream/batch ${ratio(stream, batch)} (target >= 1; p50/p99: per event on the stream, per request of ${BATCH} in the batch)`,
+    );
     const single = await httpSingles(pool, server.apiKey, executions, SINGLE_EVENTS, SINGLE_CLIENTS);
     console.log(`  single (${SINGLE_CLIENTS} clients)             HTTP   ${describe(single)}`);
     const hotHttp = await httpSingles(pool, server.apiKey, hot, HOT_EVENTS, SINGLE_CLIENTS);

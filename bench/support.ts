@@ -122,6 +122,7 @@ const benchRateLimits = Object.fromEntries(
  */
 export async function startBenchServer(databaseUrl: string) {
   const port = await freePort();
+  const grpcPort = await freePort();
   const adminToken = randomBytes(24).toString('hex');
   const child: ChildProcess = spawn(
     process.execPath,
@@ -138,6 +139,7 @@ export async function startBenchServer(databaseUrl: string) {
         ...process.env,
         DATABASE_URL: databaseUrl,
         TDP_PORT: String(port),
+        TDP_GRPC_PORT: String(grpcPort),
         TDP_ADMIN_TOKEN: adminToken,
         TDP_SECRET_KEYS: generateKeyringEntry('bench'),
         TDP_LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn',
@@ -173,6 +175,8 @@ export async function startBenchServer(databaseUrl: string) {
   ).json()) as { apiKey: { key: string }; application: { id: string } };
   return {
     base,
+    /** The gRPC reporting address (docs/grpc.md). */
+    grpcAddress: `127.0.0.1:${grpcPort}`,
     adminToken,
     apiKey: app.apiKey.key,
     applicationId: app.application.id,
