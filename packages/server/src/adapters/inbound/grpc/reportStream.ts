@@ -6,7 +6,7 @@
  * broken the contract and the stream ends with RESOURCE_EXHAUSTED.
  */
 import { status as GrpcStatus, type ServerDuplexStream } from '@grpc/grpc-js';
-import type { WorkerEvent } from '@tdp/protocol';
+import { errorCatalogue, type WorkerEvent } from '@tdp/protocol';
 import type { Logger } from 'pino';
 import type { WorkerOwner } from '../../../core/scheduling/ports.ts';
 import { requireWorker, type WorkerDeps } from '../../../core/scheduling/workers.ts';
@@ -16,7 +16,7 @@ import { recordHeartbeats } from '../../../core/status/heartbeats.ts';
 import type { RateLimits } from '../http/rateLimits.ts';
 import type { Caller } from '../http/statusRouteContext.ts';
 import { reportEventBodies, reportWorkerEvents } from '../reportCommands.ts';
-import { problemOfError } from './errors.ts';
+import { grpcCodeOf, problemOfError } from './errors.ts';
 import {
   checkBoundEvent,
   checkHeartbeat,
@@ -111,14 +111,25 @@ export class ReportStream {
     if (this.running) return;
     this.running = true;
     try {
-      const caller = await this.caller;
+      let caller: StreamCaller;
+      try {
+        caller = await this.caller;
+      } catch {
+        return; // refused: fail() ended the stream
+      }
       while (this.queue.length > 0 && !this.done) {
+        // One turn of the event loop first: requests already on the socket join this round, which would
+        // otherwise be the burst's first request alone (a transaction for one event).
+        await new Promise((resolve) => setImmediate(resolve));
         const round = this.queue;
         this.queue = [];
         await this.answer(caller, round);
       }
-    } catch {
-      return; // the caller was refused: fail() ended the stream
+    } catch (error) {
+      // A bug, not a refusal (those are answered per item): the stream ends rather than stall.
+      this.deps.logger.error({ err: error }, 'gRPC report stream failed');
+      this.endWith(GrpcStatus.INTERNAL, 'INTERNAL_ERROR: an unexpected error occurred; it has been logged');
+      return;
     } finally {
       this.running = false;
     }
@@ -150,10 +161,7 @@ export class ReportStream {
 
   private fail(error: unknown): void {
     const { code, detail } = problemOfError(error);
-    this.endWith(
-      code === 'UNAUTHENTICATED' ? GrpcStatus.UNAUTHENTICATED : GrpcStatus.INTERNAL,
-      `${code}: ${detail}`,
-    );
+    this.endWith(grpcCodeOf(errorCatalogue[code].status), `${code}: ${detail}`);
   }
 
   /** One round: binds first (in order), then events and heartbeats, each group in one service call. */
