@@ -17,6 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Harness, startHarness } from '../../../test/harness.ts';
 import { coordinator, documentSteps } from '../../../test/statusFixture.ts';
 import { TcpProxy } from '../../../test/tcpProxy.ts';
+import { ConfigError, configFromEnv } from '../src/config.ts';
 import { connectDatabase } from '../src/main.ts';
 
 let h: Harness;
@@ -264,5 +265,27 @@ describe('gRPC reporting', () => {
     expect((await ended).code).toBe(8);
     release();
     await locked;
+  });
+
+  // Last: it shuts the server down.
+  it('on shutdown an open stream is ended with UNAVAILABLE (SHUTTING_DOWN) and the server closes', async () => {
+    const { ctx } = await c.runningContext();
+    const { stream, key } = await boundStream(ctx.executionToken);
+    expect((await stream.event(key, eventMessageOf(c.event(ctx)))).outcome).toBe('event');
+    const raw = (stream as unknown as { call: NodeJS.EventEmitter }).call;
+    const status = new Promise<{ code: number; details: string }>((resolve) => raw.on('status', resolve));
+    await h.server.close();
+    expect(await status).toMatchObject({ code: 14, details: expect.stringContaining('SHUTTING_DOWN') });
+  });
+});
+
+describe('the grpcPort setting', () => {
+  const env = { DATABASE_URL: 'postgres://x', TDP_ADMIN_TOKEN: 'a'.repeat(16), TDP_SECRET_KEYS: '' };
+  const base = { secretKeyring: { activeKeyId: 'k', keys: new Map() } } as never;
+  it('is a free port by default, a port from TDP_GRPC_PORT, off with "off"; anything else is refused', () => {
+    expect(configFromEnv(env, base).grpcPort).toBe(0);
+    expect(configFromEnv({ ...env, TDP_GRPC_PORT: '7443' }, base).grpcPort).toBe(7443);
+    expect(configFromEnv({ ...env, TDP_GRPC_PORT: 'off' }, base).grpcPort).toBeNull();
+    expect(() => configFromEnv({ ...env, TDP_GRPC_PORT: 'yes' }, base)).toThrow(ConfigError);
   });
 });
