@@ -69,6 +69,12 @@ export const errorCatalogue = {
     retryable: false,
     title: 'The event belongs to an execution that is no longer current',
   },
+  // gRPC reporting only (docs/grpc.md): the client binds the execution again and resends.
+  STREAM_EXECUTION_KEY_UNKNOWN: {
+    status: 409,
+    retryable: false,
+    title: 'The stream execution key is not bound on this stream; bind the execution again',
+  },
   SOURCE_SEQ_REGRESSION: {
     status: 409,
     retryable: false,

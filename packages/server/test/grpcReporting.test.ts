@@ -27,8 +27,9 @@ let address: string;
 const clients: { close(): void }[] = [];
 
 beforeAll(async () => {
-  // A small window, so a batch goes out in several rounds and a cut finds some of it unanswered.
-  h = await startHarness({ settings: { grpcStreamWindow: 10 } });
+  // A small window, so a batch goes out in several rounds and a cut finds some of it unanswered; two
+  // bindings per stream, so that a third forgets the first.
+  h = await startHarness({ settings: { grpcStreamWindow: 10, grpcStreamMaxBindings: 2 } });
   c = await coordinator(h);
   sql = connectDatabase({ url: h.databaseUrl, maxConnections: 2 });
   address = `127.0.0.1:${h.server.grpcPort}`;
@@ -235,9 +236,30 @@ describe('gRPC reporting', () => {
     // Keys are the stream's own: on a new stream the same number means nothing until bound there.
     const other = new ReportStreamClient(client() as never, null);
     const unbound = await other.heartbeat(key, 7);
-    expect(unbound.problem).toMatchObject({ code: 'EXECUTION_CREDENTIAL_INVALID' });
+    expect(unbound.problem).toMatchObject({ code: 'STREAM_EXECUTION_KEY_UNKNOWN' });
     stream.close();
     other.close();
+  });
+
+  it('past grpcStreamMaxBindings the oldest binding is forgotten: its key is unknown until bound again', async () => {
+    const contexts = [
+      (await c.runningContext()).ctx,
+      (await c.runningContext()).ctx,
+      (await c.runningContext()).ctx,
+    ];
+    const stream = new ReportStreamClient(client() as never, null);
+    const keys: number[] = [];
+    for (const ctx of contexts)
+      keys.push((await stream.bind({ executionToken: ctx.executionToken })).bound!.streamExecutionKey);
+    const forgotten = await stream.event(keys[0]!, eventMessageOf(c.event(contexts[0]!)));
+    expect(forgotten.problem).toMatchObject({ code: 'STREAM_EXECUTION_KEY_UNKNOWN', status: 409 });
+    for (const [i, ctx] of contexts.slice(1).entries())
+      expect((await stream.event(keys[i + 1]!, eventMessageOf(c.event(ctx)))).outcome).toBe('event');
+    const again = (await stream.bind({ executionToken: contexts[0]!.executionToken })).bound!
+      .streamExecutionKey;
+    expect(again).not.toBe(keys[0]);
+    expect((await stream.event(again, eventMessageOf(c.event(contexts[0]!)))).outcome).toBe('event');
+    stream.close();
   });
 
   it('a client past its window has the stream ended with RESOURCE_EXHAUSTED', async () => {

@@ -166,8 +166,9 @@ export class ReportStreamClient {
 export class GrpcReporting implements ReportingTransport {
   private client: ReportingClient | null = null;
   private stream: ReportStreamClient | null = null;
-  /** Keys of this stream, by attempt (and lease version) or token. */
+  /** Keys of this stream, by attempt (and lease version) or token; the oldest go past `maxKeys`. */
   private keys = new Map<string, Promise<number | StreamProblem>>();
+  private static readonly maxKeys = 1_000;
 
   constructor(
     /** `host:port`, or a function giving it once known (the server announces its port at registration). */
@@ -188,6 +189,7 @@ export class GrpcReporting implements ReportingTransport {
   private key(stream: ReportStreamClient, id: string, credential: BindCredential) {
     let key = this.keys.get(id);
     if (!key) {
+      if (this.keys.size >= GrpcReporting.maxKeys) this.keys.delete(this.keys.keys().next().value!);
       key = stream.bind(credential).then((r) => {
         // A refused bind is not kept: the next batch tries again (after a 5xx, or a new lease).
         if (!r.bound) this.keys.delete(id);
@@ -213,14 +215,27 @@ export class GrpcReporting implements ReportingTransport {
           attemptId: body.attemptId as string,
           leaseVersion: body.leaseVersion as number,
         };
-        const key = await this.key(stream, `${attempt.attemptId}/${attempt.leaseVersion}`, { attempt });
-        const answer =
-          typeof key === 'number'
-            ? await stream.event(key, eventMessageOf(body), index === 0 ? commandAcks : [])
+        const id = `${attempt.attemptId}/${attempt.leaseVersion}`;
+        const send = async () => {
+          const key = await this.key(stream, id, { attempt });
+          return typeof key === 'number'
+            ? stream.event(key, eventMessageOf(body), index === 0 ? commandAcks : [])
             : { problem: key, event: undefined };
+        };
+        let answer = await send();
+        if (answer.problem?.code === 'STREAM_EXECUTION_KEY_UNKNOWN') {
+          // The server forgot the binding (its per-stream limit): bind again and resend, once.
+          this.keys.delete(id);
+          answer = await send();
+        }
         if (answer.event) return { index, eventId, ok: true, result: answer.event as never };
         const problem = answer.problem!;
-        if (problem.status >= 500 || problem.code === 'RATE_LIMITED')
+        // Not this event's fault: the sender sends the batch again later (the server's dedup applies it once).
+        if (
+          problem.status >= 500 ||
+          problem.code === 'RATE_LIMITED' ||
+          problem.code === 'STREAM_EXECUTION_KEY_UNKNOWN'
+        )
           throw new UnavailableError(`event ${eventId}: ${problem.code}`, { serverDown: false });
         return {
           index,
@@ -239,7 +254,10 @@ export class GrpcReporting implements ReportingTransport {
     await Promise.all(
       items.map(async (item) => {
         const key = await this.key(stream, item.executionToken, { executionToken: item.executionToken });
-        if (typeof key === 'number') await stream.heartbeat(key, item.heartbeatSeq);
+        if (typeof key !== 'number') return;
+        const answer = await stream.heartbeat(key, item.heartbeatSeq);
+        // Forgotten by the server: bound again at the next beat.
+        if (answer.problem?.code === 'STREAM_EXECUTION_KEY_UNKNOWN') this.keys.delete(item.executionToken);
       }),
     );
   }

@@ -1,7 +1,8 @@
 /**
  * The runtime with `GrpcReporting`: a real task runs to SUCCEEDED with its output, every event and
  * attempt heartbeat over the gRPC stream (the REST events route is never used), at the port the server
- * announced at registration.
+ * announced at registration; a stream cut while the step runs is survived (a new stream, the attempt
+ * bound again, the events resent) with every event applied once.
  */
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -10,6 +11,7 @@ import { newId } from '@tdp/protocol';
 import { Type } from 'typebox';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Harness, startHarness } from '../../../test/harness.ts';
+import { TcpProxy } from '../../../test/tcpProxy.ts';
 import { defineCapability, GrpcReporting, LocalStore, WorkerClient, WorkerRuntime } from '../src/index.ts';
 
 let h: Harness;
@@ -18,7 +20,9 @@ let workerKey: string;
 const directory = mkdtempSync(join(tmpdir(), 'tdp-grpc-worker-'));
 
 beforeAll(async () => {
-  h = await startHarness({ runLoops: true });
+  // One binding per stream: each bind forgets the one before (heartbeats and events of an attempt take
+  // turns), so the transport must bind again and resend whenever the server has forgotten its key.
+  h = await startHarness({ runLoops: true, settings: { grpcStreamMaxBindings: 1 } });
   app = await h.createApplication();
   workerKey = (await h.request('POST', '/admin/v1/worker-credentials', { token: h.adminToken, body: {} }))
     .body.key;
@@ -34,6 +38,20 @@ beforeAll(async () => {
           capabilityVersion: '1',
           inputMapping: { text: '$.input.text' },
           timeouts: { heartbeatMs: 3_000 },
+        },
+      ],
+    },
+  });
+  await h.request('POST', '/v1/workflow-definitions', {
+    token: app.apiKey,
+    body: {
+      name: 'grpc-cut',
+      version: '1',
+      steps: [
+        {
+          key: 'only',
+          capability: 'test.grpc-cut',
+          capabilityVersion: '1',
         },
       ],
     },
@@ -108,6 +126,65 @@ describe('worker runtime over gRPC', () => {
       await runtime.stop();
       reporting.close();
       await client.close();
+    }
+  });
+
+  it('survives a stream cut while the step runs: a new stream, a new bind, the events resent and applied once', async () => {
+    const proxy = new TcpProxy('127.0.0.1', h.server.grpcPort!);
+    const port = await proxy.start();
+    const client = new RestWithoutEvents(h.url, workerKey, 5_000);
+    const warnings: string[] = [];
+    const reporting = new GrpcReporting(`127.0.0.1:${port}`, workerKey);
+    const runtime = new WorkerRuntime({
+      client,
+      reporting,
+      store: new LocalStore(join(directory, 'cut.db'), newId),
+      logger: { info: () => {}, warn: (_fields, message) => warnings.push(message), error: () => {} },
+      capabilities: [
+        defineCapability({
+          name: 'test.grpc-cut',
+          version: '1',
+          input: Type.Object({}),
+          output: Type.Object({ done: Type.Boolean() }),
+          run: async (context) => {
+            // STEP_STARTED has gone out on the first stream; the connection is then cut under it.
+            await new Promise((resolve) => setTimeout(resolve, 300));
+            await proxy.cut();
+            context.progress(50);
+            await new Promise((resolve) => setTimeout(resolve, 1_200));
+            await proxy.restore();
+            return { done: true };
+          },
+        }),
+      ],
+      nodeId: 'node-grpc-cut',
+    });
+    await runtime.start();
+    try {
+      const created = await h.request('POST', '/v1/tasks', {
+        token: app.apiKey,
+        headers: { 'idempotency-key': newId() },
+        body: { workflowName: 'grpc-cut', workflowVersion: '1', name: 'cut', input: {} },
+      });
+      const taskId = created.body.task.id as string;
+      const task = async () => (await h.request('GET', `/v1/tasks/${taskId}`, { token: app.apiKey })).body;
+      await expect
+        .poll(async () => (await task()).task.lifecycleStatus, { timeout: 30_000 })
+        .toBe('SUCCEEDED');
+      expect(warnings).toContain('events not delivered; retrying');
+      const events = (await h.request('GET', `/v1/tasks/${taskId}/events?limit=100`, { token: app.apiKey }))
+        .body.items as { eventId: string; eventType: string }[];
+      const reported = events.filter(
+        (e) => e.eventType.startsWith('STEP_') && e.eventType !== 'STEP_DISPATCHED',
+      );
+      expect(new Set(reported.map((e) => e.eventId)).size).toBe(reported.length);
+      expect(reported.filter((e) => e.eventType === 'STEP_COMPLETED')).toHaveLength(1);
+      expect(client.restEvents).toBe(0);
+    } finally {
+      await runtime.stop();
+      reporting.close();
+      await client.close();
+      await proxy.cut();
     }
   });
 });

@@ -190,7 +190,7 @@ export class ReportStream {
         const binding = this.bindings.get(keyed.streamExecutionKey);
         if (!binding)
           throw new AppError(
-            'EXECUTION_CREDENTIAL_INVALID',
+            'STREAM_EXECUTION_KEY_UNKNOWN',
             `stream execution key ${keyed.streamExecutionKey} is not bound on this stream; bind the execution again`,
           );
         if (request.heartbeat) {
