@@ -182,6 +182,8 @@ export class ReportStream {
       { worker: WorkerOwner; items: { request: StreamRequest; event: WorkerEvent }[] }
     >();
     const heartbeats: { request: StreamRequest; body: Record<string, unknown> }[] = [];
+    // Like a REST batch, a round charges each execution once.
+    const charged = new Map<string, AppError | null>();
     for (const request of round) {
       if (request.item === 'bind') continue;
       try {
@@ -215,7 +217,7 @@ export class ReportStream {
               : { executionHandle: binding.handle }),
           };
           checkBoundEvent(body);
-          this.deps.rateLimits.charge('execution', binding.executionId);
+          this.chargeOnce(charged, binding.executionId);
           statusEvents.push({ request, body });
         }
       } catch (error) {
@@ -289,6 +291,22 @@ export class ReportStream {
       this.call.write({ result: { requestId: request.requestId, ...results.get(request.requestId) } });
     }
     this.unanswered -= round.length;
+  }
+
+  /** Charges an execution once per round; its refusal (RATE_LIMITED) refuses each of its events. */
+  private chargeOnce(charged: Map<string, AppError | null>, executionId: string): void {
+    let refusal = charged.get(executionId);
+    if (refusal === undefined) {
+      try {
+        this.deps.rateLimits.charge('execution', executionId);
+        refusal = null;
+      } catch (error) {
+        if (!(error instanceof AppError)) throw error;
+        refusal = error;
+      }
+      charged.set(executionId, refusal);
+    }
+    if (refusal) throw refusal;
   }
 
   /** Runs one group's service call; if it fails as a whole, each of its requests gets the problem. */
