@@ -68,23 +68,44 @@ export interface LoadResult {
   perSecond: number;
   p50: number;
   p99: number;
+  /** Each operation's, sorted (to merge runs: `mergeLoads`). */
+  latencies?: number[];
 }
 
-/** Runs `operation` from `concurrency` workers until `total` operations are done; measures each one. */
+/** Two runs of the same load as one: their counts and times added, percentiles over all operations. */
+export function mergeLoads(a: LoadResult, b: LoadResult): LoadResult {
+  const latencies = [...(a.latencies ?? []), ...(b.latencies ?? [])].sort((x, y) => x - y);
+  const count = a.count + b.count;
+  const seconds = a.seconds + b.seconds;
+  return {
+    count,
+    seconds,
+    perSecond: count / seconds,
+    p50: percentile(latencies, 50),
+    p99: percentile(latencies, 99),
+    latencies,
+  };
+}
+
+/**
+ * Runs `operation` from `concurrency` workers until `total` operations are done; measures each one.
+ * `worker` (0 to concurrency - 1) is the worker running it, so that a worker can own its share of the
+ * load (e.g. executions whose sequences must arrive in order).
+ */
 export async function runLoad(
   total: number,
   concurrency: number,
-  operation: (i: number) => Promise<void>,
+  operation: (i: number, worker: number) => Promise<void>,
 ): Promise<LoadResult> {
   const latencies: number[] = [];
   let next = 0;
   const started = performance.now();
   await Promise.all(
-    Array.from({ length: concurrency }, async () => {
+    Array.from({ length: concurrency }, async (_, worker) => {
       while (next < total) {
         const i = next++;
         const t0 = performance.now();
-        await operation(i);
+        await operation(i, worker);
         latencies.push(performance.now() - t0);
       }
     }),
@@ -97,6 +118,7 @@ export async function runLoad(
     perSecond: total / seconds,
     p50: percentile(latencies, 50),
     p99: percentile(latencies, 99),
+    latencies,
   };
 }
 
