@@ -29,6 +29,7 @@ export async function startReportingGrpc(
       logger: a.logger,
       streamWindow: config.grpcStreamWindow,
       streamMaxBindings: config.grpcStreamMaxBindings,
+      streamRound: config.grpcStreamRound,
     },
     { host: config.host, port: config.grpcPort },
   );

@@ -1,8 +1,8 @@
 /**
  * One `Report` stream: BindExecution gives a key valid only on this stream (it dies with it, and is
  * never stored), then events and heartbeats come by key. Requests that arrive while a round runs are
- * taken together in the next round, as one REST batch would be, so a fast client is answered in few
- * transactions. Flow control: at most `window` requests may be unanswered; a client that sends more has
+ * taken together in the next round (up to `roundSize`), as one REST batch would be, so a fast client is
+ * answered in few transactions. Flow control: at most `window` requests may be unanswered; a client that sends more has
  * broken the contract and the stream ends with RESOURCE_EXHAUSTED.
  */
 import { status as GrpcStatus, type ServerDuplexStream } from '@grpc/grpc-js';
@@ -61,6 +61,9 @@ export interface ReportStreamDeps {
   window: number;
   /** Executions bound at once on one stream; binding one more forgets the oldest. */
   maxBindings: number;
+  /** Requests one round takes at most (one transaction); a smaller round waits `roundWindowMs` first. */
+  roundSize: number;
+  roundWindowMs: number;
 }
 
 export class ReportStream {
@@ -121,8 +124,10 @@ export class ReportStream {
         // One turn of the event loop first: requests already on the socket join this round, which would
         // otherwise be the burst's first request alone (a transaction for one event).
         await new Promise((resolve) => setImmediate(resolve));
-        const round = this.queue;
-        this.queue = [];
+        // A small round waits a little for more (a client refills its window an answer at a time).
+        if (this.queue.length < this.deps.roundSize && this.deps.roundWindowMs > 0)
+          await new Promise((resolve) => setTimeout(resolve, this.deps.roundWindowMs));
+        const round = this.queue.splice(0, this.deps.roundSize);
         await this.answer(caller, round);
       }
     } catch (error) {

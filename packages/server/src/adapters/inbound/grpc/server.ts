@@ -47,6 +47,8 @@ export interface GrpcReportingDeps {
   streamWindow: number;
   /** Executions bound at once on one stream. */
   streamMaxBindings: number;
+  /** A stream's round of fewer requests than `size` waits `windowMs` for more. */
+  streamRound: { size: number; windowMs: number };
 }
 
 export interface RunningGrpc {
@@ -152,6 +154,8 @@ export async function startGrpcReporting(
           logger: deps.logger,
           window: deps.streamWindow,
           maxBindings: deps.streamMaxBindings,
+          roundSize: deps.streamRound.size,
+          roundWindowMs: deps.streamRound.windowMs,
         },
         call,
         streamCaller(call.metadata),
