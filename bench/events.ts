@@ -33,7 +33,7 @@ const HOT_EVENTS = sized('BENCH_EVENTS_HOT', 3_000, 300);
 const HEARTBEAT_ITEMS = sized('BENCH_HEARTBEATS', 200_000, 10_000);
 const HEARTBEAT_BATCH = 250;
 /** Events a gRPC stream has in flight at once (within the server's window, `grpcStreamWindow`). */
-const STREAM_IN_FLIGHT = 200;
+const STREAM_IN_FLIGHT = 100;
 
 export interface Execution {
   taskId: string;

@@ -93,11 +93,8 @@ export interface ServerSettings {
   grpcStreamMaxBindings: number;
   /** On shutdown, open gRPC streams get this long to end before they are cut. */
   grpcCloseGraceMs: number;
-  /**
-   * A gRPC stream's round (one transaction) takes at most `size` requests (the worker sender's batch);
-   * one with fewer waits `windowMs` for more, as a client refills its window an answer at a time.
-   */
-  grpcStreamRound: { size: number; windowMs: number };
+  /** Requests one round of a gRPC stream takes at most: one transaction (the worker sender's batch). */
+  grpcStreamRoundSize: number;
 }
 
 export type RateLimitedCredential = 'application' | 'worker' | 'execution';
@@ -159,7 +156,7 @@ export const defaultSettings: ServerSettings = {
   grpcStreamWindow: 1_000,
   grpcStreamMaxBindings: 10_000,
   grpcCloseGraceMs: 5_000,
-  grpcStreamRound: { size: 200, windowMs: 2 },
+  grpcStreamRoundSize: 200,
 };
 
 /** Settings, compiled once at the edge; the rest of the server sees only these values. */

@@ -276,13 +276,16 @@ describe('gRPC reporting', () => {
       await held;
     });
     await new Promise((resolve) => setTimeout(resolve, 100));
-    call.write({ requestId: 1, bind: { executionToken: ctx.executionToken } }); // answered with key 1
+    call.write({ items: [{ requestId: 1, bind: { executionToken: ctx.executionToken } }] }); // key 1
     const events = Array.from({ length: 11 }, (_, i) =>
       c.event(ctx, { sourceSeq: i + 1, eventType: i === 0 ? 'STEP_STARTED' : 'STEP_PROGRESS' }),
     );
     // Eleven requests unanswered at once, ignoring the window of 10 the server announced.
-    events.forEach((event, i) => {
-      call.write({ requestId: i + 2, event: { streamExecutionKey: 1, event: eventMessageOf(event) } });
+    call.write({
+      items: events.map((event, i) => ({
+        requestId: i + 2,
+        event: { streamExecutionKey: 1, event: eventMessageOf(event) },
+      })),
     });
     expect((await ended).code).toBe(8);
     release();

@@ -1,7 +1,8 @@
 /**
  * Reporting over gRPC (docs/grpc.md): the bidirectional `Report` stream of
  * `@tdp/protocol`'s reporting.proto. `ReportStreamClient` is one stream: it waits for the server's
- * window, never has more requests unanswered than that, and answers each request by its id.
+ * window, never has more requests unanswered than that, sends what it has in one frame, and answers
+ * each request by its id.
  * `GrpcReporting` is the runtime's reporting transport over it (the seam REST's WorkerClient fills
  * too): each attempt is bound once per stream, events and heartbeats go by key; when the stream breaks,
  * every unanswered request fails as UnavailableError, the sender sends the batch again on a new stream
@@ -52,7 +53,10 @@ export type BindCredential =
 type ReportingClient = {
   Report(
     metadata: Metadata,
-  ): ClientDuplexStream<object, { message: string; ready?: { window: number }; result?: ItemResult }>;
+  ): ClientDuplexStream<
+    object,
+    { message: string; ready?: { window: number }; results?: { items: ItemResult[] } }
+  >;
   close(): void;
 };
 
@@ -80,6 +84,7 @@ export class ReportStreamClient {
     { resolve: (r: ItemResult) => void; reject: (e: Error) => void }
   >();
   private readonly waiting: (() => void)[] = [];
+  private unsent: object[] = [];
   private window = 0;
   private nextId = 1;
   private broken: Error | null = null;
@@ -103,13 +108,14 @@ export class ReportStreamClient {
         this.release();
         return;
       }
-      const result = message.result!;
-      const outcome = ['bound', 'event', 'heartbeat', 'problem'].find(
-        (k) => k in result,
-      ) as ItemResult['outcome'];
-      const entry = this.pending.get(result.requestId);
-      this.pending.delete(result.requestId);
-      entry?.resolve({ ...result, outcome });
+      for (const result of message.results?.items ?? []) {
+        const outcome = ['bound', 'event', 'heartbeat', 'problem'].find(
+          (k) => k in result,
+        ) as ItemResult['outcome'];
+        const entry = this.pending.get(result.requestId);
+        this.pending.delete(result.requestId);
+        entry?.resolve({ ...result, outcome });
+      }
       this.release();
     });
     const breakWith = (error: Error) => {
@@ -149,8 +155,16 @@ export class ReportStreamClient {
     const requestId = this.nextId++;
     return new Promise((resolve, reject) => {
       this.pending.set(requestId, { resolve, reject });
-      this.call.write({ requestId, ...item });
+      // What is sent in one turn of the event loop goes out in one frame (one message, one write).
+      if (this.unsent.length === 0) setImmediate(() => this.flush());
+      this.unsent.push({ requestId, ...item });
     });
+  }
+
+  private flush(): void {
+    if (this.unsent.length === 0 || this.broken) return;
+    this.call.write({ items: this.unsent });
+    this.unsent = [];
   }
 
   private release(): void {
@@ -158,6 +172,7 @@ export class ReportStreamClient {
   }
 
   close(): void {
+    this.flush();
     this.call.end();
   }
 }

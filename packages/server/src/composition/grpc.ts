@@ -29,7 +29,7 @@ export async function startReportingGrpc(
       logger: a.logger,
       streamWindow: config.grpcStreamWindow,
       streamMaxBindings: config.grpcStreamMaxBindings,
-      streamRound: config.grpcStreamRound,
+      streamRoundSize: config.grpcStreamRoundSize,
     },
     { host: config.host, port: config.grpcPort },
   );

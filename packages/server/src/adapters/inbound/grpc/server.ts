@@ -47,8 +47,8 @@ export interface GrpcReportingDeps {
   streamWindow: number;
   /** Executions bound at once on one stream. */
   streamMaxBindings: number;
-  /** A stream's round of fewer requests than `size` waits `windowMs` for more. */
-  streamRound: { size: number; windowMs: number };
+  /** Requests one round of a stream takes at most (one transaction). */
+  streamRoundSize: number;
 }
 
 export interface RunningGrpc {
@@ -154,8 +154,7 @@ export async function startGrpcReporting(
           logger: deps.logger,
           window: deps.streamWindow,
           maxBindings: deps.streamMaxBindings,
-          roundSize: deps.streamRound.size,
-          roundWindowMs: deps.streamRound.windowMs,
+          roundSize: deps.streamRoundSize,
         },
         call,
         streamCaller(call.metadata),
