@@ -13,6 +13,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Harness, startHarness } from '../../../test/harness.ts';
 import { TcpProxy } from '../../../test/tcpProxy.ts';
 import { defineCapability, GrpcReporting, LocalStore, WorkerClient, WorkerRuntime } from '../src/index.ts';
+import { grpcAddressOf, startWorker, WorkerConfigError } from '../src/main.ts';
+import { silentLogger } from '../src/options.ts';
 
 let h: Harness;
 let app: Awaited<ReturnType<Harness['createApplication']>>;
@@ -40,6 +42,14 @@ beforeAll(async () => {
           timeouts: { heartbeatMs: 3_000 },
         },
       ],
+    },
+  });
+  await h.request('POST', '/v1/workflow-definitions', {
+    token: app.apiKey,
+    body: {
+      name: 'grpc-main',
+      version: '1',
+      steps: [{ key: 'only', capability: 'test.grpc-main', capabilityVersion: '1' }],
     },
   });
   await h.request('POST', '/v1/workflow-definitions', {
@@ -186,5 +196,51 @@ describe('worker runtime over gRPC', () => {
       await client.close();
       await proxy.cut();
     }
+  });
+
+  it('tdp worker with TDP_WORKER_TRANSPORT=grpc reports at the port the server announced', async () => {
+    const env = {
+      TDP_URL: h.url,
+      TDP_WORKER_KEY: workerKey,
+      TDP_WORKER_DB: join(directory, 'main.db'),
+      TDP_NODE_ID: 'node-grpc-main',
+    };
+    const capability = defineCapability({
+      name: 'test.grpc-main',
+      version: '1',
+      input: Type.Object({}),
+      output: Type.Object({ via: Type.String() }),
+      run: async () => ({ via: 'grpc' }),
+    });
+    await expect(
+      startWorker({ ...env, TDP_WORKER_TRANSPORT: 'carrier-pigeon' }, [capability]),
+    ).rejects.toThrow(WorkerConfigError);
+    const worker = await startWorker({ ...env, TDP_WORKER_TRANSPORT: 'grpc' }, [capability], silentLogger);
+    try {
+      const created = await h.request('POST', '/v1/tasks', {
+        token: app.apiKey,
+        headers: { 'idempotency-key': newId() },
+        body: { workflowName: 'grpc-main', workflowVersion: '1', name: 'main', input: {} },
+      });
+      const taskId = created.body.task.id as string;
+      const task = async () => (await h.request('GET', `/v1/tasks/${taskId}`, { token: app.apiKey })).body;
+      await expect
+        .poll(async () => (await task()).task.lifecycleStatus, { timeout: 20_000 })
+        .toBe('SUCCEEDED');
+      expect((await task()).execution.steps[0].data).toEqual({ via: 'grpc' });
+      // Registration went over REST; no event or attempt heartbeat did (in this whole file).
+      const metrics = (await fetch(`${h.url}/metrics`).then((r) => r.text())).split('\n');
+      expect(metrics.some((line) => line.includes('/v1/workers/register'))).toBe(true);
+      expect(metrics.filter((line) => /events::batch|task-heartbeats/.test(line))).toEqual([]);
+    } finally {
+      await worker.drain();
+    }
+  });
+
+  it('the gRPC address: the announced port on the host of the server URL', () => {
+    expect(grpcAddressOf('http://127.0.0.1:8080', 7443)).toBe('127.0.0.1:7443');
+    expect(grpcAddressOf('https://tdp.example:443/prefix', 7443)).toBe('tdp.example:7443');
+    expect(grpcAddressOf('http://[::1]:8080', 7443)).toBe('[::1]:7443');
+    expect(grpcAddressOf('http://127.0.0.1:8080', null)).toBeNull();
   });
 });
