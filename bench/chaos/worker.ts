@@ -5,7 +5,7 @@
  * key, the system's id of the job and the time — so the suite sees every execution, even of a process
  * it later SIGKILLs.
  *
- *   node --import tsx bench/chaos/worker.ts <tdp|pgboss|graphile>
+ *   node --conditions=@tdp/source --import tsx bench/chaos/worker.ts <tdp|pgboss|graphile>
  *   (TDP: TDP_URL, TDP_WORKER_KEY, TDP_WORKER_DB, TDP_WORKER_CONCURRENCY; peers: DATABASE_URL)
  */
 import { setTimeout as sleep } from 'node:timers/promises';

@@ -2,7 +2,7 @@
  * A custom capability, run by the TDP worker runtime: `text.shout@1` upper-cases a text, reporting
  * progress on the way. Run it next to `npm start`:
  *
- *   TDP_WORKER_KEY=tdpw_… node --import tsx packages/worker/examples/shout.ts
+ *   TDP_WORKER_KEY=tdpw_… node --conditions=@tdp/source --import tsx packages/worker/examples/shout.ts
  *
  * (`npm start` prints an admin token; `POST /admin/v1/worker-credentials` with it issues a worker key.)
  * Then publish a workflow with a step `{ key: 'shout', capability: 'text.shout', capabilityVersion: '1',
