@@ -8,9 +8,9 @@
  * Then publish a workflow with a step `{ key: 'shout', capability: 'text.shout', capabilityVersion: '1',
  * inputMapping: { text: '$.input.text' } }` and submit a task with `input: { text: 'hello' }`.
  */
+
+import { CapabilityError, defineCapability, startWorker } from '@tdp/worker';
 import { Type } from 'typebox';
-import { CapabilityError, defineCapability } from '../src/index.ts';
-import { startWorker } from '../src/main.ts';
 
 const shout = defineCapability({
   name: 'text.shout',
@@ -28,9 +28,10 @@ const shout = defineCapability({
   },
 });
 
-const worker = await startWorker(
-  { ...process.env, TDP_WORKER_DB: process.env.TDP_WORKER_DB ?? '.tdp/shout-worker.db' },
-  [shout],
-);
-process.once('SIGTERM', () => void worker.drain().then(() => process.exit(0)));
-process.once('SIGINT', () => void worker.drain().then(() => process.exit(0)));
+// SIGTERM or Ctrl-C drains: running attempts finish (or are handed back), then the process exits.
+await startWorker({
+  url: process.env.TDP_URL ?? 'http://127.0.0.1:8080',
+  key: process.env.TDP_WORKER_KEY ?? '',
+  capabilities: [shout],
+  database: process.env.TDP_WORKER_DB ?? '.tdp/shout-worker.db',
+});
