@@ -54,7 +54,7 @@ export type MappingReference<Steps extends Record<string, StepFacts>, Upstream e
       [K in Upstream & keyof Steps & string]: OutputReference<K, OutputOf<Steps[K]['capability']>>;
     }[Upstream & keyof Steps & string];
 
-type RequiredKeys<T> = { [K in keyof T]-?: object extends Pick<T, K> ? never : K }[keyof T];
+type RequiredKeys<T> = { [K in keyof T]-?: Record<never, never> extends Pick<T, K> ? never : K }[keyof T];
 
 /** A value starting with `$.` must be a reference it may read; anything else is a literal of the field's type. */
 type CheckedValue<Value, Reference, FieldType> = Value extends `$.${string}`
