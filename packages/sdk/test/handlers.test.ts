@@ -85,6 +85,26 @@ beforeAll(async () => {
 });
 afterAll(() => h.close());
 
+/** A task whose callbacks go to `url` (no worker runs it: its one callback is `execution.created`). */
+const taskCallingBack = async (url: string) =>
+  (
+    await tdp.createTask({
+      workflowName: 'sdk-callbacks',
+      workflowVersion: '1',
+      name: 'called back',
+      callbackUrl: url,
+    })
+  ).task;
+
+/** How TDP's delivery log has each callback of the task: [status, responseStatus, attempts, lastError]. */
+const deliveryLog = async (taskId: string) =>
+  (await tdp.listCallbackDeliveries(taskId)).map((d) => [
+    d.status,
+    d.responseStatus,
+    d.attempts,
+    d.lastError,
+  ]);
+
 /** A callback body as TDP would send it, with odd spacing so that re-serialising it would change it. */
 const bodyOf = (eventId: string) =>
   `{"specVersion":"1.0", "eventId":"${eventId}","type":"execution.created","sequence":1,` +
@@ -104,20 +124,10 @@ describe.each(frameworks)('%s callback endpoint', (_name, mount) => {
       },
     });
     try {
-      const { task } = await tdp.createTask({
-        workflowName: 'sdk-callbacks',
-        workflowVersion: '1',
-        name: 'called back',
-        callbackUrl: endpoint.url,
-      });
+      const task = await taskCallingBack(endpoint.url);
       await expect
-        .poll(
-          async () => (await tdp.listCallbackDeliveries(task.id)).map((d) => [d.status, d.responseStatus]),
-          {
-            timeout: 10_000,
-          },
-        )
-        .toEqual([['PUBLISHED', 204]]);
+        .poll(() => deliveryLog(task.id), { timeout: 10_000 })
+        .toEqual([['PUBLISHED', 204, 1, null]]);
       expect(received.map((r) => [r.event.taskId, r.event.type, r.event.sequence])).toEqual([
         [task.id, 'execution.created', 1],
       ]);
@@ -139,27 +149,15 @@ describe.each(frameworks)('%s callback endpoint', (_name, mount) => {
       onError: (error) => failures.push(error),
     });
     try {
-      const { task } = await tdp.createTask({
-        workflowName: 'sdk-callbacks',
-        workflowVersion: '1',
-        name: 'called back twice',
-        callbackUrl: endpoint.url,
-      });
+      const task = await taskCallingBack(endpoint.url);
       await expect
-        .poll(async () => (await tdp.listCallbackDeliveries(task.id)).map((d) => [d.attempts, d.lastError]), {
-          timeout: 10_000,
-        })
-        .toEqual([[1, 'HTTP 500']]);
+        .poll(() => deliveryLog(task.id), { timeout: 10_000 })
+        .toEqual([['FAILED', null, 1, 'HTTP 500']]);
       expect(failures.map((e) => (e as Error).message)).toEqual(['database down']);
       h.clock.advance(4_000); // past the first retry's back-off (2 s plus up to 1 s of jitter)
       await expect
-        .poll(
-          async () => (await tdp.listCallbackDeliveries(task.id)).map((d) => [d.status, d.responseStatus]),
-          {
-            timeout: 10_000,
-          },
-        )
-        .toEqual([['PUBLISHED', 204]]);
+        .poll(() => deliveryLog(task.id), { timeout: 10_000 })
+        .toEqual([['PUBLISHED', 204, 2, null]]);
       expect(calls).toBe(2);
     } finally {
       await endpoint.close();
