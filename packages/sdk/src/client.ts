@@ -24,6 +24,7 @@ import type {
   WorkflowCreated,
   WorkflowDefinition,
 } from '@tdp/protocol';
+import { TdpCoordinator } from './coordinator.ts';
 import { type CallOptions, createTransport, type HttpRequest, type TdpClientOptions } from './transport.ts';
 import { type DefinedWorkflow, definitionOf } from './workflow.ts';
 
@@ -73,11 +74,22 @@ export type AclPrincipalType = AclGrantRequest['principalType'];
 
 const segment = encodeURIComponent;
 
+/** A worker session as `listWorkers` shows it (more fields than these: capabilities, labels, state…). */
+export interface WorkerSummary {
+  id: string;
+  name: string;
+  nodeId: string;
+  [field: string]: unknown;
+}
+
 export class TdpClient {
   private readonly transport: ReturnType<typeof createTransport>;
+  /** The status API for steps your application runs and reports itself. */
+  readonly coordinator: TdpCoordinator;
 
   constructor(options: TdpClientOptions) {
     this.transport = createTransport(options);
+    this.coordinator = new TdpCoordinator(this.transport);
   }
 
   private async call<T>(request: HttpRequest): Promise<T> {
@@ -350,6 +362,11 @@ export class TdpClient {
       path: `/v1/tasks/${segment(taskId)}/acl/${segment(principalType)}/${segment(principalId)}`,
       retry: 'idempotent',
     });
+  }
+
+  /** The worker sessions TDP knows, with their capabilities and state. */
+  listWorkers(options: CallOptions = {}): Promise<WorkerSummary[]> {
+    return this.call({ ...options, method: 'GET', path: '/v1/workers', retry: 'read' });
   }
 
   // Tokens for your users' browsers

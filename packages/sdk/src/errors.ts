@@ -85,7 +85,7 @@ export function errorFromAnswer(status: number, headers: Headers, text: string):
     code: 'UNEXPECTED_RESPONSE',
     status,
     retryable: status >= 500 || status === 429,
-    detail: `the server answered ${status} without a TDP problem body`,
+    detail: `the server answered ${status} without a TDP ${status < 400 ? 'JSON body' : 'problem body'}`,
     title: 'Unexpected response',
     ...retryAfterSeconds,
   });

@@ -13,8 +13,10 @@ export {
   type Page,
   TdpClient,
   type TimelineEntry,
+  type WorkerSummary,
   type WorkflowTaskAdded,
 } from './client.ts';
+export { type BatchedTaskEvent, TdpCoordinator } from './coordinator.ts';
 export { TdpApiError, type TdpErrorCode, TdpNetworkError } from './errors.ts';
 export {
   answerCallback,

@@ -74,7 +74,7 @@ export function createTransport(options: TdpClientOptions) {
       });
       const text = await response.text();
       if (!response.ok) throw errorFromAnswer(response.status, response.headers, text);
-      return { status: response.status, headers: response.headers, body: text ? JSON.parse(text) : null };
+      return { status: response.status, headers: response.headers, body: parseAnswer(response, text) };
     } catch (error) {
       if (error instanceof TdpApiError) throw error;
       if (request.signal?.aborted) throw request.signal.reason;
@@ -98,6 +98,16 @@ export function createTransport(options: TdpClientOptions) {
   }
 
   return { send };
+}
+
+/** A 2xx body: JSON, or nothing; anything else is not TDP answering (a proxy, a wrong baseUrl). */
+function parseAnswer(response: Response, text: string): unknown {
+  if (!text) return null;
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw errorFromAnswer(response.status, response.headers, text);
+  }
 }
 
 function mayPass(error: unknown): boolean {

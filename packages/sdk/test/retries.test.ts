@@ -107,12 +107,20 @@ describe('retries on answers', () => {
   let stubUrl: string;
   const seen: IncomingHttpHeaders[] = [];
   let failuresLeft = 0;
+  let answerHtml = false;
 
   beforeAll(async () => {
     // An upstream that fails like an overloaded replica (503 problems), then answers.
     stub = createServer((req, res) => {
       seen.push(req.headers);
       req.resume();
+      if (answerHtml) {
+        res
+          .writeHead(failuresLeft > 0 ? 502 : 200, { 'content-type': 'text/html' })
+          .end('<html>proxy</html>');
+        failuresLeft = Math.max(0, failuresLeft - 1);
+        return;
+      }
       if (failuresLeft > 0) {
         failuresLeft -= 1;
         res.writeHead(503, { 'content-type': 'application/problem+json', 'retry-after': '0' });
@@ -168,5 +176,26 @@ describe('retries on answers', () => {
     setTimeout(() => controller.abort(new Error('the page was closed')), 100);
     await expect(client.getTask('t1', { signal: controller.signal })).rejects.toThrow('the page was closed');
     expect(seen.length).toBeLessThan(50);
+  });
+
+  it('reports an answer that is not TDP (a proxy page) as UNEXPECTED_RESPONSE, retried only when 5xx', async () => {
+    answerHtml = true;
+    try {
+      const client = createTdpClient({ baseUrl: stubUrl, apiKey: 'tdp_x', retries: 3, retryDelayMs: 5 });
+      seen.length = 0;
+      failuresLeft = 10;
+      await expect(client.getTask('t1')).rejects.toMatchObject({ code: 'UNEXPECTED_RESPONSE', status: 502 });
+      expect(seen).toHaveLength(4);
+      seen.length = 0;
+      failuresLeft = 0;
+      await expect(client.getTask('t1')).rejects.toMatchObject({
+        code: 'UNEXPECTED_RESPONSE',
+        status: 200,
+        retryable: false,
+      });
+      expect(seen).toHaveLength(1);
+    } finally {
+      answerHtml = false;
+    }
   });
 });
