@@ -168,6 +168,7 @@ describe.each(frameworks)('%s callback endpoint', (_name, mount) => {
     let calls = 0;
     const endpoint = await mount({
       secrets: [callbackSecret],
+      maxBodyBytes: 4_096,
       onCallback: () => {
         calls += 1;
       },
@@ -193,6 +194,9 @@ describe.each(frameworks)('%s callback endpoint', (_name, mount) => {
       expect(await post(notJson, signed(notJson))).toEqual([400, { error: 'BODY_INVALID' }]);
       const notACallback = '{"hello":"world"}';
       expect(await post(notACallback, signed(notACallback))).toEqual([400, { error: 'BODY_INVALID' }]);
+      const large = `{"eventId":"e-large","pad":"${'x'.repeat(5_000)}"}`;
+      const tooLarge = await fetch(endpoint.url, { method: 'POST', body: large, headers: signed(large) });
+      expect(tooLarge.status).toBe(413);
       expect(calls).toBe(0);
     } finally {
       await endpoint.close();
@@ -227,6 +231,20 @@ describe.each(frameworks)('%s callback endpoint', (_name, mount) => {
       expect(received[0]!.equals(Buffer.from(body))).toBe(true);
     } finally {
       await endpoint.close();
+    }
+  });
+});
+
+describe('Fastify', () => {
+  it('keeps parsing JSON outside the callback plugin', async () => {
+    const app = Fastify();
+    await app.register(fastifyCallbackPlugin({ secrets: [callbackSecret], onCallback: () => {}, path }));
+    app.post('/echo', async (request) => ({ parsed: request.body }));
+    try {
+      const answer = await app.inject({ method: 'POST', url: '/echo', payload: { a: 1 } });
+      expect(answer.json()).toEqual({ parsed: { a: 1 } });
+    } finally {
+      await app.close();
     }
   });
 });

@@ -3,7 +3,7 @@
  * each `@ts-expect-error` fails the build if the line it marks stops being a type error. Nothing runs it.
  */
 import type { archiveClean, imageWatermark } from '@tdp/worker';
-import { type CapabilityCatalogue, defineWorkflow, type TdpApiError } from '../src/index.ts';
+import { type CapabilityCatalogue, createTdpClient, defineWorkflow, type TdpApiError } from '../src/index.ts';
 
 const start = defineWorkflow({ name: 'types', version: '1' });
 const cleaned = start.step('clean', {
@@ -121,4 +121,18 @@ export function branch(error: TdpApiError): string {
   // @ts-expect-error not an error code of the protocol
   if (error.code === 'TASK_MISSING') return 'never';
   return error.code === 'TASK_NOT_FOUND' ? 'gone' : 'other';
+}
+
+// Requests are the protocol's types.
+export async function requests(): Promise<void> {
+  const tdp = createTdpClient({ baseUrl: 'http://127.0.0.1:8080', apiKey: 'tdp_x' });
+  // @ts-expect-error a task needs a name
+  await tdp.createTask({ workflowName: 'w', workflowVersion: '1' });
+  // @ts-expect-error not a lifecycle status
+  await tdp.listTasks({ status: 'DONE' });
+  // @ts-expect-error not a principal type
+  await tdp.revokeTaskAccess('t', 'GROUP', 'g');
+  const { task } = await tdp.createTask({ workflowName: 'w', workflowVersion: '1', name: 'n' });
+  // @ts-expect-error the task view has no such field
+  task.state;
 }
