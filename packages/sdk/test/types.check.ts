@@ -136,3 +136,37 @@ export async function requests(): Promise<void> {
   // @ts-expect-error the task view has no such field
   task.state;
 }
+
+// Your own capabilities join the catalogue by declaration merging, and are then checked too.
+declare module '@tdp/sdk' {
+  interface CapabilityCatalogue {
+    'pdf.render': {
+      input: { template: string; copies?: number };
+      output: { document: string; pages: number };
+    };
+  }
+}
+const rendered = start.step('render', {
+  capability: 'pdf.render',
+  capabilityVersion: '1',
+  inputMapping: { template: '$.input.template' },
+});
+rendered.step('archive', {
+  capability: 'archive.clean',
+  capabilityVersion: '1',
+  dependsOn: ['render'],
+  inputMapping: { source: '$.steps.render.output.document' },
+});
+rendered.step('archive', {
+  capability: 'archive.clean',
+  capabilityVersion: '1',
+  dependsOn: ['render'],
+  // @ts-expect-error pdf.render gives no `documents`
+  inputMapping: { source: '$.steps.render.output.documents' },
+});
+start.step('render', {
+  capability: 'pdf.render',
+  capabilityVersion: '1',
+  // @ts-expect-error copies is a number
+  inputMapping: { template: 't', copies: 'two' },
+});
