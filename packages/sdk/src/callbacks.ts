@@ -3,13 +3,9 @@
  * with any of the application's callback secrets (during a rotation: the new one and the previous
  * one), within a tolerance of the receiver's clock. The scheme is the protocol's (signing.ts).
  */
-import {
-  type ExecutionStatus,
-  type LifecycleStatus,
-  type SignatureCheck,
-  type SignedBody,
-  verifySignature,
-} from '@tdp/protocol';
+import type { ExecutionStatus, LifecycleStatus } from '@tdp/protocol';
+// The signing module alone: the SDK loads nothing of the protocol's schemas (or typebox) at run time.
+import { type SignatureCheck, type SignedBody, verifySignature } from '@tdp/protocol/signing';
 
 /** The header TDP signs callbacks in (lowercase, as Node gives headers). */
 export const callbackSignatureHeader = 'tdp-signature';
