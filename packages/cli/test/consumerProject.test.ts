@@ -14,7 +14,20 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { freePort } from '../src/embeddedPostgres.ts';
 
-const run = promisify(execFile);
+const execFileAsync = promisify(execFile);
+/** Runs a command; its failure carries what it printed (npm and tsc print their errors on stdout). */
+const run = async (
+  command: string,
+  args: string[],
+  options: { cwd: string; env: Record<string, string> },
+) => {
+  try {
+    return await execFileAsync(command, args, { ...options, maxBuffer: 64 * 1024 * 1024 });
+  } catch (error) {
+    const { stdout, stderr } = error as { stdout?: string; stderr?: string };
+    throw new Error(`${command} ${args.join(' ')} failed:\n${stdout ?? ''}\n${stderr ?? ''}`);
+  }
+};
 const root = new URL('../../../', import.meta.url).pathname;
 const fixture = new URL('./consumer/', import.meta.url).pathname;
 /** Every package a consumer may install, in the order `npm pack` builds them. */
@@ -50,7 +63,6 @@ beforeAll(async () => {
     {
       cwd: root,
       env: cleanEnv(),
-      maxBuffer: 64 * 1024 * 1024,
     },
   );
   const tarballs: Record<string, string> = {};
@@ -84,7 +96,6 @@ beforeAll(async () => {
   await run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund'], {
     cwd: project,
     env: cleanEnv(),
-    maxBuffer: 64 * 1024 * 1024,
   });
   // No workspace links: every @tdp package is a real folder from its tarball.
   const cli = await readFile(join(project, 'node_modules/@tdp/cli/package.json'), 'utf8');
@@ -195,6 +206,7 @@ it('a backend and a worker of another project run a task through the installed p
   expect(result.callbacksVerified as number).toBeGreaterThan(0);
   expect(result.lastCallbackStatus).toBe('SUCCEEDED');
   expect(result.forgedCallbackAnswer).toBe(401);
+  expect(result.missingCode).toBe('TASK_NOT_FOUND');
 
   // SIGTERM drains the worker and ends its process cleanly.
   worker.child.kill('SIGTERM');

@@ -2,8 +2,14 @@
 // publishes a typed workflow, receives the task's signed callbacks through the Express handler, and
 // follows the task on the realtime gateway until it finishes. Prints one JSON line with what it saw.
 import type { AddressInfo } from 'node:net';
-import { TaskStore, bindTaskStore } from '@tdp/client';
-import { type CallbackEvent, TdpApiError, createTdpClient, defineWorkflow, expressCallbackHandler } from '@tdp/sdk';
+import { bindTaskStore, TaskStore } from '@tdp/client';
+import {
+  type CallbackEvent,
+  createTdpClient,
+  defineWorkflow,
+  expressCallbackHandler,
+  TdpApiError,
+} from '@tdp/sdk';
 import { Centrifuge } from 'centrifuge';
 import express from 'express';
 import WebSocket from 'ws';
@@ -18,7 +24,11 @@ const baseUrl = process.env.TDP_URL ?? 'http://127.0.0.1:8080';
 const tdp = createTdpClient({ baseUrl, apiKey: process.env.TDP_API_KEY ?? '' });
 
 const workflow = defineWorkflow({ name: 'consumer-greet', version: '1' })
-  .step('greet', { capability: 'consumer.greet', capabilityVersion: '1', inputMapping: { name: '$.input.name' } })
+  .step('greet', {
+    capability: 'consumer.greet',
+    capabilityVersion: '1',
+    inputMapping: { name: '$.input.name' },
+  })
   .step('again', {
     capability: 'consumer.greet',
     capabilityVersion: '1',
@@ -27,6 +37,21 @@ const workflow = defineWorkflow({ name: 'consumer-greet', version: '1' })
     inputMapping: { name: '$.steps.greet.output.greeting' },
   });
 await tdp.publishWorkflowDefinition(workflow);
+
+// What the types refuse (tsc fails here if they stop refusing it): an output consumer.greet has not.
+defineWorkflow({ name: 'never-published', version: '1' })
+  .step('greet', {
+    capability: 'consumer.greet',
+    capabilityVersion: '1',
+    inputMapping: { name: '$.input.name' },
+  })
+  .step('again', {
+    capability: 'consumer.greet',
+    capabilityVersion: '1',
+    dependsOn: ['greet'],
+    // @ts-expect-error `nope` is not an output of consumer.greet
+    inputMapping: { name: '$.steps.greet.output.nope' },
+  });
 
 // A problem answer is a typed error with its stable code.
 let missingCode = '';
@@ -83,7 +108,8 @@ const live = bindTaskStore({
 });
 const liveFinished = new Promise<string>((resolve) => {
   const check = () => {
-    const status = store.detail(task.task.id)?.lifecycleStatus ?? store.summary(task.task.id)?.lifecycleStatus;
+    const status =
+      store.detail(task.task.id)?.state.lifecycleStatus ?? store.summary(task.task.id)?.lifecycleStatus;
     if (status === 'SUCCEEDED' || status === 'FAILED') resolve(status);
   };
   store.subscribe(check);
