@@ -7,6 +7,7 @@ import { failureSentence, newId } from '@tdp/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase } from '../../../test/database.ts';
 import { unfitUserMessages } from '../../../test/peopleMessages.ts';
+import { noticeFor, summaryPayload } from '../src/core/facts/projections.ts';
 import { sanitiseError } from '../src/core/facts/stateMachine.ts';
 import { publicError } from '../src/core/facts/views.ts';
 import { connectDatabase } from '../src/main.ts';
@@ -66,6 +67,42 @@ describe('sanitiseError', () => {
       retryable: false,
       userMessage: failureSentence('STALE_EXECUTION'),
     });
+  });
+});
+
+describe('realtime', () => {
+  it('shows a stored raw message as the sentence for its code in the notice and the summary', () => {
+    const at = new Date('2026-12-01T12:00:00Z');
+    const failure = {
+      category: 'STEP',
+      code: 'STALE_EXECUTION',
+      retryable: false,
+      userMessage: raw,
+      detail: raw,
+    };
+    const task = {
+      id: 't1',
+      version: 5n,
+      name: 'Holiday photos',
+      lifecycleStatus: 'FAILED',
+      failure,
+      health: 'HEALTHY',
+      createdAt: at,
+      updatedAt: at,
+      startedAt: at,
+      finishedAt: at,
+    };
+    const execution = { status: 'FAILED', progress: null };
+    const after = { task, execution, steps: [] } as never;
+    const before = {
+      task: { ...task, lifecycleStatus: 'RUNNING', failure: null },
+      execution,
+      steps: [],
+    } as never;
+    const notice = noticeFor(before, after, { type: 'TASK_FAILED' } as never, null);
+    const sentence = failureSentence('STALE_EXECUTION');
+    expect(notice?.message).toBe(`Holiday photos failed: ${sentence}`);
+    expect(summaryPayload(after, notice).error).toEqual({ code: 'STALE_EXECUTION', userMessage: sentence });
   });
 });
 

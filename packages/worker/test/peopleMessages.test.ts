@@ -112,6 +112,21 @@ describe('a task that fails on a grant refused with 409', () => {
     const failed = callbacks.find((c) => c.type === 'execution.failed');
     expect(failed?.data.failure).toEqual({ code: 'RESOURCE_PROVIDER_NOT_CONFIGURED', userMessage: sentence });
 
+    // Operators see the same sentence on the dashboard, with the technical detail beside it.
+    const login = await h.request('POST', '/dashboard/api/login', { body: { token: h.adminToken } });
+    const cookie = login.headers.get('set-cookie')!.split(';')[0]!;
+    const board = await h.request('GET', `/dashboard/api/tasks/${taskId}`, { headers: { cookie } });
+    expect(board.body.task.failure).toMatchObject({
+      userMessage: sentence,
+      detail: expect.stringMatching(/409/),
+    });
+    expect(board.body.execution.steps[0].error).toMatchObject({
+      userMessage: sentence,
+      detail: expect.stringMatching(/grant request refused \(409 RESOURCE_PROVIDER_NOT_CONFIGURED\)/),
+    });
+    const list = await h.request('GET', '/dashboard/api/tasks', { headers: { cookie } });
+    expect(list.body.items.find((t: { id: string }) => t.id === taskId).failure.userMessage).toBe(sentence);
+
     // What went wrong technically is stored with the failure, for developers and operators.
     const sql = connectDatabase({ url: h.databaseUrl, maxConnections: 1 });
     try {
