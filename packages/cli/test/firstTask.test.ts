@@ -6,9 +6,10 @@
  * It must end SUCCEEDED and download a real ZIP: the junk gone, every photo watermarked.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { copyFile, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { unfitForPeople } from '@tdp/protocol';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase } from '../../../test/database.ts';
@@ -112,5 +113,37 @@ describe("the README's first task", () => {
       for (let i = 0; i < before.data.length; i += 1) if (before.data[i] !== after.data[i]) changed += 1;
       expect(changed / before.data.length, name).toBeGreaterThan(0.001);
     }
+  });
+
+  it('ends FAILED on broken.zip (as the README says) with a reason a person can read', async () => {
+    const key = JSON.parse(await readFile(join(folder, '.tdp', 'credentials.json'), 'utf8')).apiKey;
+    await copyFile(
+      join(folder, '.tdp', 'samples', 'broken.zip'),
+      join(folder, '.tdp', 'files', 'broken.zip'),
+    );
+    const base = `http://127.0.0.1:${port}`;
+    const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
+    const created = await fetch(`${base}/v1/tasks`, {
+      method: 'POST',
+      headers: { ...headers, 'idempotency-key': 'broken' },
+      body: JSON.stringify({
+        workflowName: 'zip-clean-watermark',
+        workflowVersion: '1',
+        name: 'Broken',
+        input: { sourceZip: 'broken.zip', watermarkText: 'x' },
+      }),
+    });
+    const taskId = ((await created.json()) as { task: { id: string } }).task.id;
+    let task: { lifecycleStatus: string; failure: { code: string; userMessage: string } | null };
+    const deadline = Date.now() + 30_000;
+    do {
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      task = (
+        (await (await fetch(`${base}/v1/tasks/${taskId}`, { headers })).json()) as { task: typeof task }
+      ).task;
+    } while (task.lifecycleStatus !== 'FAILED' && Date.now() < deadline);
+    expect(task.failure?.code).toBe('ARCHIVE_INVALID');
+    expect(unfitForPeople(task.failure!.userMessage)).toBeNull();
+    expect(task.failure!.userMessage).toMatch(/upload it again\.$/i);
   });
 });
