@@ -105,6 +105,12 @@ describe('a task that fails on a grant refused with 409', () => {
       for (const internal of ['{', 'urn:', '/v1/', '409']) expect(shown).not.toContain(internal);
     }
 
+    // The task's events say the same, without the detail.
+    const events = await h.request('GET', `/v1/tasks/${taskId}/events`, { token: app.apiKey });
+    const failedEvent = events.body.items.find((e: { eventType: string }) => e.eventType === 'STEP_FAILED');
+    expect(failedEvent.payload.error).toMatchObject({ userMessage: sentence });
+    expect(failedEvent.payload.error).not.toHaveProperty('detail');
+
     // The callback says the same.
     const callbackDeadline = Date.now() + 20_000;
     while (!callbacks.some((c) => c.type === 'execution.failed') && Date.now() < callbackDeadline)
