@@ -113,7 +113,7 @@ module.exports = {
     combinedDependencies: false,
     enhancedResolveOptions: {
       exportsFields: ['exports'],
-      conditionNames: ['import', 'require', 'node', 'default', 'types'],
+      conditionNames: ['@tdp/source', 'import', 'require', 'node', 'default', 'types'],
       extensions: ['.ts', '.tsx', '.js', '.mjs', '.cjs', '.json'],
     },
     reporterOptions: { text: { highlightFocused: true } },

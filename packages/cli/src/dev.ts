@@ -14,7 +14,7 @@ import {
   useDevelopmentProvider,
 } from '@tdp/server';
 import { builtinCapabilities } from '@tdp/worker';
-import { jsonLogger, type StartedWorker, startWorker } from '@tdp/worker/main';
+import { jsonLogger, type RunningWorker, startWorkerFromEnv } from '@tdp/worker/main';
 import {
   credentialsPath,
   type DevCredentials,
@@ -134,7 +134,7 @@ export async function runDev(env: NodeJS.ProcessEnv): Promise<number> {
   await saveCredentials(home, credentials);
 
   // A worker with the built-in capabilities, in this process, on its own key and local database.
-  let worker: StartedWorker;
+  let worker: RunningWorker;
   try {
     worker = await startDevWorker(server.url, home, credentials);
   } catch (error) {
@@ -231,7 +231,7 @@ async function startDevWorker(
   url: string,
   home: string,
   credentials: DevCredentials,
-): Promise<StartedWorker> {
+): Promise<RunningWorker> {
   const issue = async () => {
     const response = await fetch(`${url}/admin/v1/worker-credentials`, {
       method: 'POST',
@@ -253,10 +253,10 @@ async function startDevWorker(
   // The banner says the worker is up; only its warnings and errors are printed.
   const logger = { ...jsonLogger, info: () => {} };
   try {
-    return await startWorker(env, builtinCapabilities, logger);
+    return await startWorkerFromEnv(env, builtinCapabilities, logger);
   } catch (error) {
     if ((error as Error).name !== 'RejectedError') throw error;
     await issue();
-    return startWorker({ ...env, TDP_WORKER_KEY: credentials.workerKey }, builtinCapabilities, logger);
+    return startWorkerFromEnv({ ...env, TDP_WORKER_KEY: credentials.workerKey }, builtinCapabilities, logger);
   }
 }
