@@ -49,7 +49,7 @@ describe("the README's first task", () => {
     database = await createTestDatabase();
     port = await freePort();
     // From the repository (where tsx resolves); its home is the folder the block runs in.
-    dev = spawn(process.execPath, ['--import', 'tsx', cli, 'dev'], {
+    dev = spawn(process.execPath, ['--conditions=@tdp/source', '--import', 'tsx', cli, 'dev'], {
       cwd: root,
       env: {
         ...process.env,

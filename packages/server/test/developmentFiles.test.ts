@@ -11,8 +11,7 @@ import { readFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { builtinCapabilities } from '@tdp/worker';
-import { type StartedWorker, startWorker } from '@tdp/worker/main';
+import { builtinCapabilities, type RunningWorker, silentLogger, startWorker } from '@tdp/worker';
 import Fastify from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Harness, startHarness } from '../../../test/harness.ts';
@@ -25,7 +24,7 @@ const providerToken = randomBytes(16).toString('hex');
 let h: Harness;
 let plain: Harness;
 let app: Awaited<ReturnType<Harness['createApplication']>>;
-let worker: StartedWorker;
+let worker: RunningWorker;
 let inputs: Server;
 let inputsUrl: string;
 
@@ -156,11 +155,14 @@ describe('the development resource provider', () => {
     const workerKey = (
       await h.request('POST', '/admin/v1/worker-credentials', { token: h.adminToken, body: {} })
     ).body.key;
-    worker = await startWorker(
-      { TDP_URL: h.url, TDP_WORKER_KEY: workerKey, TDP_WORKER_DB: join(folder, 'worker.db') },
-      builtinCapabilities,
-      { info: () => {}, warn: () => {}, error: () => {} },
-    );
+    worker = await startWorker({
+      url: h.url,
+      key: workerKey,
+      capabilities: builtinCapabilities,
+      database: join(folder, 'worker.db'),
+      handleSignals: false,
+      logger: silentLogger,
+    });
     await h.request('POST', '/v1/workflow-definitions', {
       token: app.apiKey,
       body: {

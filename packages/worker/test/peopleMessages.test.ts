@@ -12,13 +12,11 @@ import { failureSentence, unfitForPeople } from '@tdp/protocol';
 import { connectDatabase } from '@tdp/server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Harness, startHarness } from '../../../test/harness.ts';
-import { builtinCapabilities } from '../src/index.ts';
-import { type StartedWorker, startWorker } from '../src/main.ts';
-import { silentLogger } from '../src/options.ts';
+import { builtinCapabilities, type RunningWorker, silentLogger, startWorker } from '../src/index.ts';
 
 let h: Harness;
 let app: Awaited<ReturnType<Harness['createApplication']>>;
-let worker: StartedWorker;
+let worker: RunningWorker;
 let receiver: Server;
 let receiverUrl: string;
 const callbacks: { type: string; data: { failure: { code: string; userMessage: string | null } | null } }[] =
@@ -55,11 +53,14 @@ beforeAll(async () => {
       ],
     },
   });
-  worker = await startWorker(
-    { TDP_URL: h.url, TDP_WORKER_KEY: workerKey, TDP_WORKER_DB: join(directory, 'worker.db') },
-    builtinCapabilities,
-    silentLogger,
-  );
+  worker = await startWorker({
+    url: h.url,
+    key: workerKey,
+    capabilities: builtinCapabilities,
+    database: join(directory, 'worker.db'),
+    handleSignals: false,
+    logger: silentLogger,
+  });
 });
 
 afterAll(async () => {
