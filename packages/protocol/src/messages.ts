@@ -63,10 +63,9 @@ const sentences: Record<string, string> = {
 
 /** The sentence for a failure code, or a general one naming the code. */
 export function failureSentence(code: string): string {
-  return (
-    sentences[code] ??
-    `The step failed (${code.replace(/[^A-Z0-9_]/gi, '').slice(0, 64) || 'error'}). Retry; if it fails again, contact support.`
-  );
+  return Object.hasOwn(sentences, code)
+    ? sentences[code]!
+    : `The step failed (${code.replace(/[^A-Z0-9_]/gi, '').slice(0, 64) || 'error'}). Retry; if it fails again, contact support.`;
 }
 
 /**

@@ -61,6 +61,9 @@ describe('messageForPeople', () => {
       'The step failed (MY_CODE). Retry; if it fails again, contact support.',
     );
     expect(unfitForPeople(failureSentence('{"x":1}'))).toBeNull();
+    expect(failureSentence('constructor')).toBe(
+      'The step failed (constructor). Retry; if it fails again, contact support.',
+    );
     expect(messageForPeople('X', '   ')).toEqual({ userMessage: failureSentence('X'), detail: null });
   });
 
