@@ -15,6 +15,7 @@ import { useCaseDeps } from './composition/useCases.ts';
 import type { ServerConfig } from './config.ts';
 import type { ApplicationDeps } from './core/identity/applications.ts';
 import type { StatusDeps } from './core/status/deps.ts';
+import { developmentProviderPath } from './development/developmentFiles.ts';
 import { listenForCommands } from './wiring/commandWakeup.ts';
 import type { ServerHealth } from './wiring/serverHealth.ts';
 
@@ -42,6 +43,8 @@ export interface RunningServer {
   gateway: Gateway;
   /** What /readyz answers; the process guard reports the faults it caught to it. */
   health: ServerHealth;
+  /** The development resource provider this process serves (`developmentFiles`), or null. */
+  developmentProvider: { url: string; token: string } | null;
   /** Stops accepting, lets in-flight requests and loop rounds finish, then closes connections. */
   close(): Promise<void>;
 }
@@ -88,6 +91,9 @@ export async function startServer(
     logger: adapters.logger,
     gateway,
     health: adapters.health,
+    developmentProvider: config.developmentFiles
+      ? { url: `${url}${developmentProviderPath}`, token: config.developmentFiles.providerToken }
+      : null,
     close: () => {
       closing ??= (async () => {
         await gateway.close();
@@ -107,5 +113,6 @@ export async function startServer(
 export { ensureDevelopmentIdentity } from './core/identity/developmentIdentity.ts';
 export { generateKeyringEntry, parseKeyring } from './core/identity/secretBox.ts';
 export { AppError } from './core/shared/errors.ts';
+export { useDevelopmentProvider } from './development/developmentFiles.ts';
 export { realtimeTokenKey, startGatewayServer } from './realtimeGateway.ts';
 export { guardProcess } from './wiring/processGuard.ts';
