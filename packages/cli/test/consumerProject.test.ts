@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { readmeBlock } from '../../../test/readme.ts';
 import { freePort } from '../src/embeddedPostgres.ts';
 
 const execFileAsync = promisify(execFile);
@@ -93,6 +94,8 @@ beforeAll(async () => {
   };
   await writeFile(join(project, 'package.json'), JSON.stringify(manifest, null, 2));
   await cp(fixture, project, { recursive: true });
+  // The README's first task with the SDK, as written, compiled and run with the rest.
+  await writeFile(join(project, 'src', 'firstTask.ts'), readmeBlock('### With the SDK', 'ts'));
   await run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund'], {
     cwd: project,
     env: cleanEnv(),
@@ -212,3 +215,14 @@ it('a backend and a worker of another project run a task through the installed p
   worker.child.kill('SIGTERM');
   expect(await worker.exited).toBe(0);
 }, 300_000);
+
+it("the README's first task with the SDK, compiled as written, ends SUCCEEDED with the result downloaded", async () => {
+  const port = new URL(tdpOutput.match(/API\s+(http:\/\/\S+)\/v1/)![1]!).port;
+  const { stdout } = await run(process.execPath, [join(project, 'out', 'firstTask.js')], {
+    cwd: project,
+    env: cleanEnv({ TDP_PORT: port }),
+  });
+  expect(stdout).toMatch(/^task [0-9a-f-]{36}\nSUCCEEDED\nresult\.zip \(/);
+  const zip = await readFile(join(project, 'result.zip'));
+  expect(zip.subarray(0, 4).toString('latin1')).toBe('PK\u0003\u0004');
+}, 180_000);

@@ -13,19 +13,12 @@ import { unfitForPeople } from '@tdp/protocol';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase } from '../../../test/database.ts';
+import { readmeBlock } from '../../../test/readme.ts';
 import { readZip } from '../../worker/test/zips.ts';
 import { freePort } from '../src/embeddedPostgres.ts';
 
 const root = new URL('../../../', import.meta.url).pathname;
 const cli = join(root, 'packages/cli/src/main.ts');
-
-/** The first `sh` block of the README's "Your first task" section. */
-export function firstTaskBlock(readme: string): string {
-  const section = readme.split(/^## /m).find((part) => part.startsWith('Your first task\n'));
-  const block = section && /```sh\n([\s\S]*?)```/.exec(section)?.[1];
-  if (!block) throw new Error('README.md has no sh block under "## Your first task"');
-  return block;
-}
 
 function run(command: string, args: string[], options: { cwd: string; env: NodeJS.ProcessEnv }) {
   return new Promise<{ code: number | null; output: string }>((resolve) => {
@@ -86,7 +79,7 @@ describe("the README's first task", () => {
     timeout: 180_000,
   }, async () => {
     expect(devOutput).toContain(`Files         ${join(folder, '.tdp', 'files')}`);
-    const block = firstTaskBlock(await readFile(join(root, 'README.md'), 'utf8'));
+    const block = readmeBlock('### With curl', 'sh');
     // No placeholder to edit, and the default port unless TDP_PORT says otherwise.
     expect(block).not.toMatch(/<[a-z ]+>/);
     expect(block).toMatch(/\$\{TDP_PORT:-8080\}/);
