@@ -45,8 +45,16 @@ module.exports = {
       comment: 'The core never imports adapters, loops, the composition root or configuration.',
       from: { path: core },
       to: {
-        path: '^packages/server/src/(adapters|loops|composition|wiring)/|^packages/server/src/(main|config|realtimeGateway)\\.ts$',
+        path: '^packages/server/src/(adapters|loops|composition|wiring|development)/|^packages/server/src/(main|config|realtimeGateway)\\.ts$',
       },
+    },
+    {
+      name: 'development-only-from-composition',
+      severity: 'error',
+      comment:
+        'The development resource provider (tdp dev) is switched on by the composition root alone: no route, loop or adapter depends on it.',
+      from: { path: '^packages/server/src/(adapters|loops|wiring)/' },
+      to: { path: '^packages/server/src/development/' },
     },
     {
       name: 'core-not-to-infrastructure',
@@ -105,7 +113,7 @@ module.exports = {
     combinedDependencies: false,
     enhancedResolveOptions: {
       exportsFields: ['exports'],
-      conditionNames: ['import', 'require', 'node', 'default', 'types'],
+      conditionNames: ['@tdp/source', 'import', 'require', 'node', 'default', 'types'],
       extensions: ['.ts', '.tsx', '.js', '.mjs', '.cjs', '.json'],
     },
     reporterOptions: { text: { highlightFocused: true } },

@@ -1,6 +1,35 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { defineConfig } from 'vitest/config';
 
+/**
+ * The workspace's packages from their TypeScript sources — each export's `@tdp/source` condition in its
+ * package.json — so the suite never runs a stale (or missing) dist/. Aliases, not resolve conditions:
+ * they hold in every vite environment vitest uses, its global setup's included.
+ */
+function sourceAliases(): { find: RegExp; replacement: string }[] {
+  const packages = new URL('./packages/', import.meta.url).pathname;
+  return readdirSync(packages).flatMap((name) => {
+    const manifest = JSON.parse(readFileSync(join(packages, name, 'package.json'), 'utf8')) as {
+      name: string;
+      exports?: Record<string, string | Record<string, string>>;
+    };
+    return Object.entries(manifest.exports ?? {}).flatMap(([subpath, target]) => {
+      const source = typeof target === 'object' ? target['@tdp/source'] : undefined;
+      if (!source) return [];
+      const specifier = `${manifest.name}${subpath === '.' ? '' : subpath.slice(1)}`;
+      return [
+        {
+          find: new RegExp(`^${specifier.replaceAll('/', '\\/')}$`),
+          replacement: join(packages, name, source),
+        },
+      ];
+    });
+  });
+}
+
 export default defineConfig({
+  resolve: { alias: sourceAliases() },
   test: {
     include: ['packages/*/test/**/*.test.ts'],
     globalSetup: ['test/globalSetup.ts'],

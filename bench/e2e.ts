@@ -36,7 +36,7 @@ function startWorkers(system: string, target: string, secret: string): Workers {
   const counts = new Map<number, number>();
   for (let i = 0; i < 2; i += 1) {
     const child = fork('bench/e2eWorker.ts', [system, target, secret], {
-      execArgv: ['--import', 'tsx'],
+      execArgv: ['--conditions=@tdp/source', '--import', 'tsx'],
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
     child.on('message', (m: { type: string; handled: number }) => {

@@ -48,7 +48,7 @@ function waitFor<T>(child: ChildProcess, type: string): Promise<T> {
 async function openClients(mode: Mode, url: string, connections: { user: string; token?: string }[]) {
   const children = Array.from({ length: CLIENT_PROCESSES }, () =>
     fork('bench/realtimeClient.ts', [], {
-      execArgv: ['--import', 'tsx'],
+      execArgv: ['--conditions=@tdp/source', '--import', 'tsx'],
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     }),
   );
@@ -94,7 +94,7 @@ async function openClients(mode: Mode, url: string, connections: { user: string;
 
 async function startPeer(mode: 'gateway' | 'socketio', hmacKey = '') {
   const child = fork('bench/realtimePeer.ts', [mode, hmacKey], {
-    execArgv: ['--expose-gc', '--import', 'tsx'],
+    execArgv: ['--expose-gc', '--conditions=@tdp/source', '--import', 'tsx'],
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
   const { port } = await waitFor<{ port: number }>(child, 'listening');

@@ -151,6 +151,7 @@ export async function startBenchServer(databaseUrl: string) {
     [
       ...(process.env.BENCH_PROFILE ? ['--cpu-prof', '--cpu-prof-dir=/tmp/prof'] : []),
       ...(process.env.BENCH_NODE_FLAGS ?? '').split(' ').filter(Boolean),
+      '--conditions=@tdp/source',
       '--import',
       'tsx',
       'packages/cli/src/main.ts',

@@ -11,4 +11,4 @@ if [ ! -x "$venv/bin/schemathesis" ]; then
   python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet --disable-pip-version-check "schemathesis==$version"
 fi
-exec node --import tsx scripts/fuzz/run.ts "$venv/bin/schemathesis" "$@"
+exec node --conditions=@tdp/source --import tsx scripts/fuzz/run.ts "$venv/bin/schemathesis" "$@"

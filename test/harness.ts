@@ -78,6 +78,8 @@ export async function startHarness(
     requestDeadlineMs?: number;
     /** Timings and sizes other than the defaults (e.g. a command poll too slow to deliver anything). */
     settings?: Partial<ServerSettings>;
+    /** Serves the development resource provider (as `tdp dev` does) over this folder. */
+    developmentFiles?: { directory: string; providerToken: string };
   } = {},
 ): Promise<Harness> {
   const database = options.sharedDatabaseUrl
@@ -115,6 +117,7 @@ export async function startHarness(
       centrifugoApiUrl: options.centrifugoApi?.url ?? null,
       centrifugoApiKey: options.centrifugoApi?.key ?? null,
       realtimeWsUrl: null,
+      developmentFiles: options.developmentFiles ?? null,
     },
     {
       clock,

@@ -12,6 +12,7 @@ export class TcpProxy {
   private server: Server | null = null;
   private readonly sockets = new Set<Socket>();
   private hold: { pattern: Buffer; found: (held: HeldConnection) => void } | null = null;
+  private cutReply: { pattern: Buffer; done: () => void } | null = null;
   /** New connections are accepted and left hanging (see `freeze`). */
   private hangNewConnections = false;
   port = 0;
@@ -41,7 +42,7 @@ export class TcpProxy {
         socket.on('close', () => this.sockets.delete(socket));
         socket.on('error', () => socket.destroy());
       }
-      client.pipe(this.toServer(client)).pipe(upstream).pipe(client);
+      client.pipe(this.toServer(client)).pipe(upstream).pipe(this.toClient(client, upstream)).pipe(client);
       client.on('close', () => upstream.destroy());
       upstream.on('close', () => client.destroy());
     });
@@ -93,6 +94,33 @@ export class TcpProxy {
           hold.found({ clientClosed });
         }
         done(null, holding ? undefined : chunk);
+      },
+    });
+  }
+
+  /**
+   * The next server→client chunk that contains `pattern` (e.g. `HTTP/1.1 201`) is dropped and its
+   * connection cut: the server did the work, the client never hears of it (a connection lost after the
+   * request was sent). Resolves when it happened.
+   */
+  cutReplyWhen(pattern: string): Promise<void> {
+    return new Promise((resolve) => {
+      this.cutReply = { pattern: Buffer.from(pattern), done: resolve };
+    });
+  }
+
+  private toClient(client: Socket, upstream: Socket): Transform {
+    return new Transform({
+      transform: (chunk: Buffer, _encoding, done) => {
+        const cut = this.cutReply;
+        if (cut && chunk.includes(cut.pattern)) {
+          this.cutReply = null;
+          client.destroy();
+          upstream.destroy();
+          cut.done();
+          return done();
+        }
+        done(null, chunk);
       },
     });
   }

@@ -46,10 +46,14 @@ export function tdpProcess(options: {
     url,
     adminToken,
     start: async () => {
-      const started = spawn(process.execPath, ['--import', 'tsx', cli, 'server'], {
-        env,
-        stdio: ['ignore', options.showLogs ? 'inherit' : 'ignore', 'inherit'],
-      });
+      const started = spawn(
+        process.execPath,
+        ['--conditions=@tdp/source', '--import', 'tsx', cli, 'server'],
+        {
+          env,
+          stdio: ['ignore', options.showLogs ? 'inherit' : 'ignore', 'inherit'],
+        },
+      );
       child = started;
       const deadline = Date.now() + 60_000;
       for (;;) {

@@ -3,7 +3,7 @@
  * STEP_STARTED for every attempt and never finishes one; it prints one JSON line when registered
  * (`{ workerId }`) and one per attempt started (`{ started: command }`).
  *
- *   node --import tsx test/workerProcess.ts <baseUrl> <workerKey> <nodeId> <capability>
+ *   node --conditions=@tdp/source --import tsx test/workerProcess.ts <baseUrl> <workerKey> <nodeId> <capability>
  */
 import { attemptEvent, startTestWorker } from './testWorker.ts';
 

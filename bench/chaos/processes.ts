@@ -67,7 +67,7 @@ export class ProcessGroup {
     const start = () => {
       killedByUs = false;
       tail = [];
-      const started = spawn(process.execPath, ['--import', 'tsx', ...args], {
+      const started = spawn(process.execPath, ['--conditions=@tdp/source', '--import', 'tsx', ...args], {
         env: { ...process.env, ...env },
         stdio: ['ignore', 'pipe', 'pipe'],
       });

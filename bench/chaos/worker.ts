@@ -5,12 +5,12 @@
  * key, the system's id of the job and the time — so the suite sees every execution, even of a process
  * it later SIGKILLs.
  *
- *   node --import tsx bench/chaos/worker.ts <tdp|pgboss|graphile>
+ *   node --conditions=@tdp/source --import tsx bench/chaos/worker.ts <tdp|pgboss|graphile>
  *   (TDP: TDP_URL, TDP_WORKER_KEY, TDP_WORKER_DB, TDP_WORKER_CONCURRENCY; peers: DATABASE_URL)
  */
 import { setTimeout as sleep } from 'node:timers/promises';
+import { startWorkerFromEnv } from '@tdp/worker/main';
 import { Type } from 'typebox';
-import { startWorker } from '../../packages/worker/src/main.ts';
 import { defineCapability } from '../../packages/worker/src/sdk.ts';
 
 const system = process.argv[2] as 'tdp' | 'pgboss' | 'graphile';
@@ -40,7 +40,9 @@ async function runTdp() {
       return {};
     },
   });
-  await startWorker({ ...process.env, TDP_WORKER_CONCURRENCY: String(concurrency) }, [chaosSleep] as never);
+  await startWorkerFromEnv({ ...process.env, TDP_WORKER_CONCURRENCY: String(concurrency) }, [
+    chaosSleep,
+  ] as never);
 }
 
 async function runPgBoss() {

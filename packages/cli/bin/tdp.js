@@ -1,6 +1,3 @@
 #!/usr/bin/env node
-// Runs the TypeScript sources directly through tsx's loader.
-import { register } from 'tsx/esm/api';
-
-register();
-await import('../src/main.ts');
+// The compiled command (dist/, built by `npm run build` or on `npm pack`).
+await import('../dist/main.js');

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
@@ -10,9 +11,10 @@ import {
   migrate,
   parseKeyring,
   startServer,
+  useDevelopmentProvider,
 } from '@tdp/server';
 import { builtinCapabilities } from '@tdp/worker';
-import { jsonLogger, type StartedWorker, startWorker } from '@tdp/worker/main';
+import { jsonLogger, type RunningWorker, startWorkerFromEnv } from '@tdp/worker/main';
 import {
   credentialsPath,
   type DevCredentials,
@@ -81,6 +83,9 @@ export async function runDev(env: NodeJS.ProcessEnv): Promise<number> {
     demoDatabaseUrl = postgres.urlFor('tdp_demo');
   }
 
+  // The development application's files (its resource provider, served by the server: no setup).
+  const filesDirectory = join(home, 'files');
+  await mkdir(filesDirectory, { recursive: true });
   let server: Awaited<ReturnType<typeof startServer>>;
   try {
     const sql = connectDatabase({ url: databaseUrl, maxConnections: 1 });
@@ -95,6 +100,7 @@ export async function runDev(env: NodeJS.ProcessEnv): Promise<number> {
         adminToken: credentials.adminToken,
         secretKeyring: parseKeyring(credentials.secretKeys),
         allowInsecureCallbacks: env.TDP_ALLOW_INSECURE_CALLBACKS !== 'false',
+        developmentFiles: { directory: filesDirectory, providerToken: randomBytes(32).toString('base64url') },
       }),
     );
   } catch (error) {
@@ -103,11 +109,17 @@ export async function runDev(env: NodeJS.ProcessEnv): Promise<number> {
   }
 
   let identity: Awaited<ReturnType<typeof ensureDevelopmentIdentity>>;
+  let files: Awaited<ReturnType<typeof useDevelopmentProvider>>;
   try {
     identity = await ensureDevelopmentIdentity(server.identity, {
       fixedKey: env.TDP_DEV_API_KEY || null,
       rememberedKey: previous?.apiKey ?? null,
     });
+    files = await useDevelopmentProvider(
+      server.identity,
+      identity.applicationId,
+      server.developmentProvider!,
+    );
   } catch (error) {
     await server.close();
     await stopPostgres();
@@ -122,7 +134,7 @@ export async function runDev(env: NodeJS.ProcessEnv): Promise<number> {
   await saveCredentials(home, credentials);
 
   // A worker with the built-in capabilities, in this process, on its own key and local database.
-  let worker: StartedWorker;
+  let worker: RunningWorker;
   try {
     worker = await startDevWorker(server.url, home, credentials);
   } catch (error) {
@@ -158,6 +170,11 @@ export async function runDev(env: NodeJS.ProcessEnv): Promise<number> {
   );
   say(`  Credentials   ${credentialsPath(home)}`);
   say(`  Sample ZIPs   ${join(home, 'samples')} (${samples.map((sample) => sample.name).join(', ')})`);
+  say(
+    files === 'registered'
+      ? `  Files         ${filesDirectory} (inputs by name, e.g. "holiday-photos.zip"; results in tasks/<task id>/)`
+      : `  Files         the development application uses its own resource provider`,
+  );
   say('');
   say(`  Demo app      ${demo.url}   ← open it, upload a sample ZIP, watch the order live`);
   say('');
@@ -214,7 +231,7 @@ async function startDevWorker(
   url: string,
   home: string,
   credentials: DevCredentials,
-): Promise<StartedWorker> {
+): Promise<RunningWorker> {
   const issue = async () => {
     const response = await fetch(`${url}/admin/v1/worker-credentials`, {
       method: 'POST',
@@ -236,10 +253,10 @@ async function startDevWorker(
   // The banner says the worker is up; only its warnings and errors are printed.
   const logger = { ...jsonLogger, info: () => {} };
   try {
-    return await startWorker(env, builtinCapabilities, logger);
+    return await startWorkerFromEnv(env, builtinCapabilities, logger);
   } catch (error) {
     if ((error as Error).name !== 'RejectedError') throw error;
     await issue();
-    return startWorker({ ...env, TDP_WORKER_KEY: credentials.workerKey }, builtinCapabilities, logger);
+    return startWorkerFromEnv({ ...env, TDP_WORKER_KEY: credentials.workerKey }, builtinCapabilities, logger);
   }
 }

@@ -7,7 +7,7 @@
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { access, chmod, chown, constants, mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
+import { access, chmod, chown, constants, cp, mkdir, mkdtemp, rename, rm, stat } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { arch, platform, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -83,6 +83,38 @@ async function clusterDirectory(requested: string, runAs: RunAs | null): Promise
   return join('/var/lib/tdp', digest, 'postgres');
 }
 
+/**
+ * The binaries as the postgres user can run them. As root, when they are installed inside a private
+ * directory (a project under /root, a 0700 temporary folder), that user cannot reach them: they are
+ * copied once to a folder under /var/lib/tdp named after their installed location and size.
+ */
+async function reachableBinaries(
+  found: { initdb: string; postgres: string },
+  runAs: RunAs | null,
+): Promise<{ initdb: string; postgres: string }> {
+  if (!runAs || (await reachableByOthers(dirname(found.initdb)))) return found;
+  const installed = dirname(dirname(found.initdb)); // …/native, holding bin/, lib/ and share/
+  const { size, mtimeMs } = await stat(found.postgres);
+  const digest = createHash('sha256').update(`${installed}:${size}:${mtimeMs}`).digest('hex').slice(0, 16);
+  const copy = join('/var/lib/tdp', `binaries-${digest}`);
+  const present = await access(join(copy, 'bin', 'postgres'), constants.X_OK).then(
+    () => true,
+    () => false,
+  );
+  if (!present) {
+    await mkdir('/var/lib/tdp', { recursive: true, mode: 0o755 });
+    const partial = `${copy}.${process.pid}.partial`;
+    await cp(installed, partial, { recursive: true, verbatimSymlinks: true });
+    await chmod(partial, 0o755);
+    await rename(partial, copy).catch(async (error: NodeJS.ErrnoException) => {
+      // Another start copied them first: theirs is as good.
+      await rm(partial, { recursive: true, force: true });
+      if (error.code !== 'ENOTEMPTY' && error.code !== 'EEXIST') throw error;
+    });
+  }
+  return { initdb: join(copy, 'bin', 'initdb'), postgres: join(copy, 'bin', 'postgres') };
+}
+
 function run(
   command: string,
   args: string[],
@@ -96,6 +128,12 @@ function run(
     env: { ...process.env, LC_ALL: 'C', LANG: 'C' },
   });
   child.stdout?.on('data', (chunk: Buffer) => log(chunk.toString()));
+  // A binary that cannot be started (EACCES, ENOENT) is reported as a failed start, not a crash.
+  child.once('error', (error) => {
+    log(`${command}: ${error.message}\n`);
+    child.stderr?.emit('data', Buffer.from(`cannot start ${command}: ${error.message}`));
+    child.emit('exit', null, null);
+  });
   return child;
 }
 
@@ -106,8 +144,8 @@ async function exited(child: ChildProcess): Promise<number | null> {
 
 export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): Promise<EmbeddedPostgres> {
   const log = options.log ?? (() => {});
-  const { initdb, postgres } = await binaries();
   const runAs = postgresUser();
+  const { initdb, postgres } = await reachableBinaries(await binaries(), runAs);
   const dataDirectory = await clusterDirectory(options.dataDirectory, runAs);
 
   const initialised = await access(join(dataDirectory, 'PG_VERSION'), constants.F_OK).then(

@@ -94,8 +94,8 @@ async function main(argv: string[]): Promise<number> {
       return 0;
     }
     case 'worker': {
-      const { startWorker } = await import('@tdp/worker/main');
-      const worker = await startWorker(env);
+      const { startWorkerFromEnv } = await import('@tdp/worker/main');
+      const worker = await startWorkerFromEnv(env);
       // SIGTERM drains: nothing new is taken, running attempts finish or are handed back.
       await Promise.race([onShutdownSignal(() => worker.drain()), worker.runtime.done]);
       return 0;

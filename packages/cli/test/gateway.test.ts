@@ -16,11 +16,15 @@ afterAll(() => {
 });
 
 async function startGateway(env: Record<string, string>) {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'packages/cli/src/main.ts', 'gateway'], {
-    cwd: root,
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    process.execPath,
+    ['--conditions=@tdp/source', '--import', 'tsx', 'packages/cli/src/main.ts', 'gateway'],
+    {
+      cwd: root,
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   children.push(child);
   let output = '';
   child.stdout!.on('data', (chunk: Buffer) => {

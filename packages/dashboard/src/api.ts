@@ -59,7 +59,8 @@ export interface TaskRow {
   health: string;
   version: string;
   progress: number | null;
-  failure: { code: string; userMessage?: string | null } | null;
+  /** `detail`: the technical side, for operators only (never shown to the person who submitted). */
+  failure: { code: string; userMessage?: string | null; detail?: string | null } | null;
   createdAt: string;
   updatedAt: string;
   startedAt: string | null;
@@ -81,7 +82,7 @@ export interface StepView {
   capabilityVersion: string | null;
   status: string;
   progress: { percent?: number } | null;
-  error: { code: string; userMessage?: string | null } | null;
+  error: { code: string; userMessage?: string | null; detail?: string | null } | null;
   startedAt: string | null;
   finishedAt: string | null;
   durationMs: number | null;

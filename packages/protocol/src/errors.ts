@@ -100,6 +100,11 @@ export const errorCatalogue = {
     retryable: false,
     title: 'No attempt with this id is leased to a worker of this key',
   },
+  FILE_NOT_FOUND: {
+    status: 404,
+    retryable: false,
+    title: 'No such file among the development files (tdp dev)',
+  },
   RESOURCE_PROVIDER_NOT_CONFIGURED: {
     status: 409,
     retryable: false,

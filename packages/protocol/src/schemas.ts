@@ -206,13 +206,15 @@ const NullableTimestamp = Type.Union([Timestamp, Type.Null()]);
 export const Health = Type.Union([Type.Literal('HEALTHY'), Type.Literal('DEGRADED'), Type.Literal('STALE')]);
 export type Health = Static<typeof Health>;
 
-/** A structured error: `code` drives behaviour, `userMessage` is safe to show (redacted, bounded). */
+/** A structured error: `code` drives behaviour, `userMessage` is a short sentence for people (messages.ts). */
 export const StructuredError = Type.Object(
   {
     category: Type.String({ minLength: 1, maxLength: 64 }),
     code: Type.String({ minLength: 1, maxLength: 128 }),
     retryable: Type.Boolean(),
     userMessage: Type.Optional(Type.String({ maxLength: 2000 })),
+    /** What went wrong technically, for developers and operators; stored, never shown to people. */
+    detail: Type.Optional(Type.String({ maxLength: 2000 })),
     /** Server-side diagnostics reference; stored, never sent to a browser. */
     diagnosticsRef: Type.Optional(Type.String({ maxLength: 255 })),
   },

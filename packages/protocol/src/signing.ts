@@ -6,6 +6,9 @@
  * During a secret rotation the header carries one `v1=` per valid secret. A receiver accepts the
  * callback when any `v1` matches and `t` is within its tolerance (TDP's demo app: 5 minutes).
  *
+ * The MAC covers the body's bytes as sent: verify the raw bytes you received (a Buffer), not text decoded
+ * and re-encoded, nor JSON parsed and serialised again.
+ *
  * Test vector: secret "whsec_test", t = 1700000000, body '{"eventId":"e1"}'
  *   → v1=ead19a02fbe0bb6d0c7f3d25cef8280176aefaac9755cd99505dad3b267a6de9 (checked with openssl)
  */
@@ -13,11 +16,14 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 
 export const signatureHeader = 'TDP-Signature';
 
-export function computeSignature(secret: string, timestamp: number, body: string): string {
-  return createHmac('sha256', secret).update(`${timestamp}.${body}`).digest('hex');
+/** A body as text (signed as its UTF-8 bytes) or as the raw bytes received. */
+export type SignedBody = string | Uint8Array;
+
+export function computeSignature(secret: string, timestamp: number, body: SignedBody): string {
+  return createHmac('sha256', secret).update(`${timestamp}.`).update(body).digest('hex');
 }
 
-export function signatureHeaderValue(secrets: string[], timestamp: number, body: string): string {
+export function signatureHeaderValue(secrets: string[], timestamp: number, body: SignedBody): string {
   return [`t=${timestamp}`, ...secrets.map((s) => `v1=${computeSignature(s, timestamp, body)}`)].join(',');
 }
 
@@ -26,7 +32,7 @@ export type SignatureCheck = { ok: true } | { ok: false; reason: 'MALFORMED' | '
 /** Verifies a `TDP-Signature` header against one secret, within `toleranceSeconds` of `nowSeconds`. */
 export function verifySignature(
   header: string | undefined,
-  body: string,
+  body: SignedBody,
   secret: string,
   nowSeconds: number,
   toleranceSeconds = 300,

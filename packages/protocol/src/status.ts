@@ -384,6 +384,7 @@ export const TaskEventPage = Type.Object({
   nextAfterTaskVersion: Type.Union([Version, Type.Null()]),
   oldestAvailableTaskVersion: Version,
 });
+export type TaskEventPage = Static<typeof TaskEventPage>;
 
 export const BatchGetRequest = Type.Object(
   {
@@ -407,6 +408,7 @@ export const BatchGetResult = Type.Object({
     }),
   ),
 });
+export type BatchGetResult = Static<typeof BatchGetResult>;
 
 export const UserTokenRequest = Type.Object(
   {

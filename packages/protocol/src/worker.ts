@@ -164,6 +164,8 @@ export const WorkerEvent = Type.Object(
           code: Type.String(),
           retryable: Type.Boolean(),
           userMessage: Type.Optional(Type.String({ maxLength: 2000 })),
+          /** The technical detail (a refused request, a stack): kept for developers, never shown to people. */
+          detail: Type.Optional(Type.String({ maxLength: 2000 })),
           diagnosticsRef: Type.Optional(Type.String({ maxLength: 255 })),
         },
         Strict,

@@ -52,6 +52,10 @@ export interface ServerSettings {
   taskDetailSubscriptionLimit: number;
   /** An application's resource provider unanswered by then fails the grant (retryable). */
   resourceProviderTimeoutMs: number;
+  /** The development provider's file URLs (`tdp dev`) expire after this long. */
+  developmentFilesGrantTtlMs: number;
+  /** The development provider accepts uploads of at most this many bytes. */
+  developmentFilesMaxBytes: number;
   /** A worker command not acknowledged by then is sent again on the worker's stream. */
   commandResendAfterMs: number;
   /** How often an open command stream reads its worker's open commands (other replicas' commands). */
@@ -131,6 +135,8 @@ export const defaultSettings: ServerSettings = {
   realtimeHistory: { size: 300, followedSize: 100, ttlMs: 10 * 60_000 },
   taskDetailSubscriptionLimit: 20,
   resourceProviderTimeoutMs: 10_000,
+  developmentFilesGrantTtlMs: 15 * 60_000,
+  developmentFilesMaxBytes: 1024 ** 3,
   commandResendAfterMs: 30_000,
   commandPollIntervalMs: 1_000,
   sseKeepAliveMs: 15_000,
@@ -196,6 +202,11 @@ export interface ServerConfig extends ServerSettings {
   centrifugoApiKey: string | null;
   /** The WebSocket URL handed out with connection tokens (default: this server's). */
   realtimeWsUrl: string | null;
+  /**
+   * The development resource provider (src/development/): served only when set, which `tdp dev` does
+   * (files under `.tdp/files`) and `tdp server` never does. `providerToken` is what TDP sends it.
+   */
+  developmentFiles?: { directory: string; providerToken: string } | null;
 }
 
 export class ConfigError extends Error {}
@@ -334,5 +345,6 @@ export function configFromEnv(env: NodeJS.ProcessEnv, overrides: Partial<ServerC
     centrifugoApiUrl,
     centrifugoApiKey,
     realtimeWsUrl: optional(overrides, 'realtimeWsUrl', env.TDP_REALTIME_WS_URL),
+    developmentFiles: overrides.developmentFiles ?? null,
   };
 }

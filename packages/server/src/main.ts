@@ -16,6 +16,7 @@ import { useCaseDeps } from './composition/useCases.ts';
 import type { ServerConfig } from './config.ts';
 import type { ApplicationDeps } from './core/identity/applications.ts';
 import type { StatusDeps } from './core/status/deps.ts';
+import { developmentProviderPath } from './development/developmentFiles.ts';
 import { listenForCommands } from './wiring/commandWakeup.ts';
 import type { ServerHealth } from './wiring/serverHealth.ts';
 
@@ -45,6 +46,8 @@ export interface RunningServer {
   health: ServerHealth;
   /** The gRPC reporting port (docs/grpc.md); null when `grpcPort` turns it off. */
   grpcPort: number | null;
+  /** The development resource provider this process serves (`developmentFiles`), or null. */
+  developmentProvider: { url: string; token: string } | null;
   /** Stops accepting, lets in-flight requests and loop rounds finish, then closes connections. */
   close(): Promise<void>;
 }
@@ -93,6 +96,9 @@ export async function startServer(
     gateway,
     health: adapters.health,
     grpcPort: grpc?.port ?? null,
+    developmentProvider: config.developmentFiles
+      ? { url: `${url}${developmentProviderPath}`, token: config.developmentFiles.providerToken }
+      : null,
     close: () => {
       closing ??= (async () => {
         await gateway.close();
@@ -112,5 +118,6 @@ export async function startServer(
 export { ensureDevelopmentIdentity } from './core/identity/developmentIdentity.ts';
 export { generateKeyringEntry, parseKeyring } from './core/identity/secretBox.ts';
 export { AppError } from './core/shared/errors.ts';
+export { useDevelopmentProvider } from './development/developmentFiles.ts';
 export { realtimeTokenKey, startGatewayServer } from './realtimeGateway.ts';
 export { guardProcess } from './wiring/processGuard.ts';

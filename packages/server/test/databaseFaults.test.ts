@@ -205,6 +205,7 @@ describe('the process guard', () => {
       const child = spawn(
         process.execPath,
         [
+          '--conditions=@tdp/source',
           '--import',
           'tsx',
           '--input-type=module',

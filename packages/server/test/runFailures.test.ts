@@ -158,6 +158,7 @@ function spawnWorkerProcess(key: string, nodeId: string, capability: string) {
   const child = spawn(
     process.execPath,
     [
+      '--conditions=@tdp/source',
       '--import',
       'tsx',
       fileURLToPath(new URL('../../../test/workerProcess.ts', import.meta.url)),

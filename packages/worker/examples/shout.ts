@@ -2,15 +2,15 @@
  * A custom capability, run by the TDP worker runtime: `text.shout@1` upper-cases a text, reporting
  * progress on the way. Run it next to `npm start`:
  *
- *   TDP_WORKER_KEY=tdpw_… node --import tsx packages/worker/examples/shout.ts
+ *   TDP_WORKER_KEY=tdpw_… node --conditions=@tdp/source --import tsx packages/worker/examples/shout.ts
  *
  * (`npm start` prints an admin token; `POST /admin/v1/worker-credentials` with it issues a worker key.)
  * Then publish a workflow with a step `{ key: 'shout', capability: 'text.shout', capabilityVersion: '1',
  * inputMapping: { text: '$.input.text' } }` and submit a task with `input: { text: 'hello' }`.
  */
+
+import { CapabilityError, defineCapability, startWorker } from '@tdp/worker';
 import { Type } from 'typebox';
-import { CapabilityError, defineCapability } from '../src/index.ts';
-import { startWorker } from '../src/main.ts';
 
 const shout = defineCapability({
   name: 'text.shout',
@@ -28,9 +28,10 @@ const shout = defineCapability({
   },
 });
 
-const worker = await startWorker(
-  { ...process.env, TDP_WORKER_DB: process.env.TDP_WORKER_DB ?? '.tdp/shout-worker.db' },
-  [shout],
-);
-process.once('SIGTERM', () => void worker.drain().then(() => process.exit(0)));
-process.once('SIGINT', () => void worker.drain().then(() => process.exit(0)));
+// SIGTERM or Ctrl-C drains: running attempts finish (or are handed back), then the process exits.
+await startWorker({
+  url: process.env.TDP_URL ?? 'http://127.0.0.1:8080',
+  key: process.env.TDP_WORKER_KEY ?? '',
+  capabilities: [shout],
+  database: process.env.TDP_WORKER_DB ?? '.tdp/shout-worker.db',
+});

@@ -6,6 +6,7 @@
 import { mkdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { failureSentence } from '@tdp/protocol';
 import { Check, Errors } from 'typebox/value';
 import { type Grant, RequestError, UnavailableError, type WorkerClient } from './client.ts';
 import type { EventDraft, LocalAttempt } from './localStore.ts';
@@ -97,6 +98,13 @@ export async function runAttempt(running: Running, resumed: boolean, deps: Attem
       return;
     }
     draft = failureOf(error, controller.signal);
+    // The technical side of the failure, for whoever runs the worker (people see the userMessage).
+    const failure = draft.error as { code: string; detail?: string } | undefined;
+    if (failure?.detail)
+      deps.logger.warn(
+        { attemptId: local.attemptId, taskId: local.taskId, code: failure.code, detail: failure.detail },
+        'attempt failed',
+      );
   }
   // The newest progress goes out before the final event.
   progress.flush();
@@ -183,18 +191,30 @@ async function requestGrant(
   }
 }
 
-/** Refusals become the step's failure; a lost lease aborts the attempt. */
+/**
+ * Refusals become the step's failure; a lost lease aborts the attempt. People see the sentence for the
+ * refusal's code; the request and TDP's answer go to the failure's `detail` only.
+ */
 function grantFailure(running: Running, error: unknown): CapabilityError {
   if (error instanceof UnavailableError)
-    return new CapabilityError('GRANT_UNAVAILABLE', error.message, {
+    return new CapabilityError('GRANT_UNAVAILABLE', failureSentence('GRANT_UNAVAILABLE'), {
       retryable: true,
       category: 'RESOURCE',
+      detail: error.message,
     });
   if (error instanceof RequestError && error.problem?.code === 'STALE_EXECUTION') {
     running.controller.abort('LEASE_LOST' satisfies AbortReason);
   }
   const code = error instanceof RequestError ? (error.problem?.code ?? 'GRANT_REFUSED') : 'GRANT_REFUSED';
-  return new CapabilityError(code, (error as Error).message, { retryable: false, category: 'RESOURCE' });
+  const detail =
+    error instanceof RequestError
+      ? `grant request refused (${error.status} ${code}): ${error.problem?.detail ?? error.message}`
+      : (error as Error).message;
+  return new CapabilityError(code, failureSentence(code), {
+    retryable: false,
+    category: 'RESOURCE',
+    detail,
+  });
 }
 
 function attemptLogger(logger: Logger, local: LocalAttempt): AttemptLogger {

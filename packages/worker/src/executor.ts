@@ -29,6 +29,11 @@ export class Executor {
       this.capabilities.set(`${capability.name}@${capability.version}`, capability);
   }
 
+  /** Attempts running now. */
+  get runningCount(): number {
+    return this.running.size;
+  }
+
   /** After a restart: attempts that were running are resumed where possible, else handed back. */
   recover(): void {
     const { store } = this.deps.options;

@@ -282,3 +282,10 @@ export class GrpcReporting implements ReportingTransport {
     this.client?.close();
   }
 }
+
+/** `host:port` of the gRPC reporting port on the host of a server URL; null without a port. */
+export function grpcAddressOf(serverUrl: string, port: number | null): string | null {
+  if (!port) return null;
+  const host = new URL(serverUrl).hostname;
+  return `${host.includes(':') ? `[${host.replace(/^\[|\]$/g, '')}]` : host}:${port}`;
+}

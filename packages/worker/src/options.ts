@@ -11,6 +11,21 @@ export interface Logger {
 
 export const silentLogger: Logger = { info: () => {}, warn: () => {}, error: () => {} };
 
+/** One JSON line per message on stderr; never the worker key. */
+export const jsonLogger: Logger = {
+  info: (fields, message) => log('info', fields, message),
+  warn: (fields, message) => log('warn', fields, message),
+  error: (fields, message) => log('error', fields, message),
+};
+
+function log(level: string, fields: Record<string, unknown>, message: string): void {
+  const err =
+    fields.err instanceof Error ? { err: { message: fields.err.message, stack: fields.err.stack } } : {};
+  process.stderr.write(
+    `${JSON.stringify({ level, time: new Date().toISOString(), msg: message, ...fields, ...err })}\n`,
+  );
+}
+
 export interface WorkerOptions {
   client: WorkerClient;
   /**

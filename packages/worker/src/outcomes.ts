@@ -1,19 +1,33 @@
 /** How an attempt ends when its capability does not return a valid output: the STEP_FAILED drafts. */
+import { clampText, errorDetailMaxLength, messageForPeople } from '@tdp/protocol';
 import type { EventDraft } from './localStore.ts';
 import { CapabilityError } from './sdk.ts';
 
 /** Why an attempt's signal was aborted; STOPPED (the runtime stopped) records nothing: a restart resumes. */
 export type AbortReason = 'CANCELED' | 'LEASE_LOST' | 'HANDED_BACK' | 'STOPPED';
 
+/**
+ * A STEP_FAILED draft. `message` is for people: when it is not fit for them (a JSON body, an internal
+ * path, an HTTP answer, a stack) it moves to `detail` and the sentence for `code` is shown instead.
+ */
 export function failureDraft(
   code: string,
   message: string,
   retryable: boolean,
   category: string,
+  technicalDetail?: string,
 ): EventDraft {
+  const shown = messageForPeople(code, message);
+  const detail = [shown.detail, technicalDetail].filter((d): d is string => !!d).join(' — ');
   return {
     eventType: 'STEP_FAILED',
-    error: { category, code, retryable, userMessage: message.slice(0, 2000) },
+    error: {
+      category,
+      code,
+      retryable,
+      userMessage: shown.userMessage,
+      ...(detail ? { detail: clampText(detail, errorDetailMaxLength) } : {}),
+    },
   };
 }
 
@@ -43,6 +57,9 @@ export function failureOf(error: unknown, signal: AbortSignal): EventDraft {
       error.message,
       error.options.retryable ?? false,
       error.options.category ?? 'CAPABILITY',
+      error.options.detail,
     );
-  return failureDraft('CAPABILITY_CRASHED', (error as Error)?.message ?? String(error), true, 'CAPABILITY');
+  // An unexpected error's text is for developers only (it may name files, hosts or internals).
+  const text = (error as Error)?.message ?? String(error);
+  return failureDraft('CAPABILITY_CRASHED', '', true, 'CAPABILITY', text);
 }

@@ -31,6 +31,13 @@ export { backoffMs } from './loops.ts';
 export type { Logger, WorkerOptions } from './options.ts';
 export { ProgressThrottle } from './progress.ts';
 
+export interface WorkerStatus {
+  workerId: string | null;
+  /** READY takes work; DRAINING finishes what it has; STOPPED and FAILED (a local error) are over. */
+  state: 'STARTING' | 'READY' | 'DRAINING' | 'STOPPED' | 'FAILED';
+  running: number;
+}
+
 /** Attempts run at once when the options do not say (the wire contract's default). */
 export const defaultMaxConcurrency = defaultWorkerConcurrency;
 
@@ -78,6 +85,18 @@ export class WorkerRuntime {
   /** The gRPC reporting port the server announced (docs/grpc.md); null: none yet, or off. */
   get grpcPort(): number | null {
     return this.session.grpcPort;
+  }
+
+  /** What a health check reports: the session, whether it takes work, and how much runs now. */
+  status(): WorkerStatus {
+    const state = this.lifecycle.failed
+      ? 'FAILED'
+      : this.lifecycle.stopped
+        ? 'STOPPED'
+        : this.session.workerId === null
+          ? 'STARTING'
+          : this.session.runtimeState;
+    return { workerId: this.session.workerId, state, running: this.executor.runningCount };
   }
 
   /** Registers (or takes back its session after a restart) and starts every loop. */

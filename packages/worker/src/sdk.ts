@@ -64,12 +64,21 @@ export interface OutputFile {
   upload(): Promise<{ resourceRef: string; bytes: number }>;
 }
 
-/** A failure a capability chooses: its code and whether trying again could help. */
+/**
+ * A failure a capability chooses: its code, whether trying again could help, a message for the person
+ * who submitted the work (a short sentence: what failed, what to do) and, in `detail`, the technical
+ * text for developers (a refused request, another service's answer), which people are never shown.
+ */
 export class CapabilityError extends Error {
   constructor(
     readonly code: string,
     message: string,
-    readonly options: { retryable?: boolean; category?: string; details?: Record<string, unknown> } = {},
+    readonly options: {
+      retryable?: boolean;
+      category?: string;
+      detail?: string;
+      details?: Record<string, unknown>;
+    } = {},
   ) {
     super(message);
     this.name = 'CapabilityError';

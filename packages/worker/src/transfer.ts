@@ -6,6 +6,7 @@ import { createReadStream, createWriteStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { failureSentence } from '@tdp/protocol';
 import type { Grant } from './client.ts';
 import { CapabilityError } from './sdk.ts';
 
@@ -15,13 +16,15 @@ export async function downloadTo(grant: Grant, path: string, signal: AbortSignal
     response = await fetch(grant.url, { method: 'GET', headers: grant.headers, signal, redirect: 'follow' });
   } catch (error) {
     if (signal.aborted) throw error;
-    throw new CapabilityError('DOWNLOAD_FAILED', `download failed: ${(error as Error).message}`, {
+    throw new CapabilityError('DOWNLOAD_FAILED', failureSentence('DOWNLOAD_FAILED'), {
       retryable: true,
+      detail: `download failed: ${(error as Error).message}`,
     });
   }
   if (!response.ok || !response.body)
-    throw new CapabilityError('DOWNLOAD_FAILED', `download answered ${response.status}`, {
+    throw new CapabilityError('DOWNLOAD_FAILED', failureSentence('DOWNLOAD_FAILED'), {
       retryable: response.status >= 500 || response.status === 429,
+      detail: `download answered ${response.status}`,
     });
   await pipeline(Readable.fromWeb(response.body as never), createWriteStream(path), { signal });
   return (await stat(path)).size;
@@ -37,7 +40,7 @@ export async function uploadFrom(
   if (grant.maxBytes !== null && size > grant.maxBytes)
     throw new CapabilityError(
       'OUTPUT_TOO_LARGE',
-      `the output is ${size} bytes; the grant allows ${grant.maxBytes}`,
+      `The result is ${size} bytes, more than the ${grant.maxBytes} the application’s storage accepts.`,
     );
   let response: Response;
   try {
@@ -50,14 +53,16 @@ export async function uploadFrom(
     } as RequestInit);
   } catch (error) {
     if (signal.aborted) throw error;
-    throw new CapabilityError('UPLOAD_FAILED', `upload failed: ${(error as Error).message}`, {
+    throw new CapabilityError('UPLOAD_FAILED', failureSentence('UPLOAD_FAILED'), {
       retryable: true,
+      detail: `upload failed: ${(error as Error).message}`,
     });
   }
   await response.arrayBuffer().catch(() => undefined);
   if (!response.ok)
-    throw new CapabilityError('UPLOAD_FAILED', `upload answered ${response.status}`, {
+    throw new CapabilityError('UPLOAD_FAILED', failureSentence('UPLOAD_FAILED'), {
       retryable: response.status >= 500 || response.status === 429,
+      detail: `upload answered ${response.status}`,
     });
   return size;
 }

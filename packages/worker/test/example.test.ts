@@ -36,7 +36,12 @@ it('examples/shout.ts: a custom capability on the runtime, driven by a real task
   });
   const child = spawn(
     process.execPath,
-    ['--import', 'tsx', fileURLToPath(new URL('../examples/shout.ts', import.meta.url))],
+    [
+      '--conditions=@tdp/source',
+      '--import',
+      'tsx',
+      fileURLToPath(new URL('../examples/shout.ts', import.meta.url)),
+    ],
     {
       env: {
         ...process.env,

@@ -12,8 +12,9 @@ import { Type } from 'typebox';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Harness, startHarness } from '../../../test/harness.ts';
 import { TcpProxy } from '../../../test/tcpProxy.ts';
+import { grpcAddressOf } from '../src/grpcReporting.ts';
 import { defineCapability, GrpcReporting, LocalStore, WorkerClient, WorkerRuntime } from '../src/index.ts';
-import { grpcAddressOf, startWorker, WorkerConfigError } from '../src/main.ts';
+import { startWorkerFromEnv, WorkerConfigError } from '../src/main.ts';
 import { silentLogger } from '../src/options.ts';
 
 let h: Harness;
@@ -213,9 +214,13 @@ describe('worker runtime over gRPC', () => {
       run: async () => ({ via: 'grpc' }),
     });
     await expect(
-      startWorker({ ...env, TDP_WORKER_TRANSPORT: 'carrier-pigeon' }, [capability]),
+      startWorkerFromEnv({ ...env, TDP_WORKER_TRANSPORT: 'carrier-pigeon' }, [capability]),
     ).rejects.toThrow(WorkerConfigError);
-    const worker = await startWorker({ ...env, TDP_WORKER_TRANSPORT: 'grpc' }, [capability], silentLogger);
+    const worker = await startWorkerFromEnv(
+      { ...env, TDP_WORKER_TRANSPORT: 'grpc' },
+      [capability],
+      silentLogger,
+    );
     try {
       const created = await h.request('POST', '/v1/tasks', {
         token: app.apiKey,

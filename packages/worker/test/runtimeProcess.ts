@@ -2,7 +2,7 @@
  * The real worker runtime as its own process, with two test capabilities and the built-in ones, so that a test can SIGKILL or
  * SIGTERM it. Prints `{ "workerId": … }` once its session is open.
  *
- *   node --import tsx packages/worker/test/runtimeProcess.ts <baseUrl> <workerKey> <dbPath> <nodeId>
+ *   node --conditions=@tdp/source --import tsx packages/worker/test/runtimeProcess.ts <baseUrl> <workerKey> <dbPath> <nodeId>
  */
 import { newId } from '@tdp/protocol';
 import { Type } from 'typebox';

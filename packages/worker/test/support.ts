@@ -20,6 +20,7 @@ export async function startWorkerProcess(
   const child = spawn(
     process.execPath,
     [
+      '--conditions=@tdp/source',
       '--import',
       'tsx',
       fileURLToPath(new URL('./runtimeProcess.ts', import.meta.url)),

@@ -89,6 +89,7 @@ export function TaskDetailPage({ taskId, feed }: { taskId: string; feed: LiveFee
               <dt>Failure</dt>
               <dd className="failure">
                 {task.failure.code}: {task.failure.userMessage ?? ''}
+                {task.failure.detail ? <div className="muted detail">{task.failure.detail}</div> : null}
               </dd>
             </>
           ) : null}
@@ -124,7 +125,9 @@ export function TaskDetailPage({ taskId, feed }: { taskId: string; feed: LiveFee
                 <td>{stepElapsedMs(step, now) === null ? '—' : duration(stepElapsedMs(step, now)!)}</td>
                 <td>
                   {step.error ? (
-                    <span className="failure">{step.error.userMessage ?? step.error.code}</span>
+                    <span className="failure" title={step.error.detail ?? undefined}>
+                      {step.error.userMessage ?? step.error.code}
+                    </span>
                   ) : null}
                   {step.unschedulableReasons?.map((reason) => (
                     <div key={reason} className="reason">

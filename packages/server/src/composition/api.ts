@@ -16,6 +16,7 @@ import { listWorkerViews, registerWorkerRoutes } from '../adapters/inbound/http/
 import { derivedKey } from '../adapters/outbound/tokens/executionCredentials.ts';
 import type { ServerConfig } from '../config.ts';
 import type { Viewer } from '../core/status/ports.ts';
+import { registerDevelopmentFiles } from '../development/developmentFiles.ts';
 import { dashboardPages } from '../wiring/dashboardPages.ts';
 import type { Adapters } from './adapters.ts';
 import type { UseCases } from './useCases.ts';
@@ -132,5 +133,16 @@ export async function createApi(
     },
     cancel: { store: a.statusStore, clock, ids, signal: a.signal, cancelGraceMs: config.cancelGraceMs },
   });
+  if (config.developmentFiles)
+    registerDevelopmentFiles(app, {
+      directory: config.developmentFiles.directory,
+      providerToken: config.developmentFiles.providerToken,
+      signingKey: derivedKey(config.secretKeyring, config.secretKeyring.activeKeyId, 'development-files'),
+      authenticator,
+      clock,
+      allowInsecureUrls: config.allowInsecureCallbacks,
+      grantTtlMs: config.developmentFilesGrantTtlMs,
+      maxBytes: config.developmentFilesMaxBytes,
+    });
   return app;
 }

@@ -1,10 +1,16 @@
 import { access } from 'node:fs/promises';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 
-/** The dashboard's built pages (packages/dashboard/dist), when they are there. */
+/** The dashboard's built pages (@tdp/dashboard's dist/), when they are there. */
 export async function dashboardPages(): Promise<string | null> {
-  const directory = fileURLToPath(new URL('../../../dashboard/dist/', import.meta.url));
+  let directory: string;
+  try {
+    const manifest = createRequire(import.meta.url).resolve('@tdp/dashboard/package.json');
+    directory = join(dirname(manifest), 'dist');
+  } catch {
+    return null;
+  }
   return access(join(directory, 'index.html')).then(
     () => directory,
     () => null,

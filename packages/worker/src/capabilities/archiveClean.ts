@@ -21,10 +21,10 @@ import yazl from 'yazl';
 import { CapabilityError, defineCapability } from '../sdk.ts';
 import {
   type ArchiveLimits,
+  damagedArchive,
   defaultArchiveLimits,
   openArchive,
   openEntry,
-  refusal,
   type Scanned,
   scanArchive,
   zipToZip,
@@ -164,9 +164,8 @@ export async function cleanArchive(
       (output.outputStream as unknown as { destroy(): void }).destroy();
       await written.catch(() => {});
       await rm(temporary, { force: true });
-      const message = (error as Error).message;
       if (error instanceof CapabilityError || (error as Error).name === 'AbortError') throw error;
-      throw refusal('ARCHIVE_INVALID', `the ZIP is damaged: ${message}`);
+      throw damagedArchive(error);
     }
     return { nameEncoding, removed, keptFiles: kept.length, keptBytes };
   } finally {

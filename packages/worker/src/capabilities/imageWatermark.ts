@@ -19,11 +19,11 @@ import yazl from 'yazl';
 import { CapabilityError, defineCapability } from '../sdk.ts';
 import {
   type ArchiveLimits,
+  damagedArchive,
   defaultArchiveLimits,
   openArchive,
   openEntry,
   readEntry,
-  refusal,
   type Scanned,
   scanArchive,
   zipToZip,
@@ -338,7 +338,7 @@ export async function watermarkArchive(
       await Promise.allSettled(window.map((slot) => slot.result));
       throw error instanceof CapabilityError || (error as Error).name === 'AbortError'
         ? error
-        : refusal('ARCHIVE_INVALID', `the ZIP is damaged: ${(error as Error).message}`);
+        : damagedArchive(error);
     }
   } finally {
     await rm(temporary, { force: true });

@@ -48,14 +48,35 @@ export function openArchive(path: string): Promise<yauzl.ZipFile> {
       path,
       { lazyEntries: true, decodeStrings: false, validateEntrySizes: true, autoClose: false },
       (error, zip) =>
-        error ? reject(refusal('ARCHIVE_INVALID', `not a readable ZIP: ${error.message}`)) : resolve(zip!),
+        error
+          ? reject(
+              refusal(
+                'ARCHIVE_INVALID',
+                'This file is not a readable ZIP archive. Check that it is a ZIP, then upload it again.',
+                `not a readable ZIP: ${error.message}`,
+              ),
+            )
+          : resolve(zip!),
     );
   });
 }
 
-export function refusal(code: string, message: string): CapabilityError {
-  return new CapabilityError(code, message, { retryable: false, category: 'INPUT' });
+/** The archive itself is the problem: `message` for the person, `detail` (the library's words) for developers. */
+export function refusal(code: string, message: string, detail?: string): CapabilityError {
+  return new CapabilityError(code, message, {
+    retryable: false,
+    category: 'INPUT',
+    ...(detail ? { detail } : {}),
+  });
 }
+
+/** A ZIP the reader gave up on part-way: what the person can do about it, and what the reader said. */
+export const damagedArchive = (error: unknown) =>
+  refusal(
+    'ARCHIVE_INVALID',
+    'The ZIP is damaged (it may have been cut short). Upload it again.',
+    `the ZIP is damaged: ${(error as Error).message}`,
+  );
 
 /** Every entry of the central directory, names still raw (`decodeStrings: false`). */
 async function readCentralDirectory(zip: yauzl.ZipFile): Promise<yauzl.Entry[]> {
@@ -64,8 +85,12 @@ async function readCentralDirectory(zip: yauzl.ZipFile): Promise<yauzl.Entry[]> 
     zip.on('error', (error: Error) =>
       reject(
         /encrypt/i.test(error.message)
-          ? refusal('ARCHIVE_ENCRYPTED', `an entry is encrypted: ${error.message}`)
-          : refusal('ARCHIVE_INVALID', `the ZIP is damaged: ${error.message}`),
+          ? refusal(
+              'ARCHIVE_ENCRYPTED',
+              'The ZIP has password-protected files. Upload it again without a password.',
+              `an entry is encrypted: ${error.message}`,
+            )
+          : damagedArchive(error),
       ),
     );
     zip.on('end', () => resolve());

@@ -13,7 +13,7 @@ import type {
   TaskState,
   WorkflowRecord,
 } from './records.ts';
-import { publicError, stepLifecycle } from './views.ts';
+import { publicError, shownUserMessage, stepLifecycle } from './views.ts';
 
 /**
  * Summary channels are per application (`<tenant>/<application>/<principal>`): a token of one application
@@ -67,7 +67,8 @@ export function noticeFor(
       ? terminalNotice[after.task.lifecycleStatus]
       : undefined;
   if (ended) {
-    const reason = after.task.failure?.userMessage ? `: ${after.task.failure.userMessage}` : '';
+    const failureMessage = shownUserMessage(after.task.failure);
+    const reason = failureMessage ? `: ${failureMessage}` : '';
     return {
       id,
       ...ended,
@@ -76,7 +77,7 @@ export function noticeFor(
   }
   if (event.type === 'STEP_FAILED') {
     const step = after.steps.find((s) => s.attemptId === event.attemptId);
-    const message = step?.error?.userMessage ?? `step ${event.stepKey} failed`;
+    const message = shownUserMessage(step?.error ?? null) ?? `step ${event.stepKey} failed`;
     return {
       id,
       kind: 'STEP_FAILED',
@@ -115,7 +116,7 @@ export function summaryPayload(state: TaskState, notice: Notice | null): Record<
     businessStatus: task.businessStatus,
     health: task.health,
     progressPercent: taskProgressPercent(state),
-    error: task.failure ? { code: task.failure.code, userMessage: task.failure.userMessage ?? null } : null,
+    error: task.failure ? { code: task.failure.code, userMessage: shownUserMessage(task.failure) } : null,
     createdAt: task.createdAt.toISOString(),
     updatedAt: task.updatedAt.toISOString(),
     startedAt: task.startedAt?.toISOString() ?? null,

@@ -2,14 +2,17 @@
  * What an accepted event does to a step attempt and to its task. Pure functions: given the current
  * records and the event, the new records or a refusal. Terminal states are final; a retry is a new attempt.
  */
-import type {
-  ErrorCode,
-  ExecutionStatus,
-  Health,
-  LifecycleStatus,
-  Progress,
-  StepStatus,
-  StructuredError,
+import {
+  clampText,
+  type ErrorCode,
+  type ExecutionStatus,
+  errorDetailMaxLength,
+  type Health,
+  type LifecycleStatus,
+  messageForPeople,
+  type Progress,
+  type StepStatus,
+  type StructuredError,
 } from '@tdp/protocol';
 import { canTransition, isTerminal, lifecycleOf, transitionExecution } from './execution.ts';
 import type { ExecutionRecord, StatusDefinition, StepRecord, TaskFailure, TaskRecord } from './records.ts';
@@ -46,18 +49,26 @@ const pendingStep: ReadonlySet<StepStatus> = new Set(['WAITING', 'READY', 'QUEUE
 
 export const stepIsFinished = (status: StepStatus) => finishedStep.has(status);
 
-/** The bounded, redacted form of an error that may be stored and shown. */
+const redactSecrets = (text: string) =>
+  text.replace(/\b(bearer|token|secret|password|apikey|api_key)\b\s*[:=]?\s*[^\s)\]}'",;]+/gi, '[redacted]');
+
+/**
+ * The bounded, redacted form of an error that may be stored and shown. Its `userMessage` is always a
+ * sentence for people (`messageForPeople`): a producer's message that is a JSON body, an internal path,
+ * an HTTP answer or a stack is moved to `detail`, and the sentence for its code takes its place.
+ */
 export function sanitiseError(error: StructuredError | undefined, fallbackCode: string): StructuredError {
   const base = error ?? { category: 'UNKNOWN', code: fallbackCode, retryable: false };
-  const userMessage = base.userMessage
-    ?.replace(/(https?:\/\/|s3:\/\/|gs:\/\/)[^\s)\]}'"]+/gi, '[link]')
-    .replace(/\b(bearer|token|secret|password|apikey|api_key)\b\s*[:=]?\s*[^\s)\]}'",;]+/gi, '[redacted]')
-    .slice(0, 500);
+  const shown = base.userMessage !== undefined ? messageForPeople(base.code, base.userMessage) : null;
+  const details = [shown?.detail, base.detail].filter((d): d is string => !!d?.trim());
+  const detail =
+    details.length > 0 ? clampText(redactSecrets(details.join(' — ')), errorDetailMaxLength) : null;
   return {
     category: base.category,
     code: base.code,
     retryable: base.retryable,
-    ...(userMessage !== undefined ? { userMessage } : {}),
+    ...(shown ? { userMessage: redactSecrets(shown.userMessage) } : {}),
+    ...(detail ? { detail } : {}),
     ...(base.diagnosticsRef !== undefined ? { diagnosticsRef: base.diagnosticsRef } : {}),
   };
 }

@@ -1,9 +1,10 @@
-import type {
-  LifecycleStatus,
-  PublicError,
-  StepStatus,
-  StructuredError,
-  TaskWithExecution,
+import {
+  type LifecycleStatus,
+  messageForPeople,
+  type PublicError,
+  type StepStatus,
+  type StructuredError,
+  type TaskWithExecution,
 } from '@tdp/protocol';
 import type { StepRecord, TaskState } from './records.ts';
 
@@ -30,14 +31,22 @@ export function stepLifecycle(status: StepStatus): LifecycleStatus {
   }
 }
 
-/** What of an error may leave the server: never the diagnostics reference. */
+/**
+ * The message a person is shown for an error: its `userMessage` as checked when it was stored, checked
+ * again here so that a row written before that check shows a sentence too (never its raw text).
+ */
+export function shownUserMessage(error: Pick<StructuredError, 'code' | 'userMessage'> | null): string | null {
+  return error?.userMessage ? messageForPeople(error.code, error.userMessage).userMessage : null;
+}
+
+/** What of an error may leave the server: never the diagnostics reference nor the technical detail. */
 export function publicError(error: StructuredError | null): PublicError | null {
   if (!error) return null;
   return {
     category: error.category,
     code: error.code,
     retryable: error.retryable,
-    userMessage: error.userMessage ?? null,
+    userMessage: shownUserMessage(error),
   };
 }
 

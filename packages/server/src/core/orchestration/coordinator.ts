@@ -232,6 +232,7 @@ export async function finishTask(
           code: end.errorCode,
           retryable: false,
           ...(failedStep?.error?.userMessage ? { userMessage: failedStep.error.userMessage } : {}),
+          ...(failedStep?.error?.detail ? { detail: failedStep.error.detail } : {}),
           failedStepId: end.stepKey,
         }
       : null;

@@ -15,6 +15,7 @@ import type {
   TimerRecord,
   WorkerCommandRecord,
 } from '../facts/records.ts';
+import { shownUserMessage } from '../facts/views.ts';
 import type { FactWriteSet } from '../facts/writeSet.ts';
 import type { IdGenerator } from '../shared/ports.ts';
 import {
@@ -271,7 +272,7 @@ export function callbackFor(
         data: {
           lifecycleStatus: task.lifecycleStatus,
           failure: task.failure
-            ? { code: task.failure.code, userMessage: task.failure.userMessage ?? null }
+            ? { code: task.failure.code, userMessage: shownUserMessage(task.failure) }
             : null,
           outputs,
         },

