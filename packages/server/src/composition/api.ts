@@ -8,6 +8,7 @@ import { registerHealthRoutes } from '../adapters/inbound/http/healthRoutes.ts';
 import { documentRateLimits, rateLimitedUserTokens } from '../adapters/inbound/http/rateLimits.ts';
 import { registerRealtimeRoutes } from '../adapters/inbound/http/realtimeRoutes.ts';
 import { registerRunRoutes } from '../adapters/inbound/http/runRoutes.ts';
+import { registerScheduleRoutes } from '../adapters/inbound/http/scheduleRoutes.ts';
 import { registerStatusRoutes } from '../adapters/inbound/http/statusRoutes.ts';
 import { registerTaskStreamRoutes } from '../adapters/inbound/http/taskStreamRoutes.ts';
 import { registerTaskRoutes } from '../adapters/inbound/http/tasksRoutes.ts';
@@ -121,18 +122,10 @@ export async function createApi(
     authenticator,
     tasks: a.tasks,
     unschedulableReasons: (taskId) => workerStore.pendingReasons(taskId),
-    create: {
-      store: a.statusStore,
-      definitions: uses.catalog,
-      schemas,
-      clock,
-      ids,
-      signal: a.signal,
-      allowInsecureCallbacks: config.allowInsecureCallbacks,
-      placement: { ...uses.dispatch, candidates: uses.candidates },
-    },
+    create: uses.taskCreation,
     cancel: { store: a.statusStore, clock, ids, signal: a.signal, cancelGraceMs: config.cancelGraceMs },
   });
+  registerScheduleRoutes(app, { authenticator, schedules: uses.schedules });
   if (config.developmentFiles)
     registerDevelopmentFiles(app, {
       directory: config.developmentFiles.directory,
