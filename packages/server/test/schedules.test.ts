@@ -139,7 +139,7 @@ describe('the schedules API', () => {
     expect(badZone.status).toBe(400);
     expect(badZone.body.errors).toEqual([expect.objectContaining({ path: '/timeZone' })]);
     const [after] = await sql`SELECT count(*)::int AS n FROM schedule`;
-    expect(after.n).toBe(before.n);
+    expect(after?.n).toBe(before?.n);
   });
 });
 
