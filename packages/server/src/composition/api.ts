@@ -16,6 +16,7 @@ import { registerUserViewRoutes } from '../adapters/inbound/http/userViewRoutes.
 import { listWorkerViews, registerWorkerRoutes } from '../adapters/inbound/http/workerRoutes.ts';
 import { derivedKey } from '../adapters/outbound/tokens/executionCredentials.ts';
 import type { ServerConfig } from '../config.ts';
+import { listAllSchedules } from '../core/schedules/schedules.ts';
 import type { Viewer } from '../core/status/ports.ts';
 import { registerDevelopmentFiles } from '../development/developmentFiles.ts';
 import { dashboardPages } from '../wiring/dashboardPages.ts';
@@ -115,6 +116,7 @@ export async function createApi(
     task: (taskId) => statusReads.task(taskId),
     unschedulableReasons: (taskId) => workerStore.pendingReasons(taskId),
     listWorkers: () => listWorkerViews(uses.workers),
+    listSchedules: () => listAllSchedules(uses.schedules),
     pagesDirectory: await dashboardPages(),
     wsUrl: config.realtimeWsUrl,
   });

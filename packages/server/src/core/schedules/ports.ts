@@ -36,6 +36,8 @@ export interface ScheduleStore {
   findByKey(applicationId: string, idempotencyKey: string): Promise<ScheduleRecord | null>;
   get(applicationId: string, id: string): Promise<ScheduleRecord | null>;
   list(applicationId: string, limit: number): Promise<ScheduleRecord[]>;
+  /** Every application's schedules, for operators. */
+  listAll(limit: number): Promise<ScheduleRecord[]>;
   setPaused(
     applicationId: string,
     id: string,

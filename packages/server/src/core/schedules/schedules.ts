@@ -121,6 +121,12 @@ export async function listSchedules(deps: ScheduleDeps, principal: ApplicationPr
   return { schedules: rows.map((row) => toScheduleView(deps, row)) };
 }
 
+/** Every application's schedules with their application, for the operator dashboard. */
+export async function listAllSchedules(deps: ScheduleDeps) {
+  const rows = await deps.schedules.listAll(deps.listLimit);
+  return rows.map((row) => ({ ...toScheduleView(deps, row), applicationId: row.applicationId }));
+}
+
 /** Pausing stops the fires; the fire time is kept only for reading. */
 export async function pauseSchedule(deps: ScheduleDeps, principal: ApplicationPrincipal, id: string) {
   const current = await found(deps.schedules.get(principal.applicationId, id), id);

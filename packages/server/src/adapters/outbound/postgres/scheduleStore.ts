@@ -85,6 +85,12 @@ export class PostgresScheduleStore implements ScheduleStore {
     return rows.map(toRecord);
   }
 
+  async listAll(limit: number): Promise<ScheduleRecord[]> {
+    const rows = await this.sql<ScheduleRow[]>`
+      SELECT * FROM schedule ORDER BY created_at DESC, id DESC LIMIT ${limit}`;
+    return rows.map(toRecord);
+  }
+
   async setPaused(
     applicationId: string,
     id: string,
