@@ -8,6 +8,8 @@ let app: Awaited<ReturnType<Harness['createApplication']>>;
 let sql: ReturnType<typeof connectDatabase>;
 const input = { sourceZip: 'asset://a1' };
 let keys = 0;
+/** Rounds run on a shared 2-core machine: give the loop time, not a fixed deadline of 1 s. */
+const patience = { timeout: 15_000 };
 
 const scheduleBody = (overrides: Record<string, unknown> = {}) => ({
   cron: '0 * * * *',
@@ -149,9 +151,9 @@ describe('firing', () => {
     const s = await createSchedule(h);
     expect(s.nextFireAt).toBe('2031-01-01T01:00:00.000Z');
     h.clock.set(new Date('2031-01-01T01:00:01Z'));
-    await expect.poll(async () => (await tasksOf(s.id)).length).toBe(1);
+    await expect.poll(async () => (await tasksOf(s.id)).length, patience).toBe(1);
     h.clock.set(new Date('2031-01-01T02:00:01Z'));
-    await expect.poll(async () => (await tasksOf(s.id)).length).toBe(2);
+    await expect.poll(async () => (await tasksOf(s.id)).length, patience).toBe(2);
     const [first] = await tasksOf(s.id);
     const [key] = await sql`
       SELECT key FROM idempotency WHERE operation = 'task.create' AND response_body->'task'->>'id' = ${first!.id}`;
@@ -176,7 +178,7 @@ describe('firing', () => {
         const at = new Date(base.getTime() + i * 1000);
         h.clock.set(at);
         second.clock.set(at);
-        await expect.poll(async () => (await tasksOf(s.id)).length).toBe(i);
+        await expect.poll(async () => (await tasksOf(s.id)).length, patience).toBe(i);
       }
       await pause(s.id);
       const tasks = await tasksOf(s.id);
@@ -192,13 +194,15 @@ describe('firing', () => {
     const skip = await createSchedule(h, { overlap: 'SKIP' });
     const queue = await createSchedule(h, { overlap: 'QUEUE_ONE' });
     h.clock.set(new Date('2033-01-01T01:00:01Z'));
-    await expect.poll(async () => (await tasksOf(skip.id)).length).toBe(1);
-    await expect.poll(async () => (await tasksOf(queue.id)).length).toBe(1);
+    await expect.poll(async () => (await tasksOf(skip.id)).length, patience).toBe(1);
+    await expect.poll(async () => (await tasksOf(queue.id)).length, patience).toBe(1);
     // No worker takes them: both first tasks are still running at the next fire.
     h.clock.set(new Date('2033-01-01T02:00:01Z'));
-    await expect.poll(async () => (await schedule(h, skip.id)).nextFireAt).toBe('2033-01-01T03:00:00.000Z');
     await expect
-      .poll(async () => (await schedule(h, queue.id)).queuedFireAt)
+      .poll(async () => (await schedule(h, skip.id)).nextFireAt, patience)
+      .toBe('2033-01-01T03:00:00.000Z');
+    await expect
+      .poll(async () => (await schedule(h, queue.id)).queuedFireAt, patience)
       .toBe('2033-01-01T02:00:00.000Z');
     expect(await tasksOf(skip.id)).toHaveLength(1);
     expect(await tasksOf(queue.id)).toHaveLength(1);
@@ -211,11 +215,11 @@ describe('firing', () => {
       expect(canceled.status).toBe(200);
     }
     // The queued fire starts once its previous task has ended; SKIP starts nothing until its next fire.
-    await expect.poll(async () => (await tasksOf(queue.id)).length).toBe(2);
+    await expect.poll(async () => (await tasksOf(queue.id)).length, patience).toBe(2);
     expect((await schedule(h, queue.id)).queuedFireAt).toBeNull();
     expect(await tasksOf(skip.id)).toHaveLength(1);
     h.clock.set(new Date('2033-01-01T03:00:01Z'));
-    await expect.poll(async () => (await tasksOf(skip.id)).length).toBe(2);
+    await expect.poll(async () => (await tasksOf(skip.id)).length, patience).toBe(2);
     await pause(skip.id);
     await pause(queue.id);
   });
@@ -245,7 +249,7 @@ describe('downtime', () => {
         up.clock.set(new Date('2034-01-01T03:30:00Z'));
         for (const s of Object.values(created)) {
           await expect
-            .poll(async () => (await schedule(up, s.id, owner.apiKey)).nextFireAt)
+            .poll(async () => (await schedule(up, s.id, owner.apiKey)).nextFireAt, patience)
             .toBe('2034-01-01T04:00:00.000Z');
         }
         const started = async (id: string) =>
