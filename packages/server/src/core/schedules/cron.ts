@@ -14,7 +14,8 @@ export function cronProblem(cron: string): string | null {
     new Cron(cron, { paused: true });
     return null;
   } catch (error) {
-    return (error as Error).message;
+    // croner prefixes its messages with its class name, which says nothing to the caller.
+    return (error as Error).message.replace(/^CronPattern:\s*/, '');
   }
 }
 
