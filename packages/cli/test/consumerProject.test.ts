@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { type DevProcess, startDevProcess } from '../../../test/devProcess.ts';
 import { readmeBlock } from '../../../test/readme.ts';
 import { freePort } from '../src/embeddedPostgres.ts';
 
@@ -35,8 +36,7 @@ const fixture = new URL('./consumer/', import.meta.url).pathname;
 const packages = ['protocol', 'client', 'worker', 'sdk', 'gateway', 'dashboard', 'server', 'demo-app', 'cli'];
 
 let project: string;
-let tdp: ChildProcess | null = null;
-let tdpOutput = '';
+let tdp: DevProcess | null = null;
 const children: ChildProcess[] = [];
 
 /** The environment without npm's own variables (this suite may run under `npm test`). */
@@ -106,7 +106,7 @@ beforeAll(async () => {
   await run(join(project, 'node_modules/.bin/tsc'), ['-p', project], { cwd: project, env: cleanEnv() });
 
   const port = await freePort();
-  tdp = spawn(process.execPath, [join(project, 'node_modules/@tdp/cli/bin/tdp.js'), 'dev'], {
+  tdp = await startDevProcess(process.execPath, [join(project, 'node_modules/@tdp/cli/bin/tdp.js'), 'dev'], {
     cwd: project,
     env: cleanEnv({
       TDP_HOME: join(project, '.tdp'),
@@ -114,29 +114,12 @@ beforeAll(async () => {
       TDP_PG_PORT: String(await freePort()),
       TDP_DEMO_PORT: String(await freePort()),
     }),
-    stdio: ['ignore', 'pipe', 'pipe'],
   });
-  tdp.stdout!.on('data', (chunk: Buffer) => {
-    tdpOutput += chunk.toString();
-  });
-  tdp.stderr!.on('data', (chunk: Buffer) => {
-    tdpOutput += chunk.toString();
-  });
-  const deadline = Date.now() + 120_000;
-  while (!tdpOutput.includes('Press Ctrl-C to stop.')) {
-    if (tdp.exitCode !== null) throw new Error(`tdp dev exited early:\n${tdpOutput}`);
-    if (Date.now() > deadline) throw new Error(`tdp dev did not come up:\n${tdpOutput}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
 }, 900_000);
 
 afterAll(async () => {
   for (const child of children) child.kill('SIGTERM');
-  if (tdp && tdp.exitCode === null) {
-    const exited = new Promise((resolve) => tdp!.once('exit', resolve));
-    tdp.kill('SIGINT');
-    await exited;
-  }
+  await tdp?.stop();
   if (project) await rm(project, { recursive: true, force: true });
 }, 60_000);
 
@@ -175,7 +158,7 @@ const credentials = async () =>
   };
 
 it('a backend and a worker of another project run a task through the installed packages', async () => {
-  const url = tdpOutput.match(/API\s+(http:\/\/\S+)\/v1/)![1]!;
+  const url = tdp!.output().match(/API\s+(http:\/\/\S+)\/v1/)![1]!;
   const { apiKey, adminToken, callbackSecret } = await credentials();
   const issued = await fetch(`${url}/admin/v1/worker-credentials`, {
     method: 'POST',
@@ -217,7 +200,7 @@ it('a backend and a worker of another project run a task through the installed p
 }, 300_000);
 
 it("the README's first task with the SDK, compiled as written, ends SUCCEEDED with the result downloaded", async () => {
-  const port = new URL(tdpOutput.match(/API\s+(http:\/\/\S+)\/v1/)![1]!).port;
+  const port = new URL(tdp!.output().match(/API\s+(http:\/\/\S+)\/v1/)![1]!).port;
   const { stdout } = await run(process.execPath, [join(project, 'out', 'firstTask.js')], {
     cwd: project,
     env: cleanEnv({ TDP_PORT: port }),
