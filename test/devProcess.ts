@@ -34,7 +34,9 @@ export async function startDevProcess(
   while (!output.includes('Press Ctrl-C to stop.')) {
     if (child.exitCode !== null) throw new Error(`${command} exited early:\n${output}`);
     if (Date.now() > deadline) {
-      child.kill('SIGKILL');
+      // The whole tree (npm, tdp, PostgreSQL) when it has a group of its own.
+      if (options.detached) process.kill(-child.pid!, 'SIGKILL');
+      else child.kill('SIGKILL');
       throw new Error(`${command} did not come up:\n${output}`);
     }
     await new Promise((resolve) => setTimeout(resolve, 100));
@@ -44,10 +46,12 @@ export async function startDevProcess(
     output: () => output,
     closed,
     stop: async () => {
-      if (child.exitCode === null && child.signalCode === null) {
-        if (options.detached) process.kill(-child.pid!, 'SIGINT');
-        else child.kill('SIGINT');
-      }
+      // A group is signalled even when its leader (npm) has exited: tdp may still run.
+      if (options.detached) {
+        try {
+          process.kill(-child.pid!, 'SIGINT');
+        } catch {} // the group is gone
+      } else if (child.exitCode === null && child.signalCode === null) child.kill('SIGINT');
       await closed;
       return output;
     },

@@ -7,7 +7,7 @@
  * through the Express handler, and sees the task finish through the realtime client.
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { cp, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { cp, lstat, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -37,6 +37,7 @@ const packages = ['protocol', 'client', 'worker', 'sdk', 'gateway', 'dashboard',
 
 let project: string;
 let tdp: DevProcess | null = null;
+let pgPort: number;
 const children: ChildProcess[] = [];
 
 /** The environment without npm's own variables (this suite may run under `npm test`). */
@@ -101,17 +102,18 @@ beforeAll(async () => {
     env: cleanEnv(),
   });
   // No workspace links: every @tdp package is a real folder from its tarball.
-  const cli = await readFile(join(project, 'node_modules/@tdp/cli/package.json'), 'utf8');
-  expect(JSON.parse(cli).name).toBe('@tdp/cli');
+  for (const name of packages)
+    expect((await lstat(join(project, 'node_modules/@tdp', name))).isSymbolicLink(), name).toBe(false);
   await run(join(project, 'node_modules/.bin/tsc'), ['-p', project], { cwd: project, env: cleanEnv() });
 
   const port = await freePort();
+  pgPort = await freePort();
   tdp = await startDevProcess(process.execPath, [join(project, 'node_modules/@tdp/cli/bin/tdp.js'), 'dev'], {
     cwd: project,
     env: cleanEnv({
       TDP_HOME: join(project, '.tdp'),
       TDP_PORT: String(port),
-      TDP_PG_PORT: String(await freePort()),
+      TDP_PG_PORT: String(pgPort),
       TDP_DEMO_PORT: String(await freePort()),
     }),
   });
@@ -155,6 +157,7 @@ const credentials = async () =>
     apiKey: string;
     adminToken: string;
     callbackSecret: string;
+    secretKeys: string;
   };
 
 it('a backend and a worker of another project run a task through the installed packages', async () => {
@@ -209,3 +212,56 @@ it("the README's first task with the SDK, compiled as written, ends SUCCEEDED wi
   const zip = await readFile(join(project, 'result.zip'));
   expect(zip.subarray(0, 4).toString('latin1')).toBe('PK\u0003\u0004');
 }, 180_000);
+
+it('tdp server and tdp worker run from the installed, compiled CLI (a second replica on the same database)', async () => {
+  const { adminToken, secretKeys } = await credentials();
+  const bin = join(project, 'node_modules/@tdp/cli/bin/tdp.js');
+  const port = await freePort();
+  const server = spawn(process.execPath, [bin, 'server'], {
+    cwd: project,
+    env: cleanEnv({
+      DATABASE_URL: `postgres://postgres@127.0.0.1:${pgPort}/tdp`,
+      TDP_ADMIN_TOKEN: adminToken,
+      TDP_SECRET_KEYS: secretKeys,
+      TDP_PORT: String(port),
+      TDP_GRPC_PORT: 'off',
+    }),
+    stdio: 'ignore',
+  });
+  children.push(server);
+  const url = `http://127.0.0.1:${port}`;
+  await expect
+    .poll(async () => (await fetch(`${url}/readyz`).catch(() => null))?.status, { timeout: 60_000 })
+    .toBe(200);
+  const issued = await fetch(`${url}/admin/v1/worker-credentials`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' },
+    body: '{}',
+  });
+  const worker = spawn(process.execPath, [bin, 'worker'], {
+    cwd: project,
+    env: cleanEnv({
+      TDP_URL: url,
+      TDP_WORKER_KEY: ((await issued.json()) as { key: string }).key,
+      TDP_WORKER_DB: join(project, 'cli-worker.db'),
+      TDP_NODE_ID: 'consumer-cli-worker',
+    }),
+    stdio: 'ignore',
+  });
+  children.push(worker);
+  const workers = async () =>
+    (await (
+      await fetch(`${url}/v1/workers`, { headers: { authorization: `Bearer ${adminToken}` } })
+    ).json()) as {
+      nodeId: string;
+      runtimeState: string;
+    }[];
+  await expect
+    .poll(async () => (await workers()).find((w) => w.nodeId === 'consumer-cli-worker')?.runtimeState, {
+      timeout: 30_000,
+    })
+    .toBe('READY');
+  const exited = new Promise((resolve) => worker.once('exit', resolve));
+  worker.kill('SIGTERM');
+  expect(await exited).toBe(0);
+}, 120_000);
