@@ -24,6 +24,7 @@ const domainModules = [
   `${core}scheduling/(selector|attempts)\\.ts$`,
   `${core}identity/(outboundUrl|secretBox|apiKeys|userReach)\\.ts$`,
   `${core}outbox/policy\\.ts$`,
+  `${core}schedules/firePolicy\\.ts$`,
   `${core}shared/(canonicalJson|errors)\\.ts$`,
 ];
 

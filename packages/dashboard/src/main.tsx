@@ -1,10 +1,11 @@
-/** The operator dashboard: login, then tasks, task detail, workers, pipeline health and workflows. */
+/** The operator dashboard: login, then tasks, task detail, workers, pipeline health, workflows, schedules. */
 import { Component, type ReactNode, StrictMode, useEffect, useState } from 'react';
 import { createRoot } from 'react-dom/client';
 import { api, whenUnauthenticated } from './api.ts';
 import { type ConnectionState, LiveFeed } from './live.ts';
 import { Health } from './pages/Health.tsx';
 import { Login } from './pages/Login.tsx';
+import { Schedules } from './pages/Schedules.tsx';
 import { TaskDetailPage } from './pages/TaskDetail.tsx';
 import { Tasks } from './pages/Tasks.tsx';
 import { Workers } from './pages/Workers.tsx';
@@ -88,6 +89,7 @@ function App() {
     ['workers', 'Workers'],
     ['health', 'Pipeline health'],
     ['workflows', 'Workflows'],
+    ['schedules', 'Schedules'],
   ] as const;
   return (
     <>
@@ -116,6 +118,7 @@ function App() {
           {page === 'workers' ? <Workers /> : null}
           {page === 'health' ? <Health /> : null}
           {page === 'workflows' ? <Workflows /> : null}
+          {page === 'schedules' ? <Schedules /> : null}
         </ErrorBoundary>
       </main>
     </>

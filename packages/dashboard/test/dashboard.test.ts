@@ -296,6 +296,27 @@ describe('the dashboard in Chromium', () => {
     expect(await workflow.locator('.node').count()).toBe(2);
   });
 
+  it('schedules with their next fire times', async () => {
+    const created = await h.request('POST', '/v1/schedules', {
+      token: app.apiKey,
+      headers: { 'idempotency-key': newId() },
+      body: {
+        cron: '0 6 * * 1',
+        timeZone: 'UTC',
+        workflowName: 'needs-gpu',
+        workflowVersion: '1',
+        overlap: 'SKIP',
+      },
+    });
+    expect(created.status).toBe(201);
+    const page = await login();
+    await page.click('a[href="#/schedules"]');
+    const row = page.locator(`[data-schedule="${created.body.id}"]`);
+    await row.waitFor();
+    expect(await row.locator('[data-field="next"]').textContent()).toContain(created.body.nextFireTimes[1]);
+    expect(await row.locator('[data-field="state"]').textContent()).toBe('active');
+  });
+
   it('errors never leave a blank screen; logging out closes the session', async () => {
     const page = await login();
     await page.goto(`${h.url}/dashboard/#/tasks/${newId()}`);

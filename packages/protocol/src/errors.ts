@@ -9,6 +9,7 @@ export const errorCatalogue = {
   MALFORMED_JSON: { status: 400, retryable: false, title: 'The request body is not valid JSON' },
   VALIDATION_FAILED: { status: 400, retryable: false, title: 'The request does not match its schema' },
   IDEMPOTENCY_KEY_REQUIRED: { status: 400, retryable: false, title: 'An Idempotency-Key header is required' },
+  CRON_EXPRESSION_INVALID: { status: 400, retryable: false, title: 'The cron expression does not parse' },
   UNAUTHENTICATED: { status: 401, retryable: false, title: 'Missing or invalid credentials' },
   FORBIDDEN: { status: 403, retryable: false, title: 'The credentials do not allow this operation' },
   ROUTE_NOT_FOUND: { status: 404, retryable: false, title: 'No such endpoint' },
@@ -22,6 +23,7 @@ export const errorCatalogue = {
     title: 'Workflow definition not found',
   },
   WORKFLOW_NOT_FOUND: { status: 404, retryable: false, title: 'Workflow not found' },
+  SCHEDULE_NOT_FOUND: { status: 404, retryable: false, title: 'Schedule not found' },
   STEP_NOT_REGISTERED: {
     status: 404,
     retryable: false,

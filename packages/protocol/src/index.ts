@@ -3,6 +3,7 @@ export * from './grants.ts';
 export * from './grpc.ts';
 export * from './ids.ts';
 export * from './messages.ts';
+export * from './schedules.ts';
 export * from './schemas.ts';
 export * from './signing.ts';
 export * from './status.ts';

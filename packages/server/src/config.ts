@@ -43,7 +43,13 @@ export interface ServerSettings {
   /** On shutdown, database connections get this long to finish their queries. */
   shutdownDatabaseTimeoutSeconds: number;
   /** The pacing of each background loop (measured with `bench -- e2e`, see the loops). */
-  loops: Record<'outbox' | 'scheduler' | 'timers' | 'callbacks' | 'realtime', LoopPacing>;
+  loops: Record<'outbox' | 'scheduler' | 'timers' | 'callbacks' | 'realtime' | 'schedules', LoopPacing>;
+  /** A schedule's fire handled later than this after its time is "missed" (docs/schedules.md). */
+  scheduleMisfireGraceMs: number;
+  /** How many upcoming fire times a schedule's view lists. */
+  scheduleListedFireTimes: number;
+  /** At most this many schedules in `GET /v1/schedules`. */
+  scheduleListLimit: number;
   /** A failed loop round is retried after `firstMs`, doubling up to `maxMs`. */
   loopRetry: { firstMs: number; maxMs: number };
   /** History the realtime gateway keeps per channel (`followedSize`: task and workflow channels). */
@@ -130,7 +136,13 @@ export const defaultSettings: ServerSettings = {
     timers: { batchSize: 50, maxIdleMs: 5_000, batchWindowMs: 0 },
     callbacks: { batchSize: 50, maxIdleMs: 5_000, batchWindowMs: 10 },
     realtime: { batchSize: 200, maxIdleMs: 1_000, batchWindowMs: 2 },
+    // A round holds its due schedules while it creates their tasks; queued (QUEUE_ONE) fires are
+    // looked at again every maxIdleMs, so that bounds how long one waits after its previous task ends.
+    schedules: { batchSize: 20, maxIdleMs: 1_000, batchWindowMs: 0 },
   },
+  scheduleMisfireGraceMs: 60_000,
+  scheduleListedFireTimes: 5,
+  scheduleListLimit: 500,
   loopRetry: { firstMs: 1_000, maxMs: 30_000 },
   realtimeHistory: { size: 300, followedSize: 100, ttlMs: 10 * 60_000 },
   taskDetailSubscriptionLimit: 20,

@@ -78,6 +78,7 @@ export async function startServer(
       signal.loops.callbacks,
       signal.loops.outbox,
       signal.loops.realtime,
+      signal.loops.schedules,
     ])
       loop?.wake();
   });

@@ -8,6 +8,7 @@ import { registerHealthRoutes } from '../adapters/inbound/http/healthRoutes.ts';
 import { documentRateLimits, rateLimitedUserTokens } from '../adapters/inbound/http/rateLimits.ts';
 import { registerRealtimeRoutes } from '../adapters/inbound/http/realtimeRoutes.ts';
 import { registerRunRoutes } from '../adapters/inbound/http/runRoutes.ts';
+import { registerScheduleRoutes } from '../adapters/inbound/http/scheduleRoutes.ts';
 import { registerStatusRoutes } from '../adapters/inbound/http/statusRoutes.ts';
 import { registerTaskStreamRoutes } from '../adapters/inbound/http/taskStreamRoutes.ts';
 import { registerTaskRoutes } from '../adapters/inbound/http/tasksRoutes.ts';
@@ -15,6 +16,7 @@ import { registerUserViewRoutes } from '../adapters/inbound/http/userViewRoutes.
 import { listWorkerViews, registerWorkerRoutes } from '../adapters/inbound/http/workerRoutes.ts';
 import { derivedKey } from '../adapters/outbound/tokens/executionCredentials.ts';
 import type { ServerConfig } from '../config.ts';
+import { listAllSchedules } from '../core/schedules/schedules.ts';
 import type { Viewer } from '../core/status/ports.ts';
 import { registerDevelopmentFiles } from '../development/developmentFiles.ts';
 import { dashboardPages } from '../wiring/dashboardPages.ts';
@@ -114,6 +116,7 @@ export async function createApi(
     task: (taskId) => statusReads.task(taskId),
     unschedulableReasons: (taskId) => workerStore.pendingReasons(taskId),
     listWorkers: () => listWorkerViews(uses.workers),
+    listSchedules: () => listAllSchedules(uses.schedules),
     pagesDirectory: await dashboardPages(),
     wsUrl: config.realtimeWsUrl,
   });
@@ -121,18 +124,10 @@ export async function createApi(
     authenticator,
     tasks: a.tasks,
     unschedulableReasons: (taskId) => workerStore.pendingReasons(taskId),
-    create: {
-      store: a.statusStore,
-      definitions: uses.catalog,
-      schemas,
-      clock,
-      ids,
-      signal: a.signal,
-      allowInsecureCallbacks: config.allowInsecureCallbacks,
-      placement: { ...uses.dispatch, candidates: uses.candidates },
-    },
+    create: uses.taskCreation,
     cancel: { store: a.statusStore, clock, ids, signal: a.signal, cancelGraceMs: config.cancelGraceMs },
   });
+  registerScheduleRoutes(app, { authenticator, schedules: uses.schedules });
   if (config.developmentFiles)
     registerDevelopmentFiles(app, {
       directory: config.developmentFiles.directory,

@@ -10,6 +10,7 @@ import {
   createCallbackLoop,
   createLeaseLoop,
   createRealtimeLoop,
+  createScheduleLoop,
   createSchedulerLoop,
   createTimerLoop,
 } from '../loops/runLoops.ts';
@@ -117,12 +118,19 @@ export async function createLoops(config: ServerConfig, a: Adapters, uses: UseCa
     pacing: config.loops.callbacks,
     retry,
   });
+  const scheduleLoop = createScheduleLoop({
+    ...uses.scheduleFiring,
+    logger: logger.child({ loop: 'schedules' }),
+    pacing: config.loops.schedules,
+    retry,
+  });
   signal.loops = {
     outbox: outboxLoop,
     realtime: realtimeLoop,
     scheduler,
     timers: timerLoop,
     callbacks: callbackLoop,
+    schedules: scheduleLoop,
   };
   const health = createHealthLoop({
     reconciler: new HealthReconciler(uses.status, {
@@ -136,7 +144,7 @@ export async function createLoops(config: ServerConfig, a: Adapters, uses: UseCa
   });
   const listener = await a.sql.listen(outboxChannel, () => outboxLoop.wake());
   return {
-    loops: [outboxLoop, scheduler, leases, realtimeLoop, timerLoop, callbackLoop, health],
+    loops: [outboxLoop, scheduler, leases, realtimeLoop, timerLoop, callbackLoop, scheduleLoop, health],
     unlisten: listener.unlisten,
   };
 }

@@ -1,20 +1,26 @@
 /** The composition root, part 2: the use cases' dependencies, built from the config and the adapters. */
+
 import { httpResourceProvider } from '../adapters/outbound/http/resourceProvider.ts';
 import { PostgresGrantStore } from '../adapters/outbound/postgres/grantStore.ts';
+import { PostgresScheduleStore } from '../adapters/outbound/postgres/scheduleStore.ts';
 import { JoseExecutionCredentials } from '../adapters/outbound/tokens/executionCredentials.ts';
 import type { ServerConfig } from '../config.ts';
 import { DefinitionCatalog } from '../core/definitions/catalog.ts';
 import { RegistryCatalog } from '../core/definitions/registries.ts';
 import type { GrantDeps } from '../core/grants/grants.ts';
 import { type ApplicationDeps, openApplicationSecrets } from '../core/identity/applications.ts';
+import type { FireDeps } from '../core/schedules/fireSchedules.ts';
+import type { ScheduleDeps } from '../core/schedules/schedules.ts';
 import { CandidateSnapshot } from '../core/scheduling/candidateSnapshot.ts';
 import { CommandHub } from '../core/scheduling/commands.ts';
 import type { DispatchDeps } from '../core/scheduling/dispatch.ts';
 import type { WorkerDeps } from '../core/scheduling/workers.ts';
 import { TtlCache } from '../core/shared/ttlCache.ts';
 import type { StatusDeps } from '../core/status/deps.ts';
+import type { CreateTaskDeps } from '../core/tasks/createTask.ts';
 import { CapacityWakeup } from '../wiring/capacityWakeup.ts';
 import { CommandWakeup, commandChannel } from '../wiring/commandWakeup.ts';
+import { scheduledTasks } from '../wiring/scheduledTasks.ts';
 import type { Adapters } from './adapters.ts';
 
 export type UseCases = ReturnType<typeof useCaseDeps>;
@@ -102,6 +108,33 @@ export function useCaseDeps(config: ServerConfig, a: Adapters) {
       };
     },
   };
+  const catalog = new DefinitionCatalog(a.definitionStore);
+  const taskCreation: CreateTaskDeps = {
+    store: a.statusStore,
+    definitions: catalog,
+    schemas: a.schemas,
+    clock,
+    ids,
+    signal,
+    allowInsecureCallbacks: config.allowInsecureCallbacks,
+    placement: { ...dispatch, candidates },
+  };
+  const scheduleStore = new PostgresScheduleStore(a.sql);
+  const schedules: ScheduleDeps = {
+    schedules: scheduleStore,
+    definitions: catalog,
+    schemas: a.schemas,
+    clock,
+    ids,
+    listedFireTimes: config.scheduleListedFireTimes,
+    listLimit: config.scheduleListLimit,
+  };
+  const scheduleFiring: FireDeps = {
+    schedules: scheduleStore,
+    tasks: scheduledTasks(taskCreation, a.tasks),
+    clock,
+    misfireGraceMs: config.scheduleMisfireGraceMs,
+  };
   return {
     identity,
     status,
@@ -110,6 +143,9 @@ export function useCaseDeps(config: ServerConfig, a: Adapters) {
     workers,
     dispatch,
     grants,
-    catalog: new DefinitionCatalog(a.definitionStore),
+    catalog,
+    taskCreation,
+    schedules,
+    scheduleFiring,
   };
 }

@@ -5,6 +5,7 @@ import { sendDueCallbacks } from '../core/callbacks/sendCallbacks.ts';
 import type { TimerRecord } from '../core/facts/records.ts';
 import { fireTimer } from '../core/orchestration/timers.ts';
 import { type RelayDeps, relayRealtime } from '../core/realtime/relay.ts';
+import { type FireDeps, fireDueSchedules } from '../core/schedules/fireSchedules.ts';
 import { type DispatchDeps, dispatchReady } from '../core/scheduling/dispatch.ts';
 import { reapLostWorkers } from '../core/scheduling/leases.ts';
 import type { Clock } from '../core/shared/ports.ts';
@@ -121,5 +122,18 @@ export function createRealtimeLoop(deps: RelayDeps & Paced & { logger: Logger })
     ...pace(deps),
     round: async () => ({ full: (await relayRealtime(deps, batch)) === batch }),
     nextDueAt: async () => null,
+  });
+}
+
+/** Starts the tasks of due schedules (and queued QUEUE_ONE fires); sleeps until the next fire time. */
+export function createScheduleLoop(deps: FireDeps & Paced & { logger: Logger }): WakeableLoop {
+  const batch = deps.pacing.batchSize;
+  return new WakeableLoop({
+    name: 'schedules',
+    logger: deps.logger,
+    now: () => deps.clock.now(),
+    ...pace(deps),
+    round: async () => ({ full: (await fireDueSchedules(deps, batch)) === batch }),
+    nextDueAt: () => deps.schedules.nextDueAt(),
   });
 }

@@ -8,7 +8,7 @@ import type { CommandWakeup } from './commandWakeup.ts';
 export const outboxChannel = 'tdp_outbox';
 
 export type WokenLoops = Partial<
-  Record<'outbox' | 'realtime' | 'scheduler' | 'timers' | 'callbacks', WakeableLoop>
+  Record<'outbox' | 'realtime' | 'scheduler' | 'timers' | 'callbacks' | 'schedules', WakeableLoop>
 >;
 
 /**

@@ -38,6 +38,8 @@ export interface DashboardDeps {
   task(taskId: string): Promise<TaskState | null>;
   unschedulableReasons(taskId: string): Promise<Map<string, string[]>>;
   listWorkers(): Promise<Record<string, unknown>[]>;
+  /** Every application's schedules with their next fire times. */
+  listSchedules(): Promise<Record<string, unknown>[]>;
   /** Built pages (packages/dashboard/dist); null when they are not built. */
   pagesDirectory: string | null;
   wsUrl?: string | null;
@@ -273,6 +275,10 @@ export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDep
       })),
     };
   });
+
+  app.get('/dashboard/api/schedules', { schema: hidden, onRequest }, async () => ({
+    items: await deps.listSchedules(),
+  }));
 
   // The pages: the build's files (the app routes on the client with `#/…`, so no fallback is needed).
   app.get('/dashboard', { schema: hidden }, async (_request, reply) => reply.redirect('/dashboard/'));
