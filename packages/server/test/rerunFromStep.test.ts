@@ -6,7 +6,9 @@
  */
 import { createServer, type Server } from 'node:http';
 import { newId } from '@tdp/protocol';
+import { Centrifuge } from 'centrifuge';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
 import { type Harness, startHarness } from '../../../test/harness.ts';
 import { completeWith, failWith, type StartCommand, startTestWorker } from '../../../test/testWorker.ts';
 import { planRerun } from '../src/core/orchestration/rerun.ts';
@@ -93,6 +95,7 @@ beforeAll(async () => {
   });
 });
 afterAll(async () => {
+  for (const client of clients) client.disconnect();
   await worker?.stop();
   await h.close();
   await new Promise((resolve) => receiver.close(resolve));
@@ -104,6 +107,34 @@ const endOf = async (taskId: string, lifecycle: string) =>
   expect.poll(async () => (await status(taskId)).task.lifecycleStatus, { timeout: 15_000 }).toBe(lifecycle);
 const rerun = (taskId: string, body: Record<string, unknown>) =>
   h.request('POST', `/v1/tasks/${taskId}:retry`, { token: app.apiKey, body });
+const clients: Centrifuge[] = [];
+/** The task's detail channel through the real gateway, as the owner's browser would follow it. */
+async function followDetail(taskId: string) {
+  const issued = (
+    await h.request('POST', '/v1/realtime/connection-token', {
+      token: app.apiKey,
+      body: { userId: 'rerun-owner' },
+    })
+  ).body;
+  const client = new Centrifuge(issued.url, { websocket: WebSocket, token: issued.token });
+  clients.push(client);
+  const connected = new Promise((resolve) => client.once('connected', resolve));
+  client.connect();
+  await connected;
+  const grant = (
+    await h.request('POST', '/v1/realtime/subscription-token', {
+      token: app.apiKey,
+      body: { userId: 'rerun-owner', taskId },
+    })
+  ).body;
+  const detail = client.newSubscription(grant.channel, { token: grant.token });
+  const received: any[] = [];
+  detail.on('publication', (ctx) => received.push(ctx.data));
+  const subscribed = new Promise((resolve) => detail.once('subscribed', resolve));
+  detail.subscribe();
+  await subscribed;
+  return received;
+}
 const commandsFor = (taskId: string) => worker.received.filter((c) => c.taskId === taskId);
 
 /** A task whose `publish` step failed after `fetch` and `shape` succeeded. */
@@ -120,6 +151,7 @@ async function failedAtPublish() {
       name: key,
       input: { url: key },
       callbackUrl: receiverUrl,
+      ownerId: 'rerun-owner',
     },
   });
   expect(created.status).toBe(201);
@@ -134,6 +166,7 @@ describe('rerun from a step', () => {
     const shapedBefore = first.execution.steps.find((s: any) => s.key === 'shape').data;
     publishFails = false;
     const before = commandsFor(taskId).length;
+    const details = await followDetail(taskId);
 
     const answer = await rerun(taskId, { fromStep: 'publish' });
     expect(answer.status).toBe(201);
@@ -171,6 +204,18 @@ describe('rerun from a step', () => {
       fromStep: 'publish',
       reusedSteps: ['fetch', 'shape'],
     });
+
+    // The live detail channel got the rerun's commit: the reused steps SUCCEEDED with their data.
+    const retried = await expect
+      .poll(() => details.find((d) => d.triggerEvent.eventType === 'TASK_RETRIED'), { timeout: 10_000 })
+      .toBeDefined()
+      .then(() => details.find((d) => d.triggerEvent.eventType === 'TASK_RETRIED'));
+    expect(retried.state.steps.map((s: any) => [s.stepId, s.status, s.reusedFromExecutionId])).toEqual([
+      ['fetch', 'SUCCEEDED', first.execution.id],
+      ['shape', 'SUCCEEDED', first.execution.id],
+      ['publish', expect.stringMatching(/READY|QUEUED/), null],
+    ]);
+    expect(retried.state.steps[1].data).toEqual(shapedBefore);
 
     // The new execution's success callback carries the reused outputs beside the new one.
     await expect
@@ -277,6 +322,18 @@ describe('rerun from a step', () => {
   });
 });
 
+describe('the OpenAPI document', () => {
+  it('describes fromStep on the retry route and the rerun refusals', async () => {
+    const doc = (await (await fetch(`${h.url}/openapi.json`)).json()) as { paths: Record<string, any> };
+    const [path, item] = Object.entries<any>(doc.paths).find(([p]) => p.endsWith(':retry'))!;
+    expect(path).toMatch(/^\/v1\/tasks\/\{id\}/);
+    const body = item.post.requestBody.content['application/json'].schema;
+    expect(body.properties.fromStep).toMatchObject({ type: 'string', minLength: 1 });
+    expect(item.post.description).toContain('RERUN_STEP_UNKNOWN');
+    expect(item.post.description).toContain('RERUN_OUTPUT_MISSING');
+  });
+});
+
 describe('planRerun', () => {
   const steps = [
     { key: 'a', dependsOn: [] },
@@ -284,7 +341,13 @@ describe('planRerun', () => {
     { key: 'c', dependsOn: ['a'] },
     { key: 'd', dependsOn: ['b', 'c'] },
   ] as any;
-  const done = (key: string) => ({ key, status: 'SUCCEEDED', output: { key }, dataSchema: 'tdp.output.v1' });
+  const done = (key: string) => ({
+    key,
+    status: 'SUCCEEDED',
+    output: { key },
+    dataSchema: 'tdp.output.v1',
+    producedIn: 'e1',
+  });
 
   it('reruns the step and its transitive downstream; a sibling branch is reused', () => {
     const plan = planRerun(steps, ['a', 'b', 'c', 'd'].map(done), 'b') as any;
@@ -293,7 +356,11 @@ describe('planRerun', () => {
   });
 
   it('refuses when a step to reuse was cancelled', () => {
-    const earlier = [done('a'), done('b'), { key: 'c', status: 'CANCELED', output: null, dataSchema: null }];
+    const earlier = [
+      done('a'),
+      done('b'),
+      { key: 'c', status: 'CANCELED', output: null, dataSchema: null, producedIn: 'e1' },
+    ];
     expect(planRerun(steps, earlier, 'd')).toMatchObject({ refused: true, code: 'RERUN_OUTPUT_MISSING' });
   });
 });

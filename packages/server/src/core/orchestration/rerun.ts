@@ -5,6 +5,7 @@
  * - reused: every other step; it must have succeeded in the earlier execution, its output is copied.
  */
 import type { StepDefinition } from '@tdp/protocol';
+import type { StepRecord } from '../facts/records.ts';
 import { type Refusal, refuse } from '../facts/stateMachine.ts';
 
 export interface EarlierStep {
@@ -12,7 +13,31 @@ export interface EarlierStep {
   status: string;
   output: unknown;
   dataSchema: string | null;
+  /** The execution that produced the output (earlier than the last one when it was reused there too). */
+  producedIn: string;
 }
+
+/** The current step rows of the execution that ended, as `planRerun` reads them. */
+export const earlierSteps = (steps: StepRecord[], executionId: string): EarlierStep[] =>
+  steps
+    .filter((s) => s.current)
+    .map((s) => ({
+      key: s.key,
+      status: s.status,
+      output: s.stateData,
+      dataSchema: s.dataSchema,
+      producedIn: s.reusedFromExecutionId ?? executionId,
+    }));
+
+/** A fresh step row of the new execution that does not run: SUCCEEDED at once with the earlier output. */
+export const reusedStep = (fresh: StepRecord, earlier: EarlierStep, at: Date): StepRecord => ({
+  ...fresh,
+  status: 'SUCCEEDED',
+  stateData: earlier.output,
+  dataSchema: earlier.dataSchema,
+  finishedAt: at,
+  reusedFromExecutionId: earlier.producedIn,
+});
 
 export interface RerunPlan {
   rerun: Set<string>;

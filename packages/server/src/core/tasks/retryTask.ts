@@ -7,7 +7,7 @@ import { isRefusal } from '../facts/stateMachine.ts';
 import { toTaskView } from '../facts/views.ts';
 import type { ApplicationPrincipal } from '../identity/ports.ts';
 import { callbackFor, milestone, orchestrate, platformWorkerProducer } from '../orchestration/platform.ts';
-import { planRerun, type RerunPlan } from '../orchestration/rerun.ts';
+import { earlierSteps, planRerun, type RerunPlan, reusedStep } from '../orchestration/rerun.ts';
 import { AppError } from '../shared/errors.ts';
 
 export interface RetryRequest {
@@ -45,9 +45,7 @@ export async function retryTask(
     }
     let plan: RerunPlan | null = null;
     if (request.fromStep !== undefined) {
-      const earlier = before.steps
-        .filter((s) => s.current)
-        .map((s) => ({ key: s.key, status: s.status, output: s.stateData, dataSchema: s.dataSchema }));
+      const earlier = earlierSteps(before.steps, before.execution.id);
       const planned = planRerun(before.execution.snapshot.steps, earlier, request.fromStep);
       if (isRefusal(planned)) throw new AppError(planned.code, planned.message);
       plan = planned;
@@ -84,18 +82,7 @@ export async function retryTask(
         now,
       );
       const reused = plan?.reused.get(d.key);
-      if (!reused) return step;
-      // Point at the execution where the output was produced, through earlier reruns.
-      const producedIn =
-        before.steps.find((s) => s.current && s.key === d.key)?.reusedFromExecutionId ?? before.execution.id;
-      return {
-        ...step,
-        status: 'SUCCEEDED' as const,
-        stateData: reused.output,
-        dataSchema: reused.dataSchema,
-        finishedAt: now,
-        reusedFromExecutionId: producedIn,
-      };
+      return reused ? reusedStep(step, reused, now) : step;
     });
     const reusedKeys = [...(plan?.reused.keys() ?? [])];
     const fresh: TaskState = {
