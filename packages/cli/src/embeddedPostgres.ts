@@ -128,9 +128,12 @@ function run(
     env: { ...process.env, LC_ALL: 'C', LANG: 'C' },
   });
   child.stdout?.on('data', (chunk: Buffer) => log(chunk.toString()));
-  // A binary that cannot be started (EACCES, ENOENT) is reported as a failed start, not a crash.
-  child.once('error', (error) => {
+  // A binary that cannot be started (EACCES, ENOENT; the child then has no pid) ends like a process that
+  // exited at once, with the reason as its output, so the start fails with it instead of crashing. An
+  // error of a running child (a failed kill) is only logged.
+  child.on('error', (error) => {
     log(`${command}: ${error.message}\n`);
+    if (child.pid !== undefined) return;
     child.stderr?.emit('data', Buffer.from(`cannot start ${command}: ${error.message}`));
     child.emit('exit', null, null);
   });

@@ -7,11 +7,12 @@
  * through the Express handler, and sees the task finish through the realtime client.
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { cp, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { cp, lstat, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { type DevProcess, startDevProcess } from '../../../test/devProcess.ts';
 import { readmeBlock } from '../../../test/readme.ts';
 import { freePort } from '../src/embeddedPostgres.ts';
 
@@ -35,8 +36,8 @@ const fixture = new URL('./consumer/', import.meta.url).pathname;
 const packages = ['protocol', 'client', 'worker', 'sdk', 'gateway', 'dashboard', 'server', 'demo-app', 'cli'];
 
 let project: string;
-let tdp: ChildProcess | null = null;
-let tdpOutput = '';
+let tdp: DevProcess | null = null;
+let pgPort: number;
 const children: ChildProcess[] = [];
 
 /** The environment without npm's own variables (this suite may run under `npm test`). */
@@ -101,42 +102,26 @@ beforeAll(async () => {
     env: cleanEnv(),
   });
   // No workspace links: every @tdp package is a real folder from its tarball.
-  const cli = await readFile(join(project, 'node_modules/@tdp/cli/package.json'), 'utf8');
-  expect(JSON.parse(cli).name).toBe('@tdp/cli');
+  for (const name of packages)
+    expect((await lstat(join(project, 'node_modules/@tdp', name))).isSymbolicLink(), name).toBe(false);
   await run(join(project, 'node_modules/.bin/tsc'), ['-p', project], { cwd: project, env: cleanEnv() });
 
   const port = await freePort();
-  tdp = spawn(process.execPath, [join(project, 'node_modules/@tdp/cli/bin/tdp.js'), 'dev'], {
+  pgPort = await freePort();
+  tdp = await startDevProcess(process.execPath, [join(project, 'node_modules/@tdp/cli/bin/tdp.js'), 'dev'], {
     cwd: project,
     env: cleanEnv({
       TDP_HOME: join(project, '.tdp'),
       TDP_PORT: String(port),
-      TDP_PG_PORT: String(await freePort()),
+      TDP_PG_PORT: String(pgPort),
       TDP_DEMO_PORT: String(await freePort()),
     }),
-    stdio: ['ignore', 'pipe', 'pipe'],
   });
-  tdp.stdout!.on('data', (chunk: Buffer) => {
-    tdpOutput += chunk.toString();
-  });
-  tdp.stderr!.on('data', (chunk: Buffer) => {
-    tdpOutput += chunk.toString();
-  });
-  const deadline = Date.now() + 120_000;
-  while (!tdpOutput.includes('Press Ctrl-C to stop.')) {
-    if (tdp.exitCode !== null) throw new Error(`tdp dev exited early:\n${tdpOutput}`);
-    if (Date.now() > deadline) throw new Error(`tdp dev did not come up:\n${tdpOutput}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
 }, 900_000);
 
 afterAll(async () => {
   for (const child of children) child.kill('SIGTERM');
-  if (tdp && tdp.exitCode === null) {
-    const exited = new Promise((resolve) => tdp!.once('exit', resolve));
-    tdp.kill('SIGINT');
-    await exited;
-  }
+  await tdp?.stop();
   if (project) await rm(project, { recursive: true, force: true });
 }, 60_000);
 
@@ -172,10 +157,11 @@ const credentials = async () =>
     apiKey: string;
     adminToken: string;
     callbackSecret: string;
+    secretKeys: string;
   };
 
 it('a backend and a worker of another project run a task through the installed packages', async () => {
-  const url = tdpOutput.match(/API\s+(http:\/\/\S+)\/v1/)![1]!;
+  const url = tdp!.output().match(/API\s+(http:\/\/\S+)\/v1/)![1]!;
   const { apiKey, adminToken, callbackSecret } = await credentials();
   const issued = await fetch(`${url}/admin/v1/worker-credentials`, {
     method: 'POST',
@@ -217,7 +203,7 @@ it('a backend and a worker of another project run a task through the installed p
 }, 300_000);
 
 it("the README's first task with the SDK, compiled as written, ends SUCCEEDED with the result downloaded", async () => {
-  const port = new URL(tdpOutput.match(/API\s+(http:\/\/\S+)\/v1/)![1]!).port;
+  const port = new URL(tdp!.output().match(/API\s+(http:\/\/\S+)\/v1/)![1]!).port;
   const { stdout } = await run(process.execPath, [join(project, 'out', 'firstTask.js')], {
     cwd: project,
     env: cleanEnv({ TDP_PORT: port }),
@@ -226,3 +212,56 @@ it("the README's first task with the SDK, compiled as written, ends SUCCEEDED wi
   const zip = await readFile(join(project, 'result.zip'));
   expect(zip.subarray(0, 4).toString('latin1')).toBe('PK\u0003\u0004');
 }, 180_000);
+
+it('tdp server and tdp worker run from the installed, compiled CLI (a second replica on the same database)', async () => {
+  const { adminToken, secretKeys } = await credentials();
+  const bin = join(project, 'node_modules/@tdp/cli/bin/tdp.js');
+  const port = await freePort();
+  const server = spawn(process.execPath, [bin, 'server'], {
+    cwd: project,
+    env: cleanEnv({
+      DATABASE_URL: `postgres://postgres@127.0.0.1:${pgPort}/tdp`,
+      TDP_ADMIN_TOKEN: adminToken,
+      TDP_SECRET_KEYS: secretKeys,
+      TDP_PORT: String(port),
+      TDP_GRPC_PORT: 'off',
+    }),
+    stdio: 'ignore',
+  });
+  children.push(server);
+  const url = `http://127.0.0.1:${port}`;
+  await expect
+    .poll(async () => (await fetch(`${url}/readyz`).catch(() => null))?.status, { timeout: 60_000 })
+    .toBe(200);
+  const issued = await fetch(`${url}/admin/v1/worker-credentials`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' },
+    body: '{}',
+  });
+  const worker = spawn(process.execPath, [bin, 'worker'], {
+    cwd: project,
+    env: cleanEnv({
+      TDP_URL: url,
+      TDP_WORKER_KEY: ((await issued.json()) as { key: string }).key,
+      TDP_WORKER_DB: join(project, 'cli-worker.db'),
+      TDP_NODE_ID: 'consumer-cli-worker',
+    }),
+    stdio: 'ignore',
+  });
+  children.push(worker);
+  const workers = async () =>
+    (await (
+      await fetch(`${url}/v1/workers`, { headers: { authorization: `Bearer ${adminToken}` } })
+    ).json()) as {
+      nodeId: string;
+      runtimeState: string;
+    }[];
+  await expect
+    .poll(async () => (await workers()).find((w) => w.nodeId === 'consumer-cli-worker')?.runtimeState, {
+      timeout: 30_000,
+    })
+    .toBe('READY');
+  const exited = new Promise((resolve) => worker.once('exit', resolve));
+  worker.kill('SIGTERM');
+  expect(await exited).toBe(0);
+}, 120_000);

@@ -5,7 +5,7 @@
  * setup. The only thing the test changes is the port, through the TDP_PORT the block itself honours.
  * It must end SUCCEEDED and download a real ZIP: the junk gone, every photo watermarked.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { copyFile, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,6 +13,7 @@ import { unfitForPeople } from '@tdp/protocol';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase } from '../../../test/database.ts';
+import { type DevProcess, startDevProcess } from '../../../test/devProcess.ts';
 import { readmeBlock } from '../../../test/readme.ts';
 import { readZip } from '../../worker/test/zips.ts';
 import { freePort } from '../src/embeddedPostgres.ts';
@@ -34,43 +35,34 @@ describe("the README's first task", () => {
   let folder: string;
   let port: number;
   let database: Awaited<ReturnType<typeof createTestDatabase>>;
-  let dev: ChildProcess;
-  let devOutput = '';
+  let dev: DevProcess;
 
   beforeAll(async () => {
     folder = await mkdtemp(join(tmpdir(), 'tdp-first-task-'));
     database = await createTestDatabase();
     port = await freePort();
     // From the repository (where tsx resolves); its home is the folder the block runs in.
-    dev = spawn(process.execPath, ['--conditions=@tdp/source', '--import', 'tsx', cli, 'dev'], {
-      cwd: root,
-      env: {
-        ...process.env,
-        TDP_HOME: join(folder, '.tdp'),
-        TDP_PORT: String(port),
-        TDP_DEMO_PORT: '0',
-        DATABASE_URL: database.url,
-        NATS_URL: '',
-        REDIS_URL: '',
+    dev = await startDevProcess(
+      process.execPath,
+      ['--conditions=@tdp/source', '--import', 'tsx', cli, 'dev'],
+      {
+        cwd: root,
+        env: {
+          ...process.env,
+          TDP_HOME: join(folder, '.tdp'),
+          TDP_PORT: String(port),
+          TDP_DEMO_PORT: '0',
+          DATABASE_URL: database.url,
+          NATS_URL: '',
+          REDIS_URL: '',
+        },
+        timeoutMs: 90_000,
       },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    dev.stdout!.on('data', (chunk: Buffer) => (devOutput += chunk));
-    dev.stderr!.on('data', (chunk: Buffer) => (devOutput += chunk));
-    const deadline = Date.now() + 90_000;
-    while (!devOutput.includes('Press Ctrl-C to stop.')) {
-      if (dev.exitCode !== null) throw new Error(`tdp dev exited early:\n${devOutput}`);
-      if (Date.now() > deadline) throw new Error(`tdp dev did not come up:\n${devOutput}`);
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
+    );
   }, 120_000);
 
   afterAll(async () => {
-    if (dev && dev.exitCode === null) {
-      const exited = new Promise((resolve) => dev.once('exit', resolve));
-      dev.kill('SIGINT');
-      await exited;
-    }
+    await dev?.stop();
     await database?.drop();
     await rm(folder, { recursive: true, force: true });
   });
@@ -78,7 +70,7 @@ describe("the README's first task", () => {
   it('runs as written and ends SUCCEEDED with a downloaded ZIP of watermarked photos', {
     timeout: 180_000,
   }, async () => {
-    expect(devOutput).toContain(`Files         ${join(folder, '.tdp', 'files')}`);
+    expect(dev.output()).toContain(`Files         ${join(folder, '.tdp', 'files')}`);
     const block = readmeBlock('### With curl', 'sh');
     // No placeholder to edit, and the default port unless TDP_PORT says otherwise.
     expect(block).not.toMatch(/<[a-z ]+>/);

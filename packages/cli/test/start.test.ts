@@ -2,53 +2,18 @@
  * The Quickstart promise: `npm start` boots the whole system on embedded PostgreSQL, answers /readyz,
  * accepts a task with the printed key, shuts down cleanly on Ctrl-C, and a second start reuses the data.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { access, chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startDevProcess } from '../../../test/devProcess.ts';
 import { freePort } from '../src/embeddedPostgres.ts';
 
 const root = new URL('../../../', import.meta.url).pathname;
 
-interface Started {
-  child: ChildProcess;
-  output: () => string;
-  /** Resolves when every process of the tree has closed its output (npm may exit before `tdp`). */
-  closed: Promise<void>;
-}
-
-async function npmStart(env: NodeJS.ProcessEnv): Promise<Started> {
-  // Its own process group, like a terminal: Ctrl-C goes to the group.
-  const child = spawn('npm', ['start'], {
-    cwd: root,
-    env: { ...process.env, ...env },
-    detached: true,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  child.stdout!.on('data', (chunk: Buffer) => {
-    output += chunk.toString();
-  });
-  child.stderr!.on('data', (chunk: Buffer) => {
-    output += chunk.toString();
-  });
-  const closed = new Promise<void>((resolve) => child.once('close', () => resolve()));
-  const deadline = Date.now() + 120_000;
-  while (!output.includes('Press Ctrl-C to stop.')) {
-    if (child.exitCode !== null) throw new Error(`npm start exited early:\n${output}`);
-    if (Date.now() > deadline) throw new Error(`npm start did not come up:\n${output}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return { child, output: () => output, closed };
-}
-
-/** Ctrl-C as a terminal sends it (to the whole process group); resolves with everything printed. */
-async function ctrlC(started: Started): Promise<string> {
-  process.kill(-started.child.pid!, 'SIGINT');
-  await started.closed;
-  return started.output();
-}
+/** `npm start` in its own process group, like a terminal: Ctrl-C goes to the group. */
+const npmStart = (env: NodeJS.ProcessEnv) =>
+  startDevProcess('npm', ['start'], { cwd: root, env: { ...process.env, ...env }, detached: true });
 
 describe('npm start', () => {
   let home: string;
@@ -117,7 +82,7 @@ describe('npm start', () => {
     expect(created.status).toBe(201);
     const taskId = ((await created.json()) as { task: { id: string } }).task.id;
 
-    const printed = await ctrlC(first);
+    const printed = await first.stop();
     expect(printed).toContain('SIGINT: shutting down');
     expect(printed).toContain('TDP stopped cleanly.');
     // PostgreSQL is stopped too: its lock file is gone.
@@ -132,7 +97,7 @@ describe('npm start', () => {
       const read = await fetch(`${base}/v1/tasks/${taskId}`, { headers });
       expect(read.status).toBe(200);
     } finally {
-      expect(await ctrlC(second)).toContain('TDP stopped cleanly.');
+      expect(await second.stop()).toContain('TDP stopped cleanly.');
     }
   });
 });

@@ -108,11 +108,16 @@ export function nodeCallbackHandler(
 ): (request: IncomingMessage, response: ServerResponse) => Promise<void> {
   const limit = options.maxBodyBytes ?? defaultMaxBodyBytes;
   return async (request, response) => {
-    const body = await readBody(request, limit);
-    const answer = body
-      ? await answerCallback(body, headerOf(request.headers), options)
-      : { status: 413, body: { error: 'BODY_TOO_LARGE' } };
-    send(response, answer);
+    // Node's http ignores the returned promise: nothing may reject out of here (a client gone mid-body).
+    try {
+      const body = await readBody(request, limit);
+      const answer = body
+        ? await answerCallback(body, headerOf(request.headers), options)
+        : { status: 413, body: { error: 'BODY_TOO_LARGE' } };
+      send(response, answer);
+    } catch {
+      response.destroy();
+    }
   };
 }
 

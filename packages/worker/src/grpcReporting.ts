@@ -202,18 +202,26 @@ export class GrpcReporting implements ReportingTransport {
   }
 
   private key(stream: ReportStreamClient, id: string, credential: BindCredential) {
-    let key = this.keys.get(id);
+    // This stream's map: a bind of an older stream settling late must not touch a newer stream's keys.
+    const keys = this.keys;
+    let key = keys.get(id);
     if (!key) {
-      if (this.keys.size >= GrpcReporting.maxKeys) this.keys.delete(this.keys.keys().next().value!);
-      key = stream.bind(credential).then((r) => {
+      if (keys.size >= GrpcReporting.maxKeys) keys.delete(keys.keys().next().value!);
+      const bound: Promise<number | StreamProblem> = stream.bind(credential).then((r) => {
         // A refused bind is not kept: the next batch tries again (after a 5xx, or a new lease).
-        if (!r.bound) this.keys.delete(id);
+        if (!r.bound) this.forget(keys, id, bound);
         return r.bound?.streamExecutionKey ?? r.problem!;
       });
-      this.keys.set(id, key);
-      key.catch(() => this.keys.delete(id));
+      key = bound;
+      keys.set(id, key);
+      key.catch(() => this.forget(keys, id, bound));
     }
     return key;
+  }
+
+  /** Drops a binding, unless another bind has replaced it meanwhile (then that one stays). */
+  private forget(keys: Map<string, Promise<number | StreamProblem>>, id: string, key: Promise<unknown>) {
+    if (keys.get(id) === key) keys.delete(id);
   }
 
   async sendEvents(
@@ -237,10 +245,12 @@ export class GrpcReporting implements ReportingTransport {
             ? stream.event(key, eventMessageOf(body), index === 0 ? commandAcks : [])
             : { problem: key, event: undefined };
         };
+        const used = this.keys.get(id);
         let answer = await send();
         if (answer.problem?.code === 'STREAM_EXECUTION_KEY_UNKNOWN') {
-          // The server forgot the binding (its per-stream limit): bind again and resend, once.
-          this.keys.delete(id);
+          // The server forgot the binding (its per-stream limit): bind again and resend, once. Only the
+          // binding this event used is dropped: a sibling event may already have bound it again.
+          if (used) this.forget(this.keys, id, used);
           answer = await send();
         }
         if (answer.event) return { index, eventId, ok: true, result: answer.event as never };

@@ -20,7 +20,13 @@
 import { builtinCapabilities } from './capabilities/index.ts';
 import { jsonLogger, type Logger } from './options.ts';
 import type { Capability } from './sdk.ts';
-import { type RunningWorker, startWorker, WorkerConfigError, withCapabilityLimits } from './start.ts';
+import {
+  type RunningWorker,
+  type StartWorkerOptions,
+  startWorker,
+  WorkerConfigError,
+  withCapabilityLimits,
+} from './start.ts';
 
 export { jsonLogger } from './options.ts';
 export { type RunningWorker, WorkerConfigError, withCapabilityLimits } from './start.ts';
@@ -31,29 +37,19 @@ export async function startWorkerFromEnv(
   capabilities: Capability[] = builtinCapabilities,
   logger: Logger = jsonLogger,
 ): Promise<RunningWorker> {
-  const key = env.TDP_WORKER_KEY;
-  if (!key?.startsWith('tdpw_'))
-    throw new WorkerConfigError('TDP_WORKER_KEY is required (a worker key, tdpw_…)');
-  const concurrency = env.TDP_WORKER_CONCURRENCY ? Number(env.TDP_WORKER_CONCURRENCY) : undefined;
-  if (concurrency !== undefined && !isConcurrency(concurrency))
-    throw new WorkerConfigError(
-      `TDP_WORKER_CONCURRENCY must be an integer from 1 to 1000, got "${env.TDP_WORKER_CONCURRENCY}"`,
-    );
-  const healthPort = env.TDP_WORKER_HEALTH_PORT ? Number(env.TDP_WORKER_HEALTH_PORT) : undefined;
-  if (healthPort !== undefined && !(Number.isInteger(healthPort) && healthPort >= 0 && healthPort < 65536))
-    throw new WorkerConfigError(`TDP_WORKER_HEALTH_PORT must be a port, got "${env.TDP_WORKER_HEALTH_PORT}"`);
+  const number = (value: string | undefined) => (value?.trim() ? Number(value) : undefined);
   const transport = env.TDP_WORKER_TRANSPORT?.trim();
-  if (transport && transport !== 'rest' && transport !== 'grpc')
-    throw new WorkerConfigError(`TDP_WORKER_TRANSPORT must be rest or grpc, got "${transport}"`);
+  const concurrency = number(env.TDP_WORKER_CONCURRENCY);
+  const healthPort = number(env.TDP_WORKER_HEALTH_PORT);
   try {
     return await startWorker({
       url: env.TDP_URL ?? 'http://127.0.0.1:8080',
-      key,
+      key: env.TDP_WORKER_KEY ?? '',
       capabilities: withCapabilityLimits(capabilities, env.TDP_WORKER_CAPABILITY_CONCURRENCY),
-      database: env.TDP_WORKER_DB ?? '.tdp/worker.db',
       handleSignals: false,
       logger,
-      ...(concurrency ? { concurrency } : {}),
+      ...(env.TDP_WORKER_DB ? { database: env.TDP_WORKER_DB } : {}),
+      ...(concurrency !== undefined ? { concurrency } : {}),
       ...(healthPort !== undefined ? { healthPort } : {}),
       ...(env.TDP_NODE_ID ? { nodeId: env.TDP_NODE_ID } : {}),
       ...(env.TDP_WORKER_NAME ? { name: env.TDP_WORKER_NAME } : {}),
@@ -61,10 +57,17 @@ export async function startWorkerFromEnv(
       ...(env.TDP_GRPC_URL?.trim() ? { grpcUrl: env.TDP_GRPC_URL.trim() } : {}),
     });
   } catch (error) {
-    if (error instanceof WorkerConfigError && error.message.startsWith('url '))
-      throw new WorkerConfigError('TDP_URL must be one URL or several separated by commas');
+    // The same check, named by the variable that set the option.
+    const variable = error instanceof WorkerConfigError && error.option && variables[error.option];
+    if (variable) throw new WorkerConfigError(`${variable} ${error.message}`, error.option);
     throw error;
   }
 }
 
-const isConcurrency = (n: number) => Number.isInteger(n) && n >= 1 && n <= 1000;
+const variables: Partial<Record<keyof StartWorkerOptions, string>> = {
+  key: 'TDP_WORKER_KEY',
+  url: 'TDP_URL',
+  concurrency: 'TDP_WORKER_CONCURRENCY',
+  healthPort: 'TDP_WORKER_HEALTH_PORT',
+  transport: 'TDP_WORKER_TRANSPORT',
+};

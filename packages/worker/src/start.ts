@@ -18,6 +18,13 @@ import type { Capability } from './sdk.ts';
 
 export class WorkerConfigError extends Error {
   override name = 'WorkerConfigError';
+  /** The option at fault, so the environment form can name its variable instead. */
+  constructor(
+    message: string,
+    readonly option?: keyof StartWorkerOptions,
+  ) {
+    super(message);
+  }
 }
 
 export interface StartWorkerOptions {
@@ -67,23 +74,30 @@ export interface RunningWorker {
 }
 
 export async function startWorker(options: StartWorkerOptions): Promise<RunningWorker> {
-  if (!options.key?.startsWith('tdpw_')) throw new WorkerConfigError('key must be a worker key (tdpw_…)');
+  // Every option is checked before anything opens (the folder, the local database, a connection).
+  if (!options.key?.startsWith('tdpw_')) throw new WorkerConfigError('must be a worker key (tdpw_…)', 'key');
   if (options.concurrency !== undefined && !isConcurrency(options.concurrency))
-    throw new WorkerConfigError(`concurrency must be an integer from 1 to 1000, got ${options.concurrency}`);
+    throw new WorkerConfigError(
+      `must be an integer from 1 to 1000, got ${options.concurrency}`,
+      'concurrency',
+    );
+  const healthPort = options.healthPort;
+  if (healthPort !== undefined && !(Number.isInteger(healthPort) && healthPort >= 0 && healthPort < 65536))
+    throw new WorkerConfigError(`must be a port, got ${healthPort}`, 'healthPort');
+  const transport = options.transport ?? 'rest';
+  if (transport !== 'rest' && transport !== 'grpc')
+    throw new WorkerConfigError(`must be rest or grpc, got "${transport}"`, 'transport');
   let urls: string[];
   try {
     urls = serverUrls(typeof options.url === 'string' ? options.url : options.url.join(','));
   } catch {
-    throw new WorkerConfigError('url must be the TDP server’s URL, or a list of its replicas’ URLs');
+    throw new WorkerConfigError('must be the TDP server’s URL, or its replicas’ URLs', 'url');
   }
   const logger = options.logger ?? jsonLogger;
   const capabilities = withCapabilityLimits([...options.capabilities], undefined);
   const dbPath = resolve(options.database ?? '.tdp/worker.db');
   mkdirSync(dirname(dbPath), { recursive: true });
   const store = new LocalStore(dbPath, newId);
-  const transport = options.transport ?? 'rest';
-  if (transport !== 'rest' && transport !== 'grpc')
-    throw new WorkerConfigError(`transport must be rest or grpc, got "${transport}"`);
   const client = new WorkerClient(urls, options.key);
   const reporting =
     transport === 'grpc'
@@ -104,17 +118,24 @@ export async function startWorker(options: StartWorkerOptions): Promise<RunningW
     ...(options.concurrency ? { maxConcurrency: options.concurrency } : {}),
     ...(options.drainGraceMs !== undefined ? { drainGraceMs: options.drainGraceMs } : {}),
   });
-  try {
-    await runtime.start();
-  } catch (error) {
+  let health: HealthServer | null = null;
+  const close = async () => {
     store.close();
     reporting?.close();
     await client.close();
+    await health?.close();
+  };
+  try {
+    // The endpoint first (it answers 503 until the runtime is READY): a port in use fails the start
+    // before the worker has registered and taken work.
+    if (healthPort !== undefined)
+      health = await serveHealth(runtime, healthPort, options.healthHost ?? '127.0.0.1');
+    await runtime.start();
+  } catch (error) {
+    await runtime.stop();
+    await close();
     throw error;
   }
-  let health: HealthServer | null = null;
-  if (options.healthPort !== undefined)
-    health = await serveHealth(runtime, options.healthPort, options.healthHost ?? '127.0.0.1');
   logger.info(
     {
       workerId: runtime.id,
@@ -131,10 +152,7 @@ export async function startWorker(options: StartWorkerOptions): Promise<RunningW
   const drain = () => {
     draining ??= (async () => {
       await runtime.drain();
-      store.close();
-      reporting?.close();
-      await client.close();
-      await health?.close();
+      await close();
     })();
     return draining;
   };
@@ -151,10 +169,12 @@ export async function startWorker(options: StartWorkerOptions): Promise<RunningW
     };
     process.once('SIGTERM', onSignal);
     process.once('SIGINT', onSignal);
-    void runtime.done.finally(() => {
+    const forget = () => {
       process.off('SIGTERM', onSignal);
       process.off('SIGINT', onSignal);
-    });
+    };
+    // Both ways: `done` rejects on a local error, and that is the caller's to handle, not ours.
+    runtime.done.then(forget, forget);
   }
   return { id: runtime.id!, runtime, healthUrl: health?.url ?? null, done: runtime.done, drain };
 }

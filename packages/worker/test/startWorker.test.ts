@@ -4,6 +4,8 @@
  * anything, and a drain tells the server (no more work for it) and closes the endpoint.
  */
 import { mkdtempSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Type } from 'typebox';
@@ -64,4 +66,30 @@ it('refuses a key that is not a worker key, and a bad concurrency, as configurat
   await expect(startWorker({ ...base, key: 'tdp_app_key' })).rejects.toThrow(WorkerConfigError);
   await expect(startWorker({ ...base, key: workerKey, concurrency: 0 })).rejects.toThrow(WorkerConfigError);
   await expect(startWorker({ ...base, key: workerKey, url: 'not a url' })).rejects.toThrow(WorkerConfigError);
+});
+
+it('a health port in use fails the start before the worker registers, and leaves nothing open', async () => {
+  const taken = createServer();
+  await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+  const port = (taken.address() as AddressInfo).port;
+  try {
+    await expect(
+      startWorker({
+        url: h.url,
+        key: workerKey,
+        capabilities: [echo],
+        database: join(directory, 'port-in-use.db'),
+        nodeId: 'port-in-use',
+        healthPort: port,
+        handleSignals: false,
+        logger: silentLogger,
+      }),
+    ).rejects.toThrow(/EADDRINUSE/);
+    const sessions = (await h.request('GET', '/v1/workers', { token: h.adminToken })).body as {
+      nodeId: string;
+    }[];
+    expect(sessions.map((s) => s.nodeId)).not.toContain('port-in-use');
+  } finally {
+    taken.close();
+  }
 });

@@ -4,8 +4,9 @@
  * `tasks/<task id>/clean/archive.zip`); a signed URL lets its bearer do one method on one file until it
  * expires, and no more bytes than it says.
  */
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createHmac } from 'node:crypto';
 import { posix } from 'node:path';
+import { tokensEqual } from '../core/identity/apiKeys.ts';
 
 export type FileMethod = 'GET' | 'PUT';
 
@@ -63,8 +64,6 @@ export function verifyAccess(
   if (!method || !Number.isSafeInteger(expiresAt) || !query.signature) return null;
   if (maxBytes !== null && !Number.isSafeInteger(maxBytes)) return null;
   const access: FileAccess = { ref, method, expiresAt, maxBytes };
-  const expected = Buffer.from(mac(key, access));
-  const given = Buffer.from(query.signature);
-  if (given.length !== expected.length || !timingSafeEqual(given, expected)) return null;
+  if (!tokensEqual(query.signature, mac(key, access))) return null;
   return expiresAt > now ? access : null;
 }

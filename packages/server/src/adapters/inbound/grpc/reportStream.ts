@@ -201,6 +201,8 @@ export class ReportStream {
         if (request.heartbeat) {
           const body = this.heartbeatBody(binding, request.heartbeat);
           checkHeartbeat(body);
+          // As the REST heartbeat batch does: each execution is charged once per round.
+          if (binding.kind !== 'attempt') this.chargeOnce(charged, binding.executionId);
           heartbeats.push({ request, body });
         } else if (binding.kind === 'attempt') {
           const event = {
