@@ -20,7 +20,7 @@ const sharedSurfaces = [
 const domainModules = [
   `${core}facts/(records|writeSet|stateMachine|execution|projections|views|outboxEvents|newRecords)\\.ts$`,
   `${core}definitions/(dag|patterns)\\.ts$`,
-  `${core}orchestration/(advance|platform)\\.ts$`,
+  `${core}orchestration/(advance|platform|rerun)\\.ts$`,
   `${core}scheduling/(selector|attempts)\\.ts$`,
   `${core}identity/(outboundUrl|secretBox|apiKeys|userReach)\\.ts$`,
   `${core}outbox/policy\\.ts$`,

@@ -154,6 +154,11 @@ export const errorCatalogue = {
   },
   TENANT_NAME_TAKEN: { status: 409, retryable: false, title: 'A tenant with this name already exists' },
   INVALID_TRANSITION: { status: 409, retryable: false, title: 'The execution cannot make this transition' },
+  RERUN_OUTPUT_MISSING: {
+    status: 409,
+    retryable: false,
+    title: 'A step before the rerun step has no output to reuse (it did not succeed)',
+  },
   PAYLOAD_TOO_LARGE: { status: 413, retryable: false, title: 'The request body is too large' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, retryable: false, title: 'Unsupported content type' },
   HEADERS_TOO_LARGE: { status: 431, retryable: false, title: 'The request headers are too large' },
@@ -193,6 +198,11 @@ export const errorCatalogue = {
     status: 422,
     retryable: false,
     title: 'No published workflow has this name and version',
+  },
+  RERUN_STEP_UNKNOWN: {
+    status: 422,
+    retryable: false,
+    title: "fromStep names no step of the task's workflow",
   },
   INPUT_INVALID: {
     status: 422,

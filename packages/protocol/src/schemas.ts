@@ -267,6 +267,8 @@ export const StepView = Type.Object({
   durationMs: Type.Union([Type.Integer(), Type.Null()]),
   durationSource: Type.Union([Type.String(), Type.Null()]),
   lastHeartbeatAt: Type.Union([Type.String(), Type.Null()]),
+  /** Rerun from a step: the step did not run in this execution; its output is that earlier execution's. */
+  reusedFromExecutionId: Type.Union([Type.String(), Type.Null()]),
   /** Why a ready step has no worker yet ("no worker offers image.watermark@2"); on GET /v1/tasks/{id}. */
   unschedulableReasons: Type.Optional(Type.Array(Type.String())),
   createdAt: Timestamp,

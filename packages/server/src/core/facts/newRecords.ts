@@ -82,6 +82,7 @@ export function newStepRecord(
     durationMs: null,
     durationSource: null,
     error: null,
+    reusedFromExecutionId: null,
     version: 1n,
     createdAt: at,
     updatedAt: at,

@@ -148,6 +148,7 @@ function stepDetail(step: StepRecord) {
     startedAt: step.startedAt?.toISOString() ?? null,
     finishedAt: step.finishedAt?.toISOString() ?? null,
     durationMs: step.durationMs,
+    reusedFromExecutionId: step.reusedFromExecutionId,
   };
 }
 

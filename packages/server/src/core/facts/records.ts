@@ -125,6 +125,8 @@ export interface StepRecord {
   durationMs: number | null;
   durationSource: string | null;
   error: StructuredError | null;
+  /** Rerun from a step: this step did not run; it carries the output of this earlier execution's step. */
+  reusedFromExecutionId: string | null;
   version: bigint;
   createdAt: Date;
   updatedAt: Date;

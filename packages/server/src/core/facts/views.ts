@@ -81,6 +81,7 @@ export function toStepView(step: StepRecord): TaskWithExecution['execution']['st
     durationMs: step.durationMs,
     durationSource: step.durationSource,
     lastHeartbeatAt: iso(step.lastHeartbeatAt),
+    reusedFromExecutionId: step.reusedFromExecutionId,
     createdAt: step.createdAt.toISOString(),
     updatedAt: step.updatedAt.toISOString(),
   };

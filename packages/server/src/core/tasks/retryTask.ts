@@ -3,19 +3,29 @@ import { isTerminal, lifecycleOf } from '../facts/execution.ts';
 import { newStepRecord } from '../facts/newRecords.ts';
 import type { ExecutionRecord, TaskState } from '../facts/records.ts';
 import { type FactDeps, inFactTransaction } from '../facts/session.ts';
+import { isRefusal } from '../facts/stateMachine.ts';
 import { toTaskView } from '../facts/views.ts';
 import type { ApplicationPrincipal } from '../identity/ports.ts';
 import { callbackFor, milestone, orchestrate, platformWorkerProducer } from '../orchestration/platform.ts';
+import { earlierSteps, planRerun, type RerunPlan, reusedStep } from '../orchestration/rerun.ts';
 import { AppError } from '../shared/errors.ts';
+
+export interface RetryRequest {
+  /** Rerun from this step: the steps outside it and its downstream keep their earlier outputs. */
+  fromStep?: string | undefined;
+}
 
 /**
  * Runs a finished task again: execution #n+1 with the same frozen snapshot and fresh steps, its roots
  * ready at once. Facts that still arrive for the earlier execution are answered STALE_EXECUTION.
+ * With `fromStep`, the steps that are neither it nor downstream of it start SUCCEEDED with the output
+ * they had (marked reused), so only `fromStep` and what follows runs again.
  */
 export async function retryTask(
   deps: FactDeps,
   principal: ApplicationPrincipal,
   taskId: string,
+  request: RetryRequest = {},
 ): Promise<TaskWithExecution> {
   return inFactTransaction(deps, async (session) => {
     const before = await session.lockTask(taskId);
@@ -33,6 +43,13 @@ export async function retryTask(
         `execution #${before.execution.number} is still ${before.execution.status}; cancel it first or wait for it to end`,
       );
     }
+    let plan: RerunPlan | null = null;
+    if (request.fromStep !== undefined) {
+      const earlier = earlierSteps(before.steps, before.execution.id);
+      const planned = planRerun(before.execution.snapshot.steps, earlier, request.fromStep);
+      if (isRefusal(planned)) throw new AppError(planned.code, planned.message);
+      plan = planned;
+    }
     const now = session.now;
     const execution: ExecutionRecord = {
       id: deps.ids.newId(),
@@ -48,8 +65,8 @@ export async function retryTask(
       completedAt: null,
       updatedAt: now,
     };
-    const steps = execution.snapshot.steps.map((d) =>
-      newStepRecord(
+    const steps = execution.snapshot.steps.map((d) => {
+      const step = newStepRecord(
         deps.ids,
         taskId,
         execution.id,
@@ -63,8 +80,11 @@ export async function retryTask(
           failurePolicy: d.failurePolicy,
         },
         now,
-      ),
-    );
+      );
+      const reused = plan?.reused.get(d.key);
+      return reused ? reusedStep(step, reused, now) : step;
+    });
+    const reusedKeys = [...(plan?.reused.keys() ?? [])];
     const fresh: TaskState = {
       task: {
         ...before.task,
@@ -102,6 +122,7 @@ export async function retryTask(
           previousExecutionId: before.execution.id,
           previousStatus: before.execution.status,
           executionNumber: execution.number,
+          ...(plan ? { fromStep: request.fromStep, reusedSteps: reusedKeys } : {}),
         },
         occurredAt: now,
         receivedAt: now,
@@ -119,10 +140,24 @@ export async function retryTask(
               deps.ids,
               after,
               'CREATED',
-              `execution #${execution.number} created (retry of #${before.execution.number})`,
-              {},
+              plan
+                ? `execution #${execution.number} created (rerun of #${before.execution.number} from step ${request.fromStep})`
+                : `execution #${execution.number} created (retry of #${before.execution.number})`,
+              plan ? { fromStep: request.fromStep } : {},
               now,
             ),
+            ...after.steps
+              .filter((s) => s.reusedFromExecutionId !== null)
+              .map((s) =>
+                milestone(
+                  deps.ids,
+                  after,
+                  'STEP_REUSED',
+                  `step ${s.key} reused its output from an earlier execution; it does not run again`,
+                  { stepId: s.key, reusedFromExecutionId: s.reusedFromExecutionId },
+                  now,
+                ),
+              ),
             ...(started.write.timeline ?? []),
           ],
         },

@@ -80,7 +80,7 @@ export function registerTaskRoutes(app: FastifyInstance, deps: TaskRouteDeps): v
           {
             limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200, default: 50 })),
             cursor: Type.Optional(Uuid),
-            externalRef: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+            externalRef: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
             status: Type.Optional(LifecycleStatus),
           },
           { additionalProperties: false },
@@ -147,21 +147,34 @@ export function registerTaskRoutes(app: FastifyInstance, deps: TaskRouteDeps): v
       cancelTask(deps.cancel, principalOf(request), request.params.id, request.body?.reason ?? null),
   );
 
-  app.post<{ Params: { id: string } }>(
+  app.post<{ Params: { id: string }; Body: { fromStep?: string } | undefined }>(
     '/v1/tasks/:id(^[0-9a-fA-F-]{36})::retry',
     {
       onRequest,
+      preValidation: emptyBodyAsObject,
       schema: {
         tags: ['tasks'],
-        summary: 'Run a finished task again (execution #n+1)',
+        summary: 'Run a finished task again (execution #n+1), optionally from one step',
         description:
-          'The new execution uses the same frozen definition; late facts of the earlier one are answered STALE_EXECUTION.',
+          'The new execution uses the same frozen definition; late facts of the earlier one are answered STALE_EXECUTION. ' +
+          'With `fromStep`, only that step and the steps downstream of it run again; every other step starts SUCCEEDED ' +
+          'with its earlier output (`reusedFromExecutionId` on the step, `STEP_REUSED` in the timeline). An unknown ' +
+          'step is 422 RERUN_STEP_UNKNOWN; a step to reuse that did not succeed is 409 RERUN_OUTPUT_MISSING; a task ' +
+          'that has not ended is 409 INVALID_TRANSITION (so repeating the request cannot start a second execution).',
         security,
         params: TaskParams,
+        body: Type.Object(
+          { fromStep: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })) },
+          { additionalProperties: false },
+        ),
         response: { 201: TaskWithExecution, ...problemResponses },
       },
     },
     async (request, reply) =>
-      reply.code(201).send(await retryTask(deps.cancel, principalOf(request), request.params.id)),
+      reply.code(201).send(
+        await retryTask(deps.cancel, principalOf(request), request.params.id, {
+          fromStep: request.body?.fromStep,
+        }),
+      ),
   );
 }

@@ -107,6 +107,7 @@ export interface StepRow {
   duration_ms: bigint | null;
   duration_source: string | null;
   error: StructuredError | null;
+  reused_from_execution_id: string | null;
   version: bigint;
   created_at: Date;
   updated_at: Date;
@@ -220,6 +221,7 @@ export const toStep = (r: StepRow): StepRecord => ({
   durationMs: num(r.duration_ms),
   durationSource: r.duration_source,
   error: r.error,
+  reusedFromExecutionId: r.reused_from_execution_id,
   version: r.version,
   createdAt: r.created_at,
   updatedAt: r.updated_at,
