@@ -286,6 +286,25 @@ export interface AttemptRecord {
   expiresAt: Date;
   revokedAt: Date | null;
   createdAt: Date;
+  /** The item of a map step this attempt runs (null: the step itself). */
+  itemIndex: number | null;
+}
+
+export type MapItemStatus = 'PENDING' | 'RUNNING' | 'WAITING_RETRY' | 'SUCCEEDED' | 'FAILED' | 'CANCELED';
+
+/**
+ * One item of a map step (kind `map`): not a step row, so that a 10,000-item map costs no read or write
+ * of its other items per fact. `attempt` counts the attempts started; `attemptId` is the open or last one.
+ */
+export interface MapItemRecord {
+  stepId: string;
+  index: number;
+  status: MapItemStatus;
+  attempt: number;
+  attemptId: string | null;
+  output: unknown;
+  error: StructuredError | null;
+  updatedAt: Date;
 }
 
 export interface DedupRecord {

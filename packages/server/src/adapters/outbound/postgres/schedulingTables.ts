@@ -96,6 +96,34 @@ export function pushSchedulingRequestStatements(w: MergedWrites, statements: Row
   }
 }
 
+/**
+ * A map step's request made due again (it has one row for its whole life: unique per step), or created
+ * when it has none: a map asks for placement again whenever it has room and items to place.
+ */
+export function pushReopenedRequestStatements(w: MergedWrites, statements: RowStatement[]): void {
+  if (w.reopenSchedulingRequests.length === 0) return;
+  statements.push(
+    insertStatement(
+      'scheduling_request',
+      schedulingRequestColumns,
+      w.reopenSchedulingRequests.map((r) => ({
+        id: r.id,
+        task_id: r.taskId,
+        step_id: r.stepId,
+        priority: r.priority,
+        status: 'PENDING',
+        available_at: r.availableAt,
+        created_at: r.createdAt,
+        updated_at: r.createdAt,
+      })),
+      `ON CONFLICT (step_id) DO UPDATE SET status = 'PENDING', reasons = '[]'::jsonb, updated_at = excluded.updated_at,
+         available_at = CASE WHEN scheduling_request.status = 'PENDING'
+                             THEN least(scheduling_request.available_at, excluded.available_at)
+                             ELSE excluded.available_at END`,
+    ),
+  );
+}
+
 export function pushTimerStatements(w: MergedWrites, statements: RowStatement[]): void {
   if (w.timers.length > 0) {
     statements.push(

@@ -1,0 +1,345 @@
+/**
+ * Fan-out over data (kind `map`) on a real server, real PostgreSQL and real (test) workers: a map over
+ * an upstream output runs one attempt per item under `maxParallel`, its output is the item outputs in
+ * item order, FAIL_ALL fails the step and cancels what has not started while CONTINUE collects the
+ * errors, an item retries under the step's retry policy and after a lost worker, a non-array fails the
+ * step with INPUT_MAPPING_FAILED naming the path, and bad definitions are refused at publish.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connectDatabase } from '../src/main.ts';
+import { type Harness, startHarness } from '../../../test/harness.ts';
+import { attemptEvent, completeWith, type StartCommand, startTestWorker } from '../../../test/testWorker.ts';
+
+let h: Harness;
+let app: Awaited<ReturnType<Harness['createApplication']>>;
+let workerKey: string;
+let sql: ReturnType<typeof connectDatabase>;
+
+/** What the detect worker does with an item: by default its input doubled, after a delay. */
+let behaviour: (command: StartCommand) => 'complete' | 'fail' | 'fail-retryable' | 'hang' = () => 'complete';
+/** Items of each task running on the detect worker right now, and the most seen at once. */
+const running = new Map<string, number>();
+const mostAtOnce = new Map<string, number>();
+const starts: StartCommand[] = [];
+
+const detect = async (command: StartCommand, report: (events: Record<string, unknown>[]) => Promise<any>) => {
+  starts.push(command);
+  const now = (running.get(command.taskId) ?? 0) + 1;
+  running.set(command.taskId, now);
+  mostAtOnce.set(command.taskId, Math.max(mostAtOnce.get(command.taskId) ?? 0, now));
+  const n = Number(command.input.n ?? 0);
+  // Later items finish sooner, so completions arrive out of item order.
+  await new Promise((resolve) => setTimeout(resolve, 20 + (10 - (n % 10)) * 15));
+  const what = behaviour(command);
+  running.set(command.taskId, running.get(command.taskId)! - 1);
+  if (what === 'hang') return;
+  await report([attemptEvent(command, 'STEP_STARTED', 1)]);
+  if (what === 'complete')
+    await report([
+      attemptEvent(command, 'STEP_COMPLETED', 2, {
+        output: { frame: command.input.frame, doubled: n * 2, label: command.input.label },
+      }),
+    ]);
+  else
+    await report([
+      attemptEvent(command, 'STEP_FAILED', 2, {
+        error: { category: 'INPUT', code: 'FRAME_BROKEN', retryable: what === 'fail-retryable' },
+      }),
+    ]);
+};
+
+const frames = (count: number) => Array.from({ length: count }, (_, n) => ({ id: `f${n}`, n }));
+
+/** extract (a capability step) → detect (a map over its frames) → summary (reads the map's output). */
+const videoWorkflow = (name: string, map: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({
+  name,
+  version: '1',
+  steps: [
+    {
+      key: 'extract',
+      capability: 'map.extract',
+      capabilityVersion: '1',
+      inputMapping: { count: '$.input.count' },
+    },
+    {
+      key: 'detect',
+      kind: 'map',
+      dependsOn: ['extract'],
+      map: {
+        items: '$.steps.extract.output.frames',
+        capability: 'map.detect',
+        capabilityVersion: '1',
+        inputMapping: { frame: '$.item.id', n: '$.item.n', label: '$.input.label' },
+        ...map,
+      },
+      ...extra,
+    },
+    {
+      key: 'summary',
+      capability: 'map.summary',
+      capabilityVersion: '1',
+      dependsOn: ['detect'],
+      inputMapping: { detections: '$.steps.detect.output' },
+    },
+  ],
+});
+
+const publish = (body: unknown) => h.request('POST', '/v1/workflow-definitions', { token: app.apiKey, body });
+const submit = (workflowName: string, input: Record<string, unknown>) =>
+  h.request('POST', '/v1/tasks', {
+    token: app.apiKey,
+    headers: { 'idempotency-key': `${workflowName}-${Math.random()}` },
+    body: { workflowName, workflowVersion: '1', name: workflowName, input },
+  });
+const status = async (taskId: string) => (await h.request('GET', `/v1/tasks/${taskId}`, { token: app.apiKey })).body;
+const stepOf = async (taskId: string, key: string) =>
+  (await status(taskId)).execution.steps.find((s: any) => s.stepId === key || s.key === key);
+const endOf = (taskId: string, lifecycle: string) =>
+  expect.poll(async () => (await status(taskId)).task.lifecycleStatus, { timeout: 20_000 }).toBe(lifecycle);
+
+const workers: Awaited<ReturnType<typeof startTestWorker>>[] = [];
+let detectWorker: Awaited<ReturnType<typeof startTestWorker>>;
+
+beforeAll(async () => {
+  h = await startHarness({ runLoops: true });
+  app = await h.createApplication();
+  sql = connectDatabase({ url: h.databaseUrl, maxConnections: 2 });
+  workerKey = (await h.request('POST', '/admin/v1/worker-credentials', { token: h.adminToken, body: {} })).body.key;
+  workers.push(
+    await startTestWorker({
+      baseUrl: h.url,
+      workerKey,
+      nodeId: 'node-map-steps',
+      capabilities: [
+        { name: 'map.extract', version: '1' },
+        { name: 'map.summary', version: '1' },
+      ],
+      handler: async (command, report) => {
+        if (command.capability === 'map.extract')
+          return completeWith({ frames: frames(Number(command.input.count)) })(command, report);
+        return completeWith({ seen: (command.input.detections as unknown[]).length })(command, report);
+      },
+    }),
+  );
+  detectWorker = await startTestWorker({
+    baseUrl: h.url,
+    workerKey,
+    nodeId: 'node-map-detect',
+    capabilities: [{ name: 'map.detect', version: '1' }],
+    maxConcurrency: 20,
+    handler: detect,
+  });
+  workers.push(detectWorker);
+});
+afterAll(async () => {
+  for (const worker of workers) await worker.stop();
+  await sql?.end();
+  await h?.close();
+});
+
+describe('map steps', () => {
+  it('runs one attempt per item of an upstream output, never more than maxParallel at once, with the outputs in item order', async () => {
+    behaviour = () => 'complete';
+    expect((await publish(videoWorkflow('map-parallel', { maxParallel: 3 }))).status).toBe(201);
+    const taskId = (await submit('map-parallel', { count: 10, label: 'cat' })).body.task.id;
+    // While it runs, the task shows the map's counters.
+    await expect
+      .poll(async () => (await stepOf(taskId, 'detect'))?.waitingFor?.kind, { timeout: 15_000 })
+      .toBe('map');
+    const waiting = (await stepOf(taskId, 'detect')).waitingFor;
+    expect(waiting.total).toBe(10);
+    expect(waiting.running).toBeLessThanOrEqual(3);
+    await endOf(taskId, 'SUCCEEDED');
+    const detectStarts = starts.filter((c) => c.taskId === taskId);
+    expect(detectStarts).toHaveLength(10);
+    expect(mostAtOnce.get(taskId)).toBeLessThanOrEqual(3);
+    expect(mostAtOnce.get(taskId)).toBeGreaterThanOrEqual(2);
+    // The worker saw ordinary START_ATTEMPTs with the mapped input.
+    expect(detectStarts.map((c) => c.input).sort((a, b) => Number(a.n) - Number(b.n))[4]).toEqual({
+      frame: 'f4',
+      n: 4,
+      label: 'cat',
+    });
+    const step = await stepOf(taskId, 'detect');
+    expect(step.status).toBe('SUCCEEDED');
+    expect(step.waitingFor).toBeNull();
+    expect(step.data).toEqual(frames(10).map((f) => ({ frame: f.id, doubled: f.n * 2, label: 'cat' })));
+    expect((await stepOf(taskId, 'summary')).data).toEqual({ seen: 10 });
+    // Items are rows of their own, not steps: the task has its three step rows.
+    const stepRows = await sql`SELECT count(*)::int AS n FROM step WHERE task_id = ${taskId}`;
+    expect(stepRows[0]!.n).toBe(3);
+    const items = await sql`
+      SELECT status, count(*)::int AS n FROM map_item WHERE step_id = (
+        SELECT id FROM step WHERE task_id = ${taskId} AND step_key = 'detect') GROUP BY status`;
+    expect(items.map((r) => [r.status, r.n])).toEqual([['SUCCEEDED', 10]]);
+    // Every item attempt was revoked when it ended: the worker has its slots back.
+    const open = await sql`SELECT count(*)::int AS n FROM attempt WHERE task_id = ${taskId} AND revoked_at IS NULL`;
+    expect(open[0]!.n).toBe(0);
+  });
+
+  it('FAIL_ALL: the first item that fails fails the step and the task, and the items not started never run', async () => {
+    behaviour = (command) => (command.input.n === 2 ? 'fail' : 'complete');
+    expect((await publish(videoWorkflow('map-fail-all', { maxParallel: 1, onItemFailure: 'FAIL_ALL' }))).status).toBe(
+      201,
+    );
+    const taskId = (await submit('map-fail-all', { count: 8, label: 'dog' })).body.task.id;
+    await endOf(taskId, 'FAILED');
+    const step = await stepOf(taskId, 'detect');
+    expect(step.status).toBe('FAILED');
+    expect(step.error.code).toBe('FRAME_BROKEN');
+    expect(step.error.userMessage).toContain('Item 2');
+    // Items 0, 1 and 2 ran; the five after them were cancelled before they started.
+    expect(starts.filter((c) => c.taskId === taskId).map((c) => c.input.n)).toEqual([0, 1, 2]);
+    const items = await sql`
+      SELECT status, count(*)::int AS n FROM map_item WHERE step_id = (
+        SELECT id FROM step WHERE task_id = ${taskId} AND step_key = 'detect') GROUP BY status ORDER BY status`;
+    expect(items.map((r) => [r.status, r.n])).toEqual([
+      ['CANCELED', 5],
+      ['FAILED', 1],
+      ['SUCCEEDED', 2],
+    ]);
+    expect((await stepOf(taskId, 'summary')).status).not.toBe('SUCCEEDED');
+  });
+
+  it('CONTINUE: every item runs, and the output lists each item’s output or error in item order', async () => {
+    behaviour = (command) => (command.input.n === 1 || command.input.n === 3 ? 'fail' : 'complete');
+    expect((await publish(videoWorkflow('map-continue', { maxParallel: 2, onItemFailure: 'CONTINUE' }))).status).toBe(
+      201,
+    );
+    const taskId = (await submit('map-continue', { count: 5, label: 'owl' })).body.task.id;
+    await endOf(taskId, 'SUCCEEDED');
+    const step = await stepOf(taskId, 'detect');
+    expect(step.data).toEqual([
+      { output: { frame: 'f0', doubled: 0, label: 'owl' } },
+      { error: { code: 'FRAME_BROKEN' } },
+      { output: { frame: 'f2', doubled: 4, label: 'owl' } },
+      { error: { code: 'FRAME_BROKEN' } },
+      { output: { frame: 'f4', doubled: 8, label: 'owl' } },
+    ]);
+    expect((await stepOf(taskId, 'summary')).data).toEqual({ seen: 5 });
+  });
+
+  it('an item that fails retryably runs again under the step’s retry policy, after its back-off', async () => {
+    let failedOnce = false;
+    behaviour = (command) => {
+      if (command.input.n === 1 && !failedOnce) {
+        failedOnce = true;
+        return 'fail-retryable';
+      }
+      return 'complete';
+    };
+    expect(
+      (
+        await publish(
+          videoWorkflow(
+            'map-retry',
+            { maxParallel: 2 },
+            {
+              failurePolicy: 'RETRY_THEN_FAIL_TASK',
+              retry: { maxAttempts: 2, initialBackoffMs: 5_000, maxBackoffMs: 5_000, multiplier: 1 },
+            },
+          ),
+        )
+      ).status,
+    ).toBe(201);
+    const taskId = (await submit('map-retry', { count: 3, label: 'elk' })).body.task.id;
+    await expect
+      .poll(async () => (await stepOf(taskId, 'detect'))?.waitingFor?.succeeded, { timeout: 15_000 })
+      .toBe(2);
+    // Item 1 waits for its back-off on the injected clock.
+    expect(starts.filter((c) => c.taskId === taskId)).toHaveLength(3);
+    h.clock.advance(5_100);
+    await endOf(taskId, 'SUCCEEDED');
+    const itemOne = starts.filter((c) => c.taskId === taskId && c.input.n === 1);
+    expect(itemOne.map((c) => c.attempt)).toEqual([1, 2]);
+    expect((await stepOf(taskId, 'detect')).data[1]).toEqual({ frame: 'f1', doubled: 2, label: 'elk' });
+  });
+
+  it('an item whose worker is lost runs again elsewhere and the map ends', async () => {
+    behaviour = (command) => (command.input.n === 0 && command.attempt === 1 ? 'hang' : 'complete');
+    expect((await publish(videoWorkflow('map-lost', { maxParallel: 1 }))).status).toBe(201);
+    const taskId = (await submit('map-lost', { count: 2, label: 'yak' })).body.task.id;
+    await expect.poll(() => starts.some((c) => c.taskId === taskId), { timeout: 15_000 }).toBe(true);
+    const hungOn = detectWorker.workerId;
+    // Another worker joins; then the first one's session ends with the item's attempt still open.
+    const second = await startTestWorker({
+      baseUrl: h.url,
+      workerKey,
+      nodeId: 'node-map-second',
+      capabilities: [{ name: 'map.detect', version: '1' }],
+      handler: detect,
+    });
+    workers.push(second);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await sql`UPDATE worker SET ended_at = ${h.clock.now()} WHERE id = ${hungOn}`;
+    await expect
+      .poll(async () => {
+        const [row] = await sql`
+          SELECT attempt, status FROM map_item WHERE item_index = 0 AND step_id = (
+            SELECT id FROM step WHERE task_id = ${taskId} AND step_key = 'detect')`;
+        return row?.status;
+      }, { timeout: 15_000 })
+      .toBe('WAITING_RETRY');
+    h.clock.advance(2_000);
+    await second.heartbeat();
+    await endOf(taskId, 'SUCCEEDED');
+    const attempts = await sql`
+      SELECT worker_id FROM attempt WHERE task_id = ${taskId} AND item_index = 0 ORDER BY created_at, id`;
+    expect(attempts.map((a) => a.worker_id)).toEqual([hungOn, second.workerId]);
+  });
+
+  it('fails the step with INPUT_MAPPING_FAILED naming the path when map.items is not an array', async () => {
+    expect(
+      (
+        await publish({
+          name: 'map-not-array',
+          version: '1',
+          steps: [
+            {
+              key: 'detect',
+              kind: 'map',
+              map: { items: '$.input.frames', capability: 'map.detect', capabilityVersion: '1' },
+            },
+          ],
+        })
+      ).status,
+    ).toBe(201);
+    const taskId = (await submit('map-not-array', { frames: 'not a list' })).body.task.id;
+    await endOf(taskId, 'FAILED');
+    const step = await stepOf(taskId, 'detect');
+    expect(step.error.code).toBe('INPUT_MAPPING_FAILED');
+    expect(step.error.userMessage).toContain('$.input.frames');
+    expect(starts.some((c) => c.taskId === taskId)).toBe(false);
+  });
+
+  it('refuses at publish a map.items that is not an upstream reference, and $.item outside a map', async () => {
+    const base = videoWorkflow('map-refused', {});
+    const refusals: [unknown, string][] = [
+      [{ ...base, steps: base.steps.map((s) => (s.key === 'detect' ? { ...s, map: { ...(s as any).map, items: 'frames' } } : s)) }, '/steps/1/map/items'],
+      [
+        {
+          ...base,
+          steps: base.steps.map((s) =>
+            s.key === 'detect' ? { ...s, map: { ...(s as any).map, items: '$.steps.summary.output.list' } } : s,
+          ),
+        },
+        '/steps/1/map/items',
+      ],
+      [
+        {
+          ...base,
+          steps: base.steps.map((s) =>
+            s.key === 'summary' ? { ...s, inputMapping: { detections: '$.item' } } : s,
+          ),
+        },
+        '/steps/2/inputMapping/detections',
+      ],
+    ];
+    for (const [body, path] of refusals) {
+      const refused = await publish(body);
+      expect(refused.status).toBe(400);
+      expect(JSON.stringify(refused.body.errors ?? refused.body)).toContain(path);
+    }
+    expect((await h.request('GET', '/v1/workflow-definitions/map-refused/1', { token: app.apiKey })).status).toBe(404);
+  });
+});
