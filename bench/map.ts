@@ -177,7 +177,8 @@ async function benchGraphile(adminUrl: string): Promise<Figures> {
       const seconds = await timeRun(
         workers.started,
         async () =>
-          (await pgPool.query('SELECT count(*)::int AS n FROM graphile_worker._private_jobs')).rows[0].n === 0,
+          (await pgPool.query('SELECT count(*)::int AS n FROM graphile_worker._private_jobs')).rows[0].n ===
+          0,
       );
       await statsSettle();
       const rows = (await rowsWritten(sql)) - before;
@@ -208,7 +209,9 @@ export async function benchMap(): Promise<void> {
     console.log(
       `  graphile-worker  ${graphile.perSecond.toFixed(0).padStart(6)} jobs/s   ${graphile.rowsPerItem.toFixed(2)} rows written/job   (${graphile.seconds.toFixed(1)} s)`,
     );
-    console.log(`  TDP items/s ÷ graphile-worker jobs/s: ${(tdp.perSecond / graphile.perSecond).toFixed(2)} (target >= 0.5)`);
+    console.log(
+      `  TDP items/s ÷ graphile-worker jobs/s: ${(tdp.perSecond / graphile.perSecond).toFixed(2)} (target >= 0.5)`,
+    );
   } finally {
     await postgres.stop();
   }

@@ -6,9 +6,9 @@
  * step with INPUT_MAPPING_FAILED naming the path, and bad definitions are refused at publish.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connectDatabase } from '../src/main.ts';
 import { type Harness, startHarness } from '../../../test/harness.ts';
 import { attemptEvent, completeWith, type StartCommand, startTestWorker } from '../../../test/testWorker.ts';
+import { connectDatabase } from '../src/main.ts';
 
 let h: Harness;
 let app: Awaited<ReturnType<Harness['createApplication']>>;
@@ -21,6 +21,8 @@ let behaviour: (command: StartCommand) => 'complete' | 'fail' | 'fail-retryable'
 const running = new Map<string, number>();
 const mostAtOnce = new Map<string, number>();
 const starts: StartCommand[] = [];
+/** While set, each item waits for it before it finishes (the map stays running). */
+let gate: Promise<void> | null = null;
 
 const detect = async (command: StartCommand, report: (events: Record<string, unknown>[]) => Promise<any>) => {
   starts.push(command);
@@ -30,6 +32,7 @@ const detect = async (command: StartCommand, report: (events: Record<string, unk
   const n = Number(command.input.n ?? 0);
   // Later items finish sooner, so completions arrive out of item order.
   await new Promise((resolve) => setTimeout(resolve, 20 + (10 - (n % 10)) * 15));
+  await gate;
   const what = behaviour(command);
   running.set(command.taskId, running.get(command.taskId)! - 1);
   if (what === 'hang') return;
@@ -91,7 +94,8 @@ const submit = (workflowName: string, input: Record<string, unknown>) =>
     headers: { 'idempotency-key': `${workflowName}-${Math.random()}` },
     body: { workflowName, workflowVersion: '1', name: workflowName, input },
   });
-const status = async (taskId: string) => (await h.request('GET', `/v1/tasks/${taskId}`, { token: app.apiKey })).body;
+const status = async (taskId: string) =>
+  (await h.request('GET', `/v1/tasks/${taskId}`, { token: app.apiKey })).body;
 const stepOf = async (taskId: string, key: string) =>
   (await status(taskId)).execution.steps.find((s: any) => s.stepId === key || s.key === key);
 const endOf = (taskId: string, lifecycle: string) =>
@@ -104,7 +108,8 @@ beforeAll(async () => {
   h = await startHarness({ runLoops: true });
   app = await h.createApplication();
   sql = connectDatabase({ url: h.databaseUrl, maxConnections: 2 });
-  workerKey = (await h.request('POST', '/admin/v1/worker-credentials', { token: h.adminToken, body: {} })).body.key;
+  workerKey = (await h.request('POST', '/admin/v1/worker-credentials', { token: h.adminToken, body: {} }))
+    .body.key;
   workers.push(
     await startTestWorker({
       baseUrl: h.url,
@@ -140,15 +145,22 @@ afterAll(async () => {
 describe('map steps', () => {
   it('runs one attempt per item of an upstream output, never more than maxParallel at once, with the outputs in item order', async () => {
     behaviour = () => 'complete';
+    let open = () => {};
+    gate = new Promise((resolve) => {
+      open = resolve;
+    });
     expect((await publish(videoWorkflow('map-parallel', { maxParallel: 3 }))).status).toBe(201);
     const taskId = (await submit('map-parallel', { count: 10, label: 'cat' })).body.task.id;
-    // While it runs, the task shows the map's counters.
+    // While the first items wait, the task shows the map's counters.
     await expect
-      .poll(async () => (await stepOf(taskId, 'detect'))?.waitingFor?.kind, { timeout: 15_000 })
-      .toBe('map');
+      .poll(async () => (await stepOf(taskId, 'detect'))?.waitingFor?.running, { timeout: 15_000 })
+      .toBe(3);
     const waiting = (await stepOf(taskId, 'detect')).waitingFor;
-    expect(waiting.total).toBe(10);
-    expect(waiting.running).toBeLessThanOrEqual(3);
+    expect(waiting).toMatchObject({ kind: 'map', total: 10, running: 3, succeeded: 0, failed: 0 });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(starts.filter((c) => c.taskId === taskId)).toHaveLength(3);
+    gate = null;
+    open();
     await endOf(taskId, 'SUCCEEDED');
     const detectStarts = starts.filter((c) => c.taskId === taskId);
     expect(detectStarts).toHaveLength(10);
@@ -173,15 +185,16 @@ describe('map steps', () => {
         SELECT id FROM step WHERE task_id = ${taskId} AND step_key = 'detect') GROUP BY status`;
     expect(items.map((r) => [r.status, r.n])).toEqual([['SUCCEEDED', 10]]);
     // Every item attempt was revoked when it ended: the worker has its slots back.
-    const open = await sql`SELECT count(*)::int AS n FROM attempt WHERE task_id = ${taskId} AND revoked_at IS NULL`;
-    expect(open[0]!.n).toBe(0);
+    const unrevoked = await sql`
+      SELECT count(*)::int AS n FROM attempt WHERE task_id = ${taskId} AND revoked_at IS NULL`;
+    expect(unrevoked[0]!.n).toBe(0);
   });
 
   it('FAIL_ALL: the first item that fails fails the step and the task, and the items not started never run', async () => {
     behaviour = (command) => (command.input.n === 2 ? 'fail' : 'complete');
-    expect((await publish(videoWorkflow('map-fail-all', { maxParallel: 1, onItemFailure: 'FAIL_ALL' }))).status).toBe(
-      201,
-    );
+    expect(
+      (await publish(videoWorkflow('map-fail-all', { maxParallel: 1, onItemFailure: 'FAIL_ALL' }))).status,
+    ).toBe(201);
     const taskId = (await submit('map-fail-all', { count: 8, label: 'dog' })).body.task.id;
     await endOf(taskId, 'FAILED');
     const step = await stepOf(taskId, 'detect');
@@ -203,9 +216,9 @@ describe('map steps', () => {
 
   it('CONTINUE: every item runs, and the output lists each item’s output or error in item order', async () => {
     behaviour = (command) => (command.input.n === 1 || command.input.n === 3 ? 'fail' : 'complete');
-    expect((await publish(videoWorkflow('map-continue', { maxParallel: 2, onItemFailure: 'CONTINUE' }))).status).toBe(
-      201,
-    );
+    expect(
+      (await publish(videoWorkflow('map-continue', { maxParallel: 2, onItemFailure: 'CONTINUE' }))).status,
+    ).toBe(201);
     const taskId = (await submit('map-continue', { count: 5, label: 'owl' })).body.task.id;
     await endOf(taskId, 'SUCCEEDED');
     const step = await stepOf(taskId, 'detect');
@@ -273,12 +286,15 @@ describe('map steps', () => {
     await new Promise((resolve) => setTimeout(resolve, 300));
     await sql`UPDATE worker SET ended_at = ${h.clock.now()} WHERE id = ${hungOn}`;
     await expect
-      .poll(async () => {
-        const [row] = await sql`
+      .poll(
+        async () => {
+          const [row] = await sql`
           SELECT attempt, status FROM map_item WHERE item_index = 0 AND step_id = (
             SELECT id FROM step WHERE task_id = ${taskId} AND step_key = 'detect')`;
-        return row?.status;
-      }, { timeout: 15_000 })
+          return row?.status;
+        },
+        { timeout: 15_000 },
+      )
       .toBe('WAITING_RETRY');
     h.clock.advance(2_000);
     await second.heartbeat();
@@ -315,12 +331,22 @@ describe('map steps', () => {
   it('refuses at publish a map.items that is not an upstream reference, and $.item outside a map', async () => {
     const base = videoWorkflow('map-refused', {});
     const refusals: [unknown, string][] = [
-      [{ ...base, steps: base.steps.map((s) => (s.key === 'detect' ? { ...s, map: { ...(s as any).map, items: 'frames' } } : s)) }, '/steps/1/map/items'],
       [
         {
           ...base,
           steps: base.steps.map((s) =>
-            s.key === 'detect' ? { ...s, map: { ...(s as any).map, items: '$.steps.summary.output.list' } } : s,
+            s.key === 'detect' ? { ...s, map: { ...(s as any).map, items: '$.item' } } : s,
+          ),
+        },
+        '/steps/1/map/items',
+      ],
+      [
+        {
+          ...base,
+          steps: base.steps.map((s) =>
+            s.key === 'detect'
+              ? { ...s, map: { ...(s as any).map, items: '$.steps.summary.output.list' } }
+              : s,
           ),
         },
         '/steps/1/map/items',
@@ -337,9 +363,13 @@ describe('map steps', () => {
     ];
     for (const [body, path] of refusals) {
       const refused = await publish(body);
-      expect(refused.status).toBe(400);
-      expect(JSON.stringify(refused.body.errors ?? refused.body)).toContain(path);
+      expect(refused.status).toBe(422);
+      expect(refused.body.code).toBe('WORKFLOW_DEFINITION_INVALID');
+      expect(refused.body.errors.map((e: any) => e.path)).toContain(path);
     }
-    expect((await h.request('GET', '/v1/workflow-definitions/map-refused/1', { token: app.apiKey })).status).toBe(404);
+    expect(
+      (await h.request('GET', '/v1/workflow-definitions/map-refused/versions/1', { token: app.apiKey }))
+        .status,
+    ).toBe(404);
   });
 });

@@ -253,7 +253,9 @@ export interface TimerRecord {
     /** A sleep step's time has come. */
     | 'SLEEP_DUE'
     /** A signal step's wait ended without the signal. */
-    | 'SIGNAL_TIMEOUT';
+    | 'SIGNAL_TIMEOUT'
+    /** A map item's retry back-off has passed. */
+    | 'MAP_ITEM_RETRY_DUE';
   taskId: string;
   stepId: string | null;
   payload: Record<string, unknown>;

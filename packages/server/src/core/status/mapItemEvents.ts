@@ -14,7 +14,11 @@ import type { FactWriteSet } from '../facts/writeSet.ts';
 import { type ItemOutcome, isRunningMap, settleMapItems } from '../orchestration/kinds/map.ts';
 import type { ItemResult } from '../orchestration/kinds/mapItems.ts';
 import type { StatusDeps } from './deps.ts';
-import type { WorkerEventOutcome } from './workerInbox.ts';
+
+/** As the attempt inbox answers each event (workerInbox.ts `WorkerEventOutcome`). */
+type WorkerEventOutcome =
+  | { ok: true; result: EventResult }
+  | { ok: false; code: 'STALE_EXECUTION'; refusedBy: 'status'; detail: string };
 
 export interface ItemEvent {
   item: WorkerEvent;
@@ -88,7 +92,8 @@ export async function recordMapItemEvents(
         const before = await session.lockTask(taskId);
         const step = before?.steps.find((s) => s.id === stepId);
         if (!before || !isRunningMap(step)) {
-          for (const i of indexes) outcomes[i] = stale(`the map step of attempt ${events[i]!.attempt.id} has ended`);
+          for (const i of indexes)
+            outcomes[i] = stale(`the map step of attempt ${events[i]!.attempt.id} has ended`);
           continue;
         }
         const items = await session.tx.mapItemsAt(
@@ -127,7 +132,10 @@ export async function recordMapItemEvents(
           outcomes[i] =
             outcome === 'STALE'
               ? stale(`attempt ${attempt.id} is not the running attempt of item ${attempt.itemIndex}`)
-              : { ok: true, result: accepted(settled.after, step.key, item, outcome === 'DUPLICATE', session.now) };
+              : {
+                  ok: true,
+                  result: accepted(settled.after, step.key, item, outcome === 'DUPLICATE', session.now),
+                };
         });
       }
       if (commandAcks) await session.write({ commandAcks });

@@ -51,7 +51,9 @@ export async function recordWorkerEvents(
     .filter(({ index, attempt }) => outcomes[index] === null && attempt.itemIndex !== null);
   const accepted = items
     .map((item, index) => ({ item, index }))
-    .filter(({ index }) => outcomes[index] === null && attempts.get(items[index]!.attemptId)!.itemIndex === null);
+    .filter(
+      ({ index }) => outcomes[index] === null && attempts.get(items[index]!.attemptId)!.itemIndex === null,
+    );
   const acks =
     commandAcks.length > 0
       ? { workerId: worker.id, commandIds: commandAcks, at: deps.clock.now() }

@@ -72,7 +72,10 @@ const itemRow = (item: MapItemRecord): Record<string, RowValue> => ({
 
 export function pushMapItemStatements(w: MergedWrites, statements: RowStatement[]): void {
   if (w.newMapItems.length > 0)
-    statements.push({ text: insertNewItems, rows: JSON.stringify(w.newMapItems) });
+    statements.push({
+      text: insertNewItems,
+      rows: JSON.stringify(w.newMapItems.map((m) => ({ step_id: m.stepId, count: m.count, at: m.at }))),
+    });
   if (w.mapItems.length > 0)
     statements.push({ text: updateItems, rows: JSON.stringify(w.mapItems.map(itemRow)) });
   if (w.closeMapItems.length > 0) {

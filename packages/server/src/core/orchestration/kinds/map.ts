@@ -181,7 +181,8 @@ export async function placeMapItems(
   const free = freeSlots(candidates, now, deps.heartbeatTtlMs);
   const pending = room > 0 && free > 0 ? await session.tx.pendingMapItems(step.id, Math.min(room, free)) : [];
   if (pending.length === 0) {
-    if (room > 0 && free === 0) return { kind: 'unplaceable', reasons: ['every worker is at its concurrency limit'] };
+    if (room > 0 && free === 0)
+      return { kind: 'unplaceable', reasons: ['every worker is at its concurrency limit'] };
     await session.write({ closeSchedulingRequests: { stepIds: [step.id], status: 'DISPATCHED' } });
     return { kind: 'stale' };
   }
@@ -219,7 +220,11 @@ export async function placeMapItems(
     if (!input.ok) continue;
     const selection = selectWorker(
       candidates,
-      { capability: step.capability, capabilityVersion: step.capabilityVersion, affinity: definition.affinity },
+      {
+        capability: step.capability,
+        capabilityVersion: step.capabilityVersion,
+        affinity: definition.affinity,
+      },
       now,
       deps.heartbeatTtlMs,
     );
@@ -264,7 +269,13 @@ export async function placeMapItems(
     const chosen = candidates.find((c) => c.workerId === selection.workerId)!;
     chosen.runningAttempts += 1;
     chosen.runningByCapability[step.capability] = (chosen.runningByCapability[step.capability] ?? 0) + 1;
-    placed.push({ ...item, status: 'RUNNING', attempt: itemStep.attempt, attemptId: attempt.id, updatedAt: now });
+    placed.push({
+      ...item,
+      status: 'RUNNING',
+      attempt: itemStep.attempt,
+      attemptId: attempt.id,
+      updatedAt: now,
+    });
   }
   if (placed.length === 0) return { kind: 'unplaceable', reasons };
   const next = countersAfter(
@@ -273,7 +284,8 @@ export async function placeMapItems(
   );
   // Room and pending items left, and no worker slot for them: the request waits for a slot.
   const waitsForSlot =
-    roomFor(definition, next) > 0 && (placed.length < pending.length || pending.length === Math.min(room, free));
+    roomFor(definition, next) > 0 &&
+    (placed.length < pending.length || pending.length === Math.min(room, free));
   await commitProgress(deps.status, session, before, step, next, 'tdp:scheduler', {
     mapItems: placed,
     attempts,
@@ -308,7 +320,8 @@ export async function settleMapItems(
   const definition = definitionOf(before, step);
   const byIndex = new Map(known.map((i) => [i.index, i]));
   const unread = [...new Set(results.map((r) => r.index))].filter((i) => !byIndex.has(i));
-  if (unread.length > 0) for (const item of await session.tx.mapItemsAt(step.id, unread)) byIndex.set(item.index, item);
+  if (unread.length > 0)
+    for (const item of await session.tx.mapItemsAt(step.id, unread)) byIndex.set(item.index, item);
   const changed = new Map<number, MapItemRecord>();
   const moves: { from: MapItemRecord['status']; to: MapItemRecord['status'] }[] = [];
   const revoke: string[] = [];
@@ -389,7 +402,7 @@ export async function mapItemRetryDue(
   if (!isRunningMap(step)) return;
   const index = Number(payload.index);
   const [item] = await session.tx.mapItemsAt(step.id, [index]);
-  if (!item || item.status !== 'WAITING_RETRY' || item.attempt !== Number(payload.itemAttempt)) return;
+  if (item?.status !== 'WAITING_RETRY' || item.attempt !== Number(payload.itemAttempt)) return;
   await session.write({
     mapItems: [{ ...item, status: 'PENDING', attemptId: null, updatedAt: session.now }],
     reopenSchedulingRequests: [placementRequest(deps, before, step, session.now)],

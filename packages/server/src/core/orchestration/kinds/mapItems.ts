@@ -31,7 +31,12 @@ export function mapOptionsOf(definition: StepDefinition): MapOptions {
   return definition.map;
 }
 
-export const initialCounters = (total: number): MapCounters => ({ total, running: 0, succeeded: 0, failed: 0 });
+export const initialCounters = (total: number): MapCounters => ({
+  total,
+  running: 0,
+  succeeded: 0,
+  failed: 0,
+});
 
 /** `$.item` or `$.item.<field>…`: the path into the item, or null for any other value. */
 export function itemReference(value: unknown): string[] | null {
@@ -85,7 +90,12 @@ export type ItemInput =
   | { ok: false; code: 'INPUT_MAPPING_MISSING'; message: string };
 
 /** One item's input: `$.item…` from the item, every other reference as a capability step's mapping. */
-export function itemInput(state: TaskState, definition: StepDefinition, item: unknown, index: number): ItemInput {
+export function itemInput(
+  state: TaskState,
+  definition: StepDefinition,
+  item: unknown,
+  index: number,
+): ItemInput {
   const mapping = mapOptionsOf(definition).inputMapping ?? {};
   const value: Record<string, unknown> = {};
   const rest: Record<string, unknown> = {};
@@ -197,7 +207,9 @@ export function mapVerdict(
   const policy = mapOptionsOf(definition).onItemFailure ?? 'FAIL_ALL';
   if (policy === 'FAIL_ALL' && failedNow.length > 0)
     return { kind: 'FAILED', item: [...failedNow].sort((a, b) => a.index - b.index)[0]! };
-  return counters.succeeded + counters.failed === counters.total ? { kind: 'SUCCEEDED' } : { kind: 'RUNNING' };
+  return counters.succeeded + counters.failed === counters.total
+    ? { kind: 'SUCCEEDED' }
+    : { kind: 'RUNNING' };
 }
 
 /** The map's output, in item order: the outputs (FAIL_ALL), or `{ output }` / `{ error }` per item (CONTINUE). */
@@ -208,7 +220,12 @@ export function mapOutput(definition: StepDefinition, items: MapItemRecord[]): u
   return ordered.map((i) =>
     i.status === 'SUCCEEDED'
       ? { output: i.output ?? null }
-      : { error: { code: i.error?.code ?? 'STEP_FAILED', ...(i.error?.userMessage ? { message: i.error.userMessage } : {}) } },
+      : {
+          error: {
+            code: i.error?.code ?? 'STEP_FAILED',
+            ...(i.error?.userMessage ? { message: i.error.userMessage } : {}),
+          },
+        },
   );
 }
 
