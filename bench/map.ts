@@ -4,8 +4,9 @@
  * completion), and the rows the server wrote per item (rows inserted and updated in the database,
  * from pg_stat_user_tables) — beside the same 10,000 no-op jobs through graphile-worker with 2 worker
  * processes, on the same embedded PostgreSQL (a database each), in the same run.
- * `BENCH_MAP_ITEMS` sets the size, `BENCH_MAP_PARALLEL` the map's maxParallel (default 64: graphile's
- * 2 × 16 jobs at once, twice over, as TDP's round trip per item is longer).
+ * `BENCH_MAP_ITEMS` sets the size, `BENCH_MAP_PARALLEL` the map's maxParallel (default: none, so the
+ * workers' slots bound it — 256 each, as in `bench -- e2e`; graphile-worker runs 16 jobs at once per
+ * process, as there).
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import { startTemporaryPostgres } from '../packages/cli/src/embeddedPostgres.ts';
@@ -14,7 +15,8 @@ import { connectDatabase } from '../packages/server/src/main.ts';
 import { benchDatabase, sane, sized, smoke, startBenchServer } from './support.ts';
 
 const total = sized('BENCH_MAP_ITEMS', 10_000, 300);
-const maxParallel = sized('BENCH_MAP_PARALLEL', 64, 32);
+const parallel = process.env.BENCH_MAP_PARALLEL;
+const maxParallel = parallel ? Number(parallel) : undefined;
 const timeoutMs = sized(null, 600_000, 120_000);
 
 interface Figures {
@@ -108,7 +110,7 @@ async function benchTdp(adminUrl: string): Promise<Figures> {
             capability: 'noop',
             capabilityVersion: '1',
             inputMapping: { n: '$.item' },
-            maxParallel,
+            ...(maxParallel ? { maxParallel } : {}),
           },
         },
       ],
@@ -141,18 +143,24 @@ async function benchTdp(adminUrl: string): Promise<Figures> {
     await statsSettle();
     const rows = (await rowsWritten(sql)) - before;
     if (process.env.BENCH_MAP_DEBUG) {
-      const placed = await sql`SELECT created_at, worker_id FROM attempt WHERE task_id = ${taskId} ORDER BY created_at`;
+      const placed =
+        await sql`SELECT created_at, worker_id FROM attempt WHERE task_id = ${taskId} ORDER BY created_at`;
       const done = await sql`SELECT updated_at FROM map_item ORDER BY updated_at`;
       const t0 = placed[0]!.created_at.getTime();
       const hist = (dates: Date[]) => {
         const buckets = new Map<number, number>();
-        for (const d of dates) buckets.set(Math.floor((d.getTime() - t0) / 100), (buckets.get(Math.floor((d.getTime() - t0) / 100)) ?? 0) + 1);
+        for (const d of dates)
+          buckets.set(
+            Math.floor((d.getTime() - t0) / 100),
+            (buckets.get(Math.floor((d.getTime() - t0) / 100)) ?? 0) + 1,
+          );
         return [...buckets].map(([b, n]) => `${b * 100}ms:${n}`).join(' ');
       };
       console.log('placed', hist(placed.map((r) => r.created_at)));
       console.log('done', hist(done.map((r) => r.updated_at)));
       console.log('workers', new Set(placed.map((r) => r.worker_id)).size);
-      const acks = await sql`SELECT acked_at FROM worker_command WHERE acked_at IS NOT NULL ORDER BY acked_at`;
+      const acks =
+        await sql`SELECT acked_at FROM worker_command WHERE acked_at IS NOT NULL ORDER BY acked_at`;
       console.log('acked', hist(acks.map((r) => r.acked_at)));
       const reqs = await sql`SELECT status, available_at, updated_at, reasons FROM scheduling_request`;
       console.log(reqs);
@@ -175,6 +183,7 @@ async function benchGraphile(adminUrl: string): Promise<Figures> {
   const { default: pg } = await import('pg');
   const pgPool = new pg.Pool({ connectionString: database.url, max: 4 });
   pgPool.on('error', () => {});
+  pgPool.on('connect', (client) => client.on('error', () => {}));
   const utils = await makeWorkerUtils({ pgPool, logger: new Logger(() => () => {}) });
   await utils.migrate();
   const sql = connectDatabase({ url: database.url, maxConnections: 1 });
@@ -213,7 +222,7 @@ async function benchGraphile(adminUrl: string): Promise<Figures> {
 
 export async function benchMap(): Promise<void> {
   console.log(
-    `map: one task mapping a no-op capability over ${total} items (maxParallel ${maxParallel}), 2 worker processes; graphile-worker: ${total} no-op jobs, 2 worker processes (16 jobs at once each)`,
+    `map: one task mapping a no-op capability over ${total} items (maxParallel ${maxParallel ?? 'none: 2 workers × 256 slots'}), 2 worker processes; graphile-worker: ${total} no-op jobs, 2 worker processes (16 jobs at once each)`,
   );
   const postgres = await startTemporaryPostgres();
   try {

@@ -304,6 +304,113 @@ describe('map steps', () => {
     expect(attempts.map((a) => a.worker_id)).toEqual([hungOn, second.workerId]);
   });
 
+  it('cancelling the task cancels the map’s items and frees the workers’ slots', async () => {
+    behaviour = () => 'complete';
+    let open = () => {};
+    gate = new Promise((resolve) => {
+      open = resolve;
+    });
+    try {
+      expect((await publish(videoWorkflow('map-cancel', { maxParallel: 2 }))).status).toBe(201);
+      const taskId = (await submit('map-cancel', { count: 6, label: 'cow' })).body.task.id;
+      await expect
+        .poll(async () => (await stepOf(taskId, 'detect'))?.waitingFor?.running, { timeout: 15_000 })
+        .toBe(2);
+      const cancelled = await h.request('POST', `/v1/tasks/${taskId}:cancel`, {
+        token: app.apiKey,
+        body: {},
+      });
+      expect(cancelled.status).toBeLessThan(300);
+      // The map step and its items are cancelled at once; the execution ends after its grace period.
+      const step = await stepOf(taskId, 'detect');
+      expect(step.status).toBe('CANCELED');
+      expect(step.waitingFor).toBeNull();
+      h.clock.advance(30_100);
+      await endOf(taskId, 'CANCELLED');
+      const items = await sql`
+        SELECT status, count(*)::int AS n FROM map_item WHERE step_id = (
+          SELECT id FROM step WHERE task_id = ${taskId} AND step_key = 'detect') GROUP BY status`;
+      expect(items.map((r) => [r.status, r.n])).toEqual([['CANCELED', 6]]);
+      const unrevoked = await sql`
+        SELECT count(*)::int AS n FROM attempt WHERE task_id = ${taskId} AND revoked_at IS NULL`;
+      expect(unrevoked[0]!.n).toBe(0);
+    } finally {
+      gate = null;
+      open();
+    }
+  });
+
+  it('an item’s end does not wait for a scheduler round that holds the map’s request', async () => {
+    // One slot for a map of two: the request stays due (waiting for a slot) while the first item runs.
+    let release = () => {};
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const gated = await startTestWorker({
+      baseUrl: h.url,
+      workerKey,
+      nodeId: 'node-map-gated',
+      capabilities: [{ name: 'map.gated', version: '1' }],
+      maxConcurrency: 1,
+      handler: async (command, report) => {
+        if (command.input.n === 0) await held;
+        await completeWith({ n: command.input.n })(command, report);
+      },
+    });
+    workers.push(gated);
+    expect(
+      (
+        await publish({
+          name: 'map-held',
+          version: '1',
+          steps: [
+            {
+              key: 'each',
+              kind: 'map',
+              map: {
+                items: '$.input.items',
+                capability: 'map.gated',
+                capabilityVersion: '1',
+                inputMapping: { n: '$.item' },
+                maxParallel: 2,
+              },
+            },
+          ],
+        })
+      ).status,
+    ).toBe(201);
+    const taskId = (await submit('map-held', { items: [0, 1] })).body.task.id;
+    const mapStep = async () =>
+      (await sql`SELECT id FROM step WHERE task_id = ${taskId} AND step_key = 'each'`)[0]?.id as string;
+    await expect
+      .poll(async () => (await stepOf(taskId, 'each'))?.waitingFor?.running, { timeout: 15_000 })
+      .toBe(1);
+    const stepId = await mapStep();
+    // A scheduler round's claim, as it holds the row until it has the task's lock and commits.
+    const reserved = await sql.reserve();
+    try {
+      await reserved`BEGIN`;
+      const claimed = await reserved`
+        SELECT id FROM scheduling_request WHERE step_id = ${stepId} AND status = 'PENDING' FOR UPDATE`;
+      expect(claimed).toHaveLength(1);
+      release();
+      // Item 0's end commits while the request is held (before, it waited for the row).
+      await expect
+        .poll(
+          async () =>
+            (await sql`SELECT status FROM map_item WHERE step_id = ${stepId} AND item_index = 0`)[0]?.status,
+          { timeout: 5_000 },
+        )
+        .toBe('SUCCEEDED');
+    } finally {
+      await reserved`COMMIT`;
+      reserved.release();
+    }
+    // The request was left due: the map places its last item and ends.
+    await endOf(taskId, 'SUCCEEDED');
+    expect((await stepOf(taskId, 'each')).data).toEqual([{ n: 0 }, { n: 1 }]);
+  });
+
   it('fails the step with INPUT_MAPPING_FAILED naming the path when map.items is not an array', async () => {
     expect(
       (

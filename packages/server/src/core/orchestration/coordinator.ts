@@ -35,9 +35,16 @@ export interface PlacementDeps {
   heartbeatTtlMs: number;
 }
 
-/** The step as it is once cancelled: finished now, one version on. */
+/** The step as it is once cancelled: finished now (waiting for nothing), one version on. */
 export function cancelledStep(step: StepRecord, now: Date): StepRecord {
-  return { ...step, status: 'CANCELED', finishedAt: now, version: step.version + 1n, updatedAt: now };
+  return {
+    ...step,
+    status: 'CANCELED',
+    finishedAt: now,
+    waitingFor: null,
+    version: step.version + 1n,
+    updatedAt: now,
+  };
 }
 
 /**

@@ -100,6 +100,10 @@ export async function cancelTask(
     const cancelledStepIds = after.steps
       .filter((s, i) => s !== before.steps[i] && s.status === 'CANCELED')
       .map((s) => s.id);
+    // A running map's items are cancelled with it, and the attempts of the running ones revoked.
+    const cancelledMaps = before.steps
+      .filter((s) => cancelledStepIds.includes(s.id) && s.waitingFor?.kind === 'map')
+      .map((s) => s.id);
     const notified = callbackFor(
       deps.ids,
       after,
@@ -126,6 +130,7 @@ export async function cancelTask(
           steps: after.steps.filter((s, i) => s !== before.steps[i]),
           revokeAttemptIds,
           closeSchedulingRequests: { stepIds: cancelledStepIds, status: 'CANCELED' },
+          ...(cancelledMaps.length > 0 ? { closeMapItems: { stepIds: cancelledMaps, at: now } } : {}),
           callbacks: notified.callback ? [notified.callback] : [],
           workerCommands: stopCommands,
           timers: graceTimers,
