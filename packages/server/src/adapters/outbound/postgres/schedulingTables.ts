@@ -5,7 +5,7 @@
 import type { ClaimedSchedulingRequest } from '../../../core/facts/ports.ts';
 import type { TxSql } from './database.ts';
 import type { MergedWrites } from './mergeWrites.ts';
-import { type Column, insertStatement, type RowStatement, updateRows, updateStatement } from './recordset.ts';
+import { type Column, insertStatement, type RowStatement, updateRows } from './recordset.ts';
 
 const schedulingRequestColumns: Column[] = [
   ['id', 'uuid'],
@@ -23,11 +23,6 @@ const schedulingRequestDeferColumns: Column[] = [
   ['reasons', 'jsonb'],
   ['available_at', 'timestamptz'],
   ['updated_at', 'timestamptz'],
-];
-
-const requestClosingColumns: Column[] = [
-  ['step_id', 'uuid'],
-  ['status', 'text'],
 ];
 
 const timerColumns: Column[] = [
