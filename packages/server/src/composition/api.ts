@@ -1,6 +1,7 @@
 /** The composition root, part 3: the HTTP API (routes over the use cases) and the gateway's endpoints. */
 import type { FastifyInstance } from 'fastify';
 import { registerAdminRoutes } from '../adapters/inbound/http/adminRoutes.ts';
+import { registerOperatorApprovalRoutes } from '../adapters/inbound/http/approvalRoutes.ts';
 import { createHttpApp } from '../adapters/inbound/http/app.ts';
 import { registerDashboardRoutes } from '../adapters/inbound/http/dashboardRoutes.ts';
 import { registerDefinitionRoutes } from '../adapters/inbound/http/definitionsRoutes.ts';
@@ -16,6 +17,7 @@ import { registerUserViewRoutes } from '../adapters/inbound/http/userViewRoutes.
 import { listWorkerViews, registerWorkerRoutes } from '../adapters/inbound/http/workerRoutes.ts';
 import { derivedKey } from '../adapters/outbound/tokens/executionCredentials.ts';
 import type { ServerConfig } from '../config.ts';
+import { decideApproval } from '../core/orchestration/kinds/approval.ts';
 import { listAllSchedules } from '../core/schedules/schedules.ts';
 import type { Viewer } from '../core/status/ports.ts';
 import { registerDevelopmentFiles } from '../development/developmentFiles.ts';
@@ -51,6 +53,7 @@ export async function createApi(
     authenticator,
     registries: { registries: a.registryStore, clock, schemas },
   });
+  registerOperatorApprovalRoutes(app, { adminToken: config.adminToken, approvals: uses.status });
   registerUserViewRoutes(app, {
     adminToken: config.adminToken,
     identity: { store: a.identityStore, clock, ids },
@@ -117,6 +120,8 @@ export async function createApi(
     unschedulableReasons: (taskId) => workerStore.pendingReasons(taskId),
     listWorkers: () => listWorkerViews(uses.workers),
     listSchedules: () => listAllSchedules(uses.schedules),
+    decide: async ({ reason, ...request }) =>
+      (await decideApproval(uses.status, { decider: { kind: 'operator', reason }, reach: null }, request)).view,
     pagesDirectory: await dashboardPages(),
     wsUrl: config.realtimeWsUrl,
   });

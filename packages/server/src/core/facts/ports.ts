@@ -5,6 +5,7 @@ import type {
   DedupRecord,
   IdempotencyRecord,
   RealtimeRecord,
+  StepDecisionRecord,
   TaskState,
   WorkflowRecord,
 } from './records.ts';
@@ -70,6 +71,8 @@ export interface FactTransaction {
   /** Dynamic registrations of the task since `since` (for the per-minute limit). */
   countRegistrationsSince(taskId: string, since: Date): Promise<number>;
   findIdempotency(principal: string, operation: string, key: string): Promise<IdempotencyRecord | null>;
+  /** The decisions of one decider (`user:<id>` or `operator`) on the task's approval steps. */
+  findStepDecisions(taskId: string, decidedBy: string): Promise<StepDecisionRecord[]>;
   /** Sends every statement at once (pipelined); false `idempotencyClaimed` means the key was taken. */
   write(write: FactWriteSet): Promise<void>;
   /** Several facts' writes in one round: each row once, in its last state (see `mergeWrites`). */

@@ -247,6 +247,28 @@ export interface TimerRecord {
   createdAt: Date;
 }
 
+/** One decision on an approval step (issue 21): immutable once written, one per decider and attempt. */
+export interface StepDecisionRecord {
+  id: string;
+  taskId: string;
+  stepId: string;
+  stepKey: string;
+  stepAttempt: number;
+  /** `user:<userId>`, or `operator`. */
+  decidedBy: string;
+  decision: 'APPROVE' | 'REJECT';
+  comment: string | null;
+  data: unknown;
+  /** The operator's reason (operator decisions only). */
+  reason: string | null;
+  idempotencyKey: string;
+  requestHash: string;
+  /** What the step became through this decision. */
+  outcome: 'PENDING' | 'APPROVED' | 'REJECTED';
+  taskVersion: bigint;
+  decidedAt: Date;
+}
+
 export interface CallbackRecord {
   id: string;
   applicationId: string;

@@ -14,6 +14,7 @@ import {
   attemptsById,
   pushAttemptStatements,
 } from './attemptTables.ts';
+import { findStepDecisions, pushDecisionStatements } from './decisionTables.ts';
 import { isUniqueViolation, type Queryable, type Sql, type TxSql, transaction } from './database.ts';
 import {
   findDedup,
@@ -156,6 +157,10 @@ class PostgresFactTransaction implements FactTransaction {
     return findIdempotency(this.sql, principal, operation, key);
   }
 
+  async findStepDecisions(taskId: string, decidedBy: string) {
+    return findStepDecisions(this.sql, taskId, decidedBy);
+  }
+
   // Written at once: only inside a transaction (a write-only one writes at commit, or not at all).
   async write(w: FactWriteSet): Promise<void> {
     await this.writeAll([w]);
@@ -191,6 +196,7 @@ export function factStatements(writes: FactWriteSet[]): RowStatement[] {
   pushTimerStatements(w, statements);
   pushCallbackStatements(w, statements);
   pushTimelineStatements(w, statements);
+  pushDecisionStatements(w, statements);
   return statements;
 }
 
