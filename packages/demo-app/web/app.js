@@ -2,7 +2,7 @@
 // backend (it holds the TDP key). A publication on the person's channel says a task changed: the list
 // is read again, and again until the app's own record (moved by TDP's callbacks) has caught up.
 const $ = (selector) => document.querySelector(selector);
-const finalStatuses = new Set(['SUCCEEDED', 'FAILED', 'CANCELED']);
+const finalStatuses = new Set(['SUCCEEDED', 'FAILED', 'CANCELED', 'REJECTED']);
 let sourceAssetId = null;
 let idempotencyKey = null; // one per order being placed, reused if the same submit is retried
 const openTimelines = new Set();
@@ -71,6 +71,7 @@ $('#order-form').addEventListener('submit', async (event) => {
         sourceAssetId,
         processingMode: mode(),
         watermarkText: mode() === 'ARCHIVE_CLEAN_ONLY' ? null : $('#watermark').value,
+        approveBeforePublish: $('#approve-first').checked,
       },
       { 'idempotency-key': idempotencyKey },
     );
@@ -115,6 +116,9 @@ const eventLabels = {
   CANCEL_REQUESTED: 'cancel requested',
   SEQUENCE_GAP: 'a callback arrived before an earlier one',
   RECONCILED: 'brought up to date from TDP',
+  APPROVED_BY_OWNER: 'you approved the result',
+  REJECTED_BY_OWNER: 'you rejected the result',
+  PUBLISHED: 'the result was published',
 };
 
 /** One line per event; a run of progress callbacks becomes one line with its range. */
@@ -160,8 +164,11 @@ function render(orders) {
   const rows = orders.flatMap((order) => {
     const row = element('tr');
     row.dataset.orderId = order.id;
-    const status = element('span', { className: 'status', textContent: order.businessStatus });
-    status.dataset.status = order.businessStatus;
+    // TDP says live that the task waits for this person's approval (its step `approve`).
+    const awaiting = awaitingApproval(order);
+    const shown = awaiting ? 'AWAITING_APPROVAL' : order.businessStatus;
+    const status = element('span', { className: 'status', textContent: shown });
+    status.dataset.status = shown;
     // The timeline opens in a row of its own under the order.
     const timeline = element(
       'tr',
@@ -191,6 +198,10 @@ function render(orders) {
           className: 'download',
         })
       : '';
+    const decide = (decision) => () =>
+      api('POST', `/api/orders/${order.id}/${decision}`)
+        .catch((error) => statusCell.append(element('div', { className: 'failure', textContent: error.message })))
+        .then(refresh);
     const actions =
       finalStatuses.has(order.businessStatus) || order.cancelRequested
         ? ''
@@ -200,13 +211,19 @@ function render(orders) {
             textContent: 'Cancel',
             onclick: () => api('POST', `/api/orders/${order.id}/cancel`).then(refresh),
           });
+    const decisions = awaiting
+      ? [
+          element('button', { className: 'approve', type: 'button', textContent: 'Approve', onclick: decide('approve') }),
+          element('button', { className: 'secondary reject', type: 'button', textContent: 'Reject', onclick: decide('reject') }),
+        ]
+      : [];
     row.append(
       name,
       cell(order.processingMode === 'ARCHIVE_CLEAN_ONLY' ? 'clean' : `clean + “${order.watermarkText}”`),
       statusCell,
       cell(element('progress', { max: 100, value: order.progress }), ` ${order.progress}%`),
       cell(result),
-      cell(actions),
+      cell(...decisions, actions),
     );
     return [row, timeline];
   });
@@ -224,7 +241,13 @@ const orderRank = {
   SUCCEEDED: 3,
   FAILED: 3,
   CANCELED: 3,
+  REJECTED: 3,
 };
+
+function awaitingApproval(order) {
+  if (!order.approveBeforePublish || finalStatuses.has(order.businessStatus) || !order.taskId) return false;
+  return live.get(order.taskId)?.businessStatus === 'WAITING_USER_ACTION';
+}
 
 /** This app's record of the order (moved by TDP's callbacks) has not caught up with what TDP showed live. */
 function behind(order) {
@@ -279,6 +302,7 @@ function onPublication(context) {
       live.set(message.taskId, {
         version: BigInt(message.taskVersion),
         status: message.lifecycleStatus,
+        businessStatus: message.businessStatus,
         progress: message.progressPercent,
       });
   }
