@@ -36,8 +36,9 @@ beforeAll(async () => {
     },
   });
   expect(published.status, JSON.stringify(published.body)).toBe(201);
-  const workerKey = (await h.request('POST', '/admin/v1/worker-credentials', { token: h.adminToken, body: {} }))
-    .body.key;
+  const workerKey = (
+    await h.request('POST', '/admin/v1/worker-credentials', { token: h.adminToken, body: {} })
+  ).body.key;
   worker = await startTestWorker({
     baseUrl: h.url,
     workerKey,
@@ -68,14 +69,22 @@ describe('an approval step on the task page', () => {
     const created = await h.request('POST', '/v1/tasks', {
       token: app.apiKey,
       headers: { 'idempotency-key': newId() },
-      body: { workflowName: 'dashboard-review', workflowVersion: '1', name: 'press release', input: {}, ownerId: 'olga' },
+      body: {
+        workflowName: 'dashboard-review',
+        workflowVersion: '1',
+        name: 'press release',
+        input: {},
+        ownerId: 'olga',
+      },
     });
     const taskId = created.body.task.id as string;
     const page = await login();
     await page.goto(`${h.url}/dashboard/#/tasks/${taskId}`);
     const waiting = page.locator('[data-approval="review"]');
     await waiting.waitFor({ timeout: 15_000 });
-    await expect.poll(() => waiting.locator('[data-who-can-act]').textContent()).toBe('the owner · roles editor');
+    await expect
+      .poll(() => waiting.locator('[data-who-can-act]').textContent())
+      .toBe('the owner · roles editor');
     expect(await waiting.textContent()).toContain('0 of 1');
     await screenshot(page, 'dashboard-approval-waiting');
 
@@ -85,16 +94,24 @@ describe('an approval step on the task page', () => {
     await waiting.locator('button', { hasText: 'Approve' }).click();
 
     await expect
-      .poll(async () => (await h.request('GET', `/v1/tasks/${taskId}`, { token: app.apiKey })).body.task.lifecycleStatus, {
-        timeout: 15_000,
-      })
+      .poll(
+        async () =>
+          (await h.request('GET', `/v1/tasks/${taskId}`, { token: app.apiKey })).body.task.lifecycleStatus,
+        {
+          timeout: 15_000,
+        },
+      )
       .toBe('SUCCEEDED');
     // The page moves on live: the step is no longer waiting, the timeline has the reason.
     await page.locator('[data-approval="review"]').waitFor({ state: 'detached', timeout: 15_000 });
-    await page.locator('.timeline li', { hasText: 'approved by phone with the editor' }).waitFor({ timeout: 15_000 });
+    await page
+      .locator('.timeline li', { hasText: 'approved by phone with the editor' })
+      .waitFor({ timeout: 15_000 });
     const sql = postgres(h.databaseUrl, { max: 1 });
     try {
-      expect(await sql`SELECT decided_by, decision, reason FROM step_decision WHERE task_id = ${taskId}`).toEqual([
+      expect(
+        await sql`SELECT decided_by, decision, reason FROM step_decision WHERE task_id = ${taskId}`,
+      ).toEqual([
         { decided_by: 'operator', decision: 'APPROVE', reason: 'approved by phone with the editor' },
       ]);
     } finally {

@@ -28,12 +28,16 @@ export async function decideOrder(
     const answer = await tdp
       .asUser(token)
       .decideStep(order.task_id, approvalStepKey, decision, `demo-decision-${order.id}`);
-    await addEvent(deps.sql, order.id, deps.now(), decision === 'approve' ? 'APPROVED_BY_OWNER' : 'REJECTED_BY_OWNER');
+    await addEvent(
+      deps.sql,
+      order.id,
+      deps.now(),
+      decision === 'approve' ? 'APPROVED_BY_OWNER' : 'REJECTED_BY_OWNER',
+    );
     return { outcome: answer.outcome };
   } catch (error) {
     // TDP's refusal (not waiting yet, decided already, another decision) is the person's answer.
-    if (error instanceof TdpError && error.status < 500)
-      throw new DemoError(409, error.code, error.message);
+    if (error instanceof TdpError && error.status < 500) throw new DemoError(409, error.code, error.message);
     throw error;
   }
 }

@@ -116,7 +116,9 @@ export function validateOrder(
   const approveBeforePublish = approval === true;
   const requestHash = createHash('sha256')
     // Orders without the option keep the fingerprint they always had.
-    .update(JSON.stringify([name, sourceAssetId, mode, watermarkText, ...(approveBeforePublish ? [true] : [])]))
+    .update(
+      JSON.stringify([name, sourceAssetId, mode, watermarkText, ...(approveBeforePublish ? [true] : [])]),
+    )
     .digest('hex');
   return {
     ok: true,

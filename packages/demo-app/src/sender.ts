@@ -24,7 +24,8 @@ export function workflowFor(
   workflows: TdpPort['workflows'],
   order: Pick<OrderRow, 'processing_mode' | 'approve_before_publish'>,
 ): string {
-  const name = order.processing_mode === 'ARCHIVE_CLEAN_ONLY' ? workflows.cleanOnly : workflows.cleanThenWatermark;
+  const name =
+    order.processing_mode === 'ARCHIVE_CLEAN_ONLY' ? workflows.cleanOnly : workflows.cleanThenWatermark;
   return order.approve_before_publish ? `${name}${approveFirstSuffix}` : name;
 }
 
@@ -189,7 +190,9 @@ export async function reconcileStaleOrders(
           ? (failure?.userMessage ?? null)
           : null,
         published_at:
-          next.status === 'SUCCEEDED' && locked.approve_before_publish ? (locked.published_at ?? at) : locked.published_at,
+          next.status === 'SUCCEEDED' && locked.approve_before_publish
+            ? (locked.published_at ?? at)
+            : locked.published_at,
         updated_at: at,
       });
       await addEvent(tx, order.id, at, 'RECONCILED', { status: view.execution.status });

@@ -86,13 +86,13 @@ export function workflowDefinitions() {
     retry,
   };
   const watermark = {
-          key: 'watermark',
-          capability: 'image.watermark',
-          capabilityVersion: '1',
-          dependsOn: ['clean'],
-          inputMapping: { source: '$.steps.clean.output.archive', text: '$.input.text' },
-          failurePolicy: 'RETRY_THEN_FAIL_TASK',
-          retry,
+    key: 'watermark',
+    capability: 'image.watermark',
+    capabilityVersion: '1',
+    dependsOn: ['clean'],
+    inputMapping: { source: '$.steps.clean.output.archive', text: '$.input.text' },
+    failurePolicy: 'RETRY_THEN_FAIL_TASK',
+    retry,
   };
   /** After processing, the order's owner approves or rejects the result before the app publishes it. */
   const approve = (after: string) => ({

@@ -268,7 +268,8 @@ export async function receiveCallback(
         status: body.status,
         progress: body.progress,
       });
-      if (publish) await addEvent(tx, order.id, at, 'PUBLISHED', { resultAssetId: resultArchive(body.data?.outputs) });
+      if (publish)
+        await addEvent(tx, order.id, at, 'PUBLISHED', { resultAssetId: resultArchive(body.data?.outputs) });
       if (result.gap) {
         deps.log('callback sequence gap', {
           orderId: order.id,

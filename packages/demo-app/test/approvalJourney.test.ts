@@ -61,11 +61,14 @@ describe('approve before the result is published', () => {
     const page = await openDemo();
     const orderId = await placeApprovalOrder(page, 'Photos to approve');
     const row = page.locator(`tr[data-order-id="${orderId}"]`);
-    await expect.poll(() => statusOf(page, orderId), { timeout: 60_000, interval: 100 }).toBe('AWAITING_APPROVAL');
+    await expect
+      .poll(() => statusOf(page, orderId), { timeout: 60_000, interval: 100 })
+      .toBe('AWAITING_APPROVAL');
     await row.locator('button.approve').waitFor();
     // Processed, but not published: no download yet.
     expect(await row.locator('a.download').count()).toBe(0);
-    const [waiting] = await sql`SELECT business_status, published_at FROM demo.processing_order WHERE id = ${orderId}`;
+    const [waiting] =
+      await sql`SELECT business_status, published_at FROM demo.processing_order WHERE id = ${orderId}`;
     expect(waiting).toEqual({ business_status: 'RUNNING', published_at: null });
     await screenshot(page, 'demo-awaiting-approval');
 
@@ -87,12 +90,19 @@ describe('approve before the result is published', () => {
     const page = await openDemo();
     const orderId = await placeApprovalOrder(page, 'Photos to reject');
     const row = page.locator(`tr[data-order-id="${orderId}"]`);
-    await expect.poll(() => statusOf(page, orderId), { timeout: 60_000, interval: 100 }).toBe('AWAITING_APPROVAL');
+    await expect
+      .poll(() => statusOf(page, orderId), { timeout: 60_000, interval: 100 })
+      .toBe('AWAITING_APPROVAL');
     await row.locator('button.reject').click();
     await expect.poll(() => statusOf(page, orderId), { timeout: 30_000, interval: 100 }).toBe('REJECTED');
     expect(await row.locator('button.approve').count()).toBe(0);
     expect(await row.locator('a.download').count()).toBe(0);
-    const [order] = await sql`SELECT business_status, failure_code, published_at FROM demo.processing_order WHERE id = ${orderId}`;
-    expect(order).toEqual({ business_status: 'REJECTED', failure_code: 'APPROVAL_REJECTED', published_at: null });
+    const [order] =
+      await sql`SELECT business_status, failure_code, published_at FROM demo.processing_order WHERE id = ${orderId}`;
+    expect(order).toEqual({
+      business_status: 'REJECTED',
+      failure_code: 'APPROVAL_REJECTED',
+      published_at: null,
+    });
   });
 });

@@ -200,7 +200,9 @@ function render(orders) {
       : '';
     const decide = (decision) => () =>
       api('POST', `/api/orders/${order.id}/${decision}`)
-        .catch((error) => statusCell.append(element('div', { className: 'failure', textContent: error.message })))
+        .catch((error) =>
+          statusCell.append(element('div', { className: 'failure', textContent: error.message })),
+        )
         .then(refresh);
     const actions =
       finalStatuses.has(order.businessStatus) || order.cancelRequested
@@ -213,8 +215,18 @@ function render(orders) {
           });
     const decisions = awaiting
       ? [
-          element('button', { className: 'approve', type: 'button', textContent: 'Approve', onclick: decide('approve') }),
-          element('button', { className: 'secondary reject', type: 'button', textContent: 'Reject', onclick: decide('reject') }),
+          element('button', {
+            className: 'approve',
+            type: 'button',
+            textContent: 'Approve',
+            onclick: decide('approve'),
+          }),
+          element('button', {
+            className: 'secondary reject',
+            type: 'button',
+            textContent: 'Reject',
+            onclick: decide('reject'),
+          }),
         ]
       : [];
     row.append(

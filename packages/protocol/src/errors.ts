@@ -170,7 +170,11 @@ export const errorCatalogue = {
     retryable: false,
     title: 'You already decided differently on this approval step',
   },
-  APPROVAL_TIMED_OUT: { status: 409, retryable: false, title: "The approval step's time to decide has run out" },
+  APPROVAL_TIMED_OUT: {
+    status: 409,
+    retryable: false,
+    title: "The approval step's time to decide has run out",
+  },
   PAYLOAD_TOO_LARGE: { status: 413, retryable: false, title: 'The request body is too large' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, retryable: false, title: 'Unsupported content type' },
   HEADERS_TOO_LARGE: { status: 431, retryable: false, title: 'The request headers are too large' },

@@ -7,9 +7,9 @@
  */
 import { newId } from '@tdp/protocol';
 import { Centrifuge } from 'centrifuge';
+import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import postgres from 'postgres';
 import { type Harness, startHarness } from '../../../test/harness.ts';
 import { completeWith, startTestWorker } from '../../../test/testWorker.ts';
 
@@ -53,10 +53,14 @@ beforeAll(async () => {
   h = await startHarness({ runLoops: true });
   app = await h.createApplication();
   other = await h.createApplication();
-  const workerKey = (await h.request('POST', '/admin/v1/worker-credentials', { token: h.adminToken, body: {} }))
-    .body.key;
+  const workerKey = (
+    await h.request('POST', '/admin/v1/worker-credentials', { token: h.adminToken, body: {} })
+  ).body.key;
   for (const workflow of workflows) {
-    const published = await h.request('POST', '/v1/workflow-definitions', { token: app.apiKey, body: workflow });
+    const published = await h.request('POST', '/v1/workflow-definitions', {
+      token: app.apiKey,
+      body: workflow,
+    });
     expect(published.status, JSON.stringify(published.body)).toBe(201);
   }
   worker = await startTestWorker({
@@ -76,11 +80,14 @@ afterAll(async () => {
   await h.close();
 });
 
-const status = async (taskId: string) => (await h.request('GET', `/v1/tasks/${taskId}`, { token: app.apiKey })).body;
+const status = async (taskId: string) =>
+  (await h.request('GET', `/v1/tasks/${taskId}`, { token: app.apiKey })).body;
 const review = async (taskId: string) =>
   (await status(taskId)).execution.steps.find((s: any) => s.key === 'review');
 const waiting = (taskId: string) =>
-  expect.poll(async () => (await review(taskId))?.waitingFor?.kind ?? null, { timeout: 15_000 }).toBe('approval');
+  expect
+    .poll(async () => (await review(taskId))?.waitingFor?.kind ?? null, { timeout: 15_000 })
+    .toBe('approval');
 const endOf = (taskId: string, lifecycle: string) =>
   expect.poll(async () => (await status(taskId)).task.lifecycleStatus, { timeout: 15_000 }).toBe(lifecycle);
 
@@ -102,7 +109,13 @@ async function submit(workflowName: string) {
   const created = await h.request('POST', '/v1/tasks', {
     token: app.apiKey,
     headers: { 'idempotency-key': key },
-    body: { workflowName, workflowVersion: '1', name: `order ${key.slice(0, 8)}`, input: {}, ownerId: 'olga' },
+    body: {
+      workflowName,
+      workflowVersion: '1',
+      name: `order ${key.slice(0, 8)}`,
+      input: {},
+      ownerId: 'olga',
+    },
   });
   expect(created.status, JSON.stringify(created.body)).toBe(201);
   const taskId = created.body.task.id as string;
@@ -112,8 +125,12 @@ async function submit(workflowName: string) {
     ['USER', 'mallory'],
   ])
     expect(
-      (await h.request('POST', `/v1/tasks/${taskId}/acl`, { token: app.apiKey, body: { principalType, principalId } }))
-        .status,
+      (
+        await h.request('POST', `/v1/tasks/${taskId}/acl`, {
+          token: app.apiKey,
+          body: { principalType, principalId },
+        })
+      ).status,
     ).toBe(204);
   return taskId;
 }
@@ -135,8 +152,9 @@ const decide = (
 const clients: Centrifuge[] = [];
 /** A user's summary channel through the real gateway, as their browser would follow it. */
 async function followSummaries(userId: string) {
-  const issued = (await h.request('POST', '/v1/realtime/connection-token', { token: app.apiKey, body: { userId } }))
-    .body;
+  const issued = (
+    await h.request('POST', '/v1/realtime/connection-token', { token: app.apiKey, body: { userId } })
+  ).body;
   const client = new Centrifuge(issued.url, { websocket: WebSocket, token: issued.token });
   clients.push(client);
   const received: any[] = [];
@@ -166,13 +184,22 @@ describe('an approval step', () => {
     });
 
     // The approver's channel gets the action notice with the waiting fact, and only with it.
-    await expect.poll(() => rita.filter((p) => p.taskId === taskId && p.notice?.requiresAction).length).toBe(1);
+    await expect
+      .poll(() => rita.filter((p) => p.taskId === taskId && p.notice?.requiresAction).length)
+      .toBe(1);
     const notice = rita.find((p) => p.notice?.requiresAction)!.notice;
-    expect(notice).toMatchObject({ kind: 'ACTION_REQUIRED', severity: 'ACTION_REQUIRED', requiresAction: true });
+    expect(notice).toMatchObject({
+      kind: 'ACTION_REQUIRED',
+      severity: 'ACTION_REQUIRED',
+      requiresAction: true,
+    });
 
     const token = await userToken('rita');
     const key = newId();
-    const approved = await decide(taskId, 'approve', token, key, { comment: 'looks right', data: { rating: 5 } });
+    const approved = await decide(taskId, 'approve', token, key, {
+      comment: 'looks right',
+      data: { rating: 5 },
+    });
     expect(approved.status, JSON.stringify(approved.body)).toBe(201);
     expect(approved.body).toMatchObject({
       taskId,
@@ -201,15 +228,22 @@ describe('an approval step', () => {
     expect((await status(taskId)).task.businessStatus).toBe('SUCCEEDED');
 
     // Later facts carry no action notice: each approver was told once; the owner was never asked.
-    await expect.poll(() => rita.some((p) => p.taskId === taskId && p.lifecycleStatus === 'SUCCEEDED')).toBe(true);
+    await expect
+      .poll(() => rita.some((p) => p.taskId === taskId && p.lifecycleStatus === 'SUCCEEDED'))
+      .toBe(true);
     expect(rita.filter((p) => p.taskId === taskId && p.notice?.requiresAction)).toHaveLength(1);
-    await expect.poll(() => olga.some((p) => p.taskId === taskId && p.lifecycleStatus === 'SUCCEEDED')).toBe(true);
+    await expect
+      .poll(() => olga.some((p) => p.taskId === taskId && p.lifecycleStatus === 'SUCCEEDED'))
+      .toBe(true);
     expect(olga.filter((p) => p.taskId === taskId && p.notice?.requiresAction)).toHaveLength(0);
     expect(olga.some((p) => p.taskId === taskId && p.businessStatus === 'WAITING_USER_ACTION')).toBe(true);
 
     // The same request with the same key: the first answer; nothing else happens.
     const versionAfter = (await status(taskId)).task.version;
-    const replay = await decide(taskId, 'approve', token, key, { comment: 'looks right', data: { rating: 5 } });
+    const replay = await decide(taskId, 'approve', token, key, {
+      comment: 'looks right',
+      data: { rating: 5 },
+    });
     expect(replay.status).toBe(200);
     expect(replay.headers.get('idempotent-replayed')).toBe('true');
     expect(replay.body).toEqual(approved.body);
@@ -255,7 +289,10 @@ describe('an approval step', () => {
     const second = await decide(taskId, 'approve', await userToken('rex', { roles: ['reviewer'] }), newId());
     expect(second.body.outcome).toBe('APPROVED');
     await endOf(taskId, 'SUCCEEDED');
-    expect((await review(taskId)).data.decisions.map((d: any) => d.decidedBy)).toEqual(['user:rita', 'user:rex']);
+    expect((await review(taskId)).data.decisions.map((d: any) => d.decidedBy)).toEqual([
+      'user:rita',
+      'user:rex',
+    ]);
   });
 });
 
@@ -266,13 +303,25 @@ describe('bad decisions are refused with their own code, change nothing, and ans
       release = resolve;
     });
     const early = await submit('approval-basic');
-    await expect.poll(async () => (await status(early)).task.lifecycleStatus, { timeout: 15_000 }).toBe('RUNNING');
+    await expect
+      .poll(async () => (await status(early)).task.lifecycleStatus, { timeout: 15_000 })
+      .toBe('RUNNING');
     const taskId = await submit('approval-basic');
     const rita = await userToken('rita');
     const cases: [string, () => Promise<{ status: number; body: any }>, number, string][] = [
       ['not waiting yet', () => decide(early, 'approve', rita, 'k-early'), 409, 'STEP_NOT_WAITING'],
-      ['no such step', () => decide(early, 'approve', rita, 'k-step', {}, 'nope'), 404, 'STEP_NOT_REGISTERED'],
-      ['not an approval step', () => decide(early, 'approve', rita, 'k-kind', {}, 'prepare'), 404, 'STEP_NOT_REGISTERED'],
+      [
+        'no such step',
+        () => decide(early, 'approve', rita, 'k-step', {}, 'nope'),
+        404,
+        'STEP_NOT_REGISTERED',
+      ],
+      [
+        'not an approval step',
+        () => decide(early, 'approve', rita, 'k-kind', {}, 'prepare'),
+        404,
+        'STEP_NOT_REGISTERED',
+      ],
     ];
     for (const [name, run, code, problem] of cases) {
       const before = (await status(early)).task.version;
@@ -289,14 +338,44 @@ describe('bad decisions are refused with their own code, change nothing, and ans
 
     const foreign = await userToken('rita', { apiKey: other.apiKey });
     const waitingCases: [string, () => Promise<{ status: number; body: any }>, number, string][] = [
-      ['the submitter (allowSubmitter false)', async () => decide(taskId, 'approve', await userToken('olga'), 'k1'), 403, 'NOT_AN_APPROVER'],
-      ['a viewer who is no approver', async () => decide(taskId, 'approve', await userToken('mallory'), 'k2'), 403, 'NOT_AN_APPROVER'],
-      ['an approver role without access', async () => decide(taskId, 'approve', await userToken('eve', { projects: ['x'] }), 'k3'), 404, 'TASK_NOT_FOUND'],
+      [
+        'the submitter (allowSubmitter false)',
+        async () => decide(taskId, 'approve', await userToken('olga'), 'k1'),
+        403,
+        'NOT_AN_APPROVER',
+      ],
+      [
+        'a viewer who is no approver',
+        async () => decide(taskId, 'approve', await userToken('mallory'), 'k2'),
+        403,
+        'NOT_AN_APPROVER',
+      ],
+      [
+        'an approver role without access',
+        async () => decide(taskId, 'approve', await userToken('eve', { projects: ['x'] }), 'k3'),
+        404,
+        'TASK_NOT_FOUND',
+      ],
       ["another application's token", () => decide(taskId, 'approve', foreign, 'k4'), 404, 'TASK_NOT_FOUND'],
-      ['data against the form schema', () => decide(taskId, 'approve', rita, 'k5', { data: { rating: 9 } }), 422, 'DECISION_DATA_INVALID'],
+      [
+        'data against the form schema',
+        () => decide(taskId, 'approve', rita, 'k5', { data: { rating: 9 } }),
+        422,
+        'DECISION_DATA_INVALID',
+      ],
       ['no Idempotency-Key', () => decide(taskId, 'approve', rita, null), 400, 'IDEMPOTENCY_KEY_REQUIRED'],
-      ['an API key instead of a user token', () => decide(taskId, 'approve', app.apiKey, 'k6'), 401, 'UNAUTHENTICATED'],
-      ['an unknown field', () => decide(taskId, 'approve', rita, 'k7', { verdict: 'yes' }), 400, 'VALIDATION_FAILED'],
+      [
+        'an API key instead of a user token',
+        () => decide(taskId, 'approve', app.apiKey, 'k6'),
+        401,
+        'UNAUTHENTICATED',
+      ],
+      [
+        'an unknown field',
+        () => decide(taskId, 'approve', rita, 'k7', { verdict: 'yes' }),
+        400,
+        'VALIDATION_FAILED',
+      ],
     ];
     for (const [name, run, code, problem] of waitingCases) {
       const before = await status(taskId);
@@ -363,20 +442,30 @@ describe('the operator', () => {
       body: { reason: 'customer cancelled by phone' },
     });
     expect(answer.status, JSON.stringify(answer.body)).toBe(201);
-    expect(answer.body).toMatchObject({ decidedBy: 'operator', reason: 'customer cancelled by phone', outcome: 'REJECTED' });
+    expect(answer.body).toMatchObject({
+      decidedBy: 'operator',
+      reason: 'customer cancelled by phone',
+      outcome: 'REJECTED',
+    });
     await endOf(taskId, 'FAILED');
     const sql = postgres(h.databaseUrl, { max: 1 });
     try {
-      const rows = await sql`SELECT decided_by, decision, reason FROM step_decision WHERE task_id = ${taskId}`;
-      expect(rows).toEqual([{ decided_by: 'operator', decision: 'REJECT', reason: 'customer cancelled by phone' }]);
+      const rows =
+        await sql`SELECT decided_by, decision, reason FROM step_decision WHERE task_id = ${taskId}`;
+      expect(rows).toEqual([
+        { decided_by: 'operator', decision: 'REJECT', reason: 'customer cancelled by phone' },
+      ]);
       // Decisions are immutable.
-      await expect(sql`UPDATE step_decision SET decision = 'APPROVE' WHERE task_id = ${taskId}`).rejects.toThrow(
-        /immutable/,
-      );
+      await expect(
+        sql`UPDATE step_decision SET decision = 'APPROVE' WHERE task_id = ${taskId}`,
+      ).rejects.toThrow(/immutable/);
     } finally {
       await sql.end();
     }
-    const timeline = (await h.request('GET', `/v1/tasks/${taskId}/timeline`, { token: app.apiKey })).body.items;
-    expect(timeline.find((m: any) => m.kind === 'APPROVAL_DECIDED').message).toContain('customer cancelled by phone');
+    const timeline = (await h.request('GET', `/v1/tasks/${taskId}/timeline`, { token: app.apiKey })).body
+      .items;
+    expect(timeline.find((m: any) => m.kind === 'APPROVAL_DECIDED').message).toContain(
+      'customer cancelled by phone',
+    );
   });
 });

@@ -60,15 +60,25 @@ describe('an approval across a server crash', () => {
         'POST',
         '/v1/tasks',
         apiKey,
-        { workflowName: 'crash-review', workflowVersion: '1', name: 'crash order', input: {}, ownerId: 'olga' },
+        {
+          workflowName: 'crash-review',
+          workflowVersion: '1',
+          name: 'crash order',
+          input: {},
+          ownerId: 'olga',
+        },
         newId(),
       );
       const taskId = created.body.task.id as string;
       for (const user of ['rita', 'rex'])
         await call('POST', `/v1/tasks/${taskId}/acl`, apiKey, { principalType: 'USER', principalId: user });
       const review = async () =>
-        (await call('GET', `/v1/tasks/${taskId}`, apiKey)).body.execution.steps.find((s: any) => s.key === 'review');
-      await expect.poll(async () => (await review()).waitingFor?.kind ?? null, { timeout: 20_000 }).toBe('approval');
+        (await call('GET', `/v1/tasks/${taskId}`, apiKey)).body.execution.steps.find(
+          (s: any) => s.key === 'review',
+        );
+      await expect
+        .poll(async () => (await review()).waitingFor?.kind ?? null, { timeout: 20_000 })
+        .toBe('approval');
       await worker.stop();
       worker = null;
 
@@ -89,7 +99,13 @@ describe('an approval across a server crash', () => {
       const replay = await call('POST', `/v1/tasks/${taskId}/steps/review:approve`, rita, {}, ritaKey);
       expect([replay.status, replay.body]).toEqual([200, first.body]);
 
-      const second = await call('POST', `/v1/tasks/${taskId}/steps/review:approve`, await tokenOf('rex'), {}, newId());
+      const second = await call(
+        'POST',
+        `/v1/tasks/${taskId}/steps/review:approve`,
+        await tokenOf('rex'),
+        {},
+        newId(),
+      );
       expect([second.status, second.body.outcome]).toEqual([201, 'APPROVED']);
       await expect
         .poll(async () => (await call('GET', `/v1/tasks/${taskId}`, apiKey)).body.task.lifecycleStatus, {

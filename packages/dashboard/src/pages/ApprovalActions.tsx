@@ -3,7 +3,7 @@
  * Approve / Reject with a reason (kept with the decision and shown in the timeline).
  */
 import { useState } from 'react';
-import { api, type ApprovalWaiting } from '../api.ts';
+import { type ApprovalWaiting, api } from '../api.ts';
 
 const list = (label: string, names: string[] | undefined) =>
   names && names.length > 0 ? `${label} ${names.join(', ')}` : null;

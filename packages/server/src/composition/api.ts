@@ -1,8 +1,8 @@
 /** The composition root, part 3: the HTTP API (routes over the use cases) and the gateway's endpoints. */
 import type { FastifyInstance } from 'fastify';
 import { registerAdminRoutes } from '../adapters/inbound/http/adminRoutes.ts';
-import { registerOperatorApprovalRoutes } from '../adapters/inbound/http/approvalRoutes.ts';
 import { createHttpApp } from '../adapters/inbound/http/app.ts';
+import { registerOperatorApprovalRoutes } from '../adapters/inbound/http/approvalRoutes.ts';
 import { registerDashboardRoutes } from '../adapters/inbound/http/dashboardRoutes.ts';
 import { registerDefinitionRoutes } from '../adapters/inbound/http/definitionsRoutes.ts';
 import { registerHealthRoutes } from '../adapters/inbound/http/healthRoutes.ts';
@@ -121,7 +121,8 @@ export async function createApi(
     listWorkers: () => listWorkerViews(uses.workers),
     listSchedules: () => listAllSchedules(uses.schedules),
     decide: async ({ reason, ...request }) =>
-      (await decideApproval(uses.status, { decider: { kind: 'operator', reason }, reach: null }, request)).view,
+      (await decideApproval(uses.status, { decider: { kind: 'operator', reason }, reach: null }, request))
+        .view,
     pagesDirectory: await dashboardPages(),
     wsUrl: config.realtimeWsUrl,
   });

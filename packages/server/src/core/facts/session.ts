@@ -30,7 +30,13 @@ import type {
   OutboxSignal,
   RealtimeHandoffMode,
 } from './ports.ts';
-import { type ChannelNotice, noticeFor, taskProjections, workflowAfterTaskChange, workflowProjection } from './projections.ts';
+import {
+  type ChannelNotice,
+  noticeFor,
+  taskProjections,
+  workflowAfterTaskChange,
+  workflowProjection,
+} from './projections.ts';
 import type {
   AttemptRecord,
   DedupRecord,

@@ -6,7 +6,11 @@
 import { DecisionRequest, OperatorDecisionRequest, StepDecisionView } from '@tdp/protocol';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
-import { type ApprovalDeps, type DecidingParty, decideApproval } from '../../../core/orchestration/kinds/approval.ts';
+import {
+  type ApprovalDeps,
+  type DecidingParty,
+  decideApproval,
+} from '../../../core/orchestration/kinds/approval.ts';
 import { requireAdmin } from './auth.ts';
 import { problem, sendProblem } from './problems.ts';
 import { emptyBodyAsObject, IdempotencyKeyHeader, problemResponses, Uuid } from './schemas.ts';
@@ -19,7 +23,12 @@ async function requireIdempotencyKey(request: FastifyRequest, reply: FastifyRepl
   if (!request.headers['idempotency-key'])
     return sendProblem(
       reply,
-      problem('IDEMPOTENCY_KEY_REQUIRED', 'send an Idempotency-Key header; reuse it when you retry', undefined, request.url),
+      problem(
+        'IDEMPOTENCY_KEY_REQUIRED',
+        'send an Idempotency-Key header; reuse it when you retry',
+        undefined,
+        request.url,
+      ),
     );
 }
 

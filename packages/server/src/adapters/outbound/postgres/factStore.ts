@@ -14,8 +14,8 @@ import {
   attemptsById,
   pushAttemptStatements,
 } from './attemptTables.ts';
-import { findStepDecisions, pushDecisionStatements } from './decisionTables.ts';
 import { isUniqueViolation, type Queryable, type Sql, type TxSql, transaction } from './database.ts';
+import { findStepDecisions, pushDecisionStatements } from './decisionTables.ts';
 import {
   findDedup,
   findDedups,

@@ -18,18 +18,18 @@ import type {
   StepDefinition,
   WaitingFor,
 } from '@tdp/protocol';
+import type { JsonSchemaValidator } from '../../definitions/ports.ts';
 import { isTerminal } from '../../facts/execution.ts';
 import type { StepDecisionRecord, StepRecord, TaskState } from '../../facts/records.ts';
 import { type FactSession, inFactTransaction } from '../../facts/session.ts';
 import { taskAfterStepChange } from '../../facts/stateMachine.ts';
-import type { JsonSchemaValidator } from '../../definitions/ports.ts';
 import { type UserReach, withinReach } from '../../identity/userReach.ts';
 import { fingerprint } from '../../shared/canonicalJson.ts';
 import { AppError } from '../../shared/errors.ts';
 import { type CoordinatedDeps, type CoordinatorDeps, failStepAttempt } from '../coordinator.ts';
 import { milestone } from '../platform.ts';
-import { completePlatformStep, stepTimer, stillWaiting, waitOnStep } from './finishStep.ts';
 import { approverChannels, canSee, type Decider, deciderKey, mayDecide, tally } from './approvalRules.ts';
+import { completePlatformStep, stepTimer, stillWaiting, waitOnStep } from './finishStep.ts';
 
 export type ApprovalWaiting = Extract<WaitingFor, { kind: 'approval' }>;
 
@@ -154,7 +154,10 @@ export async function decideApproval(
     const step = before.steps.find((s) => s.key === request.stepKey && s.current);
     const options = step ? optionsOf(before, step) : null;
     if (!step || !options)
-      throw new AppError('STEP_NOT_REGISTERED', `task ${request.taskId} has no approval step ${request.stepKey}`);
+      throw new AppError(
+        'STEP_NOT_REGISTERED',
+        `task ${request.taskId} has no approval step ${request.stepKey}`,
+      );
     const earlier = mine.find((d) => d.stepId === step.id);
     if (earlier) {
       if (earlier.decision !== request.decision)
@@ -166,7 +169,10 @@ export async function decideApproval(
     }
     const waiting = waitingApproval(step);
     if (waiting?.timeoutAt && new Date(waiting.timeoutAt) <= session.now)
-      throw new AppError('APPROVAL_TIMED_OUT', `the time to decide on step ${step.key} ran out at ${waiting.timeoutAt}`);
+      throw new AppError(
+        'APPROVAL_TIMED_OUT',
+        `the time to decide on step ${step.key} ran out at ${waiting.timeoutAt}`,
+      );
     if (!waiting) {
       if ((step.stateData as { timedOut?: unknown } | null)?.timedOut === true)
         throw new AppError('APPROVAL_TIMED_OUT', `the time to decide on step ${step.key} ran out`);
@@ -187,9 +193,16 @@ export async function decideApproval(
         request.data ?? {},
       );
       if (errors.length > 0)
-        throw new AppError('DECISION_DATA_INVALID', `data does not match the form schema of step ${step.key}`, errors);
+        throw new AppError(
+          'DECISION_DATA_INVALID',
+          `data does not match the form schema of step ${step.key}`,
+          errors,
+        );
     }
-    return { replayed: false, view: await record(deps, session, before, step, waiting, decider, request, requestHash) };
+    return {
+      replayed: false,
+      view: await record(deps, session, before, step, waiting, decider, request, requestHash),
+    };
   });
 }
 
@@ -275,24 +288,37 @@ async function record(
     },
   );
   if (outcome === 'APPROVED')
-    await completePlatformStep(deps, session, after, decided, { decisions }, {
-      producer: `tdp:approval`,
-      milestone: 'APPROVED',
-      message: `step ${step.key} approved`,
-    });
-  if (outcome === 'REJECTED')
-    await failStepAttempt(deps, session, after, { ...decided, waitingFor: null, stateData: { decisions } }, {
-      producer: 'tdp:approval',
-      error: {
-        category: 'BUSINESS',
-        code: 'APPROVAL_REJECTED',
-        retryable: false,
-        userMessage: `Step ${step.displayName ?? step.key} was rejected${request.comment ? `: ${request.comment}` : ''}`,
+    await completePlatformStep(
+      deps,
+      session,
+      after,
+      decided,
+      { decisions },
+      {
+        producer: `tdp:approval`,
+        milestone: 'APPROVED',
+        message: `step ${step.key} approved`,
       },
-      infrastructure: false,
-      workerId: null,
-      milestone: 'REJECTED',
-    });
+    );
+  if (outcome === 'REJECTED')
+    await failStepAttempt(
+      deps,
+      session,
+      after,
+      { ...decided, waitingFor: null, stateData: { decisions } },
+      {
+        producer: 'tdp:approval',
+        error: {
+          category: 'BUSINESS',
+          code: 'APPROVAL_REJECTED',
+          retryable: false,
+          userMessage: `Step ${step.displayName ?? step.key} was rejected${request.comment ? `: ${request.comment}` : ''}`,
+        },
+        infrastructure: false,
+        workerId: null,
+        milestone: 'REJECTED',
+      },
+    );
   return decisionView(row);
 }
 
@@ -309,24 +335,37 @@ export async function approvalTimedOut(
   const decisions = waiting.decisions;
   const onTimeout = options?.onTimeout ?? 'REJECT';
   if (onTimeout === 'CONTINUE') {
-    await completePlatformStep(deps, session, before, step, { decisions, timedOut: true }, {
-      producer: 'tdp:timer',
-      milestone: 'APPROVAL_TIMED_OUT',
-      message: `step ${step.key}: no decision in time; continuing`,
-    });
+    await completePlatformStep(
+      deps,
+      session,
+      before,
+      step,
+      { decisions, timedOut: true },
+      {
+        producer: 'tdp:timer',
+        milestone: 'APPROVAL_TIMED_OUT',
+        message: `step ${step.key}: no decision in time; continuing`,
+      },
+    );
     return;
   }
   const code = onTimeout === 'FAIL' ? 'APPROVAL_TIMED_OUT' : 'APPROVAL_REJECTED';
-  await failStepAttempt(deps, session, before, { ...step, waitingFor: null, stateData: { decisions, timedOut: true } }, {
-    producer: 'tdp:timer',
-    error: {
-      category: onTimeout === 'FAIL' ? 'TIMEOUT' : 'BUSINESS',
-      code,
-      retryable: false,
-      userMessage: `Step ${step.displayName ?? step.key} was not approved in time`,
+  await failStepAttempt(
+    deps,
+    session,
+    before,
+    { ...step, waitingFor: null, stateData: { decisions, timedOut: true } },
+    {
+      producer: 'tdp:timer',
+      error: {
+        category: onTimeout === 'FAIL' ? 'TIMEOUT' : 'BUSINESS',
+        code,
+        retryable: false,
+        userMessage: `Step ${step.displayName ?? step.key} was not approved in time`,
+      },
+      infrastructure: false,
+      workerId: null,
+      milestone: 'APPROVAL_TIMED_OUT',
     },
-    infrastructure: false,
-    workerId: null,
-    milestone: 'APPROVAL_TIMED_OUT',
-  });
+  );
 }

@@ -33,7 +33,11 @@ export function canSee(task: TaskState['task'], acl: AclEntry[], decider: Decide
  * through one of their token's roles or projects), or the owner when the approvers include the owner.
  * The task's submitter (its owner) may not decide through the lists unless `allowSubmitter`.
  */
-export function mayDecide(options: ApprovalOptions, task: TaskState['task'], decider: Decider): Refusal | null {
+export function mayDecide(
+  options: ApprovalOptions,
+  task: TaskState['task'],
+  decider: Decider,
+): Refusal | null {
   if (decider.kind === 'operator') return null;
   const isOwner = task.ownerId !== null && task.ownerId === decider.userId;
   if (isOwner && options.approvers.owner === true) return null;
