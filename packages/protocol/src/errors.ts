@@ -189,6 +189,16 @@ export const errorCatalogue = {
     retryable: false,
     title: "The decision's data does not match the approval step's form schema",
   },
+  SIGNAL_UNKNOWN: {
+    status: 422,
+    retryable: false,
+    title: "The task's workflow has no signal step waiting for a signal of this name",
+  },
+  SIGNAL_PAYLOAD_INVALID: {
+    status: 422,
+    retryable: false,
+    title: "The signal's payload does not match its schema",
+  },
   UNKNOWN_BUSINESS_STATUS: {
     status: 422,
     retryable: false,

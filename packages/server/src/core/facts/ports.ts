@@ -5,6 +5,7 @@ import type {
   DedupRecord,
   IdempotencyRecord,
   RealtimeRecord,
+  SignalRecord,
   StepDecisionRecord,
   TaskState,
   WorkflowRecord,
@@ -73,6 +74,10 @@ export interface FactTransaction {
   findIdempotency(principal: string, operation: string, key: string): Promise<IdempotencyRecord | null>;
   /** The decisions of one decider (`user:<id>` or `operator`) on the task's approval steps. */
   findStepDecisions(taskId: string, decidedBy: string): Promise<StepDecisionRecord[]>;
+  /** Keeps a signal sent to a task; with `consumed`, it is taken by that step at once. */
+  insertSignal(signal: SignalRecord, consumed: { stepId: string; at: Date } | null): Promise<void>;
+  /** Takes the oldest kept signal of this name for the step (null: none is waiting). */
+  takeSignal(taskId: string, name: string, stepId: string, at: Date): Promise<SignalRecord | null>;
   /** Sends every statement at once (pipelined); false `idempotencyClaimed` means the key was taken. */
   write(write: FactWriteSet): Promise<void>;
   /** Several facts' writes in one round: each row once, in its last state (see `mergeWrites`). */

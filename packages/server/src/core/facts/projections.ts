@@ -157,6 +157,7 @@ function stepDetail(step: StepRecord) {
     finishedAt: step.finishedAt?.toISOString() ?? null,
     durationMs: step.durationMs,
     reusedFromExecutionId: step.reusedFromExecutionId,
+    waitingFor: step.waitingFor,
   };
 }
 

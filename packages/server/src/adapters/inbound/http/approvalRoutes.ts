@@ -12,25 +12,12 @@ import {
   decideApproval,
 } from '../../../core/orchestration/kinds/approval.ts';
 import { requireAdmin } from './auth.ts';
-import { problem, sendProblem } from './problems.ts';
+import { problem, requireIdempotencyKey, sendProblem } from './problems.ts';
 import { emptyBodyAsObject, IdempotencyKeyHeader, problemResponses, Uuid } from './schemas.ts';
 import type { StatusCallers } from './statusRouteContext.ts';
 
 const StepParams = Type.Object({ id: Uuid, key: Type.String({ minLength: 1, maxLength: 100 }) });
 const actions = { approve: 'APPROVE', reject: 'REJECT' } as const;
-
-async function requireIdempotencyKey(request: FastifyRequest, reply: FastifyReply) {
-  if (!request.headers['idempotency-key'])
-    return sendProblem(
-      reply,
-      problem(
-        'IDEMPOTENCY_KEY_REQUIRED',
-        'send an Idempotency-Key header; reuse it when you retry',
-        undefined,
-        request.url,
-      ),
-    );
-}
 
 type DecisionRoute = {
   Params: { id: string; key: string };
