@@ -405,6 +405,21 @@ describe('bad decisions are refused with their own code, change nothing, and ans
 });
 
 describe('the operator', () => {
+  it('settles a step that needs two approvals with its own approval (an override, with its reason)', async () => {
+    const taskId = await submit('approval-two');
+    await waiting(taskId);
+    const answer = await h.request('POST', `/admin/v1/tasks/${taskId}/steps/review:approve`, {
+      token: h.adminToken,
+      headers: { 'idempotency-key': newId() },
+      body: { reason: 'both reviewers are away; approved by the head of unit' },
+    });
+    expect([answer.status, answer.body.outcome]).toEqual([201, 'APPROVED']);
+    await endOf(taskId, 'SUCCEEDED');
+    expect((await review(taskId)).data.decisions.map((d: any) => [d.decidedBy, d.reason ?? null])).toEqual([
+      ['operator', 'both reviewers are away; approved by the head of unit'],
+    ]);
+  });
+
   it('approves from the admin API with a reason, kept with the decision and in the timeline', async () => {
     const taskId = await submit('approval-two');
     await waiting(taskId);

@@ -12,9 +12,11 @@ export type Decider =
   | { kind: 'user'; userId: string; roles: string[]; projects: string[] }
   | { kind: 'operator'; reason: string };
 
+const operatorKey = 'operator';
+
 /** The key of a decider in the decisions (one decision per key and step attempt). */
 export const deciderKey = (decider: Decider) =>
-  decider.kind === 'operator' ? 'operator' : `user:${decider.userId}`;
+  decider.kind === 'operator' ? operatorKey : `user:${decider.userId}`;
 
 /** Whether the user sees the task at all: its owner, or a principal of its ACL (as every read). */
 export function canSee(task: TaskState['task'], acl: AclEntry[], decider: Decider): boolean {
@@ -57,9 +59,16 @@ export function mayDecide(
 
 export type ApprovalOutcome = 'PENDING' | 'APPROVED' | 'REJECTED';
 
-/** One rejection rejects; `required` approvals approve; otherwise the step keeps waiting. */
-export function tally(required: number, decisions: Pick<ApprovalDecision, 'decision'>[]): ApprovalOutcome {
+/**
+ * One rejection rejects; `required` approvals approve; otherwise the step keeps waiting. The operator's
+ * approval settles it alone (an override, with its reason).
+ */
+export function tally(
+  required: number,
+  decisions: Pick<ApprovalDecision, 'decision' | 'decidedBy'>[],
+): ApprovalOutcome {
   if (decisions.some((d) => d.decision === 'REJECT')) return 'REJECTED';
+  if (decisions.some((d) => d.decision === 'APPROVE' && d.decidedBy === operatorKey)) return 'APPROVED';
   const approvals = decisions.filter((d) => d.decision === 'APPROVE').length;
   return approvals >= Math.max(1, required) ? 'APPROVED' : 'PENDING';
 }
