@@ -47,7 +47,17 @@ const workflows = [
   reviewWorkflow('approval-two', { approvers, required: 2 }),
   reviewWorkflow('approval-fail', { approvers, timeoutMs: 60_000, onTimeout: 'FAIL' }),
   reviewWorkflow('approval-continue', { approvers, timeoutMs: 60_000, onTimeout: 'CONTINUE' }),
+  // A capability step beside the approval: its end must not take WAITING_USER_ACTION away.
+  {
+    ...reviewWorkflow('approval-beside', { approvers }),
+    steps: [
+      ...reviewWorkflow('approval-beside', { approvers }).steps,
+      { key: 'side', capability: 'approval.side', capabilityVersion: '1', dependsOn: ['prepare'] },
+    ],
+  },
 ];
+/** Released by the test: the `side` step finishes only once the approval waits. */
+let sideGate: Promise<void> = Promise.resolve();
 
 beforeAll(async () => {
   h = await startHarness({ runLoops: true });
@@ -67,9 +77,12 @@ beforeAll(async () => {
     baseUrl: h.url,
     workerKey,
     nodeId: 'node-approval',
-    capabilities: [{ name: 'approval.prepare', version: '1' }],
+    capabilities: [
+      { name: 'approval.prepare', version: '1' },
+      { name: 'approval.side', version: '1' },
+    ],
     handler: async (command, report) => {
-      await gate;
+      await (command.capability === 'approval.side' ? sideGate : gate);
       return completeWith({ prepared: command.taskId })(command, report);
     },
   });
@@ -293,6 +306,29 @@ describe('an approval step', () => {
       'user:rita',
       'user:rex',
     ]);
+  });
+});
+
+describe('the waiting status', () => {
+  it('stays WAITING_USER_ACTION while the approval waits, whatever else ends meanwhile', async () => {
+    let release = () => {};
+    sideGate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const taskId = await submit('approval-beside');
+    try {
+      await waiting(taskId);
+      expect((await status(taskId)).task.businessStatus).toBe('WAITING_USER_ACTION');
+    } finally {
+      release();
+    }
+    const side = async () => (await status(taskId)).execution.steps.find((s: any) => s.key === 'side').status;
+    await expect.poll(side, { timeout: 15_000 }).toBe('SUCCEEDED');
+    const view = await status(taskId);
+    expect([view.task.lifecycleStatus, view.task.businessStatus]).toEqual(['RUNNING', 'WAITING_USER_ACTION']);
+    await decide(taskId, 'approve', await userToken('rita'), newId());
+    await endOf(taskId, 'SUCCEEDED');
+    expect((await status(taskId)).task.businessStatus).toBe('SUCCEEDED');
   });
 });
 
