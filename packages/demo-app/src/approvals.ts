@@ -12,6 +12,23 @@ import { type DemoDeps, DemoError } from './useCases.ts';
 /** The approval step of the approve-before-publish workflows (setup.ts). */
 export const approvalStepKey = 'approve';
 
+/**
+ * What TDP says now about an approve-before-publish order's task, for a page that has not seen it live
+ * (just loaded): its version, lifecycle and business status (`WAITING_USER_ACTION` while it waits).
+ */
+export async function approvalState(deps: DemoDeps, tdp: TdpPort, ownerId: string, orderId: string) {
+  const order = await findOrder(deps.sql, orderId);
+  if (!order || order.owner_id !== ownerId) throw new DemoError(404, 'ORDER_NOT_FOUND', 'no such order');
+  if (!order.approve_before_publish || !order.task_id)
+    return { taskVersion: null, lifecycleStatus: null, businessStatus: null };
+  const view = await tdp.client.getTask(order.task_id);
+  return {
+    taskVersion: view.task.version,
+    lifecycleStatus: view.task.lifecycleStatus,
+    businessStatus: view.task.businessStatus,
+  };
+}
+
 export async function decideOrder(
   deps: DemoDeps,
   tdp: TdpPort,

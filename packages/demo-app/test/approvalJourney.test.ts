@@ -65,6 +65,13 @@ describe('approve before the result is published', () => {
       .poll(() => statusOf(page, orderId), { timeout: 60_000, interval: 100 })
       .toBe('AWAITING_APPROVAL');
     await row.locator('button.approve').waitFor();
+    // A page loaded while the order waits asks the app once, and shows it waiting too.
+    await page.reload();
+    await page.locator('#live[data-state="live"]').waitFor({ timeout: 15_000 });
+    await expect
+      .poll(() => statusOf(page, orderId), { timeout: 15_000, interval: 100 })
+      .toBe('AWAITING_APPROVAL');
+    await row.locator('button.approve').waitFor();
     // Processed, but not published: no download yet.
     expect(await row.locator('a.download').count()).toBe(0);
     const [waiting] =

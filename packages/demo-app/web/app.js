@@ -256,6 +256,29 @@ const orderRank = {
   REJECTED: 3,
 };
 
+/** Orders that may wait for approval but were not seen live yet (a page just loaded): ask once. */
+const asked = new Set();
+async function learnApprovals(orders) {
+  const unseen = orders.filter(
+    (o) => o.approveBeforePublish && o.taskId && !finalStatuses.has(o.businessStatus) && !live.has(o.taskId),
+  );
+  await Promise.all(
+    unseen
+      .filter((o) => !asked.has(o.id))
+      .map(async (o) => {
+        asked.add(o.id);
+        const state = await api('GET', `/api/orders/${o.id}/approval`).catch(() => null);
+        if (state?.taskVersion && !live.has(o.taskId))
+          live.set(o.taskId, {
+            version: BigInt(state.taskVersion),
+            status: state.lifecycleStatus,
+            businessStatus: state.businessStatus,
+            progress: null,
+          });
+      }),
+  );
+}
+
 function awaitingApproval(order) {
   if (!order.approveBeforePublish || finalStatuses.has(order.businessStatus) || !order.taskId) return false;
   return live.get(order.taskId)?.businessStatus === 'WAITING_USER_ACTION';
@@ -287,6 +310,7 @@ async function refresh() {
     do {
       again = false;
       const { items } = await api('GET', '/api/orders');
+      await learnApprovals(items);
       render(items.map(withLiveProgress));
       // Read again, backing off to every 2 s, until the callbacks have brought the orders level.
       if (items.some(behind)) {
