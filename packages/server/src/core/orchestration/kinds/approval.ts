@@ -115,8 +115,11 @@ export function decisionView(d: StepDecisionRecord): StepDecisionView {
   };
 }
 
-/** The first answer to a decision already recorded (a retry, or the same decision again). */
-type Decided = { replayed: true; view: StepDecisionView } | { replayed: false; view: StepDecisionView };
+/** The decision; `replayed` when it is the first answer again (a retry, or the same decision again). */
+interface Decided {
+  replayed: boolean;
+  view: StepDecisionView;
+}
 
 /**
  * Records one decision on an approval step and what follows from it. Refusals (each with its own code)
@@ -312,7 +315,8 @@ async function record(
           category: 'BUSINESS',
           code: 'APPROVAL_REJECTED',
           retryable: false,
-          userMessage: `Step ${step.displayName ?? step.key} was rejected${request.comment ? `: ${request.comment}` : ''}`,
+          // The comment stays with the decision (the step's output), not in the failure's sentence.
+          userMessage: `Step ${step.displayName ?? step.key} was rejected`,
         },
         infrastructure: false,
         workerId: null,
