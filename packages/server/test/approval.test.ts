@@ -309,6 +309,44 @@ describe('an approval step', () => {
   });
 });
 
+describe('at the same time', () => {
+  it('two approvers for one approval: one decides, the other finds it decided; one request twice: one answer', async () => {
+    const taskId = await submit('approval-basic');
+    await waiting(taskId);
+    const [rita, rex] = [await userToken('rita'), await userToken('rex', { roles: ['reviewer'] })];
+    const answers = await Promise.all([
+      decide(taskId, 'approve', rita, newId()),
+      decide(taskId, 'approve', rex, newId()),
+    ]);
+    expect(answers.map((a) => a.status).sort()).toEqual([201, 409]);
+    expect(answers.find((a) => a.status === 409)!.body.code).toBe('STEP_NOT_WAITING');
+    await endOf(taskId, 'SUCCEEDED');
+    expect((await review(taskId)).data.decisions).toHaveLength(1);
+
+    const other = await submit('approval-two');
+    await waiting(other);
+    const key = newId();
+    const twice = await Promise.all([
+      decide(other, 'approve', rita, key),
+      decide(other, 'approve', rita, key),
+    ]);
+    expect(twice.map((a) => a.status).sort()).toEqual([200, 201]);
+    expect(twice[0]!.body).toEqual(twice[1]!.body);
+    expect((await review(other)).waitingFor.decisions).toHaveLength(1);
+  });
+
+  it('a cancelled task ends its wait; a decision after it is refused', async () => {
+    const taskId = await submit('approval-basic');
+    await waiting(taskId);
+    const cancelled = await h.request('POST', `/v1/tasks/${taskId}:cancel`, { token: app.apiKey, body: {} });
+    expect(cancelled.status).toBe(200);
+    await endOf(taskId, 'CANCELLED');
+    expect((await review(taskId)).status).toBe('CANCELED');
+    const late = await decide(taskId, 'approve', await userToken('rita'), newId());
+    expect([late.status, late.body.code]).toEqual([409, 'STEP_NOT_WAITING']);
+  });
+});
+
 describe('the waiting status', () => {
   it('stays WAITING_USER_ACTION while the approval waits, whatever else ends meanwhile', async () => {
     let release = () => {};
