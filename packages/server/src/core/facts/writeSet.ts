@@ -11,6 +11,7 @@ import type {
   OutboxRecord,
   RealtimeRecord,
   SchedulingRequestRecord,
+  StepDecisionRecord,
   StepRecord,
   TaskEventRecord,
   TaskRecord,
@@ -48,4 +49,6 @@ export interface FactWriteSet {
   timers?: TimerRecord[];
   callbacks?: CallbackRecord[];
   timeline?: TimelineRecord[];
+  /** Decisions on approval steps (inserted, never changed). */
+  stepDecisions?: StepDecisionRecord[];
 }

@@ -6,7 +6,7 @@
  * - HEARTBEAT_TIMEOUT: an attempt whose last sign of life is older than its limit fails; otherwise the
  *   timer is set again for the next deadline;
  * - CANCEL_GRACE: a cancelling execution whose attempts have not stopped is cancelled anyway;
- * - STEP_BEGIN, SLEEP_DUE, SIGNAL_TIMEOUT: the steps the platform runs itself (kinds/).
+ * - STEP_BEGIN, SLEEP_DUE, SIGNAL_TIMEOUT, APPROVAL_TIMEOUT: the steps the platform runs itself (kinds/).
  * A timer whose step moved on (finished, superseded, retried) does nothing.
  */
 
@@ -14,6 +14,7 @@ import { isTerminal } from '../facts/execution.ts';
 import type { StepRecord, TaskState, TimerRecord } from '../facts/records.ts';
 import { type FactSession, inFactTransaction } from '../facts/session.ts';
 import { type CoordinatedDeps, failStepAttempt, forceCancel } from './coordinator.ts';
+import { approvalTimedOut } from './kinds/approval.ts';
 import { beginStep } from './kinds/begin.ts';
 import { signalTimedOut } from './kinds/signal.ts';
 import { sleepDue } from './kinds/sleep.ts';
@@ -101,6 +102,8 @@ export async function fireTimer(deps: CoordinatedDeps, timer: DueTimer): Promise
         return sleepDue(deps, session, before, step);
       case 'SIGNAL_TIMEOUT':
         return signalTimedOut(deps, session, before, step);
+      case 'APPROVAL_TIMEOUT':
+        return approvalTimedOut(deps, session, before, step);
       default: {
         // A new kind of timer fails the type check here until it is handled; a row of a kind this
         // version does not know (written by a newer replica) is left alone, as before.

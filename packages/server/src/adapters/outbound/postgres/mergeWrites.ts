@@ -37,6 +37,7 @@ export function mergeWrites(writes: FactWriteSet[]) {
     timers: [] as NonNullable<FactWriteSet['timers']>,
     callbacks: [] as NonNullable<FactWriteSet['callbacks']>,
     timeline: [] as NonNullable<FactWriteSet['timeline']>,
+    stepDecisions: [] as NonNullable<FactWriteSet['stepDecisions']>,
   };
   for (const w of writes) {
     if (w.idempotency) {
@@ -85,6 +86,7 @@ export function mergeWrites(writes: FactWriteSet[]) {
     merged.schedulingRequests.push(...(w.schedulingRequests ?? []));
     merged.workerCommands.push(...(w.workerCommands ?? []));
     merged.timers.push(...(w.timers ?? []));
+    merged.stepDecisions.push(...(w.stepDecisions ?? []));
     merged.callbacks.push(...(w.callbacks ?? []));
     merged.timeline.push(...(w.timeline ?? []));
   }

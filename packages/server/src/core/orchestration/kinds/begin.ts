@@ -6,6 +6,7 @@ import { stepKind } from '@tdp/protocol';
 import type { StepRecord, TaskState } from '../../facts/records.ts';
 import type { FactSession } from '../../facts/session.ts';
 import { type CoordinatorDeps, failStepAttempt } from '../coordinator.ts';
+import { beginApproval } from './approval.ts';
 import { beginSignal } from './signal.ts';
 import { beginSleep } from './sleep.ts';
 
@@ -26,6 +27,7 @@ export async function beginStep(
     case 'signal':
       return beginSignal(deps, session, before, step, definition);
     case 'approval':
+      return beginApproval(deps, session, before, step, definition);
     case 'map':
     case 'task':
       // Refused at publish until they exist; a snapshot from a newer replica fails cleanly here.
