@@ -17,6 +17,7 @@ export {
   type WorkflowTaskAdded,
 } from './client.ts';
 export { type BatchedTaskEvent, TdpCoordinator } from './coordinator.ts';
+export { TdpSchedules } from './schedules.ts';
 export { TdpApiError, type TdpErrorCode, TdpNetworkError } from './errors.ts';
 export {
   answerCallback,
