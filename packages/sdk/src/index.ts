@@ -17,7 +17,6 @@ export {
   type WorkflowTaskAdded,
 } from './client.ts';
 export { type BatchedTaskEvent, TdpCoordinator } from './coordinator.ts';
-export { TdpSchedules } from './schedules.ts';
 export { TdpApiError, type TdpErrorCode, TdpNetworkError } from './errors.ts';
 export {
   answerCallback,
@@ -29,6 +28,7 @@ export {
   fastifyCallbackPlugin,
   nodeCallbackHandler,
 } from './handlers.ts';
+export { TdpSchedules } from './schedules.ts';
 export { type CallOptions, clientDefaults, type RetryMode, type TdpClientOptions } from './transport.ts';
 export {
   type CheckedMapping,
