@@ -16,6 +16,7 @@ import type {
   LifecycleStatus,
   NewStatusTask,
   PublishWorkflowDefinitionRequest,
+  SignalSent,
   TaskEventPage,
   TaskPage,
   TaskSummary,
@@ -25,6 +26,7 @@ import type {
   WorkflowDefinition,
 } from '@tdp/protocol';
 import { TdpCoordinator } from './coordinator.ts';
+import { TdpSchedules } from './schedules.ts';
 import { type CallOptions, createTransport, type HttpRequest, type TdpClientOptions } from './transport.ts';
 import { type DefinedWorkflow, definitionOf } from './workflow.ts';
 
@@ -86,10 +88,13 @@ export class TdpClient {
   private readonly transport: ReturnType<typeof createTransport>;
   /** The status API for steps your application runs and reports itself. */
   readonly coordinator: TdpCoordinator;
+  /** Cron schedules that start tasks. */
+  readonly schedules: TdpSchedules;
 
   constructor(options: TdpClientOptions) {
     this.transport = createTransport(options);
     this.coordinator = new TdpCoordinator(this.transport);
+    this.schedules = new TdpSchedules(this.transport);
   }
 
   private async call<T>(request: HttpRequest): Promise<T> {
@@ -186,14 +191,41 @@ export class TdpClient {
     });
   }
 
-  /** Runs a finished task again (its next execution). Sent once: a repeat would run it once more. */
-  retryTask(taskId: string, options: CallOptions = {}): Promise<TaskWithExecution> {
+  /**
+   * Runs a finished task again (its next execution); with `fromStep`, only that step and the steps after
+   * it run, the others keep their outputs. Sent once: a repeat would run it once more.
+   */
+  retryTask(taskId: string, options: CallOptions & { fromStep?: string } = {}): Promise<TaskWithExecution> {
+    const { fromStep, ...call } = options;
     return this.call({
-      ...options,
+      ...call,
       method: 'POST',
       path: `/v1/tasks/${segment(taskId)}:retry`,
+      ...(fromStep ? { body: { fromStep } } : {}),
       retry: 'never',
     });
+  }
+
+  /**
+   * Sends a signal to a task: its waiting signal step of this name ends with `payload` as its output, or
+   * the signal is kept for the step. Without `idempotencyKey` one is generated and reused by retries.
+   */
+  async sendSignal(
+    taskId: string,
+    name: string,
+    payload: unknown,
+    options: CallOptions & { idempotencyKey?: string } = {},
+  ): Promise<SignalSent> {
+    const { idempotencyKey = randomUUID(), ...call } = options;
+    const answer = await this.transport.send({
+      ...call,
+      method: 'POST',
+      path: `/v1/tasks/${segment(taskId)}/signals/${segment(name)}`,
+      body: { payload },
+      headers: { 'idempotency-key': idempotencyKey },
+      retry: 'idempotent',
+    });
+    return answer.body as SignalSent;
   }
 
   /** The task's status events after `afterTaskVersion` (410 EVENTS_PRUNED when that part is gone). */

@@ -255,12 +255,36 @@ export interface TimerRecord {
     /** A signal step's wait ended without the signal. */
     | 'SIGNAL_TIMEOUT'
     /** A map item's retry back-off has passed. */
-    | 'MAP_ITEM_RETRY_DUE';
+    | 'MAP_ITEM_RETRY_DUE'
+    /** An approval step's time to decide ran out (its `onTimeout` applies). */
+    | 'APPROVAL_TIMEOUT';
   taskId: string;
   stepId: string | null;
   payload: Record<string, unknown>;
   availableAt: Date;
   createdAt: Date;
+}
+
+/** One decision on an approval step (issue 21): immutable once written, one per decider and attempt. */
+export interface StepDecisionRecord {
+  id: string;
+  taskId: string;
+  stepId: string;
+  stepKey: string;
+  stepAttempt: number;
+  /** `user:<userId>`, or `operator`. */
+  decidedBy: string;
+  decision: 'APPROVE' | 'REJECT';
+  comment: string | null;
+  data: unknown;
+  /** The operator's reason (operator decisions only). */
+  reason: string | null;
+  idempotencyKey: string;
+  requestHash: string;
+  /** What the step became through this decision. */
+  outcome: 'PENDING' | 'APPROVED' | 'REJECTED';
+  taskVersion: bigint;
+  decidedAt: Date;
 }
 
 export interface CallbackRecord {

@@ -12,6 +12,7 @@ import type {
   OutboxRecord,
   RealtimeRecord,
   SchedulingRequestRecord,
+  StepDecisionRecord,
   StepRecord,
   TaskEventRecord,
   TaskRecord,
@@ -60,4 +61,6 @@ export interface FactWriteSet {
   reopenSchedulingRequests?: SchedulingRequestRecord[];
   callbacks?: CallbackRecord[];
   timeline?: TimelineRecord[];
+  /** Decisions on approval steps (inserted, never changed). */
+  stepDecisions?: StepDecisionRecord[];
 }

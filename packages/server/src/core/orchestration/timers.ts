@@ -6,7 +6,8 @@
  * - HEARTBEAT_TIMEOUT: an attempt whose last sign of life is older than its limit fails; otherwise the
  *   timer is set again for the next deadline;
  * - CANCEL_GRACE: a cancelling execution whose attempts have not stopped is cancelled anyway;
- * - STEP_BEGIN, SLEEP_DUE, SIGNAL_TIMEOUT, MAP_ITEM_RETRY_DUE: the steps the platform runs itself (kinds/).
+ * - STEP_BEGIN, SLEEP_DUE, SIGNAL_TIMEOUT, APPROVAL_TIMEOUT, MAP_ITEM_RETRY_DUE: the steps the platform
+ *   runs itself (kinds/).
  * A timer whose step moved on (finished, superseded, retried) does nothing.
  */
 
@@ -14,6 +15,7 @@ import { isTerminal } from '../facts/execution.ts';
 import type { StepRecord, TaskState, TimerRecord } from '../facts/records.ts';
 import { type FactSession, inFactTransaction } from '../facts/session.ts';
 import { type CoordinatedDeps, failStepAttempt, forceCancel } from './coordinator.ts';
+import { approvalTimedOut } from './kinds/approval.ts';
 import { beginStep } from './kinds/begin.ts';
 import { mapItemRetryDue } from './kinds/map.ts';
 import { signalTimedOut } from './kinds/signal.ts';
@@ -102,6 +104,8 @@ export async function fireTimer(deps: CoordinatedDeps, timer: DueTimer): Promise
         return sleepDue(deps, session, before, step);
       case 'SIGNAL_TIMEOUT':
         return signalTimedOut(deps, session, before, step);
+      case 'APPROVAL_TIMEOUT':
+        return approvalTimedOut(deps, session, before, step);
       case 'MAP_ITEM_RETRY_DUE':
         return mapItemRetryDue(deps, session, before, step, timer.payload);
       default: {

@@ -44,6 +44,7 @@ export function mergeWrites(writes: FactWriteSet[]) {
     callbacks: [] as NonNullable<FactWriteSet['callbacks']>,
     timeline: [] as NonNullable<FactWriteSet['timeline']>,
     newMapItems: [] as NonNullable<FactWriteSet['newMapItems']>,
+    stepDecisions: [] as NonNullable<FactWriteSet['stepDecisions']>,
   };
   for (const w of writes) {
     if (w.idempotency) {
@@ -105,6 +106,7 @@ export function mergeWrites(writes: FactWriteSet[]) {
     merged.schedulingRequests.push(...(w.schedulingRequests ?? []));
     merged.workerCommands.push(...(w.workerCommands ?? []));
     merged.timers.push(...(w.timers ?? []));
+    merged.stepDecisions.push(...(w.stepDecisions ?? []));
     merged.callbacks.push(...(w.callbacks ?? []));
     merged.timeline.push(...(w.timeline ?? []));
   }

@@ -6,6 +6,7 @@ import { stepKind } from '@tdp/protocol';
 import type { StepRecord, TaskState } from '../../facts/records.ts';
 import type { FactSession } from '../../facts/session.ts';
 import { type CoordinatorDeps, failStepAttempt } from '../coordinator.ts';
+import { beginApproval } from './approval.ts';
 import { beginMap } from './map.ts';
 import { beginSignal } from './signal.ts';
 import { beginSleep } from './sleep.ts';
@@ -26,9 +27,10 @@ export async function beginStep(
       return beginSleep(deps, session, before, step, definition);
     case 'signal':
       return beginSignal(deps, session, before, step, definition);
+    case 'approval':
+      return beginApproval(deps, session, before, step, definition);
     case 'map':
       return beginMap(deps, session, before, step, definition);
-    case 'approval':
     case 'task':
       // Refused at publish until they exist; a snapshot from a newer replica fails cleanly here.
       await failStepAttempt(deps, session, before, step, {
