@@ -142,29 +142,6 @@ async function benchTdp(adminUrl: string): Promise<Figures> {
     });
     await statsSettle();
     const rows = (await rowsWritten(sql)) - before;
-    if (process.env.BENCH_MAP_DEBUG) {
-      const placed =
-        await sql`SELECT created_at, worker_id FROM attempt WHERE task_id = ${taskId} ORDER BY created_at`;
-      const done = await sql`SELECT updated_at FROM map_item ORDER BY updated_at`;
-      const t0 = placed[0]!.created_at.getTime();
-      const hist = (dates: Date[]) => {
-        const buckets = new Map<number, number>();
-        for (const d of dates)
-          buckets.set(
-            Math.floor((d.getTime() - t0) / 100),
-            (buckets.get(Math.floor((d.getTime() - t0) / 100)) ?? 0) + 1,
-          );
-        return [...buckets].map(([b, n]) => `${b * 100}ms:${n}`).join(' ');
-      };
-      console.log('placed', hist(placed.map((r) => r.created_at)));
-      console.log('done', hist(done.map((r) => r.updated_at)));
-      console.log('workers', new Set(placed.map((r) => r.worker_id)).size);
-      const acks =
-        await sql`SELECT acked_at FROM worker_command WHERE acked_at IS NOT NULL ORDER BY acked_at`;
-      console.log('acked', hist(acks.map((r) => r.acked_at)));
-      const reqs = await sql`SELECT status, available_at, updated_at, reasons FROM scheduling_request`;
-      console.log(reqs);
-    }
     const [output] = await sql<{ n: number }[]>`
       SELECT jsonb_array_length(state_data) AS n FROM step WHERE task_id = ${taskId} AND step_key = 'each' AND current`;
     sane(output?.n === total, `the map's output has ${output?.n} of ${total} items`);

@@ -411,6 +411,73 @@ describe('map steps', () => {
     expect((await stepOf(taskId, 'each')).data).toEqual([{ n: 0 }, { n: 1 }]);
   });
 
+  it('an item attempt past the step’s startToCloseMs fails as timed out, its worker is told to stop, and it runs again', async () => {
+    const cancels: string[] = [];
+    const slow = await startTestWorker({
+      baseUrl: h.url,
+      workerKey,
+      nodeId: 'node-map-slow',
+      capabilities: [{ name: 'map.slow', version: '1' }],
+      onCommand: (command) => {
+        if (command.type === 'CANCEL_ATTEMPT') cancels.push(command.attemptId);
+      },
+      handler: async (command, report) => {
+        if (command.input.n === 0 && command.attempt === 1) return; // never reports
+        await completeWith({ n: command.input.n, attempt: command.attempt })(command, report);
+      },
+    });
+    workers.push(slow);
+    expect(
+      (
+        await publish({
+          name: 'map-timeout',
+          version: '1',
+          steps: [
+            {
+              key: 'each',
+              kind: 'map',
+              failurePolicy: 'RETRY_THEN_FAIL_TASK',
+              timeouts: { startToCloseMs: 10_000 },
+              retry: { maxAttempts: 2, initialBackoffMs: 1, maxBackoffMs: 1, multiplier: 1 },
+              map: {
+                items: '$.input.items',
+                capability: 'map.slow',
+                capabilityVersion: '1',
+                inputMapping: { n: '$.item' },
+              },
+            },
+          ],
+        })
+      ).status,
+    ).toBe(201);
+    const taskId = (await submit('map-timeout', { items: [0, 1] })).body.task.id;
+    await expect
+      .poll(async () => (await stepOf(taskId, 'each'))?.waitingFor?.succeeded, { timeout: 15_000 })
+      .toBe(1);
+    const first = slow.received.find((c) => c.taskId === taskId && c.input.n === 0)!;
+    h.clock.advance(10_100);
+    await expect
+      .poll(
+        async () =>
+          (
+            await sql`SELECT status FROM map_item WHERE item_index = 0 AND step_id = (
+              SELECT id FROM step WHERE task_id = ${taskId} AND step_key = 'each')`
+          )[0]?.status,
+        { timeout: 15_000 },
+      )
+      .toBe('WAITING_RETRY');
+    // Its retry's back-off (1 ms) on the injected clock.
+    h.clock.advance(10);
+    await slow.heartbeat();
+    await endOf(taskId, 'SUCCEEDED');
+    // The CANCEL_ATTEMPT reaches the worker's stream at its next read of open commands.
+    await expect.poll(() => cancels, { timeout: 10_000 }).toContain(first.attemptId);
+    expect((await stepOf(taskId, 'each')).data).toEqual([
+      { n: 0, attempt: 2 },
+      { n: 1, attempt: 1 },
+    ]);
+  });
+
   it('fails the step with INPUT_MAPPING_FAILED naming the path when map.items is not an array', async () => {
     expect(
       (

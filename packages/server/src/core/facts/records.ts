@@ -256,6 +256,8 @@ export interface TimerRecord {
     | 'SIGNAL_TIMEOUT'
     /** A map item's retry back-off has passed. */
     | 'MAP_ITEM_RETRY_DUE'
+    /** A map item's attempt reached the map step's startToCloseMs. */
+    | 'MAP_ITEM_TIMEOUT'
     /** An approval step's time to decide ran out (its `onTimeout` applies). */
     | 'APPROVAL_TIMEOUT';
   taskId: string;

@@ -6,8 +6,8 @@
  * - HEARTBEAT_TIMEOUT: an attempt whose last sign of life is older than its limit fails; otherwise the
  *   timer is set again for the next deadline;
  * - CANCEL_GRACE: a cancelling execution whose attempts have not stopped is cancelled anyway;
- * - STEP_BEGIN, SLEEP_DUE, SIGNAL_TIMEOUT, APPROVAL_TIMEOUT, MAP_ITEM_RETRY_DUE: the steps the platform
- *   runs itself (kinds/).
+ * - STEP_BEGIN, SLEEP_DUE, SIGNAL_TIMEOUT, APPROVAL_TIMEOUT, MAP_ITEM_RETRY_DUE, MAP_ITEM_TIMEOUT: the
+ *   steps the platform runs itself (kinds/).
  * A timer whose step moved on (finished, superseded, retried) does nothing.
  */
 
@@ -17,7 +17,7 @@ import { type FactSession, inFactTransaction } from '../facts/session.ts';
 import { type CoordinatedDeps, failStepAttempt, forceCancel } from './coordinator.ts';
 import { approvalTimedOut } from './kinds/approval.ts';
 import { beginStep } from './kinds/begin.ts';
-import { mapItemRetryDue } from './kinds/map.ts';
+import { mapItemRetryDue, mapItemTimedOut } from './kinds/map.ts';
 import { signalTimedOut } from './kinds/signal.ts';
 import { sleepDue } from './kinds/sleep.ts';
 import { orchestrate } from './platform.ts';
@@ -108,6 +108,8 @@ export async function fireTimer(deps: CoordinatedDeps, timer: DueTimer): Promise
         return approvalTimedOut(deps, session, before, step);
       case 'MAP_ITEM_RETRY_DUE':
         return mapItemRetryDue(deps, session, before, step, timer.payload);
+      case 'MAP_ITEM_TIMEOUT':
+        return mapItemTimedOut(deps, session, before, step, timer.payload);
       default: {
         // A new kind of timer fails the type check here until it is handled; a row of a kind this
         // version does not know (written by a newer replica) is left alone, as before.

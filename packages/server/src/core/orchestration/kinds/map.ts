@@ -214,6 +214,7 @@ export async function placeMapItems(
   const placed: MapItemRecord[] = [];
   const commands: WorkerCommandRecord[] = [];
   const attempts: NonNullable<FactWriteSet['attempts']> = [];
+  const timers: NonNullable<FactWriteSet['timers']> = [];
   let reasons: string[] = [];
   for (const [i, item] of pending.entries()) {
     const input = inputs[i]!;
@@ -266,6 +267,16 @@ export async function placeMapItems(
       createdAt: now,
     });
     attempts.push(attempt);
+    // An item attempt still open after the map step's startToCloseMs fails as timed out (and is retried).
+    const limitMs = definition.timeouts.startToCloseMs;
+    if (limitMs !== undefined)
+      timers.push(
+        stepTimer(deps.status, before, step, 'MAP_ITEM_TIMEOUT', new Date(now.getTime() + limitMs), now, {
+          index: item.index,
+          attemptId: attempt.id,
+          limitMs,
+        }),
+      );
     const chosen = candidates.find((c) => c.workerId === selection.workerId)!;
     chosen.runningAttempts += 1;
     chosen.runningByCapability[step.capability] = (chosen.runningByCapability[step.capability] ?? 0) + 1;
@@ -290,6 +301,7 @@ export async function placeMapItems(
     mapItems: placed,
     attempts,
     workerCommands: commands,
+    timers,
     ...(waitsForSlot ? {} : { closeSchedulingRequests: { stepIds: [step.id], status: 'DISPATCHED' } }),
   });
   return { kind: 'placed', commands, waitsForSlot };
@@ -407,4 +419,59 @@ export async function mapItemRetryDue(
     mapItems: [{ ...item, status: 'PENDING', attemptId: null, updatedAt: session.now }],
     reopenSchedulingRequests: [placementRequest(deps, before, step, session.now)],
   });
+}
+
+/**
+ * MAP_ITEM_TIMEOUT: an item attempt still running after the map step's `startToCloseMs` fails as timed out
+ * (retried under the step's policy); its worker is told to stop it.
+ */
+export async function mapItemTimedOut(
+  deps: CoordinatorDeps,
+  session: FactSession,
+  before: TaskState,
+  step: StepRecord | undefined,
+  payload: Record<string, unknown>,
+): Promise<void> {
+  if (!isRunningMap(step)) return;
+  const index = Number(payload.index);
+  const attemptId = String(payload.attemptId);
+  const [item] = await session.tx.mapItemsAt(step.id, [index]);
+  if (item?.status !== 'RUNNING' || item.attemptId !== attemptId) return;
+  const settled = await settleMapItems(
+    deps,
+    session,
+    before,
+    step,
+    [
+      {
+        index,
+        attemptId,
+        result: {
+          kind: 'FAILED',
+          error: {
+            category: 'TIMEOUT',
+            code: 'START_TO_CLOSE_TIMEOUT',
+            retryable: true,
+            userMessage: `Item ${index} of step ${step.key} timed out: it did not finish within ${Number(payload.limitMs)} ms`,
+          },
+          lost: false,
+        },
+      },
+    ],
+    'tdp:timer',
+    [item],
+  );
+  const workerId = (await session.findAttempt(attemptId))?.workerId;
+  if (settled.outcomes[0] === 'APPLIED' && workerId)
+    await session.write({
+      workerCommands: [
+        {
+          id: deps.ids.newId(),
+          workerId,
+          type: 'CANCEL_ATTEMPT',
+          payload: { attemptId, reason: 'START_TO_CLOSE_TIMEOUT' },
+          createdAt: session.now,
+        },
+      ],
+    });
 }
