@@ -1,12 +1,12 @@
 /**
  * `npm run bench -- map`: one task whose map step runs a no-op capability over 10,000 items on 2 worker
  * processes — items per second from the first item's start to the task's end (the last item's
- * completion), and the rows the server wrote per item (rows inserted and updated in the database,
- * from pg_stat_user_tables) — beside the same 10,000 no-op jobs through graphile-worker with 2 worker
- * processes, on the same embedded PostgreSQL (a database each), in the same run.
- * `BENCH_MAP_ITEMS` sets the size, `BENCH_MAP_PARALLEL` the map's maxParallel (default: none, so the
- * workers' slots bound it — 256 each, as in `bench -- e2e`; graphile-worker runs 16 jobs at once per
- * process, as there).
+ * completion), and the rows the database took per item (inserted, updated and deleted, from
+ * pg_stat_user_tables) — beside the same 10,000 no-op jobs through graphile-worker with 2 worker
+ * processes, on the same embedded PostgreSQL (a database each), in the same run. TDP runs twice: with
+ * no maxParallel (the workers' slots bound it: 256 each, as in `bench -- e2e`), and with maxParallel 32,
+ * as many at once as graphile-worker's 2 processes × 16 jobs. `BENCH_MAP_ITEMS` sets the size,
+ * `BENCH_MAP_PARALLEL` the first run's maxParallel.
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import { startTemporaryPostgres } from '../packages/cli/src/embeddedPostgres.ts';
@@ -16,7 +16,10 @@ import { benchDatabase, sane, sized, smoke, startBenchServer } from './support.t
 
 const total = sized('BENCH_MAP_ITEMS', 10_000, 300);
 const parallel = process.env.BENCH_MAP_PARALLEL;
+/** The map's maxParallel in the main run (none: the workers' slots bound it). */
 const maxParallel = parallel ? Number(parallel) : undefined;
+/** A second TDP run with as many items at once as graphile-worker runs jobs (2 processes × 16). */
+const graphileAtOnce = 32;
 const timeoutMs = sized(null, 600_000, 120_000);
 
 interface Figures {
@@ -81,7 +84,7 @@ async function timeRun(started: () => number, finished: () => Promise<boolean>) 
   return (performance.now() - t0) / 1000;
 }
 
-async function benchTdp(adminUrl: string): Promise<Figures> {
+async function benchTdp(adminUrl: string, maxParallel: number | undefined): Promise<Figures> {
   const database = await benchDatabase(adminUrl);
   const server = await startBenchServer(database.url);
   const sql = connectDatabase({ url: database.url, maxConnections: 1 });
@@ -199,21 +202,24 @@ async function benchGraphile(adminUrl: string): Promise<Figures> {
 
 export async function benchMap(): Promise<void> {
   console.log(
-    `map: one task mapping a no-op capability over ${total} items (maxParallel ${maxParallel ?? 'none: 2 workers × 256 slots'}), 2 worker processes; graphile-worker: ${total} no-op jobs, 2 worker processes (16 jobs at once each)`,
+    `map: one task mapping a no-op capability over ${total} items, 2 worker processes (256 slots each); graphile-worker: ${total} no-op jobs, 2 worker processes (16 jobs at once each)`,
   );
+  const line = (name: string, f: Figures, unit: string) =>
+    console.log(
+      `  ${name.padEnd(34)} ${f.perSecond.toFixed(0).padStart(6)} ${unit}/s  ${f.rowsPerItem.toFixed(2)} rows written/${unit.slice(0, -1)}  (${f.seconds.toFixed(1)} s)`,
+    );
   const postgres = await startTemporaryPostgres();
   try {
-    const tdp = await benchTdp(postgres.adminUrl);
-    console.log(
-      `  TDP map          ${tdp.perSecond.toFixed(0).padStart(6)} items/s  ${tdp.rowsPerItem.toFixed(2)} rows written/item  (${tdp.seconds.toFixed(1)} s)`,
-    );
+    const tdp = await benchTdp(postgres.adminUrl, maxParallel);
+    line(`TDP map, maxParallel ${maxParallel ?? 'none'}`, tdp, 'items');
     if (smoke) return;
+    const alike = await benchTdp(postgres.adminUrl, graphileAtOnce);
+    line(`TDP map, maxParallel ${graphileAtOnce}`, alike, 'items');
     const graphile = await benchGraphile(postgres.adminUrl);
+    line('graphile-worker', graphile, 'jobs');
     console.log(
-      `  graphile-worker  ${graphile.perSecond.toFixed(0).padStart(6)} jobs/s   ${graphile.rowsPerItem.toFixed(2)} rows written/job   (${graphile.seconds.toFixed(1)} s)`,
-    );
-    console.log(
-      `  TDP items/s ÷ graphile-worker jobs/s: ${(tdp.perSecond / graphile.perSecond).toFixed(2)} (target >= 0.5)`,
+      `  TDP items/s ÷ graphile-worker jobs/s: ${(tdp.perSecond / graphile.perSecond).toFixed(2)} (target >= 0.5); ` +
+        `with ${graphileAtOnce} at once like graphile-worker: ${(alike.perSecond / graphile.perSecond).toFixed(2)}`,
     );
   } finally {
     await postgres.stop();
