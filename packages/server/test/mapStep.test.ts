@@ -5,7 +5,9 @@
  * errors, an item retries under the step's retry policy and after a lost worker, a non-array fails the
  * step with INPUT_MAPPING_FAILED naming the path, and bad definitions are refused at publish.
  */
+import { Centrifuge } from 'centrifuge';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
 import { type Harness, startHarness } from '../../../test/harness.ts';
 import { attemptEvent, completeWith, type StartCommand, startTestWorker } from '../../../test/testWorker.ts';
 import { connectDatabase } from '../src/main.ts';
@@ -92,7 +94,7 @@ const submit = (workflowName: string, input: Record<string, unknown>) =>
   h.request('POST', '/v1/tasks', {
     token: app.apiKey,
     headers: { 'idempotency-key': `${workflowName}-${Math.random()}` },
-    body: { workflowName, workflowVersion: '1', name: workflowName, input },
+    body: { workflowName, workflowVersion: '1', name: workflowName, input, ownerId: 'map-owner' },
   });
 const status = async (taskId: string) =>
   (await h.request('GET', `/v1/tasks/${taskId}`, { token: app.apiKey })).body;
@@ -100,6 +102,35 @@ const stepOf = async (taskId: string, key: string) =>
   (await status(taskId)).execution.steps.find((s: any) => s.stepId === key || s.key === key);
 const endOf = (taskId: string, lifecycle: string) =>
   expect.poll(async () => (await status(taskId)).task.lifecycleStatus, { timeout: 20_000 }).toBe(lifecycle);
+
+const clients: Centrifuge[] = [];
+/** The task's detail channel through the real gateway, as a browser of the task's owner follows it. */
+async function followDetail(taskId: string) {
+  const issued = (
+    await h.request('POST', '/v1/realtime/connection-token', {
+      token: app.apiKey,
+      body: { userId: 'map-owner' },
+    })
+  ).body;
+  const client = new Centrifuge(issued.url, { websocket: WebSocket, token: issued.token });
+  clients.push(client);
+  const connected = new Promise((resolve) => client.once('connected', resolve));
+  client.connect();
+  await connected;
+  const grant = (
+    await h.request('POST', '/v1/realtime/subscription-token', {
+      token: app.apiKey,
+      body: { userId: 'map-owner', taskId },
+    })
+  ).body;
+  const detail = client.newSubscription(grant.channel, { token: grant.token });
+  const received: any[] = [];
+  detail.on('publication', (ctx) => received.push(ctx.data));
+  const subscribed = new Promise((resolve) => detail.once('subscribed', resolve));
+  detail.subscribe();
+  await subscribed;
+  return received;
+}
 
 const workers: Awaited<ReturnType<typeof startTestWorker>>[] = [];
 let detectWorker: Awaited<ReturnType<typeof startTestWorker>>;
@@ -137,6 +168,7 @@ beforeAll(async () => {
   workers.push(detectWorker);
 });
 afterAll(async () => {
+  for (const client of clients) client.disconnect();
   for (const worker of workers) await worker.stop();
   await sql?.end();
   await h?.close();
@@ -159,6 +191,7 @@ describe('map steps', () => {
     expect(waiting).toMatchObject({ kind: 'map', total: 10, running: 3, succeeded: 0, failed: 0 });
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect(starts.filter((c) => c.taskId === taskId)).toHaveLength(3);
+    const published = await followDetail(taskId);
     gate = null;
     open();
     await endOf(taskId, 'SUCCEEDED');
@@ -177,6 +210,15 @@ describe('map steps', () => {
     expect(step.waitingFor).toBeNull();
     expect(step.data).toEqual(frames(10).map((f) => ({ frame: f.id, doubled: f.n * 2, label: 'cat' })));
     expect((await stepOf(taskId, 'summary')).data).toEqual({ seen: 10 });
+    // The task's realtime detail showed the counters move as items ended.
+    await expect
+      .poll(() => published.some((p) => p.state?.lifecycleStatus === 'SUCCEEDED'), { timeout: 10_000 })
+      .toBe(true);
+    const counters = published
+      .map((p) => p.state.steps.find((st: any) => st.stepId === 'detect')?.waitingFor)
+      .filter((w) => w?.kind === 'map');
+    expect(counters.some((w) => w.succeeded > 0 && w.succeeded < 10)).toBe(true);
+    expect(counters.every((w) => w.running <= 3 && w.total === 10)).toBe(true);
     // Items are rows of their own, not steps: the task has its three step rows.
     const stepRows = await sql`SELECT count(*)::int AS n FROM step WHERE task_id = ${taskId}`;
     expect(stepRows[0]!.n).toBe(3);
