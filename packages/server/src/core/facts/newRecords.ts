@@ -33,6 +33,8 @@ export interface NewTaskSpec {
   callbackUrl?: string | null;
   priority?: number;
   dynamicPolicy?: DynamicRegistrationPolicy;
+  /** A child task: the parent task and its step that starts it. */
+  parent?: { taskId: string; stepId: string } | null;
 }
 
 /** A step row in its first state: attempt 1, waiting, version 1. */
@@ -126,6 +128,8 @@ export function newTaskState(ids: IdGenerator, spec: NewTaskSpec, at: Date): Tas
     finishedAt: null,
     durationMs: null,
     eventsPrunedBefore: 1n,
+    parentTaskId: spec.parent?.taskId ?? null,
+    parentStepId: spec.parent?.stepId ?? null,
   };
   return {
     task,

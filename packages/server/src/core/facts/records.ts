@@ -67,6 +67,9 @@ export interface TaskRecord {
   finishedAt: Date | null;
   durationMs: number | null;
   eventsPrunedBefore: bigint;
+  /** A child task (a step of kind `task`): the task and the step row that started it. */
+  parentTaskId: string | null;
+  parentStepId: string | null;
 }
 
 export interface ExecutionRecord {

@@ -289,7 +289,9 @@ export class FactSession {
     };
     const committedAt = this.now;
     // A state built from an earlier fact of this session may not carry the ACL; the session has it.
-    const acl = before ? (before.acl ?? this.locked.get(task.id)?.acl ?? (await this.tx.acl(task.id))) : [];
+    const acl = before
+      ? (before.acl ?? this.locked.get(task.id)?.acl ?? (await this.tx.acl(task.id)))
+      : (options.write?.newAcl?.entries ?? []);
     const notice = noticeFor(before, after, event, options.statusDefinition ?? null);
     const result = eventResult(after, event, committedAt);
     const dedup: DedupRecord | null = options.dedupHash

@@ -121,6 +121,7 @@ export function toTaskView({ task, execution, steps }: TaskState): TaskWithExecu
       queueDurationMs: between(task.createdAt, task.startedAt),
       runDurationMs: task.durationMs,
       totalDurationMs: between(task.createdAt, task.finishedAt),
+      parentTaskId: task.parentTaskId,
     },
     execution: {
       id: execution.id,

@@ -37,6 +37,7 @@ export function mergeWrites(writes: FactWriteSet[]) {
     timers: [] as NonNullable<FactWriteSet['timers']>,
     callbacks: [] as NonNullable<FactWriteSet['callbacks']>,
     timeline: [] as NonNullable<FactWriteSet['timeline']>,
+    newAcl: [] as NonNullable<FactWriteSet['newAcl']>[],
   };
   for (const w of writes) {
     if (w.idempotency) {
@@ -87,6 +88,7 @@ export function mergeWrites(writes: FactWriteSet[]) {
     merged.timers.push(...(w.timers ?? []));
     merged.callbacks.push(...(w.callbacks ?? []));
     merged.timeline.push(...(w.timeline ?? []));
+    if (w.newAcl && w.newAcl.entries.length > 0) merged.newAcl.push(w.newAcl);
   }
   return {
     ...merged,
