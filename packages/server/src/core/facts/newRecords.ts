@@ -1,4 +1,4 @@
-import type { DynamicRegistrationPolicy, FailurePolicy } from '@tdp/protocol';
+import type { DynamicRegistrationPolicy, FailurePolicy, StepDefinition } from '@tdp/protocol';
 import type { IdGenerator } from '../shared/ports.ts';
 import type { ExecutionSnapshot, StepRecord, TaskRecord, TaskState, WorkflowRecord } from './records.ts';
 
@@ -35,6 +35,20 @@ export interface NewTaskSpec {
   dynamicPolicy?: DynamicRegistrationPolicy;
   /** A child task: the parent task and its step that starts it. */
   parent?: { taskId: string; stepId: string } | null;
+}
+
+/** The step rows of a frozen definition's steps, for a task the platform coordinates. */
+export function stepSpecsOf(steps: StepDefinition[], expectedProducer: string): NewStepSpec[] {
+  return steps.map((step) => ({
+    key: step.key,
+    operationCode: step.capability,
+    capability: step.capability,
+    capabilityVersion: step.capabilityVersion,
+    expectedProducer,
+    dependsOn: step.dependsOn,
+    failurePolicy: step.failurePolicy,
+    heartbeatTimeoutSeconds: step.timeouts.heartbeatMs ? Math.ceil(step.timeouts.heartbeatMs / 1000) : null,
+  }));
 }
 
 /** A step row in its first state: attempt 1, waiting, version 1. */

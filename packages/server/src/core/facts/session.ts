@@ -40,6 +40,7 @@ import type {
   TaskState,
   WorkflowRecord,
 } from './records.ts';
+import { familyTimers } from './taskFamily.ts';
 import type { FactWriteSet } from './writeSet.ts';
 
 export interface EventDraft {
@@ -297,8 +298,11 @@ export class FactSession {
     const dedup: DedupRecord | null = options.dedupHash
       ? { eventId: event.id, taskId: task.id, payloadHash: options.dedupHash, result, createdAt: committedAt }
       : null;
+    // A parent or child task hears of this fact through a timer row of its own (taskFamily.ts).
+    const family = familyTimers(before, after, () => this.ids.newId(), committedAt);
     const write: FactWriteSet = {
       ...options.write,
+      ...(family.length > 0 ? { timers: [...(options.write?.timers ?? []), ...family] } : {}),
       events: [event],
       ...(dedup ? { dedup: [dedup] } : {}),
       outbox: this.options.domainEvents === false ? [] : [outboxFor(task, event)],
