@@ -189,7 +189,7 @@ describe('a child task', () => {
     ]);
     // Its own events: its creation names the parent.
     const events = (await h.request('GET', `/v1/tasks/${children[0]}/events`, { token: app.apiKey })).body;
-    expect(events.items[0]).toMatchObject({ type: 'TASK_CREATED', payload: { parentTaskId: parentId } });
+    expect(events.items[0]).toMatchObject({ eventType: 'TASK_CREATED', payload: { parentTaskId: parentId } });
   });
 
   it('fails, and under FAIL_TASK the parent fails with CHILD_TASK_FAILED', async () => {

@@ -1,0 +1,134 @@
+/**
+ * A child task across a server restart: `tdp server` as a real process is SIGKILLed while the child's
+ * step runs on a worker, then started again on the same database. The parent still waits for that child
+ * and no other. The worker finishes, and the parent continues with the child's output. No second child
+ * is started.
+ */
+import { newId } from '@tdp/protocol';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestDatabase } from '../../../test/database.ts';
+import { type TdpProcess, tdpProcess } from '../../../test/tdpProcess.ts';
+import { attemptEvent, completeWith, type StartCommand, startTestWorker } from '../../../test/testWorker.ts';
+import { freePort } from '../../cli/src/embeddedPostgres.ts';
+import { connectDatabase } from '../src/main.ts';
+
+let database: Awaited<ReturnType<typeof createTestDatabase>>;
+let sql: ReturnType<typeof connectDatabase>;
+let tdp: TdpProcess;
+let apiKey: string;
+let worker: Awaited<ReturnType<typeof startTestWorker>>;
+let release!: () => void;
+const released = new Promise<void>((resolve) => {
+  release = resolve;
+});
+
+async function call(method: string, path: string, token: string, body?: unknown) {
+  const response = await fetch(`${tdp.url}${path}`, {
+    method,
+    headers: {
+      authorization: `Bearer ${token}`,
+      ...(body === undefined ? {} : { 'content-type': 'application/json', 'idempotency-key': newId() }),
+    },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  const text = await response.text();
+  return { status: response.status, body: (text ? JSON.parse(text) : null) as any };
+}
+
+/** The child's step reports STEP_STARTED, then waits for the test before it completes. */
+const handler = async (command: StartCommand, report: (events: Record<string, unknown>[]) => Promise<any>) => {
+  if (command.capability === 'restart.after')
+    return completeWith({ got: command.input.fromChild })(command, report);
+  await report([attemptEvent(command, 'STEP_STARTED', 1)]);
+  await released;
+  return report([attemptEvent(command, 'STEP_COMPLETED', 2, { output: { echoed: command.input.text } })]);
+};
+
+beforeAll(async () => {
+  database = await createTestDatabase();
+  sql = connectDatabase({ url: database.url, maxConnections: 2 });
+  tdp = tdpProcess({ databaseUrl: database.url, port: await freePort() });
+  await tdp.start();
+  const tenant = await call('POST', '/admin/v1/tenants', tdp.adminToken, { name: 'child-restart' });
+  const application = await call('POST', `/admin/v1/tenants/${tenant.body.id}/applications`, tdp.adminToken, {
+    name: 'child-restart-app',
+  });
+  apiKey = application.body.apiKey.key;
+  const workerKey = (await call('POST', '/admin/v1/worker-credentials', tdp.adminToken, {})).body.key;
+  for (const definition of [
+    {
+      name: 'restart-child',
+      version: '1',
+      steps: [{ key: 'echo', capability: 'restart.echo', capabilityVersion: '1', inputMapping: { text: '$.input.text' } }],
+    },
+    {
+      name: 'restart-parent',
+      version: '1',
+      steps: [
+        {
+          key: 'sub',
+          kind: 'task',
+          task: { workflowName: 'restart-child', workflowVersion: '1', inputMapping: { text: '$.input.text' } },
+        },
+        {
+          key: 'after',
+          capability: 'restart.after',
+          capabilityVersion: '1',
+          dependsOn: ['sub'],
+          inputMapping: { fromChild: '$.steps.sub.output.echo.echoed' },
+        },
+      ],
+    },
+  ]) {
+    const published = await call('POST', '/v1/workflow-definitions', apiKey, definition);
+    expect(published.status, JSON.stringify(published.body)).toBe(201);
+  }
+  worker = await startTestWorker({
+    baseUrl: tdp.url,
+    workerKey,
+    nodeId: 'node-child-restart',
+    capabilities: ['restart.echo', 'restart.after'].map((name) => ({ name, version: '1' })),
+    handler,
+  });
+}, 120_000);
+afterAll(async () => {
+  release();
+  await worker?.stop().catch(() => {});
+  await tdp?.kill();
+  await sql?.end();
+  await database?.drop();
+});
+
+const patience = { timeout: 30_000, interval: 100 };
+const view = async (taskId: string) => (await call('GET', `/v1/tasks/${taskId}`, apiKey)).body;
+const children = async (taskId: string) =>
+  (await sql`SELECT id FROM task WHERE parent_task_id = ${taskId}`).map((r) => r.id as string);
+
+describe('a child task across a restart', () => {
+  it('loses nothing when the server is SIGKILLed while the child runs', async () => {
+    const created = await call('POST', '/v1/tasks', apiKey, {
+      workflowName: 'restart-parent',
+      workflowVersion: '1',
+      name: 'survives a restart',
+      input: { text: 'still here' },
+    });
+    expect(created.status).toBe(201);
+    const parentId = created.body.task.id as string;
+    await expect.poll(async () => (await children(parentId)).length, patience).toBe(1);
+    const [childId] = await children(parentId);
+    await expect.poll(() => worker.received.some((c) => c.taskId === childId), patience).toBe(true);
+
+    await tdp.kill('SIGKILL');
+    await tdp.start();
+    await worker.reconnect();
+
+    const waiting = (await view(parentId)).execution.steps.find((s: any) => s.key === 'sub');
+    expect(waiting).toMatchObject({ status: 'RUNNING', waitingFor: { kind: 'task', childTaskId: childId } });
+    release();
+    await expect.poll(async () => (await view(parentId)).task.lifecycleStatus, patience).toBe('SUCCEEDED');
+    const parent = await view(parentId);
+    expect(parent.execution.steps.find((s: any) => s.key === 'after').data).toEqual({ got: 'still here' });
+    expect((await view(childId!)).task).toMatchObject({ lifecycleStatus: 'SUCCEEDED', parentTaskId: parentId });
+    expect(await children(parentId)).toEqual([childId]);
+  }, 120_000);
+});
