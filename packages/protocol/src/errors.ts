@@ -168,6 +168,16 @@ export const errorCatalogue = {
     title: 'data.schema is not registered for this operation and event type',
   },
   DATA_INVALID: { status: 422, retryable: false, title: 'data.value does not match its registered schema' },
+  SIGNAL_UNKNOWN: {
+    status: 422,
+    retryable: false,
+    title: "The task's workflow has no signal step waiting for a signal of this name",
+  },
+  SIGNAL_PAYLOAD_INVALID: {
+    status: 422,
+    retryable: false,
+    title: "The signal's payload does not match its schema",
+  },
   UNKNOWN_BUSINESS_STATUS: {
     status: 422,
     retryable: false,

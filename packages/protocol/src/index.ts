@@ -7,4 +7,5 @@ export * from './schedules.ts';
 export * from './schemas.ts';
 export * from './signing.ts';
 export * from './status.ts';
+export * from './stepKinds.ts';
 export * from './worker.ts';

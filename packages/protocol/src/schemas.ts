@@ -3,13 +3,15 @@
  * OpenAPI document and give the TypeScript types, so the three never disagree.
  *
  * Glossary
- * - workflow definition: a named, versioned DAG of capability steps; immutable once published.
+ * - workflow definition: a named, versioned DAG of steps (capability steps and the kinds in
+ *   stepKinds.ts); immutable once published.
  * - task: a durable request from an application to run one workflow on one input.
  * - execution: one run of a task, holding the frozen definition snapshot with merged step constraints.
  * - step: one node of the DAG inside one execution.
  * - version: a per-aggregate counter that only rises; sent as a decimal string.
  */
 import { type Static, Type } from 'typebox';
+import { StepKindOptions, WaitingFor } from './stepKinds.ts';
 
 const Strict = { additionalProperties: false } as const;
 
@@ -72,8 +74,10 @@ const StepKey = Type.String({ minLength: 1, maxLength: 100, pattern: '^[A-Za-z][
 export const StepDefinitionInput = Type.Object(
   {
     key: StepKey,
-    capability: Type.String({ minLength: 1, maxLength: 200 }),
-    capabilityVersion: Type.String({ minLength: 1, maxLength: 50 }),
+    /** Required for a capability step (the default kind); a map names its capability in `map`. */
+    capability: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+    capabilityVersion: Type.Optional(Type.String({ minLength: 1, maxLength: 50 })),
+    ...StepKindOptions,
     dependsOn: Type.Optional(Type.Array(Type.String(), { maxItems: 100 })),
     /**
      * Input field → value. A string starting with `$.input` reads the task input, `$.steps.<key>.output`
@@ -131,6 +135,8 @@ export const StepDefinition = Type.Object({
   failurePolicy: FailurePolicy,
   /** Absent in definitions published before delayed steps existed. */
   startDelayMs: Type.Optional(Type.Integer()),
+  /** `kind` is absent in definitions published before step kinds existed (capability steps). */
+  ...StepKindOptions,
 });
 export type StepDefinition = Static<typeof StepDefinition>;
 
@@ -269,6 +275,8 @@ export const StepView = Type.Object({
   lastHeartbeatAt: Type.Union([Type.String(), Type.Null()]),
   /** Rerun from a step: the step did not run in this execution; its output is that earlier execution's. */
   reusedFromExecutionId: Type.Union([Type.String(), Type.Null()]),
+  /** A running approval, signal, sleep, map or child-task step: what it waits for. */
+  waitingFor: Type.Union([WaitingFor, Type.Null()]),
   /** Why a ready step has no worker yet ("no worker offers image.watermark@2"); on GET /v1/tasks/{id}. */
   unschedulableReasons: Type.Optional(Type.Array(Type.String())),
   createdAt: Timestamp,

@@ -93,10 +93,13 @@ describe('workflow definitions', () => {
     ).toBe(404);
   });
 
-  it('rejects missing capability fields and empty step lists at the schema', async () => {
+  it('rejects missing capability fields (a capability step needs both) and empty step lists', async () => {
     const noVersion = await publish({ name: 'wf-c', version: '1', steps: [{ key: 'a', capability: 'b' }] });
-    expect(noVersion.status).toBe(400);
-    expect(noVersion.body.errors[0].message).toMatch(/capabilityVersion/);
+    expect(noVersion.status).toBe(422);
+    expect(noVersion.body.errors[0]).toEqual({
+      path: '/steps/0/capabilityVersion',
+      message: 'capabilityVersion is required',
+    });
     expect((await publish({ name: 'wf-c', version: '1', steps: [] })).status).toBe(400);
     expect(
       (

@@ -9,6 +9,7 @@ import { documentRateLimits, rateLimitedUserTokens } from '../adapters/inbound/h
 import { registerRealtimeRoutes } from '../adapters/inbound/http/realtimeRoutes.ts';
 import { registerRunRoutes } from '../adapters/inbound/http/runRoutes.ts';
 import { registerScheduleRoutes } from '../adapters/inbound/http/scheduleRoutes.ts';
+import { registerSignalRoutes } from '../adapters/inbound/http/signalRoutes.ts';
 import { registerStatusRoutes } from '../adapters/inbound/http/statusRoutes.ts';
 import { registerTaskStreamRoutes } from '../adapters/inbound/http/taskStreamRoutes.ts';
 import { registerTaskRoutes } from '../adapters/inbound/http/tasksRoutes.ts';
@@ -128,6 +129,7 @@ export async function createApi(
     cancel: { store: a.statusStore, clock, ids, signal: a.signal, cancelGraceMs: config.cancelGraceMs },
   });
   registerScheduleRoutes(app, { authenticator, schedules: uses.schedules });
+  registerSignalRoutes(app, { authenticator, signals: uses.status });
   if (config.developmentFiles)
     registerDevelopmentFiles(app, {
       directory: config.developmentFiles.directory,

@@ -4,6 +4,10 @@
  * or steps upstream of the reader. Pure: no I/O.
  */
 import type { FieldError, PublishWorkflowDefinitionRequest, StepDefinition } from '@tdp/protocol';
+import { checkMapping } from './references.ts';
+import { normaliseKind, validateStepKind } from './stepKinds.ts';
+
+export { type MappingSource, parseMappingReference, upstreamOf } from './references.ts';
 
 type StepInput = PublishWorkflowDefinitionRequest['steps'][number];
 
@@ -19,8 +23,7 @@ export const defaultRetry: StepDefinition['retry'] = {
 export function normaliseSteps(steps: StepInput[]): StepDefinition[] {
   return steps.map((step) => ({
     key: step.key,
-    capability: step.capability.trim(),
-    capabilityVersion: step.capabilityVersion.trim(),
+    ...normaliseKind(step),
     dependsOn: step.dependsOn ?? [],
     inputMapping: step.inputMapping ?? {},
     affinity: step.affinity ?? {},
@@ -59,36 +62,6 @@ export function findCycle(steps: Pick<StepDefinition, 'key' | 'dependsOn'>[]): s
   return null;
 }
 
-/** Every step that `key` depends on, directly or through other steps. Assumes no cycle. */
-export function upstreamOf(steps: Pick<StepDefinition, 'key' | 'dependsOn'>[], key: string): Set<string> {
-  const dependencies = new Map(steps.map((s) => [s.key, s.dependsOn]));
-  const seen = new Set<string>();
-  const stack = [...(dependencies.get(key) ?? [])];
-  while (stack.length > 0) {
-    const next = stack.pop()!;
-    if (seen.has(next)) continue;
-    seen.add(next);
-    stack.push(...(dependencies.get(next) ?? []));
-  }
-  return seen;
-}
-
-export type MappingSource =
-  | { kind: 'input'; path: string[] }
-  | { kind: 'step'; stepKey: string; path: string[] };
-
-/** `$.input.a.b` → input, `$.steps.clean.output.x` → step output; other values are literals (null). */
-export function parseMappingReference(value: unknown): MappingSource | 'invalid' | null {
-  if (typeof value !== 'string' || !value.startsWith('$.')) return null;
-  const parts = value.slice(2).split('.');
-  if (parts.some((p) => p.length === 0)) return 'invalid';
-  if (parts[0] === 'input') return { kind: 'input', path: parts.slice(1) };
-  if (parts[0] === 'steps' && parts.length >= 3 && parts[2] === 'output') {
-    return { kind: 'step', stepKey: parts[1]!, path: parts.slice(3) };
-  }
-  return 'invalid';
-}
-
 export function validateSteps(steps: StepDefinition[]): FieldError[] {
   const errors: FieldError[] = [];
   const seen = new Map<string, number>();
@@ -101,11 +74,6 @@ export function validateSteps(steps: StepDefinition[]): FieldError[] {
       });
     } else {
       seen.set(step.key, index);
-    }
-    if (!step.capability)
-      errors.push({ path: `/steps/${index}/capability`, message: 'capability is required' });
-    if (!step.capabilityVersion) {
-      errors.push({ path: `/steps/${index}/capabilityVersion`, message: 'capabilityVersion is required' });
     }
     const dependsOnSeen = new Set<string>();
     step.dependsOn.forEach((dependency, d) => {
@@ -138,25 +106,8 @@ export function validateSteps(steps: StepDefinition[]): FieldError[] {
   if (cycle) return [{ path: '/steps', message: `dependency cycle: ${cycle.join(' -> ')}` }];
 
   steps.forEach((step, index) => {
-    const upstream = upstreamOf(steps, step.key);
-    for (const [field, value] of Object.entries(step.inputMapping)) {
-      const source = parseMappingReference(value);
-      const path = `/steps/${index}/inputMapping/${field}`;
-      if (source === 'invalid') {
-        errors.push({
-          path,
-          message: `"${String(value)}" must be $.input[.field…] or $.steps.<key>.output[.field…]`,
-        });
-      } else if (source?.kind === 'step' && !upstream.has(source.stepKey)) {
-        const exists = steps.some((s) => s.key === source.stepKey);
-        errors.push({
-          path,
-          message: exists
-            ? `step "${step.key}" reads the output of "${source.stepKey}", which is not upstream of it (add it to dependsOn)`
-            : `step "${step.key}" reads the output of "${source.stepKey}", which is not a step of this workflow`,
-        });
-      }
-    }
+    errors.push(...validateStepKind(steps, step, index));
+    errors.push(...checkMapping(steps, step, step.inputMapping, `/steps/${index}/inputMapping`));
   });
   return errors;
 }

@@ -5,6 +5,7 @@ import { AppError } from '../shared/errors.ts';
 import type { Clock, IdGenerator } from '../shared/ports.ts';
 import { normaliseSteps, validateSteps } from './dag.ts';
 import type { DefinitionStore, JsonSchemaValidator, StoredDefinition } from './ports.ts';
+import { kindSchemas } from './stepKinds.ts';
 
 export interface DefinitionDeps {
   store: DefinitionStore;
@@ -29,6 +30,9 @@ export async function publishDefinition(
     ...deps.schemas
       .checkSchema(inputSchema)
       .map((e) => ({ path: `/inputSchema${e.path}`, message: e.message })),
+    ...kindSchemas(steps).flatMap(({ path, schema }) =>
+      deps.schemas.checkSchema(schema).map((e) => ({ path: `${path}${e.path}`, message: e.message })),
+    ),
   ];
   if (errors.length > 0) {
     throw new AppError('WORKFLOW_DEFINITION_INVALID', errors.map((e) => e.message).join('; '), errors);

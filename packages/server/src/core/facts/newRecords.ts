@@ -99,6 +99,7 @@ export function newStepRecord(
     durationSource: null,
     error: null,
     reusedFromExecutionId: null,
+    waitingFor: null,
     version: 1n,
     createdAt: at,
     updatedAt: at,

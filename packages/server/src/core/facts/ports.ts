@@ -5,6 +5,7 @@ import type {
   DedupRecord,
   IdempotencyRecord,
   RealtimeRecord,
+  SignalRecord,
   TaskState,
   WorkflowRecord,
 } from './records.ts';
@@ -70,6 +71,10 @@ export interface FactTransaction {
   /** Dynamic registrations of the task since `since` (for the per-minute limit). */
   countRegistrationsSince(taskId: string, since: Date): Promise<number>;
   findIdempotency(principal: string, operation: string, key: string): Promise<IdempotencyRecord | null>;
+  /** Keeps a signal sent to a task; with `consumed`, it is taken by that step at once. */
+  insertSignal(signal: SignalRecord, consumed: { stepId: string; at: Date } | null): Promise<void>;
+  /** Takes the oldest kept signal of this name for the step (null: none is waiting). */
+  takeSignal(taskId: string, name: string, stepId: string, at: Date): Promise<SignalRecord | null>;
   /** Sends every statement at once (pipelined); false `idempotencyClaimed` means the key was taken. */
   write(write: FactWriteSet): Promise<void>;
   /** Several facts' writes in one round: each row once, in its last state (see `mergeWrites`). */

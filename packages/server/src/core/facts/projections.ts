@@ -149,6 +149,7 @@ function stepDetail(step: StepRecord) {
     finishedAt: step.finishedAt?.toISOString() ?? null,
     durationMs: step.durationMs,
     reusedFromExecutionId: step.reusedFromExecutionId,
+    waitingFor: step.waitingFor,
   };
 }
 

@@ -21,6 +21,7 @@ import type {
   StepDefinition,
   StepStatus,
   StructuredError,
+  WaitingFor,
 } from '@tdp/protocol';
 
 export interface ExecutionSnapshot {
@@ -130,6 +131,8 @@ export interface StepRecord {
   error: StructuredError | null;
   /** Rerun from a step: this step did not run; it carries the output of this earlier execution's step. */
   reusedFromExecutionId: string | null;
+  /** A running approval, signal, sleep, map or child-task step: what it waits for (null otherwise). */
+  waitingFor: WaitingFor | null;
   version: bigint;
   createdAt: Date;
   updatedAt: Date;
@@ -242,7 +245,18 @@ export interface WorkerCommandRecord {
 
 export interface TimerRecord {
   id: string;
-  kind: 'RETRY_DUE' | 'SCHEDULE_TO_START' | 'START_TO_CLOSE' | 'HEARTBEAT_TIMEOUT' | 'CANCEL_GRACE';
+  kind:
+    | 'RETRY_DUE'
+    | 'SCHEDULE_TO_START'
+    | 'START_TO_CLOSE'
+    | 'HEARTBEAT_TIMEOUT'
+    | 'CANCEL_GRACE'
+    /** A platform step (sleep, signal, approval, map, child task) begins. */
+    | 'STEP_BEGIN'
+    /** A sleep step's time has come. */
+    | 'SLEEP_DUE'
+    /** A signal step's wait ended without the signal. */
+    | 'SIGNAL_TIMEOUT';
   taskId: string;
   stepId: string | null;
   payload: Record<string, unknown>;
@@ -300,6 +314,15 @@ export interface DedupRecord {
 }
 
 /** The remembered answer to one write, keyed by who asked, what they asked for and their key. */
+/** A signal sent to a task; kept until a signal step of that name takes it. */
+export interface SignalRecord {
+  id: string;
+  taskId: string;
+  name: string;
+  payload: unknown;
+  createdAt: Date;
+}
+
 export interface IdempotencyRecord {
   principal: string;
   operation: string;

@@ -82,6 +82,7 @@ export function toStepView(step: StepRecord): TaskWithExecution['execution']['st
     durationSource: step.durationSource,
     lastHeartbeatAt: iso(step.lastHeartbeatAt),
     reusedFromExecutionId: step.reusedFromExecutionId,
+    waitingFor: step.waitingFor,
     createdAt: step.createdAt.toISOString(),
     updatedAt: step.updatedAt.toISOString(),
   };

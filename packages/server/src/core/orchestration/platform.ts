@@ -4,7 +4,7 @@
  * ready (with scheduling requests), skipped or cancelled (with cancel commands), retries (a new attempt
  * and a timer), callbacks with the execution's next sequence number, and timeline milestones.
  */
-import type { StepDefinition } from '@tdp/protocol';
+import { type StepDefinition, stepKind } from '@tdp/protocol';
 import { newStepRecord } from '../facts/newRecords.ts';
 import type {
   CallbackRecord,
@@ -111,11 +111,36 @@ export function orchestrate(
   for (const t of transitions) {
     switch (t.kind) {
       case 'STEP_READY': {
-        const step = update(currentStep(t.stepKey), { status: 'READY' });
         const definition = definitions.find((d) => d.key === t.stepKey);
         // A delayed step's first attempt waits; retries have their own back-off.
         const delayMs = t.attempt === 1 ? (definition?.startDelayMs ?? 0) : 0;
         const placeableAt = new Date(at.getTime() + delayMs);
+        if (definition && stepKind(definition) !== 'capability') {
+          // The platform runs this step itself: it begins through its timer (kinds/begin.ts), where the
+          // kind's own reads (a signal already sent, a child workflow, the map's items) can be made.
+          const step = update(currentStep(t.stepKey), { status: 'RUNNING', startedAt: at });
+          write.timers.push({
+            id: ids.newId(),
+            kind: 'STEP_BEGIN',
+            taskId: state.task.id,
+            stepId: step.id,
+            payload: { stepKey: t.stepKey, attempt: t.attempt },
+            availableAt: placeableAt,
+            createdAt: at,
+          });
+          write.timeline.push(
+            milestone(
+              ids,
+              state,
+              'STEP_READY',
+              `step ${t.stepKey} (${stepKind(definition)}) begins (attempt ${t.attempt})`,
+              { stepId: t.stepKey, attempt: t.attempt, kind: stepKind(definition) },
+              at,
+            ),
+          );
+          break;
+        }
+        const step = update(currentStep(t.stepKey), { status: 'READY' });
         write.schedulingRequests.push({
           id: ids.newId(),
           taskId: state.task.id,

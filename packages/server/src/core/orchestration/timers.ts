@@ -5,7 +5,8 @@
  * - START_TO_CLOSE: an attempt still open after its limit fails and its worker is told to stop;
  * - HEARTBEAT_TIMEOUT: an attempt whose last sign of life is older than its limit fails; otherwise the
  *   timer is set again for the next deadline;
- * - CANCEL_GRACE: a cancelling execution whose attempts have not stopped is cancelled anyway.
+ * - CANCEL_GRACE: a cancelling execution whose attempts have not stopped is cancelled anyway;
+ * - STEP_BEGIN, SLEEP_DUE, SIGNAL_TIMEOUT: the steps the platform runs itself (kinds/).
  * A timer whose step moved on (finished, superseded, retried) does nothing.
  */
 
@@ -13,6 +14,9 @@ import { isTerminal } from '../facts/execution.ts';
 import type { StepRecord, TaskState, TimerRecord } from '../facts/records.ts';
 import { type FactSession, inFactTransaction } from '../facts/session.ts';
 import { type CoordinatedDeps, failStepAttempt, forceCancel } from './coordinator.ts';
+import { beginStep } from './kinds/begin.ts';
+import { signalTimedOut } from './kinds/signal.ts';
+import { sleepDue } from './kinds/sleep.ts';
 import { orchestrate } from './platform.ts';
 
 export interface DueTimer {
@@ -90,6 +94,13 @@ export async function fireTimer(deps: CoordinatedDeps, timer: DueTimer): Promise
       case 'CANCEL_GRACE':
         if (before.execution.status === 'CANCELING') await forceCancel(deps, session, before);
         return;
+      case 'STEP_BEGIN':
+        if (before.execution.status !== 'CANCELING') await beginStep(deps, session, before, step);
+        return;
+      case 'SLEEP_DUE':
+        return sleepDue(deps, session, before, step);
+      case 'SIGNAL_TIMEOUT':
+        return signalTimedOut(deps, session, before, step);
       default: {
         // A new kind of timer fails the type check here until it is handled; a row of a kind this
         // version does not know (written by a newer replica) is left alone, as before.

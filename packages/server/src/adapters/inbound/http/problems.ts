@@ -105,3 +105,20 @@ export function toProblem(error: unknown, request: FastifyRequest): Problem {
     request.url,
   );
 }
+
+/** A `preValidation` hook: a request without an Idempotency-Key is refused before anything else. */
+export async function requireIdempotencyKey(
+  request: FastifyRequest<{ Headers: { 'idempotency-key'?: string } }>,
+  reply: FastifyReply,
+): Promise<unknown> {
+  if (request.headers['idempotency-key']) return undefined;
+  return sendProblem(
+    reply,
+    problem(
+      'IDEMPOTENCY_KEY_REQUIRED',
+      'send an Idempotency-Key header; reuse it when you retry',
+      undefined,
+      request.url,
+    ),
+  );
+}

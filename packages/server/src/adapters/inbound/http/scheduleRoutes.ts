@@ -11,7 +11,7 @@ import {
   type ScheduleDeps,
 } from '../../../core/schedules/schedules.ts';
 import { principalOf, requireApplication } from './auth.ts';
-import { problem, sendProblem } from './problems.ts';
+import { requireIdempotencyKey } from './problems.ts';
 import { emptyBodyAsObject, IdempotencyKeyHeader, problemResponses, Uuid } from './schemas.ts';
 
 export interface ScheduleRouteDeps {
@@ -28,19 +28,7 @@ export function registerScheduleRoutes(app: FastifyInstance, deps: ScheduleRoute
     '/v1/schedules',
     {
       onRequest,
-      preValidation: async (request, reply) => {
-        if (!request.headers['idempotency-key']) {
-          return sendProblem(
-            reply,
-            problem(
-              'IDEMPOTENCY_KEY_REQUIRED',
-              'send an Idempotency-Key header; reuse it when you retry',
-              undefined,
-              request.url,
-            ),
-          );
-        }
-      },
+      preValidation: requireIdempotencyKey,
       schema: {
         tags: ['schedules'],
         summary: 'Create a schedule',

@@ -8,7 +8,7 @@ import type { TaskStore } from '../../../core/tasks/ports.ts';
 import { getTask, listTasks } from '../../../core/tasks/queryTasks.ts';
 import { retryTask } from '../../../core/tasks/retryTask.ts';
 import { principalOf, requireApplication } from './auth.ts';
-import { problem, sendProblem } from './problems.ts';
+import { requireIdempotencyKey } from './problems.ts';
 import { emptyBodyAsObject, IdempotencyKeyHeader, problemResponses, Uuid } from './schemas.ts';
 
 export interface TaskRouteDeps {
@@ -28,19 +28,7 @@ export function registerTaskRoutes(app: FastifyInstance, deps: TaskRouteDeps): v
     '/v1/tasks',
     {
       onRequest,
-      preValidation: async (request, reply) => {
-        if (!request.headers['idempotency-key']) {
-          return sendProblem(
-            reply,
-            problem(
-              'IDEMPOTENCY_KEY_REQUIRED',
-              'send an Idempotency-Key header; reuse it when you retry',
-              undefined,
-              request.url,
-            ),
-          );
-        }
-      },
+      preValidation: requireIdempotencyKey,
       schema: {
         tags: ['tasks'],
         summary: 'Submit a task',

@@ -5,6 +5,7 @@
  * makes inside its transaction in transactionReads.
  */
 import { type FactTransaction, KeyTakenError } from '../../../core/facts/ports.ts';
+import type { SignalRecord } from '../../../core/facts/records.ts';
 import type { FactWriteSet } from '../../../core/facts/writeSet.ts';
 import type { HeartbeatUpdate, StatusStore } from '../../../core/status/ports.ts';
 import {
@@ -32,6 +33,7 @@ import {
   pushTimelineStatements,
   pushTimerStatements,
 } from './schedulingTables.ts';
+import { insertSignal, takeSignal } from './signalTables.ts';
 import { overdueTasks, probeAttempts, pushStepStatements, renewLeases } from './stepTables.ts';
 import { pushTaskStatements } from './taskTables.ts';
 import {
@@ -154,6 +156,14 @@ class PostgresFactTransaction implements FactTransaction {
 
   async findIdempotency(principal: string, operation: string, key: string) {
     return findIdempotency(this.sql, principal, operation, key);
+  }
+
+  async insertSignal(signal: SignalRecord, consumed: { stepId: string; at: Date } | null) {
+    await insertSignal(this.sql, signal, consumed);
+  }
+
+  async takeSignal(taskId: string, name: string, stepId: string, at: Date) {
+    return takeSignal(this.sql, taskId, name, stepId, at);
   }
 
   // Written at once: only inside a transaction (a write-only one writes at commit, or not at all).

@@ -8,6 +8,7 @@ import type {
   Progress,
   StepStatus,
   StructuredError,
+  WaitingFor,
 } from '@tdp/protocol';
 import type {
   ExecutionRecord,
@@ -110,6 +111,7 @@ export interface StepRow {
   duration_source: string | null;
   error: StructuredError | null;
   reused_from_execution_id: string | null;
+  waiting_for: WaitingFor | null;
   version: bigint;
   created_at: Date;
   updated_at: Date;
@@ -226,6 +228,7 @@ export const toStep = (r: StepRow): StepRecord => ({
   durationSource: r.duration_source,
   error: r.error,
   reusedFromExecutionId: r.reused_from_execution_id,
+  waitingFor: r.waiting_for,
   version: r.version,
   createdAt: r.created_at,
   updatedAt: r.updated_at,

@@ -1,0 +1,52 @@
+/**
+ * STEP_BEGIN: a step the platform runs itself has become ready; its kind decides what it waits for.
+ * Each kind's module owns its begin, its timers and its requests.
+ */
+import { stepKind } from '@tdp/protocol';
+import type { StepRecord, TaskState } from '../../facts/records.ts';
+import type { FactSession } from '../../facts/session.ts';
+import { type CoordinatorDeps, failStepAttempt } from '../coordinator.ts';
+import { beginSignal } from './signal.ts';
+import { beginSleep } from './sleep.ts';
+
+export async function beginStep(
+  deps: CoordinatorDeps,
+  session: FactSession,
+  before: TaskState,
+  step: StepRecord | undefined,
+): Promise<void> {
+  // The step moved on (cancelled, superseded) or has begun already (a timer fired twice).
+  if (!step?.current || step.status !== 'RUNNING' || step.attemptId || step.waitingFor) return;
+  const definition = before.execution.snapshot.steps.find((d) => d.key === step.key);
+  if (!definition) return;
+  const kind = stepKind(definition);
+  switch (kind) {
+    case 'sleep':
+      return beginSleep(deps, session, before, step, definition);
+    case 'signal':
+      return beginSignal(deps, session, before, step, definition);
+    case 'approval':
+    case 'map':
+    case 'task':
+      // Refused at publish until they exist; a snapshot from a newer replica fails cleanly here.
+      await failStepAttempt(deps, session, before, step, {
+        producer: 'tdp:timer',
+        error: {
+          category: 'PLATFORM',
+          code: 'STEP_KIND_UNSUPPORTED',
+          retryable: false,
+          userMessage: `This version of TDP cannot run ${kind} steps`,
+        },
+        infrastructure: false,
+        workerId: null,
+        milestone: 'STEP_KIND_UNSUPPORTED',
+      });
+      return;
+    case 'capability':
+      return;
+    default: {
+      const unknown: never = kind;
+      throw new Error(`unknown step kind ${String(unknown)}`);
+    }
+  }
+}
