@@ -36,7 +36,10 @@ async function call(method: string, path: string, token: string, body?: unknown)
 }
 
 /** The child's step reports STEP_STARTED, then waits for the test before it completes. */
-const handler = async (command: StartCommand, report: (events: Record<string, unknown>[]) => Promise<any>) => {
+const handler = async (
+  command: StartCommand,
+  report: (events: Record<string, unknown>[]) => Promise<any>,
+) => {
   if (command.capability === 'restart.after')
     return completeWith({ got: command.input.fromChild })(command, report);
   await report([attemptEvent(command, 'STEP_STARTED', 1)]);
@@ -59,7 +62,14 @@ beforeAll(async () => {
     {
       name: 'restart-child',
       version: '1',
-      steps: [{ key: 'echo', capability: 'restart.echo', capabilityVersion: '1', inputMapping: { text: '$.input.text' } }],
+      steps: [
+        {
+          key: 'echo',
+          capability: 'restart.echo',
+          capabilityVersion: '1',
+          inputMapping: { text: '$.input.text' },
+        },
+      ],
     },
     {
       name: 'restart-parent',
@@ -68,7 +78,11 @@ beforeAll(async () => {
         {
           key: 'sub',
           kind: 'task',
-          task: { workflowName: 'restart-child', workflowVersion: '1', inputMapping: { text: '$.input.text' } },
+          task: {
+            workflowName: 'restart-child',
+            workflowVersion: '1',
+            inputMapping: { text: '$.input.text' },
+          },
         },
         {
           key: 'after',
@@ -128,7 +142,10 @@ describe('a child task across a restart', () => {
     await expect.poll(async () => (await view(parentId)).task.lifecycleStatus, patience).toBe('SUCCEEDED');
     const parent = await view(parentId);
     expect(parent.execution.steps.find((s: any) => s.key === 'after').data).toEqual({ got: 'still here' });
-    expect((await view(childId!)).task).toMatchObject({ lifecycleStatus: 'SUCCEEDED', parentTaskId: parentId });
+    expect((await view(childId!)).task).toMatchObject({
+      lifecycleStatus: 'SUCCEEDED',
+      parentTaskId: parentId,
+    });
     expect(await children(parentId)).toEqual([childId]);
   }, 120_000);
 });

@@ -17,7 +17,8 @@ export function childTaskCancel(deps: CancelDeps): ChildTaskCancel {
         await cancelTask(deps, principal, taskId, reason);
       } catch (error) {
         // It ended on its own meanwhile (or is gone): nothing is left to cancel.
-        if (error instanceof AppError && ['INVALID_TRANSITION', 'TASK_NOT_FOUND'].includes(error.code)) return;
+        if (error instanceof AppError && ['INVALID_TRANSITION', 'TASK_NOT_FOUND'].includes(error.code))
+          return;
         throw error;
       }
     },

@@ -256,7 +256,11 @@ export interface TimerRecord {
     /** A sleep step's time has come. */
     | 'SLEEP_DUE'
     /** A signal step's wait ended without the signal. */
-    | 'SIGNAL_TIMEOUT';
+    | 'SIGNAL_TIMEOUT'
+    /** A child task's execution ended (on its parent; see taskFamily.ts). */
+    | 'CHILD_FINISHED'
+    /** The parent step waiting for this child task was cancelled (on the child). */
+    | 'CANCEL_CHILD';
   taskId: string;
   stepId: string | null;
   payload: Record<string, unknown>;

@@ -70,10 +70,22 @@ export async function beginChildTask(
     await waitForChild(deps, session, before, step, existing, options);
     return;
   }
-  const child = await deps.definitions.resolve(parent.tenantId, options.workflowName, options.workflowVersion);
+  const child = await deps.definitions.resolve(
+    parent.tenantId,
+    options.workflowName,
+    options.workflowVersion,
+  );
   const name = `${options.workflowName}@${options.workflowVersion}`;
   if (!child) {
-    await failStep(deps, session, before, step, 'CHILD_WORKFLOW_UNKNOWN', 'INPUT', `no workflow ${name} is published`);
+    await failStep(
+      deps,
+      session,
+      before,
+      step,
+      'CHILD_WORKFLOW_UNKNOWN',
+      'INPUT',
+      `no workflow ${name} is published`,
+    );
     return;
   }
   const input = resolveInput(
@@ -88,7 +100,15 @@ export async function beginChildTask(
   const inputErrors = deps.schemas.validate(child.id, child.inputSchema, input.value);
   if (inputErrors.length > 0) {
     const listed = inputErrors.map((e) => `${e.path || '/'} ${e.message}`).join('; ');
-    await failStep(deps, session, before, step, 'CHILD_INPUT_INVALID', 'INPUT', `the input of ${name}: ${listed}`);
+    await failStep(
+      deps,
+      session,
+      before,
+      step,
+      'CHILD_INPUT_INVALID',
+      'INPUT',
+      `the input of ${name}: ${listed}`,
+    );
     return;
   }
   const created = newTaskState(
@@ -182,8 +202,9 @@ export async function childFinished(
   childTaskId: unknown,
 ): Promise<void> {
   if (!stillWaiting(step, 'task') || step.waitingFor?.kind !== 'task') return;
-  if (step.waitingFor.childTaskId !== childTaskId) return;
-  const child = await session.lockTask(step.waitingFor.childTaskId);
+  const waitedFor = step.waitingFor.childTaskId;
+  if (!waitedFor || waitedFor !== childTaskId) return;
+  const child = await session.lockTask(waitedFor);
   if (!child) return;
   const status = child.execution.status;
   if (status === 'SUCCEEDED') {
