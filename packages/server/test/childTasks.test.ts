@@ -24,7 +24,7 @@ let worker: Awaited<ReturnType<typeof startTestWorker>>;
 const cancelCommands: string[] = [];
 
 /** Opened by the test: a held `child.work` or `parent.prep` attempt waits for it. */
-const gates = { child: deferred(), prep: deferred() };
+const gates = { child: deferred(), prep: deferred(), boom: deferred() };
 function deferred() {
   let open!: () => void;
   const promise = new Promise<void>((resolve) => {
@@ -85,6 +85,20 @@ export const parentWorkflow = (failurePolicy: string) => ({
   ].map((s) => ({ retry: { maxAttempts: 1 }, ...s })),
 });
 
+/** The child task and, beside it, a step that fails the parent (FAIL_TASK) once the test lets it. */
+const siblingWorkflow = {
+  name: 'parent-with-sibling',
+  version: '1',
+  steps: [
+    {
+      key: 'sub',
+      kind: 'task',
+      task: { workflowName: 'child-double', workflowVersion: '1', inputMapping: { value: 4, mode: 'hold' } },
+    },
+    { key: 'boom', capability: 'parent.boom', capabilityVersion: '1' },
+  ].map((s) => ({ retry: { maxAttempts: 1 }, ...s })),
+};
+
 const handler = async (
   command: StartCommand,
   report: (events: Record<string, unknown>[]) => Promise<any>,
@@ -95,6 +109,10 @@ const handler = async (
     return completeWith({ prepared: true })(command, report);
   }
   if (command.capability === 'parent.after') return completeWith({ got: input.fromChild })(command, report);
+  if (command.capability === 'parent.boom') {
+    await gates.boom.promise;
+    return failWith({ category: 'INPUT', code: 'SIBLING_BROKE', retryable: false })(command, report);
+  }
   if (input.mode === 'fail')
     return failWith({ category: 'INPUT', code: 'CHILD_BROKE', retryable: false })(command, report);
   if (input.mode === 'hold') {
@@ -113,7 +131,12 @@ beforeAll(async () => {
   const workerKey = (
     await h.request('POST', '/admin/v1/worker-credentials', { token: h.adminToken, body: {} })
   ).body.key;
-  for (const body of [childWorkflow, parentWorkflow('FAIL_TASK'), parentWorkflow('CONTINUE_WITH_WARNING')]) {
+  for (const body of [
+    childWorkflow,
+    parentWorkflow('FAIL_TASK'),
+    parentWorkflow('CONTINUE_WITH_WARNING'),
+    siblingWorkflow,
+  ]) {
     const published = await h.request('POST', '/v1/workflow-definitions', { token: app.apiKey, body });
     expect(published.status, JSON.stringify(published.body)).toBe(201);
   }
@@ -121,7 +144,10 @@ beforeAll(async () => {
     baseUrl: h.url,
     workerKey,
     nodeId: 'node-child',
-    capabilities: ['child.work', 'parent.prep', 'parent.after'].map((name) => ({ name, version: '1' })),
+    capabilities: ['child.work', 'parent.prep', 'parent.after', 'parent.boom'].map((name) => ({
+      name,
+      version: '1',
+    })),
     handler,
     onCommand: (command) => {
       if (command.type === 'CANCEL_ATTEMPT') cancelCommands.push(command.attemptId);
@@ -129,8 +155,7 @@ beforeAll(async () => {
   });
 });
 afterAll(async () => {
-  gates.child.open();
-  gates.prep.open();
+  for (const gate of Object.values(gates)) gate.open();
   await worker?.stop();
   await sql?.end();
   await h.close();
@@ -146,6 +171,10 @@ const childrenOf = async (taskId: string) =>
   (await sql`SELECT id FROM task WHERE parent_task_id = ${taskId} ORDER BY created_at`).map(
     (r) => r.id as string,
   );
+
+const workflowCounts = async (workflowId: string) => ({
+  ...(await sql`SELECT task_count, task_counts FROM workflow WHERE id = ${workflowId}`)[0],
+});
 
 async function startParent(policy: string, input: Record<string, unknown>) {
   const created = await h.request('POST', '/v1/tasks', {
@@ -201,6 +230,10 @@ describe('a child task', () => {
       ownerId: 'owner-7',
       input: { value: 7, mode: 'ok' },
       lifecycleStatus: 'SUCCEEDED',
+    });
+    expect(await workflowCounts(parent.task.workflowId)).toEqual({
+      task_count: 2,
+      task_counts: { SUCCEEDED: 2 },
     });
     const acl = await sql`
       SELECT principal_type, principal_id, permission FROM task_acl WHERE task_id = ${children[0]!}`;
@@ -277,6 +310,32 @@ describe('a child task', () => {
     await endOf(parentId, 'CANCELLED');
     expect(stepOf(await get(parentId), 'sub').status).toBe('CANCELED');
     gates.child.open();
+  });
+
+  it('is cancelled when a sibling step fails its parent', async () => {
+    gates.child = deferred();
+    const created = await h.request('POST', '/v1/tasks', {
+      token: app.apiKey,
+      headers: { 'idempotency-key': newId() },
+      body: { workflowName: 'parent-with-sibling', workflowVersion: '1', name: 'a parent', input: {} },
+    });
+    expect(created.status).toBe(201);
+    const parentId = created.body.task.id as string;
+    const childId = await waitingChild(parentId);
+    await expect.poll(() => worker.received.some((c) => c.taskId === childId), patience).toBe(true);
+    const attemptId = worker.received.find((c) => c.taskId === childId)!.attemptId;
+    gates.boom.open();
+    await endOf(parentId, 'FAILED');
+    expect((await get(parentId)).task.failure).toMatchObject({ code: 'SIBLING_BROKE', failedStepId: 'boom' });
+    await expect.poll(() => cancelCommands.includes(attemptId), patience).toBe(true);
+    h.clock.advance(1_000);
+    await endOf(childId, 'CANCELLED');
+    gates.child.open();
+    // Created with a step running at once beside one placed at once: the workflow counts both tasks.
+    expect(await workflowCounts((await get(parentId)).task.workflowId)).toEqual({
+      task_count: 2,
+      task_counts: { FAILED: 1, CANCELLED: 1 },
+    });
   });
 });
 

@@ -108,6 +108,7 @@ export function summaryPayload(state: TaskState, notice: Notice | null): Record<
     schemaVersion: 1,
     taskId: task.id,
     workflowId: task.workflowId,
+    parentTaskId: task.parentTaskId,
     taskVersion: task.version.toString(),
     title: task.name,
     taskType: task.taskType,
@@ -179,6 +180,7 @@ export function detailPayload(
     },
     state: {
       title: task.name,
+      parentTaskId: task.parentTaskId,
       taskType: task.taskType,
       productId: task.productId,
       lifecycleStatus: task.lifecycleStatus,

@@ -229,6 +229,9 @@ export class FactSession {
   }
 
   private async apply(given: FactWriteSet): Promise<void> {
+    // A workflow created here is this transaction's own: a later fact of the session that moves one of
+    // its tasks (a root placed at once after a platform step began) counts there without a read.
+    if (given.newWorkflow) this.lockedWorkflows.set(given.newWorkflow.id, given.newWorkflow);
     const write = this.account(given);
     if (this.options.deferWrites) this.pending.push(write);
     else await this.tx.write(write);
