@@ -108,7 +108,6 @@ export function summaryPayload(state: TaskState, notice: Notice | null): Record<
     schemaVersion: 1,
     taskId: task.id,
     workflowId: task.workflowId,
-    parentTaskId: task.parentTaskId,
     taskVersion: task.version.toString(),
     title: task.name,
     taskType: task.taskType,
