@@ -4,10 +4,9 @@
  * and no other. The worker finishes, and the parent continues with the child's output. No second child
  * is started.
  */
-import { newId } from '@tdp/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase } from '../../../test/database.ts';
-import { type TdpProcess, tdpProcess } from '../../../test/tdpProcess.ts';
+import { callTdp, type TdpProcess, tdpProcess } from '../../../test/tdpProcess.ts';
 import { attemptEvent, completeWith, type StartCommand, startTestWorker } from '../../../test/testWorker.ts';
 import { freePort } from '../../cli/src/embeddedPostgres.ts';
 import { connectDatabase } from '../src/main.ts';
@@ -22,18 +21,8 @@ const released = new Promise<void>((resolve) => {
   release = resolve;
 });
 
-async function call(method: string, path: string, token: string, body?: unknown) {
-  const response = await fetch(`${tdp.url}${path}`, {
-    method,
-    headers: {
-      authorization: `Bearer ${token}`,
-      ...(body === undefined ? {} : { 'content-type': 'application/json', 'idempotency-key': newId() }),
-    },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const text = await response.text();
-  return { status: response.status, body: (text ? JSON.parse(text) : null) as any };
-}
+const call = (method: string, path: string, token: string, body?: unknown) =>
+  callTdp(tdp, method, path, token, body);
 
 /** The child's step reports STEP_STARTED, then waits for the test before it completes. */
 const handler = async (
