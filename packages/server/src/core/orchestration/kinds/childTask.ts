@@ -16,10 +16,11 @@
  *   context's own cancel, behind the `ChildTaskCancel` port.
  */
 import type { StepDefinition } from '@tdp/protocol';
-import type { DefinitionLookup, JsonSchemaValidator } from '../../definitions/ports.ts';
+import type { DefinitionLookup, JsonSchemaValidator, StoredDefinition } from '../../definitions/ports.ts';
 import { newTaskState, stepSpecsOf } from '../../facts/newRecords.ts';
 import type { StepRecord, TaskState } from '../../facts/records.ts';
 import type { FactSession } from '../../facts/session.ts';
+import { shownUserMessage } from '../../facts/views.ts';
 import { resolveInput } from '../advance.ts';
 import { type CoordinatorDeps, failStepAttempt } from '../coordinator.ts';
 import { milestone, orchestrate, platformWorkerProducer, stepOutputs } from '../platform.ts';
@@ -37,22 +38,54 @@ const producer = 'tdp:orchestrator';
 /** The child's client task key: one child per parent step attempt. */
 export const childTaskKey = (step: StepRecord) => `child:${step.id}:${step.attempt}`;
 
+/** The step fails on the platform's own account, not retryable (a new attempt would fail the same way). */
 function failStep(
   deps: CoordinatorDeps,
   session: FactSession,
   before: TaskState,
   step: StepRecord,
-  code: string,
-  category: string,
-  message: string,
+  error: { code: string; category: string; message: string },
 ) {
   return failStepAttempt(deps, session, before, step, {
     producer,
-    error: { category, code, retryable: false, userMessage: message },
+    error: { category: error.category, code: error.code, retryable: false, userMessage: error.message },
     infrastructure: false,
     workerId: null,
-    milestone: code,
+    milestone: error.code,
   });
+}
+
+type PreparedChild =
+  | { ok: true; workflow: StoredDefinition; input: Record<string, unknown> }
+  | { ok: false; code: string; message: string };
+
+/** The child's workflow and input (its mapping resolved, then checked against the workflow's schema). */
+async function prepareChild(
+  deps: ChildTaskDeps,
+  before: TaskState,
+  definition: StepDefinition,
+): Promise<PreparedChild> {
+  const options = definition.task!;
+  const name = `${options.workflowName}@${options.workflowVersion}`;
+  const workflow = await deps.definitions.resolve(
+    before.task.tenantId,
+    options.workflowName,
+    options.workflowVersion,
+  );
+  if (!workflow)
+    return { ok: false, code: 'CHILD_WORKFLOW_UNKNOWN', message: `no workflow ${name} is published` };
+  const input = resolveInput(
+    { ...definition, inputMapping: options.inputMapping ?? {} },
+    before.task.input,
+    stepOutputs(before),
+  );
+  if (!input.ok) return { ok: false, code: 'INPUT_MAPPING_FAILED', message: input.message };
+  const errors = deps.schemas.validate(workflow.id, workflow.inputSchema, input.value);
+  if (errors.length > 0) {
+    const listed = errors.map((e) => `${e.path || '/'} ${e.message}`).join('; ');
+    return { ok: false, code: 'CHILD_INPUT_INVALID', message: `the input of ${name}: ${listed}` };
+  }
+  return { ok: true, workflow, input: input.value };
 }
 
 export async function beginChildTask(
@@ -62,55 +95,34 @@ export async function beginChildTask(
   step: StepRecord,
   definition: StepDefinition,
 ): Promise<void> {
-  const now = session.now;
-  const options = definition.task!;
-  const parent = before.task;
-  const existing = await session.tx.findTaskIdByClientKey(parent.workflowId, childTaskKey(step));
+  const existing = await session.tx.findTaskIdByClientKey(before.task.workflowId, childTaskKey(step));
   if (existing) {
-    await waitForChild(deps, session, before, step, existing, options);
+    await waitForChild(deps, session, before, step, existing, definition.task!);
     return;
   }
-  const child = await deps.definitions.resolve(
-    parent.tenantId,
-    options.workflowName,
-    options.workflowVersion,
-  );
-  const name = `${options.workflowName}@${options.workflowVersion}`;
-  if (!child) {
-    await failStep(
-      deps,
-      session,
-      before,
-      step,
-      'CHILD_WORKFLOW_UNKNOWN',
-      'INPUT',
-      `no workflow ${name} is published`,
-    );
+  const prepared = await prepareChild(deps, before, definition);
+  if (!prepared.ok) {
+    await failStep(deps, session, before, step, { ...prepared, category: 'INPUT' });
     return;
   }
-  const input = resolveInput(
-    { ...definition, inputMapping: options.inputMapping ?? {} },
-    parent.input,
-    stepOutputs(before),
-  );
-  if (!input.ok) {
-    await failStep(deps, session, before, step, 'INPUT_MAPPING_FAILED', 'INPUT', input.message);
-    return;
-  }
-  const inputErrors = deps.schemas.validate(child.id, child.inputSchema, input.value);
-  if (inputErrors.length > 0) {
-    const listed = inputErrors.map((e) => `${e.path || '/'} ${e.message}`).join('; ');
-    await failStep(
-      deps,
-      session,
-      before,
-      step,
-      'CHILD_INPUT_INVALID',
-      'INPUT',
-      `the input of ${name}: ${listed}`,
-    );
-    return;
-  }
+  const childTaskId = await createChild(deps, session, before, step, prepared.workflow, prepared.input);
+  await waitForChild(deps, session, before, step, childTaskId, definition.task!);
+}
+
+/**
+ * Commits the child's creation (task, execution #1, steps, ACL, TASK_CREATED and its first
+ * orchestration) in the parent's transaction; returns its id.
+ */
+async function createChild(
+  deps: CoordinatorDeps,
+  session: FactSession,
+  before: TaskState,
+  step: StepRecord,
+  workflow: StoredDefinition,
+  input: Record<string, unknown>,
+): Promise<string> {
+  const now = session.now;
+  const parent = before.task;
   const created = newTaskState(
     deps.ids,
     {
@@ -120,10 +132,15 @@ export async function beginChildTask(
       clientTaskKey: childTaskKey(step),
       name: `${parent.name} › ${step.key}`,
       ownerId: parent.ownerId,
-      definition: { id: child.id, name: child.name, version: child.version },
-      snapshot: { definitionId: child.id, name: child.name, version: child.version, steps: child.steps },
-      steps: stepSpecsOf(child.steps, platformWorkerProducer),
-      input: input.value,
+      definition: { id: workflow.id, name: workflow.name, version: workflow.version },
+      snapshot: {
+        definitionId: workflow.id,
+        name: workflow.name,
+        version: workflow.version,
+        steps: workflow.steps,
+      },
+      steps: stepSpecsOf(workflow.steps, platformWorkerProducer),
+      input,
       priority: parent.priority,
       parent: { taskId: parent.id, stepId: step.id },
     },
@@ -139,7 +156,7 @@ export async function beginChildTask(
       type: 'TASK_CREATED',
       producer,
       payload: {
-        workflow: { name: child.name, version: child.version },
+        workflow: { name: workflow.name, version: workflow.version },
         parentTaskId: parent.id,
         parentStepKey: step.key,
       },
@@ -158,7 +175,7 @@ export async function beginChildTask(
             deps.ids,
             created,
             'CREATED',
-            `execution #1 of ${name} created by step ${step.key} of task ${parent.id}`,
+            `execution #1 of ${workflow.name}@${workflow.version} created by step ${step.key} of task ${parent.id}`,
             { parentTaskId: parent.id, parentStepKey: step.key },
             now,
           ),
@@ -167,7 +184,7 @@ export async function beginChildTask(
       },
     },
   );
-  await waitForChild(deps, session, before, step, created.task.id, options);
+  return created.task.id;
 }
 
 function waitForChild(
@@ -217,19 +234,17 @@ export async function childFinished(
     return;
   }
   if (status !== 'FAILED' && status !== 'CANCELED') return;
-  const code = status === 'FAILED' ? 'CHILD_TASK_FAILED' : 'CHILD_TASK_CANCELED';
-  const reason = child.task.failure?.userMessage ?? child.task.failure?.code;
-  await failStep(
-    deps,
-    session,
-    before,
-    step,
-    code,
-    'STEP',
-    status === 'FAILED'
-      ? `The child task of step ${step.key} failed${reason ? `: ${reason}` : ''}`
-      : `The child task of step ${step.key} was cancelled`,
-  );
+  // The child's own words for people, checked as every shown message is.
+  const reason = shownUserMessage(child.task.failure);
+  await failStep(deps, session, before, step, {
+    category: 'STEP',
+    ...(status === 'FAILED'
+      ? {
+          code: 'CHILD_TASK_FAILED',
+          message: `The child task of step ${step.key} failed${reason ? `: ${reason}` : ''}`,
+        }
+      : { code: 'CHILD_TASK_CANCELED', message: `The child task of step ${step.key} was cancelled` }),
+  });
 }
 
 /** CANCEL_CHILD: the parent's step that waited for this task was cancelled; so is the task. */
