@@ -16,6 +16,14 @@ export interface TdpProcess {
   kill(signal?: NodeJS.Signals): Promise<void>;
   /** Sends `signal` and waits up to `withinMs` for the process to exit: its exit code, or null if it did not. */
   stop(signal: NodeJS.Signals, withinMs: number): Promise<number | null>;
+  /** One JSON request to the server (the admin token unless another is given). */
+  request(
+    method: string,
+    path: string,
+    options?: { token?: string; body?: unknown; headers?: Record<string, string> },
+  ): Promise<{ status: number; body: any }>;
+  /** A tenant and an application in it: the application's API key. */
+  createApplication(name: string): Promise<string>;
 }
 
 export function tdpProcess(options: {
@@ -43,9 +51,32 @@ export function tdpProcess(options: {
   };
   const url = `http://127.0.0.1:${options.port}`;
   let child: ChildProcess | null = null;
+  const request: TdpProcess['request'] = async (method, path, { token = adminToken, body, headers } = {}) => {
+    const response = await fetch(`${url}${path}`, {
+      method,
+      headers: {
+        authorization: `Bearer ${token}`,
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        ...headers,
+      },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    const text = await response.text();
+    return { status: response.status, body: text ? JSON.parse(text) : null };
+  };
   return {
     url,
     adminToken,
+    request,
+    createApplication: async (name) => {
+      const tenant = await request('POST', '/admin/v1/tenants', { body: { name: `tenant-${name}` } });
+      const created = await request('POST', `/admin/v1/tenants/${tenant.body.id}/applications`, {
+        body: { name },
+      });
+      if (created.status !== 201)
+        throw new Error(`create application: ${created.status} ${JSON.stringify(created.body)}`);
+      return created.body.apiKey.key as string;
+    },
     start: async () => {
       const started = spawn(
         process.execPath,

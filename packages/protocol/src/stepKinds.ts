@@ -160,3 +160,14 @@ export type WaitingFor = Static<typeof WaitingFor>;
 
 export const SendSignalRequest = Type.Object({ payload: Type.Optional(Type.Unknown()) }, Strict);
 export type SendSignalRequest = Static<typeof SendSignalRequest>;
+
+/** The answer to a signal: 202 when sent, 200 when a repeat of the same request (`replayed`). */
+export const SignalSent = Type.Object({
+  signalId: Type.String(),
+  taskId: Type.String(),
+  name: Type.String(),
+  /** The signal step that took it at once; null when it is kept for a step not reached yet. */
+  consumedByStep: Type.Union([Type.String(), Type.Null()]),
+  replayed: Type.Boolean(),
+});
+export type SignalSent = Static<typeof SignalSent>;

@@ -11,11 +11,15 @@ import type {
   BatchGetRequest,
   BatchGetResult,
   ClassificationRequest,
+  CreateScheduleRequest,
   CreateTaskRequest,
   CreateWorkflowRequest,
   LifecycleStatus,
   NewStatusTask,
   PublishWorkflowDefinitionRequest,
+  Schedule,
+  SchedulePage,
+  SignalSent,
   TaskEventPage,
   TaskPage,
   TaskSummary,
@@ -186,13 +190,91 @@ export class TdpClient {
     });
   }
 
-  /** Runs a finished task again (its next execution). Sent once: a repeat would run it once more. */
-  retryTask(taskId: string, options: CallOptions = {}): Promise<TaskWithExecution> {
+  /**
+   * Runs a finished task again (its next execution); with `fromStep`, only that step and the steps after
+   * it run, the others keep their outputs. Sent once: a repeat would run it once more.
+   */
+  retryTask(taskId: string, options: CallOptions & { fromStep?: string } = {}): Promise<TaskWithExecution> {
+    const { fromStep, ...call } = options;
     return this.call({
-      ...options,
+      ...call,
       method: 'POST',
       path: `/v1/tasks/${segment(taskId)}:retry`,
+      ...(fromStep ? { body: { fromStep } } : {}),
       retry: 'never',
+    });
+  }
+
+  /**
+   * Sends a signal to a task: its waiting signal step of this name ends with `payload` as its output, or
+   * the signal is kept for the step. Without `idempotencyKey` one is generated and reused by retries.
+   */
+  async sendSignal(
+    taskId: string,
+    name: string,
+    payload: unknown,
+    options: CallOptions & { idempotencyKey?: string } = {},
+  ): Promise<SignalSent> {
+    const { idempotencyKey = randomUUID(), ...call } = options;
+    const answer = await this.transport.send({
+      ...call,
+      method: 'POST',
+      path: `/v1/tasks/${segment(taskId)}/signals/${segment(name)}`,
+      body: { payload },
+      headers: { 'idempotency-key': idempotencyKey },
+      retry: 'idempotent',
+    });
+    return answer.body as SignalSent;
+  }
+
+  /** Creates a cron schedule that starts tasks (docs/schedules.md); idempotent by key like `createTask`. */
+  async createSchedule(
+    request: CreateScheduleRequest,
+    options: CallOptions & { idempotencyKey?: string } = {},
+  ): Promise<Schedule> {
+    const { idempotencyKey = randomUUID(), ...call } = options;
+    const answer = await this.transport.send({
+      ...call,
+      method: 'POST',
+      path: '/v1/schedules',
+      body: request,
+      headers: { 'idempotency-key': idempotencyKey },
+      retry: 'idempotent',
+    });
+    return answer.body as Schedule;
+  }
+
+  /** The application's schedules with their next fire times. */
+  listSchedules(options: CallOptions = {}): Promise<SchedulePage> {
+    return this.call({ ...options, method: 'GET', path: '/v1/schedules', retry: 'read' });
+  }
+
+  getSchedule(scheduleId: string, options: CallOptions = {}): Promise<Schedule> {
+    return this.call({
+      ...options,
+      method: 'GET',
+      path: `/v1/schedules/${segment(scheduleId)}`,
+      retry: 'read',
+    });
+  }
+
+  /** Pauses a schedule (idempotent): no fire until it is resumed. */
+  pauseSchedule(scheduleId: string, options: CallOptions = {}): Promise<Schedule> {
+    return this.scheduleAction(scheduleId, 'pause', options);
+  }
+
+  /** Resumes a schedule (idempotent): it fires from now on; missed fires are not caught up. */
+  resumeSchedule(scheduleId: string, options: CallOptions = {}): Promise<Schedule> {
+    return this.scheduleAction(scheduleId, 'resume', options);
+  }
+
+  private scheduleAction(scheduleId: string, action: 'pause' | 'resume', options: CallOptions) {
+    return this.call<Schedule>({
+      ...options,
+      method: 'POST',
+      path: `/v1/schedules/${segment(scheduleId)}:${action}`,
+      body: {},
+      retry: 'idempotent',
     });
   }
 

@@ -17,8 +17,27 @@ type StepDefinitionInput = PublishWorkflowDefinitionRequest['steps'][number];
 /** A step's settings besides its wiring: affinity, timeouts, retry, failurePolicy, startDelayMs. */
 export type StepSettings = Omit<
   StepDefinitionInput,
-  'key' | 'capability' | 'capabilityVersion' | 'dependsOn' | 'inputMapping'
+  | 'key'
+  | 'capability'
+  | 'capabilityVersion'
+  | 'dependsOn'
+  | 'inputMapping'
+  | 'kind'
+  | 'sleep'
+  | 'signal'
+  | 'approval'
+  | 'map'
+  | 'task'
 >;
+
+/** The step kinds TDP runs itself (docs/step-kinds.md), each with its options under its own name. */
+export type BuiltInKind = 'sleep' | 'signal' | 'approval' | 'map' | 'task';
+
+/** One built-in step, as `.builtIn(key, spec)` takes it. */
+export type BuiltInSpec<Kind extends BuiltInKind, DependsOn> = Omit<StepSettings, 'affinity' | 'timeouts'> & {
+  kind: Kind;
+  dependsOn?: DependsOn;
+} & { [K in Kind]-?: NonNullable<StepDefinitionInput[K]> };
 
 /** What the types remember of a defined step: its capability and every step upstream of it. */
 interface StepFacts {
@@ -125,6 +144,25 @@ export class WorkflowBuilder<Steps extends Record<string, StepFacts> = Record<ne
       ...(dependsOn ? { dependsOn: [...dependsOn] } : {}),
       ...(inputMapping ? { inputMapping: { ...inputMapping } } : {}),
     };
+    return new WorkflowBuilder({ ...this.definition, steps: [...this.definition.steps, step] });
+  }
+
+  /**
+   * Adds a step TDP runs itself — a sleep, a signal, an approval, a map or a child task — after the
+   * ones defined so far. Its output is not typed: later steps may read any path of it.
+   */
+  builtIn<
+    const Key extends string,
+    const Kind extends BuiltInKind,
+    const DependsOn extends readonly (keyof Steps & string)[] = [],
+  >(
+    key: Key extends keyof Steps ? never : Key,
+    spec: BuiltInSpec<Kind, DependsOn>,
+  ): WorkflowBuilder<
+    Steps & { [K in Key]: { capability: `tdp:${Kind}`; upstream: UpstreamOf<Steps, DependsOn> } }
+  > {
+    const { dependsOn, ...rest } = spec as BuiltInSpec<Kind, readonly string[]>;
+    const step = { key, ...rest, ...(dependsOn ? { dependsOn: [...dependsOn] } : {}) } as StepDefinitionInput;
     return new WorkflowBuilder({ ...this.definition, steps: [...this.definition.steps, step] });
   }
 

@@ -248,3 +248,65 @@ describe('status workflows, access and tokens', () => {
     expect(await failureOf(stranger.listTasks())).toMatchObject({ code: 'UNAUTHENTICATED', status: 401 });
   });
 });
+
+describe('built-in steps, signals and schedules', () => {
+  const waiting = defineWorkflow({ name: 'sdk-waits', version: '1' })
+    .builtIn('nap', { kind: 'sleep', sleep: { durationMs: 1_000 } })
+    .builtIn('go', { kind: 'signal', dependsOn: ['nap'], signal: { name: 'go' } })
+    .step('use', {
+      capability: 'nobody.use',
+      capabilityVersion: '1',
+      dependsOn: ['go'],
+      inputMapping: { note: '$.steps.go.output.note' },
+    });
+
+  it('publishes built-in steps, sends a signal once per key, retries from a step', async () => {
+    const published = await tdp.publishWorkflowDefinition(waiting);
+    expect(published.definition.steps.map((s) => [s.key, s.kind ?? 'capability'])).toEqual([
+      ['nap', 'sleep'],
+      ['go', 'signal'],
+      ['use', 'capability'],
+    ]);
+    const task = await tdp.createTask({ workflowName: 'sdk-waits', workflowVersion: '1', name: 'waits' });
+    const sent = await tdp.sendSignal(task.task.id, 'go', { note: 'early' }, { idempotencyKey: 'go-1' });
+    // This server runs no loops: the signal step has not begun, so the signal is kept for it.
+    expect(sent.consumedByStep).toBeNull();
+    const again = await tdp.sendSignal(task.task.id, 'go', { note: 'early' }, { idempotencyKey: 'go-1' });
+    expect(again).toMatchObject({ signalId: sent.signalId, replayed: true });
+    const unknown = await failureOf(tdp.sendSignal(task.task.id, 'stop', {}));
+    expect(unknown).toBeInstanceOf(TdpApiError);
+    expect(unknown.code).toBe('SIGNAL_UNKNOWN');
+    const rerun = await failureOf(tdp.retryTask(task.task.id, { fromStep: 'nowhere' }));
+    expect(rerun.status).toBeGreaterThanOrEqual(400);
+  });
+
+  it('creates, lists, pauses and resumes a schedule', async () => {
+    const schedule = await tdp.createSchedule(
+      {
+        cron: '0 6 * * *',
+        timeZone: 'Europe/Berlin',
+        workflowName: 'sdk-waits',
+        workflowVersion: '1',
+        input: {},
+        overlap: 'SKIP',
+      },
+      { idempotencyKey: 'daily' },
+    );
+    expect(schedule.cron).toBe('0 6 * * *');
+    const listed = await tdp.listSchedules();
+    expect(listed.schedules.map((s) => s.id)).toContain(schedule.id);
+    expect((await tdp.pauseSchedule(schedule.id)).paused).toBe(true);
+    expect((await tdp.getSchedule(schedule.id)).paused).toBe(true);
+    expect((await tdp.resumeSchedule(schedule.id)).paused).toBe(false);
+    const bad = await failureOf(
+      tdp.createSchedule({
+        cron: 'every day',
+        timeZone: 'UTC',
+        workflowName: 'sdk-waits',
+        workflowVersion: '1',
+        overlap: 'SKIP',
+      }),
+    );
+    expect(bad.code).toBe('CRON_EXPRESSION_INVALID');
+  });
+});

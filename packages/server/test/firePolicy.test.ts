@@ -1,7 +1,7 @@
 /** The pure rule of what a schedule's round does (docs/schedules.md, "The rule for late fires and overlap"). */
 import type { ScheduleOverlap } from '@tdp/protocol';
 import { describe, expect, it } from 'vitest';
-import { decideFires } from '../src/core/schedules/firePolicy.ts';
+import { decideFires, fireInput } from '../src/core/schedules/firePolicy.ts';
 
 const due = new Date('2030-01-01T03:00:00Z');
 const queued = new Date('2030-01-01T02:00:00Z');
@@ -37,6 +37,26 @@ describe('decideFires', () => {
     expect(decide('QUEUE_ONE', { due: null, queuedFireAt: queued })).toEqual({
       start: [queued],
       queuedFireAt: null,
+    });
+  });
+});
+
+describe('fireInput', () => {
+  it('fills the placeholders at any depth and leaves everything else as it is', () => {
+    const fireAt = new Date('2030-01-01T03:00:00Z');
+    expect(
+      fireInput(
+        {
+          at: '$.schedule.fireTime',
+          list: [{ id: '$.schedule.id' }, 'x', 3, null],
+          near: '$.schedule.fireTimes',
+        },
+        { scheduleId: 's-1', fireAt },
+      ),
+    ).toEqual({
+      at: '2030-01-01T03:00:00.000Z',
+      list: [{ id: 's-1' }, 'x', 3, null],
+      near: '$.schedule.fireTimes',
     });
   });
 });

@@ -167,6 +167,21 @@ describe('firing', () => {
     await pause(s.id);
   });
 
+  it("fills the input template's placeholders with each fire's time and the schedule's id", async () => {
+    h.clock.set(new Date('2032-03-01T00:30:00Z'));
+    const s = await createSchedule(h, {
+      input: { sourceZip: '$.schedule.id', watermarkText: '$.schedule.fireTime' },
+    });
+    h.clock.set(new Date('2032-03-01T01:00:01Z'));
+    await expect.poll(async () => (await tasksOf(s.id)).length, patience).toBe(1);
+    const [task] = await tasksOf(s.id);
+    const [row] = await sql`SELECT input FROM task WHERE id = ${task!.id}`;
+    expect(row!.input).toEqual({ sourceZip: s.id, watermarkText: '2032-03-01T01:00:00.000Z' });
+    // The schedule keeps its template.
+    expect((await schedule(h, s.id)).input.watermarkText).toBe('$.schedule.fireTime');
+    await pause(s.id);
+  });
+
   it('two replicas on the same database start one task per fire time', async () => {
     const second = await startHarness({ runLoops: true, sharedDatabaseUrl: h.databaseUrl });
     try {
@@ -217,7 +232,8 @@ describe('firing', () => {
     }
     // The queued fire starts once its previous task has ended; SKIP starts nothing until its next fire.
     await expect.poll(async () => (await tasksOf(queue.id)).length, patience).toBe(2);
-    expect((await schedule(h, queue.id)).queuedFireAt).toBeNull();
+    // The task commits before the schedule's advance (its own transaction): wait for the advance.
+    await expect.poll(async () => (await schedule(h, queue.id)).queuedFireAt, patience).toBeNull();
     expect(await tasksOf(skip.id)).toHaveLength(1);
     h.clock.set(new Date('2033-01-01T03:00:01Z'));
     await expect.poll(async () => (await tasksOf(skip.id)).length, patience).toBe(2);

@@ -236,6 +236,16 @@ describe('signal', () => {
     expect(seen.find((c) => c.taskId === taskId && c.stepId === 'use')!.input.note).toBe('sent early');
   });
 
+  it('a cancel while only the platform waits ends the task at once; a later signal is refused', async () => {
+    const taskId = await start('go');
+    await waitingOf(taskId, 'go').toBe('signal');
+    const cancelled = await h.request('POST', `/v1/tasks/${taskId}:cancel`, { token: app.apiKey, body: {} });
+    expect(cancelled.status).toBe(200);
+    expect(cancelled.body.task.lifecycleStatus).toBe('CANCELLED');
+    expect((await stepOf(taskId, 'go')).status).toBe('CANCELED');
+    expect((await signal(taskId, 'go', { ok: true })).status).toBe(409);
+  });
+
   it('times out without the signal; the step fails with SIGNAL_TIMED_OUT', async () => {
     const taskId = await start('go');
     await waitingOf(taskId, 'go').toBe('signal');

@@ -5,7 +5,7 @@ import type { TaskStore } from '../core/tasks/ports.ts';
 
 export function scheduledTasks(create: CreateTaskDeps, tasks: TaskStore): ScheduledTasks {
   return {
-    start: async (schedule: ScheduleRecord, idempotencyKey: string, fireAt: Date) => {
+    start: async (schedule: ScheduleRecord, idempotencyKey: string, fireAt: Date, input: unknown) => {
       const principal = {
         kind: 'application' as const,
         tenantId: schedule.tenantId,
@@ -18,7 +18,7 @@ export function scheduledTasks(create: CreateTaskDeps, tasks: TaskStore): Schedu
         workflowVersion: schedule.workflowVersion,
         name: `${schedule.workflowName} at ${fireAt.toISOString()}`,
         externalRef: `schedule:${schedule.id}`,
-        input: schedule.input,
+        input,
       });
       return { taskId: result.body.task.id };
     },

@@ -42,3 +42,24 @@ export function decideFires(s: FireSituation): FireDecision {
   if (!running) return { start: [...start, s.due], queuedFireAt };
   return { start, queuedFireAt: queuedFireAt ?? s.due };
 }
+
+/** What a fire substitutes into the schedule's input: `"$.schedule.fireTime"`, `"$.schedule.id"`. */
+export interface FireContext {
+  scheduleId: string;
+  fireAt: Date;
+}
+
+/**
+ * The input of a fire's task: the schedule's input with every string that is exactly
+ * `$.schedule.fireTime` (the fire time, ISO 8601) or `$.schedule.id` replaced, at any depth.
+ */
+export function fireInput(template: unknown, context: FireContext): unknown {
+  if (template === '$.schedule.fireTime') return context.fireAt.toISOString();
+  if (template === '$.schedule.id') return context.scheduleId;
+  if (Array.isArray(template)) return template.map((item) => fireInput(item, context));
+  if (template !== null && typeof template === 'object')
+    return Object.fromEntries(
+      Object.entries(template).map(([key, value]) => [key, fireInput(value, context)]),
+    );
+  return template;
+}

@@ -7,7 +7,7 @@
 import { AppError } from '../shared/errors.ts';
 import type { Clock } from '../shared/ports.ts';
 import { latestFireBy, nextFireAfter } from './cron.ts';
-import { decideFires } from './firePolicy.ts';
+import { decideFires, fireInput } from './firePolicy.ts';
 import type { ScheduleAdvance, ScheduledTasks, ScheduleRecord, ScheduleStore } from './ports.ts';
 
 export interface FireDeps {
@@ -49,7 +49,12 @@ async function fireOne(deps: FireDeps, schedule: ScheduleRecord, now: Date): Pro
   };
   for (const fireAt of decision.start) {
     try {
-      const { taskId } = await deps.tasks.start(schedule, scheduleTaskKey(schedule.id, fireAt), fireAt);
+      const { taskId } = await deps.tasks.start(
+        schedule,
+        scheduleTaskKey(schedule.id, fireAt),
+        fireAt,
+        fireInput(schedule.input, { scheduleId: schedule.id, fireAt }),
+      );
       Object.assign(advance, { lastFireAt: fireAt, lastTaskId: taskId, lastError: null });
     } catch (error) {
       // A refusal (the workflow is gone, its input schema changed) drops this fire and says why;

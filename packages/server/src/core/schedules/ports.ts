@@ -64,7 +64,12 @@ export interface ScheduleStore {
  */
 export interface ScheduledTasks {
   /** Creates (or, for a key already used, finds) the task; throws AppError when it is refused. */
-  start(schedule: ScheduleRecord, idempotencyKey: string, fireAt: Date): Promise<{ taskId: string }>;
+  start(
+    schedule: ScheduleRecord,
+    idempotencyKey: string,
+    fireAt: Date,
+    input: unknown,
+  ): Promise<{ taskId: string }>;
   /** True while the task has not ended. */
   isRunning(applicationId: string, taskId: string): Promise<boolean>;
 }

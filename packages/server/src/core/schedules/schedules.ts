@@ -6,6 +6,7 @@ import { fingerprint } from '../shared/canonicalJson.ts';
 import { AppError } from '../shared/errors.ts';
 import type { Clock, IdGenerator } from '../shared/ports.ts';
 import { cronProblem, isKnownTimeZone, nextFireAfter, nextFiresAfter } from './cron.ts';
+import { fireInput } from './firePolicy.ts';
 import type { ScheduleRecord, ScheduleStore } from './ports.ts';
 
 export interface ScheduleDeps {
@@ -61,7 +62,12 @@ export async function createSchedule(
     );
   }
   const input = request.input ?? {};
-  const inputErrors = deps.schemas.validate(definition.id, definition.inputSchema, input);
+  const id = deps.ids.newId();
+  const now = deps.clock.now();
+  const spec = { cron: request.cron, timeZone: request.timeZone, startAt, endAt };
+  // The input as its first fire's task would get it (the placeholders filled in).
+  const firstInput = fireInput(input, { scheduleId: id, fireAt: nextFireAfter(spec, now) ?? now });
+  const inputErrors = deps.schemas.validate(definition.id, definition.inputSchema, firstInput);
   if (inputErrors.length > 0) {
     throw new AppError(
       'INPUT_INVALID',
@@ -69,10 +75,8 @@ export async function createSchedule(
       inputErrors.map((e) => ({ path: `/input${e.path}`, message: e.message })),
     );
   }
-  const now = deps.clock.now();
-  const spec = { cron: request.cron, timeZone: request.timeZone, startAt, endAt };
   const schedule: ScheduleRecord = {
-    id: deps.ids.newId(),
+    id,
     tenantId: principal.tenantId,
     applicationId: principal.applicationId,
     idempotencyKey,

@@ -6,7 +6,7 @@ import { endTask, isRefusal } from '../facts/stateMachine.ts';
 import { toTaskView } from '../facts/views.ts';
 import type { ApplicationPrincipal } from '../identity/ports.ts';
 import { cancelledStep } from '../orchestration/coordinator.ts';
-import { callbackFor, milestone } from '../orchestration/platform.ts';
+import { callbackFor, isPlatformTask, milestone } from '../orchestration/platform.ts';
 import { AppError } from '../shared/errors.ts';
 
 const finishedSteps = new Set<StepRecord['status']>(['SUCCEEDED', 'FAILED', 'SKIPPED', 'CANCELED']);
@@ -32,7 +32,16 @@ export async function cancelTask(
     if (!before || before.task.applicationId !== principal.applicationId) {
       throw new AppError('TASK_NOT_FOUND', `task ${taskId} does not exist`);
     }
-    const plan = planCancel(before.execution.status);
+    // A platform task with nothing on a worker (every open step waits on the platform: a sleep, a
+    // signal, …) has nothing to wait for: the cancel ends the execution at once.
+    const onWorkers =
+      !isPlatformTask(before) ||
+      before.steps.some((s) => s.current && s.attemptId && (s.status === 'QUEUED' || s.status === 'RUNNING'));
+    const planned = planCancel(before.execution.status);
+    const plan =
+      planned.kind === 'transition' && planned.to === 'CANCELING' && !onWorkers
+        ? { ...planned, to: 'CANCELED' as const }
+        : planned;
     if (plan.kind === 'already') return toTaskView(before);
     if (plan.kind === 'refused') {
       throw new AppError(

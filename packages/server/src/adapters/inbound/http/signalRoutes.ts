@@ -1,4 +1,4 @@
-import { SendSignalRequest, SignalName } from '@tdp/protocol';
+import { SendSignalRequest, SignalName, SignalSent } from '@tdp/protocol';
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import type { ApiKeyAuthenticator } from '../../../core/identity/authenticate.ts';
@@ -12,15 +12,6 @@ export interface SignalRouteDeps {
   authenticator: ApiKeyAuthenticator;
   signals: SignalDeps;
 }
-
-const SignalAnswer = Type.Object({
-  signalId: Type.String(),
-  taskId: Type.String(),
-  name: Type.String(),
-  /** The signal step that took it at once; null when it is kept for a step not reached yet. */
-  consumedByStep: Type.Union([Type.String(), Type.Null()]),
-  replayed: Type.Boolean(),
-});
 
 export function registerSignalRoutes(app: FastifyInstance, deps: SignalRouteDeps): void {
   app.post<{
@@ -47,7 +38,7 @@ export function registerSignalRoutes(app: FastifyInstance, deps: SignalRouteDeps
         params: Type.Object({ id: Uuid, name: SignalName }),
         headers: IdempotencyKeyHeader,
         body: SendSignalRequest,
-        response: { 200: SignalAnswer, 202: SignalAnswer, ...problemResponses },
+        response: { 200: SignalSent, 202: SignalSent, ...problemResponses },
       },
     },
     async (request, reply) => {

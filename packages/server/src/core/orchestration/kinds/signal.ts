@@ -4,7 +4,7 @@
  * step begins; one sent while it waits ends the wait in the same transaction. Signals are taken oldest
  * first, one per step attempt.
  */
-import type { StepDefinition } from '@tdp/protocol';
+import type { SignalSent, StepDefinition } from '@tdp/protocol';
 import type { JsonSchemaValidator } from '../../definitions/ports.ts';
 import { isTerminal } from '../../facts/execution.ts';
 import type { StepRecord, TaskState } from '../../facts/records.ts';
@@ -100,7 +100,7 @@ export interface SendSignal {
 
 export interface SignalAnswer {
   status: 200 | 202;
-  body: { signalId: string; taskId: string; name: string; consumedByStep: string | null; replayed: boolean };
+  body: SignalSent;
 }
 
 const operation = 'task.signal';
