@@ -3,7 +3,6 @@
  * again on the same database, keys and address.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { newId } from '../packages/protocol/src/ids.ts';
 import { generateKeyringEntry } from '../packages/server/src/main.ts';
 
 const cli = new URL('../packages/cli/src/main.ts', import.meta.url).pathname;
@@ -121,24 +120,4 @@ export function tdpProcess(options: {
       await exited;
     },
   };
-}
-
-/** A request to `server` with `token` (a body goes with a fresh Idempotency-Key): status and parsed body. */
-export async function callTdp(
-  server: Pick<TdpProcess, 'url'>,
-  method: string,
-  path: string,
-  token: string,
-  body?: unknown,
-) {
-  const response = await fetch(`${server.url}${path}`, {
-    method,
-    headers: {
-      authorization: `Bearer ${token}`,
-      ...(body === undefined ? {} : { 'content-type': 'application/json', 'idempotency-key': newId() }),
-    },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const text = await response.text();
-  return { status: response.status, body: (text ? JSON.parse(text) : null) as any };
 }

@@ -4,9 +4,10 @@
  * and no other. The worker finishes, and the parent continues with the child's output. No second child
  * is started.
  */
+import { newId } from '@tdp/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase } from '../../../test/database.ts';
-import { callTdp, type TdpProcess, tdpProcess } from '../../../test/tdpProcess.ts';
+import { type TdpProcess, tdpProcess } from '../../../test/tdpProcess.ts';
 import { attemptEvent, completeWith, type StartCommand, startTestWorker } from '../../../test/testWorker.ts';
 import { freePort } from '../../cli/src/embeddedPostgres.ts';
 import { connectDatabase } from '../src/main.ts';
@@ -21,8 +22,12 @@ const released = new Promise<void>((resolve) => {
   release = resolve;
 });
 
-const call = (method: string, path: string, token: string, body?: unknown) =>
-  callTdp(tdp, method, path, token, body);
+/** A request as the application (a body goes with a fresh Idempotency-Key). */
+const call = (method: string, path: string, body?: unknown) =>
+  tdp.request(method, path, {
+    token: apiKey,
+    ...(body === undefined ? {} : { body, headers: { 'idempotency-key': newId() } }),
+  });
 
 /** The child's step reports STEP_STARTED, then waits for the test before it completes. */
 const handler = async (
@@ -41,12 +46,8 @@ beforeAll(async () => {
   sql = connectDatabase({ url: database.url, maxConnections: 2 });
   tdp = tdpProcess({ databaseUrl: database.url, port: await freePort() });
   await tdp.start();
-  const tenant = await call('POST', '/admin/v1/tenants', tdp.adminToken, { name: 'child-restart' });
-  const application = await call('POST', `/admin/v1/tenants/${tenant.body.id}/applications`, tdp.adminToken, {
-    name: 'child-restart-app',
-  });
-  apiKey = application.body.apiKey.key;
-  const workerKey = (await call('POST', '/admin/v1/worker-credentials', tdp.adminToken, {})).body.key;
+  apiKey = await tdp.createApplication('child-restart');
+  const workerKey = (await tdp.request('POST', '/admin/v1/worker-credentials', { body: {} })).body.key;
   for (const definition of [
     {
       name: 'restart-child',
@@ -83,7 +84,7 @@ beforeAll(async () => {
       ],
     },
   ]) {
-    const published = await call('POST', '/v1/workflow-definitions', apiKey, definition);
+    const published = await call('POST', '/v1/workflow-definitions', definition);
     expect(published.status, JSON.stringify(published.body)).toBe(201);
   }
   worker = await startTestWorker({
@@ -103,13 +104,13 @@ afterAll(async () => {
 });
 
 const patience = { timeout: 30_000, interval: 100 };
-const view = async (taskId: string) => (await call('GET', `/v1/tasks/${taskId}`, apiKey)).body;
+const view = async (taskId: string) => (await call('GET', `/v1/tasks/${taskId}`)).body;
 const children = async (taskId: string) =>
   (await sql`SELECT id FROM task WHERE parent_task_id = ${taskId}`).map((r) => r.id as string);
 
 describe('a child task across a restart', () => {
   it('loses nothing when the server is SIGKILLed while the child runs', async () => {
-    const created = await call('POST', '/v1/tasks', apiKey, {
+    const created = await call('POST', '/v1/tasks', {
       workflowName: 'restart-parent',
       workflowVersion: '1',
       name: 'survives a restart',

@@ -13,7 +13,7 @@ import { Type } from 'typebox';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase } from '../../../test/database.ts';
 import { TcpProxy } from '../../../test/tcpProxy.ts';
-import { callTdp as call, type TdpProcess, tdpProcess } from '../../../test/tdpProcess.ts';
+import { type TdpProcess, tdpProcess } from '../../../test/tdpProcess.ts';
 import { freePort } from '../../cli/src/embeddedPostgres.ts';
 import { generateKeyringEntry } from '../../server/src/main.ts';
 import { defineCapability, LocalStore, WorkerClient, WorkerRuntime } from '../src/index.ts';
@@ -28,6 +28,20 @@ let second: TdpProcess;
 let apiKey: string;
 let workerKey: string;
 const directory = mkdtempSync(join(tmpdir(), 'tdp-failover-test-'));
+
+/** A request to `server` with `token`; the parsed body and status. */
+async function call(server: TdpProcess, method: string, path: string, token: string, body?: unknown) {
+  const response = await fetch(`${server.url}${path}`, {
+    method,
+    headers: {
+      authorization: `Bearer ${token}`,
+      ...(body === undefined ? {} : { 'content-type': 'application/json', 'idempotency-key': newId() }),
+    },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  const text = await response.text();
+  return { status: response.status, body: (text ? JSON.parse(text) : null) as any };
+}
 
 beforeAll(async () => {
   database = await createTestDatabase();
