@@ -167,11 +167,11 @@ const get = async (taskId: string) =>
 const stepOf = (view: any, key: string) => view.execution.steps.find((s: any) => s.key === key);
 const endOf = (taskId: string, lifecycle: string) =>
   expect.poll(async () => (await get(taskId)).task.lifecycleStatus, patience).toBe(lifecycle);
+/** The parent's children, as `GET /v1/tasks?parentTaskId=` lists them. */
 const childrenOf = async (taskId: string) =>
-  (await sql`SELECT id FROM task WHERE parent_task_id = ${taskId} ORDER BY created_at`).map(
-    (r) => r.id as string,
+  (await h.request('GET', `/v1/tasks?parentTaskId=${taskId}`, { token: app.apiKey })).body.items.map(
+    (t: any) => t.task.id as string,
   );
-
 const workflowCounts = async (workflowId: string) => ({
   ...(await sql`SELECT task_count, task_counts FROM workflow WHERE id = ${workflowId}`)[0],
 });
@@ -222,6 +222,10 @@ describe('a child task', () => {
 
     const children = await childrenOf(parentId);
     expect(children).toHaveLength(1);
+    expect(await childrenOf(children[0]!)).toEqual([]);
+    const badFilter = await h.request('GET', '/v1/tasks?parentTaskId=nope', { token: app.apiKey });
+    expect(badFilter.status).toBe(400);
+    expect(badFilter.headers.get('content-type')).toContain('application/problem+json');
     const child = await get(children[0]!);
     expect(child.task).toMatchObject({
       parentTaskId: parentId,
