@@ -20,7 +20,7 @@ const sharedSurfaces = [
 const domainModules = [
   `${core}facts/(records|writeSet|stateMachine|execution|projections|views|outboxEvents|newRecords|taskFamily)\\.ts$`,
   `${core}definitions/(dag|patterns|references|stepKinds)\\.ts$`,
-  `${core}orchestration/(advance|platform|rerun)\\.ts$`,
+  `${core}orchestration/(advance|platform|rerun|kinds/approvalRules)\\.ts$`,
   `${core}scheduling/(selector|attempts)\\.ts$`,
   `${core}identity/(outboundUrl|secretBox|apiKeys|userReach)\\.ts$`,
   `${core}outbox/policy\\.ts$`,

@@ -102,6 +102,25 @@ export class TdpClient {
     return this.call<{ token: string; expiresAt: string }>('POST', '/v1/user-tokens', { userId, ...options });
   }
 
+  /**
+   * With a user token: approve or reject a waiting approval step. The same `idempotencyKey` returns the
+   * first answer; a different decision by the same person afterwards is DECISION_CONFLICT.
+   */
+  decideStep(
+    taskId: string,
+    stepKey: string,
+    decision: 'approve' | 'reject',
+    idempotencyKey: string,
+    body: { comment?: string; data?: unknown } = {},
+  ) {
+    return this.call<{ decisionId: string; outcome: 'PENDING' | 'APPROVED' | 'REJECTED'; decidedAt: string }>(
+      'POST',
+      `/v1/tasks/${encodeURIComponent(taskId)}/steps/${encodeURIComponent(stepKey)}:${decision}`,
+      body,
+      { 'idempotency-key': idempotencyKey },
+    );
+  }
+
   /** With a user token: the person's tasks, most recently updated first. */
   myTasks(options: { limit?: number; cursor?: string } = {}) {
     const query = new URLSearchParams();

@@ -87,6 +87,17 @@ export interface StepView {
   finishedAt: string | null;
   durationMs: number | null;
   unschedulableReasons?: string[];
+  /** While the step waits (approval, signal, sleep, …); approval steps say who can act. */
+  waitingFor?: ({ kind: string } & Record<string, unknown>) | ApprovalWaiting | null;
+}
+
+export interface ApprovalWaiting {
+  kind: 'approval';
+  approvers: { users?: string[]; roles?: string[]; projects?: string[]; owner?: boolean };
+  required: number;
+  decisions: { decidedBy: string; decision: 'APPROVE' | 'REJECT'; comment?: string; decidedAt: string }[];
+  since: string;
+  timeoutAt?: string;
 }
 
 export interface TaskDetail {

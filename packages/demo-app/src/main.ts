@@ -72,6 +72,7 @@ export async function startDemoApp(config: DemoAppConfig): Promise<DemoApp> {
   let publicUrl = config.publicUrl ?? '';
   const tdp: TdpPort = {
     client: new TdpClient({ baseUrl: config.tdpUrl, token: config.apiKey }),
+    asUser: (token) => new TdpClient({ baseUrl: config.tdpUrl, token }),
     get callbackUrl() {
       return `${publicUrl}/tdp/callbacks`;
     },

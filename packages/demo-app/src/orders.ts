@@ -20,13 +20,16 @@ export type OrderStatus =
   | 'CANCELING'
   | 'SUCCEEDED'
   | 'FAILED'
-  | 'CANCELED';
+  | 'CANCELED'
+  /** An approve-before-publish order whose owner rejected the result. */
+  | 'REJECTED';
 
 export interface OrderRequest {
   name?: unknown;
   sourceAssetId?: unknown;
   processingMode?: unknown;
   watermarkText?: unknown;
+  approveBeforePublish?: unknown;
 }
 
 export interface AssetFacts {
@@ -39,6 +42,8 @@ export interface ValidOrder {
   sourceAssetId: string;
   processingMode: ProcessingMode;
   watermarkText: string | null;
+  /** The task waits for the owner's approval after processing; the app publishes after it. */
+  approveBeforePublish: boolean;
   /** Fingerprint of the request, for idempotency-key replays. */
   requestHash: string;
 }
@@ -99,12 +104,26 @@ export function validateOrder(
       code: 'SOURCE_NOT_READY',
       message: 'sourceAssetId must name an uploaded ZIP that is READY',
     });
+  const approval = request.approveBeforePublish ?? false;
+  if (typeof approval !== 'boolean')
+    errors.push({
+      field: 'approveBeforePublish',
+      code: 'APPROVAL_CHOICE_INVALID',
+      message: 'approveBeforePublish must be true or false',
+    });
   if (errors.length > 0 || !mode || watermark === null) return { ok: false, errors };
   const watermarkText = mode === 'ARCHIVE_CLEAN_THEN_WATERMARK' ? watermark : null;
+  const approveBeforePublish = approval === true;
   const requestHash = createHash('sha256')
-    .update(JSON.stringify([name, sourceAssetId, mode, watermarkText]))
+    // Orders without the option keep the fingerprint they always had.
+    .update(
+      JSON.stringify([name, sourceAssetId, mode, watermarkText, ...(approveBeforePublish ? [true] : [])]),
+    )
     .digest('hex');
-  return { ok: true, order: { name, sourceAssetId, processingMode: mode, watermarkText, requestHash } };
+  return {
+    ok: true,
+    order: { name, sourceAssetId, processingMode: mode, watermarkText, approveBeforePublish, requestHash },
+  };
 }
 
 /** The order as the callbacks have shaped it. */
@@ -124,6 +143,14 @@ export interface CallbackFacts {
   /** TDP's execution status: CREATED, QUEUED, RUNNING, SUCCEEDED, FAILED, TIMED_OUT, CANCELING, CANCELED. */
   status: string;
   progress: number | null;
+  /** The task's failure code, when it failed (APPROVAL_REJECTED: the owner rejected the result). */
+  failureCode?: string | null;
+}
+
+/** The order status an execution status means; a rejected approval is the order's own end. */
+function statusFor(status: string, failureCode: string | null | undefined): OrderStatus | undefined {
+  if (status === 'FAILED' && failureCode === 'APPROVAL_REJECTED') return 'REJECTED';
+  return fromExecution[status];
 }
 
 const fromExecution: Record<string, OrderStatus> = {
@@ -145,6 +172,7 @@ const rank: Record<OrderStatus, number> = {
   SUCCEEDED: 4,
   FAILED: 4,
   CANCELED: 4,
+  REJECTED: 4,
 };
 
 export const isFinal = (status: OrderStatus) => rank[status] === 4;
@@ -163,7 +191,7 @@ export type CallbackOutcome =
  * sequence past the next expected one is applied and reported as a gap (the reconciler will ask TDP).
  */
 export function applyCallback(order: OrderProjection, callback: CallbackFacts): CallbackOutcome {
-  const next = fromExecution[callback.status];
+  const next = statusFor(callback.status, callback.failureCode);
   if (!next) return { kind: 'unknown-status' };
   if (order.pastExecutionIds.includes(callback.executionId)) return { kind: 'older-execution' };
   const newExecution = order.executionId !== callback.executionId;
@@ -195,6 +223,7 @@ export interface ExecutionSnapshot {
   executionId: string;
   status: string;
   progress: number;
+  failureCode?: string | null;
 }
 
 /**
@@ -203,7 +232,7 @@ export interface ExecutionSnapshot {
  * and keeps the callback sequence, so callbacks that arrive later still apply in order.
  */
 export function reconcileOrder(order: OrderProjection, snapshot: ExecutionSnapshot): OrderProjection | null {
-  const next = fromExecution[snapshot.status];
+  const next = statusFor(snapshot.status, snapshot.failureCode);
   if (!next || order.pastExecutionIds.includes(snapshot.executionId)) return null;
   const newExecution = order.executionId !== snapshot.executionId;
   if (!newExecution && (isFinal(order.status) || rank[next] < rank[order.status])) return null;

@@ -12,10 +12,25 @@ import { type DemoDeps, resultArchive } from './useCases.ts';
 
 export interface TdpPort {
   client: TdpClient;
+  /** A client that calls TDP as one of this app's users (their user token). */
+  asUser(token: string): TdpClient;
   /** Where TDP posts this app's callbacks. */
   callbackUrl: string;
   workflows: { cleanOnly: string; cleanThenWatermark: string; version: string };
 }
+
+/** The workflow an order runs: its mode's, in the variant that waits for approval when asked. */
+export function workflowFor(
+  workflows: TdpPort['workflows'],
+  order: Pick<OrderRow, 'processing_mode' | 'approve_before_publish'>,
+): string {
+  const name =
+    order.processing_mode === 'ARCHIVE_CLEAN_ONLY' ? workflows.cleanOnly : workflows.cleanThenWatermark;
+  return order.approve_before_publish ? `${name}${approveFirstSuffix}` : name;
+}
+
+/** The approve-before-publish variant of each workflow is published under its name with this suffix. */
+export const approveFirstSuffix = '-approve-first';
 
 /** The key TDP deduplicates a submit by: one task per order, whatever the number of tries. */
 export const submitKey = (orderId: string) => `demo-order-${orderId}`;
@@ -63,10 +78,7 @@ async function send(deps: DemoDeps, tdp: TdpPort, command: CommandRow): Promise<
   try {
     if (command.command === 'SUBMIT') {
       const created = await tdp.client.createTask(submitKey(order.id), {
-        workflowName:
-          order.processing_mode === 'ARCHIVE_CLEAN_ONLY'
-            ? tdp.workflows.cleanOnly
-            : tdp.workflows.cleanThenWatermark,
+        workflowName: workflowFor(tdp.workflows, order),
         workflowVersion: tdp.workflows.version,
         name: order.name,
         externalRef: order.id,
@@ -136,7 +148,7 @@ export async function reconcileStaleOrders(
   const before = new Date(deps.now().getTime() - staleAfterMs);
   const stale = await deps.sql<OrderRow[]>`
     SELECT * FROM demo.processing_order
-    WHERE business_status NOT IN ('SUCCEEDED', 'FAILED', 'CANCELED') AND task_id IS NOT NULL
+    WHERE business_status NOT IN ('SUCCEEDED', 'FAILED', 'CANCELED', 'REJECTED') AND task_id IS NOT NULL
       AND updated_at < ${before}
     ORDER BY updated_at LIMIT ${limit}`;
   let changed = 0;
@@ -153,6 +165,7 @@ export async function reconcileStaleOrders(
         executionId: view.execution.id,
         status: view.execution.status,
         progress: view.execution.progress,
+        failureCode: view.task.failure?.code ?? null,
       });
       if (!next) {
         // Nothing new: look again only after another wait.
@@ -170,8 +183,16 @@ export async function reconcileStaleOrders(
         past_execution_ids: next.pastExecutionIds,
         last_sequence: next.lastSequence,
         result_asset_id: next.status === 'SUCCEEDED' ? resultArchive(outputs) : locked.result_asset_id,
-        failure_code: ['FAILED', 'CANCELED'].includes(next.status) ? (failure?.code ?? next.status) : null,
-        failure_message: ['FAILED', 'CANCELED'].includes(next.status) ? (failure?.userMessage ?? null) : null,
+        failure_code: ['FAILED', 'CANCELED', 'REJECTED'].includes(next.status)
+          ? (failure?.code ?? next.status)
+          : null,
+        failure_message: ['FAILED', 'CANCELED', 'REJECTED'].includes(next.status)
+          ? (failure?.userMessage ?? null)
+          : null,
+        published_at:
+          next.status === 'SUCCEEDED' && locked.approve_before_publish
+            ? (locked.published_at ?? at)
+            : locked.published_at,
         updated_at: at,
       });
       await addEvent(tx, order.id, at, 'RECONCILED', { status: view.execution.status });

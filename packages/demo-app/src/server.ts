@@ -6,6 +6,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import multipart from '@fastify/multipart';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import { approvalState, decideOrder } from './approvals.ts';
 import { type GrantRequest, grant, receiveOutput } from './provider.ts';
 import type { TdpPort } from './sender.ts';
 import { assetView, findAsset, findOrder, type OrderRow, orderView } from './store.ts';
@@ -161,6 +162,15 @@ export async function buildDemoServer(options: DemoServerOptions): Promise<Fasti
   app.post<{ Params: { id: string } }>('/api/orders/:id/cancel', async (request, reply) =>
     orderView(await cancelOrder(deps, userOf(request, reply), request.params.id)),
   );
+
+  app.get<{ Params: { id: string } }>('/api/orders/:id/approval', async (request, reply) =>
+    approvalState(deps, tdp, userOf(request, reply), request.params.id),
+  );
+
+  for (const decision of ['approve', 'reject'] as const)
+    app.post<{ Params: { id: string } }>(`/api/orders/:id/${decision}`, async (request, reply) =>
+      decideOrder(deps, tdp, userOf(request, reply), request.params.id, decision),
+    );
 
   // The page's realtime token comes from here: the backend holds the TDP key, the browser never does.
   app.get('/api/realtime/token', async (request, reply) => {

@@ -4,6 +4,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { demoWorkflows } from './main.ts';
+import { approveFirstSuffix } from './sender.ts';
 
 export interface DemoCredentials {
   applicationId: string;
@@ -84,23 +85,31 @@ export function workflowDefinitions() {
     failurePolicy: 'RETRY_THEN_FAIL_TASK',
     retry,
   };
+  const watermark = {
+    key: 'watermark',
+    capability: 'image.watermark',
+    capabilityVersion: '1',
+    dependsOn: ['clean'],
+    inputMapping: { source: '$.steps.clean.output.archive', text: '$.input.text' },
+    failurePolicy: 'RETRY_THEN_FAIL_TASK',
+    retry,
+  };
+  /** After processing, the order's owner approves or rejects the result before the app publishes it. */
+  const approve = (after: string) => ({
+    key: 'approve',
+    kind: 'approval',
+    dependsOn: [after],
+    approval: { approvers: { owner: true }, required: 1 },
+  });
+  const { cleanOnly, cleanThenWatermark, version } = demoWorkflows;
   return [
-    { name: demoWorkflows.cleanOnly, version: demoWorkflows.version, steps: [clean] },
+    { name: cleanOnly, version, steps: [clean] },
+    { name: cleanThenWatermark, version, steps: [clean, watermark] },
+    { name: `${cleanOnly}${approveFirstSuffix}`, version, steps: [clean, approve('clean')] },
     {
-      name: demoWorkflows.cleanThenWatermark,
-      version: demoWorkflows.version,
-      steps: [
-        clean,
-        {
-          key: 'watermark',
-          capability: 'image.watermark',
-          capabilityVersion: '1',
-          dependsOn: ['clean'],
-          inputMapping: { source: '$.steps.clean.output.archive', text: '$.input.text' },
-          failurePolicy: 'RETRY_THEN_FAIL_TASK',
-          retry,
-        },
-      ],
+      name: `${cleanThenWatermark}${approveFirstSuffix}`,
+      version,
+      steps: [clean, watermark, approve('watermark')],
     },
   ];
 }

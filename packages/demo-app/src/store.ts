@@ -37,6 +37,9 @@ export interface OrderRow {
   failure_code: string | null;
   failure_message: string | null;
   cancel_requested_at: Date | null;
+  approve_before_publish: boolean;
+  /** When the app published the result (approve-before-publish orders, after TDP's SUCCEEDED). */
+  published_at: Date | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -65,7 +68,10 @@ export function orderView(order: OrderRow) {
     processingMode: order.processing_mode,
     watermarkText: order.watermark_text,
     sourceAssetId: order.source_asset_id,
-    resultAssetId: order.result_asset_id,
+    // An order that waits for approval shows its result only once the app has published it.
+    resultAssetId: order.approve_before_publish && !order.published_at ? null : order.result_asset_id,
+    approveBeforePublish: order.approve_before_publish,
+    publishedAt: order.published_at?.toISOString() ?? null,
     taskId: order.task_id,
     executionId: order.execution_id,
     failure: order.failure_code ? { code: order.failure_code, message: order.failure_message } : null,
@@ -120,7 +126,7 @@ export async function saveOrder(sql: Db, order: OrderRow): Promise<void> {
       past_execution_ids = ${order.past_execution_ids}::uuid[], last_sequence = ${order.last_sequence},
       result_asset_id = ${order.result_asset_id}, failure_code = ${order.failure_code},
       failure_message = ${order.failure_message}, cancel_requested_at = ${order.cancel_requested_at},
-      updated_at = ${order.updated_at}
+      published_at = ${order.published_at}, updated_at = ${order.updated_at}
     WHERE id = ${order.id}`;
 }
 

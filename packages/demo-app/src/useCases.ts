@@ -107,12 +107,15 @@ export async function createOrder(
     const id = randomUUID();
     const [created] = await tx<OrderRow[]>`
       INSERT INTO demo.processing_order (id, owner_id, idempotency_key, request_hash, name, source_asset_id,
-        processing_mode, watermark_text, business_status, created_at, updated_at)
+        processing_mode, watermark_text, approve_before_publish, business_status, created_at, updated_at)
       VALUES (${id}, ${ownerId}, ${idempotencyKey}, ${order.requestHash}, ${order.name}, ${order.sourceAssetId},
-        ${order.processingMode}, ${order.watermarkText}, 'SUBMITTING', ${at}, ${at})
+        ${order.processingMode}, ${order.watermarkText}, ${order.approveBeforePublish}, 'SUBMITTING', ${at}, ${at})
       RETURNING *`;
     await enqueueCommand(tx, randomUUID(), id, 'SUBMIT', at);
-    await addEvent(tx, id, at, 'ORDER_CREATED', { processingMode: order.processingMode });
+    await addEvent(tx, id, at, 'ORDER_CREATED', {
+      processingMode: order.processingMode,
+      ...(order.approveBeforePublish ? { approveBeforePublish: true } : {}),
+    });
     return { status: 201 as const, order: created! };
   });
   if (answer.status === 201) deps.wakeSender();
@@ -234,11 +237,13 @@ export async function receiveCallback(
     return { duplicate: false, outcome };
 
     async function apply(order: OrderRow): Promise<string> {
-      const result = applyCallback(projectionOf(order), body);
+      const failure = body.data?.failure ?? null;
+      const result = applyCallback(projectionOf(order), { ...body, failureCode: failure?.code ?? null });
       if (result.kind !== 'applied') return result.kind.toUpperCase().replaceAll('-', '_');
       const next = result.order;
       const finished = next.status !== order.business_status && isFinal(next.status);
-      const failure = body.data?.failure ?? null;
+      // The app's own business action: an approved order's result is published once TDP says SUCCEEDED.
+      const publish = next.status === 'SUCCEEDED' && order.approve_before_publish && !order.published_at;
       await saveOrder(tx, {
         ...order,
         task_id: body.taskId,
@@ -255,6 +260,7 @@ export async function receiveCallback(
           finished && next.status !== 'SUCCEEDED' ? (failure?.code ?? next.status) : order.failure_code,
         failure_message:
           finished && next.status !== 'SUCCEEDED' ? (failure?.userMessage ?? null) : order.failure_message,
+        published_at: publish ? at : order.published_at,
         updated_at: at,
       });
       await addEvent(tx, order.id, at, body.type, {
@@ -262,6 +268,8 @@ export async function receiveCallback(
         status: body.status,
         progress: body.progress,
       });
+      if (publish)
+        await addEvent(tx, order.id, at, 'PUBLISHED', { resultAssetId: resultArchive(body.data?.outputs) });
       if (result.gap) {
         deps.log('callback sequence gap', {
           orderId: order.id,

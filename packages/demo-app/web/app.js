@@ -2,7 +2,7 @@
 // backend (it holds the TDP key). A publication on the person's channel says a task changed: the list
 // is read again, and again until the app's own record (moved by TDP's callbacks) has caught up.
 const $ = (selector) => document.querySelector(selector);
-const finalStatuses = new Set(['SUCCEEDED', 'FAILED', 'CANCELED']);
+const finalStatuses = new Set(['SUCCEEDED', 'FAILED', 'CANCELED', 'REJECTED']);
 let sourceAssetId = null;
 let idempotencyKey = null; // one per order being placed, reused if the same submit is retried
 const openTimelines = new Set();
@@ -71,6 +71,7 @@ $('#order-form').addEventListener('submit', async (event) => {
         sourceAssetId,
         processingMode: mode(),
         watermarkText: mode() === 'ARCHIVE_CLEAN_ONLY' ? null : $('#watermark').value,
+        approveBeforePublish: $('#approve-first').checked,
       },
       { 'idempotency-key': idempotencyKey },
     );
@@ -115,6 +116,9 @@ const eventLabels = {
   CANCEL_REQUESTED: 'cancel requested',
   SEQUENCE_GAP: 'a callback arrived before an earlier one',
   RECONCILED: 'brought up to date from TDP',
+  APPROVED_BY_OWNER: 'you approved the result',
+  REJECTED_BY_OWNER: 'you rejected the result',
+  PUBLISHED: 'the result was published',
 };
 
 /** One line per event; a run of progress callbacks becomes one line with its range. */
@@ -160,8 +164,11 @@ function render(orders) {
   const rows = orders.flatMap((order) => {
     const row = element('tr');
     row.dataset.orderId = order.id;
-    const status = element('span', { className: 'status', textContent: order.businessStatus });
-    status.dataset.status = order.businessStatus;
+    // TDP says live that the task waits for this person's approval (its step `approve`).
+    const awaiting = awaitingApproval(order);
+    const shown = awaiting ? 'AWAITING_APPROVAL' : order.businessStatus;
+    const status = element('span', { className: 'status', textContent: shown });
+    status.dataset.status = shown;
     // The timeline opens in a row of its own under the order.
     const timeline = element(
       'tr',
@@ -191,6 +198,12 @@ function render(orders) {
           className: 'download',
         })
       : '';
+    const decide = (decision) => () =>
+      api('POST', `/api/orders/${order.id}/${decision}`)
+        .catch((error) =>
+          statusCell.append(element('div', { className: 'failure', textContent: error.message })),
+        )
+        .then(refresh);
     const actions =
       finalStatuses.has(order.businessStatus) || order.cancelRequested
         ? ''
@@ -200,13 +213,29 @@ function render(orders) {
             textContent: 'Cancel',
             onclick: () => api('POST', `/api/orders/${order.id}/cancel`).then(refresh),
           });
+    const decisions = awaiting
+      ? [
+          element('button', {
+            className: 'approve',
+            type: 'button',
+            textContent: 'Approve',
+            onclick: decide('approve'),
+          }),
+          element('button', {
+            className: 'secondary reject',
+            type: 'button',
+            textContent: 'Reject',
+            onclick: decide('reject'),
+          }),
+        ]
+      : [];
     row.append(
       name,
       cell(order.processingMode === 'ARCHIVE_CLEAN_ONLY' ? 'clean' : `clean + “${order.watermarkText}”`),
       statusCell,
       cell(element('progress', { max: 100, value: order.progress }), ` ${order.progress}%`),
       cell(result),
-      cell(actions),
+      cell(...decisions, actions),
     );
     return [row, timeline];
   });
@@ -224,7 +253,36 @@ const orderRank = {
   SUCCEEDED: 3,
   FAILED: 3,
   CANCELED: 3,
+  REJECTED: 3,
 };
+
+/** Orders that may wait for approval but were not seen live yet (a page just loaded): ask once. */
+const asked = new Set();
+async function learnApprovals(orders) {
+  const unseen = orders.filter(
+    (o) => o.approveBeforePublish && o.taskId && !finalStatuses.has(o.businessStatus) && !live.has(o.taskId),
+  );
+  await Promise.all(
+    unseen
+      .filter((o) => !asked.has(o.id))
+      .map(async (o) => {
+        asked.add(o.id);
+        const state = await api('GET', `/api/orders/${o.id}/approval`).catch(() => null);
+        if (state?.taskVersion && !live.has(o.taskId))
+          live.set(o.taskId, {
+            version: BigInt(state.taskVersion),
+            status: state.lifecycleStatus,
+            businessStatus: state.businessStatus,
+            progress: null,
+          });
+      }),
+  );
+}
+
+function awaitingApproval(order) {
+  if (!order.approveBeforePublish || finalStatuses.has(order.businessStatus) || !order.taskId) return false;
+  return live.get(order.taskId)?.businessStatus === 'WAITING_USER_ACTION';
+}
 
 /** This app's record of the order (moved by TDP's callbacks) has not caught up with what TDP showed live. */
 function behind(order) {
@@ -252,6 +310,7 @@ async function refresh() {
     do {
       again = false;
       const { items } = await api('GET', '/api/orders');
+      await learnApprovals(items);
       render(items.map(withLiveProgress));
       // Read again, backing off to every 2 s, until the callbacks have brought the orders level.
       if (items.some(behind)) {
@@ -279,6 +338,7 @@ function onPublication(context) {
       live.set(message.taskId, {
         version: BigInt(message.taskVersion),
         status: message.lifecycleStatus,
+        businessStatus: message.businessStatus,
         progress: message.progressPercent,
       });
   }

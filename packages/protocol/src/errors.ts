@@ -12,6 +12,7 @@ export const errorCatalogue = {
   CRON_EXPRESSION_INVALID: { status: 400, retryable: false, title: 'The cron expression does not parse' },
   UNAUTHENTICATED: { status: 401, retryable: false, title: 'Missing or invalid credentials' },
   FORBIDDEN: { status: 403, retryable: false, title: 'The credentials do not allow this operation' },
+  NOT_AN_APPROVER: { status: 403, retryable: false, title: 'You may not decide on this approval step' },
   ROUTE_NOT_FOUND: { status: 404, retryable: false, title: 'No such endpoint' },
   TENANT_NOT_FOUND: { status: 404, retryable: false, title: 'Tenant not found' },
   APPLICATION_NOT_FOUND: { status: 404, retryable: false, title: 'Application not found' },
@@ -159,6 +160,21 @@ export const errorCatalogue = {
     retryable: false,
     title: 'A step before the rerun step has no output to reuse (it did not succeed)',
   },
+  STEP_NOT_WAITING: {
+    status: 409,
+    retryable: false,
+    title: 'The step is not waiting for this (not reached yet, already decided, or of another kind)',
+  },
+  DECISION_CONFLICT: {
+    status: 409,
+    retryable: false,
+    title: 'You already decided differently on this approval step',
+  },
+  APPROVAL_TIMED_OUT: {
+    status: 409,
+    retryable: false,
+    title: "The approval step's time to decide has run out",
+  },
   PAYLOAD_TOO_LARGE: { status: 413, retryable: false, title: 'The request body is too large' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, retryable: false, title: 'Unsupported content type' },
   HEADERS_TOO_LARGE: { status: 431, retryable: false, title: 'The request headers are too large' },
@@ -168,6 +184,11 @@ export const errorCatalogue = {
     title: 'data.schema is not registered for this operation and event type',
   },
   DATA_INVALID: { status: 422, retryable: false, title: 'data.value does not match its registered schema' },
+  DECISION_DATA_INVALID: {
+    status: 422,
+    retryable: false,
+    title: "The decision's data does not match the approval step's form schema",
+  },
   SIGNAL_UNKNOWN: {
     status: 422,
     retryable: false,

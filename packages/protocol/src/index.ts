@@ -1,3 +1,4 @@
+export * from './approvals.ts';
 export * from './errors.ts';
 export * from './grants.ts';
 export * from './grpc.ts';

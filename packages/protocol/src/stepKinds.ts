@@ -12,6 +12,7 @@
  * - waiting for: what a running platform step waits on, shown on the task (`waitingFor`).
  */
 import { type Static, Type } from 'typebox';
+import { ApprovalDecision } from './approvals.ts';
 
 const Strict = { additionalProperties: false } as const;
 
@@ -138,7 +139,7 @@ export const WaitingFor = Type.Union([
     kind: Type.Literal('approval'),
     approvers: Approvers,
     required: Type.Integer(),
-    decisions: Type.Array(Type.Unknown()),
+    decisions: Type.Array(ApprovalDecision),
     timeoutAt: Type.Optional(Type.String({ format: 'date-time' })),
     ...Since,
   }),

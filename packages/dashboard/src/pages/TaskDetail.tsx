@@ -1,8 +1,9 @@
 import { useCallback, useEffect, useRef, useState } from 'react';
-import { api, type TaskDetail } from '../api.ts';
+import { type ApprovalWaiting, api, type TaskDetail } from '../api.ts';
 import { Dag } from '../Dag.tsx';
 import { duration, elapsed, Progress, StatusBadge, stepElapsedMs, useTick } from '../format.tsx';
 import type { LiveFeed } from '../live.ts';
+import { ApprovalActions } from './ApprovalActions.tsx';
 
 const time = (at: string | null) => (at ? new Date(at).toLocaleTimeString() : '—');
 
@@ -128,6 +129,14 @@ export function TaskDetailPage({ taskId, feed }: { taskId: string; feed: LiveFee
                     <span className="failure" title={step.error.detail ?? undefined}>
                       {step.error.userMessage ?? step.error.code}
                     </span>
+                  ) : null}
+                  {step.status === 'RUNNING' && step.waitingFor?.kind === 'approval' ? (
+                    <ApprovalActions
+                      taskId={task.id}
+                      stepKey={step.key}
+                      waiting={step.waitingFor as ApprovalWaiting}
+                      onDecided={() => void load()}
+                    />
                   ) : null}
                   {step.unschedulableReasons?.map((reason) => (
                     <div key={reason} className="reason">

@@ -2,6 +2,7 @@
 import type { FastifyInstance } from 'fastify';
 import { registerAdminRoutes } from '../adapters/inbound/http/adminRoutes.ts';
 import { createHttpApp } from '../adapters/inbound/http/app.ts';
+import { registerOperatorApprovalRoutes } from '../adapters/inbound/http/approvalRoutes.ts';
 import { registerDashboardRoutes } from '../adapters/inbound/http/dashboardRoutes.ts';
 import { registerDefinitionRoutes } from '../adapters/inbound/http/definitionsRoutes.ts';
 import { registerHealthRoutes } from '../adapters/inbound/http/healthRoutes.ts';
@@ -17,6 +18,7 @@ import { registerUserViewRoutes } from '../adapters/inbound/http/userViewRoutes.
 import { listWorkerViews, registerWorkerRoutes } from '../adapters/inbound/http/workerRoutes.ts';
 import { derivedKey } from '../adapters/outbound/tokens/executionCredentials.ts';
 import type { ServerConfig } from '../config.ts';
+import { decideApproval } from '../core/orchestration/kinds/approval.ts';
 import { listAllSchedules } from '../core/schedules/schedules.ts';
 import type { Viewer } from '../core/status/ports.ts';
 import { registerDevelopmentFiles } from '../development/developmentFiles.ts';
@@ -52,6 +54,7 @@ export async function createApi(
     authenticator,
     registries: { registries: a.registryStore, clock, schemas },
   });
+  registerOperatorApprovalRoutes(app, { adminToken: config.adminToken, approvals: uses.status });
   registerUserViewRoutes(app, {
     adminToken: config.adminToken,
     identity: { store: a.identityStore, clock, ids },
@@ -118,6 +121,9 @@ export async function createApi(
     unschedulableReasons: (taskId) => workerStore.pendingReasons(taskId),
     listWorkers: () => listWorkerViews(uses.workers),
     listSchedules: () => listAllSchedules(uses.schedules),
+    decide: async ({ reason, ...request }) =>
+      (await decideApproval(uses.status, { decider: { kind: 'operator', reason }, reach: null }, request))
+        .view,
     pagesDirectory: await dashboardPages(),
     wsUrl: config.realtimeWsUrl,
   });

@@ -6,6 +6,7 @@ import type {
   IdempotencyRecord,
   RealtimeRecord,
   SignalRecord,
+  StepDecisionRecord,
   TaskState,
   WorkflowRecord,
 } from './records.ts';
@@ -71,6 +72,8 @@ export interface FactTransaction {
   /** Dynamic registrations of the task since `since` (for the per-minute limit). */
   countRegistrationsSince(taskId: string, since: Date): Promise<number>;
   findIdempotency(principal: string, operation: string, key: string): Promise<IdempotencyRecord | null>;
+  /** The decisions of one decider (`user:<id>` or `operator`) on the task's approval steps. */
+  findStepDecisions(taskId: string, decidedBy: string): Promise<StepDecisionRecord[]>;
   /** Keeps a signal sent to a task; with `consumed`, it is taken by that step at once. */
   insertSignal(signal: SignalRecord, consumed: { stepId: string; at: Date } | null): Promise<void>;
   /** Takes the oldest kept signal of this name for the step (null: none is waiting). */

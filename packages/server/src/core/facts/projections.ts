@@ -44,6 +44,14 @@ export interface Notice {
     | 'ACTION_REQUIRED';
   severity: 'INFO' | 'WARNING' | 'ERROR' | 'ACTION_REQUIRED';
   message: string;
+  /** Set on the notice that asks its reader to act (an approval waiting for them). */
+  requiresAction?: true;
+}
+
+/** A notice for some of the task's summary channels only (e.g. an approval's approvers). */
+export interface ChannelNotice {
+  notice: Notice;
+  channels: string[];
 }
 
 const terminalNotice: Partial<Record<LifecycleStatus, Pick<Notice, 'kind' | 'severity'>>> = {
@@ -243,6 +251,7 @@ export function taskProjections(
   notice: Notice | null,
   newId: () => string,
   at: Date,
+  channelNotice: ChannelNotice | null = null,
 ): RealtimeRecord[] {
   const base = {
     tenantId: state.task.tenantId,
@@ -252,13 +261,15 @@ export function taskProjections(
     createdAt: at,
   };
   const summary = summaryPayload(state, notice);
+  const targeted = channelNotice ? summaryPayload(state, channelNotice.notice) : summary;
+  const told = new Set(channelNotice?.channels ?? []);
   return [
     ...summaryChannels(state, acl).map((channel) => ({
       ...base,
       id: newId(),
       channel,
       projection: 'USER_SUMMARY' as const,
-      payload: summary,
+      payload: told.has(channel) ? targeted : summary,
     })),
     {
       ...base,
@@ -273,7 +284,7 @@ export function taskProjections(
       channel: channels.operator,
       projection: 'OPERATOR_SUMMARY',
       payload: {
-        ...summary,
+        ...targeted,
         tenantId: state.task.tenantId,
         applicationId: state.task.applicationId,
         workflowName: state.task.workflowName,

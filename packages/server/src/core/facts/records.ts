@@ -257,6 +257,8 @@ export interface TimerRecord {
     | 'SLEEP_DUE'
     /** A signal step's wait ended without the signal. */
     | 'SIGNAL_TIMEOUT'
+    /** An approval step's time to decide ran out (its `onTimeout` applies). */
+    | 'APPROVAL_TIMEOUT'
     /** A child task's execution ended (on its parent; see taskFamily.ts). */
     | 'CHILD_FINISHED'
     /** The parent step waiting for this child task was cancelled (on the child). */
@@ -266,6 +268,28 @@ export interface TimerRecord {
   payload: Record<string, unknown>;
   availableAt: Date;
   createdAt: Date;
+}
+
+/** One decision on an approval step (issue 21): immutable once written, one per decider and attempt. */
+export interface StepDecisionRecord {
+  id: string;
+  taskId: string;
+  stepId: string;
+  stepKey: string;
+  stepAttempt: number;
+  /** `user:<userId>`, or `operator`. */
+  decidedBy: string;
+  decision: 'APPROVE' | 'REJECT';
+  comment: string | null;
+  data: unknown;
+  /** The operator's reason (operator decisions only). */
+  reason: string | null;
+  idempotencyKey: string;
+  requestHash: string;
+  /** What the step became through this decision. */
+  outcome: 'PENDING' | 'APPROVED' | 'REJECTED';
+  taskVersion: bigint;
+  decidedAt: Date;
 }
 
 export interface CallbackRecord {

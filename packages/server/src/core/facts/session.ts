@@ -30,7 +30,13 @@ import type {
   OutboxSignal,
   RealtimeHandoffMode,
 } from './ports.ts';
-import { noticeFor, taskProjections, workflowAfterTaskChange, workflowProjection } from './projections.ts';
+import {
+  type ChannelNotice,
+  noticeFor,
+  taskProjections,
+  workflowAfterTaskChange,
+  workflowProjection,
+} from './projections.ts';
 import type {
   AttemptRecord,
   DedupRecord,
@@ -72,6 +78,8 @@ export interface CommitOptions {
   statusDefinition?: StatusDefinition | null;
   /** False when the task was counted in a workflow created in this same transaction. */
   countInWorkflow?: boolean;
+  /** A notice for some summary channels only (an approval's approvers), in place of the usual one. */
+  channelNotice?: ChannelNotice;
 }
 
 export function eventResult(state: TaskState, event: TaskEventRecord, committedAt: Date): EventResult {
@@ -310,7 +318,15 @@ export class FactSession {
       ...(dedup ? { dedup: [dedup] } : {}),
       outbox: this.options.domainEvents === false ? [] : [outboxFor(task, event)],
       realtime: [
-        ...taskProjections(after, event, acl, notice, () => this.ids.newId(), committedAt),
+        ...taskProjections(
+          after,
+          event,
+          acl,
+          notice,
+          () => this.ids.newId(),
+          committedAt,
+          options.channelNotice ?? null,
+        ),
         ...(options.extraRealtime ?? []),
       ],
     };

@@ -160,9 +160,13 @@ export function aggregateProgress(execution: ExecutionRecord, steps: StepRecord[
   return Math.max(execution.progress, Math.min(99, Math.floor(total / current.length)));
 }
 
+/** The business status of an unclassified task while an approval step waits for people. */
+export const waitingUserAction = 'WAITING_USER_ACTION';
+
 /**
  * The task after one of its steps changed: the execution starts on the first running step, progress and
- * health are re-derived, and an unclassified task's business status follows its lifecycle.
+ * health are re-derived, and an unclassified task's business status follows its lifecycle (and is
+ * WAITING_USER_ACTION while an approval step waits).
  */
 export function taskAfterStepChange(
   task: TaskRecord,
@@ -184,13 +188,22 @@ export function taskAfterStepChange(
     if (progress !== nextExecution.progress) nextExecution = { ...nextExecution, progress, updatedAt: at };
   }
   const lifecycleStatus = lifecycleOf(nextExecution.status);
+  // Document 002 §4.4 (WAIT_FOR_USER): a running task with an approval step waiting for people.
+  const waitingForUser =
+    lifecycleStatus === 'RUNNING' &&
+    current.some((s) => s.status === 'RUNNING' && s.waitingFor?.kind === 'approval');
   return {
     execution: nextExecution,
     task: {
       ...task,
       lifecycleStatus,
       businessStatus:
-        businessStatus ?? (task.statusDefinitionVersion === null ? lifecycleStatus : task.businessStatus),
+        businessStatus ??
+        (task.statusDefinitionVersion !== null
+          ? task.businessStatus
+          : waitingForUser
+            ? waitingUserAction
+            : lifecycleStatus),
       health: deriveHealth(steps),
       startedAt: task.startedAt ?? (lifecycleStatus === 'RUNNING' ? at : null),
       version: task.version + 1n,

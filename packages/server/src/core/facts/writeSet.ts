@@ -12,6 +12,7 @@ import type {
   OutboxRecord,
   RealtimeRecord,
   SchedulingRequestRecord,
+  StepDecisionRecord,
   StepRecord,
   TaskEventRecord,
   TaskRecord,
@@ -51,4 +52,6 @@ export interface FactWriteSet {
   timers?: TimerRecord[];
   callbacks?: CallbackRecord[];
   timeline?: TimelineRecord[];
+  /** Decisions on approval steps (inserted, never changed). */
+  stepDecisions?: StepDecisionRecord[];
 }

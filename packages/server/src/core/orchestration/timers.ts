@@ -6,7 +6,7 @@
  * - HEARTBEAT_TIMEOUT: an attempt whose last sign of life is older than its limit fails; otherwise the
  *   timer is set again for the next deadline;
  * - CANCEL_GRACE: a cancelling execution whose attempts have not stopped is cancelled anyway;
- * - STEP_BEGIN, SLEEP_DUE, SIGNAL_TIMEOUT: the steps the platform runs itself (kinds/);
+ * - STEP_BEGIN, SLEEP_DUE, SIGNAL_TIMEOUT, APPROVAL_TIMEOUT: the steps the platform runs itself (kinds/);
  * - CHILD_FINISHED (on a parent task), CANCEL_CHILD (on a child task): parent and child tell each other
  *   of their ends (facts/taskFamily.ts, kinds/childTask.ts).
  * A timer whose step moved on (finished, superseded, retried) does nothing.
@@ -16,6 +16,7 @@ import { isTerminal } from '../facts/execution.ts';
 import type { StepRecord, TaskState, TimerRecord } from '../facts/records.ts';
 import { type FactSession, inFactTransaction } from '../facts/session.ts';
 import { type CoordinatedDeps, failStepAttempt, forceCancel } from './coordinator.ts';
+import { approvalTimedOut } from './kinds/approval.ts';
 import { beginStep, type KindDeps } from './kinds/begin.ts';
 import { cancelChild, childFinished } from './kinds/childTask.ts';
 import { signalTimedOut } from './kinds/signal.ts';
@@ -109,6 +110,8 @@ export async function fireTimer(deps: TimerDeps, timer: DueTimer): Promise<void>
         return sleepDue(deps, session, before, step);
       case 'SIGNAL_TIMEOUT':
         return signalTimedOut(deps, session, before, step);
+      case 'APPROVAL_TIMEOUT':
+        return approvalTimedOut(deps, session, before, step);
       case 'CHILD_FINISHED':
         return childFinished(deps, session, before, step, timer.payload.childTaskId);
       case 'CANCEL_CHILD':

@@ -40,10 +40,20 @@ export interface DashboardDeps {
   listWorkers(): Promise<Record<string, unknown>[]>;
   /** Every application's schedules with their next fire times. */
   listSchedules(): Promise<Record<string, unknown>[]>;
+  /** The operator's decision on a waiting approval step (with a reason; audited with the decision). */
+  decide(request: OperatorDecision): Promise<unknown>;
   /** Built pages (packages/dashboard/dist); null when they are not built. */
   pagesDirectory: string | null;
   wsUrl?: string | null;
   sessionTtlSeconds?: number;
+}
+
+export interface OperatorDecision {
+  taskId: string;
+  stepKey: string;
+  decision: 'APPROVE' | 'REJECT';
+  reason: string;
+  idempotencyKey: string;
 }
 
 const cookieName = 'tdp_operator';
@@ -212,6 +222,28 @@ export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDep
       };
     },
   );
+
+  app.post<{
+    Params: { id: string; key: string; action: string };
+    Body: { reason?: unknown; idempotencyKey?: unknown };
+  }>('/dashboard/api/tasks/:id/steps/:key/:action', { schema: hidden, onRequest }, async (request, reply) => {
+    const { id, key, action } = request.params;
+    const reason = typeof request.body?.reason === 'string' ? request.body.reason.trim() : '';
+    const idempotencyKey = request.body?.idempotencyKey;
+    if (!/^[0-9a-f-]{36}$/i.test(id)) throw new AppError('TASK_NOT_FOUND', `task ${id} does not exist`);
+    if (action !== 'approve' && action !== 'reject')
+      throw new AppError('ROUTE_NOT_FOUND', `no such action ${action}; approve or reject`);
+    if (!reason || reason.length > 2000 || typeof idempotencyKey !== 'string' || idempotencyKey.length > 255)
+      throw new AppError('VALIDATION_FAILED', 'send a reason (up to 2000 characters) and an idempotencyKey');
+    const view = await deps.decide({
+      taskId: id,
+      stepKey: key,
+      decision: action === 'approve' ? 'APPROVE' : 'REJECT',
+      reason,
+      idempotencyKey,
+    });
+    return reply.code(200).send(view);
+  });
 
   app.get('/dashboard/api/workers', { schema: hidden, onRequest }, async () => {
     const [workers, queued] = await Promise.all([deps.listWorkers(), deps.reads.queuedSteps()]);

@@ -16,6 +16,7 @@ import {
   pushAttemptStatements,
 } from './attemptTables.ts';
 import { isUniqueViolation, type Queryable, type Sql, type TxSql, transaction } from './database.ts';
+import { findStepDecisions, pushDecisionStatements } from './decisionTables.ts';
 import {
   findDedup,
   findDedups,
@@ -158,6 +159,10 @@ class PostgresFactTransaction implements FactTransaction {
     return findIdempotency(this.sql, principal, operation, key);
   }
 
+  async findStepDecisions(taskId: string, decidedBy: string) {
+    return findStepDecisions(this.sql, taskId, decidedBy);
+  }
+
   async insertSignal(signal: SignalRecord, consumed: { stepId: string; at: Date } | null) {
     await insertSignal(this.sql, signal, consumed);
   }
@@ -201,6 +206,7 @@ export function factStatements(writes: FactWriteSet[]): RowStatement[] {
   pushTimerStatements(w, statements);
   pushCallbackStatements(w, statements);
   pushTimelineStatements(w, statements);
+  pushDecisionStatements(w, statements);
   return statements;
 }
 

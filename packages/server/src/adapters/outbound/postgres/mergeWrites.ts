@@ -37,6 +37,7 @@ export function mergeWrites(writes: FactWriteSet[]) {
     timers: [] as NonNullable<FactWriteSet['timers']>,
     callbacks: [] as NonNullable<FactWriteSet['callbacks']>,
     timeline: [] as NonNullable<FactWriteSet['timeline']>,
+    stepDecisions: [] as NonNullable<FactWriteSet['stepDecisions']>,
     newAcl: [] as NonNullable<FactWriteSet['newAcl']>[],
   };
   for (const w of writes) {
@@ -86,6 +87,7 @@ export function mergeWrites(writes: FactWriteSet[]) {
     merged.schedulingRequests.push(...(w.schedulingRequests ?? []));
     merged.workerCommands.push(...(w.workerCommands ?? []));
     merged.timers.push(...(w.timers ?? []));
+    merged.stepDecisions.push(...(w.stepDecisions ?? []));
     merged.callbacks.push(...(w.callbacks ?? []));
     merged.timeline.push(...(w.timeline ?? []));
     if (w.newAcl && w.newAcl.entries.length > 0) merged.newAcl.push(w.newAcl);

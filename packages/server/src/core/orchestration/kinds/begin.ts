@@ -6,6 +6,7 @@ import { stepKind } from '@tdp/protocol';
 import type { StepRecord, TaskState } from '../../facts/records.ts';
 import type { FactSession } from '../../facts/session.ts';
 import { type CoordinatorDeps, failStepAttempt } from '../coordinator.ts';
+import { beginApproval } from './approval.ts';
 import { beginChildTask, type ChildTaskDeps } from './childTask.ts';
 import { beginSignal } from './signal.ts';
 import { beginSleep } from './sleep.ts';
@@ -32,6 +33,7 @@ export async function beginStep(
     case 'task':
       return beginChildTask(deps, session, before, step, definition);
     case 'approval':
+      return beginApproval(deps, session, before, step, definition);
     case 'map':
       // Refused at publish until they exist; a snapshot from a newer replica fails cleanly here.
       await failStepAttempt(deps, session, before, step, {

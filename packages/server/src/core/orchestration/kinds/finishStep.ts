@@ -4,6 +4,7 @@
  * transaction. Failing one is `failStepAttempt` (coordinator.ts) with no worker.
  */
 import type { WaitingFor } from '@tdp/protocol';
+import type { ChannelNotice } from '../../facts/projections.ts';
 import type { StepRecord, TaskState, TimerRecord } from '../../facts/records.ts';
 import type { FactSession } from '../../facts/session.ts';
 import { taskAfterStepChange } from '../../facts/stateMachine.ts';
@@ -99,7 +100,12 @@ export async function waitOnStep(
   before: TaskState,
   step: StepRecord,
   waitingFor: WaitingFor,
-  outcome: PlatformStepOutcome & { timers?: TimerRecord[]; businessStatus?: string },
+  outcome: PlatformStepOutcome & {
+    timers?: TimerRecord[];
+    businessStatus?: string;
+    /** A notice for some summary channels only (an approval's approvers). */
+    channelNotice?: ChannelNotice;
+  },
 ): Promise<TaskState> {
   const at = session.now;
   const waiting: StepRecord = { ...step, waitingFor, version: step.version + 1n, updatedAt: at };
@@ -141,6 +147,7 @@ export async function waitOnStep(
           ...(extra.timeline ?? []),
         ],
       },
+      ...(outcome.channelNotice ? { channelNotice: outcome.channelNotice } : {}),
     },
   );
   return after;
