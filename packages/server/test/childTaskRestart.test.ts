@@ -17,6 +17,8 @@ let sql: ReturnType<typeof connectDatabase>;
 let tdp: TdpProcess;
 let apiKey: string;
 let worker: Awaited<ReturnType<typeof startTestWorker>>;
+/** The child's step has reported STEP_STARTED and heard the answer (the kill comes after it). */
+let startedReported = false;
 let release!: () => void;
 const released = new Promise<void>((resolve) => {
   release = resolve;
@@ -37,14 +39,29 @@ const handler = async (
   if (command.capability === 'restart.after')
     return completeWith({ got: command.input.fromChild })(command, report);
   await report([attemptEvent(command, 'STEP_STARTED', 1)]);
+  startedReported = true;
   await released;
-  return report([attemptEvent(command, 'STEP_COMPLETED', 2, { output: { echoed: command.input.text } })]);
+  // As a real worker's outbox does: the same event again until the restarted server takes it (the first
+  // request may meet a connection the killed process left behind).
+  const completed = attemptEvent(command, 'STEP_COMPLETED', 2, { output: { echoed: command.input.text } });
+  for (;;) {
+    try {
+      return await report([completed]);
+    } catch {
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  }
 };
 
 beforeAll(async () => {
   database = await createTestDatabase();
   sql = connectDatabase({ url: database.url, maxConnections: 2 });
-  tdp = tdpProcess({ databaseUrl: database.url, port: await freePort() });
+  // The test worker beats only when asked: a long session TTL keeps it alive across a slow restart.
+  tdp = tdpProcess({
+    databaseUrl: database.url,
+    port: await freePort(),
+    env: { TDP_WORKER_HEARTBEAT_TTL_MS: '600000' },
+  });
   await tdp.start();
   apiKey = await tdp.createApplication('child-restart');
   const workerKey = (await tdp.request('POST', '/admin/v1/worker-credentials', { body: {} })).body.key;
@@ -121,10 +138,12 @@ describe('a child task across a restart', () => {
     await expect.poll(async () => (await children(parentId)).length, patience).toBe(1);
     const [childId] = await children(parentId);
     await expect.poll(() => worker.received.some((c) => c.taskId === childId), patience).toBe(true);
+    await expect.poll(() => startedReported, patience).toBe(true);
 
     await tdp.kill('SIGKILL');
     await tdp.start();
     await worker.reconnect();
+    await worker.heartbeat();
 
     const waiting = (await view(parentId)).execution.steps.find((s: any) => s.key === 'sub');
     expect(waiting).toMatchObject({ status: 'RUNNING', waitingFor: { kind: 'task', childTaskId: childId } });
