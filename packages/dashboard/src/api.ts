@@ -108,7 +108,7 @@ export interface TaskDetail {
     totalDurationMs: number | null;
   };
   execution: { id: string; number: number; status: string; progress: number; steps: StepView[] };
-  dag: { key: string; dependsOn: string[]; capability: string | null }[];
+  dag: { key: string; dependsOn: string[]; capability: string | null; kind: string | null }[];
   attempts: {
     id: string;
     stepKey: string;

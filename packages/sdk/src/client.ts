@@ -11,14 +11,11 @@ import type {
   BatchGetRequest,
   BatchGetResult,
   ClassificationRequest,
-  CreateScheduleRequest,
   CreateTaskRequest,
   CreateWorkflowRequest,
   LifecycleStatus,
   NewStatusTask,
   PublishWorkflowDefinitionRequest,
-  Schedule,
-  SchedulePage,
   SignalSent,
   TaskEventPage,
   TaskPage,
@@ -29,6 +26,7 @@ import type {
   WorkflowDefinition,
 } from '@tdp/protocol';
 import { TdpCoordinator } from './coordinator.ts';
+import { TdpSchedules } from './schedules.ts';
 import { type CallOptions, createTransport, type HttpRequest, type TdpClientOptions } from './transport.ts';
 import { type DefinedWorkflow, definitionOf } from './workflow.ts';
 
@@ -90,10 +88,13 @@ export class TdpClient {
   private readonly transport: ReturnType<typeof createTransport>;
   /** The status API for steps your application runs and reports itself. */
   readonly coordinator: TdpCoordinator;
+  /** Cron schedules that start tasks. */
+  readonly schedules: TdpSchedules;
 
   constructor(options: TdpClientOptions) {
     this.transport = createTransport(options);
     this.coordinator = new TdpCoordinator(this.transport);
+    this.schedules = new TdpSchedules(this.transport);
   }
 
   private async call<T>(request: HttpRequest): Promise<T> {
@@ -232,57 +233,6 @@ export class TdpClient {
       retry: 'idempotent',
     });
     return answer.body as SignalSent;
-  }
-
-  /** Creates a cron schedule that starts tasks (docs/schedules.md); idempotent by key like `createTask`. */
-  async createSchedule(
-    request: CreateScheduleRequest,
-    options: CallOptions & { idempotencyKey?: string } = {},
-  ): Promise<Schedule> {
-    const { idempotencyKey = randomUUID(), ...call } = options;
-    const answer = await this.transport.send({
-      ...call,
-      method: 'POST',
-      path: '/v1/schedules',
-      body: request,
-      headers: { 'idempotency-key': idempotencyKey },
-      retry: 'idempotent',
-    });
-    return answer.body as Schedule;
-  }
-
-  /** The application's schedules with their next fire times. */
-  listSchedules(options: CallOptions = {}): Promise<SchedulePage> {
-    return this.call({ ...options, method: 'GET', path: '/v1/schedules', retry: 'read' });
-  }
-
-  getSchedule(scheduleId: string, options: CallOptions = {}): Promise<Schedule> {
-    return this.call({
-      ...options,
-      method: 'GET',
-      path: `/v1/schedules/${segment(scheduleId)}`,
-      retry: 'read',
-    });
-  }
-
-  /** Pauses a schedule (idempotent): no fire until it is resumed. */
-  pauseSchedule(scheduleId: string, options: CallOptions = {}): Promise<Schedule> {
-    return this.scheduleAction(scheduleId, 'pause', options);
-  }
-
-  /** Resumes a schedule (idempotent): it fires from now on; missed fires are not caught up. */
-  resumeSchedule(scheduleId: string, options: CallOptions = {}): Promise<Schedule> {
-    return this.scheduleAction(scheduleId, 'resume', options);
-  }
-
-  private scheduleAction(scheduleId: string, action: 'pause' | 'resume', options: CallOptions) {
-    return this.call<Schedule>({
-      ...options,
-      method: 'POST',
-      path: `/v1/schedules/${segment(scheduleId)}:${action}`,
-      body: {},
-      retry: 'idempotent',
-    });
   }
 
   /** The task's status events after `afterTaskVersion` (410 EVENTS_PRUNED when that part is gone). */

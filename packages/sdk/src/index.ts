@@ -28,6 +28,7 @@ export {
   fastifyCallbackPlugin,
   nodeCallbackHandler,
 } from './handlers.ts';
+export { TdpSchedules } from './schedules.ts';
 export { type CallOptions, clientDefaults, type RetryMode, type TdpClientOptions } from './transport.ts';
 export {
   type CheckedMapping,

@@ -281,7 +281,7 @@ describe('built-in steps, signals and schedules', () => {
   });
 
   it('creates, lists, pauses and resumes a schedule', async () => {
-    const schedule = await tdp.createSchedule(
+    const schedule = await tdp.schedules.create(
       {
         cron: '0 6 * * *',
         timeZone: 'Europe/Berlin',
@@ -293,13 +293,13 @@ describe('built-in steps, signals and schedules', () => {
       { idempotencyKey: 'daily' },
     );
     expect(schedule.cron).toBe('0 6 * * *');
-    const listed = await tdp.listSchedules();
+    const listed = await tdp.schedules.list();
     expect(listed.schedules.map((s) => s.id)).toContain(schedule.id);
-    expect((await tdp.pauseSchedule(schedule.id)).paused).toBe(true);
-    expect((await tdp.getSchedule(schedule.id)).paused).toBe(true);
-    expect((await tdp.resumeSchedule(schedule.id)).paused).toBe(false);
+    expect((await tdp.schedules.pause(schedule.id)).paused).toBe(true);
+    expect((await tdp.schedules.get(schedule.id)).paused).toBe(true);
+    expect((await tdp.schedules.resume(schedule.id)).paused).toBe(false);
     const bad = await failureOf(
-      tdp.createSchedule({
+      tdp.schedules.create({
         cron: 'every day',
         timeZone: 'UTC',
         workflowName: 'sdk-waits',
