@@ -75,6 +75,16 @@ export function TaskDetailPage({ taskId, feed }: { taskId: string; feed: LiveFee
           <dd>
             {task.workflowName ?? '—'} · execution #{execution.number} ({execution.status})
           </dd>
+          {task.parentTaskId ? (
+            <>
+              <dt>Parent task</dt>
+              <dd className="mono">
+                <a href={`#/tasks/${task.parentTaskId}`} data-parent-task={task.parentTaskId}>
+                  {task.parentTaskId}
+                </a>
+              </dd>
+            </>
+          ) : null}
           <dt>Progress</dt>
           <dd>
             <Progress percent={execution.progress} />

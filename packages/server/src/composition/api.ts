@@ -107,7 +107,7 @@ export async function createApi(
   });
   registerDefinitionRoutes(app, {
     authenticator,
-    definitions: { store: a.definitionStore, schemas, clock, ids },
+    definitions: { store: a.definitionStore, schemas, lookup: uses.catalog, clock, ids },
   });
   registerDashboardRoutes(app, {
     reads: a.dashboardReads,

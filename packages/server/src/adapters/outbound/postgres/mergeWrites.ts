@@ -38,6 +38,7 @@ export function mergeWrites(writes: FactWriteSet[]) {
     callbacks: [] as NonNullable<FactWriteSet['callbacks']>,
     timeline: [] as NonNullable<FactWriteSet['timeline']>,
     stepDecisions: [] as NonNullable<FactWriteSet['stepDecisions']>,
+    newAcl: [] as NonNullable<FactWriteSet['newAcl']>[],
   };
   for (const w of writes) {
     if (w.idempotency) {
@@ -89,6 +90,7 @@ export function mergeWrites(writes: FactWriteSet[]) {
     merged.stepDecisions.push(...(w.stepDecisions ?? []));
     merged.callbacks.push(...(w.callbacks ?? []));
     merged.timeline.push(...(w.timeline ?? []));
+    if (w.newAcl && w.newAcl.entries.length > 0) merged.newAcl.push(w.newAcl);
   }
   return {
     ...merged,

@@ -7,11 +7,15 @@ import type { StepRecord, TaskState } from '../../facts/records.ts';
 import type { FactSession } from '../../facts/session.ts';
 import { type CoordinatorDeps, failStepAttempt } from '../coordinator.ts';
 import { beginApproval } from './approval.ts';
+import { beginChildTask, type ChildTaskDeps } from './childTask.ts';
 import { beginSignal } from './signal.ts';
 import { beginSleep } from './sleep.ts';
 
+/** What the kinds' begins need besides the coordinator: the child task's workflow and cancel. */
+export type KindDeps = CoordinatorDeps & ChildTaskDeps;
+
 export async function beginStep(
-  deps: CoordinatorDeps,
+  deps: KindDeps,
   session: FactSession,
   before: TaskState,
   step: StepRecord | undefined,
@@ -26,10 +30,11 @@ export async function beginStep(
       return beginSleep(deps, session, before, step, definition);
     case 'signal':
       return beginSignal(deps, session, before, step, definition);
+    case 'task':
+      return beginChildTask(deps, session, before, step, definition);
     case 'approval':
       return beginApproval(deps, session, before, step, definition);
     case 'map':
-    case 'task':
       // Refused at publish until they exist; a snapshot from a newer replica fails cleanly here.
       await failStepAttempt(deps, session, before, step, {
         producer: 'tdp:timer',
