@@ -276,6 +276,7 @@ describe('signal', () => {
     h.clock.advance(8_001);
     await endOf(taskId).toBe('FAILED');
     expect((await stepOf(taskId, 'go')).error.code).toBe('SIGNAL_TIMED_OUT');
+    expect((await stepOf(taskId, 'go')).waitingFor).toBeNull();
     expect((await read(taskId)).task.failure.code).toBe('SIGNAL_TIMED_OUT');
   });
 
