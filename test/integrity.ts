@@ -10,6 +10,8 @@ const references: [table: string, column: string, parent: string][] = [
   ['task', 'application_id', 'application'],
   ['task', 'workflow_definition_id', 'workflow_definition'],
   ['task', 'workflow_id', 'workflow'],
+  ['task', 'parent_task_id', 'task'],
+  ['task', 'parent_step_id', 'step'],
   ['workflow', 'tenant_id', 'tenant'],
   ['workflow', 'application_id', 'application'],
   ['execution', 'task_id', 'task'],

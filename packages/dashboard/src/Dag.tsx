@@ -1,6 +1,7 @@
 /**
  * A workflow's DAG as an SVG: steps in columns by depth (longest path from a root), edges from each
- * dependency, each step coloured by its state, a running step with its progress and elapsed time.
+ * dependency, each step coloured by its state, a running step with its progress and elapsed time; a step
+ * TDP runs itself (sleep, signal, approval, map, child task) shows its kind and what it waits for.
  */
 import { duration } from './format.tsx';
 
@@ -8,6 +9,10 @@ export interface DagNode {
   key: string;
   dependsOn: string[];
   capability: string | null;
+  /** The step's kind when TDP runs it itself (sleep, signal, approval, map, task). */
+  kind?: string | null;
+  /** What a running platform step waits for (its kind), shown instead of a progress bar. */
+  waiting?: string | null;
   status?: string;
   percent?: number | null;
   /** How long the step ran, or has been running. */
@@ -91,16 +96,19 @@ export function Dag({ nodes }: { nodes: DagNode[] }) {
               className="node"
               data-step={node.key}
               data-status={node.status ?? 'WAITING'}
+              data-kind={node.kind ?? 'capability'}
             >
               <rect width={width} height={height} rx={8} />
               <text x={10} y={19} className="key">
                 {node.key}
               </text>
               <text x={10} y={34} className="sub">
-                {node.capability ?? ''}
+                {node.kind && node.kind !== 'capability'
+                  ? `${node.kind}${node.kind === 'map' && node.capability ? ` · ${node.capability}` : ''}`
+                  : (node.capability ?? '')}
               </text>
               <text x={10} y={49} className="sub">
-                {node.status ?? 'WAITING'}
+                {node.waiting ? `waiting (${node.waiting})` : (node.status ?? 'WAITING')}
                 {node.elapsedMs !== null && node.elapsedMs !== undefined
                   ? ` · ${duration(node.elapsedMs)}`
                   : ''}

@@ -106,9 +106,11 @@ export interface TaskDetail {
     ownerId: string | null;
     currentExecutionId: string;
     totalDurationMs: number | null;
+    /** A child task (started by a step of kind `task`): its parent. */
+    parentTaskId?: string | null;
   };
   execution: { id: string; number: number; status: string; progress: number; steps: StepView[] };
-  dag: { key: string; dependsOn: string[]; capability: string | null }[];
+  dag: { key: string; dependsOn: string[]; capability: string | null; kind: string | null }[];
   attempts: {
     id: string;
     stepKey: string;

@@ -332,6 +332,8 @@ export const TaskView = Type.Object({
   runDurationMs: Type.Union([Type.Integer(), Type.Null()]),
   /** Derived: finishedAt − createdAt. */
   totalDurationMs: Type.Union([Type.Integer(), Type.Null()]),
+  /** A child task (started by a step of kind `task`): the parent task's id; null otherwise. */
+  parentTaskId: Type.Union([Type.String(), Type.Null()]),
 });
 export type TaskView = Static<typeof TaskView>;
 

@@ -162,6 +162,13 @@ export type WaitingFor = Static<typeof WaitingFor>;
 export const SendSignalRequest = Type.Object({ payload: Type.Optional(Type.Unknown()) }, Strict);
 export type SendSignalRequest = Static<typeof SendSignalRequest>;
 
+/** The operator's signal (admin token): the same, with a reason kept with the fact. */
+export const OperatorSignalRequest = Type.Object(
+  { payload: Type.Optional(Type.Unknown()), reason: Type.String({ minLength: 1, maxLength: 2000 }) },
+  Strict,
+);
+export type OperatorSignalRequest = Static<typeof OperatorSignalRequest>;
+
 /** The answer to a signal: 202 when sent, 200 when a repeat of the same request (`replayed`). */
 export const SignalSent = Type.Object({
   signalId: Type.String(),

@@ -170,7 +170,14 @@ export class TdpClient {
 
   /** Tasks newest first; `externalRef` finds yours by your reference. */
   listTasks(
-    query: { limit?: number; cursor?: string; externalRef?: string; status?: LifecycleStatus } = {},
+    query: {
+      limit?: number;
+      cursor?: string;
+      externalRef?: string;
+      status?: LifecycleStatus;
+      /** The child tasks this task started. */
+      parentTaskId?: string;
+    } = {},
     options: CallOptions = {},
   ): Promise<TaskPage> {
     return this.call({ ...options, method: 'GET', path: '/v1/tasks', query, retry: 'read' });

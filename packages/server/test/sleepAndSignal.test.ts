@@ -236,6 +236,30 @@ describe('signal', () => {
     expect(seen.find((c) => c.taskId === taskId && c.stepId === 'use')!.input.note).toBe('sent early');
   });
 
+  it("the operator's signal (admin token) needs a reason, ends the wait and keeps the reason", async () => {
+    const taskId = await start('go');
+    await waitingOf(taskId, 'go').toBe('signal');
+    const operator = (body: Record<string, unknown>, token = h.adminToken) =>
+      h.request('POST', `/admin/v1/tasks/${taskId}/signals/go`, {
+        token,
+        headers: { 'idempotency-key': 'op-1' },
+        body,
+      });
+    expect((await operator({ payload: { ok: true } })).status).toBe(400);
+    expect((await operator({ payload: { ok: true }, reason: 'stuck' }, app.apiKey)).status).toBe(401);
+    const sent = await operator({ payload: { ok: true }, reason: 'customer asked on the phone' });
+    expect(sent.status).toBe(202);
+    expect(sent.body.consumedByStep).toBe('go');
+    await endOf(taskId).toBe('SUCCEEDED');
+    const timeline = await h.request('GET', `/v1/tasks/${taskId}/timeline`, { token: app.apiKey });
+    expect(JSON.stringify(timeline.body)).toContain('customer asked on the phone');
+    const events = await h.request('GET', `/v1/tasks/${taskId}/events`, { token: app.apiKey });
+    const completed = events.body.items.find(
+      (e: { eventType: string; stepId: string }) => e.eventType === 'STEP_COMPLETED' && e.stepId === 'go',
+    );
+    expect(completed.producerId).toBe('operator');
+  });
+
   it('a cancel while only the platform waits ends the task at once; a later signal is refused', async () => {
     const taskId = await start('go');
     await waitingOf(taskId, 'go').toBe('signal');
@@ -252,6 +276,7 @@ describe('signal', () => {
     h.clock.advance(8_001);
     await endOf(taskId).toBe('FAILED');
     expect((await stepOf(taskId, 'go')).error.code).toBe('SIGNAL_TIMED_OUT');
+    expect((await stepOf(taskId, 'go')).waitingFor).toBeNull();
     expect((await read(taskId)).task.failure.code).toBe('SIGNAL_TIMED_OUT');
   });
 

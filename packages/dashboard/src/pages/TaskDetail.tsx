@@ -4,6 +4,7 @@ import { Dag } from '../Dag.tsx';
 import { duration, elapsed, Progress, StatusBadge, stepElapsedMs, useTick } from '../format.tsx';
 import type { LiveFeed } from '../live.ts';
 import { ApprovalActions } from './ApprovalActions.tsx';
+import { WaitingNote } from './WaitingNote.tsx';
 
 const time = (at: string | null) => (at ? new Date(at).toLocaleTimeString() : '—');
 
@@ -51,6 +52,7 @@ export function TaskDetailPage({ taskId, feed }: { taskId: string; feed: LiveFee
       ...(step
         ? {
             status: step.status,
+            waiting: step.status === 'RUNNING' ? (step.waitingFor?.kind ?? null) : null,
             percent: step.progress?.percent ?? null,
             elapsedMs: stepElapsedMs(step, now),
           }
@@ -73,6 +75,16 @@ export function TaskDetailPage({ taskId, feed }: { taskId: string; feed: LiveFee
           <dd>
             {task.workflowName ?? '—'} · execution #{execution.number} ({execution.status})
           </dd>
+          {task.parentTaskId ? (
+            <>
+              <dt>Parent task</dt>
+              <dd className="mono">
+                <a href={`#/tasks/${task.parentTaskId}`} data-parent-task={task.parentTaskId}>
+                  {task.parentTaskId}
+                </a>
+              </dd>
+            </>
+          ) : null}
           <dt>Progress</dt>
           <dd>
             <Progress percent={execution.progress} />
@@ -136,6 +148,13 @@ export function TaskDetailPage({ taskId, feed }: { taskId: string; feed: LiveFee
                       stepKey={step.key}
                       waiting={step.waitingFor as ApprovalWaiting}
                       onDecided={() => void load()}
+                    />
+                  ) : null}
+                  {step.status === 'RUNNING' && step.waitingFor && step.waitingFor.kind !== 'approval' ? (
+                    <WaitingNote
+                      taskId={task.id}
+                      waiting={step.waitingFor as { kind: string } & Record<string, unknown>}
+                      onSent={() => void load()}
                     />
                   ) : null}
                   {step.unschedulableReasons?.map((reason) => (

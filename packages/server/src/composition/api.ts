@@ -19,6 +19,7 @@ import { listWorkerViews, registerWorkerRoutes } from '../adapters/inbound/http/
 import { derivedKey } from '../adapters/outbound/tokens/executionCredentials.ts';
 import type { ServerConfig } from '../config.ts';
 import { decideApproval } from '../core/orchestration/kinds/approval.ts';
+import { sendSignal } from '../core/orchestration/kinds/signal.ts';
 import { listAllSchedules } from '../core/schedules/schedules.ts';
 import type { Viewer } from '../core/status/ports.ts';
 import { registerDevelopmentFiles } from '../development/developmentFiles.ts';
@@ -106,7 +107,7 @@ export async function createApi(
   });
   registerDefinitionRoutes(app, {
     authenticator,
-    definitions: { store: a.definitionStore, schemas, clock, ids },
+    definitions: { store: a.definitionStore, schemas, lookup: uses.catalog, clock, ids },
   });
   registerDashboardRoutes(app, {
     reads: a.dashboardReads,
@@ -124,6 +125,9 @@ export async function createApi(
     decide: async ({ reason, ...request }) =>
       (await decideApproval(uses.status, { decider: { kind: 'operator', reason }, reach: null }, request))
         .view,
+    signal: async ({ reason, taskId, name, payload, idempotencyKey }) =>
+      (await sendSignal(uses.status, { kind: 'operator', reason }, { taskId, name, payload, idempotencyKey }))
+        .body,
     pagesDirectory: await dashboardPages(),
     wsUrl: config.realtimeWsUrl,
   });
@@ -135,7 +139,7 @@ export async function createApi(
     cancel: { store: a.statusStore, clock, ids, signal: a.signal, cancelGraceMs: config.cancelGraceMs },
   });
   registerScheduleRoutes(app, { authenticator, schedules: uses.schedules });
-  registerSignalRoutes(app, { authenticator, signals: uses.status });
+  registerSignalRoutes(app, { authenticator, adminToken: config.adminToken, signals: uses.status });
   if (config.developmentFiles)
     registerDevelopmentFiles(app, {
       directory: config.developmentFiles.directory,

@@ -95,7 +95,7 @@ export async function createLoops(config: ServerConfig, a: Adapters, uses: UseCa
     onError: (error) => logger.warn({ err: error }, 'realtime hand-off failed; the relay loop will publish'),
   });
   const timerLoop = createTimerLoop({
-    status: uses.status,
+    status: uses.timers,
     timers: new ClaimableRows(a.sql, 'timer'),
     logger: logger.child({ loop: 'timers' }),
     clock,

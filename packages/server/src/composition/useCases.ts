@@ -9,6 +9,7 @@ import { DefinitionCatalog } from '../core/definitions/catalog.ts';
 import { RegistryCatalog } from '../core/definitions/registries.ts';
 import type { GrantDeps } from '../core/grants/grants.ts';
 import { type ApplicationDeps, openApplicationSecrets } from '../core/identity/applications.ts';
+import type { TimerDeps } from '../core/orchestration/timers.ts';
 import type { FireDeps } from '../core/schedules/fireSchedules.ts';
 import type { ScheduleDeps } from '../core/schedules/schedules.ts';
 import { CandidateSnapshot } from '../core/scheduling/candidateSnapshot.ts';
@@ -19,6 +20,7 @@ import { TtlCache } from '../core/shared/ttlCache.ts';
 import type { StatusDeps } from '../core/status/deps.ts';
 import type { CreateTaskDeps } from '../core/tasks/createTask.ts';
 import { CapacityWakeup } from '../wiring/capacityWakeup.ts';
+import { childTaskCancel } from '../wiring/childTasks.ts';
 import { CommandWakeup, commandChannel } from '../wiring/commandWakeup.ts';
 import { scheduledTasks } from '../wiring/scheduledTasks.ts';
 import type { Adapters } from './adapters.ts';
@@ -129,6 +131,18 @@ export function useCaseDeps(config: ServerConfig, a: Adapters) {
     listedFireTimes: config.scheduleListedFireTimes,
     listLimit: config.scheduleListLimit,
   };
+  // The timers loop: the coordinator's deps, and what child tasks need (their workflow, their cancel).
+  const timers: TimerDeps = {
+    ...status,
+    definitions: catalog,
+    children: childTaskCancel({
+      store: statusStore,
+      clock,
+      ids,
+      signal,
+      cancelGraceMs: config.cancelGraceMs,
+    }),
+  };
   const scheduleFiring: FireDeps = {
     schedules: scheduleStore,
     tasks: scheduledTasks(taskCreation, a.tasks),
@@ -147,5 +161,6 @@ export function useCaseDeps(config: ServerConfig, a: Adapters) {
     taskCreation,
     schedules,
     scheduleFiring,
+    timers,
   };
 }

@@ -3,13 +3,12 @@ import type { ClaimableRows } from '../adapters/outbound/postgres/outboxQueue.ts
 import type { CallbackSenderDeps } from '../core/callbacks/sendCallbacks.ts';
 import { sendDueCallbacks } from '../core/callbacks/sendCallbacks.ts';
 import type { TimerRecord } from '../core/facts/records.ts';
-import { fireTimer } from '../core/orchestration/timers.ts';
+import { fireTimer, type TimerDeps } from '../core/orchestration/timers.ts';
 import { type RelayDeps, relayRealtime } from '../core/realtime/relay.ts';
 import { type FireDeps, fireDueSchedules } from '../core/schedules/fireSchedules.ts';
 import { type DispatchDeps, dispatchReady } from '../core/scheduling/dispatch.ts';
 import { reapLostWorkers } from '../core/scheduling/leases.ts';
 import type { Clock } from '../core/shared/ports.ts';
-import type { StatusDeps } from '../core/status/deps.ts';
 import { type LoopRetry, type Paced, pace, WakeableLoop } from './wakeableLoop.ts';
 
 /** Places ready steps on workers; woken by every commit and by worker changes, else every second. */
@@ -30,7 +29,7 @@ export function createSchedulerLoop(
 /** Fires due timers (retry back-off) through the fact path. */
 export function createTimerLoop(
   deps: {
-    status: StatusDeps;
+    status: TimerDeps;
     timers: ClaimableRows;
     logger: Logger;
     clock: Clock;

@@ -3,13 +3,16 @@ import type { ApplicationPrincipal } from '../identity/ports.ts';
 import { fingerprint } from '../shared/canonicalJson.ts';
 import { AppError } from '../shared/errors.ts';
 import type { Clock, IdGenerator } from '../shared/ports.ts';
+import { checkChildWorkflows } from './childWorkflows.ts';
 import { normaliseSteps, validateSteps } from './dag.ts';
-import type { DefinitionStore, JsonSchemaValidator, StoredDefinition } from './ports.ts';
+import type { DefinitionLookup, DefinitionStore, JsonSchemaValidator, StoredDefinition } from './ports.ts';
 import { kindSchemas } from './stepKinds.ts';
 
 export interface DefinitionDeps {
   store: DefinitionStore;
   schemas: JsonSchemaValidator;
+  /** The published workflows a child-task step may start. */
+  lookup: DefinitionLookup;
   clock: Clock;
   ids: IdGenerator;
 }
@@ -33,6 +36,7 @@ export async function publishDefinition(
     ...kindSchemas(steps).flatMap(({ path, schema }) =>
       deps.schemas.checkSchema(schema).map((e) => ({ path: `${path}${e.path}`, message: e.message })),
     ),
+    ...(await checkChildWorkflows(deps.lookup, principal.tenantId, steps)),
   ];
   if (errors.length > 0) {
     throw new AppError('WORKFLOW_DEFINITION_INVALID', errors.map((e) => e.message).join('; '), errors);

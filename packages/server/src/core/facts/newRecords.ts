@@ -1,4 +1,4 @@
-import type { DynamicRegistrationPolicy, FailurePolicy } from '@tdp/protocol';
+import type { DynamicRegistrationPolicy, FailurePolicy, StepDefinition } from '@tdp/protocol';
 import type { IdGenerator } from '../shared/ports.ts';
 import type { ExecutionSnapshot, StepRecord, TaskRecord, TaskState, WorkflowRecord } from './records.ts';
 
@@ -33,6 +33,22 @@ export interface NewTaskSpec {
   callbackUrl?: string | null;
   priority?: number;
   dynamicPolicy?: DynamicRegistrationPolicy;
+  /** A child task: the parent task and its step that starts it. */
+  parent?: { taskId: string; stepId: string } | null;
+}
+
+/** The step rows of a frozen definition's steps, for a task the platform coordinates. */
+export function stepSpecsOf(steps: StepDefinition[], expectedProducer: string): NewStepSpec[] {
+  return steps.map((step) => ({
+    key: step.key,
+    operationCode: step.capability,
+    capability: step.capability,
+    capabilityVersion: step.capabilityVersion,
+    expectedProducer,
+    dependsOn: step.dependsOn,
+    failurePolicy: step.failurePolicy,
+    heartbeatTimeoutSeconds: step.timeouts.heartbeatMs ? Math.ceil(step.timeouts.heartbeatMs / 1000) : null,
+  }));
 }
 
 /** A step row in its first state: attempt 1, waiting, version 1. */
@@ -127,6 +143,8 @@ export function newTaskState(ids: IdGenerator, spec: NewTaskSpec, at: Date): Tas
     finishedAt: null,
     durationMs: null,
     eventsPrunedBefore: 1n,
+    parentTaskId: spec.parent?.taskId ?? null,
+    parentStepId: spec.parent?.stepId ?? null,
   };
   return {
     task,

@@ -187,6 +187,7 @@ export function detailPayload(
     },
     state: {
       title: task.name,
+      parentTaskId: task.parentTaskId,
       taskType: task.taskType,
       productId: task.productId,
       lifecycleStatus: task.lifecycleStatus,

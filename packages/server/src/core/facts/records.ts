@@ -68,6 +68,9 @@ export interface TaskRecord {
   finishedAt: Date | null;
   durationMs: number | null;
   eventsPrunedBefore: bigint;
+  /** A child task (a step of kind `task`): the task and the step row that started it. */
+  parentTaskId: string | null;
+  parentStepId: string | null;
 }
 
 export interface ExecutionRecord {
@@ -259,7 +262,11 @@ export interface TimerRecord {
     /** A map item's attempt reached the map step's startToCloseMs. */
     | 'MAP_ITEM_TIMEOUT'
     /** An approval step's time to decide ran out (its `onTimeout` applies). */
-    | 'APPROVAL_TIMEOUT';
+    | 'APPROVAL_TIMEOUT'
+    /** A child task's execution ended (on its parent; see taskFamily.ts). */
+    | 'CHILD_FINISHED'
+    /** The parent step waiting for this child task was cancelled (on the child). */
+    | 'CANCEL_CHILD';
   taskId: string;
   stepId: string | null;
   payload: Record<string, unknown>;

@@ -46,6 +46,7 @@ import type {
   TaskState,
   WorkflowRecord,
 } from './records.ts';
+import { familyTimers } from './taskFamily.ts';
 import type { FactWriteSet } from './writeSet.ts';
 
 export interface EventDraft {
@@ -236,6 +237,9 @@ export class FactSession {
   }
 
   private async apply(given: FactWriteSet): Promise<void> {
+    // A workflow created here is this transaction's own: a later fact of the session that moves one of
+    // its tasks (a root placed at once after a platform step began) counts there without a read.
+    if (given.newWorkflow) this.lockedWorkflows.set(given.newWorkflow.id, given.newWorkflow);
     const write = this.account(given);
     if (this.options.deferWrites) this.pending.push(write);
     else await this.tx.write(write);
@@ -298,14 +302,19 @@ export class FactSession {
     };
     const committedAt = this.now;
     // A state built from an earlier fact of this session may not carry the ACL; the session has it.
-    const acl = before ? (before.acl ?? this.locked.get(task.id)?.acl ?? (await this.tx.acl(task.id))) : [];
+    const acl = before
+      ? (before.acl ?? this.locked.get(task.id)?.acl ?? (await this.tx.acl(task.id)))
+      : (options.write?.newAcl?.entries ?? []);
     const notice = noticeFor(before, after, event, options.statusDefinition ?? null);
     const result = eventResult(after, event, committedAt);
     const dedup: DedupRecord | null = options.dedupHash
       ? { eventId: event.id, taskId: task.id, payloadHash: options.dedupHash, result, createdAt: committedAt }
       : null;
+    // A parent or child task hears of this fact through a timer row of its own (taskFamily.ts).
+    const family = familyTimers(before, after, () => this.ids.newId(), committedAt);
     const write: FactWriteSet = {
       ...options.write,
+      ...(family.length > 0 ? { timers: [...(options.write?.timers ?? []), ...family] } : {}),
       events: [event],
       ...(dedup ? { dedup: [dedup] } : {}),
       outbox: this.options.domainEvents === false ? [] : [outboxFor(task, event)],

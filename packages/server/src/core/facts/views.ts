@@ -122,6 +122,7 @@ export function toTaskView({ task, execution, steps }: TaskState): TaskWithExecu
       queueDurationMs: between(task.createdAt, task.startedAt),
       runDurationMs: task.durationMs,
       totalDurationMs: between(task.createdAt, task.finishedAt),
+      parentTaskId: task.parentTaskId,
     },
     execution: {
       id: execution.id,

@@ -3,6 +3,7 @@
  * it and the store sends it in one round of statements, each row in its last state.
  */
 import type {
+  AclEntry,
   AttemptRecord,
   CallbackRecord,
   DedupRecord,
@@ -28,6 +29,8 @@ export interface FactWriteSet {
   idempotency?: IdempotencyRecord;
   newWorkflow?: WorkflowRecord;
   newTask?: { task: TaskRecord; execution: ExecutionRecord };
+  /** ACL grants of a task created with this fact (a child task inherits its parent's). */
+  newAcl?: { taskId: string; entries: AclEntry[]; createdAt: Date };
   workflow?: WorkflowRecord;
   task?: TaskRecord;
   execution?: ExecutionRecord;

@@ -148,6 +148,8 @@ export async function failStepAttempt(
     status: 'FAILED',
     finishedAt: at,
     error: failure.error,
+    // A platform step's wait is over, as when it succeeds.
+    waitingFor: null,
     version: step.version + 1n,
     updatedAt: at,
   };

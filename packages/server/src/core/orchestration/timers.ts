@@ -7,7 +7,9 @@
  *   timer is set again for the next deadline;
  * - CANCEL_GRACE: a cancelling execution whose attempts have not stopped is cancelled anyway;
  * - STEP_BEGIN, SLEEP_DUE, SIGNAL_TIMEOUT, APPROVAL_TIMEOUT, MAP_ITEM_RETRY_DUE, MAP_ITEM_TIMEOUT: the
- *   steps the platform runs itself (kinds/).
+ *   steps the platform runs itself (kinds/);
+ * - CHILD_FINISHED (on a parent task), CANCEL_CHILD (on a child task): parent and child tell each other
+ *   of their ends (facts/taskFamily.ts, kinds/childTask.ts).
  * A timer whose step moved on (finished, superseded, retried) does nothing.
  */
 
@@ -16,7 +18,8 @@ import type { StepRecord, TaskState, TimerRecord } from '../facts/records.ts';
 import { type FactSession, inFactTransaction } from '../facts/session.ts';
 import { type CoordinatedDeps, failStepAttempt, forceCancel } from './coordinator.ts';
 import { approvalTimedOut } from './kinds/approval.ts';
-import { beginStep } from './kinds/begin.ts';
+import { beginStep, type KindDeps } from './kinds/begin.ts';
+import { cancelChild, childFinished } from './kinds/childTask.ts';
 import { mapItemRetryDue, mapItemTimedOut } from './kinds/map.ts';
 import { signalTimedOut } from './kinds/signal.ts';
 import { sleepDue } from './kinds/sleep.ts';
@@ -33,7 +36,12 @@ export interface DueTimer {
 const open = (step: StepRecord | undefined, attemptId: unknown): step is StepRecord =>
   !!step?.current && step.attemptId === attemptId && (step.status === 'QUEUED' || step.status === 'RUNNING');
 
-export async function fireTimer(deps: CoordinatedDeps, timer: DueTimer): Promise<void> {
+/** What firing a timer needs: the coordinator, and what the kinds' begins need (`KindDeps`). */
+export type TimerDeps = CoordinatedDeps & KindDeps;
+
+export async function fireTimer(deps: TimerDeps, timer: DueTimer): Promise<void> {
+  // The tasks context cancels the child in a transaction of its own (it locks the child itself).
+  if (timer.kind === 'CANCEL_CHILD') return cancelChild(deps, timer);
   await inFactTransaction(deps, async (session) => {
     const before = await session.lockTask(timer.taskId);
     if (!before || isTerminal(before.execution.status)) return;
@@ -110,6 +118,10 @@ export async function fireTimer(deps: CoordinatedDeps, timer: DueTimer): Promise
         return mapItemRetryDue(deps, session, before, step, timer.payload);
       case 'MAP_ITEM_TIMEOUT':
         return mapItemTimedOut(deps, session, before, step, timer.payload);
+      case 'CHILD_FINISHED':
+        return childFinished(deps, session, before, step, timer.payload.childTaskId);
+      case 'CANCEL_CHILD':
+        return; // handled above, outside this transaction
       default: {
         // A new kind of timer fails the type check here until it is handled; a row of a kind this
         // version does not know (written by a newer replica) is left alone, as before.

@@ -1,6 +1,6 @@
 import type { CreateTaskRequest, TaskWithExecution } from '@tdp/protocol';
 import type { DefinitionLookup, JsonSchemaValidator } from '../definitions/ports.ts';
-import { newTaskState, newWorkflowRecord } from '../facts/newRecords.ts';
+import { newTaskState, newWorkflowRecord, stepSpecsOf } from '../facts/newRecords.ts';
 import { KeyTakenError } from '../facts/ports.ts';
 import { workflowProjection } from '../facts/projections.ts';
 import type { SchedulingRequestRecord, TaskState, WorkerCommandRecord } from '../facts/records.ts';
@@ -126,18 +126,7 @@ export async function createTask(
             version: definition.version,
             steps: merged.steps,
           },
-          steps: merged.steps.map((step) => ({
-            key: step.key,
-            operationCode: step.capability,
-            capability: step.capability,
-            capabilityVersion: step.capabilityVersion,
-            expectedProducer: platformWorkerProducer,
-            dependsOn: step.dependsOn,
-            failurePolicy: step.failurePolicy,
-            heartbeatTimeoutSeconds: step.timeouts.heartbeatMs
-              ? Math.ceil(step.timeouts.heartbeatMs / 1000)
-              : null,
-          })),
+          steps: stepSpecsOf(merged.steps, platformWorkerProducer),
           externalRef: request.externalRef ?? null,
           input,
           callbackUrl: request.callbackUrl ?? null,

@@ -6,6 +6,8 @@ export interface TaskListFilter {
   before?: string;
   externalRef?: string;
   lifecycleStatus?: string;
+  /** The children of this task (steps of kind `task`). */
+  parentTaskId?: string;
 }
 
 /** Reads of tasks; every write goes through the status service's fact path. */

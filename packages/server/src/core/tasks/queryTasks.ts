@@ -18,13 +18,20 @@ export async function getTask(
 export async function listTasks(
   tasks: TaskStore,
   principal: ApplicationPrincipal,
-  query: { limit: number; cursor?: string; externalRef?: string; lifecycleStatus?: string },
+  query: {
+    limit: number;
+    cursor?: string;
+    externalRef?: string;
+    lifecycleStatus?: string;
+    parentTaskId?: string;
+  },
 ): Promise<TaskPage> {
   const rows = await tasks.listTasks(principal.applicationId, {
     limit: query.limit + 1,
     ...(query.cursor ? { before: query.cursor } : {}),
     ...(query.externalRef ? { externalRef: query.externalRef } : {}),
     ...(query.lifecycleStatus ? { lifecycleStatus: query.lifecycleStatus } : {}),
+    ...(query.parentTaskId ? { parentTaskId: query.parentTaskId } : {}),
   });
   const page = rows.slice(0, query.limit);
   return {

@@ -42,10 +42,20 @@ export interface DashboardDeps {
   listSchedules(): Promise<Record<string, unknown>[]>;
   /** The operator's decision on a waiting approval step (with a reason; audited with the decision). */
   decide(request: OperatorDecision): Promise<unknown>;
+  /** The operator's signal to a task (with a reason; kept with the fact). */
+  signal(request: OperatorSignal): Promise<unknown>;
   /** Built pages (packages/dashboard/dist); null when they are not built. */
   pagesDirectory: string | null;
   wsUrl?: string | null;
   sessionTtlSeconds?: number;
+}
+
+export interface OperatorSignal {
+  taskId: string;
+  name: string;
+  payload: unknown;
+  reason: string;
+  idempotencyKey: string;
 }
 
 export interface OperatorDecision {
@@ -208,7 +218,8 @@ export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDep
         dag: state.execution.snapshot.steps.map((s) => ({
           key: s.key,
           dependsOn: s.dependsOn ?? [],
-          capability: s.capability ?? null,
+          capability: s.capability || null,
+          kind: s.kind ?? 'capability',
         })),
         attempts: attempts.map((a) => ({
           ...a,
@@ -243,6 +254,26 @@ export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDep
       idempotencyKey,
     });
     return reply.code(200).send(view);
+  });
+
+  app.post<{
+    Params: { id: string; name: string };
+    Body: { reason?: unknown; idempotencyKey?: unknown; payload?: unknown };
+  }>('/dashboard/api/tasks/:id/signals/:name', { schema: hidden, onRequest }, async (request, reply) => {
+    const { id, name } = request.params;
+    const reason = typeof request.body?.reason === 'string' ? request.body.reason.trim() : '';
+    const idempotencyKey = request.body?.idempotencyKey;
+    if (!/^[0-9a-f-]{36}$/i.test(id)) throw new AppError('TASK_NOT_FOUND', `task ${id} does not exist`);
+    if (!reason || reason.length > 2000 || typeof idempotencyKey !== 'string' || idempotencyKey.length > 255)
+      throw new AppError('VALIDATION_FAILED', 'send a reason (up to 2000 characters) and an idempotencyKey');
+    const sent = await deps.signal({
+      taskId: id,
+      name,
+      payload: request.body.payload ?? null,
+      reason,
+      idempotencyKey,
+    });
+    return reply.code(200).send(sent);
   });
 
   app.get('/dashboard/api/workers', { schema: hidden, onRequest }, async () => {

@@ -53,7 +53,13 @@ export function registerTaskRoutes(app: FastifyInstance, deps: TaskRouteDeps): v
   );
 
   app.get<{
-    Querystring: { limit?: number; cursor?: string; externalRef?: string; status?: LifecycleStatus };
+    Querystring: {
+      limit?: number;
+      cursor?: string;
+      externalRef?: string;
+      status?: LifecycleStatus;
+      parentTaskId?: string;
+    };
   }>(
     '/v1/tasks',
     {
@@ -62,7 +68,8 @@ export function registerTaskRoutes(app: FastifyInstance, deps: TaskRouteDeps): v
         tags: ['tasks'],
         summary: 'List tasks, newest first',
         description:
-          'Pages with `cursor` (the `nextCursor` of the previous page). `externalRef` finds tasks by your reference.',
+          'Pages with `cursor` (the `nextCursor` of the previous page). `externalRef` finds tasks by your reference; ' +
+          '`parentTaskId` lists the child tasks a task started (steps of kind `task`).',
         security,
         querystring: Type.Object(
           {
@@ -70,6 +77,7 @@ export function registerTaskRoutes(app: FastifyInstance, deps: TaskRouteDeps): v
             cursor: Type.Optional(Uuid),
             externalRef: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
             status: Type.Optional(LifecycleStatus),
+            parentTaskId: Type.Optional(Uuid),
           },
           { additionalProperties: false },
         ),
@@ -77,12 +85,13 @@ export function registerTaskRoutes(app: FastifyInstance, deps: TaskRouteDeps): v
       },
     },
     async (request) => {
-      const { limit = 50, cursor, externalRef, status } = request.query;
+      const { limit = 50, cursor, externalRef, status, parentTaskId } = request.query;
       return listTasks(deps.tasks, principalOf(request), {
         limit,
         ...(cursor ? { cursor } : {}),
         ...(externalRef ? { externalRef } : {}),
         ...(status ? { lifecycleStatus: status } : {}),
+        ...(parentTaskId ? { parentTaskId } : {}),
       });
     },
   );

@@ -45,6 +45,7 @@ export function mergeWrites(writes: FactWriteSet[]) {
     timeline: [] as NonNullable<FactWriteSet['timeline']>,
     newMapItems: [] as NonNullable<FactWriteSet['newMapItems']>,
     stepDecisions: [] as NonNullable<FactWriteSet['stepDecisions']>,
+    newAcl: [] as NonNullable<FactWriteSet['newAcl']>[],
   };
   for (const w of writes) {
     if (w.idempotency) {
@@ -109,6 +110,7 @@ export function mergeWrites(writes: FactWriteSet[]) {
     merged.stepDecisions.push(...(w.stepDecisions ?? []));
     merged.callbacks.push(...(w.callbacks ?? []));
     merged.timeline.push(...(w.timeline ?? []));
+    if (w.newAcl && w.newAcl.entries.length > 0) merged.newAcl.push(w.newAcl);
   }
   return {
     ...merged,

@@ -52,6 +52,8 @@ export interface TaskRow {
   finished_at: Date | null;
   duration_ms: bigint | null;
   events_pruned_before: bigint;
+  parent_task_id: string | null;
+  parent_step_id: string | null;
 }
 
 export interface ExecutionRow {
@@ -167,6 +169,8 @@ export const toTask = (r: TaskRow): TaskRecord => ({
   finishedAt: r.finished_at,
   durationMs: num(r.duration_ms),
   eventsPrunedBefore: r.events_pruned_before,
+  parentTaskId: r.parent_task_id,
+  parentStepId: r.parent_step_id,
 });
 
 export const toExecution = (r: ExecutionRow): ExecutionRecord => ({

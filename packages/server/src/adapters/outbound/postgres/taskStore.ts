@@ -44,6 +44,7 @@ export class PostgresTaskStore implements TaskStore, TaskRunReads {
         ${filter.before ? sql`AND id < ${filter.before}` : sql``}
         ${filter.externalRef ? sql`AND external_ref = ${filter.externalRef}` : sql``}
         ${filter.lifecycleStatus ? sql`AND lifecycle_status = ${filter.lifecycleStatus}` : sql``}
+        ${filter.parentTaskId ? sql`AND parent_task_id = ${filter.parentTaskId}` : sql``}
       ORDER BY id DESC
       LIMIT ${filter.limit}`;
     return this.withExecutions(tasks);

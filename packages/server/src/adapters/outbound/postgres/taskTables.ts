@@ -88,6 +88,8 @@ const taskColumns: Column[] = [
   ['finished_at', 'timestamptz'],
   ['duration_ms', 'bigint'],
   ['events_pruned_before', 'bigint'],
+  ['parent_task_id', 'uuid'],
+  ['parent_step_id', 'uuid'],
 ];
 
 /** What a fact may change on an existing task row. */
@@ -143,6 +145,8 @@ const taskRow = (t: TaskState['task']): Record<string, RowValue> => ({
   finished_at: t.finishedAt,
   duration_ms: t.durationMs,
   events_pruned_before: t.eventsPrunedBefore,
+  parent_task_id: t.parentTaskId,
+  parent_step_id: t.parentStepId,
 });
 
 const executionColumns: Column[] = [
@@ -187,6 +191,14 @@ const executionRow = (e: TaskState['execution']): Record<string, RowValue> => ({
 });
 
 /** New workflows, changed workflows, new tasks and executions, changed tasks and executions, in that order. */
+const aclColumns: Column[] = [
+  ['task_id', 'uuid'],
+  ['principal_type', 'text'],
+  ['principal_id', 'text'],
+  ['permission', 'text'],
+  ['created_at', 'timestamptz'],
+];
+
 export function pushTaskStatements(w: MergedWrites, statements: RowStatement[]): void {
   if (w.newWorkflows.length > 0)
     statements.push(insertStatement('workflow', workflowColumns, w.newWorkflows.map(workflowRow)));
@@ -203,6 +215,16 @@ export function pushTaskStatements(w: MergedWrites, statements: RowStatement[]):
   const newExecutions = [...w.newTasks.map((t) => t.execution), ...w.newExecutions];
   if (newExecutions.length > 0)
     statements.push(insertStatement('execution', executionColumns, newExecutions.map(executionRow)));
+  const aclRows = w.newAcl.flatMap(({ taskId, entries, createdAt }) =>
+    entries.map((e) => ({
+      task_id: taskId,
+      principal_type: e.principalType,
+      principal_id: e.principalId,
+      permission: e.permission,
+      created_at: createdAt,
+    })),
+  );
+  if (aclRows.length > 0) statements.push(insertStatement('task_acl', aclColumns, aclRows));
   if (w.tasks.length > 0) statements.push(updateStatement('task', taskUpdateColumns, w.tasks.map(taskRow)));
   if (w.executions.length > 0)
     statements.push(updateStatement('execution', executionUpdateColumns, w.executions.map(executionRow)));

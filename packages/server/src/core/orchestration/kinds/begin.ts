@@ -5,14 +5,18 @@
 import { stepKind } from '@tdp/protocol';
 import type { StepRecord, TaskState } from '../../facts/records.ts';
 import type { FactSession } from '../../facts/session.ts';
-import { type CoordinatorDeps, failStepAttempt } from '../coordinator.ts';
+import type { CoordinatorDeps } from '../coordinator.ts';
 import { beginApproval } from './approval.ts';
+import { beginChildTask, type ChildTaskDeps } from './childTask.ts';
 import { beginMap } from './map.ts';
 import { beginSignal } from './signal.ts';
 import { beginSleep } from './sleep.ts';
 
+/** What the kinds' begins need besides the coordinator: the child task's workflow and cancel. */
+export type KindDeps = CoordinatorDeps & ChildTaskDeps;
+
 export async function beginStep(
-  deps: CoordinatorDeps,
+  deps: KindDeps,
   session: FactSession,
   before: TaskState,
   step: StepRecord | undefined,
@@ -27,25 +31,12 @@ export async function beginStep(
       return beginSleep(deps, session, before, step, definition);
     case 'signal':
       return beginSignal(deps, session, before, step, definition);
+    case 'task':
+      return beginChildTask(deps, session, before, step, definition);
     case 'approval':
       return beginApproval(deps, session, before, step, definition);
     case 'map':
       return beginMap(deps, session, before, step, definition);
-    case 'task':
-      // Refused at publish until they exist; a snapshot from a newer replica fails cleanly here.
-      await failStepAttempt(deps, session, before, step, {
-        producer: 'tdp:timer',
-        error: {
-          category: 'PLATFORM',
-          code: 'STEP_KIND_UNSUPPORTED',
-          retryable: false,
-          userMessage: `This version of TDP cannot run ${kind} steps`,
-        },
-        infrastructure: false,
-        workerId: null,
-        milestone: 'STEP_KIND_UNSUPPORTED',
-      });
-      return;
     case 'capability':
       return;
     default: {

@@ -10,6 +10,7 @@ import { isTerminal } from '../../facts/execution.ts';
 import type { StepRecord, TaskState } from '../../facts/records.ts';
 import { type FactDeps, type FactSession, inFactTransaction } from '../../facts/session.ts';
 import type { ApplicationPrincipal } from '../../identity/ports.ts';
+import { fingerprint } from '../../shared/canonicalJson.ts';
 import { AppError } from '../../shared/errors.ts';
 import { type CoordinatorDeps, failStepAttempt } from '../coordinator.ts';
 import { completePlatformStep, stepTimer, stillWaiting, waitOnStep } from './finishStep.ts';
@@ -78,13 +79,22 @@ function signalled(
   step: StepRecord,
   payload: unknown,
   from: string,
+  producer = 'tdp:signal',
 ) {
   return completePlatformStep(deps, session, before, step, payload ?? null, {
-    producer: 'tdp:signal',
+    producer,
     milestone: 'SIGNALLED',
     message: `step ${step.key} received ${from}`,
   });
 }
+
+/** Who sends a signal: an application (to its own tasks), or the operator (to any, with a reason). */
+export type SignalSender =
+  | { kind: 'application'; principal: ApplicationPrincipal }
+  | { kind: 'operator'; reason: string };
+
+const senderKey = (sender: SignalSender) =>
+  sender.kind === 'operator' ? 'operator' : `application:${sender.principal.applicationId}`;
 
 export interface SignalDeps extends FactDeps, CoordinatorDeps {
   schemas: JsonSchemaValidator;
@@ -95,7 +105,6 @@ export interface SendSignal {
   name: string;
   payload: unknown;
   idempotencyKey: string;
-  requestHash: string;
 }
 
 export interface SignalAnswer {
@@ -106,19 +115,24 @@ export interface SignalAnswer {
 const operation = 'task.signal';
 
 /**
- * Sends a signal to a task of the caller's application. Idempotent by key: the same key and body answer
- * as the first time; the same key with another body is refused. A payload the signal step's schema
- * refuses is not kept.
+ * Sends a signal to a task of the caller's application (or, for the operator, any task). Idempotent by
+ * key: the same key and body answer as the first time; the same key with another body is refused. A
+ * payload the signal step's schema refuses is not kept. The operator's reason is kept with the fact.
  */
 export async function sendSignal(
   deps: SignalDeps,
-  principal: ApplicationPrincipal,
+  sender: SignalSender,
   request: SendSignal,
 ): Promise<SignalAnswer> {
-  const owner = `application:${principal.applicationId}`;
+  const owner = senderKey(sender);
+  const reason = sender.kind === 'operator' ? sender.reason : null;
+  const requestHash = fingerprint({ name: request.name, payload: request.payload ?? null, reason });
   return inFactTransaction(deps, async (session) => {
     const before = await session.lockTask(request.taskId);
-    if (!before || before.task.applicationId !== principal.applicationId)
+    if (
+      !before ||
+      (sender.kind === 'application' && before.task.applicationId !== sender.principal.applicationId)
+    )
       throw new AppError('TASK_NOT_FOUND', `task ${request.taskId} does not exist`);
     const earlier = await session.tx.findIdempotency(
       owner,
@@ -126,7 +140,7 @@ export async function sendSignal(
       `${request.taskId}:${request.idempotencyKey}`,
     );
     if (earlier) {
-      if (earlier.requestHash !== request.requestHash)
+      if (earlier.requestHash !== requestHash)
         throw new AppError(
           'IDEMPOTENCY_KEY_REUSED',
           `Idempotency-Key "${request.idempotencyKey}" was used for a different signal; use a new key`,
@@ -184,13 +198,14 @@ export async function sendSignal(
       principal: owner,
       operation,
       key: `${request.taskId}:${request.idempotencyKey}`,
-      requestHash: request.requestHash,
+      requestHash: requestHash,
       responseStatus: 202,
       responseBody: body,
       createdAt: now,
     };
     if (waiting) {
-      await signalled(deps, session, before, waiting, request.payload, `the signal ${request.name}`);
+      const from = `the signal ${request.name}${reason ? ` from the operator (reason: ${reason})` : ''}`;
+      await signalled(deps, session, before, waiting, request.payload, from, owner);
       await session.write({ idempotency });
     } else {
       // Kept for the step; the task's log records its arrival.
@@ -205,7 +220,7 @@ export async function sendSignal(
           id: deps.ids.newId(),
           type: 'SIGNAL_RECEIVED',
           producer: owner,
-          payload: { signalId, name: request.name },
+          payload: { signalId, name: request.name, ...(reason ? { reason } : {}) },
           occurredAt: now,
           receivedAt: now,
         },

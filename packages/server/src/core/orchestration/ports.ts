@@ -1,0 +1,8 @@
+/**
+ * The tasks context's cancel, for a child task whose parent step was cancelled (orchestration never calls
+ * another context's use case; wired in the composition root, `wiring/childTasks.ts`).
+ */
+export interface ChildTaskCancel {
+  /** Cancels the task as its application would; a task that has already ended is left as it is. */
+  cancel(child: { taskId: string; tenantId: string; applicationId: string }, reason: string): Promise<void>;
+}
