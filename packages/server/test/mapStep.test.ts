@@ -23,6 +23,11 @@ let behaviour: (command: StartCommand) => 'complete' | 'fail' | 'fail-retryable'
 const running = new Map<string, number>();
 const mostAtOnce = new Map<string, number>();
 const starts: StartCommand[] = [];
+/** CANCEL_ATTEMPT commands the detect workers received (attempt ids). */
+const cancelsSeen: string[] = [];
+const seeCancels = (command: StartCommand & { type: string }) => {
+  if (command.type === 'CANCEL_ATTEMPT') cancelsSeen.push(command.attemptId);
+};
 /** While set, each item waits for it before it finishes (the map stays running). */
 let gate: Promise<void> | null = null;
 
@@ -164,6 +169,7 @@ beforeAll(async () => {
     capabilities: [{ name: 'map.detect', version: '1' }],
     maxConcurrency: 20,
     handler: detect,
+    onCommand: seeCancels,
   });
   workers.push(detectWorker);
 });
@@ -323,6 +329,7 @@ describe('map steps', () => {
       nodeId: 'node-map-second',
       capabilities: [{ name: 'map.detect', version: '1' }],
       handler: detect,
+      onCommand: seeCancels,
     });
     workers.push(second);
     await new Promise((resolve) => setTimeout(resolve, 300));
@@ -376,6 +383,12 @@ describe('map steps', () => {
       const unrevoked = await sql`
         SELECT count(*)::int AS n FROM attempt WHERE task_id = ${taskId} AND revoked_at IS NULL`;
       expect(unrevoked[0]!.n).toBe(0);
+      // The workers of the two running items are told to stop them (at their stream's next read).
+      const running = starts.filter((c) => c.taskId === taskId).map((c) => c.attemptId);
+      expect(running).toHaveLength(2);
+      await expect
+        .poll(() => running.every((id) => cancelsSeen.includes(id)), { timeout: 10_000 })
+        .toBe(true);
     } finally {
       gate = null;
       open();

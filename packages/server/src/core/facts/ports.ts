@@ -74,6 +74,8 @@ export interface FactTransaction {
   mapItemsAt(stepId: string, indexes: number[]): Promise<MapItemRecord[]>;
   /** Every item of a map step, in item order (its output, once it ends). */
   allMapItems(stepId: string): Promise<MapItemRecord[]>;
+  /** The attempts of the running items of these map steps, with the workers holding them. */
+  runningMapAttempts(stepIds: string[]): Promise<{ attemptId: string; workerId: string | null }[]>;
   acl(taskId: string): Promise<AclEntry[]>;
   /** Dynamic registrations of the task since `since` (for the per-minute limit). */
   countRegistrationsSince(taskId: string, since: Date): Promise<number>;

@@ -6,6 +6,7 @@ import { endTask, isRefusal } from '../facts/stateMachine.ts';
 import { toTaskView } from '../facts/views.ts';
 import type { ApplicationPrincipal } from '../identity/ports.ts';
 import { cancelledStep } from '../orchestration/coordinator.ts';
+import { stopRunningItems } from '../orchestration/kinds/map.ts';
 import { callbackFor, isPlatformTask, milestone } from '../orchestration/platform.ts';
 import { AppError } from '../shared/errors.ts';
 
@@ -113,6 +114,7 @@ export async function cancelTask(
     const cancelledMaps = before.steps
       .filter((s) => cancelledStepIds.includes(s.id) && s.waitingFor?.kind === 'map')
       .map((s) => s.id);
+    stopCommands.push(...(await stopRunningItems(deps, session, cancelledMaps, 'TASK_CANCELLED')));
     const notified = callbackFor(
       deps.ids,
       after,

@@ -24,7 +24,13 @@ import {
   pushEventStatements,
   pushIdempotencyStatement,
 } from './eventTables.ts';
-import { allMapItems, mapItemsAt, pendingMapItems, pushMapItemStatements } from './mapItemTables.ts';
+import {
+  allMapItems,
+  mapItemsAt,
+  pendingMapItems,
+  pushMapItemStatements,
+  runningMapAttempts,
+} from './mapItemTables.ts';
 import { mergeWrites } from './mergeWrites.ts';
 import { pushCallbackStatements, pushOutboxStatements } from './outboxTables.ts';
 import { type RowStatement, runAll } from './recordset.ts';
@@ -159,6 +165,10 @@ class PostgresFactTransaction implements FactTransaction {
 
   allMapItems(stepId: string) {
     return allMapItems(this.sql, stepId);
+  }
+
+  runningMapAttempts(stepIds: string[]) {
+    return runningMapAttempts(this.sql, stepIds);
   }
 
   async acl(taskId: string) {

@@ -127,6 +127,14 @@ export async function mapItemsAt(sql: Queryable, stepId: string, indexes: number
   return rows.map(toItem);
 }
 
+/** The attempts of the running items of these maps, with the workers holding them. */
+export async function runningMapAttempts(sql: Queryable, stepIds: string[]) {
+  const rows = await sql<{ id: string; worker_id: string | null }[]>`
+    SELECT a.id, a.worker_id FROM map_item mi JOIN attempt a ON a.id = mi.attempt_id
+    WHERE mi.step_id = ANY(${stepIds}::uuid[]) AND mi.status = 'RUNNING'`;
+  return rows.map((r) => ({ attemptId: r.id, workerId: r.worker_id }));
+}
+
 /** Every item of a map, in item order (its output is assembled from them once, when it ends). */
 export async function allMapItems(sql: Queryable, stepId: string) {
   const rows = await sql<MapItemRow[]>`SELECT * FROM map_item WHERE step_id = ${stepId} ORDER BY item_index`;

@@ -307,6 +307,32 @@ export async function placeMapItems(
   return { kind: 'placed', commands, waitsForSlot };
 }
 
+/**
+ * CANCEL_ATTEMPT to the workers of the items still running in these maps (they are ending: cancelled, or
+ * failed under FAIL_ALL), but for the attempts in `settled` (ended in this transaction already).
+ */
+export async function stopRunningItems(
+  deps: Pick<CoordinatorDeps, 'ids'>,
+  session: FactSession,
+  stepIds: string[],
+  reason: string,
+  settled: ReadonlySet<string> = new Set(),
+): Promise<WorkerCommandRecord[]> {
+  if (stepIds.length === 0) return [];
+  const running = await session.tx.runningMapAttempts(stepIds);
+  return running
+    .filter(
+      (r): r is { attemptId: string; workerId: string } => r.workerId !== null && !settled.has(r.attemptId),
+    )
+    .map((r) => ({
+      id: deps.ids.newId(),
+      workerId: r.workerId,
+      type: 'CANCEL_ATTEMPT' as const,
+      payload: { attemptId: r.attemptId, reason },
+      createdAt: session.now,
+    }));
+}
+
 /** How one reported item attempt was taken. */
 export type ItemOutcome = 'APPLIED' | 'DUPLICATE' | 'STALE';
 
@@ -379,7 +405,8 @@ export async function settleMapItems(
   // under FAIL_ALL the others) are revoked and its open items cancelled, by one statement each.
   const closing = { mapItems: items, closeMapItems: { stepIds: [step.id], at: now } };
   if (verdict.kind === 'FAILED') {
-    await session.write(closing);
+    const stops = await stopRunningItems(deps, session, [step.id], 'MAP_ITEM_FAILED', new Set(revoke));
+    await session.write({ ...closing, workerCommands: stops });
     const after = await failStepAttempt(deps, session, state, counted, {
       producer,
       error: mapFailure(step, verdict.item),
