@@ -20,7 +20,7 @@ import { type CoordinatedDeps, failStepAttempt, forceCancel } from './coordinato
 import { approvalTimedOut } from './kinds/approval.ts';
 import { beginStep, type KindDeps } from './kinds/begin.ts';
 import { cancelChild, childFinished } from './kinds/childTask.ts';
-import { mapItemRetryDue, mapItemTimedOut } from './kinds/map.ts';
+import { mapItemRetryDue, mapItemTimedOut } from './kinds/mapTimers.ts';
 import { signalTimedOut } from './kinds/signal.ts';
 import { sleepDue } from './kinds/sleep.ts';
 import { orchestrate } from './platform.ts';

@@ -1,8 +1,8 @@
 /**
  * The map step (kind `map`): one capability attempt per item of an array, at most `maxParallel` at once,
  * the outputs in item order as the step's output. This module is the map's coordinator: its begin, the
- * placement of its items on workers, an item's end (from its worker, a lost worker, a timer) and the
- * back-off of an item retry. The decisions are pure (mapItems.ts); the scheduler, the status service
+ * placement of its items on workers, an item's end (from its worker, a lost worker, a timer; the
+ * timers are mapTimers.ts). The decisions are pure (mapItems.ts); the scheduler, the status service
  * and the lease reaper reach this module as they reach the coordinator (.dependency-cruiser.cjs).
  *
  * Storage: items are `map_item` rows, written once in bulk when the map begins; the map step row keeps
@@ -47,7 +47,7 @@ export const isRunningMap = (step: StepRecord | undefined): step is StepRecord =
   !!step?.current && step.status === 'RUNNING' && step.waitingFor?.kind === 'map';
 
 /** The map's request for placement, due `at` (one row per step: created, or made due again). */
-function placementRequest(deps: CoordinatorDeps, state: TaskState, step: StepRecord, at: Date) {
+export function placementRequest(deps: CoordinatorDeps, state: TaskState, step: StepRecord, at: Date) {
   return {
     id: deps.ids.newId(),
     taskId: state.task.id,
@@ -428,77 +428,4 @@ export async function settleMapItems(
     payload: { ...next },
   });
   return { outcomes, after };
-}
-
-/** MAP_ITEM_RETRY_DUE: an item's back-off has passed; it is pending again and the map asks for a slot. */
-export async function mapItemRetryDue(
-  deps: CoordinatorDeps,
-  session: FactSession,
-  before: TaskState,
-  step: StepRecord | undefined,
-  payload: Record<string, unknown>,
-): Promise<void> {
-  if (!isRunningMap(step)) return;
-  const index = Number(payload.index);
-  const [item] = await session.tx.mapItemsAt(step.id, [index]);
-  if (item?.status !== 'WAITING_RETRY' || item.attempt !== Number(payload.itemAttempt)) return;
-  await session.write({
-    mapItems: [{ ...item, status: 'PENDING', attemptId: null, updatedAt: session.now }],
-    reopenSchedulingRequests: [placementRequest(deps, before, step, session.now)],
-  });
-}
-
-/**
- * MAP_ITEM_TIMEOUT: an item attempt still running after the map step's `startToCloseMs` fails as timed out
- * (retried under the step's policy); its worker is told to stop it.
- */
-export async function mapItemTimedOut(
-  deps: CoordinatorDeps,
-  session: FactSession,
-  before: TaskState,
-  step: StepRecord | undefined,
-  payload: Record<string, unknown>,
-): Promise<void> {
-  if (!isRunningMap(step)) return;
-  const index = Number(payload.index);
-  const attemptId = String(payload.attemptId);
-  const [item] = await session.tx.mapItemsAt(step.id, [index]);
-  if (item?.status !== 'RUNNING' || item.attemptId !== attemptId) return;
-  const settled = await settleMapItems(
-    deps,
-    session,
-    before,
-    step,
-    [
-      {
-        index,
-        attemptId,
-        result: {
-          kind: 'FAILED',
-          error: {
-            category: 'TIMEOUT',
-            code: 'START_TO_CLOSE_TIMEOUT',
-            retryable: true,
-            userMessage: `Item ${index} of step ${step.key} timed out: it did not finish within ${Number(payload.limitMs)} ms`,
-          },
-          lost: false,
-        },
-      },
-    ],
-    'tdp:timer',
-    [item],
-  );
-  const workerId = (await session.findAttempt(attemptId))?.workerId;
-  if (settled.outcomes[0] === 'APPLIED' && workerId)
-    await session.write({
-      workerCommands: [
-        {
-          id: deps.ids.newId(),
-          workerId,
-          type: 'CANCEL_ATTEMPT',
-          payload: { attemptId, reason: 'START_TO_CLOSE_TIMEOUT' },
-          createdAt: session.now,
-        },
-      ],
-    });
 }
