@@ -14,13 +14,16 @@ const sharedSurfaces = [
   `${core}shared/`,
   `${core}[^/]+/ports\\.ts$`,
   `${core}orchestration/coordinator\\.ts$`,
+  // The map step's coordinator: the scheduler places its items, the status service and the lease
+  // reaper settle them, as they reach the coordinator for steps.
+  `${core}orchestration/kinds/map\\.ts$`,
 ];
 
 /** Pure domain modules: records, rules and decisions; they compute, they never do I/O. */
 const domainModules = [
   `${core}facts/(records|writeSet|stateMachine|execution|projections|views|outboxEvents|newRecords|taskFamily)\\.ts$`,
   `${core}definitions/(dag|patterns|references|stepKinds)\\.ts$`,
-  `${core}orchestration/(advance|platform|rerun|kinds/approvalRules)\\.ts$`,
+  `${core}orchestration/(advance|platform|rerun|kinds/approvalRules|kinds/mapItems)\\.ts$`,
   `${core}scheduling/(selector|attempts)\\.ts$`,
   `${core}identity/(outboundUrl|secretBox|apiKeys|userReach)\\.ts$`,
   `${core}outbox/policy\\.ts$`,

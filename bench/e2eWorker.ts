@@ -50,18 +50,22 @@ async function runTdp() {
   const pool = new Pool(target, { connections: 2 });
   const post = async (path: string, body: unknown) => {
     const response = await pool.request({ method: 'POST', path, headers, body: JSON.stringify(body) });
-    await response.body.dump();
+    if (response.statusCode >= 300)
+      process.stderr.write(
+        `bench worker: ${path} answered ${response.statusCode}: ${await response.body.text()}\n`,
+      );
+    else await response.body.dump();
   };
-  let events: Record<string, unknown>[] = [];
-  let acks: string[] = [];
+  const events: Record<string, unknown>[] = [];
+  const acks: string[] = [];
   const flush = async () => {
-    const batch = events;
-    const ackBatch = acks;
-    events = [];
-    acks = [];
-    // The acks ride along with the events: one request and one commit for both.
-    if (batch.length > 0 || ackBatch.length > 0)
+    // The acks ride along with the events: one request and one commit for both. A request carries at
+    // most 500 events and 1,000 acks (a map's items can start hundreds at once).
+    while (events.length > 0 || acks.length > 0) {
+      const batch = events.splice(0, 500);
+      const ackBatch = acks.splice(0, 1_000);
       await post(`/v1/workers/${workerId}/events:batch`, { events: batch, commandAcks: ackBatch });
+    }
   };
   setInterval(() => void flush().catch(() => {}), 20).unref();
   const response = await fetch(`${target}/v1/workers/${workerId}/commands`, {

@@ -22,14 +22,17 @@ export function sane(ok: boolean, what: string): void {
   if (!ok) throw new Error(`broken result: ${what}`);
 }
 
-/** A migrated database of its own on DATABASE_URL's server, or on an embedded PostgreSQL. */
-export async function benchDatabase(): Promise<{
+/**
+ * A migrated database of its own on `onServer` (an admin URL), DATABASE_URL's server, or an embedded
+ * PostgreSQL of its own.
+ */
+export async function benchDatabase(onServer?: string): Promise<{
   url: string;
   /** Writes out what a burst left behind (a checkpoint), as a server in its steady state would have. */
   checkpoint(): Promise<void>;
   close(): Promise<void>;
 }> {
-  let adminUrl = process.env.DATABASE_URL;
+  let adminUrl = onServer ?? process.env.DATABASE_URL;
   let stopServer = async () => {};
   if (!adminUrl) {
     const postgres = await startTemporaryPostgres();

@@ -34,6 +34,8 @@ const references: [table: string, column: string, parent: string][] = [
   ['timeline', 'task_id', 'task'],
   ['access_grant', 'attempt_id', 'attempt'],
   ['access_grant', 'application_id', 'application'],
+  ['map_item', 'step_id', 'step'],
+  ['map_item', 'attempt_id', 'attempt'],
 ];
 
 /** Each reference with rows that point at nothing, as "table.column → parent: count". */

@@ -4,6 +4,7 @@ import type {
   AttemptRecord,
   DedupRecord,
   IdempotencyRecord,
+  MapItemRecord,
   RealtimeRecord,
   SignalRecord,
   StepDecisionRecord,
@@ -68,6 +69,13 @@ export interface FactTransaction {
   findAttempt(attemptId: string): Promise<AttemptRecord | null>;
   findAttemptByHandle(handleHash: Buffer): Promise<AttemptRecord | null>;
   findAttemptsByHandle(handleHashes: Buffer[]): Promise<AttemptRecord[]>;
+  /** A map step's lowest-indexed PENDING items, at most `limit` (placement). */
+  pendingMapItems(stepId: string, limit: number): Promise<MapItemRecord[]>;
+  mapItemsAt(stepId: string, indexes: number[]): Promise<MapItemRecord[]>;
+  /** Every item of a map step, in item order (its output, once it ends). */
+  allMapItems(stepId: string): Promise<MapItemRecord[]>;
+  /** The attempts of the running items of these map steps, with the workers holding them. */
+  runningMapAttempts(stepIds: string[]): Promise<{ attemptId: string; workerId: string | null }[]>;
   acl(taskId: string): Promise<AclEntry[]>;
   /** Dynamic registrations of the task since `since` (for the per-minute limit). */
   countRegistrationsSince(taskId: string, since: Date): Promise<number>;

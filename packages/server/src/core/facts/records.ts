@@ -257,6 +257,10 @@ export interface TimerRecord {
     | 'SLEEP_DUE'
     /** A signal step's wait ended without the signal. */
     | 'SIGNAL_TIMEOUT'
+    /** A map item's retry back-off has passed. */
+    | 'MAP_ITEM_RETRY_DUE'
+    /** A map item's attempt reached the map step's startToCloseMs. */
+    | 'MAP_ITEM_TIMEOUT'
     /** An approval step's time to decide ran out (its `onTimeout` applies). */
     | 'APPROVAL_TIMEOUT'
     /** A child task's execution ended (on its parent; see taskFamily.ts). */
@@ -331,6 +335,25 @@ export interface AttemptRecord {
   expiresAt: Date;
   revokedAt: Date | null;
   createdAt: Date;
+  /** The item of a map step this attempt runs (null: the step itself). */
+  itemIndex: number | null;
+}
+
+export type MapItemStatus = 'PENDING' | 'RUNNING' | 'WAITING_RETRY' | 'SUCCEEDED' | 'FAILED' | 'CANCELED';
+
+/**
+ * One item of a map step (kind `map`): not a step row, so that a 10,000-item map costs no read or write
+ * of its other items per fact. `attempt` counts the attempts started; `attemptId` is the open or last one.
+ */
+export interface MapItemRecord {
+  stepId: string;
+  index: number;
+  status: MapItemStatus;
+  attempt: number;
+  attemptId: string | null;
+  output: unknown;
+  error: StructuredError | null;
+  updatedAt: Date;
 }
 
 export interface DedupRecord {

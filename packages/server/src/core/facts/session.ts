@@ -259,12 +259,13 @@ export class FactSession {
       }
     const write = handoff?.kind === 'memoryOnly' ? { ...given, realtime: [] } : given;
     if (write.outbox.length > 0 || write.realtime.length > 0) wrote.outbox = true;
-    for (const request of write.schedulingRequests ?? []) this.requestedSteps.add(request.stepId);
+    for (const request of [...(write.schedulingRequests ?? []), ...(write.reopenSchedulingRequests ?? [])])
+      this.requestedSteps.add(request.stepId);
     for (const stepId of write.closeSchedulingRequests?.stepIds ?? []) this.requestedSteps.delete(stepId);
     wrote.scheduling = this.requestedSteps.size > 0;
     if (write.callbacks?.length) wrote.callbacks = true;
     for (const command of write.workerCommands ?? []) wrote.commandsFor.push(command.workerId);
-    if (write.revokeAttemptIds?.length) wrote.capacityFreed = true;
+    if (write.revokeAttemptIds?.length || write.closeMapItems?.stepIds.length) wrote.capacityFreed = true;
     for (const timer of write.timers ?? [])
       if (!wrote.earliestTimer || timer.availableAt < wrote.earliestTimer)
         wrote.earliestTimer = timer.availableAt;

@@ -9,6 +9,7 @@ import type {
   DedupRecord,
   ExecutionRecord,
   IdempotencyRecord,
+  MapItemRecord,
   OutboxRecord,
   RealtimeRecord,
   SchedulingRequestRecord,
@@ -50,6 +51,17 @@ export interface FactWriteSet {
   /** Commands their worker acknowledged along with its events (ids of other workers change nothing). */
   commandAcks?: { workerId: string; commandIds: string[]; at: Date };
   timers?: TimerRecord[];
+  /** A map step began: its items 0 … count − 1, written PENDING in one statement. */
+  newMapItems?: { stepId: string; count: number; at: Date }[];
+  /** Items that changed (placed, finished, waiting for a retry). */
+  mapItems?: MapItemRecord[];
+  /**
+   * Map steps that ended: their open items are CANCELED and the attempts of the running ones revoked, in
+   * one statement each (items this write set changes itself keep their own state).
+   */
+  closeMapItems?: { stepIds: string[]; at: Date };
+  /** A map's request for placement made due again (its row exists: one per step), or created. */
+  reopenSchedulingRequests?: SchedulingRequestRecord[];
   callbacks?: CallbackRecord[];
   timeline?: TimelineRecord[];
   /** Decisions on approval steps (inserted, never changed). */

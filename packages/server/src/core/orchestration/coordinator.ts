@@ -35,9 +35,16 @@ export interface PlacementDeps {
   heartbeatTtlMs: number;
 }
 
-/** The step as it is once cancelled: finished now, one version on. */
+/** The step as it is once cancelled: finished now (waiting for nothing), one version on. */
 export function cancelledStep(step: StepRecord, now: Date): StepRecord {
-  return { ...step, status: 'CANCELED', finishedAt: now, version: step.version + 1n, updatedAt: now };
+  return {
+    ...step,
+    status: 'CANCELED',
+    finishedAt: now,
+    waitingFor: null,
+    version: step.version + 1n,
+    updatedAt: now,
+  };
 }
 
 /**
@@ -55,10 +62,13 @@ export async function forceCancel(
   if (isRefusal(ended)) return;
   const revoke: string[] = [];
   const changed: StepRecord[] = [];
+  /** Running maps: their items are cancelled and the attempts of the running ones revoked. */
+  const maps: string[] = [];
   // Revoking an attempt also frees its worker's slot (running attempts are the unrevoked ones).
   const steps = before.steps.map((step) => {
     if (!step.current || stepIsFinished(step.status)) return step;
     if (step.attemptId) revoke.push(step.attemptId);
+    if (step.waitingFor?.kind === 'map') maps.push(step.id);
     const cancelled = cancelledStep(step, now);
     changed.push(cancelled);
     return cancelled;
@@ -90,6 +100,7 @@ export async function forceCancel(
         steps: changed,
         revokeAttemptIds: revoke,
         closeSchedulingRequests: { stepIds: changed.map((s) => s.id), status: 'CANCELED' },
+        ...(maps.length > 0 ? { closeMapItems: { stepIds: maps, at: now } } : {}),
         callbacks: notified.callback ? [notified.callback] : [],
         timeline: [milestone(deps.ids, after, 'CANCELED', 'execution cancelled', {}, now)],
       },

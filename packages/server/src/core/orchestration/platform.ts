@@ -38,6 +38,7 @@ export type OrchestrationWrite = Pick<
   | 'workerCommands'
   | 'revokeAttemptIds'
   | 'newSteps'
+  | 'closeMapItems'
 >;
 
 export interface Orchestrated {
@@ -99,6 +100,7 @@ export function orchestrate(
     newSteps: [] as StepRecord[],
   };
   const cancelled: string[] = [];
+  const mapsClosed: string[] = [];
   let end: Orchestrated['end'] = null;
   const update = (step: StepRecord, patch: Partial<StepRecord>) => {
     const next = { ...step, ...patch, version: step.version + 1n, updatedAt: at };
@@ -190,9 +192,11 @@ export function orchestrate(
         break;
       case 'STEP_CANCELED': {
         const step = currentStep(t.stepKey);
-        update(step, { status: 'CANCELED', finishedAt: at });
+        update(step, { status: 'CANCELED', finishedAt: at, waitingFor: null });
         cancelled.push(step.id);
         if (step.attemptId) write.revokeAttemptIds.push(step.attemptId);
+        // A running map's items are cancelled with it, and their attempts revoked.
+        if (step.waitingFor?.kind === 'map') mapsClosed.push(step.id);
         break;
       }
       case 'RETRY_SCHEDULED': {
@@ -254,6 +258,7 @@ export function orchestrate(
       ...(cancelled.length > 0
         ? { closeSchedulingRequests: { stepIds: cancelled, status: 'CANCELED' as const } }
         : {}),
+      ...(mapsClosed.length > 0 ? { closeMapItems: { stepIds: mapsClosed, at } } : {}),
     },
     end,
   };

@@ -6,7 +6,8 @@
  * - HEARTBEAT_TIMEOUT: an attempt whose last sign of life is older than its limit fails; otherwise the
  *   timer is set again for the next deadline;
  * - CANCEL_GRACE: a cancelling execution whose attempts have not stopped is cancelled anyway;
- * - STEP_BEGIN, SLEEP_DUE, SIGNAL_TIMEOUT, APPROVAL_TIMEOUT: the steps the platform runs itself (kinds/);
+ * - STEP_BEGIN, SLEEP_DUE, SIGNAL_TIMEOUT, APPROVAL_TIMEOUT, MAP_ITEM_RETRY_DUE, MAP_ITEM_TIMEOUT: the
+ *   steps the platform runs itself (kinds/);
  * - CHILD_FINISHED (on a parent task), CANCEL_CHILD (on a child task): parent and child tell each other
  *   of their ends (facts/taskFamily.ts, kinds/childTask.ts).
  * A timer whose step moved on (finished, superseded, retried) does nothing.
@@ -19,6 +20,7 @@ import { type CoordinatedDeps, failStepAttempt, forceCancel } from './coordinato
 import { approvalTimedOut } from './kinds/approval.ts';
 import { beginStep, type KindDeps } from './kinds/begin.ts';
 import { cancelChild, childFinished } from './kinds/childTask.ts';
+import { mapItemRetryDue, mapItemTimedOut } from './kinds/mapTimers.ts';
 import { signalTimedOut } from './kinds/signal.ts';
 import { sleepDue } from './kinds/sleep.ts';
 import { orchestrate } from './platform.ts';
@@ -112,6 +114,10 @@ export async function fireTimer(deps: TimerDeps, timer: DueTimer): Promise<void>
         return signalTimedOut(deps, session, before, step);
       case 'APPROVAL_TIMEOUT':
         return approvalTimedOut(deps, session, before, step);
+      case 'MAP_ITEM_RETRY_DUE':
+        return mapItemRetryDue(deps, session, before, step, timer.payload);
+      case 'MAP_ITEM_TIMEOUT':
+        return mapItemTimedOut(deps, session, before, step, timer.payload);
       case 'CHILD_FINISHED':
         return childFinished(deps, session, before, step, timer.payload.childTaskId);
       case 'CANCEL_CHILD':

@@ -91,6 +91,7 @@ export function newAttempt(
   operation: OperationDefinition | null,
   at: Date,
   workerId: string | null = null,
+  itemIndex: number | null = null,
 ): AttemptRecord {
   const id = deps.ids.newId();
   const { handle, hash } = deps.credentials.newHandle();
@@ -109,5 +110,6 @@ export function newAttempt(
     expiresAt: new Date(at.getTime() + deps.credentialTtlMs),
     revokedAt: null,
     createdAt: at,
+    itemIndex,
   };
 }

@@ -1,6 +1,7 @@
 import type { WorkerCommandRecord } from '../facts/records.ts';
 import { inFactTransaction } from '../facts/session.ts';
 import { type CoordinatedDeps, placeStep } from '../orchestration/coordinator.ts';
+import { isRunningMap, placeMapItems } from '../orchestration/kinds/map.ts';
 import type { WorkerStore } from './ports.ts';
 import { freeSlots } from './selector.ts';
 
@@ -44,6 +45,16 @@ export async function dispatchReady(deps: DispatchDeps, limit: number): Promise<
       const deferred: { id: string; reasons: string[] }[] = [];
       for (const request of requests) {
         const before = await session.lockTask(request.taskId);
+        const step = before?.steps.find((s) => s.id === request.stepId);
+        if (before && isRunningMap(step)) {
+          // A map step's request places a round of its items (kinds/map.ts).
+          const placement = await placeMapItems(deps, session, before, step, candidates);
+          if (placement.kind === 'placed') sent.push(...placement.commands);
+          if (placement.kind === 'unplaceable') deferred.push({ id: request.id, reasons: placement.reasons });
+          if (placement.kind === 'placed' && placement.waitsForSlot)
+            deferred.push({ id: request.id, reasons: ['every worker is at its concurrency limit'] });
+          continue;
+        }
         const placement = await placeStep(deps, session, before, request.stepId, candidates, true);
         if (placement.kind === 'placed') sent.push(placement.command);
         else if (placement.kind === 'stale')

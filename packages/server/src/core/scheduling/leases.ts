@@ -8,7 +8,15 @@
 
 import { inFactTransaction } from '../facts/session.ts';
 import { failStepAttempt } from '../orchestration/coordinator.ts';
+import { isRunningMap, settleMapItems } from '../orchestration/kinds/map.ts';
 import type { DispatchDeps } from './dispatch.ts';
+
+const workerLost = {
+  category: 'WORKER',
+  code: 'WORKER_LOST',
+  retryable: true,
+  userMessage: 'The worker running this step stopped responding; retrying',
+};
 
 export async function reapLostWorkers(deps: DispatchDeps): Promise<number> {
   const now = deps.status.clock.now();
@@ -17,19 +25,29 @@ export async function reapLostWorkers(deps: DispatchDeps): Promise<number> {
   for (const workerId of lost) {
     await deps.workers.endWorker(workerId, now);
     deps.workersEnded?.();
-    for (const { attemptId, taskId } of await deps.workers.openAttempts(workerId)) {
+    for (const { attemptId, taskId, item } of await deps.workers.openAttempts(workerId)) {
       await inFactTransaction(deps.status, async (session) => {
         const before = await session.lockTask(taskId);
+        if (item) {
+          // A map item's attempt: the item runs again (while attempts remain), the map goes on.
+          const map = before?.steps.find((s) => s.id === item.stepId);
+          if (!before || !isRunningMap(map)) return;
+          const settled = await settleMapItems(
+            deps.status,
+            session,
+            before,
+            map,
+            [{ index: item.index, attemptId, result: { kind: 'FAILED', error: workerLost, lost: true } }],
+            'tdp:lease-reaper',
+          );
+          if (settled.outcomes[0] === 'APPLIED') reaped += 1;
+          return;
+        }
         const step = before?.steps.find((s) => s.attemptId === attemptId);
         if (!before || !step?.current || (step.status !== 'QUEUED' && step.status !== 'RUNNING')) return;
         await failStepAttempt(deps.status, session, before, step, {
           producer: 'tdp:lease-reaper',
-          error: {
-            category: 'WORKER',
-            code: 'WORKER_LOST',
-            retryable: true,
-            userMessage: 'The worker running this step stopped responding; retrying',
-          },
+          error: workerLost,
           infrastructure: true,
           workerId,
           milestone: 'WORKER_LOST',

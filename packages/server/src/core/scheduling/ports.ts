@@ -76,8 +76,13 @@ export interface WorkerStore {
    * hold open attempts.
    */
   lostWorkers(before: Date): Promise<string[]>;
-  /** Attempts a worker holds whose step attempt is still open. */
-  openAttempts(workerId: string): Promise<{ attemptId: string; taskId: string }[]>;
+  /**
+   * Attempts a worker holds whose step attempt is still open, and those of map items still running
+   * (with the map step and the item's index).
+   */
+  openAttempts(
+    workerId: string,
+  ): Promise<{ attemptId: string; taskId: string; item: { stepId: string; index: number } | null }[]>;
 }
 
 /** The workers as read a moment ago (see CandidateSnapshot), or null when there is no fresh view. */

@@ -8,6 +8,7 @@ import type { WorkerOwner } from '../scheduling/ports.ts';
 import type { StatusDeps } from './deps.ts';
 import { reportTaskEvents } from './events.ts';
 import { claimsOfAttempt } from './executionClaims.ts';
+import { type ItemEvent, recordMapItemEvents } from './mapItemEvents.ts';
 import { platformOutputSchema } from './reportedEvents.ts';
 
 /** Refused by the inbox itself (the attempt's owner or lease), or by the status service after it. */
@@ -44,13 +45,30 @@ export async function recordWorkerEvents(
       };
     return null;
   });
+  // Events of map items take their own path (mapItemEvents.ts): an item is not a step.
+  const itemEvents = items
+    .map((item, index) => ({ item, index, attempt: attempts.get(item.attemptId)! }))
+    .filter(({ index, attempt }) => outcomes[index] === null && attempt.itemIndex !== null);
   const accepted = items
     .map((item, index) => ({ item, index }))
-    .filter(({ index }) => outcomes[index] === null);
+    .filter(
+      ({ index }) => outcomes[index] === null && attempts.get(items[index]!.attemptId)!.itemIndex === null,
+    );
   const acks =
     commandAcks.length > 0
       ? { workerId: worker.id, commandIds: commandAcks, at: deps.clock.now() }
       : undefined;
+  if (itemEvents.length > 0) {
+    const itemOutcomes = await recordMapItemEvents(
+      deps,
+      itemEvents.map(({ item, attempt }) => ({ item, attempt: attempt as ItemEvent['attempt'] })),
+      accepted.length === 0 ? acks : undefined,
+    );
+    itemEvents.forEach(({ index }, i) => {
+      outcomes[index] = itemOutcomes[i]!;
+    });
+    if (accepted.length === 0) return outcomes as WorkerEventOutcome[];
+  }
   if (accepted.length === 0) {
     // Acknowledgements alone: one statement, no transaction around it.
     if (acks)

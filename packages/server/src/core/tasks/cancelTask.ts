@@ -6,6 +6,7 @@ import { endTask, isRefusal } from '../facts/stateMachine.ts';
 import { toTaskView } from '../facts/views.ts';
 import type { ApplicationPrincipal } from '../identity/ports.ts';
 import { cancelledStep } from '../orchestration/coordinator.ts';
+import { stopRunningItems } from '../orchestration/kinds/map.ts';
 import { callbackFor, isPlatformTask, milestone } from '../orchestration/platform.ts';
 import { AppError } from '../shared/errors.ts';
 
@@ -109,6 +110,11 @@ export async function cancelTask(
     const cancelledStepIds = after.steps
       .filter((s, i) => s !== before.steps[i] && s.status === 'CANCELED')
       .map((s) => s.id);
+    // A running map's items are cancelled with it, and the attempts of the running ones revoked.
+    const cancelledMaps = before.steps
+      .filter((s) => cancelledStepIds.includes(s.id) && s.waitingFor?.kind === 'map')
+      .map((s) => s.id);
+    stopCommands.push(...(await stopRunningItems(deps, session, cancelledMaps, 'TASK_CANCELLED')));
     const notified = callbackFor(
       deps.ids,
       after,
@@ -135,6 +141,7 @@ export async function cancelTask(
           steps: after.steps.filter((s, i) => s !== before.steps[i]),
           revokeAttemptIds,
           closeSchedulingRequests: { stepIds: cancelledStepIds, status: 'CANCELED' },
+          ...(cancelledMaps.length > 0 ? { closeMapItems: { stepIds: cancelledMaps, at: now } } : {}),
           callbacks: notified.callback ? [notified.callback] : [],
           workerCommands: stopCommands,
           timers: graceTimers,

@@ -25,6 +25,7 @@ const attemptColumns: Column[] = [
   ['expires_at', 'timestamptz'],
   ['revoked_at', 'timestamptz'],
   ['created_at', 'timestamptz'],
+  ['item_index', 'integer'],
 ];
 
 const revocationColumns: Column[] = [
@@ -47,6 +48,7 @@ const attemptRow = (a: AttemptRecord): Record<string, RowValue> => ({
   expires_at: a.expiresAt,
   revoked_at: a.revokedAt,
   created_at: a.createdAt,
+  item_index: a.itemIndex,
 });
 
 export interface AttemptRow {
@@ -64,6 +66,7 @@ export interface AttemptRow {
   expires_at: Date;
   revoked_at: Date | null;
   created_at: Date;
+  item_index: number | null;
 }
 
 export const toAttempt = (row: AttemptRow): AttemptRecord => ({
@@ -81,6 +84,7 @@ export const toAttempt = (row: AttemptRow): AttemptRecord => ({
   expiresAt: row.expires_at,
   revokedAt: row.revoked_at,
   createdAt: row.created_at,
+  itemIndex: row.item_index,
 });
 
 /**

@@ -71,7 +71,8 @@ export class PostgresDashboardReads implements DashboardReads {
           FROM attempt a
           JOIN step s ON s.id = a.step_id
           LEFT JOIN worker w ON w.id = a.worker_id
-          WHERE a.task_id = ${taskId}
+          -- A map's item attempts (one per item, thousands) are not listed: the map step shows its counters.
+          WHERE a.task_id = ${taskId} AND a.item_index IS NULL
           ORDER BY a.created_at`;
     return rows.map((a) => ({
       id: a.id,

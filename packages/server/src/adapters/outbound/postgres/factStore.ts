@@ -24,12 +24,20 @@ import {
   pushEventStatements,
   pushIdempotencyStatement,
 } from './eventTables.ts';
+import {
+  allMapItems,
+  mapItemsAt,
+  pendingMapItems,
+  pushMapItemStatements,
+  runningMapAttempts,
+} from './mapItemTables.ts';
 import { mergeWrites } from './mergeWrites.ts';
 import { pushCallbackStatements, pushOutboxStatements } from './outboxTables.ts';
 import { type RowStatement, runAll } from './recordset.ts';
 import {
   claimSchedulingRequests,
   deferSchedulingRequests,
+  pushReopenedRequestStatements,
   pushSchedulingRequestStatements,
   pushTimelineStatements,
   pushTimerStatements,
@@ -147,6 +155,22 @@ class PostgresFactTransaction implements FactTransaction {
     return attemptsByHandle(this.sql, hashes);
   }
 
+  pendingMapItems(stepId: string, limit: number) {
+    return pendingMapItems(this.sql, stepId, limit);
+  }
+
+  mapItemsAt(stepId: string, indexes: number[]) {
+    return mapItemsAt(this.sql, stepId, indexes);
+  }
+
+  allMapItems(stepId: string) {
+    return allMapItems(this.sql, stepId);
+  }
+
+  runningMapAttempts(stepIds: string[]) {
+    return runningMapAttempts(this.sql, stepIds);
+  }
+
   async acl(taskId: string) {
     return aclOf(this.sql, taskId);
   }
@@ -202,6 +226,8 @@ export function factStatements(writes: FactWriteSet[]): RowStatement[] {
   pushEventStatements(w, statements);
   pushOutboxStatements(w, statements);
   pushSchedulingRequestStatements(w, statements);
+  pushReopenedRequestStatements(w, statements);
+  pushMapItemStatements(w, statements);
   pushWorkerCommandStatements(w, statements);
   pushTimerStatements(w, statements);
   pushCallbackStatements(w, statements);

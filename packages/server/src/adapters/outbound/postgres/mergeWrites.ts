@@ -1,6 +1,8 @@
 import type {
   AttemptRecord,
+  MapItemRecord,
   RealtimeRecord,
+  SchedulingRequestRecord,
   StepRecord,
   TaskEventRecord,
   TaskState,
@@ -26,6 +28,10 @@ export function mergeWrites(writes: FactWriteSet[]) {
   const revoked = new Set<string>();
   const closed = new Map<'DISPATCHED' | 'CANCELED', string[]>();
   const commandAcks = new Map<string, { id: string; worker_id: string; acked_at: Date }>();
+  const mapItems = new Map<string, MapItemRecord>();
+  const closedMaps = new Map<string, { stepId: string; at: Date }>();
+  /** A map's request made due again; a later close of the same step wins over it (and vice versa). */
+  const reopened = new Map<string, SchedulingRequestRecord>();
   const merged = {
     idempotency: undefined as FactWriteSet['idempotency'],
     events: [] as TaskEventRecord[],
@@ -37,6 +43,7 @@ export function mergeWrites(writes: FactWriteSet[]) {
     timers: [] as NonNullable<FactWriteSet['timers']>,
     callbacks: [] as NonNullable<FactWriteSet['callbacks']>,
     timeline: [] as NonNullable<FactWriteSet['timeline']>,
+    newMapItems: [] as NonNullable<FactWriteSet['newMapItems']>,
     stepDecisions: [] as NonNullable<FactWriteSet['stepDecisions']>,
     newAcl: [] as NonNullable<FactWriteSet['newAcl']>[],
   };
@@ -79,7 +86,20 @@ export function mergeWrites(writes: FactWriteSet[]) {
       const list = closed.get(w.closeSchedulingRequests.status) ?? [];
       list.push(...w.closeSchedulingRequests.stepIds);
       closed.set(w.closeSchedulingRequests.status, list);
+      for (const stepId of w.closeSchedulingRequests.stepIds) reopened.delete(stepId);
     }
+    for (const request of w.reopenSchedulingRequests ?? []) {
+      for (const [status, stepIds] of closed)
+        closed.set(
+          status,
+          stepIds.filter((id) => id !== request.stepId),
+        );
+      reopened.set(request.stepId, request);
+    }
+    for (const item of w.mapItems ?? []) mapItems.set(`${item.stepId}:${item.index}`, item);
+    for (const stepId of w.closeMapItems?.stepIds ?? [])
+      if (!closedMaps.has(stepId)) closedMaps.set(stepId, { stepId, at: w.closeMapItems!.at });
+    merged.newMapItems.push(...(w.newMapItems ?? []));
     merged.events.push(...w.events);
     merged.dedup.push(...(w.dedup ?? []));
     merged.outbox.push(...w.outbox);
@@ -105,7 +125,10 @@ export function mergeWrites(writes: FactWriteSet[]) {
     attempts: [...attempts.values()],
     revokeAttemptIds: [...revoked],
     closeSchedulingRequests: [...closed],
+    reopenSchedulingRequests: [...reopened.values()],
     commandAcks,
+    mapItems: [...mapItems.values()],
+    closeMapItems: [...closedMaps.values()],
   };
 }
 

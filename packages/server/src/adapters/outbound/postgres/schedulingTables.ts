@@ -5,7 +5,7 @@
 import type { ClaimedSchedulingRequest } from '../../../core/facts/ports.ts';
 import type { TxSql } from './database.ts';
 import type { MergedWrites } from './mergeWrites.ts';
-import { type Column, insertStatement, type RowStatement, updateRows, updateStatement } from './recordset.ts';
+import { type Column, insertStatement, type RowStatement, updateRows } from './recordset.ts';
 
 const schedulingRequestColumns: Column[] = [
   ['id', 'uuid'],
@@ -23,11 +23,6 @@ const schedulingRequestDeferColumns: Column[] = [
   ['reasons', 'jsonb'],
   ['available_at', 'timestamptz'],
   ['updated_at', 'timestamptz'],
-];
-
-const requestClosingColumns: Column[] = [
-  ['step_id', 'uuid'],
-  ['status', 'text'],
 ];
 
 const timerColumns: Column[] = [
@@ -81,19 +76,53 @@ export function pushSchedulingRequestStatements(w: MergedWrites, statements: Row
     );
   }
   if (closing.size > 0) {
-    statements.push(
-      updateStatement(
-        'scheduling_request',
-        requestClosingColumns,
-        [...closing].map(([step_id, status]) => ({ step_id, status })),
-        {
-          match: 'step_id',
-          assignments: 'status = x.status, updated_at = now()',
-          where: "scheduling_request.status = 'PENDING'",
-        },
-      ),
-    );
+    statements.push({
+      text: closeRequests,
+      rows: JSON.stringify([...closing].map(([step_id, status]) => ({ step_id, status }))),
+    });
   }
+}
+
+/**
+ * The open requests of these steps that no other transaction holds. A scheduler round holds the
+ * requests it claimed while it waits for their tasks' locks; a fact holding one of those task locks and
+ * waiting here for the request would deadlock with it (PostgreSQL breaks that after a second). Skipping
+ * is safe: the round then finds the step moved on (closed, ended: "stale") once it has the task lock,
+ * and closes the request itself — or, for a map made due again, places with what the fact committed.
+ */
+const unheldRequests = `scheduling_request.id IN (
+    SELECT r.id FROM scheduling_request r
+    WHERE r.step_id = ANY(ARRAY(SELECT y.step_id FROM jsonb_to_recordset($1::text::jsonb) AS y(step_id uuid)))
+    FOR UPDATE SKIP LOCKED)`;
+
+const closeRequests = `UPDATE scheduling_request SET status = x.status, updated_at = now()
+  FROM jsonb_to_recordset($1::text::jsonb) AS x(step_id uuid, status text)
+  WHERE scheduling_request.step_id = x.step_id AND scheduling_request.status = 'PENDING' AND ${unheldRequests}`;
+
+/** A map's request made due again: at once, or sooner if it was due later (a back-off, a deferral). */
+const reopenRequests = `UPDATE scheduling_request SET status = 'PENDING', reasons = '[]'::jsonb, updated_at = x.at,
+    available_at = CASE WHEN scheduling_request.status = 'PENDING'
+                        THEN least(scheduling_request.available_at, x.available_at)
+                        ELSE x.available_at END
+  FROM jsonb_to_recordset($1::text::jsonb) AS x(step_id uuid, available_at timestamptz, at timestamptz)
+  WHERE scheduling_request.step_id = x.step_id AND ${unheldRequests}`;
+
+/**
+ * Map steps' requests made due again (each map has one for its whole life, written when it begins),
+ * unless a scheduler round holds one: that round places with the state this fact commits.
+ */
+export function pushReopenedRequestStatements(w: MergedWrites, statements: RowStatement[]): void {
+  if (w.reopenSchedulingRequests.length === 0) return;
+  statements.push({
+    text: reopenRequests,
+    rows: JSON.stringify(
+      w.reopenSchedulingRequests.map((r) => ({
+        step_id: r.stepId,
+        available_at: r.availableAt,
+        at: r.createdAt,
+      })),
+    ),
+  });
 }
 
 export function pushTimerStatements(w: MergedWrites, statements: RowStatement[]): void {

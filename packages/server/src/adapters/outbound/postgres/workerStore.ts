@@ -206,15 +206,31 @@ export class PostgresWorkerStore implements WorkerStore {
       SELECT a.worker_id FROM attempt a
         JOIN worker w ON w.id = a.worker_id AND w.ended_at IS NOT NULL
         JOIN step s ON s.attempt_id = a.id AND s.current AND s.status IN ('QUEUED', 'RUNNING')
+      WHERE a.revoked_at IS NULL AND a.worker_id IS NOT NULL
+      UNION
+      SELECT a.worker_id FROM attempt a
+        JOIN worker w ON w.id = a.worker_id AND w.ended_at IS NOT NULL
+        JOIN map_item mi ON mi.step_id = a.step_id AND mi.item_index = a.item_index
+          AND mi.attempt_id = a.id AND mi.status = 'RUNNING'
       WHERE a.revoked_at IS NULL AND a.worker_id IS NOT NULL`;
     return rows.map((r) => r.id);
   }
 
   async openAttempts(workerId: string) {
-    const rows = await this.sql<{ id: string; task_id: string }[]>`
-      SELECT a.id, a.task_id FROM attempt a JOIN step s ON s.attempt_id = a.id
-      WHERE a.worker_id = ${workerId} AND s.current AND s.status IN ('QUEUED', 'RUNNING')`;
-    return rows.map((r) => ({ attemptId: r.id, taskId: r.task_id }));
+    const rows = await this.sql<
+      { id: string; task_id: string; step_id: string; item_index: number | null }[]
+    >`
+      SELECT a.id, a.task_id, a.step_id, NULL::integer AS item_index FROM attempt a JOIN step s ON s.attempt_id = a.id
+      WHERE a.worker_id = ${workerId} AND s.current AND s.status IN ('QUEUED', 'RUNNING')
+      UNION ALL
+      SELECT a.id, a.task_id, a.step_id, a.item_index FROM attempt a
+        JOIN map_item mi ON mi.step_id = a.step_id AND mi.item_index = a.item_index AND mi.attempt_id = a.id
+      WHERE a.worker_id = ${workerId} AND a.revoked_at IS NULL AND mi.status = 'RUNNING'`;
+    return rows.map((r) => ({
+      attemptId: r.id,
+      taskId: r.task_id,
+      item: r.item_index === null ? null : { stepId: r.step_id, index: r.item_index },
+    }));
   }
 
   async pendingReasons(taskId: string) {

@@ -5,9 +5,10 @@
 import { stepKind } from '@tdp/protocol';
 import type { StepRecord, TaskState } from '../../facts/records.ts';
 import type { FactSession } from '../../facts/session.ts';
-import { type CoordinatorDeps, failStepAttempt } from '../coordinator.ts';
+import type { CoordinatorDeps } from '../coordinator.ts';
 import { beginApproval } from './approval.ts';
 import { beginChildTask, type ChildTaskDeps } from './childTask.ts';
+import { beginMap } from './map.ts';
 import { beginSignal } from './signal.ts';
 import { beginSleep } from './sleep.ts';
 
@@ -35,20 +36,7 @@ export async function beginStep(
     case 'approval':
       return beginApproval(deps, session, before, step, definition);
     case 'map':
-      // Refused at publish until they exist; a snapshot from a newer replica fails cleanly here.
-      await failStepAttempt(deps, session, before, step, {
-        producer: 'tdp:timer',
-        error: {
-          category: 'PLATFORM',
-          code: 'STEP_KIND_UNSUPPORTED',
-          retryable: false,
-          userMessage: `This version of TDP cannot run ${kind} steps`,
-        },
-        infrastructure: false,
-        workerId: null,
-        milestone: 'STEP_KIND_UNSUPPORTED',
-      });
-      return;
+      return beginMap(deps, session, before, step, definition);
     case 'capability':
       return;
     default: {

@@ -1,0 +1,241 @@
+/**
+ * Fan-out over data (kind `map`), the decisions: which array a map runs over, each item's input, what
+ * a finished item attempt does to its item (retry or not), the map's counters, and when the map is over
+ * and with what output. Pure: the map's coordinator (kinds/map.ts) reads and writes the rows.
+ *
+ * Glossary
+ * - item: one element of the array at `map.items`; one capability attempt at a time runs it.
+ * - counters: how many items are pending (waiting for a slot or for a retry), running, succeeded and
+ *   failed; kept on the map step (`waitingFor`), so a finished item writes its own row and the step's.
+ * - FAIL_ALL: the first item that fails for good fails the map; the items not yet finished are cancelled.
+ * - CONTINUE: every item runs; the output lists per item `{ output }` or `{ error }`.
+ */
+import type { MapOptions, StepDefinition, StructuredError } from '@tdp/protocol';
+import { parseMappingReference } from '../../definitions/references.ts';
+import type { MapItemRecord, StepRecord, TaskState } from '../../facts/records.ts';
+import { resolveInput } from '../advance.ts';
+
+/** The map's counters, as `waitingFor` shows them; the other items are pending (or waiting to retry). */
+export interface MapCounters {
+  total: number;
+  running: number;
+  succeeded: number;
+  failed: number;
+}
+
+export const pendingOf = (c: MapCounters) => c.total - c.running - c.succeeded - c.failed;
+
+/** The map options of a step definition (a map step always has them: checked at publish). */
+export function mapOptionsOf(definition: StepDefinition): MapOptions {
+  if (!definition.map) throw new Error(`step ${definition.key} has no map options`);
+  return definition.map;
+}
+
+export const initialCounters = (total: number): MapCounters => ({
+  total,
+  running: 0,
+  succeeded: 0,
+  failed: 0,
+});
+
+/** `$.item` or `$.item.<field>…`: the path into the item, or null for any other value. */
+export function itemReference(value: unknown): string[] | null {
+  if (typeof value !== 'string') return null;
+  if (value === '$.item') return [];
+  return value.startsWith('$.item.') ? value.slice('$.item.'.length).split('.') : null;
+}
+
+function pick(value: unknown, path: string[]): { found: boolean; value?: unknown } {
+  let current = value;
+  for (const part of path) {
+    if (current === null || typeof current !== 'object' || !(part in (current as Record<string, unknown>)))
+      return { found: false };
+    current = (current as Record<string, unknown>)[part];
+  }
+  return { found: true, value: current };
+}
+
+/** Outputs of the current succeeded steps (as platform.ts `stepOutputs`, without importing it twice). */
+function outputsOf(state: TaskState): Record<string, unknown> {
+  return Object.fromEntries(
+    state.steps.filter((s) => s.current && s.status === 'SUCCEEDED').map((s) => [s.key, s.stateData]),
+  );
+}
+
+export type MapItemsResolution =
+  | { ok: true; items: unknown[] }
+  | { ok: false; code: 'INPUT_MAPPING_FAILED'; message: string };
+
+/** The array the map runs over; anything else fails the step with INPUT_MAPPING_FAILED naming the path. */
+export function resolveMapItems(state: TaskState, definition: StepDefinition): MapItemsResolution {
+  const { items } = mapOptionsOf(definition);
+  const source = parseMappingReference(items);
+  const fail = (what: string): MapItemsResolution => ({
+    ok: false,
+    code: 'INPUT_MAPPING_FAILED',
+    message: `step ${definition.key}: map.items ${items} ${what}`,
+  });
+  if (source === null || source === 'invalid') return fail('is not a reference');
+  const from = source.kind === 'input' ? state.task.input : outputsOf(state)[source.stepKey];
+  const found = pick(from, source.path);
+  if (!found.found) return fail('is missing');
+  if (!Array.isArray(found.value)) return fail(`is not an array (${describe(found.value)})`);
+  return { ok: true, items: found.value };
+}
+
+const describe = (value: unknown) => (value === null ? 'null' : typeof value);
+
+export type ItemInput =
+  | { ok: true; value: Record<string, unknown> }
+  | { ok: false; code: 'INPUT_MAPPING_MISSING'; message: string };
+
+/** One item's input: `$.item…` from the item, every other reference as a capability step's mapping. */
+export function itemInput(
+  state: TaskState,
+  definition: StepDefinition,
+  item: unknown,
+  index: number,
+): ItemInput {
+  const mapping = mapOptionsOf(definition).inputMapping ?? {};
+  const value: Record<string, unknown> = {};
+  const rest: Record<string, unknown> = {};
+  for (const [field, expression] of Object.entries(mapping)) {
+    const path = itemReference(expression);
+    if (path === null) {
+      rest[field] = expression;
+      continue;
+    }
+    const found = pick(item, path);
+    if (!found.found)
+      return {
+        ok: false,
+        code: 'INPUT_MAPPING_MISSING',
+        message: `item ${index} of step ${definition.key} has no ${String(expression)} for "${field}"`,
+      };
+    value[field] = found.value;
+  }
+  const others = resolveInput({ ...definition, inputMapping: rest }, state.task.input, outputsOf(state));
+  if (!others.ok) return others;
+  return { ok: true, value: { ...others.value, ...value } };
+}
+
+/** What an item attempt that ended reports. `lost`: the worker went away (retried while attempts remain). */
+export type ItemResult =
+  | { kind: 'SUCCEEDED'; output: unknown }
+  | { kind: 'FAILED'; error: StructuredError; lost: boolean };
+
+export type ItemChange =
+  | { kind: 'SUCCEEDED'; item: MapItemRecord }
+  | { kind: 'FAILED'; item: MapItemRecord }
+  /** Its next attempt waits for the back-off (`delayMs`), then the item is pending again. */
+  | { kind: 'RETRY'; item: MapItemRecord; delayMs: number };
+
+/** Back-off before attempt `nextAttempt` (2, 3, …), as for steps: initial × multiplier^(n−2), capped. */
+const backoffMs = (retry: StepDefinition['retry'], nextAttempt: number) =>
+  Math.min(retry.maxBackoffMs, Math.round(retry.initialBackoffMs * retry.multiplier ** (nextAttempt - 2)));
+
+/** An item attempt ended: the item's next state under the map step's retry policy. */
+export function settleItem(
+  definition: StepDefinition,
+  item: MapItemRecord,
+  result: ItemResult,
+  at: Date,
+): ItemChange {
+  if (result.kind === 'SUCCEEDED')
+    return {
+      kind: 'SUCCEEDED',
+      item: { ...item, status: 'SUCCEEDED', output: result.output ?? null, error: null, updatedAt: at },
+    };
+  // As for a step (advance.ts): a lost attempt is retried under every policy, a failed one unless FAIL_TASK.
+  const { retry } = definition;
+  const retryable =
+    result.lost ||
+    (definition.failurePolicy !== 'FAIL_TASK' &&
+      result.error.retryable &&
+      !retry.nonRetryableErrorCodes.includes(result.error.code));
+  if (retryable && item.attempt < retry.maxAttempts)
+    return {
+      kind: 'RETRY',
+      item: { ...item, status: 'WAITING_RETRY', error: result.error, updatedAt: at },
+      delayMs: backoffMs(retry, item.attempt + 1),
+    };
+  return { kind: 'FAILED', item: { ...item, status: 'FAILED', error: result.error, updatedAt: at } };
+}
+
+/** The counters after items moved from `before` statuses to `after` ones. */
+export function countersAfter(
+  counters: MapCounters,
+  moves: { from: MapItemRecord['status']; to: MapItemRecord['status'] }[],
+): MapCounters {
+  const next = { ...counters };
+  // Pending and waiting items are not counted: they are what is left.
+  const field = (status: MapItemRecord['status']): keyof MapCounters | null =>
+    status === 'RUNNING'
+      ? 'running'
+      : status === 'SUCCEEDED'
+        ? 'succeeded'
+        : status === 'FAILED'
+          ? 'failed'
+          : null;
+  for (const { from, to } of moves) {
+    const a = field(from);
+    const b = field(to);
+    if (a) next[a] -= 1;
+    if (b) next[b] += 1;
+  }
+  return next;
+}
+
+/** How many more items may run now: `maxParallel` less the running ones (no cap without it). */
+export function roomFor(definition: StepDefinition, counters: MapCounters): number {
+  const { maxParallel } = mapOptionsOf(definition);
+  const cap = maxParallel ?? Number.POSITIVE_INFINITY;
+  return Math.max(0, Math.min(cap - counters.running, pendingOf(counters)));
+}
+
+export type MapVerdict =
+  | { kind: 'RUNNING' }
+  | { kind: 'SUCCEEDED' }
+  /** FAIL_ALL: an item failed for good (the first one in this batch, by index). */
+  | { kind: 'FAILED'; item: MapItemRecord };
+
+export function mapVerdict(
+  definition: StepDefinition,
+  counters: MapCounters,
+  failedNow: MapItemRecord[],
+): MapVerdict {
+  const policy = mapOptionsOf(definition).onItemFailure ?? 'FAIL_ALL';
+  if (policy === 'FAIL_ALL' && failedNow.length > 0)
+    return { kind: 'FAILED', item: [...failedNow].sort((a, b) => a.index - b.index)[0]! };
+  return counters.succeeded + counters.failed === counters.total
+    ? { kind: 'SUCCEEDED' }
+    : { kind: 'RUNNING' };
+}
+
+/** The map's output, in item order: the outputs (FAIL_ALL), or `{ output }` / `{ error }` per item (CONTINUE). */
+export function mapOutput(definition: StepDefinition, items: MapItemRecord[]): unknown[] {
+  const policy = mapOptionsOf(definition).onItemFailure ?? 'FAIL_ALL';
+  const ordered = [...items].sort((a, b) => a.index - b.index);
+  if (policy === 'FAIL_ALL') return ordered.map((i) => i.output ?? null);
+  return ordered.map((i) =>
+    i.status === 'SUCCEEDED'
+      ? { output: i.output ?? null }
+      : {
+          error: {
+            code: i.error?.code ?? 'STEP_FAILED',
+            ...(i.error?.userMessage ? { message: i.error.userMessage } : {}),
+          },
+        },
+  );
+}
+
+/** The error the map fails with when an item fails for good under FAIL_ALL (the map itself is not retried). */
+export function mapFailure(step: StepRecord, item: MapItemRecord): StructuredError {
+  const code = item.error?.code ?? 'STEP_FAILED';
+  return {
+    category: item.error?.category ?? 'UNKNOWN',
+    code,
+    retryable: false,
+    userMessage: `Item ${item.index} of step ${step.key} failed${item.error?.userMessage ? `: ${item.error.userMessage}` : ` (${code})`}`,
+  };
+}
