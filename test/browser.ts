@@ -32,3 +32,13 @@ export async function screenshot(page: Page, name: string): Promise<string> {
   await page.screenshot({ path, fullPage: true });
   return path;
 }
+
+/** A new page logged in to the dashboard at `baseUrl` with the admin token, its live feed connected. */
+export async function loginToDashboard(browser: Browser, baseUrl: string, adminToken: string): Promise<Page> {
+  const page = await (await browser.newContext({ viewport: { width: 1400, height: 900 } })).newPage();
+  await page.goto(`${baseUrl}/dashboard/`);
+  await page.fill('input[name="token"]', adminToken);
+  await page.click('button[type="submit"]');
+  await page.locator('.connection[data-state="LIVE"]').waitFor({ timeout: 15_000 });
+  return page;
+}

@@ -7,7 +7,7 @@ import { newId } from '@tdp/protocol';
 import type { Browser, Page } from 'playwright-core';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { launchBrowser, screenshot } from '../../../test/browser.ts';
+import { launchBrowser, loginToDashboard, screenshot } from '../../../test/browser.ts';
 import { type Harness, startHarness } from '../../../test/harness.ts';
 import { completeWith, startTestWorker } from '../../../test/testWorker.ts';
 
@@ -55,14 +55,7 @@ afterAll(async () => {
   await h?.close();
 });
 
-async function login(): Promise<Page> {
-  const page = await (await browser.newContext({ viewport: { width: 1400, height: 900 } })).newPage();
-  await page.goto(`${h.url}/dashboard/`);
-  await page.fill('input[name="token"]', h.adminToken);
-  await page.click('button[type="submit"]');
-  await page.locator('.connection[data-state="LIVE"]').waitFor({ timeout: 15_000 });
-  return page;
-}
+const login = (): Promise<Page> => loginToDashboard(browser, h.url, h.adminToken);
 
 describe('an approval step on the task page', () => {
   it('shows who can act, and the operator approves it with a reason', async () => {

@@ -6,7 +6,7 @@
 import { newId } from '@tdp/protocol';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { launchBrowser, screenshot } from '../../../test/browser.ts';
+import { launchBrowser, loginToDashboard, screenshot } from '../../../test/browser.ts';
 import { type Harness, startHarness } from '../../../test/harness.ts';
 
 let h: Harness;
@@ -44,11 +44,7 @@ describe('a child task on the task page', () => {
     });
     expect(created.status).toBe(201);
     const parentId = created.body.task.id as string;
-    const page = await (await browser.newContext({ viewport: { width: 1400, height: 900 } })).newPage();
-    await page.goto(`${h.url}/dashboard/`);
-    await page.fill('input[name="token"]', h.adminToken);
-    await page.click('button[type="submit"]');
-    await page.locator('.connection[data-state="LIVE"]').waitFor({ timeout: 15_000 });
+    const page = await loginToDashboard(browser, h.url, h.adminToken);
     await page.goto(`${h.url}/dashboard/#/tasks/${parentId}`);
 
     const waiting = page.locator('[data-step-row="sub"] [data-waiting="task"]');

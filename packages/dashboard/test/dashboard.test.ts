@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { newId } from '@tdp/protocol';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { launchBrowser, screenshot } from '../../../test/browser.ts';
+import { launchBrowser, loginToDashboard, screenshot } from '../../../test/browser.ts';
 import { type FileStore, startFileStore } from '../../../test/fileStore.ts';
 import { type Harness, startHarness } from '../../../test/harness.ts';
 import { attemptEvent, startTestWorker } from '../../../test/testWorker.ts';
@@ -90,14 +90,7 @@ const submit = async (workflowName: string, name: string, input: Record<string, 
     })
   ).body.task.id as string;
 
-async function login(): Promise<Page> {
-  const page = await (await browser.newContext({ viewport: { width: 1400, height: 900 } })).newPage();
-  await page.goto(`${h.url}/dashboard/`);
-  await page.fill('input[name="token"]', h.adminToken);
-  await page.click('button[type="submit"]');
-  await page.locator('.connection[data-state="LIVE"]').waitFor({ timeout: 15_000 });
-  return page;
-}
+const login = (): Promise<Page> => loginToDashboard(browser, h.url, h.adminToken);
 
 describe('the dashboard API', () => {
   it('answers only an operator session, which only the admin token opens', async () => {

@@ -1,5 +1,6 @@
 import type { FailurePolicy, FieldError, StepDefinition } from '@tdp/protocol';
 import type { StatusDefinition } from '../facts/records.ts';
+import { AppError } from '../shared/errors.ts';
 
 export interface StoredDefinition {
   id: string;
@@ -70,6 +71,35 @@ export interface RegistryStore {
 /** Published definitions by name and version (cached by the catalog: a published version never changes). */
 export interface DefinitionLookup {
   resolve(tenantId: string, name: string, version: string): Promise<StoredDefinition | null>;
+}
+
+/** The published workflow a task (or a schedule's tasks) will run; UNKNOWN_WORKFLOW when there is none. */
+export async function publishedWorkflow(
+  lookup: DefinitionLookup,
+  tenantId: string,
+  name: string,
+  version: string,
+): Promise<StoredDefinition> {
+  const definition = await lookup.resolve(tenantId, name, version);
+  if (!definition)
+    throw new AppError('UNKNOWN_WORKFLOW', `no workflow "${name}" version "${version}" is published`);
+  return definition;
+}
+
+/** A task input its workflow's input schema accepts; INPUT_INVALID with the fields (under `/input`). */
+export function requireValidInput(
+  schemas: JsonSchemaValidator,
+  definition: StoredDefinition,
+  input: unknown,
+): void {
+  const errors = schemas.validate(definition.id, definition.inputSchema, input);
+  if (errors.length > 0) {
+    throw new AppError(
+      'INPUT_INVALID',
+      errors.map((e) => `${e.path || '/'} ${e.message}`).join('; '),
+      errors.map((e) => ({ path: `/input${e.path}`, message: e.message })),
+    );
+  }
 }
 
 /** Registry versions as bound by tasks and steps (a bound version never changes). */

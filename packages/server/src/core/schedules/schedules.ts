@@ -1,6 +1,11 @@
 /** Creating, reading, pausing and resuming schedules (the loop that fires them is fireSchedules.ts). */
 import type { CreateScheduleRequest, Schedule } from '@tdp/protocol';
-import type { DefinitionLookup, JsonSchemaValidator } from '../definitions/ports.ts';
+import {
+  type DefinitionLookup,
+  type JsonSchemaValidator,
+  publishedWorkflow,
+  requireValidInput,
+} from '../definitions/ports.ts';
 import type { ApplicationPrincipal } from '../identity/ports.ts';
 import { fingerprint } from '../shared/canonicalJson.ts';
 import { AppError } from '../shared/errors.ts';
@@ -50,31 +55,19 @@ export async function createSchedule(
       { path: '/endAt', message: 'must be after startAt' },
     ]);
   }
-  const definition = await deps.definitions.resolve(
+  const definition = await publishedWorkflow(
+    deps.definitions,
     principal.tenantId,
     request.workflowName,
     request.workflowVersion,
   );
-  if (!definition) {
-    throw new AppError(
-      'UNKNOWN_WORKFLOW',
-      `no workflow "${request.workflowName}" version "${request.workflowVersion}" is published`,
-    );
-  }
   const input = request.input ?? {};
   const id = deps.ids.newId();
   const now = deps.clock.now();
   const spec = { cron: request.cron, timeZone: request.timeZone, startAt, endAt };
   // The input as its first fire's task would get it (the placeholders filled in).
   const firstInput = fireInput(input, { scheduleId: id, fireAt: nextFireAfter(spec, now) ?? now });
-  const inputErrors = deps.schemas.validate(definition.id, definition.inputSchema, firstInput);
-  if (inputErrors.length > 0) {
-    throw new AppError(
-      'INPUT_INVALID',
-      inputErrors.map((e) => `${e.path || '/'} ${e.message}`).join('; '),
-      inputErrors.map((e) => ({ path: `/input${e.path}`, message: e.message })),
-    );
-  }
+  requireValidInput(deps.schemas, definition, firstInput);
   const schedule: ScheduleRecord = {
     id,
     tenantId: principal.tenantId,

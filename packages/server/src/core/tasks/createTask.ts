@@ -1,5 +1,10 @@
 import type { CreateTaskRequest, TaskWithExecution } from '@tdp/protocol';
-import type { DefinitionLookup, JsonSchemaValidator } from '../definitions/ports.ts';
+import {
+  type DefinitionLookup,
+  type JsonSchemaValidator,
+  publishedWorkflow,
+  requireValidInput,
+} from '../definitions/ports.ts';
 import { newTaskState, newWorkflowRecord, stepSpecsOf } from '../facts/newRecords.ts';
 import { KeyTakenError } from '../facts/ports.ts';
 import { workflowProjection } from '../facts/projections.ts';
@@ -57,26 +62,14 @@ export async function createTask(
       ]);
     }
   }
-  const definition = await deps.definitions.resolve(
+  const definition = await publishedWorkflow(
+    deps.definitions,
     principal.tenantId,
     request.workflowName,
     request.workflowVersion,
   );
-  if (!definition) {
-    throw new AppError(
-      'UNKNOWN_WORKFLOW',
-      `no workflow "${request.workflowName}" version "${request.workflowVersion}" is published`,
-    );
-  }
   const input = request.input ?? {};
-  const inputErrors = deps.schemas.validate(definition.id, definition.inputSchema, input);
-  if (inputErrors.length > 0) {
-    throw new AppError(
-      'INPUT_INVALID',
-      inputErrors.map((e) => `${e.path || '/'} ${e.message}`).join('; '),
-      inputErrors.map((e) => ({ path: `/input${e.path}`, message: e.message })),
-    );
-  }
+  requireValidInput(deps.schemas, definition, input);
   const merged = applyStepConstraints(definition.steps, request.stepConstraints);
   if (merged.errors.length > 0) {
     throw new AppError(
