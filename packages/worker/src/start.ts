@@ -118,20 +118,56 @@ export async function startWorker(options: StartWorkerOptions): Promise<RunningW
     ...(options.concurrency ? { maxConcurrency: options.concurrency } : {}),
     ...(options.drainGraceMs !== undefined ? { drainGraceMs: options.drainGraceMs } : {}),
   });
-  let health: HealthServer | null = null;
+  let health = null as HealthServer | null;
   const close = async () => {
     store.close();
     reporting?.close();
     await client.close();
     await health?.close();
   };
-  try {
+  let draining: Promise<void> | null = null;
+  let starting: Promise<void> = Promise.resolve();
+  const drain = () => {
+    draining ??= (async () => {
+      // A signal during the start drains once the start is over.
+      await starting.catch(() => {});
+      await runtime.drain();
+      await close();
+    })();
+    return draining;
+  };
+  // The handlers go in before the worker registers: a SIGTERM as soon as the server sees it READY (a
+  // supervisor stopping it at once) drains it instead of killing it mid-start.
+  let forget = () => {};
+  if (options.handleSignals ?? true) {
+    const onSignal = (signal: NodeJS.Signals) => {
+      logger.info({ signal }, 'draining: finishing running attempts, taking nothing new');
+      drain().then(
+        () => process.exit(0),
+        (error: unknown) => {
+          logger.error({ err: error }, 'drain failed');
+          process.exit(1);
+        },
+      );
+    };
+    process.once('SIGTERM', onSignal);
+    process.once('SIGINT', onSignal);
+    forget = () => {
+      process.off('SIGTERM', onSignal);
+      process.off('SIGINT', onSignal);
+    };
+  }
+  starting = (async () => {
     // The endpoint first (it answers 503 until the runtime is READY): a port in use fails the start
     // before the worker has registered and taken work.
     if (healthPort !== undefined)
       health = await serveHealth(runtime, healthPort, options.healthHost ?? '127.0.0.1');
     await runtime.start();
+  })();
+  try {
+    await starting;
   } catch (error) {
+    forget();
     await runtime.stop();
     await close();
     throw error;
@@ -147,35 +183,8 @@ export async function startWorker(options: StartWorkerOptions): Promise<RunningW
     },
     'worker ready',
   );
-
-  let draining: Promise<void> | null = null;
-  const drain = () => {
-    draining ??= (async () => {
-      await runtime.drain();
-      await close();
-    })();
-    return draining;
-  };
-  if (options.handleSignals ?? true) {
-    const onSignal = (signal: NodeJS.Signals) => {
-      logger.info({ signal }, 'draining: finishing running attempts, taking nothing new');
-      drain().then(
-        () => process.exit(0),
-        (error: unknown) => {
-          logger.error({ err: error }, 'drain failed');
-          process.exit(1);
-        },
-      );
-    };
-    process.once('SIGTERM', onSignal);
-    process.once('SIGINT', onSignal);
-    const forget = () => {
-      process.off('SIGTERM', onSignal);
-      process.off('SIGINT', onSignal);
-    };
-    // Both ways: `done` rejects on a local error, and that is the caller's to handle, not ours.
-    runtime.done.then(forget, forget);
-  }
+  // Both ways: `done` rejects on a local error, and that is the caller's to handle, not ours.
+  runtime.done.then(forget, forget);
   return { id: runtime.id!, runtime, healthUrl: health?.url ?? null, done: runtime.done, drain };
 }
 

@@ -3,11 +3,13 @@
  * (liveness and readiness, as JSON), reports a bad option as a configuration error before touching
  * anything, and a drain tells the server (no more work for it) and closes the endpoint.
  */
+import { spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { Type } from 'typebox';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { type Harness, startHarness } from '../../../test/harness.ts';
@@ -93,3 +95,69 @@ it('a health port in use fails the start before the worker registers, and leaves
     taken.close();
   }
 });
+
+it('a SIGTERM while the worker is still registering drains it once registered, and it exits 0', async () => {
+  // Between the program and the server, an HTTP hop that holds the registration for a moment: the
+  // signal arrives while `startWorker` waits for it.
+  let registering!: () => void;
+  const registrationSeen = new Promise<void>((resolve) => {
+    registering = resolve;
+  });
+  const hop = createServer((request, response) => {
+    const forward = async () => {
+      const chunks: Buffer[] = [];
+      for await (const chunk of request) chunks.push(chunk as Buffer);
+      if (request.url === '/v1/workers/register') {
+        registering();
+        await new Promise((resolve) => setTimeout(resolve, 1_500));
+      }
+      const answer = await fetch(`${h.url}${request.url}`, {
+        method: request.method!,
+        headers: Object.fromEntries(
+          Object.entries(request.headers).filter(
+            ([name]) => !['host', 'connection', 'content-length'].includes(name),
+          ),
+        ) as Record<string, string>,
+        ...(chunks.length > 0 ? { body: Buffer.concat(chunks) } : {}),
+      });
+      response.writeHead(answer.status, Object.fromEntries(answer.headers));
+      if (!answer.body) return response.end();
+      for await (const chunk of answer.body) response.write(chunk);
+      response.end();
+    };
+    forward().catch(() => response.destroy());
+  });
+  await new Promise<void>((resolve) => hop.listen(0, '127.0.0.1', resolve));
+  const program = `
+    import { defineCapability, silentLogger, startWorker } from '@tdp/worker';
+    import { Type } from 'typebox';
+    const echo = defineCapability({ name: 'test.echo', version: '1', input: Type.Object({}), output: Type.Object({}), run: async () => ({}) });
+    await startWorker({ url: process.env.HOP, key: process.env.KEY, capabilities: [echo], database: process.env.DB, logger: silentLogger });
+  `;
+  const child = spawn(
+    process.execPath,
+    ['--conditions=@tdp/source', '--import', 'tsx', '--input-type=module', '-e', program],
+    {
+      cwd: fileURLToPath(new URL('..', import.meta.url)),
+      env: {
+        ...process.env,
+        HOP: `http://127.0.0.1:${(hop.address() as AddressInfo).port}`,
+        KEY: workerKey,
+        DB: join(directory, 'signal-while-starting.db'),
+      },
+      stdio: ['ignore', 'ignore', 'inherit'],
+    },
+  );
+  try {
+    const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
+      child.once('exit', (code, signal) => resolve({ code, signal })),
+    );
+    await registrationSeen;
+    child.kill('SIGTERM');
+    // Before the fix the signal found no handler yet: the process died of it (code null, SIGTERM).
+    expect(await exited).toEqual({ code: 0, signal: null });
+  } finally {
+    child.kill('SIGKILL');
+    hop.close();
+  }
+}, 60_000);
