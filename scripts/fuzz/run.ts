@@ -131,18 +131,47 @@ async function main(schemathesis: string, extraArgs: string[]): Promise<number> 
     await server.start();
     const { env, ...ids } = await seedCredentials(server.url, server.adminToken);
     const configFile = await writeConfig(directory, ids);
+    const run = () =>
+      runSchemathesis(
+        schemathesis,
+        ['--config-file', configFile, 'run', `${server!.url}/openapi.json`, ...extraArgs],
+        {
+          ...process.env,
+          ...env,
+        },
+      );
     process.stdout.write(`fuzzing ${server.url}/openapi.json\n`);
-    const child = spawn(
-      schemathesis,
-      ['--config-file', configFile, 'run', `${server.url}/openapi.json`, ...extraArgs],
-      { stdio: 'inherit', env: { ...process.env, ...env } },
-    );
-    return await new Promise<number>((resolve) => child.once('exit', (code) => resolve(code ?? 1)));
+    const first = await run();
+    if (first.code === 0 || !onlyToolErrors(first.output)) return first.code;
+    // Schemathesis itself crashed (an internal "Runtime Error" while generating cases, no check failed):
+    // that says nothing about the API, so the run is made once more; a failed check is never retried.
+    process.stdout.write('\nfuzz: schemathesis failed on its own (no check failed); running it once more\n');
+    return (await run()).code;
   } finally {
     await server?.kill('SIGTERM');
     await postgres.stop();
     await rm(directory, { recursive: true, force: true });
   }
+}
+
+/** Runs schemathesis with its output shown as it comes and kept, for `onlyToolErrors`. */
+function runSchemathesis(
+  schemathesis: string,
+  args: string[],
+  env: NodeJS.ProcessEnv,
+): Promise<{ code: number; output: string }> {
+  const child = spawn(schemathesis, args, { stdio: ['ignore', 'pipe', 'inherit'], env });
+  let output = '';
+  child.stdout.on('data', (chunk: Buffer) => {
+    output += chunk.toString('utf8');
+    process.stdout.write(chunk);
+  });
+  return new Promise((resolve) => child.once('close', (code) => resolve({ code: code ?? 1, output })));
+}
+
+/** The run failed only by schemathesis's own errors: no check failed (no FAILURES section). */
+function onlyToolErrors(output: string): boolean {
+  return /Runtime Error/.test(output) && !/FAILURES|Failures:/.test(output);
 }
 
 const [schemathesis, ...rest] = process.argv.slice(2);
