@@ -5,9 +5,9 @@
  * errors, an item retries under the step's retry policy and after a lost worker, a non-array fails the
  * step with INPUT_MAPPING_FAILED naming the path, and bad definitions are refused at publish.
  */
-import { Centrifuge } from 'centrifuge';
+import type { Centrifuge } from 'centrifuge';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import WebSocket from 'ws';
+import { followTaskDetail } from '../../../test/followDetail.ts';
 import { type Harness, startHarness } from '../../../test/harness.ts';
 import { attemptEvent, completeWith, type StartCommand, startTestWorker } from '../../../test/testWorker.ts';
 import { connectDatabase } from '../src/main.ts';
@@ -110,32 +110,7 @@ const endOf = (taskId: string, lifecycle: string) =>
 
 const clients: Centrifuge[] = [];
 /** The task's detail channel through the real gateway, as a browser of the task's owner follows it. */
-async function followDetail(taskId: string) {
-  const issued = (
-    await h.request('POST', '/v1/realtime/connection-token', {
-      token: app.apiKey,
-      body: { userId: 'map-owner' },
-    })
-  ).body;
-  const client = new Centrifuge(issued.url, { websocket: WebSocket, token: issued.token });
-  clients.push(client);
-  const connected = new Promise((resolve) => client.once('connected', resolve));
-  client.connect();
-  await connected;
-  const grant = (
-    await h.request('POST', '/v1/realtime/subscription-token', {
-      token: app.apiKey,
-      body: { userId: 'map-owner', taskId },
-    })
-  ).body;
-  const detail = client.newSubscription(grant.channel, { token: grant.token });
-  const received: any[] = [];
-  detail.on('publication', (ctx) => received.push(ctx.data));
-  const subscribed = new Promise((resolve) => detail.once('subscribed', resolve));
-  detail.subscribe();
-  await subscribed;
-  return received;
-}
+const followDetail = (taskId: string) => followTaskDetail(h, app.apiKey, 'map-owner', taskId, clients);
 
 const workers: Awaited<ReturnType<typeof startTestWorker>>[] = [];
 let detectWorker: Awaited<ReturnType<typeof startTestWorker>>;

@@ -6,9 +6,9 @@
  */
 import { createServer, type Server } from 'node:http';
 import { newId } from '@tdp/protocol';
-import { Centrifuge } from 'centrifuge';
+import type { Centrifuge } from 'centrifuge';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import WebSocket from 'ws';
+import { followTaskDetail } from '../../../test/followDetail.ts';
 import { type Harness, startHarness } from '../../../test/harness.ts';
 import { completeWith, failWith, type StartCommand, startTestWorker } from '../../../test/testWorker.ts';
 import { planRerun } from '../src/core/orchestration/rerun.ts';
@@ -109,32 +109,7 @@ const rerun = (taskId: string, body: Record<string, unknown>) =>
   h.request('POST', `/v1/tasks/${taskId}:retry`, { token: app.apiKey, body });
 const clients: Centrifuge[] = [];
 /** The task's detail channel through the real gateway, as the owner's browser would follow it. */
-async function followDetail(taskId: string) {
-  const issued = (
-    await h.request('POST', '/v1/realtime/connection-token', {
-      token: app.apiKey,
-      body: { userId: 'rerun-owner' },
-    })
-  ).body;
-  const client = new Centrifuge(issued.url, { websocket: WebSocket, token: issued.token });
-  clients.push(client);
-  const connected = new Promise((resolve) => client.once('connected', resolve));
-  client.connect();
-  await connected;
-  const grant = (
-    await h.request('POST', '/v1/realtime/subscription-token', {
-      token: app.apiKey,
-      body: { userId: 'rerun-owner', taskId },
-    })
-  ).body;
-  const detail = client.newSubscription(grant.channel, { token: grant.token });
-  const received: any[] = [];
-  detail.on('publication', (ctx) => received.push(ctx.data));
-  const subscribed = new Promise((resolve) => detail.once('subscribed', resolve));
-  detail.subscribe();
-  await subscribed;
-  return received;
-}
+const followDetail = (taskId: string) => followTaskDetail(h, app.apiKey, 'rerun-owner', taskId, clients);
 const commandsFor = (taskId: string) => worker.received.filter((c) => c.taskId === taskId);
 
 /** A task whose `publish` step failed after `fetch` and `shape` succeeded. */

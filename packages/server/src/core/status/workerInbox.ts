@@ -46,14 +46,15 @@ export async function recordWorkerEvents(
     return null;
   });
   // Events of map items take their own path (mapItemEvents.ts): an item is not a step.
-  const itemEvents = items
-    .map((item, index) => ({ item, index, attempt: attempts.get(item.attemptId)! }))
-    .filter(({ index, attempt }) => outcomes[index] === null && attempt.itemIndex !== null);
-  const accepted = items
-    .map((item, index) => ({ item, index }))
-    .filter(
-      ({ index }) => outcomes[index] === null && attempts.get(items[index]!.attemptId)!.itemIndex === null,
-    );
+  const itemEvents: { item: (typeof items)[number]; index: number; attempt: ItemEvent['attempt'] }[] = [];
+  const accepted: { item: (typeof items)[number]; index: number }[] = [];
+  items.forEach((item, index) => {
+    if (outcomes[index] !== null) return;
+    const attempt = attempts.get(item.attemptId)!;
+    if (attempt.itemIndex !== null)
+      itemEvents.push({ item, index, attempt: attempt as ItemEvent['attempt'] });
+    else accepted.push({ item, index });
+  });
   const acks =
     commandAcks.length > 0
       ? { workerId: worker.id, commandIds: commandAcks, at: deps.clock.now() }
@@ -61,7 +62,7 @@ export async function recordWorkerEvents(
   if (itemEvents.length > 0) {
     const itemOutcomes = await recordMapItemEvents(
       deps,
-      itemEvents.map(({ item, attempt }) => ({ item, attempt: attempt as ItemEvent['attempt'] })),
+      itemEvents.map(({ item, attempt }) => ({ item, attempt })),
       accepted.length === 0 ? acks : undefined,
     );
     itemEvents.forEach(({ index }, i) => {
