@@ -63,6 +63,7 @@ export async function createApi(
   });
   registerWorkerRoutes(app, {
     workers: uses.workers,
+    workerDrain: uses.workerDrain,
     grants: uses.grants,
     hub: uses.hub,
     inbox: uses.status,

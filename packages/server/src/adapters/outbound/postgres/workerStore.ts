@@ -1,4 +1,10 @@
-import type { WorkerCommand, WorkerSession, WorkerStore } from '../../../core/scheduling/ports.ts';
+import type { WorkerCommandRecord } from '../../../core/facts/records.ts';
+import type {
+  OperatorAuditRecord,
+  WorkerCommand,
+  WorkerSession,
+  WorkerStore,
+} from '../../../core/scheduling/ports.ts';
 import type { WorkerCandidate } from '../../../core/scheduling/selector.ts';
 import type { Sql } from './database.ts';
 
@@ -92,9 +98,12 @@ export class PostgresWorkerStore implements WorkerStore {
   }
 
   async heartbeat(id: string, at: Date, runtimeState: 'READY' | 'DRAINING' | null) {
-    // `before` is the row as it was, so the answer says whether the state moved.
+    // `before` is the row as it was, so the answer says whether the state moved. DRAINING is for good:
+    // a beat sent before the worker heard of an operator's drain must not make it READY again.
     const [row] = await this.sql<{ changed: boolean }[]>`
-      UPDATE worker w SET last_heartbeat_at = ${at}, runtime_state = coalesce(${runtimeState}, w.runtime_state)
+      UPDATE worker w SET last_heartbeat_at = ${at},
+        runtime_state = CASE WHEN w.runtime_state = 'DRAINING' THEN 'DRAINING'
+                             ELSE coalesce(${runtimeState}, w.runtime_state) END
       FROM worker before
       WHERE w.id = ${id} AND before.id = w.id AND w.ended_at IS NULL
       RETURNING w.runtime_state IS DISTINCT FROM before.runtime_state AS changed`;
@@ -103,6 +112,48 @@ export class PostgresWorkerStore implements WorkerStore {
 
   async endWorker(id: string, at: Date) {
     await this.sql`UPDATE worker SET ended_at = coalesce(ended_at, ${at}) WHERE id = ${id}`;
+  }
+
+  async drainWorker(command: WorkerCommandRecord, audit: OperatorAuditRecord) {
+    return this.sql.begin(async (tx) => {
+      const marked = await tx`
+        UPDATE worker SET runtime_state = 'DRAINING' WHERE id = ${command.workerId} AND ended_at IS NULL
+        RETURNING id`;
+      if (marked.length === 0) return false;
+      await tx`
+        INSERT INTO worker_command (id, worker_id, type, payload, created_at)
+        VALUES (${command.id}, ${command.workerId}, ${command.type}, ${tx.json(command.payload as never)}, ${command.createdAt})`;
+      await tx`
+        INSERT INTO operator_audit (id, action, subject_id, actor, reason, details, created_at)
+        VALUES (${audit.id}, ${audit.action}, ${audit.subjectId}, ${audit.actor}, ${audit.reason},
+                ${tx.json(audit.details as never)}, ${audit.createdAt})`;
+      return true;
+    });
+  }
+
+  async listOperatorAudit(subjectId: string): Promise<OperatorAuditRecord[]> {
+    const rows = await this.sql<
+      {
+        id: string;
+        action: string;
+        subject_id: string;
+        actor: string;
+        reason: string;
+        details: Record<string, unknown>;
+        created_at: Date;
+      }[]
+    >`
+      SELECT id, action, subject_id, actor, reason, details, created_at FROM operator_audit
+      WHERE subject_id = ${subjectId} ORDER BY created_at, id`;
+    return rows.map((r) => ({
+      id: r.id,
+      action: r.action,
+      subjectId: r.subject_id,
+      actor: r.actor,
+      reason: r.reason,
+      details: r.details,
+      createdAt: r.created_at,
+    }));
   }
 
   async candidates(): Promise<WorkerCandidate[]> {
