@@ -75,7 +75,6 @@ export interface WorkerStore {
    * record, in one transaction; false (nothing written) when no live session has this id.
    */
   drainWorker(command: WorkerCommandRecord, audit: OperatorAuditRecord): Promise<boolean>;
-  listOperatorAudit(subjectId: string): Promise<OperatorAuditRecord[]>;
   candidates(): Promise<WorkerCandidate[]>;
   listWorkers(): Promise<(WorkerSession & { nodeLabels: Record<string, string>; nodeStatus: string })[]>;
   /** The worker's unacknowledged commands, oldest first (at most 1,000). */

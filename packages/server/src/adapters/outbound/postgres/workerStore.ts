@@ -98,11 +98,11 @@ export class PostgresWorkerStore implements WorkerStore {
   }
 
   async heartbeat(id: string, at: Date, runtimeState: 'READY' | 'DRAINING' | null) {
-    // `before` is the row as it was, so the answer says whether the state moved. DRAINING is for good:
-    // a beat sent before the worker heard of an operator's drain must not make it READY again.
+    // `before` is the row as it was, so the answer says whether the state moved. After an operator's
+    // drain a beat sent before the worker heard of it must not make it READY again.
     const [row] = await this.sql<{ changed: boolean }[]>`
       UPDATE worker w SET last_heartbeat_at = ${at},
-        runtime_state = CASE WHEN w.runtime_state = 'DRAINING' THEN 'DRAINING'
+        runtime_state = CASE WHEN w.drain_requested_at IS NOT NULL THEN 'DRAINING'
                              ELSE coalesce(${runtimeState}, w.runtime_state) END
       FROM worker before
       WHERE w.id = ${id} AND before.id = w.id AND w.ended_at IS NULL
@@ -117,7 +117,8 @@ export class PostgresWorkerStore implements WorkerStore {
   async drainWorker(command: WorkerCommandRecord, audit: OperatorAuditRecord) {
     return this.sql.begin(async (tx) => {
       const marked = await tx`
-        UPDATE worker SET runtime_state = 'DRAINING' WHERE id = ${command.workerId} AND ended_at IS NULL
+        UPDATE worker SET runtime_state = 'DRAINING', drain_requested_at = coalesce(drain_requested_at, ${command.createdAt})
+        WHERE id = ${command.workerId} AND ended_at IS NULL
         RETURNING id`;
       if (marked.length === 0) return false;
       await tx`
@@ -129,31 +130,6 @@ export class PostgresWorkerStore implements WorkerStore {
                 ${tx.json(audit.details as never)}, ${audit.createdAt})`;
       return true;
     });
-  }
-
-  async listOperatorAudit(subjectId: string): Promise<OperatorAuditRecord[]> {
-    const rows = await this.sql<
-      {
-        id: string;
-        action: string;
-        subject_id: string;
-        actor: string;
-        reason: string;
-        details: Record<string, unknown>;
-        created_at: Date;
-      }[]
-    >`
-      SELECT id, action, subject_id, actor, reason, details, created_at FROM operator_audit
-      WHERE subject_id = ${subjectId} ORDER BY created_at, id`;
-    return rows.map((r) => ({
-      id: r.id,
-      action: r.action,
-      subjectId: r.subject_id,
-      actor: r.actor,
-      reason: r.reason,
-      details: r.details,
-      createdAt: r.created_at,
-    }));
   }
 
   async candidates(): Promise<WorkerCandidate[]> {

@@ -11,3 +11,7 @@ CREATE TABLE operator_audit (
   created_at  timestamptz NOT NULL
 );
 CREATE INDEX operator_audit_by_subject ON operator_audit (subject_id, created_at);
+
+-- When an operator drained the session: from then on it stays DRAINING whatever its heartbeats say (a
+-- beat sent before the worker heard of the drain must not make it placeable again).
+ALTER TABLE worker ADD COLUMN drain_requested_at timestamptz;
