@@ -105,6 +105,8 @@ export interface ServerSettings {
   grpcCloseGraceMs: number;
   /** Requests one round of a gRPC stream takes at most: one transaction (the worker sender's batch). */
   grpcStreamRoundSize: number;
+  /** Rows one dead-letter requeue that names no ids puts back at most (the oldest first). */
+  deadLetterRequeueLimit: number;
 }
 
 export type RateLimitedCredential = 'application' | 'worker' | 'execution';
@@ -125,6 +127,7 @@ export const defaultSettings: ServerSettings = {
   workerDefaultMaxConcurrency: defaultWorkerConcurrency,
   outboxNotifyIntervalMs: 100,
   shutdownDatabaseTimeoutSeconds: 5,
+  deadLetterRequeueLimit: 1_000,
   loops: {
     // After a burst (10,000 tasks are ~40,000 events) rounds of 100 kept the loop busy well into the
     // traffic that followed; 500 a round cut that tail (`bench -- e2e`: steady p99 193 → 78 ms, 1,000

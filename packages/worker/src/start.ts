@@ -119,12 +119,15 @@ export async function startWorker(options: StartWorkerOptions): Promise<RunningW
     ...(options.drainGraceMs !== undefined ? { drainGraceMs: options.drainGraceMs } : {}),
   });
   let health = null as HealthServer | null;
-  const close = async () => {
-    store.close();
-    reporting?.close();
-    await client.close();
-    await health?.close();
-  };
+  // Once: the runtime stopping by itself (a DRAIN the server sent) and a drain by signal both close.
+  let closing: Promise<void> | null = null;
+  const close = () =>
+    (closing ??= (async () => {
+      store.close();
+      reporting?.close();
+      await client.close();
+      await health?.close();
+    })());
   let draining: Promise<void> | null = null;
   let starting: Promise<void> = Promise.resolve();
   const drain = () => {
@@ -183,8 +186,13 @@ export async function startWorker(options: StartWorkerOptions): Promise<RunningW
     },
     'worker ready',
   );
-  // Both ways: `done` rejects on a local error, and that is the caller's to handle, not ours.
-  runtime.done.then(forget, forget);
+  // Both ways: `done` rejects on a local error, and that is the caller's to handle, not ours. A runtime
+  // that stopped by itself (it drained at the server's command) lets go of the database, the
+  // connections and the health endpoint, so the program can end.
+  runtime.done.then(() => {
+    forget();
+    close().catch((error: unknown) => logger.error({ err: error }, 'closing after the drain failed'));
+  }, forget);
   return { id: runtime.id!, runtime, healthUrl: health?.url ?? null, done: runtime.done, drain };
 }
 

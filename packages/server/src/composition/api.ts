@@ -4,6 +4,7 @@ import { registerAdminRoutes } from '../adapters/inbound/http/adminRoutes.ts';
 import { createHttpApp } from '../adapters/inbound/http/app.ts';
 import { registerOperatorApprovalRoutes } from '../adapters/inbound/http/approvalRoutes.ts';
 import { registerDashboardRoutes } from '../adapters/inbound/http/dashboardRoutes.ts';
+import { registerDeadLetterRoutes } from '../adapters/inbound/http/deadLetterRoutes.ts';
 import { registerDefinitionRoutes } from '../adapters/inbound/http/definitionsRoutes.ts';
 import { registerHealthRoutes } from '../adapters/inbound/http/healthRoutes.ts';
 import { documentRateLimits, rateLimitedUserTokens } from '../adapters/inbound/http/rateLimits.ts';
@@ -63,6 +64,7 @@ export async function createApi(
   });
   registerWorkerRoutes(app, {
     workers: uses.workers,
+    workerDrain: uses.workerDrain,
     grants: uses.grants,
     hub: uses.hub,
     inbox: uses.status,
@@ -75,6 +77,10 @@ export async function createApi(
     grpcPort: reporting.grpcPort,
   });
   registerRunRoutes(app, { authenticator, runs: a.tasks, callbacks: a.callbackQueue, clock });
+  registerDeadLetterRoutes(app, {
+    adminToken: config.adminToken,
+    requeue: { clock, callbacks: a.callbackQueue, requeueLimit: config.deadLetterRequeueLimit },
+  });
   gateway.attach(app.server);
   // What realtime tokens and the task stream read: tasks, their ACL, and the tenant's applications.
   const realtimeReads = {

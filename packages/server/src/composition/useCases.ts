@@ -15,6 +15,7 @@ import type { ScheduleDeps } from '../core/schedules/schedules.ts';
 import { CandidateSnapshot } from '../core/scheduling/candidateSnapshot.ts';
 import { CommandHub } from '../core/scheduling/commands.ts';
 import type { DispatchDeps } from '../core/scheduling/dispatch.ts';
+import type { DrainWorkerDeps } from '../core/scheduling/drainWorker.ts';
 import type { WorkerDeps } from '../core/scheduling/workers.ts';
 import { TtlCache } from '../core/shared/ttlCache.ts';
 import type { StatusDeps } from '../core/status/deps.ts';
@@ -82,6 +83,16 @@ export function useCaseDeps(config: ServerConfig, a: Adapters) {
       candidates.invalidate();
       capacity.freed();
     },
+  };
+  // The operator's drain: this process's stream sends the command at once, another replica's is told.
+  const workerDrain: DrainWorkerDeps = {
+    clock,
+    workers: workerStore,
+    delivered: (commands) => {
+      hub.deliver(commands);
+      signal.commands?.committed(commands.map((c) => c.workerId));
+    },
+    workersChanged: workers.workersChanged,
   };
   const dispatch: DispatchDeps = {
     status,
@@ -155,6 +166,7 @@ export function useCaseDeps(config: ServerConfig, a: Adapters) {
     hub,
     candidates,
     workers,
+    workerDrain,
     dispatch,
     grants,
     catalog,

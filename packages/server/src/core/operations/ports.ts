@@ -3,6 +3,7 @@
  * callback deliveries) and the operator dashboard's cross-tenant reads. The routes hold no SQL; the
  * postgres adapter implements these.
  */
+import type { OperatorAuditRecord } from '../scheduling/ports.ts';
 
 /** One milestone of a task's timeline. */
 export interface TimelineEntry {
@@ -39,6 +40,17 @@ export interface CallbackDeliveries {
   forTask(taskId: string): Promise<CallbackDeliveryRow[]>;
   /** Puts a delivery of the application's back to be sent now; false if none (or it is being sent). */
   redeliver(applicationId: string, id: string, now: Date): Promise<boolean>;
+  /**
+   * Puts DEAD deliveries back to be sent now, as `redeliver` does: those of `ids` that are DEAD, or (ids
+   * null) the oldest `limit` DEAD ones; writes the audit record (with the ids requeued) in the same
+   * transaction. Returns the ids requeued.
+   */
+  requeueDead(
+    ids: string[] | null,
+    limit: number,
+    audit: Omit<OperatorAuditRecord, 'details'>,
+    now: Date,
+  ): Promise<string[]>;
 }
 
 /** One outbox-like table, as the dashboard's pipeline health page counts it. */

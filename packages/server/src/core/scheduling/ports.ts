@@ -36,6 +36,17 @@ export interface WorkerCommand {
   createdAt: Date;
 }
 
+/** One operator action, audited: who did what to which subject, and why. */
+export interface OperatorAuditRecord {
+  id: string;
+  action: string;
+  subjectId: string;
+  actor: string;
+  reason: string;
+  details: Record<string, unknown>;
+  createdAt: Date;
+}
+
 export interface WorkerStore {
   findCredential(id: string): Promise<{ id: string; secretHash: Buffer; revokedAt: Date | null } | null>;
   insertCredential(id: string, secretHash: Buffer, label: string | null, at: Date): Promise<void>;
@@ -59,6 +70,11 @@ export interface WorkerStore {
     runtimeState: 'READY' | 'DRAINING' | null,
   ): Promise<{ live: boolean; stateChanged: boolean }>;
   endWorker(id: string, at: Date): Promise<void>;
+  /**
+   * Marks a live session DRAINING (it is placed on no more) and writes its DRAIN command and the audit
+   * record, in one transaction; false (nothing written) when no live session has this id.
+   */
+  drainWorker(command: WorkerCommandRecord, audit: OperatorAuditRecord): Promise<boolean>;
   candidates(): Promise<WorkerCandidate[]>;
   listWorkers(): Promise<(WorkerSession & { nodeLabels: Record<string, string>; nodeStatus: string })[]>;
   /** The worker's unacknowledged commands, oldest first (at most 1,000). */

@@ -17,6 +17,7 @@ import { type GrantDeps, type GrantRequest, requestGrant } from '../../../core/g
 import { tokensEqual } from '../../../core/identity/apiKeys.ts';
 import type { ApiKeyAuthenticator } from '../../../core/identity/authenticate.ts';
 import { type CommandHub, CommandStream } from '../../../core/scheduling/commands.ts';
+import { type DrainWorkerDeps, drainWorkerSession } from '../../../core/scheduling/drainWorker.ts';
 import {
   authenticateWorkerKey,
   issueWorkerKey,
@@ -39,6 +40,7 @@ export function registerWorkerRoutes(
   app: FastifyInstance,
   deps: {
     workers: WorkerDeps;
+    workerDrain: DrainWorkerDeps;
     grants: GrantDeps;
     hub: CommandHub;
     adminToken: string;
@@ -129,6 +131,38 @@ export function registerWorkerRoutes(
       deps.workers.workersChanged();
       return reply.code(204).send();
     },
+  );
+
+  app.post<{ Params: { id: string }; Body: { reason: string } }>(
+    '/admin/v1/workers/:id(^[0-9a-fA-F-]{36})::drain',
+    {
+      onRequest: requireAdmin(deps.adminToken),
+      preValidation: emptyBodyAsObject,
+      schema: {
+        tags: ['admin'],
+        security: [{ adminToken: [] }],
+        summary: 'Drain a worker session, with a reason (audited)',
+        description:
+          'The session is placed on no more and gets a DRAIN command: the worker finishes its running attempts, takes nothing new and exits. The reason is kept in the operator audit with the action.',
+        params: Type.Object({ id: Uuid }),
+        body: Type.Object(
+          { reason: Type.String({ minLength: 1, maxLength: 2000 }) },
+          { additionalProperties: false },
+        ),
+        response: {
+          202: Type.Object({ workerId: Type.String(), commandId: Type.String(), auditId: Type.String() }),
+          ...problemResponses,
+        },
+      },
+    },
+    async (request, reply) =>
+      reply.code(202).send(
+        await drainWorkerSession(deps.workerDrain, {
+          workerId: request.params.id,
+          reason: request.body.reason,
+          actor: 'operator',
+        }),
+      ),
   );
 
   app.post<{ Body: WorkerRegistration }>(

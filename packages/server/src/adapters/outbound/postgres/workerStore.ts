@@ -1,4 +1,10 @@
-import type { WorkerCommand, WorkerSession, WorkerStore } from '../../../core/scheduling/ports.ts';
+import type { WorkerCommandRecord } from '../../../core/facts/records.ts';
+import type {
+  OperatorAuditRecord,
+  WorkerCommand,
+  WorkerSession,
+  WorkerStore,
+} from '../../../core/scheduling/ports.ts';
 import type { WorkerCandidate } from '../../../core/scheduling/selector.ts';
 import type { Sql } from './database.ts';
 
@@ -92,9 +98,12 @@ export class PostgresWorkerStore implements WorkerStore {
   }
 
   async heartbeat(id: string, at: Date, runtimeState: 'READY' | 'DRAINING' | null) {
-    // `before` is the row as it was, so the answer says whether the state moved.
+    // `before` is the row as it was, so the answer says whether the state moved. After an operator's
+    // drain a beat sent before the worker heard of it must not make it READY again.
     const [row] = await this.sql<{ changed: boolean }[]>`
-      UPDATE worker w SET last_heartbeat_at = ${at}, runtime_state = coalesce(${runtimeState}, w.runtime_state)
+      UPDATE worker w SET last_heartbeat_at = ${at},
+        runtime_state = CASE WHEN w.drain_requested_at IS NOT NULL THEN 'DRAINING'
+                             ELSE coalesce(${runtimeState}, w.runtime_state) END
       FROM worker before
       WHERE w.id = ${id} AND before.id = w.id AND w.ended_at IS NULL
       RETURNING w.runtime_state IS DISTINCT FROM before.runtime_state AS changed`;
@@ -103,6 +112,24 @@ export class PostgresWorkerStore implements WorkerStore {
 
   async endWorker(id: string, at: Date) {
     await this.sql`UPDATE worker SET ended_at = coalesce(ended_at, ${at}) WHERE id = ${id}`;
+  }
+
+  async drainWorker(command: WorkerCommandRecord, audit: OperatorAuditRecord) {
+    return this.sql.begin(async (tx) => {
+      const marked = await tx`
+        UPDATE worker SET runtime_state = 'DRAINING', drain_requested_at = coalesce(drain_requested_at, ${command.createdAt})
+        WHERE id = ${command.workerId} AND ended_at IS NULL
+        RETURNING id`;
+      if (marked.length === 0) return false;
+      await tx`
+        INSERT INTO worker_command (id, worker_id, type, payload, created_at)
+        VALUES (${command.id}, ${command.workerId}, ${command.type}, ${tx.json(command.payload as never)}, ${command.createdAt})`;
+      await tx`
+        INSERT INTO operator_audit (id, action, subject_id, actor, reason, details, created_at)
+        VALUES (${audit.id}, ${audit.action}, ${audit.subjectId}, ${audit.actor}, ${audit.reason},
+                ${tx.json(audit.details as never)}, ${audit.createdAt})`;
+      return true;
+    });
   }
 
   async candidates(): Promise<WorkerCandidate[]> {

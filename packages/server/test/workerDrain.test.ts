@@ -1,0 +1,56 @@
+/**
+ * The operator's drain as the server keeps it: the session stays DRAINING whatever a later heartbeat
+ * says (a beat the worker sent before it heard of the drain must not make it placeable again), and its
+ * DRAIN command is on its stream. The end-to-end drain of a real worker is packages/worker/test/operatorDrain.test.ts.
+ */
+import { newId } from '@tdp/protocol';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { type Harness, startHarness } from '../../../test/harness.ts';
+
+let h: Harness;
+beforeAll(async () => {
+  h = await startHarness();
+});
+afterAll(() => h.close());
+
+it('a heartbeat saying READY after an operator drain leaves the session DRAINING', async () => {
+  const key = (await h.request('POST', '/admin/v1/worker-credentials', { token: h.adminToken, body: {} }))
+    .body.key as string;
+  const registered = await h.request('POST', '/v1/workers/register', {
+    token: key,
+    body: {
+      instanceId: newId(),
+      name: 'beating',
+      nodeId: 'node-beating',
+      capabilities: [{ name: 'test.echo', version: '1' }],
+    },
+  });
+  expect(registered.status).toBe(201);
+  const workerId = registered.body.workerId as string;
+  const state = async () =>
+    ((await h.request('GET', '/v1/workers', { token: h.adminToken })).body as Record<string, unknown>[]).find(
+      (s) => s.id === workerId,
+    )?.runtimeState;
+
+  const drained = await h.request('POST', `/admin/v1/workers/${workerId}:drain`, {
+    token: h.adminToken,
+    body: { reason: 'moving the node' },
+  });
+  expect(drained.status).toBe(202);
+  expect(await state()).toBe('DRAINING');
+
+  const beat = await h.request('POST', `/v1/workers/${workerId}/heartbeat`, {
+    token: key,
+    body: { runtimeState: 'READY' },
+  });
+  expect(beat.status).toBe(204);
+  expect(await state()).toBe('DRAINING');
+
+  // Draining it again is audited again and sends a second command (the worker keeps commands by id).
+  const again = await h.request('POST', `/admin/v1/workers/${workerId}:drain`, {
+    token: h.adminToken,
+    body: { reason: 'still moving' },
+  });
+  expect(again.status).toBe(202);
+  expect(again.body.commandId).not.toBe(drained.body.commandId);
+});
