@@ -54,6 +54,7 @@ import {
   lockTask,
   lockTaskIfFree,
   lockTasks,
+  lockWorkerCapacity,
   lockWorkflow,
   lockWorkflows,
 } from './transactionReads.ts';
@@ -105,6 +106,10 @@ class PostgresFactTransaction implements FactTransaction {
 
   async advisoryLocks(keys: string[]) {
     return advisoryLocks(this.sql, keys);
+  }
+
+  async lockWorkerCapacity(workerIds: string[], options: { skipLocked: boolean }) {
+    return lockWorkerCapacity(this.sql, workerIds, options.skipLocked);
   }
 
   async lockTask(taskId: string) {
