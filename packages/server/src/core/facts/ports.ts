@@ -54,11 +54,12 @@ export interface FactTransaction {
   /** Transaction-scoped advisory locks on keys (e.g. step + attempt), taken in key order. */
   advisoryLocks(keys: string[]): Promise<void>;
   /**
-   * Locks the workers' capacity until commit, in id order (with `skipLocked`, only the workers no other
-   * transaction holds), then counts their open attempts: the count runs after the lock is granted, so
-   * it sees every attempt placed by the transaction that held it. Only locked workers are in the map.
+   * Locks workers' capacity until commit, then counts their open attempts: the count runs after the
+   * lock is granted, so it sees every attempt placed by the transaction that held it. `all` waits for
+   * every one (taken in id order); `firstFree` waits for none and keeps only the first of `workerIds`,
+   * in their order, that no other transaction holds. Only locked workers are in the map.
    */
-  lockWorkerCapacity(workerIds: string[], options: { skipLocked: boolean }): Promise<Map<string, WorkerLoad>>;
+  lockWorkerCapacity(workerIds: string[], mode: 'all' | 'firstFree'): Promise<Map<string, WorkerLoad>>;
   /** Locks the task unless another transaction holds it (then null: try again later). */
   lockTaskIfFree(taskId: string): Promise<TaskState | null>;
   /** The task with its current execution and that execution's step rows, locked until commit. */

@@ -39,7 +39,7 @@ export async function dispatchReady(deps: DispatchDeps, limit: number): Promise<
         session.tx.advisoryLocks(requests.map((r) => `dispatch:${r.stepId}`)),
         session.tx.lockWorkerCapacity(
           requests.length > 0 ? workersToLock(candidates, now, deps.heartbeatTtlMs) : [],
-          { skipLocked: false },
+          'all',
         ),
         session.prefetch(
           requests.map((r) => r.taskId),

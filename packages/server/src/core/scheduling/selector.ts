@@ -111,7 +111,7 @@ export function takesWork(c: WorkerCandidate, now: Date, heartbeatTtlMs: number)
  * outside the placing transaction, so another replica's round, or a create placing its first steps, may
  * have filled a worker since. The placing transaction locks the workers `workersToLock` names
  * (`FactTransaction.lockWorkerCapacity`, held until commit) and places from `withLockedLoads`: the
- * next placer's count then includes this one's attempts.
+ * next placer's count then includes this one's attempts. The workers are named least loaded first.
  */
 export function workersToLock(
   candidates: WorkerCandidate[],
@@ -124,6 +124,12 @@ export function workersToLock(
       (c) =>
         looksFree(c, now, heartbeatTtlMs) &&
         (!capabilities || c.capabilities.some((x) => capabilities.includes(x.name))),
+    )
+    .sort(
+      (a, b) =>
+        a.runningAttempts - b.runningAttempts ||
+        a.nodeId.localeCompare(b.nodeId) ||
+        a.workerId.localeCompare(b.workerId),
     )
     .map((c) => c.workerId);
 }

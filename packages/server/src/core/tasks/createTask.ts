@@ -221,14 +221,15 @@ async function placeRoots(
 ): Promise<TaskState> {
   // A delayed step waits for its time in the scheduler's queue.
   const due = requests.filter((r) => r.availableAt.getTime() <= session.now.getTime());
-  // The workers for these steps, locked without waiting: one another placer holds counts as full here,
-  // and its step keeps its request for the scheduler.
+  // One worker for these steps, the least loaded free one no other placer holds, locked without waiting
+  // (so concurrent creates spread over the workers); a step it cannot take keeps its request for the
+  // scheduler.
   const ttl = placement.heartbeatTtlMs;
   const toLock =
     due.length > 0
       ? workersToLock(snapshot, session.now, ttl, await capabilitiesOf(session, taskId, due))
       : [];
-  const loads = await session.tx.lockWorkerCapacity(toLock, { skipLocked: true });
+  const loads = await session.tx.lockWorkerCapacity(toLock, 'firstFree');
   const candidates = due.length > 0 ? withLockedLoads(snapshot, loads, session.now, ttl) : null;
   const commands: WorkerCommandRecord[] = [];
   for (const request of candidates ? due : []) {

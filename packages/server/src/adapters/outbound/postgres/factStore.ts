@@ -108,8 +108,8 @@ class PostgresFactTransaction implements FactTransaction {
     return advisoryLocks(this.sql, keys);
   }
 
-  async lockWorkerCapacity(workerIds: string[], options: { skipLocked: boolean }) {
-    return lockWorkerCapacity(this.sql, workerIds, options.skipLocked);
+  async lockWorkerCapacity(workerIds: string[], mode: 'all' | 'firstFree') {
+    return lockWorkerCapacity(this.sql, workerIds, mode);
   }
 
   async lockTask(taskId: string) {

@@ -74,15 +74,18 @@ const workerCapacityLockSpace = 22_006;
 export async function lockWorkerCapacity(
   sql: TxSql,
   workerIds: string[],
-  skipLocked: boolean,
+  mode: 'all' | 'firstFree',
 ): Promise<Map<string, WorkerLoad>> {
-  const ids = [...new Set(workerIds)].sort();
+  const ids = mode === 'all' ? [...new Set(workerIds)].sort() : workerIds;
   if (ids.length === 0) return new Map();
-  const lock = skipLocked
-    ? sql<{ id: string }[]>`
+  // `firstFree`: the array's rows in order, each tried without waiting, stopping at the first lock got.
+  const lock =
+    mode === 'firstFree'
+      ? sql<{ id: string }[]>`
         SELECT id FROM unnest(${ids}::uuid[]) AS id
-        WHERE pg_try_advisory_xact_lock(${workerCapacityLockSpace}, hashtext(id::text))`
-    : sql<{ id: string }[]>`
+        WHERE pg_try_advisory_xact_lock(${workerCapacityLockSpace}, hashtext(id::text))
+        LIMIT 1`
+      : sql<{ id: string }[]>`
         SELECT id, pg_advisory_xact_lock(${workerCapacityLockSpace}, hashtext(id::text))
         FROM (SELECT id FROM unnest(${ids}::uuid[]) AS id ORDER BY id) AS sorted`;
   // Sent right behind the lock on the same connection, so it runs once the lock is granted and reads
