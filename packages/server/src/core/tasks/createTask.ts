@@ -196,7 +196,7 @@ export async function createTask(
       });
       return { replayed: false, body };
     },
-    // Without a workflow to lock, a create reads nothing: its rows are one statement, one round trip.
+    // Without a workflow to lock or roots to place, a create reads nothing: one statement, one round trip.
     { deferWrites: true, writeOnly: !request.workflowId && snapshot === null },
   ).catch(async (error: unknown) => {
     // The key was taken (maybe by a concurrent request whose commit the insert waited for), or its
