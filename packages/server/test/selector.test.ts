@@ -4,6 +4,8 @@ import {
   type PlacementRequest,
   selectWorker,
   type WorkerCandidate,
+  withLockedLoads,
+  workersToLock,
 } from '../src/core/scheduling/selector.ts';
 
 const now = new Date('2026-01-01T00:00:00Z');
@@ -143,5 +145,38 @@ describe('free slots', () => {
       ),
     ).toBe(13);
     expect(freeSlots([], now, 30_000)).toBe(0);
+  });
+});
+
+describe('hard capacity: the workers a placing transaction locks, and its view after the lock', () => {
+  const busy = worker({ workerId: 'w-busy', runningAttempts: 3 });
+  const idle = worker({ workerId: 'w-idle', nodeId: 'node-b' });
+  const full = worker({ workerId: 'w-full', runningAttempts: 4 });
+  const draining = worker({ workerId: 'w-draining', runtimeState: 'DRAINING' });
+  const other = worker({ workerId: 'w-other', capabilities: [{ name: 'archive.clean', version: '1' }] });
+
+  it('names the free-looking workers, least loaded first, offering the asked capabilities', () => {
+    const all = [busy, idle, full, draining, other];
+    // Ties by node id, then worker id.
+    expect(workersToLock(all, now, 30_000)).toEqual(['w-other', 'w-idle', 'w-busy']);
+    expect(workersToLock(all, now, 30_000, ['image.watermark'])).toEqual(['w-idle', 'w-busy']);
+  });
+
+  it('places on a locked worker by its count under the lock; a free one not locked counts as full', () => {
+    const view = withLockedLoads(
+      [busy, idle, draining],
+      new Map([['w-busy', { running: 4, byCapability: { 'image.watermark': 4 } }]]),
+      now,
+      30_000,
+    );
+    // Another placer filled w-busy since the read; w-idle was not locked; neither takes the step.
+    expect(selectWorker(view, request(), now, 30_000)).toMatchObject({ ok: false });
+    expect(view.map((c) => c.runningAttempts)).toEqual([4, 4, 0]);
+    // The reasons for a worker that takes no work stay its own.
+    expect(selectWorker([view[2]!], request(), now, 30_000)).toEqual({
+      ok: false,
+      reasons: ['w-draining: worker is DRAINING'],
+    });
+    expect(idle.runningAttempts).toBe(0);
   });
 });

@@ -34,6 +34,12 @@ export interface FactStore {
   transaction<T>(work: (tx: FactTransaction) => Promise<T>, options?: { writeOnly?: boolean }): Promise<T>;
 }
 
+/** A worker's open attempts, in all and by the capability of their step. */
+export interface WorkerLoad {
+  running: number;
+  byCapability: Record<string, number>;
+}
+
 export interface ClaimedSchedulingRequest {
   id: string;
   taskId: string;
@@ -47,6 +53,13 @@ export interface FactTransaction {
   deferSchedulingRequests(requests: { id: string; reasons: string[] }[], availableAt: Date): Promise<void>;
   /** Transaction-scoped advisory locks on keys (e.g. step + attempt), taken in key order. */
   advisoryLocks(keys: string[]): Promise<void>;
+  /**
+   * Locks workers' capacity until commit, then counts their open attempts: the count runs after the
+   * lock is granted, so it sees every attempt placed by the transaction that held it. `all` waits for
+   * every one (taken in id order); `firstFree` waits for none and keeps only the first of `workerIds`,
+   * in their order, that no other transaction holds. Only locked workers are in the map.
+   */
+  lockWorkerCapacity(workerIds: string[], mode: 'all' | 'firstFree'): Promise<Map<string, WorkerLoad>>;
   /** Locks the task unless another transaction holds it (then null: try again later). */
   lockTaskIfFree(taskId: string): Promise<TaskState | null>;
   /** The task with its current execution and that execution's step rows, locked until commit. */

@@ -3,7 +3,7 @@ import { inFactTransaction } from '../facts/session.ts';
 import { type CoordinatedDeps, placeStep } from '../orchestration/coordinator.ts';
 import { isRunningMap, placeMapItems } from '../orchestration/kinds/map.ts';
 import type { WorkerStore } from './ports.ts';
-import { freeSlots } from './selector.ts';
+import { freeSlots, withLockedLoads, workersToLock } from './selector.ts';
 
 export interface DispatchDeps {
   status: CoordinatedDeps;
@@ -33,29 +33,35 @@ export async function dispatchReady(deps: DispatchDeps, limit: number): Promise<
     async (session) => {
       const requests = await session.tx.claimSchedulingRequests(session.now, claimLimit);
       const now = session.now;
-      // Every claimed step's advisory lock and task lock, in one round trip; then no reads until commit.
-      await Promise.all([
+      // Every claimed step's advisory lock, the free workers' capacity (locked before any task, as
+      // every placer does) and the task locks, in one round trip; then no reads until commit.
+      const [, loads] = await Promise.all([
         session.tx.advisoryLocks(requests.map((r) => `dispatch:${r.stepId}`)),
+        session.tx.lockWorkerCapacity(
+          requests.length > 0 ? workersToLock(candidates, now, deps.heartbeatTtlMs) : [],
+          'all',
+        ),
         session.prefetch(
           requests.map((r) => r.taskId),
           [],
           { workflows: true },
         ),
       ]);
+      const reserved = withLockedLoads(candidates, loads, now, deps.heartbeatTtlMs);
       const deferred: { id: string; reasons: string[] }[] = [];
       for (const request of requests) {
         const before = await session.lockTask(request.taskId);
         const step = before?.steps.find((s) => s.id === request.stepId);
         if (before && isRunningMap(step)) {
           // A map step's request places a round of its items (kinds/map.ts).
-          const placement = await placeMapItems(deps, session, before, step, candidates);
+          const placement = await placeMapItems(deps, session, before, step, reserved);
           if (placement.kind === 'placed') sent.push(...placement.commands);
           if (placement.kind === 'unplaceable') deferred.push({ id: request.id, reasons: placement.reasons });
           if (placement.kind === 'placed' && placement.waitsForSlot)
             deferred.push({ id: request.id, reasons: ['every worker is at its concurrency limit'] });
           continue;
         }
-        const placement = await placeStep(deps, session, before, request.stepId, candidates, true);
+        const placement = await placeStep(deps, session, before, request.stepId, reserved, true);
         if (placement.kind === 'placed') sent.push(placement.command);
         else if (placement.kind === 'stale')
           await session.write({

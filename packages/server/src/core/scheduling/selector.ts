@@ -91,14 +91,74 @@ export function disqualifications(
 export function freeSlots(candidates: WorkerCandidate[], now: Date, heartbeatTtlMs: number): number {
   let free = 0;
   for (const c of candidates) {
-    const open =
-      c.nodeStatus === 'ACTIVE' &&
-      c.runtimeState === 'READY' &&
-      c.schedulingStatus === 'ELIGIBLE' &&
-      now.getTime() - c.lastHeartbeatAt.getTime() <= heartbeatTtlMs;
-    if (open) free += Math.max(0, c.maxConcurrency - c.runningAttempts);
+    if (takesWork(c, now, heartbeatTtlMs)) free += Math.max(0, c.maxConcurrency - c.runningAttempts);
   }
   return free;
+}
+
+/** Whether the worker takes new work at all (whatever its load): active node, ready, eligible, beating. */
+export function takesWork(c: WorkerCandidate, now: Date, heartbeatTtlMs: number): boolean {
+  return (
+    c.nodeStatus === 'ACTIVE' &&
+    c.runtimeState === 'READY' &&
+    c.schedulingStatus === 'ELIGIBLE' &&
+    now.getTime() - c.lastHeartbeatAt.getTime() <= heartbeatTtlMs
+  );
+}
+
+/**
+ * Hard capacity (document 000 §4: the dispatch transaction re-checks capacity). Candidates are read
+ * outside the placing transaction, so another replica's round, or a create placing its first steps, may
+ * have filled a worker since. The placing transaction locks the workers `workersToLock` names
+ * (`FactTransaction.lockWorkerCapacity`, held until commit) and places from `withLockedLoads`: the
+ * next placer's count then includes this one's attempts. The workers are named least loaded first.
+ */
+export function workersToLock(
+  candidates: WorkerCandidate[],
+  now: Date,
+  heartbeatTtlMs: number,
+  capabilities?: string[],
+): string[] {
+  return candidates
+    .filter(
+      (c) =>
+        looksFree(c, now, heartbeatTtlMs) &&
+        (!capabilities || c.capabilities.some((x) => capabilities.includes(x.name))),
+    )
+    .sort(
+      (a, b) =>
+        a.runningAttempts - b.runningAttempts ||
+        a.nodeId.localeCompare(b.nodeId) ||
+        a.workerId.localeCompare(b.workerId),
+    )
+    .map((c) => c.workerId);
+}
+
+/**
+ * Copies of `candidates` for one transaction: a locked worker carries its counts as of the lock; one that
+ * looked free but was not locked (another placer holds it, or it was not asked for) counts as full. A
+ * worker that takes no work keeps its counts, so its reasons for people stay the true ones.
+ */
+export function withLockedLoads(
+  candidates: WorkerCandidate[],
+  loads: Map<string, { running: number; byCapability: Record<string, number> }>,
+  now: Date,
+  heartbeatTtlMs: number,
+): WorkerCandidate[] {
+  return candidates.map((c) => {
+    const load = loads.get(c.workerId);
+    if (load) return { ...c, runningAttempts: load.running, runningByCapability: { ...load.byCapability } };
+    const full = looksFree(c, now, heartbeatTtlMs);
+    return {
+      ...c,
+      runningAttempts: full ? c.maxConcurrency : c.runningAttempts,
+      runningByCapability: { ...c.runningByCapability },
+    };
+  });
+}
+
+function looksFree(c: WorkerCandidate, now: Date, heartbeatTtlMs: number): boolean {
+  return takesWork(c, now, heartbeatTtlMs) && c.runningAttempts < c.maxConcurrency;
 }
 
 /** Step-level reasons for people when nobody qualifies ("no worker offers image.watermark@2"). */

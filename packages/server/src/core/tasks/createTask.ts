@@ -16,6 +16,7 @@ import type { ApplicationPrincipal } from '../identity/ports.ts';
 import { type PlacementDeps, placeStep } from '../orchestration/coordinator.ts';
 import { callbackFor, milestone, orchestrate, platformWorkerProducer } from '../orchestration/platform.ts';
 import type { CandidateSource } from '../scheduling/ports.ts';
+import { freeSlots, type WorkerCandidate, withLockedLoads, workersToLock } from '../scheduling/selector.ts';
 import { fingerprint } from '../shared/canonicalJson.ts';
 import { AppError } from '../shared/errors.ts';
 import { applyStepConstraints } from './snapshot.ts';
@@ -79,6 +80,9 @@ export async function createTask(
     );
   }
   const requestHash = fingerprint(request);
+  // Placing the roots at once takes a transaction that locks the free workers (`workersToLock`): only with
+  // a fresh snapshot that has a free worker. Otherwise a create without a workflow stays one write.
+  const snapshot = deps.placement ? placeableSnapshot(deps.placement, deps.clock.now()) : null;
 
   return inFactTransaction(
     deps,
@@ -168,9 +172,16 @@ export async function createTask(
           countInWorkflow: !implicit,
         },
       );
-      const placed = deps.placement
-        ? await placeRoots(deps.placement, session, state.task.id, started.write.schedulingRequests ?? [])
-        : state;
+      const placed =
+        deps.placement && snapshot
+          ? await placeRoots(
+              deps.placement,
+              session,
+              state.task.id,
+              started.write.schedulingRequests ?? [],
+              snapshot,
+            )
+          : state;
       const body = toTaskView(placed);
       await session.write({
         idempotency: {
@@ -185,8 +196,8 @@ export async function createTask(
       });
       return { replayed: false, body };
     },
-    // Without a workflow to lock, a create reads nothing: its rows are one statement, one round trip.
-    { deferWrites: true, writeOnly: !request.workflowId },
+    // Without a workflow to lock or roots to place, a create reads nothing: one statement, one round trip.
+    { deferWrites: true, writeOnly: !request.workflowId && snapshot === null },
   ).catch(async (error: unknown) => {
     // The key was taken (maybe by a concurrent request whose commit the insert waited for), or its
     // implicit workflow was (same key, so same request or a reuse): nothing was written; a replay.
@@ -206,10 +217,20 @@ async function placeRoots(
   session: FactSession,
   taskId: string,
   requests: SchedulingRequestRecord[],
+  snapshot: WorkerCandidate[],
 ): Promise<TaskState> {
   // A delayed step waits for its time in the scheduler's queue.
   const due = requests.filter((r) => r.availableAt.getTime() <= session.now.getTime());
-  const candidates = due.length > 0 ? placement.candidates.current() : null;
+  // One worker for these steps, the least loaded free one no other placer holds, locked without waiting
+  // (so concurrent creates spread over the workers); a step it cannot take keeps its request for the
+  // scheduler.
+  const ttl = placement.heartbeatTtlMs;
+  const toLock =
+    due.length > 0
+      ? workersToLock(snapshot, session.now, ttl, await capabilitiesOf(session, taskId, due))
+      : [];
+  const loads = await session.tx.lockWorkerCapacity(toLock, 'firstFree');
+  const candidates = due.length > 0 ? withLockedLoads(snapshot, loads, session.now, ttl) : null;
   const commands: WorkerCommandRecord[] = [];
   for (const request of candidates ? due : []) {
     const before = await session.lockTask(taskId);
@@ -218,6 +239,18 @@ async function placeRoots(
   }
   if (commands.length > 0) session.afterCommit(() => placement.wake(commands));
   return (await session.lockTask(taskId))!;
+}
+
+/** The fresh snapshot if some worker in it has a free slot, else null. */
+function placeableSnapshot(placement: InlinePlacement, now: Date): WorkerCandidate[] | null {
+  const snapshot = placement.candidates.current();
+  return snapshot && freeSlots(snapshot, now, placement.heartbeatTtlMs) > 0 ? snapshot : null;
+}
+
+async function capabilitiesOf(session: FactSession, taskId: string, requests: SchedulingRequestRecord[]) {
+  const state = await session.lockTask(taskId);
+  const stepIds = new Set(requests.map((r) => r.stepId));
+  return [...new Set((state?.steps ?? []).filter((s) => stepIds.has(s.id)).map((s) => s.capability))];
 }
 
 async function replay(

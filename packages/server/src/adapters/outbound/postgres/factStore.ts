@@ -54,6 +54,7 @@ import {
   lockTask,
   lockTaskIfFree,
   lockTasks,
+  lockWorkerCapacity,
   lockWorkflow,
   lockWorkflows,
 } from './transactionReads.ts';
@@ -105,6 +106,10 @@ class PostgresFactTransaction implements FactTransaction {
 
   async advisoryLocks(keys: string[]) {
     return advisoryLocks(this.sql, keys);
+  }
+
+  async lockWorkerCapacity(workerIds: string[], mode: 'all' | 'firstFree') {
+    return lockWorkerCapacity(this.sql, workerIds, mode);
   }
 
   async lockTask(taskId: string) {

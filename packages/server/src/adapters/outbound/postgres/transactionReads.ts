@@ -2,6 +2,8 @@
  * The reads a fact makes inside its transaction, most of them locks: the task state (a task with its
  * current execution, that execution's steps and the task's ACL), workflows, and advisory locks.
  */
+
+import type { WorkerLoad } from '../../../core/facts/ports.ts';
 import type { AclEntry, TaskState, WorkflowRecord } from '../../../core/facts/records.ts';
 import type { Queryable, TxSql } from './database.ts';
 import {
@@ -64,6 +66,44 @@ export async function advisoryLocks(sql: TxSql, keys: string[]) {
   if (keys.length === 0) return;
   await sql`
       SELECT pg_advisory_xact_lock(hashtext(k)) FROM (SELECT k FROM unnest(${keys}::text[]) AS k ORDER BY k) AS sorted`;
+}
+
+/** The advisory lock space of worker capacity (two-key locks, apart from `advisoryLocks`' one-key space). */
+const workerCapacityLockSpace = 22_006;
+
+export async function lockWorkerCapacity(
+  sql: TxSql,
+  workerIds: string[],
+  mode: 'all' | 'firstFree',
+): Promise<Map<string, WorkerLoad>> {
+  const ids = mode === 'all' ? [...new Set(workerIds)].sort() : workerIds;
+  if (ids.length === 0) return new Map();
+  // `firstFree`: the array's rows in order, each tried without waiting, stopping at the first lock got.
+  const lock =
+    mode === 'firstFree'
+      ? sql<{ id: string }[]>`
+        SELECT id FROM unnest(${ids}::uuid[]) AS id
+        WHERE pg_try_advisory_xact_lock(${workerCapacityLockSpace}, hashtext(id::text))
+        LIMIT 1`
+      : sql<{ id: string }[]>`
+        SELECT id, pg_advisory_xact_lock(${workerCapacityLockSpace}, hashtext(id::text))
+        FROM (SELECT id FROM unnest(${ids}::uuid[]) AS id ORDER BY id) AS sorted`;
+  // Sent right behind the lock on the same connection, so it runs once the lock is granted and reads
+  // what the previous holder committed.
+  const count = sql<{ worker_id: string; capability: string; running: number }[]>`
+    SELECT a.worker_id, s.capability, count(*)::int AS running
+    FROM attempt a JOIN step s ON s.id = a.step_id
+    WHERE a.worker_id = ANY(${ids}::uuid[]) AND a.revoked_at IS NULL
+    GROUP BY a.worker_id, s.capability`;
+  const [locked, rows] = await Promise.all([lock, count]);
+  const loads = new Map<string, WorkerLoad>(locked.map((r) => [r.id, { running: 0, byCapability: {} }]));
+  for (const row of rows) {
+    const load = loads.get(row.worker_id);
+    if (!load) continue;
+    load.running += row.running;
+    load.byCapability[row.capability] = row.running;
+  }
+  return loads;
 }
 
 export async function lockTask(sql: TxSql, taskId: string): Promise<TaskState | null> {
