@@ -6,6 +6,7 @@ import { RealtimeHandoff } from '../core/realtime/handoff.ts';
 import { HealthReconciler } from '../core/status/healthReconciler.ts';
 import { createHealthLoop } from '../loops/healthLoop.ts';
 import { createOutboxLoop } from '../loops/outboxLoop.ts';
+import { createRetentionLoop } from '../loops/retentionLoop.ts';
 import {
   createCallbackLoop,
   createLeaseLoop,
@@ -18,6 +19,7 @@ import type { WakeableLoop } from '../loops/wakeableLoop.ts';
 import { CallbackSigningSecrets } from '../wiring/callbackSigningSecrets.ts';
 import { outboxChannel } from '../wiring/outboxWakeup.ts';
 import { realtimeHandoffMode, realtimePublisher } from '../wiring/realtimeDelivery.ts';
+import { retentionSweepDeps } from '../wiring/retention.ts';
 import type { Adapters } from './adapters.ts';
 import type { UseCases } from './useCases.ts';
 
@@ -142,9 +144,26 @@ export async function createLoops(config: ServerConfig, a: Adapters, uses: UseCa
     intervalMs: config.healthCheckIntervalMs,
     retry,
   });
+  const retentionLogger = logger.child({ loop: 'retention' });
+  const retention = createRetentionLoop({
+    ...retentionSweepDeps(config, { ...a, logger: retentionLogger }),
+    logger: retentionLogger,
+    intervalMs: config.retention.sweepIntervalMs,
+    retry,
+  });
   const listener = await a.sql.listen(outboxChannel, () => outboxLoop.wake());
   return {
-    loops: [outboxLoop, scheduler, leases, realtimeLoop, timerLoop, callbackLoop, scheduleLoop, health],
+    loops: [
+      outboxLoop,
+      scheduler,
+      leases,
+      realtimeLoop,
+      timerLoop,
+      callbackLoop,
+      scheduleLoop,
+      health,
+      retention,
+    ],
     unlisten: listener.unlisten,
   };
 }
