@@ -89,6 +89,11 @@ beforeAll(async () => {
     expect(cancelled.body.task.lifecycleStatus).toBe('CANCELLED');
     finishedTasks.push({ id, finishedDay: d });
   }
+  // The running task once finished long ago (a retry started it again): its old end must not count.
+  await h.server.sql`UPDATE task SET finished_at = ${new Date(start)} WHERE id = ${runningTaskId}`;
+  // Families: a finished child of the running task, and a finished parent of a task still in its window.
+  await h.server.sql`UPDATE task SET parent_task_id = ${runningTaskId} WHERE id = ${finishedTasks[1]!.id}`;
+  await h.server.sql`UPDATE task SET parent_task_id = ${finishedTasks[2]!.id} WHERE id = ${finishedTasks[20]!.id}`;
   for (const id of [runningTaskId, ...finishedTasks.map((t) => t.id)])
     before.set(id, await store.taskHistory([id]));
   // Now: day 45. With 30 days of retention, tasks finished on days 0–14 are due.
@@ -104,8 +109,10 @@ afterAll(async () => {
   await h?.close();
 });
 
-const due = () => finishedTasks.filter((t) => t.finishedDay < 15).map((t) => t.id);
-const kept = () => finishedTasks.filter((t) => t.finishedDay >= 15).map((t) => t.id);
+/** Finished before the window (days 0–14), but not the child of a running task nor a parent with a child left. */
+const inFamily = (t: { finishedDay: number }) => t.finishedDay === 1 || t.finishedDay === 2;
+const due = () => finishedTasks.filter((t) => t.finishedDay < 15 && !inFamily(t)).map((t) => t.id);
+const kept = () => finishedTasks.filter((t) => t.finishedDay >= 15 || inFamily(t)).map((t) => t.id);
 
 describe('retention sweep', () => {
   it('an unwritable archive directory stops the sweep with an alert and deletes nothing', async () => {

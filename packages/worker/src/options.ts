@@ -48,4 +48,6 @@ export interface WorkerOptions {
   workDirectory?: string;
   /** How long a grant request keeps trying while TDP is unreachable (a restart) before the step fails. */
   grantRetryMs?: number;
+  /** What the server acknowledged stays in the local SQLite this long, then is pruned (default 24 h). */
+  localRetentionMs?: number;
 }
