@@ -93,7 +93,8 @@ beforeAll(async () => {
   await h.server.sql`UPDATE task SET finished_at = ${new Date(start)} WHERE id = ${runningTaskId}`;
   // Families: a finished child of the running task, and a finished parent of a task still in its window.
   await h.server.sql`UPDATE task SET parent_task_id = ${runningTaskId} WHERE id = ${finishedTasks[1]!.id}`;
-  await h.server.sql`UPDATE task SET parent_task_id = ${finishedTasks[2]!.id} WHERE id = ${finishedTasks[20]!.id}`;
+  await h.server
+    .sql`UPDATE task SET parent_task_id = ${finishedTasks[2]!.id} WHERE id = ${finishedTasks[20]!.id}`;
   for (const id of [runningTaskId, ...finishedTasks.map((t) => t.id)])
     before.set(id, await store.taskHistory([id]));
   // Now: day 45. With 30 days of retention, tasks finished on days 0–14 are due.

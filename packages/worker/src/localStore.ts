@@ -314,7 +314,8 @@ export class LocalStore {
   prune(keepMs: number): { outbox: number; attempt: number; inbox: number } {
     const before = this.now() - keepMs;
     return this.db.transaction(() => ({
-      outbox: this.db.prepare('DELETE FROM outbox WHERE sent_at IS NOT NULL AND sent_at < ?').run(before).changes,
+      outbox: this.db.prepare('DELETE FROM outbox WHERE sent_at IS NOT NULL AND sent_at < ?').run(before)
+        .changes,
       attempt: this.db
         .prepare(
           `DELETE FROM attempt WHERE state = 'FINISHED' AND updated_at < ?

@@ -64,8 +64,11 @@ export class Sender {
   private pruneNowAndThen(): void {
     if (Date.now() - this.lastPruneAt < pruneEveryMs) return;
     this.lastPruneAt = Date.now();
-    const pruned = this.deps.options.store.prune(this.deps.options.localRetentionMs ?? defaultLocalRetentionMs);
-    if (pruned.outbox + pruned.attempt + pruned.inbox > 0) this.deps.logger.info({ pruned }, 'local store pruned');
+    const pruned = this.deps.options.store.prune(
+      this.deps.options.localRetentionMs ?? defaultLocalRetentionMs,
+    );
+    if (pruned.outbox + pruned.attempt + pruned.inbox > 0)
+      this.deps.logger.info({ pruned }, 'local store pruned');
   }
 
   /** Waits (up to `ms`) until the outbox is empty. */
