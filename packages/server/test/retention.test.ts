@@ -197,6 +197,16 @@ describe('retention sweep', () => {
       expect(read.body.detail).toContain('tdp archive restore');
       expect(read.body.detail).not.toContain(archiveDir);
     }
+    // The dashboard (operators) too.
+    const login = await fetch(`${h.url}/dashboard/api/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ token: h.adminToken }),
+    });
+    const cookie = login.headers.get('set-cookie')!.split(';')[0]!;
+    const dashboard = await h.request('GET', `/dashboard/api/tasks/${id}`, { headers: { cookie } });
+    expect(dashboard.status).toBe(410);
+    expect(dashboard.body.code).toBe('TASK_ARCHIVED');
     const stranger = await h.createApplication();
     expect((await h.request('GET', `/v1/tasks/${id}`, { token: stranger.apiKey })).status).toBe(404);
     expect((await h.request('GET', `/v1/tasks/${kept()[0]}`, { token: app.apiKey })).status).toBe(200);
@@ -237,5 +247,26 @@ describe('retention sweep', () => {
     // (The earlier rounds swept them already; every round sweeps every table.)
     const [after] = await h.server.sql`SELECT count(*)::int AS total FROM idempotency`;
     expect(after!.total).toBe(idempotencyBefore.total - idempotencyBefore.old);
+  });
+});
+
+describe('the retention loop', () => {
+  it('runs in the server and reports its gauges on /metrics', async () => {
+    const served = await startHarness({ runLoops: true });
+    try {
+      let text = '';
+      for (
+        let i = 0;
+        i < 100 && !text.includes('tdp_retention_oldest_row_age_seconds{table="task"}');
+        i += 1
+      ) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        text = (await served.request('GET', '/metrics')).body as string;
+      }
+      expect(text).toContain('tdp_retention_oldest_row_age_seconds{table="task"}');
+      expect(text).toContain('# TYPE tdp_retention_failures_total counter');
+    } finally {
+      await served.close();
+    }
   });
 });
