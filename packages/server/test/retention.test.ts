@@ -226,6 +226,30 @@ describe('retention sweep', () => {
     expect(await archivedIds()).toContain(due()[3]!);
   });
 
+  it('a task that changes while its batch is written is given back, not deleted, and archived later', async () => {
+    failures.length = 0;
+    const id = due()[2]!; // restored above, so due again
+    const real = new FileArchive(archiveDir);
+    const changing: ArchiveWriter = {
+      write: async (batch, tables) => {
+        const manifest = await real.write(batch, tables);
+        await h.server.sql`UPDATE task SET updated_at = updated_at + interval '1 second' WHERE id = ${id}`;
+        return manifest;
+      },
+      read: (archiveDay, batchId) => real.read(archiveDay, batchId),
+    };
+    const report = await sweepOnce(sweepDeps(changing));
+    expect(report.archivedTasks).toBe(0);
+    expect(failures).toEqual(['CHANGED']);
+    expect(await archivedIds()).not.toContain(id);
+    expect(nonEmpty(await store.taskHistory([id])).task).toHaveLength(1);
+    const [claims] = await h.server.sql`SELECT count(*)::int AS n FROM retention_batch`;
+    expect(claims!.n).toBe(0);
+
+    expect((await sweepOnce(sweepDeps(real))).archivedTasks).toBe(1);
+    expect(await archivedIds()).toContain(id);
+  });
+
   it('deletes published outbox rows and old idempotency records after their windows, and nothing else', async () => {
     const now = h.clock.now();
     const old = new Date(now.getTime() - 8 * day);
