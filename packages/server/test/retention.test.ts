@@ -2,8 +2,9 @@
  * Retention on an injected clock (docs/retention.md): a month of finished tasks, the sweep archives and
  * deletes exactly those past the window, a running task is never touched, a crash between the archive
  * and the delete loses and duplicates nothing, an unwritable archive deletes nothing, archived tasks
- * answer 410, and `restoreArchivedTask` brings one back row for row.
+ * answer 410, and `tdp archive restore` brings one back row for row.
  */
+import { spawn } from 'node:child_process';
 import { mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,9 +16,24 @@ import { FileArchive } from '../src/adapters/outbound/archive/fileArchive.ts';
 import { PostgresRetentionStore } from '../src/adapters/outbound/postgres/retentionStore.ts';
 import type { ArchiveWriter, RetentionObserver, TableLines } from '../src/core/retention/ports.ts';
 import { type SweepDeps, sweepOnce } from '../src/core/retention/sweep.ts';
-import { defaultSettings, restoreArchivedTask } from '../src/main.ts';
+import { defaultSettings } from '../src/main.ts';
 
 const day = 86_400_000;
+const cli = new URL('../../cli/src/main.ts', import.meta.url).pathname;
+
+/** Runs `tdp <args>` from the sources against the test database and archive. */
+function tdp(args: string[]): Promise<{ code: number | null; output: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['--conditions=@tdp/source', '--import', 'tsx', cli, ...args], {
+      env: { ...process.env, DATABASE_URL: h.databaseUrl, TDP_ARCHIVE_DIR: archiveDir },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => (output += chunk));
+    child.stderr.on('data', (chunk: Buffer) => (output += chunk));
+    child.once('close', (code) => resolve({ code, output }));
+  });
+}
 let h: Harness;
 let app: Awaited<ReturnType<Harness['createApplication']>>;
 let store: PostgresRetentionStore;
@@ -214,11 +230,13 @@ describe('retention sweep', () => {
 
   it('restores one archived task byte for byte; the rest of its batch stays archived', async () => {
     const id = due()[2]!;
-    const report = await restoreArchivedTask(
-      { databaseUrl: h.databaseUrl, archiveDirectory: archiveDir },
-      id,
-    );
-    expect(report.restored.task).toBe(1);
+    // Through the real command, as an operator runs it.
+    const refused = await tdp(['archive', 'restore']);
+    expect(refused.code).toBe(2);
+    const restore = await tdp(['archive', 'restore', '--task', id]);
+    expect(restore.code, restore.output).toBe(0);
+    const report = JSON.parse(restore.output);
+    expect(report).toMatchObject({ taskId: id, restored: { task: 1 } });
     expect(nonEmpty(await store.taskHistory([id]))).toEqual(nonEmpty(before.get(id)!));
     expect((await h.request('GET', `/v1/tasks/${id}`, { token: app.apiKey })).status).toBe(200);
     // Its batch-mates stay archived.
