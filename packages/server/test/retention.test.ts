@@ -16,7 +16,7 @@ import { FileArchive } from '../src/adapters/outbound/archive/fileArchive.ts';
 import { PostgresRetentionStore } from '../src/adapters/outbound/postgres/retentionStore.ts';
 import type { ArchiveWriter, RetentionObserver, TableLines } from '../src/core/retention/ports.ts';
 import { type SweepDeps, sweepOnce } from '../src/core/retention/sweep.ts';
-import { defaultSettings } from '../src/main.ts';
+import { defaultSettings, restoreArchivedTask } from '../src/main.ts';
 
 const day = 86_400_000;
 const cli = new URL('../../cli/src/main.ts', import.meta.url).pathname;
@@ -266,6 +266,31 @@ describe('retention sweep', () => {
 
     expect((await sweepOnce(sweepDeps(real))).archivedTasks).toBe(1);
     expect(await archivedIds()).toContain(id);
+  });
+
+  it('a row written between the check and the delete rolls the delete back: nothing unarchived is lost', async () => {
+    failures.length = 0;
+    const id = due()[3]!;
+    await restoreArchivedTask({ databaseUrl: h.databaseUrl, archiveDirectory: archiveDir }, id);
+    const real = new FileArchive(archiveDir);
+    const [execution] = await h.server.sql<{ id: string }[]>`SELECT id FROM execution WHERE task_id = ${id}`;
+    const lateRow = newId();
+    const late: ArchiveWriter = {
+      write: (batch, tables) => real.write(batch, tables),
+      // Runs inside the delete's transaction, after its read: another session commits a new row.
+      read: async (archiveDay, batchId) => {
+        await h.server.sql`
+          INSERT INTO timeline (id, task_id, execution_id, kind, message, at)
+          VALUES (${lateRow}, ${id}, ${execution!.id}, 'NOTE', 'late', ${h.clock.now()})`;
+        return real.read(archiveDay, batchId);
+      },
+    };
+    expect((await sweepOnce(sweepDeps(late))).archivedTasks).toBe(0);
+    expect(failures).toEqual(['CHANGED']);
+    expect(await archivedIds()).not.toContain(id);
+    const [kept] = await h.server.sql`SELECT count(*)::int AS n FROM timeline WHERE id = ${lateRow}`;
+    expect(kept!.n).toBe(1);
+    expect(nonEmpty(await store.taskHistory([id])).task).toHaveLength(1);
   });
 
   it('deletes published outbox rows and old idempotency records after their windows, and nothing else', async () => {

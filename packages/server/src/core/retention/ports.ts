@@ -39,6 +39,11 @@ export class ArchiveUnreadable extends Error {
   override readonly name = 'ArchiveUnreadable';
 }
 
+/** The rows as they are now differ from the archived ones (not the archive's fault): try the tasks later. */
+export class HistoryChanged extends Error {
+  override readonly name = 'HistoryChanged';
+}
+
 export interface RetentionStore {
   /**
    * A batch to archive: an earlier one whose sweeper died (its claim expired), taken over; else up to

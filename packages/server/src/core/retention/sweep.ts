@@ -14,6 +14,7 @@ import {
   type ArchiveBatch,
   ArchiveUnreadable,
   type ArchiveWriter,
+  HistoryChanged,
   type RetentionObserver,
   type RetentionStore,
   type TableLines,
@@ -114,11 +115,6 @@ async function archiveOneBatch(
     deps.observer.failed('ARCHIVE', error);
     throw error;
   }
-}
-
-/** The rows as they are now differ from the archived ones (not the archive's fault). */
-export class HistoryChanged extends Error {
-  override readonly name = 'HistoryChanged';
 }
 
 /** Reads the batch back (the writer checks counts and checksums) and compares it row for row. */

@@ -5,12 +5,13 @@
  */
 import type { DeletePolicy, TaskHistoryTable } from '../../../core/retention/policy.ts';
 import { cutoff, taskHistoryTables } from '../../../core/retention/policy.ts';
-import type {
-  ArchiveBatch,
-  ArchivedTasks,
-  ArchivedTaskTombstone,
-  RetentionStore,
-  TableLines,
+import {
+  type ArchiveBatch,
+  type ArchivedTasks,
+  type ArchivedTaskTombstone,
+  HistoryChanged,
+  type RetentionStore,
+  type TableLines,
 } from '../../../core/retention/ports.ts';
 import { type Queryable, type Sql, type TxSql, transaction } from './database.ts';
 
@@ -149,9 +150,16 @@ export class PostgresRetentionStore implements RetentionStore, ArchivedTasks {
                                    finished_at, archived_at)
         SELECT id, tenant_id, application_id, owner_id, ${batch.batchId}, ${batch.archiveDay}, finished_at, ${now}
         FROM task WHERE id = ANY(${batch.taskIds}::uuid[])`;
-      // Rows found through a step or an attempt go before them.
-      for (const table of [...taskHistoryTables].reverse())
-        await tx.unsafe(`DELETE FROM ${table} WHERE ${history[table].where}`, [batch.taskIds]);
+      // Rows found through a step or an attempt go before them. A row that arrived after the read above
+      // (one not archived) makes the count differ: the whole delete is rolled back.
+      const counted = new Map(current.map((t) => [t.table, t.lines.length]));
+      for (const table of [...taskHistoryTables].reverse()) {
+        const deleted = await tx.unsafe(`DELETE FROM ${table} WHERE ${history[table].where}`, [
+          batch.taskIds,
+        ]);
+        if (deleted.count !== counted.get(table))
+          throw new HistoryChanged(`${table} of batch ${batch.batchId} changed while it was deleted`);
+      }
       await tx`DELETE FROM retention_batch WHERE id = ${batch.batchId}`;
       return current;
     });
