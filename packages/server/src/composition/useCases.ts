@@ -102,6 +102,7 @@ export function useCaseDeps(config: ServerConfig, a: Adapters) {
     retryUnplaceableMs: config.retryUnplaceableMs,
     workersEnded: () => candidates.invalidate(),
     roundDone: (full) => candidates.schedulerRound(full),
+    capacity,
   };
   const grants: GrantDeps = {
     grants: new PostgresGrantStore(a.sql),
