@@ -4,7 +4,15 @@
  */
 import type { AccessGrant } from '@tdp/protocol';
 import { checkOutboundUrl } from '../identity/outboundUrl.ts';
-import type { ProviderAsk } from './grants.ts';
+
+/** What the provider is asked for (kept with the grant, so that a renewal asks the same). */
+export interface ProviderAsk {
+  purpose: AccessGrant['purpose'];
+  /** What to read or overwrite (DOWNLOAD, UPLOAD); for ARTIFACT the provider names the new resource. */
+  resourceRef?: string;
+  scope?: string;
+  artifact?: { relativePath: string; artifactType: string; mediaType: string; maxBytes: number };
+}
 
 /** What the provider answered, as checked: the grant without its id and purpose. */
 export type GrantAnswer = Omit<AccessGrant, 'grantId' | 'purpose'>;

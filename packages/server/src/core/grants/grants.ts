@@ -18,24 +18,17 @@ import type { AttemptRecord } from '../facts/records.ts';
 import type { SecretBox } from '../identity/secretBox.ts';
 import { AppError } from '../shared/errors.ts';
 import type { Clock, IdGenerator } from '../shared/ports.ts';
-import { checkAnswer, type GrantAnswer } from './grantAnswer.ts';
+import { checkAnswer, type GrantAnswer, type ProviderAsk } from './grantAnswer.ts';
 
-export { checkAnswer, type GrantAnswer } from './grantAnswer.ts';
+export { checkAnswer, type GrantAnswer, type ProviderAsk } from './grantAnswer.ts';
 
 export type GrantPurpose = AccessGrant['purpose'];
 
-export interface GrantRequest {
+export interface GrantRequest extends ProviderAsk {
   leaseVersion: number;
   idempotencyKey: string;
-  purpose: GrantPurpose;
-  /** What to read or overwrite (DOWNLOAD, UPLOAD); for ARTIFACT the provider names the new resource. */
-  resourceRef?: string;
-  scope?: string;
-  artifact?: { relativePath: string; artifactType: string; mediaType: string; maxBytes: number };
 }
 
-/** What the provider is asked, kept with the grant so that a renewal asks the same. */
-export type ProviderAsk = Omit<GrantRequest, 'leaseVersion' | 'idempotencyKey'>;
 export type IssuedGrant = AccessGrant;
 
 /** A grant row: RESERVED before the provider is asked, ISSUED with its (sealed) answer. */
