@@ -21,9 +21,9 @@ interface ProviderCall {
 
 /**
  * A resource provider as the contract asks: the same idempotency key gets the same allocation; each
- * answer is a new URL (`v=`), expiring `ttlMs` after `now()`. `hold` keeps an ask unanswered.
+ * answer is a new URL (`v=`), expiring `ttlMs` after `now()`. `holdNext` keeps an ask unanswered.
  */
-function countingProvider(now: () => Date) {
+function countingProvider(now: () => Date, ttlMs = 10 * 60_000) {
   const calls: ProviderCall[] = [];
   const allocations = new Map<string, string>();
   let held: ((response: ServerResponse) => boolean) | null = null;
@@ -44,7 +44,7 @@ function countingProvider(now: () => Date) {
     response.end(
       JSON.stringify({
         url: `https://files.example.com/${resourceRef}?v=${calls.length}`,
-        expiresAt: new Date(now().getTime() + 10 * 60_000).toISOString(),
+        expiresAt: new Date(now().getTime() + ttlMs).toISOString(),
         resourceRef,
         ...(body.purpose === 'ARTIFACT' ? { maxBytes: 1_000 } : {}),
       }),
@@ -133,7 +133,8 @@ describe('renewal', () => {
 
   beforeAll(async () => {
     h = await startHarness({ runLoops: true, allowInsecureCallbacks: true });
-    provider = countingProvider(() => h.clock.now());
+    // 40 s grants on the server's clock: moved 25 s on (less than a worker session's TTL), one is due.
+    provider = countingProvider(() => h.clock.now(), 40_000);
     apiKey = await applicationWith(h.request, h.adminToken, await provider.listen());
   });
   afterAll(async () => {
@@ -155,14 +156,14 @@ describe('renewal', () => {
       expect((await ask()).body).toEqual(first.body);
       expect(provider.calls).toHaveLength(1);
 
-      // 9.5 of its 10 minutes gone: less than the 60 s `grantReplayRenewal` asks for is left.
-      h.clock.advance(9.5 * 60_000);
+      // Past half its life, and less than the 60 s `grantReplayRenewal` asks for is left.
+      h.clock.advance(25_000);
       const replayed = await ask();
       expect(replayed.status).toBe(200);
       expect(provider.calls).toHaveLength(2);
       expect(replayed.body.grantId).toBe(first.body.grantId);
       expect(replayed.body.url).not.toBe(first.body.url);
-      expect(new Date(replayed.body.expiresAt).getTime()).toBeGreaterThan(h.clock.now().getTime() + 60_000);
+      expect(new Date(replayed.body.expiresAt).getTime()).toBe(h.clock.now().getTime() + 40_000);
       // The provider was asked again with the same key and told it is a renewal.
       expect(provider.calls[1]!.body).toMatchObject({
         renewal: true,
