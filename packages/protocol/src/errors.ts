@@ -104,6 +104,11 @@ export const errorCatalogue = {
     retryable: false,
     title: 'No attempt with this id is leased to a worker of this key',
   },
+  GRANT_NOT_FOUND: {
+    status: 404,
+    retryable: false,
+    title: 'No issued grant with this id belongs to this attempt',
+  },
   FILE_NOT_FOUND: {
     status: 404,
     retryable: false,

@@ -58,6 +58,11 @@ export interface ServerSettings {
   taskDetailSubscriptionLimit: number;
   /** An application's resource provider unanswered by then fails the grant (retryable). */
   resourceProviderTimeoutMs: number;
+  /**
+   * A replayed grant request whose stored grant has less than this left (a fraction of its lifetime, or
+   * a time) is renewed, a new URL from the provider, rather than returned as it was.
+   */
+  grantReplayRenewal: { remainingFraction: number; remainingMs: number };
   /** The development provider's file URLs (`tdp dev`) expire after this long. */
   developmentFilesGrantTtlMs: number;
   /** The development provider accepts uploads of at most this many bytes. */
@@ -150,6 +155,7 @@ export const defaultSettings: ServerSettings = {
   realtimeHistory: { size: 300, followedSize: 100, ttlMs: 10 * 60_000 },
   taskDetailSubscriptionLimit: 20,
   resourceProviderTimeoutMs: 10_000,
+  grantReplayRenewal: { remainingFraction: 0.2, remainingMs: 60_000 },
   developmentFilesGrantTtlMs: 15 * 60_000,
   developmentFilesMaxBytes: 1024 ** 3,
   commandResendAfterMs: 30_000,

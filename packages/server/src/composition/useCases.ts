@@ -111,6 +111,7 @@ export function useCaseDeps(config: ServerConfig, a: Adapters) {
     clock,
     ids,
     allowInsecureUrls: config.allowInsecureCallbacks,
+    replayRenewal: config.grantReplayRenewal,
     attempt: async (id) => (await statusStore.attemptsById([id]))[0] ?? null,
     credentialOfWorker: async (id) => (await workerStore.findWorkerOwner(id))?.credentialId ?? null,
     providerOf: async (applicationId) => {
