@@ -222,6 +222,13 @@ describe('bulk cancel and retry', () => {
         'VALIDATION_FAILED',
       ],
       [
+        'a time the database cannot store',
+        () =>
+          bulk(h, 'bulkCancel', { filter: { createdFrom: '0001-01-01T00:00:00Z' }, reason: 'r' }, newId()),
+        400,
+        'VALIDATION_FAILED',
+      ],
+      [
         'more tasks than a job may take (6 of this workflow, limit 5)',
         () =>
           bulk(h, 'bulkCancel', { filter: { workflowName: 'zip-clean-watermark' }, reason: 'r' }, newId()),

@@ -109,11 +109,26 @@ function requireFilter(filter: BulkTaskFilter): void {
       { path: '/filter', message: 'give at least one field' },
     ]);
   }
-  if (filter.createdFrom && filter.createdTo && filter.createdFrom >= filter.createdTo) {
+  const from = instant(filter.createdFrom, 'createdFrom');
+  const to = instant(filter.createdTo, 'createdTo');
+  if (from !== null && to !== null && from >= to) {
     throw new AppError('VALIDATION_FAILED', 'createdTo must be after createdFrom', [
       { path: '/filter/createdTo', message: 'must be after createdFrom' },
     ]);
   }
+}
+
+/** A filter's time as milliseconds, within years the database stores (1970–9999); null when not given. */
+function instant(text: string | undefined, field: string): number | null {
+  if (text === undefined) return null;
+  const ms = Date.parse(text);
+  const year = new Date(ms).getUTCFullYear();
+  if (Number.isNaN(ms) || year < 1970 || year > 9999) {
+    throw new AppError('VALIDATION_FAILED', `${field} must be a time between the years 1970 and 9999`, [
+      { path: `/filter/${field}`, message: 'must be a time between the years 1970 and 9999' },
+    ]);
+  }
+  return ms;
 }
 
 export async function getBulkJob(deps: Pick<BulkJobDeps, 'jobs'>, id: string): Promise<BulkJobRecord> {
