@@ -190,6 +190,48 @@ describe('a correction', () => {
     ]);
   });
 
+  it("takes only a business status the task's status definition registers, forced or not", async () => {
+    const defined = await h.request(
+      'POST',
+      `/admin/v1/applications/${app.applicationId}/status-definitions`,
+      {
+        token: h.adminToken,
+        body: {
+          taskType: 'ZIP',
+          version: 1,
+          statuses: [{ code: 'FIXED_BY_HAND', displayName: 'Fixed by hand', lifecycleStatus: 'SUCCEEDED' }],
+        },
+      },
+    );
+    expect(defined.status).toBe(201);
+    const taskId = await submit();
+    const classified = await h.request('PATCH', `/v1/tasks/${taskId}/classification`, {
+      token: app.apiKey,
+      headers: { 'if-match': `"${(await read(taskId)).task.version}"` },
+      body: { taskType: 'ZIP', statusDefinitionVersion: 1 },
+    });
+    expect(classified.status).toBe(200);
+    const before = await read(taskId);
+    for (const force of [false, true]) {
+      const refused = await correct(taskId, {
+        lifecycleStatus: 'SUCCEEDED',
+        businessStatus: 'MADE_UP',
+        reason: 'r',
+        force,
+      });
+      expect([refused.status, refused.body.code]).toEqual([422, 'UNKNOWN_BUSINESS_STATUS']);
+    }
+    expect((await read(taskId)).task.version).toBe(before.task.version);
+    expect(await audits(taskId)).toEqual([]);
+    const fixed = await correct(taskId, {
+      lifecycleStatus: 'SUCCEEDED',
+      businessStatus: 'FIXED_BY_HAND',
+      reason: 'r',
+    });
+    expect(fixed.status).toBe(200);
+    expect((await read(taskId)).task.businessStatus).toBe('FIXED_BY_HAND');
+  });
+
   it('refuses bad input with a problem and changes nothing', async () => {
     const taskId = await submit();
     const before = await read(taskId);

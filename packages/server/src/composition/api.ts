@@ -85,7 +85,7 @@ export async function createApi(
   registerOperatorTaskRoutes(app, {
     adminToken: config.adminToken,
     jobs: uses.bulkJobs,
-    facts: { store: a.statusStore, clock, ids, signal: a.signal },
+    correct: { store: a.statusStore, clock, ids, signal: a.signal, registries: uses.status.registries },
   });
   gateway.attach(app.server);
   // What realtime tokens and the task stream read: tasks, their ACL, and the tenant's applications.

@@ -7,6 +7,7 @@
  * worker (cancel for that) and starts none (retry).
  */
 import type { TaskWithExecution } from '@tdp/protocol';
+import type { RegistryLookup } from '../definitions/ports.ts';
 import type { TaskState } from '../facts/records.ts';
 import { type FactDeps, inFactTransaction } from '../facts/session.ts';
 import { isRefusal } from '../facts/stateMachine.ts';
@@ -18,8 +19,12 @@ import { type CorrectionRequest, correctStepStatus, correctTaskStatus } from './
 export const correctionEventType = 'ADMIN_CORRECTED';
 export const correctionAuditAction = 'TASK_CORRECTED';
 
+export interface CorrectDeps extends FactDeps {
+  registries: Pick<RegistryLookup, 'statusDefinition'>;
+}
+
 export async function correctTask(
-  deps: FactDeps,
+  deps: CorrectDeps,
   taskId: string,
   request: CorrectionRequest,
   actor: string,
@@ -27,6 +32,7 @@ export async function correctTask(
   return inFactTransaction(deps, async (session) => {
     const before = await session.lockTask(taskId);
     if (!before) throw new AppError('TASK_NOT_FOUND', `task ${taskId} does not exist`);
+    await requireKnownBusinessStatus(deps, before, request.businessStatus);
     const now = session.now;
     const { after, old, corrected, forced, step } = planned(before, request, now);
     if (JSON.stringify(old) === JSON.stringify(corrected)) {
@@ -88,6 +94,26 @@ export async function correctTask(
     );
     return { task: toTaskView(after), eventId, auditId, forced };
   });
+}
+
+/**
+ * A task bound to a status definition only takes the business statuses it registers, corrected or not
+ * (`force` overrides the state machine, not the registry); a task bound to none takes any.
+ */
+async function requireKnownBusinessStatus(deps: CorrectDeps, state: TaskState, code: string | undefined) {
+  if (code === undefined || state.task.statusDefinitionVersion === null) return;
+  const definition = await deps.registries.statusDefinition(
+    state.task.applicationId,
+    state.task.taskType,
+    state.task.statusDefinitionVersion,
+  );
+  if (!definition?.statuses.some((s) => s.code === code)) {
+    throw new AppError(
+      'UNKNOWN_BUSINESS_STATUS',
+      `businessStatus "${code}" is not registered in the task's status definition`,
+      [{ path: '/businessStatus', message: "is not registered in the task's status definition" }],
+    );
+  }
 }
 
 type Values = Record<string, string | null>;

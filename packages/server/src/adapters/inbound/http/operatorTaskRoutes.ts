@@ -5,11 +5,10 @@
 import { LifecycleStatus, TaskWithExecution } from '@tdp/protocol';
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
-import type { FactDeps } from '../../../core/facts/session.ts';
 import { type BulkJobDeps, getBulkJob, startBulkJob } from '../../../core/operations/bulkJobs.ts';
 import type { BulkAction, BulkJobRecord, BulkTaskFilter } from '../../../core/operations/ports.ts';
 import type { CorrectionRequest } from '../../../core/tasks/correction.ts';
-import { correctTask } from '../../../core/tasks/correctTask.ts';
+import { type CorrectDeps, correctTask } from '../../../core/tasks/correctTask.ts';
 import { requireAdmin } from './auth.ts';
 import { requireIdempotencyKey } from './problems.ts';
 import { IdempotencyKeyHeader, problemResponses, Uuid } from './schemas.ts';
@@ -72,7 +71,7 @@ const actor = 'operator';
 
 export function registerOperatorTaskRoutes(
   app: FastifyInstance,
-  deps: { adminToken: string; jobs: BulkJobDeps; facts: FactDeps },
+  deps: { adminToken: string; jobs: BulkJobDeps; correct: CorrectDeps },
 ): void {
   const onRequest = requireAdmin(deps.adminToken);
   const security = [{ adminToken: [] }];
@@ -147,7 +146,7 @@ export function registerOperatorTaskRoutes(
         security,
         summary: "Correct a task's or a step's status, with a reason (document 002 §4.2; audited)",
         description:
-          "Sets the task (or, with `stepKey`, its current step) to `lifecycleStatus` (and `businessStatus`), in one fact: a new task version and an immutable `ADMIN_CORRECTED` event with the old and new values, the reason and the operator, published on the task's channels and kept in its timeline and the operator audit. A change the state machine forbids (a terminal status moved, a step sent back) is 409 CORRECTION_FORBIDDEN unless `force` is true. It changes the record only: it stops and starts no work.",
+          "Sets the task (or, with `stepKey`, its current step) to `lifecycleStatus` (and `businessStatus`), in one fact: a new task version and an immutable `ADMIN_CORRECTED` event with the old and new values, the reason and the operator, published on the task's channels and kept in its timeline and the operator audit. A `businessStatus` the task's status definition does not register is 422 UNKNOWN_BUSINESS_STATUS (a task bound to none takes any). A change the state machine forbids (a terminal status moved, a step sent back) is 409 CORRECTION_FORBIDDEN unless `force` is true. It changes the record only: it stops and starts no work.",
         params: Type.Object({ id: Uuid }),
         body: Type.Object(
           {
@@ -170,6 +169,6 @@ export function registerOperatorTaskRoutes(
         },
       },
     },
-    async (request) => correctTask(deps.facts, request.params.id, request.body, actor),
+    async (request) => correctTask(deps.correct, request.params.id, request.body, actor),
   );
 }
