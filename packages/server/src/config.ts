@@ -112,6 +112,14 @@ export interface ServerSettings {
   grpcStreamRoundSize: number;
   /** Rows one dead-letter requeue that names no ids puts back at most (the oldest first). */
   deadLetterRequeueLimit: number;
+  /** Tasks one bulk cancel or retry may match at most; a broader filter is refused (nothing started). */
+  bulkJobTaskLimit: number;
+  /** Tasks a bulk job's loop handles per round (each in its own transaction), holding its claim. */
+  bulkJobBatchSize: number;
+  /** How long a replica's claim on a bulk job lasts; after it another replica resumes from the cursor. */
+  bulkJobClaimMs: number;
+  /** The bulk job loop looks for new or abandoned jobs at least this often. */
+  bulkJobPollMs: number;
 }
 
 export type RateLimitedCredential = 'application' | 'worker' | 'execution';
@@ -133,6 +141,11 @@ export const defaultSettings: ServerSettings = {
   outboxNotifyIntervalMs: 100,
   shutdownDatabaseTimeoutSeconds: 5,
   deadLetterRequeueLimit: 1_000,
+  bulkJobTaskLimit: 10_000,
+  // Small rounds: each task is its own fact transaction, and the claim is renewed between rounds.
+  bulkJobBatchSize: 20,
+  bulkJobClaimMs: 30_000,
+  bulkJobPollMs: 1_000,
   loops: {
     // After a burst (10,000 tasks are ~40,000 events) rounds of 100 kept the loop busy well into the
     // traffic that followed; 500 a round cut that tail (`bench -- e2e`: steady p99 193 → 78 ms, 1,000

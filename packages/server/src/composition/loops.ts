@@ -7,6 +7,7 @@ import { HealthReconciler } from '../core/status/healthReconciler.ts';
 import { createHealthLoop } from '../loops/healthLoop.ts';
 import { createOutboxLoop } from '../loops/outboxLoop.ts';
 import {
+  createBulkJobLoop,
   createCallbackLoop,
   createLeaseLoop,
   createRealtimeLoop,
@@ -124,7 +125,16 @@ export async function createLoops(config: ServerConfig, a: Adapters, uses: UseCa
     pacing: config.loops.schedules,
     retry,
   });
+  const bulkJobLoop = createBulkJobLoop({
+    ...uses.bulkJobRunner,
+    logger: logger.child({ loop: 'bulkJobs' }),
+    pollMs: config.bulkJobPollMs,
+    retry,
+  });
+  // A job whose claim expires at a test clock's jump is taken over at once.
+  clock.onJump?.(() => bulkJobLoop.wake());
   signal.loops = {
+    bulkJobs: bulkJobLoop,
     outbox: outboxLoop,
     realtime: realtimeLoop,
     scheduler,
@@ -144,7 +154,17 @@ export async function createLoops(config: ServerConfig, a: Adapters, uses: UseCa
   });
   const listener = await a.sql.listen(outboxChannel, () => outboxLoop.wake());
   return {
-    loops: [outboxLoop, scheduler, leases, realtimeLoop, timerLoop, callbackLoop, scheduleLoop, health],
+    loops: [
+      outboxLoop,
+      scheduler,
+      leases,
+      realtimeLoop,
+      timerLoop,
+      callbackLoop,
+      scheduleLoop,
+      health,
+      bulkJobLoop,
+    ],
     unlisten: listener.unlisten,
   };
 }
