@@ -48,22 +48,14 @@ const submit = async (count: number) => {
 const legend = (page: Page, chart: string, series: string, figure: 'latest' | 'overall' | 'points') =>
   page.locator(`[data-chart="${chart}"] [data-series="${series}"]`).getAttribute(`data-${figure}`);
 
-const waitForFigure = async (
+const waitForFigure = (
   page: Page,
   chart: string,
   series: string,
   figure: 'latest' | 'overall',
   expected: string,
-) => {
-  await page.waitForFunction(
-    ([chart, series, figure, expected]) =>
-      document
-        .querySelector(`[data-chart="${chart}"] [data-series="${series}"]`)
-        ?.getAttribute(`data-${figure}`) === expected,
-    [chart, series, figure, expected],
-    { timeout: 15_000 },
-  );
-};
+) =>
+  expect.poll(() => legend(page, chart, series, figure), { timeout: 15_000, interval: 200 }).toBe(expected);
 
 describe('the pipeline charts', () => {
   it('render with data and move live, and switch between the last hour and the last day', async () => {
@@ -76,25 +68,21 @@ describe('the pipeline charts', () => {
     for (const chart of ['tasks', 'queue', 'submit-to-start', 'backlogs', 'oldest', 'dead', 'stale'])
       await expect(page.locator(`[data-chart="${chart}"] canvas`).count()).resolves.toBeGreaterThan(0);
     expect(Number(await legend(page, 'tasks', 'created', 'points'))).toBe(60);
-    await expect(page.locator('[data-chart="tasks"] [data-series="created"]').innerText()).resolves.toContain(
-      'total 2',
-    );
+    await expect(
+      page.locator('[data-chart="tasks"] [data-series="created"]').textContent(),
+    ).resolves.toContain('total 2');
 
     // Live: the same page (no reload: the marker survives) shows the tasks created since.
-    await page.evaluate(() => {
-      (window as unknown as { notReloaded: boolean }).notReloaded = true;
-    });
+    await page.evaluate('window.notReloaded = true');
     await submit(3);
     await waitForFigure(page, 'tasks', 'created', 'overall', '5');
     // A new minute: its sample counts the five steps waiting for a worker.
     h.clock.advance(60_000);
     await waitForFigure(page, 'queue', 'waitingForWorker', 'latest', '5');
     await expect(
-      page.locator('[data-chart="queue"] [data-series="waitingForWorker"]').innerText(),
+      page.locator('[data-chart="queue"] [data-series="waitingForWorker"]').textContent(),
     ).resolves.toContain('waiting for a worker: 5');
-    expect(await page.evaluate(() => (window as unknown as { notReloaded?: boolean }).notReloaded)).toBe(
-      true,
-    );
+    expect(await page.evaluate('window.notReloaded')).toBe(true); // no reload
     await screenshot(page, 'dashboard-charts');
 
     // The day: ten-minute buckets, the same five tasks.
@@ -102,7 +90,7 @@ describe('the pipeline charts', () => {
     await page.locator('section.charts[data-range="day"]').waitFor();
     await waitForFigure(page, 'tasks', 'created', 'overall', '5');
     expect(Number(await legend(page, 'tasks', 'created', 'points'))).toBe(144);
-    await expect(page.locator('[data-chart="tasks"] h3').innerText()).resolves.toBe('Tasks per 10 minutes');
+    await expect(page.locator('[data-chart="tasks"] h3').textContent()).resolves.toBe('Tasks per 10 minutes');
     await page.close();
   });
 });
