@@ -50,13 +50,8 @@ const submit = async (workflowName: string, harness = h, application = app) => {
   return created.body.task.id as string;
 };
 
-const waitFor = async (condition: () => boolean | Promise<boolean>, what: string) => {
-  for (let i = 0; i < 200; i += 1) {
-    if (await condition()) return;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-};
+/** Waits for what the server does in the background (its loops, the command stream). */
+const soon = { timeout: 10_000, interval: 20 };
 
 /** An application with two one-step workflows: one a worker of the tests serves, one nobody does. */
 const setUp = async (harness: Harness) => {
@@ -106,7 +101,7 @@ describe('GET /dashboard/api/charts', () => {
       await submit('chart-work'),
       await submit('chart-work'),
     ];
-    await waitFor(() => commands.has(first!) && commands.has(second!), 'the first two attempts');
+    await expect.poll(() => commands.has(first!) && commands.has(second!), soon).toBe(true);
     const report = async (taskId: string, events: (command: StartCommand) => Record<string, unknown>[]) => {
       await worker.heartbeat();
       const answer = await worker.report(events(commands.get(taskId)!));
@@ -194,12 +189,12 @@ describe('the chart sampler', () => {
       setClocks(at(39, 50));
       for (let i = 0; i < 3; i += 1) await submit('chart-unplaceable', base, application);
       setClocks(at(40, 1));
-      await waitFor(async () => (await sampledMinutes()).includes(at(40).toISOString()), 'the sample');
+      await expect.poll(() => sampledMinutes(), soon).toContain(at(40).toISOString());
       // Both replicas keep looking every 20 ms: still one row.
       await new Promise((resolve) => setTimeout(resolve, 500));
       expect(await sampledMinutes()).toEqual([at(40).toISOString()]);
       setClocks(at(41, 2));
-      await waitFor(async () => (await sampledMinutes()).length === 2, 'the next minute');
+      await expect.poll(() => sampledMinutes(), soon).toHaveLength(2);
       await new Promise((resolve) => setTimeout(resolve, 300));
       expect(await sampledMinutes()).toEqual([at(40).toISOString(), at(41).toISOString()]);
 
@@ -215,7 +210,7 @@ describe('the chart sampler', () => {
       // Two days and a minute later the old samples are gone, the new minute's is there.
       const later = new Date(at(41).getTime() + 2 * 24 * 3600_000 + minute);
       setClocks(new Date(later.getTime() + 3_000));
-      await waitFor(async () => (await sampledMinutes()).includes(later.toISOString()), 'the late sample');
+      await expect.poll(() => sampledMinutes(), soon).toContain(later.toISOString());
       expect(await sampledMinutes(new Date(0))).toEqual([later.toISOString()]);
     } finally {
       for (const replica of replicas) await replica.close();
