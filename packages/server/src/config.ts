@@ -24,6 +24,10 @@ export interface ServerSettings {
   healthCheckIntervalMs: number;
   /** Steps the health reconciler marks in one round at most. */
   healthMaxPerCycle: number;
+  /** How often each replica looks whether this minute's chart sample is written (well under a minute). */
+  chartSampleIntervalMs: number;
+  /** Chart samples (docs/dashboard.md) older than this are deleted by the sampler. */
+  chartSampleRetentionMs: number;
   /** With a durable gateway, the relay loop takes what the hand-off did not publish after this long. */
   realtimeHandoffGraceMs: number;
   /** A scheduling request no worker can take is tried again after this long. */
@@ -131,6 +135,9 @@ export const defaultSettings: ServerSettings = {
   leaseCheckIntervalMs: 2_000,
   healthCheckIntervalMs: 5_000,
   healthMaxPerCycle: 100,
+  chartSampleIntervalMs: 15_000,
+  // The day chart reads a day back; a second day spares an operator looking at yesterday a gap.
+  chartSampleRetentionMs: 2 * 24 * 3600_000,
   realtimeHandoffGraceMs: 5_000,
   retryUnplaceableMs: 5_000,
   workerCandidatesMaxAgeMs: 1_000,
@@ -287,6 +294,8 @@ function settingsFrom(env: NodeJS.ProcessEnv, overrides: Partial<ServerConfig>):
     leaseCheckIntervalMs: number('leaseCheckIntervalMs', 'TDP_LEASE_CHECK_INTERVAL_MS'),
     healthCheckIntervalMs: number('healthCheckIntervalMs', 'TDP_HEALTH_CHECK_INTERVAL_MS'),
     healthMaxPerCycle: number('healthMaxPerCycle', 'TDP_HEALTH_MAX_PER_CYCLE'),
+    chartSampleIntervalMs: number('chartSampleIntervalMs', 'TDP_CHART_SAMPLE_INTERVAL_MS'),
+    chartSampleRetentionMs: number('chartSampleRetentionMs', 'TDP_CHART_SAMPLE_RETENTION_MS'),
     realtimeHandoffGraceMs: number('realtimeHandoffGraceMs', 'TDP_REALTIME_HANDOFF_GRACE_MS'),
     retryUnplaceableMs: number('retryUnplaceableMs', 'TDP_RETRY_UNPLACEABLE_MS'),
     shutdownDeadlineMs: number('shutdownDeadlineMs', 'TDP_SHUTDOWN_DEADLINE_MS'),

@@ -126,6 +126,7 @@ export async function createApi(
     runs: a.tasks,
     callbacks: a.callbackQueue,
     pipeline: { outbox: a.outboxQueue.rows, realtime: a.realtimeRows, callbacks: a.callbackQueue.rows },
+    charts: a.chartReads,
     adminToken: config.adminToken,
     sessionKey: derivedKey(config.secretKeyring, config.secretKeyring.activeKeyId, 'dashboard-session'),
     realtimeKey: a.realtimeKey,

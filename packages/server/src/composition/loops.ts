@@ -4,6 +4,7 @@ import { ClaimableRows } from '../adapters/outbound/postgres/outboxQueue.ts';
 import type { ServerConfig } from '../config.ts';
 import { RealtimeHandoff } from '../core/realtime/handoff.ts';
 import { HealthReconciler } from '../core/status/healthReconciler.ts';
+import { createChartSamplerLoop } from '../loops/chartSamplerLoop.ts';
 import { createHealthLoop } from '../loops/healthLoop.ts';
 import { createOutboxLoop } from '../loops/outboxLoop.ts';
 import {
@@ -152,6 +153,16 @@ export async function createLoops(config: ServerConfig, a: Adapters, uses: UseCa
     intervalMs: config.healthCheckIntervalMs,
     retry,
   });
+  const chartSampler = createChartSamplerLoop({
+    samples: a.chartReads,
+    pipeline: { outbox: a.outboxQueue.rows, realtime: realtimeRows, callbacks: callbackQueue.rows },
+    steps: a.dashboardReads,
+    clock,
+    retentionMs: config.chartSampleRetentionMs,
+    logger: logger.child({ loop: 'chart-sampler' }),
+    intervalMs: config.chartSampleIntervalMs,
+    retry,
+  });
   const listener = await a.sql.listen(outboxChannel, () => outboxLoop.wake());
   return {
     loops: [
@@ -164,6 +175,7 @@ export async function createLoops(config: ServerConfig, a: Adapters, uses: UseCa
       scheduleLoop,
       health,
       bulkJobLoop,
+      chartSampler,
     ],
     unlisten: listener.unlisten,
   };
