@@ -29,6 +29,7 @@ const domainModules = [
   `${core}outbox/policy\\.ts$`,
   `${core}schedules/firePolicy\\.ts$`,
   `${core}retention/policy\\.ts$`,
+  `${core}tasks/correction\\.ts$`,
   `${core}shared/(canonicalJson|errors)\\.ts$`,
 ];
 
