@@ -6,6 +6,7 @@
  *   tdp migrate   apply database migrations to DATABASE_URL
  *   tdp worker    the worker runtime with the built-in capabilities (archive.clean)
  *   tdp gateway   the realtime gateway on its own (Centrifugo-compatible), for the server to publish to
+ *   tdp archive restore --task <id>   one archived task's history back from TDP_ARCHIVE_DIR
  */
 import { parseArgs } from 'node:util';
 import {
@@ -16,6 +17,7 @@ import {
   defaultSettings,
   guardProcess,
   migrate,
+  restoreArchivedTask,
   startGatewayServer,
   startServer,
 } from '@tdp/server';
@@ -31,6 +33,8 @@ Commands:
   worker     Run a worker against TDP_URL with TDP_WORKER_KEY (local state in TDP_WORKER_DB)
   gateway    Run the realtime gateway alone on TDP_GATEWAY_PORT (default 8000), with TDP_SECRET_KEYS and
              TDP_GATEWAY_API_KEY; REDIS_URL lets several gateways serve the same channels
+  archive restore --task <id>
+             Put an archived task's history back into DATABASE_URL from TDP_ARCHIVE_DIR (docs/retention.md)
 
 Options:
   --port <n>           HTTP port (TDP_PORT, default 8080; 0 picks a free port)
@@ -52,6 +56,7 @@ async function main(argv: string[]): Promise<number> {
       host: { type: 'string' },
       server: { type: 'string' },
       concurrency: { type: 'string' },
+      task: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -107,6 +112,19 @@ async function main(argv: string[]): Promise<number> {
         `TDP gateway listening on ${gateway.url} (WebSocket ${gateway.url.replace('http', 'ws')}/connection/websocket, API ${gateway.url}/api)\n`,
       );
       await onShutdownSignal(() => gateway.close(), defaultSettings.shutdownDeadlineMs);
+      return 0;
+    }
+    case 'archive': {
+      if (positionals[1] !== 'restore' || !values.task) {
+        process.stderr.write(`usage: tdp archive restore --task <id>\n`);
+        return 2;
+      }
+      const databaseUrl = env.DATABASE_URL;
+      const archiveDirectory = env.TDP_ARCHIVE_DIR;
+      if (!databaseUrl || !archiveDirectory)
+        throw new ConfigError('DATABASE_URL and TDP_ARCHIVE_DIR are required');
+      const report = await restoreArchivedTask({ databaseUrl, archiveDirectory }, values.task);
+      process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
       return 0;
     }
     default:

@@ -64,6 +64,11 @@ export const errorCatalogue = {
     retryable: false,
     title: 'The requested part of the event history was pruned',
   },
+  TASK_ARCHIVED: {
+    status: 410,
+    retryable: false,
+    title: 'The task finished long ago and its history was archived',
+  },
   EVENT_ID_CONFLICT: {
     status: 409,
     retryable: false,

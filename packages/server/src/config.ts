@@ -1,5 +1,6 @@
 import { defaultWorkerConcurrency } from '@tdp/protocol';
 import { type Keyring, parseKeyring } from './core/identity/secretBox.ts';
+import { type RetentionWindows, windowsProblem } from './core/retention/policy.ts';
 import type { BucketPolicy } from './core/shared/tokenBuckets.ts';
 
 /** How one background loop paces itself (see `WakeableLoop`). */
@@ -124,6 +125,20 @@ export interface ServerSettings {
   bulkJobClaimMs: number;
   /** The bulk job loop looks for new or abandoned jobs at least this often. */
   bulkJobPollMs: number;
+  /** What the retention sweep keeps, and how it paces itself (docs/retention.md). */
+  retention: RetentionSettings;
+}
+
+/** The retention windows (days, one per table) and the sweep's batch sizes and timings. */
+export interface RetentionSettings extends RetentionWindows {
+  /** Tasks archived in one batch at most. */
+  archiveBatchTasks: number;
+  /** Heap blocks (8 KiB) of each table one sweep round looks at. */
+  scanBlocks: number;
+  /** A batch whose files were written but whose rows were not deleted by then is taken over. */
+  batchClaimMs: number;
+  /** The sweep's pause once it has walked every table to its end. */
+  sweepIntervalMs: number;
 }
 
 export type RateLimitedCredential = 'application' | 'worker' | 'execution';
@@ -204,6 +219,24 @@ export const defaultSettings: ServerSettings = {
   grpcStreamMaxBindings: 10_000,
   grpcCloseGraceMs: 5_000,
   grpcStreamRoundSize: 200,
+  retention: {
+    taskDays: 30,
+    // Published, delivered and fired rows are done; a week leaves time to look into an incident.
+    outboxDays: 7,
+    realtimeDays: 7,
+    callbackDays: 7,
+    // Must outlive the longest retry (windowsProblem checks it; about 4 h with outbox/policy.ts).
+    idempotencyDays: 30,
+    consumerInboxDays: 30,
+    commandDays: 7,
+    timerDays: 7,
+    grantDays: 7,
+    archiveBatchTasks: 50,
+    // 1 MiB of heap a round and table: a short transaction even on a full page of rows.
+    scanBlocks: 128,
+    batchClaimMs: 10 * 60_000,
+    sweepIntervalMs: 10 * 60_000,
+  },
 };
 
 /** Settings, compiled once at the edge; the rest of the server sees only these values. */
@@ -248,6 +281,8 @@ export interface ServerConfig extends ServerSettings {
    * (files under `.tdp/files`) and `tdp server` never does. `providerToken` is what TDP sends it.
    */
   developmentFiles?: { directory: string; providerToken: string } | null;
+  /** Where finished tasks are archived (`TDP_ARCHIVE_DIR`); without it task history is kept. */
+  archiveDirectory?: string | null;
 }
 
 export class ConfigError extends Error {}
@@ -309,7 +344,30 @@ function settingsFrom(env: NodeJS.ProcessEnv, overrides: Partial<ServerConfig>):
     processFaultUnreadyMs: number('processFaultUnreadyMs', 'TDP_PROCESS_FAULT_UNREADY_MS'),
     rateLimits: rateLimitsFrom(env, overrides.rateLimits),
     grpcPort: overrides.grpcPort !== undefined ? overrides.grpcPort : grpcPortFrom(env),
+    retention: retentionFrom(env, overrides.retention),
   };
+}
+
+/** `TDP_RETENTION_DAYS` (task history) and `TDP_RETENTION_<TABLE>_DAYS` for the other windows. */
+function retentionFrom(env: NodeJS.ProcessEnv, overrides: RetentionSettings | undefined): RetentionSettings {
+  const base = overrides ?? defaultSettings.retention;
+  const days = (key: keyof RetentionWindows, name: string) =>
+    overrides ? overrides[key] : integer(env, name, base[key]);
+  const retention: RetentionSettings = {
+    ...base,
+    taskDays: days('taskDays', 'TDP_RETENTION_DAYS'),
+    outboxDays: days('outboxDays', 'TDP_RETENTION_OUTBOX_DAYS'),
+    realtimeDays: days('realtimeDays', 'TDP_RETENTION_REALTIME_DAYS'),
+    callbackDays: days('callbackDays', 'TDP_RETENTION_CALLBACK_DAYS'),
+    idempotencyDays: days('idempotencyDays', 'TDP_RETENTION_IDEMPOTENCY_DAYS'),
+    consumerInboxDays: days('consumerInboxDays', 'TDP_RETENTION_CONSUMER_INBOX_DAYS'),
+    commandDays: days('commandDays', 'TDP_RETENTION_COMMAND_DAYS'),
+    timerDays: days('timerDays', 'TDP_RETENTION_TIMER_DAYS'),
+    grantDays: days('grantDays', 'TDP_RETENTION_GRANT_DAYS'),
+  };
+  const problem = windowsProblem(retention);
+  if (problem) throw new ConfigError(`retention: ${problem}`);
+  return retention;
 }
 
 /** `TDP_GRPC_PORT`: a port, 0 for a free one, or `off`. */
@@ -389,5 +447,6 @@ export function configFromEnv(env: NodeJS.ProcessEnv, overrides: Partial<ServerC
     centrifugoApiKey,
     realtimeWsUrl: optional(overrides, 'realtimeWsUrl', env.TDP_REALTIME_WS_URL),
     developmentFiles: overrides.developmentFiles ?? null,
+    archiveDirectory: optional(overrides, 'archiveDirectory', env.TDP_ARCHIVE_DIR),
   };
 }

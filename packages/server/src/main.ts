@@ -32,6 +32,7 @@ export {
   type ServerConfig,
   type ServerSettings,
 } from './config.ts';
+export { restoreArchivedTask } from './wiring/retention.ts';
 
 export interface RunningServer {
   app: FastifyInstance;

@@ -306,6 +306,31 @@ export class LocalStore {
     })();
   }
 
+  /**
+   * Forgets what the server has acknowledged, `keepMs` after it did: events it answered, finished
+   * attempts with nothing left to send, and acknowledged commands (the newest command of each session
+   * stays: it is the `Last-Event-ID` of a reconnect). Returns the rows removed per table.
+   */
+  prune(keepMs: number): { outbox: number; attempt: number; inbox: number } {
+    const before = this.now() - keepMs;
+    return this.db.transaction(() => ({
+      outbox: this.db.prepare('DELETE FROM outbox WHERE sent_at IS NOT NULL AND sent_at < ?').run(before)
+        .changes,
+      attempt: this.db
+        .prepare(
+          `DELETE FROM attempt WHERE state = 'FINISHED' AND updated_at < ?
+           AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.attempt_id = attempt.attempt_id AND o.sent_at IS NULL)`,
+        )
+        .run(before).changes,
+      inbox: this.db
+        .prepare(
+          `DELETE FROM inbox WHERE acked = 1 AND received_at < ?
+           AND command_id < (SELECT max(command_id) FROM inbox newest WHERE newest.worker_id = inbox.worker_id)`,
+        )
+        .run(before).changes,
+    }))();
+  }
+
   unsentCount(): number {
     return (this.db.prepare('SELECT count(*) AS n FROM outbox WHERE sent_at IS NULL').get() as { n: number })
       .n;

@@ -49,6 +49,8 @@ export interface WorkerOptions {
   workDirectory?: string;
   /** How long a grant request keeps trying while TDP is unreachable (a restart) before the step fails. */
   grantRetryMs?: number;
+  /** What the server acknowledged stays in the local SQLite this long, then is pruned (default 24 h). */
+  localRetentionMs?: number;
   /**
    * A grant still needed (an output not yet uploaded, a download under way) is renewed once less than
    * this is left of it: `remainingFraction` of its lifetime or `remainingMs` (default 25% or 60 s).

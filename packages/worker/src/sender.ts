@@ -12,8 +12,13 @@ export interface SenderDeps extends RuntimeParts {
   leaseLost: (attemptId: string) => void;
 }
 
+/** The local SQLite forgets acknowledged rows after this long (`localRetentionMs`), looked at this often. */
+export const defaultLocalRetentionMs = 24 * 3_600_000;
+const pruneEveryMs = 10 * 60_000;
+
 export class Sender {
   private readonly wakeup = new Wakeup();
+  private lastPruneAt = 0;
 
   constructor(private readonly deps: SenderDeps) {}
 
@@ -29,6 +34,7 @@ export class Sender {
     while (!lifecycle.stopped) {
       const batch = store.unsent(200);
       if (batch.length === 0) {
+        this.pruneNowAndThen();
         await lifecycle.sleep(1_000, this.wakeup);
         continue;
       }
@@ -52,6 +58,17 @@ export class Sender {
         await lifecycle.sleep(wait);
       }
     }
+  }
+
+  /** With nothing to send, now and then: forget what the server acknowledged long enough ago. */
+  private pruneNowAndThen(): void {
+    if (Date.now() - this.lastPruneAt < pruneEveryMs) return;
+    this.lastPruneAt = Date.now();
+    const pruned = this.deps.options.store.prune(
+      this.deps.options.localRetentionMs ?? defaultLocalRetentionMs,
+    );
+    if (pruned.outbox + pruned.attempt + pruned.inbox > 0)
+      this.deps.logger.info({ pruned }, 'local store pruned');
   }
 
   /** Waits (up to `ms`) until the outbox is empty. */

@@ -17,6 +17,7 @@ import { PostgresIdentityStore } from '../adapters/outbound/postgres/identitySto
 import { loadMigrations, migrationsCurrent } from '../adapters/outbound/postgres/migrate.ts';
 import { ClaimableRows, PostgresOutboxQueue } from '../adapters/outbound/postgres/outboxQueue.ts';
 import { PostgresRegistryStore } from '../adapters/outbound/postgres/registryStore.ts';
+import { PostgresRetentionStore } from '../adapters/outbound/postgres/retentionStore.ts';
 import { PostgresStatusReads } from '../adapters/outbound/postgres/statusReads.ts';
 import { PostgresTaskStore } from '../adapters/outbound/postgres/taskStore.ts';
 import { PostgresWorkerStore } from '../adapters/outbound/postgres/workerStore.ts';
@@ -122,6 +123,7 @@ export async function connectAdapters(config: ServerConfig, overrides: ServerDep
     callbackQueue: new PostgresCallbackQueue(sql),
     statusReads: new PostgresStatusReads(sql),
     dashboardReads: new PostgresDashboardReads(sql),
+    retentionStore: new PostgresRetentionStore(sql),
     chartReads: new PostgresChartReads(sql),
     userTokens: new JoseUserTokens(config.secretKeyring),
     outboxQueue,

@@ -23,6 +23,7 @@ import type { ServerConfig } from '../config.ts';
 import { decideApproval } from '../core/orchestration/kinds/approval.ts';
 import { sendSignal } from '../core/orchestration/kinds/signal.ts';
 import { listAllSchedules } from '../core/schedules/schedules.ts';
+import { archivedTaskError } from '../core/shared/errors.ts';
 import type { Viewer } from '../core/status/ports.ts';
 import { registerDevelopmentFiles } from '../development/developmentFiles.ts';
 import { dashboardPages } from '../wiring/dashboardPages.ts';
@@ -77,7 +78,13 @@ export async function createApi(
     rateLimits: a.rateLimits,
     grpcPort: reporting.grpcPort,
   });
-  registerRunRoutes(app, { authenticator, runs: a.tasks, callbacks: a.callbackQueue, clock });
+  registerRunRoutes(app, {
+    authenticator,
+    runs: a.tasks,
+    callbacks: a.callbackQueue,
+    clock,
+    archived: a.retentionStore,
+  });
   registerDeadLetterRoutes(app, {
     adminToken: config.adminToken,
     requeue: { clock, callbacks: a.callbackQueue, requeueLimit: config.deadLetterRequeueLimit },
@@ -106,7 +113,7 @@ export async function createApi(
   registerStatusRoutes(app, {
     authenticator,
     status: uses.status,
-    reads: { reads: statusReads, clock, ids },
+    reads: { reads: statusReads, clock, ids, archived: a.retentionStore },
     userTokens,
     rateLimits: a.rateLimits,
   });
@@ -131,7 +138,12 @@ export async function createApi(
     sessionKey: derivedKey(config.secretKeyring, config.secretKeyring.activeKeyId, 'dashboard-session'),
     realtimeKey: a.realtimeKey,
     clock,
-    task: (taskId) => statusReads.task(taskId),
+    task: async (taskId) => {
+      const state = await statusReads.task(taskId);
+      const tombstone = state ? null : await a.retentionStore.find(taskId);
+      if (tombstone) throw archivedTaskError(tombstone);
+      return state;
+    },
     unschedulableReasons: (taskId) => workerStore.pendingReasons(taskId),
     listWorkers: () => listWorkerViews(uses.workers),
     listSchedules: () => listAllSchedules(uses.schedules),
@@ -150,6 +162,7 @@ export async function createApi(
     unschedulableReasons: (taskId) => workerStore.pendingReasons(taskId),
     create: uses.taskCreation,
     cancel: { store: a.statusStore, clock, ids, signal: a.signal, cancelGraceMs: config.cancelGraceMs },
+    archived: a.retentionStore,
   });
   registerScheduleRoutes(app, { authenticator, schedules: uses.schedules });
   registerSignalRoutes(app, { authenticator, adminToken: config.adminToken, signals: uses.status });

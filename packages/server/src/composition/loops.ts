@@ -7,6 +7,7 @@ import { HealthReconciler } from '../core/status/healthReconciler.ts';
 import { createChartSamplerLoop } from '../loops/chartSamplerLoop.ts';
 import { createHealthLoop } from '../loops/healthLoop.ts';
 import { createOutboxLoop } from '../loops/outboxLoop.ts';
+import { createRetentionLoop } from '../loops/retentionLoop.ts';
 import {
   createBulkJobLoop,
   createCallbackLoop,
@@ -20,6 +21,7 @@ import type { WakeableLoop } from '../loops/wakeableLoop.ts';
 import { CallbackSigningSecrets } from '../wiring/callbackSigningSecrets.ts';
 import { outboxChannel } from '../wiring/outboxWakeup.ts';
 import { realtimeHandoffMode, realtimePublisher } from '../wiring/realtimeDelivery.ts';
+import { retentionSweepDeps } from '../wiring/retention.ts';
 import type { Adapters } from './adapters.ts';
 import type { UseCases } from './useCases.ts';
 
@@ -163,6 +165,13 @@ export async function createLoops(config: ServerConfig, a: Adapters, uses: UseCa
     intervalMs: config.chartSampleIntervalMs,
     retry,
   });
+  const retentionLogger = logger.child({ loop: 'retention' });
+  const retention = createRetentionLoop({
+    ...retentionSweepDeps(config, { ...a, logger: retentionLogger }),
+    logger: retentionLogger,
+    intervalMs: config.retention.sweepIntervalMs,
+    retry,
+  });
   const listener = await a.sql.listen(outboxChannel, () => outboxLoop.wake());
   return {
     loops: [
@@ -174,6 +183,7 @@ export async function createLoops(config: ServerConfig, a: Adapters, uses: UseCa
       callbackLoop,
       scheduleLoop,
       health,
+      retention,
       bulkJobLoop,
       chartSampler,
     ],

@@ -12,3 +12,19 @@ export class AppError extends Error {
     this.fieldErrors = fieldErrors;
   }
 }
+
+/**
+ * 410 for a task whose history the retention sweep archived (docs/retention.md). It names the archive
+ * day and batch an operator restores from, never a path on the server.
+ */
+export function archivedTaskError(tombstone: {
+  taskId: string;
+  archiveDay: string;
+  batchId: string;
+}): AppError {
+  return new AppError(
+    'TASK_ARCHIVED',
+    `task ${tombstone.taskId} was archived on ${tombstone.archiveDay} (batch ${tombstone.batchId}); ` +
+      `an operator can bring it back with: tdp archive restore --task ${tombstone.taskId}`,
+  );
+}

@@ -9,7 +9,8 @@ import type { TaskEventRecord, TaskState } from '../facts/records.ts';
 import { shownUserMessage, toTaskView } from '../facts/views.ts';
 import type { ApplicationPrincipal } from '../identity/ports.ts';
 import { withinReach } from '../identity/userReach.ts';
-import { AppError } from '../shared/errors.ts';
+import type { ArchivedTasks } from '../retention/ports.ts';
+import { AppError, archivedTaskError } from '../shared/errors.ts';
 import type { Clock, IdGenerator } from '../shared/ports.ts';
 import type { StatusReads, UserPrincipal } from './ports.ts';
 
@@ -19,6 +20,8 @@ export interface ReadDeps {
   reads: StatusReads;
   clock: Clock;
   ids: IdGenerator;
+  /** Tombstones of archived tasks: a reader who could see one gets 410 TASK_ARCHIVED, not 404. */
+  archived?: ArchivedTasks;
 }
 
 /**
@@ -32,7 +35,17 @@ export async function readableTask(deps: ReadDeps, reader: Reader, taskId: strin
     (reader.kind === 'application'
       ? state.task.applicationId === reader.applicationId
       : withinReach(reader, state.task) && (await deps.reads.canView(taskId, reader.viewer)));
-  if (!visible) throw new AppError('TASK_NOT_FOUND', `task ${taskId} does not exist`);
+  if (!visible) {
+    const tombstone = state ? null : await deps.archived?.find(taskId);
+    // The owner (a user) or the application could read it before; anyone else learns nothing.
+    const couldRead =
+      tombstone &&
+      (reader.kind === 'application'
+        ? tombstone.applicationId === reader.applicationId
+        : withinReach(reader, tombstone) && tombstone.ownerId === reader.viewer.userId);
+    if (tombstone && couldRead) throw archivedTaskError(tombstone);
+    throw new AppError('TASK_NOT_FOUND', `task ${taskId} does not exist`);
+  }
   return state;
 }
 

@@ -1,7 +1,8 @@
 import type { TaskPage, TaskWithExecution } from '@tdp/protocol';
 import { toTaskView } from '../facts/views.ts';
 import type { ApplicationPrincipal } from '../identity/ports.ts';
-import { AppError } from '../shared/errors.ts';
+import type { ArchivedTasks } from '../retention/ports.ts';
+import { AppError, archivedTaskError } from '../shared/errors.ts';
 import type { TaskStore } from './ports.ts';
 
 /** Another application's task is reported as missing, never as forbidden: its existence is not ours to know. */
@@ -9,9 +10,14 @@ export async function getTask(
   tasks: TaskStore,
   principal: ApplicationPrincipal,
   taskId: string,
+  archived?: ArchivedTasks,
 ): Promise<TaskWithExecution> {
   const state = await tasks.getTask(principal.applicationId, taskId);
-  if (!state) throw new AppError('TASK_NOT_FOUND', `task ${taskId} does not exist`);
+  if (!state) {
+    const tombstone = await archived?.find(taskId);
+    if (tombstone?.applicationId === principal.applicationId) throw archivedTaskError(tombstone);
+    throw new AppError('TASK_NOT_FOUND', `task ${taskId} does not exist`);
+  }
   return toTaskView(state);
 }
 

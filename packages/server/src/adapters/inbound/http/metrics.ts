@@ -53,6 +53,31 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly retentionSwept = new Counter({
+    name: 'tdp_retention_rows_swept_total',
+    help: 'Rows the retention sweep deleted, by table (archived task history included)',
+    labelNames: ['table'] as const,
+    registers: [this.registry],
+  });
+  readonly retentionArchived = new Counter({
+    name: 'tdp_retention_rows_archived_total',
+    help: 'Rows written to the archive and checked before they were deleted, by table',
+    labelNames: ['table'] as const,
+    registers: [this.registry],
+  });
+  readonly retentionOldestRowAge = new Gauge({
+    name: 'tdp_retention_oldest_row_age_seconds',
+    help: 'Age of the oldest row of a table, as the last retention round saw it',
+    labelNames: ['table'] as const,
+    registers: [this.registry],
+  });
+  readonly retentionFailures = new Counter({
+    name: 'tdp_retention_failures_total',
+    help: 'Retention rounds that stopped (ARCHIVE: the archive could not be written or read back, nothing was deleted; CHANGED: a batch changed while archived; SWEEP: a delete failed)',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+
   constructor(
     oldestUnpublishedAgeSeconds: () => Promise<number>,
     oldestUnpublishedRealtimeAgeSeconds: () => Promise<number> = async () => 0,

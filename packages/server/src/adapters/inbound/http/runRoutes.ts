@@ -2,7 +2,8 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import type { ApiKeyAuthenticator } from '../../../core/identity/authenticate.ts';
 import type { CallbackDeliveries, TaskRunReads } from '../../../core/operations/ports.ts';
-import { AppError } from '../../../core/shared/errors.ts';
+import type { ArchivedTasks } from '../../../core/retention/ports.ts';
+import { AppError, archivedTaskError } from '../../../core/shared/errors.ts';
 import type { Clock } from '../../../core/shared/ports.ts';
 import { problemResponses, Uuid } from './schemas.ts';
 
@@ -14,6 +15,8 @@ export function registerRunRoutes(
     runs: TaskRunReads;
     callbacks: CallbackDeliveries;
     clock: Clock;
+    /** Tombstones of archived tasks (410 TASK_ARCHIVED instead of 404). */
+    archived?: ArchivedTasks;
   },
 ): void {
   async function application(request: FastifyRequest) {
@@ -25,8 +28,11 @@ export function registerRunRoutes(
   }
   async function ownTask(request: FastifyRequest, taskId: string) {
     const principal = await application(request);
-    if (!(await deps.runs.isApplicationTask(principal.applicationId, taskId)))
+    if (!(await deps.runs.isApplicationTask(principal.applicationId, taskId))) {
+      const tombstone = await deps.archived?.find(taskId);
+      if (tombstone?.applicationId === principal.applicationId) throw archivedTaskError(tombstone);
       throw new AppError('TASK_NOT_FOUND', `task ${taskId} does not exist`);
+    }
     return principal;
   }
   const tags = ['tasks'];

@@ -2,6 +2,7 @@ import { CreateTaskRequest, LifecycleStatus, TaskPage, TaskWithExecution } from 
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import type { ApiKeyAuthenticator } from '../../../core/identity/authenticate.ts';
+import type { ArchivedTasks } from '../../../core/retention/ports.ts';
 import { type CancelDeps, cancelTask } from '../../../core/tasks/cancelTask.ts';
 import { type CreateTaskDeps, createTask } from '../../../core/tasks/createTask.ts';
 import type { TaskStore } from '../../../core/tasks/ports.ts';
@@ -18,6 +19,8 @@ export interface TaskRouteDeps {
   unschedulableReasons: (taskId: string) => Promise<Map<string, string[]>>;
   create: CreateTaskDeps;
   cancel: CancelDeps;
+  /** Tombstones of archived tasks (410 TASK_ARCHIVED instead of 404). */
+  archived?: ArchivedTasks;
 }
 
 export function registerTaskRoutes(app: FastifyInstance, deps: TaskRouteDeps): void {
@@ -111,7 +114,7 @@ export function registerTaskRoutes(app: FastifyInstance, deps: TaskRouteDeps): v
       },
     },
     async (request) => {
-      const view = await getTask(deps.tasks, principalOf(request), request.params.id);
+      const view = await getTask(deps.tasks, principalOf(request), request.params.id, deps.archived);
       const reasons = await deps.unschedulableReasons(view.task.id);
       for (const step of view.execution.steps) {
         if (step.status === 'READY') step.unschedulableReasons = reasons.get(step.id) ?? [];

@@ -1,0 +1,27 @@
+import type { Logger } from 'pino';
+import { type SweepDeps, sweepOnce } from '../core/retention/sweep.ts';
+import { type LoopRetry, WakeableLoop } from './wakeableLoop.ts';
+
+/**
+ * The retention sweep (docs/retention.md): rounds follow one another while some table's walk has not
+ * reached its end, then it rests `intervalMs`. A failed round (an archive that cannot be written)
+ * backs off like every loop and deletes nothing.
+ */
+export function createRetentionLoop(
+  deps: SweepDeps & { logger: Logger; intervalMs: number; retry: LoopRetry },
+): WakeableLoop {
+  return new WakeableLoop({
+    name: 'retention',
+    logger: deps.logger,
+    now: () => deps.clock.now(),
+    maxIdleMs: deps.intervalMs,
+    retry: deps.retry,
+    round: async () => {
+      const report = await sweepOnce(deps);
+      if (report.archivedTasks > 0 || Object.values(report.swept).some((n) => n > 0))
+        deps.logger.info({ report }, 'retention round');
+      return { full: report.more };
+    },
+    nextDueAt: async () => null,
+  });
+}
