@@ -197,6 +197,8 @@ export interface ServerConfig extends ServerSettings {
   statementTimeoutMs: number;
   databasePoolSize: number;
   logLevel: string;
+  /** Spans through the OpenTelemetry API (docs/observability.md): on when OTEL_EXPORTER_OTLP_ENDPOINT is set. */
+  tracing?: boolean;
   runLoops: boolean;
   /** Lifetime of execution tokens and handles (they are also revoked when their step attempt ends). */
   executionCredentialTtlMs: number;
@@ -344,6 +346,9 @@ export function configFromEnv(env: NodeJS.ProcessEnv, overrides: Partial<ServerC
     statementTimeoutMs: overrides.statementTimeoutMs ?? integer(env, 'TDP_STATEMENT_TIMEOUT_MS', 10_000),
     databasePoolSize: overrides.databasePoolSize ?? integer(env, 'TDP_DB_POOL_SIZE', 20),
     logLevel: overrides.logLevel ?? env.TDP_LOG_LEVEL ?? 'info',
+    tracing:
+      overrides.tracing ??
+      Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim() || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim()),
     runLoops: overrides.runLoops ?? env.TDP_RUN_LOOPS !== 'false',
     executionCredentialTtlMs:
       overrides.executionCredentialTtlMs ?? integer(env, 'TDP_EXECUTION_CREDENTIAL_TTL_MS', 6 * 3600_000),

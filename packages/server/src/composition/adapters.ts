@@ -19,12 +19,13 @@ import { PostgresRegistryStore } from '../adapters/outbound/postgres/registrySto
 import { PostgresStatusReads } from '../adapters/outbound/postgres/statusReads.ts';
 import { PostgresTaskStore } from '../adapters/outbound/postgres/taskStore.ts';
 import { PostgresWorkerStore } from '../adapters/outbound/postgres/workerStore.ts';
+import { OpenTelemetryTracing } from '../adapters/outbound/telemetry/otelTracing.ts';
 import { JoseUserTokens } from '../adapters/outbound/tokens/userTokens.ts';
 import type { ServerConfig } from '../config.ts';
 import { SecretBox } from '../core/identity/secretBox.ts';
 import { realtimeClaimPolicy } from '../core/outbox/policy.ts';
 import type { EventPublisher } from '../core/outbox/ports.ts';
-import { type Clock, type IdGenerator, systemClock } from '../core/shared/ports.ts';
+import { type Clock, type IdGenerator, noTracing, systemClock, type Tracing } from '../core/shared/ports.ts';
 import { createGateway, realtimeTokenKey } from '../realtimeGateway.ts';
 import { OutboxWakeup, outboxChannel } from '../wiring/outboxWakeup.ts';
 import { ServerHealth } from '../wiring/serverHealth.ts';
@@ -99,8 +100,11 @@ export async function connectAdapters(config: ServerConfig, overrides: ServerDep
   const realtimeKey = realtimeTokenKey(config.secretKeyring);
   const gateway: Gateway = createGateway(config, realtimeKey, () => clock.now().getTime());
   await gateway.ready;
+  // With tracing off, the no-op port: no span is made and no traceparent is stored or sent.
+  const tracing: Tracing = config.tracing ? new OpenTelemetryTracing() : noTracing;
   return {
     logger,
+    tracing,
     clock,
     ids,
     sql,

@@ -49,6 +49,7 @@ export function useCaseDeps(config: ServerConfig, a: Adapters) {
     credentialTtlMs: config.executionCredentialTtlMs,
     defaultHeartbeatIntervalSeconds: config.heartbeatIntervalSeconds,
     defaultHeartbeatTimeoutSeconds: config.heartbeatTimeoutSeconds,
+    tracing: a.tracing,
   };
   const hub = new CommandHub();
   signal.commands = new CommandWakeup(hub, (payload) => a.sql.notify(commandChannel, payload));
@@ -131,6 +132,7 @@ export function useCaseDeps(config: ServerConfig, a: Adapters) {
     signal,
     allowInsecureCallbacks: config.allowInsecureCallbacks,
     placement: { ...dispatch, candidates },
+    tracing: a.tracing,
   };
   const scheduleStore = new PostgresScheduleStore(a.sql);
   const schedules: ScheduleDeps = {

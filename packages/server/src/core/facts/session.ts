@@ -21,7 +21,7 @@
  * so concurrent transactions always lock tasks before workflows and cannot deadlock on them.
  */
 import type { EventResult, LifecycleStatus } from '@tdp/protocol';
-import type { Clock, IdGenerator } from '../shared/ports.ts';
+import type { Clock, IdGenerator, Tracing } from '../shared/ports.ts';
 import { outboxFor } from './outboxEvents.ts';
 import type {
   CommittedWork,
@@ -104,6 +104,8 @@ export interface FactDeps {
   clock: Clock;
   ids: IdGenerator;
   signal: OutboxSignal;
+  /** Spans (docs/observability.md); absent: no tracing. */
+  tracing?: Tracing;
 }
 
 export interface SessionOptions {
