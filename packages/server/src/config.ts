@@ -107,6 +107,10 @@ export interface ServerSettings {
   grpcStreamRoundSize: number;
   /** Rows one dead-letter requeue that names no ids puts back at most (the oldest first). */
   deadLetterRequeueLimit: number;
+  /** Samples one `POST /v1/telemetry/visibility` may carry (docs/observability.md). */
+  visibilityReportMaxSamples: number;
+  /** Visibility reports per user (a token bucket per application and user); `perSecond: 0` is no limit. */
+  visibilityReportRate: BucketPolicy;
 }
 
 export type RateLimitedCredential = 'application' | 'worker' | 'execution';
@@ -128,6 +132,9 @@ export const defaultSettings: ServerSettings = {
   outboxNotifyIntervalMs: 100,
   shutdownDatabaseTimeoutSeconds: 5,
   deadLetterRequeueLimit: 1_000,
+  visibilityReportMaxSamples: 50,
+  // A browser reports at most every few seconds; a burst covers a reconnect's catch-up.
+  visibilityReportRate: { perSecond: 0.5, burst: 5 },
   loops: {
     // After a burst (10,000 tasks are ~40,000 events) rounds of 100 kept the loop busy well into the
     // traffic that followed; 500 a round cut that tail (`bench -- e2e`: steady p99 193 → 78 ms, 1,000

@@ -4,9 +4,11 @@ import { newId } from '@tdp/protocol';
 import { type Logger, pino } from 'pino';
 import { Metrics } from '../adapters/inbound/http/metrics.ts';
 import { RateLimitedAuthenticator, RateLimits } from '../adapters/inbound/http/rateLimits.ts';
+import { TaskMetrics } from '../adapters/inbound/http/taskMetrics.ts';
 import { InProcessBus } from '../adapters/outbound/bus/inProcessBus.ts';
 import { AjvJsonSchemaValidator } from '../adapters/outbound/jsonschema/ajvValidator.ts';
 import { JetStreamPublisher } from '../adapters/outbound/nats/jetStreamPublisher.ts';
+import { PostgresBacklogReads } from '../adapters/outbound/postgres/backlogReads.ts';
 import { PostgresCallbackQueue } from '../adapters/outbound/postgres/callbackQueue.ts';
 import { PostgresDashboardReads } from '../adapters/outbound/postgres/dashboardReads.ts';
 import { connectDatabase } from '../adapters/outbound/postgres/database.ts';
@@ -95,6 +97,8 @@ export async function connectAdapters(config: ServerConfig, overrides: ServerDep
     () => outboxQueue.rows.oldestUnpublishedAgeSeconds(clock.now()),
     () => realtimeRows.oldestUnpublishedAgeSeconds(clock.now()),
   );
+  // Submit→start, step durations, backlogs, STALE steps and commit→visible (docs/observability.md).
+  const taskMetrics = new TaskMetrics(metrics.registry, new PostgresBacklogReads(sql), () => clock.now());
   const rateLimits = new RateLimits(clock, config.rateLimits, metrics.rateLimited, logger);
   // The realtime gateway runs in this process; its tokens are signed with a key derived from the keyring.
   const realtimeKey = realtimeTokenKey(config.secretKeyring);
@@ -132,6 +136,7 @@ export async function connectAdapters(config: ServerConfig, overrides: ServerDep
     nats,
     publisher,
     metrics,
+    taskMetrics,
     realtimeKey,
     gateway,
   };

@@ -50,6 +50,7 @@ export function useCaseDeps(config: ServerConfig, a: Adapters) {
     defaultHeartbeatIntervalSeconds: config.heartbeatIntervalSeconds,
     defaultHeartbeatTimeoutSeconds: config.heartbeatTimeoutSeconds,
     tracing: a.tracing,
+    observer: a.taskMetrics,
   };
   const hub = new CommandHub();
   signal.commands = new CommandWakeup(hub, (payload) => a.sql.notify(commandChannel, payload));

@@ -142,3 +142,19 @@ export interface DashboardReads {
   /** Every published workflow definition, by name then newest first. */
   workflowDefinitions(): Promise<DashboardWorkflowDefinition[]>;
 }
+
+/** The outbox, realtime relay and callback tables, as the backlog metrics name them. */
+export type BacklogTable = 'outbox' | 'realtime' | 'callbacks';
+
+export interface Backlog {
+  /** Rows not yet published, by status (PENDING, PUBLISHING, FAILED, DEAD). */
+  byStatus: Record<string, number>;
+  /** Age of the oldest row still to publish (DEAD ones excluded: nobody retries them), seconds. */
+  oldestAgeSeconds: number;
+}
+
+/** What the gauges read at each scrape (PostgreSQL's backlogReads.ts). */
+export interface BacklogReads {
+  backlog(table: BacklogTable, now: Date): Promise<Backlog>;
+  staleSteps(): Promise<number>;
+}
