@@ -81,17 +81,17 @@ describe('task metrics', () => {
   });
 
   it('exports the backlogs, their oldest age, DEAD rows and STALE steps', async () => {
-    // One of the task's realtime rows given up on, as the relay does after its retries.
+    // One of the task's domain events given up on, as the outbox loop does after its retries.
     await h.server.sql`
-      UPDATE realtime_outbox SET status = 'DEAD' WHERE id = (SELECT id FROM realtime_outbox LIMIT 1)`;
+      UPDATE outbox_event SET status = 'DEAD' WHERE id = (SELECT id FROM outbox_event LIMIT 1)`;
     const text = await metrics();
     for (const table of ['outbox', 'realtime', 'callbacks']) {
       expect(sample(text, `tdp_backlog_rows{table="${table}",status="PENDING"}`)).toBeGreaterThanOrEqual(0);
       expect(sample(text, `tdp_backlog_oldest_age_seconds{table="${table}"}`)).toBeGreaterThanOrEqual(0);
     }
-    const [dead] = await h.server.sql`SELECT count(*)::int AS n FROM realtime_outbox WHERE status = 'DEAD'`;
+    const [dead] = await h.server.sql`SELECT count(*)::int AS n FROM outbox_event WHERE status = 'DEAD'`;
     expect(dead!.n).toBeGreaterThan(0);
-    expect(sample(text, 'tdp_backlog_rows{table="realtime",status="DEAD"}')).toBe(dead!.n);
+    expect(sample(text, 'tdp_backlog_rows{table="outbox",status="DEAD"}')).toBe(dead!.n);
     expect(sample(text, 'tdp_steps_stale')).toBe(0);
   });
 });
