@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { type Harness, startHarness } from '../../../test/harness.ts';
 import { completeWith, startTestWorker } from '../../../test/testWorker.ts';
+import { TaskStore, VisibilityReporter } from '../../client/src/index.ts';
 
 let h: Harness;
 let app: Awaited<ReturnType<Harness['createApplication']>>;
@@ -133,6 +134,46 @@ describe('POST /v1/telemetry/visibility', () => {
       expect(refused.headers.get('content-type')).toContain('application/problem+json');
     }
     expect(await visible()).toBe(before);
+  });
+
+  it("receives the client store's sampled reports of live messages (not of snapshots)", async () => {
+    const token = (
+      await h.request('POST', '/v1/user-tokens', { token: app.apiKey, body: { userId: 'viewer-3' } })
+    ).body.token;
+    let sampled = 0;
+    const reporter = new VisibilityReporter({
+      baseUrl: h.url,
+      token: () => token,
+      sampleRate: 0.5,
+      // Every other message is measured.
+      random: () => (sampled++ % 2 === 0 ? 0 : 0.9),
+    });
+    const store = new TaskStore({ onVisible: reporter.observe });
+    const message = (taskVersion: number, secondsAgo: number) =>
+      ({
+        kind: 'task.summary',
+        taskId: 't1',
+        workflowId: 'w1',
+        taskVersion: String(taskVersion),
+        title: 't',
+        lifecycleStatus: 'RUNNING',
+        businessStatus: null,
+        health: 'HEALTHY',
+        progressPercent: null,
+        error: null,
+        createdAt: new Date(Date.now() - 60_000).toISOString(),
+        updatedAt: new Date(Date.now() - secondsAgo * 1000).toISOString(),
+        startedAt: null,
+        finishedAt: null,
+      }) as const;
+    store.beginSnapshot();
+    store.endSnapshot([message(1, 30)]);
+    for (const version of [2, 3, 4, 5]) store.receive(message(version, 0.25));
+    store.receive(message(3, 0.25)); // older than shown: changes nothing, not measured
+    const before = await visible();
+    await reporter.flush();
+    reporter.stop();
+    expect(await visible()).toBe(before + 2);
   });
 
   it('limits how often one user reports', async () => {
