@@ -3,6 +3,7 @@
  * again on the same database, keys and address.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
 import { generateKeyringEntry } from '../packages/server/src/main.ts';
 
 const cli = new URL('../packages/cli/src/main.ts', import.meta.url).pathname;
@@ -32,6 +33,8 @@ export function tdpProcess(options: {
   env?: Record<string, string>;
   /** Pass the server's log (stdout) through instead of dropping it. */
   showLogs?: boolean;
+  /** Each line the server logs (stdout), for a test that reads the log. */
+  onLogLine?: (line: string) => void;
 }): TdpProcess {
   const adminToken = `tdpadm_test_${Date.now()}`;
   const env = {
@@ -82,9 +85,11 @@ export function tdpProcess(options: {
         ['--conditions=@tdp/source', '--import', 'tsx', cli, 'server'],
         {
           env,
-          stdio: ['ignore', options.showLogs ? 'inherit' : 'ignore', 'inherit'],
+          stdio: ['ignore', options.onLogLine ? 'pipe' : options.showLogs ? 'inherit' : 'ignore', 'inherit'],
         },
       );
+      if (options.onLogLine && started.stdout)
+        createInterface({ input: started.stdout }).on('line', options.onLogLine);
       child = started;
       const deadline = Date.now() + 60_000;
       for (;;) {

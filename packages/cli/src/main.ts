@@ -23,6 +23,7 @@ import {
 } from '@tdp/server';
 import { runDev } from './dev.ts';
 import { onShutdownSignal } from './signals.ts';
+import { startTracing } from './tracing.ts';
 
 const usage = `Usage: tdp <command> [options]
 
@@ -77,11 +78,15 @@ async function main(argv: string[]): Promise<number> {
       return runDev(env);
     case 'server': {
       const config = configFromEnv(env);
+      const tracing = await startTracing(env, 'tdp-server');
       const server = await startServer(config);
       // A net for faults nothing handled: logged, and /readyz fails for a while (see processGuard.ts).
       guardProcess({ logger: server.logger, onFault: (kind) => server.health.processFault(kind) });
       server.logger.info({ url: server.url }, 'TDP server listening');
-      await onShutdownSignal(() => server.close(), config.shutdownDeadlineMs);
+      await onShutdownSignal(async () => {
+        await server.close();
+        await tracing?.shutdown();
+      }, config.shutdownDeadlineMs);
       return 0;
     }
     case 'migrate': {
@@ -100,9 +105,11 @@ async function main(argv: string[]): Promise<number> {
     }
     case 'worker': {
       const { startWorkerFromEnv } = await import('@tdp/worker/main');
+      const tracing = await startTracing(env, 'tdp-worker');
       const worker = await startWorkerFromEnv(env);
       // SIGTERM drains: nothing new is taken, running attempts finish or are handed back.
       await Promise.race([onShutdownSignal(() => worker.drain()), worker.runtime.done]);
+      await tracing?.shutdown();
       return 0;
     }
     case 'gateway': {

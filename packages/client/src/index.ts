@@ -11,3 +11,4 @@ export {
   TaskStore,
   type TaskSummary,
 } from './taskStore.ts';
+export { VisibilityReporter, type VisibilityReporterOptions } from './visibility.ts';

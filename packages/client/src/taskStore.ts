@@ -107,6 +107,17 @@ export class TaskStore {
   private readonly listeners = new Set<Listener>();
   private readonly noticeListeners = new Set<(notice: Notice, taskId: string) => void>();
 
+  /**
+   * `onVisible` hears, for each live message that changed what is shown, the seconds since the server
+   * committed it (a `VisibilityReporter`'s `observe`); snapshot loads are not counted.
+   */
+  constructor(
+    private readonly options: {
+      onVisible?: (commitToVisibleSeconds: number) => void;
+      now?: () => number;
+    } = {},
+  ) {}
+
   /** Called on every change; returns the unsubscribe function. */
   subscribe(listener: Listener): () => void {
     this.listeners.add(listener);
@@ -173,7 +184,12 @@ export class TaskStore {
       return false;
     }
     const changed = this.apply(message);
-    if (changed) this.changed();
+    if (changed) {
+      this.changed();
+      const committedAt = committedAtOf(message);
+      if (committedAt !== null && this.options.onVisible)
+        this.options.onVisible(((this.options.now ?? Date.now)() - committedAt) / 1000);
+    }
     return changed;
   }
 
@@ -207,4 +223,16 @@ export class TaskStore {
     this.sorted = null;
     for (const listener of this.listeners) listener();
   }
+}
+
+/** When the server committed the state a message shows (ms), or null if it does not say. */
+function committedAtOf(message: TaskMessage): number | null {
+  const at =
+    message.kind === 'task.summary'
+      ? message.updatedAt
+      : message.kind === 'task.detail'
+        ? message.state.asOf
+        : null;
+  const parsed = at ? Date.parse(at) : Number.NaN;
+  return Number.isNaN(parsed) ? null : parsed;
 }

@@ -94,6 +94,8 @@ export const StartAttemptCommand = Type.Object(
     executionToken: Type.String(),
     heartbeatIntervalSeconds: Type.Integer({ minimum: 1 }),
     timeouts: StepTimeouts,
+    /** The W3C trace context of the placement (docs/observability.md); absent with tracing off. */
+    traceparent: Type.Optional(Type.String({ maxLength: 128 })),
   },
   Strict,
 );

@@ -127,6 +127,10 @@ export interface ServerSettings {
   bulkJobPollMs: number;
   /** What the retention sweep keeps, and how it paces itself (docs/retention.md). */
   retention: RetentionSettings;
+  /** Samples one `POST /v1/telemetry/visibility` may carry (docs/observability.md). */
+  visibilityReportMaxSamples: number;
+  /** Visibility reports per user (a token bucket per application and user); `perSecond: 0` is no limit. */
+  visibilityReportRate: BucketPolicy;
 }
 
 /** The retention windows (days, one per table) and the sweep's batch sizes and timings. */
@@ -168,6 +172,9 @@ export const defaultSettings: ServerSettings = {
   bulkJobBatchSize: 20,
   bulkJobClaimMs: 30_000,
   bulkJobPollMs: 1_000,
+  visibilityReportMaxSamples: 50,
+  // A browser reports at most every few seconds; a burst covers a reconnect's catch-up.
+  visibilityReportRate: { perSecond: 0.5, burst: 5 },
   loops: {
     // After a burst (10,000 tasks are ~40,000 events) rounds of 100 kept the loop busy well into the
     // traffic that followed; 500 a round cut that tail (`bench -- e2e`: steady p99 193 → 78 ms, 1,000
@@ -256,6 +263,8 @@ export interface ServerConfig extends ServerSettings {
   statementTimeoutMs: number;
   databasePoolSize: number;
   logLevel: string;
+  /** Spans through the OpenTelemetry API (docs/observability.md): on when OTEL_EXPORTER_OTLP_ENDPOINT is set. */
+  tracing?: boolean;
   runLoops: boolean;
   /** Lifetime of execution tokens and handles (they are also revoked when their step attempt ends). */
   executionCredentialTtlMs: number;
@@ -430,6 +439,9 @@ export function configFromEnv(env: NodeJS.ProcessEnv, overrides: Partial<ServerC
     statementTimeoutMs: overrides.statementTimeoutMs ?? integer(env, 'TDP_STATEMENT_TIMEOUT_MS', 10_000),
     databasePoolSize: overrides.databasePoolSize ?? integer(env, 'TDP_DB_POOL_SIZE', 20),
     logLevel: overrides.logLevel ?? env.TDP_LOG_LEVEL ?? 'info',
+    tracing:
+      overrides.tracing ??
+      Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim() || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim()),
     runLoops: overrides.runLoops ?? env.TDP_RUN_LOOPS !== 'false',
     executionCredentialTtlMs:
       overrides.executionCredentialTtlMs ?? integer(env, 'TDP_EXECUTION_CREDENTIAL_TTL_MS', 6 * 3600_000),

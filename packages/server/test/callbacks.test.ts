@@ -30,6 +30,8 @@ const delivery = (id: string, attempts = 1): ClaimedCallback => ({
   claimId: 'c',
   attempts,
   applicationId: 'app',
+  taskId: 't',
+  executionId: 'e',
   url: `https://app.example/${id}`,
   payload: { eventId: id, sequence: 1 },
 });

@@ -204,11 +204,14 @@ export class WorkerClient {
     workerId: string,
     events: Record<string, unknown>[],
     commandAcks: string[] = [],
+    traceparent?: string,
   ): Promise<WorkerEventOutcome[]> {
-    const answer = (await this.call('POST', `/v1/workers/${workerId}/events:batch`, {
-      events,
-      ...(commandAcks.length > 0 ? { commandAcks } : {}),
-    })) as WorkerEventsBatchReply;
+    const answer = (await this.call(
+      'POST',
+      `/v1/workers/${workerId}/events:batch`,
+      { events, ...(commandAcks.length > 0 ? { commandAcks } : {}) },
+      traceparent ? { traceparent } : undefined,
+    )) as WorkerEventsBatchReply;
     return answer.results;
   }
 

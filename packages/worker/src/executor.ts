@@ -10,6 +10,7 @@ import type { EventDraft, LocalAttempt } from './localStore.ts';
 import type { RuntimeParts } from './loops.ts';
 import { type AbortReason, canceledDraft, handedBackDraft, leaseLostDraft } from './outcomes.ts';
 import type { Capability } from './sdk.ts';
+import { inWorkerSpan } from './tracing.ts';
 
 export interface ExecutorDeps extends RuntimeParts {
   maxConcurrency: number;
@@ -60,12 +61,18 @@ export class Executor {
     const controller = new AbortController();
     const running: Running = { local, controller, lastBeatAt: Date.now(), done: Promise.resolve() };
     this.running.set(local.attemptId, running);
-    running.done = runAttempt(running, resumed, {
-      options: this.deps.options,
-      logger,
-      capability: this.capabilityOf(local),
-      finish: (draft) => this.finish(local.attemptId, draft),
-      wakeSender: this.deps.wakeSender,
+    const attributes = { taskId: local.taskId, stepId: local.stepId, attempt: local.attempt };
+    running.done = inWorkerSpan('tdp.worker.attempt', local.traceparent, attributes, async (traceparent) => {
+      // The reports continue from this run (kept, so they still do after a restart).
+      if (traceparent && traceparent !== local.traceparent)
+        this.deps.options.store.saveTraceparent(local.attemptId, traceparent);
+      return runAttempt(running, resumed, {
+        options: this.deps.options,
+        logger,
+        capability: this.capabilityOf(local),
+        finish: (draft) => this.finish(local.attemptId, draft),
+        wakeSender: this.deps.wakeSender,
+      });
     })
       .catch((error) => {
         // Only a local database error gets here (capability errors are results).

@@ -24,6 +24,8 @@ export interface ReportingTransport {
     workerId: string,
     events: Record<string, unknown>[],
     commandAcks?: string[],
+    /** The W3C trace context of the report (REST sends it as the `traceparent` header). */
+    traceparent?: string,
   ): Promise<WorkerEventOutcome[]>;
   attemptHeartbeats(items: { executionToken: string; heartbeatSeq: number }[]): Promise<void>;
 }

@@ -26,6 +26,8 @@ export interface LocalAttempt {
   heartbeatIntervalSeconds: number | null;
   state: AttemptState;
   checkpoint: unknown;
+  /** The W3C trace context the attempt's spans continue (its command's, then its run's); null: none. */
+  traceparent: string | null;
 }
 
 export interface OutboxEvent {
@@ -34,6 +36,8 @@ export interface OutboxEvent {
   workerId: string;
   /** The body sent in `events:batch` (attemptId, leaseVersion, eventId, eventType, sourceSeq, …). */
   body: Record<string, unknown>;
+  /** Its attempt's trace context (docs/observability.md), when read from the outbox. */
+  traceparent?: string | null;
 }
 
 /** What an attempt says, before it has its event id and sequence. */
@@ -63,6 +67,7 @@ const schema = `
     heartbeat_interval_seconds INTEGER,
     state          TEXT NOT NULL,
     checkpoint     TEXT,
+    trace_parent   TEXT,
     next_seq       INTEGER NOT NULL DEFAULT 1,
     created_at     INTEGER NOT NULL,
     updated_at     INTEGER NOT NULL
@@ -96,6 +101,7 @@ interface AttemptRow {
   heartbeat_interval_seconds: number | null;
   state: AttemptState;
   checkpoint: string | null;
+  trace_parent: string | null;
 }
 
 const toAttempt = (r: AttemptRow): LocalAttempt => ({
@@ -113,6 +119,7 @@ const toAttempt = (r: AttemptRow): LocalAttempt => ({
   heartbeatIntervalSeconds: r.heartbeat_interval_seconds,
   state: r.state,
   checkpoint: r.checkpoint === null ? null : JSON.parse(r.checkpoint),
+  traceparent: r.trace_parent,
 });
 
 export class LocalStore {
@@ -128,6 +135,10 @@ export class LocalStore {
     // FULL: a result the worker wrote survives a power cut, not only a killed process.
     this.db.pragma('synchronous = FULL');
     this.db.exec(schema);
+    // Files written before traces kept no trace context: the column is added in place.
+    const columns = this.db.prepare('PRAGMA table_info(attempt)').all() as { name: string }[];
+    if (!columns.some((c) => c.name === 'trace_parent'))
+      this.db.exec('ALTER TABLE attempt ADD COLUMN trace_parent TEXT');
   }
 
   close(): void {
@@ -178,12 +189,14 @@ export class LocalStore {
           input: unknown;
           executionToken?: string;
           heartbeatIntervalSeconds?: number | null;
+          traceparent?: string;
         };
         this.db
           .prepare(
             `INSERT INTO attempt (attempt_id, worker_id, command_id, lease_version, task_id, step_id, attempt, capability,
-                                  capability_version, input, execution_token, heartbeat_interval_seconds, state, created_at, updated_at)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'RUNNING', ?, ?)
+                                  capability_version, input, execution_token, heartbeat_interval_seconds, trace_parent, state,
+                                  created_at, updated_at)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'RUNNING', ?, ?)
              ON CONFLICT (attempt_id) DO NOTHING`,
           )
           .run(
@@ -199,6 +212,7 @@ export class LocalStore {
             JSON.stringify(p.input ?? null),
             p.executionToken ?? null,
             p.heartbeatIntervalSeconds ?? null,
+            p.traceparent ?? null,
             this.now(),
             this.now(),
           );
@@ -247,6 +261,11 @@ export class LocalStore {
     ).map(toAttempt);
   }
 
+  /** The attempt's run span: its reports continue from it, also after a restart. */
+  saveTraceparent(attemptId: string, traceparent: string): void {
+    this.db.prepare('UPDATE attempt SET trace_parent = ? WHERE attempt_id = ?').run(traceparent, attemptId);
+  }
+
   saveCheckpoint(attemptId: string, data: unknown): void {
     this.db
       .prepare('UPDATE attempt SET checkpoint = ?, updated_at = ? WHERE attempt_id = ?')
@@ -287,14 +306,23 @@ export class LocalStore {
     return (
       this.db
         .prepare(
-          'SELECT event_id, attempt_id, worker_id, body FROM outbox WHERE sent_at IS NULL ORDER BY created_at, seq LIMIT ?',
+          `SELECT o.event_id, o.attempt_id, o.worker_id, o.body, a.trace_parent
+           FROM outbox o LEFT JOIN attempt a ON a.attempt_id = o.attempt_id
+           WHERE o.sent_at IS NULL ORDER BY o.created_at, o.seq LIMIT ?`,
         )
-        .all(limit) as { event_id: string; attempt_id: string; worker_id: string; body: string }[]
+        .all(limit) as {
+        event_id: string;
+        attempt_id: string;
+        worker_id: string;
+        body: string;
+        trace_parent: string | null;
+      }[]
     ).map((r) => ({
       eventId: r.event_id,
       attemptId: r.attempt_id,
       workerId: r.worker_id,
       body: JSON.parse(r.body),
+      traceparent: r.trace_parent,
     }));
   }
 

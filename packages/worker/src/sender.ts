@@ -6,6 +6,7 @@
 import { RejectedError, UnavailableError } from './client.ts';
 import type { LocalStore, OutboxEvent } from './localStore.ts';
 import { backoffMs, type RuntimeParts, Wakeup } from './loops.ts';
+import { inWorkerSpan } from './tracing.ts';
 
 export interface SenderDeps extends RuntimeParts {
   /** The server no longer leases this attempt to us: it is stopped (its events are only a record). */
@@ -92,10 +93,18 @@ export class Sender {
     for (const [workerId, events] of byWorker) {
       // Commands received so far are acknowledged along with the current session's events.
       const acks = workerId === this.deps.session.workerId ? store.unacked().slice(0, 1000) : [];
-      const outcomes = await (this.deps.options.reporting ?? this.deps.options.client).sendEvents(
-        workerId,
-        events.map((e) => e.body),
-        acks,
+      const reporting = this.deps.options.reporting ?? this.deps.options.client;
+      const outcomes = await inWorkerSpan(
+        'tdp.worker.report',
+        events.find((e) => e.traceparent)?.traceparent,
+        { events: events.length },
+        (traceparent) =>
+          reporting.sendEvents(
+            workerId,
+            events.map((e) => e.body),
+            acks,
+            traceparent,
+          ),
       );
       if (acks.length > 0) store.markAcked(acks);
       for (const outcome of outcomes) {

@@ -4,9 +4,11 @@ import { newId } from '@tdp/protocol';
 import { type Logger, pino } from 'pino';
 import { Metrics } from '../adapters/inbound/http/metrics.ts';
 import { RateLimitedAuthenticator, RateLimits } from '../adapters/inbound/http/rateLimits.ts';
+import { TaskMetrics } from '../adapters/inbound/http/taskMetrics.ts';
 import { InProcessBus } from '../adapters/outbound/bus/inProcessBus.ts';
 import { AjvJsonSchemaValidator } from '../adapters/outbound/jsonschema/ajvValidator.ts';
 import { JetStreamPublisher } from '../adapters/outbound/nats/jetStreamPublisher.ts';
+import { PostgresBacklogReads } from '../adapters/outbound/postgres/backlogReads.ts';
 import { PostgresCallbackQueue } from '../adapters/outbound/postgres/callbackQueue.ts';
 import { PostgresChartReads } from '../adapters/outbound/postgres/chartReads.ts';
 import { PostgresDashboardReads } from '../adapters/outbound/postgres/dashboardReads.ts';
@@ -21,12 +23,13 @@ import { PostgresRetentionStore } from '../adapters/outbound/postgres/retentionS
 import { PostgresStatusReads } from '../adapters/outbound/postgres/statusReads.ts';
 import { PostgresTaskStore } from '../adapters/outbound/postgres/taskStore.ts';
 import { PostgresWorkerStore } from '../adapters/outbound/postgres/workerStore.ts';
+import { OpenTelemetryTracing } from '../adapters/outbound/telemetry/otelTracing.ts';
 import { JoseUserTokens } from '../adapters/outbound/tokens/userTokens.ts';
 import type { ServerConfig } from '../config.ts';
 import { SecretBox } from '../core/identity/secretBox.ts';
 import { realtimeClaimPolicy } from '../core/outbox/policy.ts';
 import type { EventPublisher } from '../core/outbox/ports.ts';
-import { type Clock, type IdGenerator, systemClock } from '../core/shared/ports.ts';
+import { type Clock, type IdGenerator, noTracing, systemClock, type Tracing } from '../core/shared/ports.ts';
 import { createGateway, realtimeTokenKey } from '../realtimeGateway.ts';
 import { OutboxWakeup, outboxChannel } from '../wiring/outboxWakeup.ts';
 import { ServerHealth } from '../wiring/serverHealth.ts';
@@ -96,13 +99,18 @@ export async function connectAdapters(config: ServerConfig, overrides: ServerDep
     () => outboxQueue.rows.oldestUnpublishedAgeSeconds(clock.now()),
     () => realtimeRows.oldestUnpublishedAgeSeconds(clock.now()),
   );
+  // Submit→start, step durations, backlogs, STALE steps and commit→visible (docs/observability.md).
+  const taskMetrics = new TaskMetrics(metrics.registry, new PostgresBacklogReads(sql), () => clock.now());
   const rateLimits = new RateLimits(clock, config.rateLimits, metrics.rateLimited, logger);
   // The realtime gateway runs in this process; its tokens are signed with a key derived from the keyring.
   const realtimeKey = realtimeTokenKey(config.secretKeyring);
   const gateway: Gateway = createGateway(config, realtimeKey, () => clock.now().getTime());
   await gateway.ready;
+  // With tracing off, the no-op port: no span is made and no traceparent is stored or sent.
+  const tracing: Tracing = config.tracing ? new OpenTelemetryTracing() : noTracing;
   return {
     logger,
+    tracing,
     clock,
     ids,
     sql,
@@ -132,6 +140,7 @@ export async function connectAdapters(config: ServerConfig, overrides: ServerDep
     nats,
     publisher,
     metrics,
+    taskMetrics,
     realtimeKey,
     gateway,
   };

@@ -16,6 +16,7 @@ import { registerSignalRoutes } from '../adapters/inbound/http/signalRoutes.ts';
 import { registerStatusRoutes } from '../adapters/inbound/http/statusRoutes.ts';
 import { registerTaskStreamRoutes } from '../adapters/inbound/http/taskStreamRoutes.ts';
 import { registerTaskRoutes } from '../adapters/inbound/http/tasksRoutes.ts';
+import { registerTelemetryRoutes } from '../adapters/inbound/http/telemetryRoutes.ts';
 import { registerUserViewRoutes } from '../adapters/inbound/http/userViewRoutes.ts';
 import { listWorkerViews, registerWorkerRoutes } from '../adapters/inbound/http/workerRoutes.ts';
 import { derivedKey } from '../adapters/outbound/tokens/executionCredentials.ts';
@@ -116,6 +117,13 @@ export async function createApi(
     reads: { reads: statusReads, clock, ids, archived: a.retentionStore },
     userTokens,
     rateLimits: a.rateLimits,
+  });
+  registerTelemetryRoutes(app, {
+    userTokens,
+    clock,
+    commitToVisible: a.taskMetrics.commitToVisible,
+    maxSamples: config.visibilityReportMaxSamples,
+    rate: config.visibilityReportRate,
   });
   registerTaskStreamRoutes(app, {
     gateway,

@@ -1,6 +1,7 @@
 /** The composition root, part 4: the background loops, and the wake-ups that reach them. */
 import { callbackPoster } from '../adapters/outbound/http/callbackPoster.ts';
 import { ClaimableRows } from '../adapters/outbound/postgres/outboxQueue.ts';
+import { PostgresTraceContexts } from '../adapters/outbound/postgres/traceContexts.ts';
 import type { ServerConfig } from '../config.ts';
 import { RealtimeHandoff } from '../core/realtime/handoff.ts';
 import { HealthReconciler } from '../core/status/healthReconciler.ts';
@@ -72,6 +73,10 @@ export async function createLoops(config: ServerConfig, a: Adapters, uses: UseCa
     retry,
   });
   const publisher = realtimePublisher(config, a.gateway);
+  // With tracing on, publications and callbacks find their task's trace in its execution snapshot.
+  const traces = config.tracing
+    ? { tracing: a.tracing, contexts: new PostgresTraceContexts(a.sql) }
+    : undefined;
   const realtimeObserver = {
     published: (committedAt: Date, now: Date) =>
       metrics.realtimeLatency.observe(Math.max(0, now.getTime() - committedAt.getTime()) / 1000),
@@ -85,6 +90,7 @@ export async function createLoops(config: ServerConfig, a: Adapters, uses: UseCa
     rows: realtimeRows,
     publisher,
     observer: realtimeObserver,
+    ...(traces ? { traces } : {}),
     clock,
     logger: logger.child({ loop: 'realtime' }),
     pacing: config.loops.realtime,
@@ -96,6 +102,7 @@ export async function createLoops(config: ServerConfig, a: Adapters, uses: UseCa
     ...(signal.realtimeHandoff.kind === 'durable' ? { rows: realtimeRows } : {}),
     clock,
     observer: realtimeObserver,
+    tracing: a.tracing,
     onError: (error) => logger.warn({ err: error }, 'realtime hand-off failed; the relay loop will publish'),
   });
   const timerLoop = createTimerLoop({
@@ -119,6 +126,18 @@ export async function createLoops(config: ServerConfig, a: Adapters, uses: UseCa
     logger: logger.child({ loop: 'callbacks' }),
     signingSecrets: (applicationId) => signingSecrets.of(applicationId),
     post: callbackPoster(config.callbackTimeoutMs),
+    ...(traces ? { traces } : {}),
+    ended: (delivery, outcome, traceId) =>
+      logger.info(
+        {
+          traceId,
+          taskId: delivery.taskId,
+          executionId: delivery.executionId,
+          outboxId: delivery.id,
+          outcome,
+        },
+        'callback delivery',
+      ),
     pacing: config.loops.callbacks,
     retry,
   });

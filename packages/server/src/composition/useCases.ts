@@ -52,6 +52,8 @@ export function useCaseDeps(config: ServerConfig, a: Adapters) {
     credentialTtlMs: config.executionCredentialTtlMs,
     defaultHeartbeatIntervalSeconds: config.heartbeatIntervalSeconds,
     defaultHeartbeatTimeoutSeconds: config.heartbeatTimeoutSeconds,
+    tracing: a.tracing,
+    observer: a.taskMetrics,
   };
   const hub = new CommandHub();
   signal.commands = new CommandWakeup(hub, (payload) => a.sql.notify(commandChannel, payload));
@@ -136,6 +138,7 @@ export function useCaseDeps(config: ServerConfig, a: Adapters) {
     signal,
     allowInsecureCallbacks: config.allowInsecureCallbacks,
     placement: { ...dispatch, candidates },
+    tracing: a.tracing,
   };
   const scheduleStore = new PostgresScheduleStore(a.sql);
   const schedules: ScheduleDeps = {

@@ -6,13 +6,15 @@
  * retries with back-off plus jitter and goes DEAD after the attempt limit.
  */
 import { signatureHeader, signatureHeaderValue } from '@tdp/protocol';
-import type { Clock } from '../shared/ports.ts';
+import { type Clock, noTracing, type TraceContexts, type Tracing } from '../shared/ports.ts';
 
 export interface ClaimedCallback {
   id: string;
   claimId: string;
   attempts: number;
   applicationId: string;
+  taskId: string;
+  executionId: string;
   url: string;
   payload: Record<string, unknown>;
 }
@@ -38,6 +40,10 @@ export interface CallbackSenderDeps {
   post(url: string, body: string, headers: Record<string, string>): Promise<{ status: number }>;
   clock: Clock;
   random?: () => number;
+  /** With tracing on: each delivery is a span in its task's trace, its `traceparent` sent as a header. */
+  traces?: { tracing: Tracing; contexts: TraceContexts };
+  /** Each delivery's end (for its log line), with its trace id when traced. */
+  ended?(delivery: ClaimedCallback, outcome: 'DELIVERED' | 'FAILED' | 'DEAD', traceId?: string): void;
 }
 
 export function isPermanentFailure(status: number): boolean {
@@ -50,48 +56,78 @@ export async function sendDueCallbacks(
 ): Promise<{ claimed: number; delivered: number; failed: number; dead: number }> {
   const batch = await deps.queue.claim(deps.clock.now(), limit);
   const report = { claimed: batch.length, delivered: 0, failed: 0, dead: 0 };
-  await Promise.all(
-    batch.map(async (delivery) => {
-      const body = JSON.stringify(delivery.payload);
-      const timestamp = Math.floor(deps.clock.now().getTime() / 1000);
-      try {
-        const secrets = await deps.signingSecrets(delivery.applicationId);
-        const response = await deps.post(delivery.url, body, {
-          'content-type': 'application/json',
-          'user-agent': 'tdp-callbacks/1',
-          [signatureHeader]: signatureHeaderValue(secrets, timestamp, body),
-        });
-        if (response.status >= 200 && response.status < 300) {
-          await deps.queue.delivered(delivery.claimId, delivery.id, response.status, deps.clock.now());
-          report.delivered += 1;
-        } else if (isPermanentFailure(response.status)) {
-          await deps.queue.dead(delivery.claimId, delivery.id, `HTTP ${response.status}`);
-          report.dead += 1;
-        } else {
-          await deps.queue.failed(
-            delivery.claimId,
-            delivery.id,
-            delivery.attempts,
-            `HTTP ${response.status}`,
-            deps.clock.now(),
-            jitter(deps),
-          );
-          report.failed += 1;
-        }
-      } catch (error) {
-        await deps.queue.failed(
-          delivery.claimId,
-          delivery.id,
-          delivery.attempts,
-          (error as Error).message.slice(0, 500),
-          deps.clock.now(),
-          jitter(deps),
-        );
-        report.failed += 1;
-      }
-    }),
-  );
+  const tracing = deps.traces?.tracing ?? noTracing;
+  const parents = deps.traces
+    ? await deps.traces.contexts.ofExecutions([...new Set(batch.map((d) => d.executionId))])
+    : new Map<string, string>();
+  const deliver = (delivery: ClaimedCallback) =>
+    tracing.inSpan(
+      'tdp.callback.deliver',
+      {
+        kind: 'client',
+        parent: parents.get(delivery.executionId) ?? null,
+        attributes: { taskId: delivery.taskId, executionId: delivery.executionId, outboxId: delivery.id },
+      },
+      () => deliverOne(deps, delivery, tracing.traceparent(), report),
+    );
+  await Promise.all(batch.map(deliver));
   return report;
+}
+
+async function deliverOne(
+  deps: CallbackSenderDeps,
+  delivery: ClaimedCallback,
+  traceparent: string | undefined,
+  report: { delivered: number; failed: number; dead: number },
+): Promise<void> {
+  const outcome = await deliverAndRecord(deps, delivery, traceparent);
+  report[outcome === 'DELIVERED' ? 'delivered' : outcome === 'DEAD' ? 'dead' : 'failed'] += 1;
+  deps.ended?.(delivery, outcome, traceparent?.split('-')[1]);
+}
+
+async function deliverAndRecord(
+  deps: CallbackSenderDeps,
+  delivery: ClaimedCallback,
+  traceparent: string | undefined,
+): Promise<'DELIVERED' | 'FAILED' | 'DEAD'> {
+  const body = JSON.stringify(delivery.payload);
+  const timestamp = Math.floor(deps.clock.now().getTime() / 1000);
+  try {
+    const secrets = await deps.signingSecrets(delivery.applicationId);
+    const response = await deps.post(delivery.url, body, {
+      'content-type': 'application/json',
+      'user-agent': 'tdp-callbacks/1',
+      [signatureHeader]: signatureHeaderValue(secrets, timestamp, body),
+      ...(traceparent ? { traceparent } : {}),
+    });
+    if (response.status >= 200 && response.status < 300) {
+      await deps.queue.delivered(delivery.claimId, delivery.id, response.status, deps.clock.now());
+      return 'DELIVERED';
+    }
+    if (isPermanentFailure(response.status)) {
+      await deps.queue.dead(delivery.claimId, delivery.id, `HTTP ${response.status}`);
+      return 'DEAD';
+    }
+    await deps.queue.failed(
+      delivery.claimId,
+      delivery.id,
+      delivery.attempts,
+      `HTTP ${response.status}`,
+      deps.clock.now(),
+      jitter(deps),
+    );
+    return 'FAILED';
+  } catch (error) {
+    await deps.queue.failed(
+      delivery.claimId,
+      delivery.id,
+      delivery.attempts,
+      (error as Error).message.slice(0, 500),
+      deps.clock.now(),
+      jitter(deps),
+    );
+    return 'FAILED';
+  }
 }
 
 const jitter = (deps: CallbackSenderDeps) => Math.floor((deps.random ?? Math.random)() * 1000);

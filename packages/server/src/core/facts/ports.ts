@@ -145,3 +145,8 @@ export interface OutboxSignal {
  *   nothing.
  */
 export type RealtimeHandoffMode = { kind: 'durable'; graceMs: number } | { kind: 'memoryOnly' };
+
+/** Hears each committed task change (after the commit): the metrics of docs/observability.md. */
+export interface FactObserver {
+  committed(before: TaskState | null, after: TaskState): void;
+}

@@ -29,6 +29,8 @@ export interface ExecutionSnapshot {
   name: string;
   version: string;
   steps: StepDefinition[];
+  /** The W3C trace context of the create (docs/observability.md): placements continue its trace. */
+  traceparent?: string;
 }
 
 export interface TaskFailure extends StructuredError {

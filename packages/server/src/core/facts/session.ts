@@ -21,10 +21,11 @@
  * so concurrent transactions always lock tasks before workflows and cannot deadlock on them.
  */
 import type { EventResult, LifecycleStatus } from '@tdp/protocol';
-import type { Clock, IdGenerator } from '../shared/ports.ts';
+import type { Clock, IdGenerator, Tracing } from '../shared/ports.ts';
 import { outboxFor } from './outboxEvents.ts';
 import type {
   CommittedWork,
+  FactObserver,
   FactStore,
   FactTransaction,
   OutboxSignal,
@@ -104,6 +105,10 @@ export interface FactDeps {
   clock: Clock;
   ids: IdGenerator;
   signal: OutboxSignal;
+  /** Spans (docs/observability.md); absent: no tracing. */
+  tracing?: Tracing;
+  /** Told of every committed task change (metrics); absent: nobody listens. */
+  observer?: FactObserver;
 }
 
 export interface SessionOptions {
@@ -140,6 +145,8 @@ export class FactSession {
   private readonly requestedSteps = new Set<string>();
   /** Work for after the commit (e.g. waking the workers a placement wrote commands for). */
   readonly committedCallbacks: (() => void)[] = [];
+  /** The task changes this session committed, in order (for the fact observer). */
+  readonly changes: { before: TaskState | null; after: TaskState }[] = [];
   /** What this transaction wrote for the background loops (woken after the commit). */
   readonly wrote: CommittedWork = {
     outbox: false,
@@ -301,6 +308,7 @@ export class FactSession {
       durationMs: draft.durationMs ?? null,
     };
     const committedAt = this.now;
+    this.changes.push({ before, after });
     // A state built from an earlier fact of this session may not carry the ACL; the session has it.
     const acl = before
       ? (before.acl ?? this.locked.get(task.id)?.acl ?? (await this.tx.acl(task.id)))
@@ -401,6 +409,8 @@ export async function inFactTransaction<T>(
   if (session) {
     deps.signal.committed(session.wrote);
     for (const callback of session.committedCallbacks) callback();
+    if (deps.observer)
+      for (const { before, after } of session.changes) deps.observer.committed(before, after);
   }
   return result;
 }

@@ -233,3 +233,19 @@ export interface BulkTaskActions {
   cancel(task: BulkJobTask, reason: string, actor: string): Promise<BulkTaskOutcome>;
   retry(task: BulkJobTask, reason: string, actor: string): Promise<BulkTaskOutcome>;
 }
+
+/** The outbox, realtime relay and callback tables, as the backlog metrics name them. */
+export type BacklogTable = 'outbox' | 'realtime' | 'callbacks';
+
+export interface Backlog {
+  /** Rows not yet published, by status (PENDING, PUBLISHING, FAILED, DEAD). */
+  byStatus: Record<string, number>;
+  /** Age of the oldest row still to publish (DEAD ones excluded: nobody retries them), seconds. */
+  oldestAgeSeconds: number;
+}
+
+/** What the gauges read at each scrape (PostgreSQL's backlogReads.ts). */
+export interface BacklogReads {
+  backlog(table: BacklogTable, now: Date): Promise<Backlog>;
+  staleSteps(): Promise<number>;
+}

@@ -13,6 +13,7 @@ import type { FactDeps, FactSession } from '../facts/session.ts';
 import { endTask, isRefusal, stepIsFinished, taskAfterStepChange } from '../facts/stateMachine.ts';
 import { type AttemptDeps, issueContext, newAttempt } from '../scheduling/attempts.ts';
 import { selectWorker, type WorkerCandidate } from '../scheduling/selector.ts';
+import { noTracing, type Tracing } from '../shared/ports.ts';
 import {
   callbackFor,
   milestone,
@@ -23,6 +24,12 @@ import {
   stepsToWrite,
 } from './platform.ts';
 
+/** The active span's `traceparent` as a command payload field (none with tracing off). */
+export function traceContext(tracing: Tracing | undefined): { traceparent?: string } {
+  const traceparent = tracing?.traceparent();
+  return traceparent ? { traceparent } : {};
+}
+
 /** What the coordinator writes with: ids, and the credentials a placed attempt is issued with. */
 export type CoordinatorDeps = AttemptDeps;
 
@@ -31,7 +38,7 @@ export type CoordinatedDeps = FactDeps & CoordinatorDeps;
 
 /** Placing a step also needs to know which workers still count as alive. */
 export interface PlacementDeps {
-  status: CoordinatorDeps;
+  status: CoordinatorDeps & { tracing?: Tracing };
   heartbeatTtlMs: number;
 }
 
@@ -312,7 +319,24 @@ export type Placement =
  * raises), then commits the attempt, the START_ATTEMPT command, the timeout timers, the milestone and the
  * STEP_DISPATCHED fact. The caller locked the task (`before`) and sends the command after the commit.
  */
-export async function placeStep(
+export function placeStep(
+  deps: PlacementDeps,
+  session: FactSession,
+  before: TaskState | null,
+  stepId: string,
+  candidates: WorkerCandidate[],
+  failInvalidInput: boolean,
+): Promise<Placement> {
+  // The span continues the create's trace (kept in the snapshot), on whichever replica places the step.
+  const attributes = { taskId: before?.task.id, executionId: before?.execution.id, stepId };
+  return (deps.status.tracing ?? noTracing).inSpan(
+    'tdp.schedule.place',
+    { parent: before?.execution.snapshot.traceparent, attributes },
+    () => placeInSpan(deps, session, before, stepId, candidates, failInvalidInput),
+  );
+}
+
+async function placeInSpan(
   deps: PlacementDeps,
   session: FactSession,
   before: TaskState | null,
@@ -392,6 +416,7 @@ export async function placeStep(
       executionToken: context.executionToken,
       heartbeatIntervalSeconds: context.heartbeatIntervalSeconds,
       timeouts: definition.timeouts,
+      ...traceContext(deps.status.tracing),
     },
     createdAt: now,
   };

@@ -8,7 +8,7 @@
  */
 
 import type { RealtimeRecord } from '../facts/records.ts';
-import type { Clock } from '../shared/ports.ts';
+import type { Clock, Tracing } from '../shared/ports.ts';
 import { type RealtimePublisher, type RelayObserver, supersededProgress } from './relay.ts';
 
 export interface HandoffRows {
@@ -22,6 +22,8 @@ export class RealtimeHandoff {
   /** Published, not yet marked: marked together, one statement at a time (they batch themselves). */
   private unmarked: string[] = [];
   private marking: Promise<void> | null = null;
+  /** With tracing on: the `traceparent` of the commit each taken row came from. */
+  private readonly traceparents = new Map<string, string>();
 
   constructor(
     private readonly deps: {
@@ -32,12 +34,16 @@ export class RealtimeHandoff {
       observer?: RelayObserver;
       onError?: (error: unknown) => void;
       batchSize?: number;
+      tracing?: Tracing;
     },
   ) {}
 
   /** Committed rows, in commit order. */
   take(records: RealtimeRecord[]): void {
     if (records.length === 0) return;
+    // Taken right after the commit, in its request: the publication is a span of that request's trace.
+    const traceparent = this.deps.tracing?.traceparent();
+    if (traceparent) for (const record of records) this.traceparents.set(record.id, traceparent);
     this.queue.push(...records);
     this.flushing ??= this.flush().finally(() => {
       this.flushing = null;
@@ -82,6 +88,12 @@ export class RealtimeHandoff {
   private async publish(batch: RealtimeRecord[]): Promise<void> {
     const skipped = supersededProgress(batch);
     const sending = batch.filter((record) => !skipped.has(record.id));
+    const startedAt = this.deps.clock.now();
+    const parents = new Map<string, string | undefined>();
+    for (const row of batch) {
+      parents.set(row.id, this.traceparents.get(row.id));
+      this.traceparents.delete(row.id);
+    }
     const outcomes = await this.deps.publisher.publish(
       sending.map((row) => ({ channel: row.channel, data: row.payload })),
     );
@@ -91,6 +103,15 @@ export class RealtimeHandoff {
       if (!outcomes[index]?.ok) continue; // left PENDING: the loop retries it with back-off
       done.push(row.id);
       this.deps.observer?.published?.(row.createdAt, now);
+      const parent = parents.get(row.id);
+      if (parent)
+        this.deps.tracing?.recordSpan('tdp.realtime.publish', {
+          parent,
+          kind: 'client',
+          startedAt,
+          endedAt: now,
+          attributes: { taskId: row.aggregateId, outboxId: row.id, channel: row.channel },
+        });
     }
     if (skipped.size > 0) this.deps.observer?.coalesced?.(skipped.size);
     if (done.length > 0 && this.deps.rows) this.mark(done);

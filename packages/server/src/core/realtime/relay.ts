@@ -6,7 +6,7 @@
  * progress-only message superseded by a newer one of the same task on the same channel is not sent:
  * the newer carries everything it said. Terminal, failure and action-required messages always go.
  */
-import type { Clock } from '../shared/ports.ts';
+import type { Clock, TraceContexts, Tracing } from '../shared/ports.ts';
 
 export interface RealtimeMessage {
   channel: string;
@@ -60,6 +60,8 @@ export interface RelayDeps {
   publisher: RealtimePublisher;
   clock: Clock;
   observer?: RelayObserver;
+  /** With tracing on: each published task message is a span in its task's trace. */
+  traces?: { tracing: Tracing; contexts: TraceContexts };
 }
 
 type Payload = Record<string, unknown> & {
@@ -120,6 +122,7 @@ export async function relayRealtime(deps: RelayDeps, limit: number): Promise<num
   const skipped = supersededProgress(rows.map((row) => ({ ...row, aggregateId: row.aggregate_id })));
   const sending = rows.filter((row) => !skipped.has(row.id));
   let outcomes: PublishOutcome[];
+  const startedAt = deps.clock.now();
   try {
     outcomes = await deps.publisher.publish(
       sending.map((row) => ({ channel: row.channel, data: row.payload })),
@@ -144,7 +147,30 @@ export async function relayRealtime(deps: RelayDeps, limit: number): Promise<num
       deps.observer?.dead?.(row, outcome.error);
     }
   }
+  if (deps.traces) await traceRelayed(deps.traces, sending, done, startedAt, now);
   if (skipped.size > 0) deps.observer?.coalesced?.(skipped.size);
   if (done.length > 0) await deps.rows.markPublished(claimId, done, now);
   return rows.length;
+}
+
+async function traceRelayed(
+  traces: NonNullable<RelayDeps['traces']>,
+  sending: RealtimeRow[],
+  done: string[],
+  startedAt: Date,
+  endedAt: Date,
+): Promise<void> {
+  const published = sending.filter((row) => done.includes(row.id));
+  const parents = await traces.contexts.ofTasks([...new Set(published.map((row) => row.aggregate_id))]);
+  for (const row of published) {
+    const parent = parents.get(row.aggregate_id);
+    if (!parent) continue;
+    traces.tracing.recordSpan('tdp.realtime.publish', {
+      parent,
+      kind: 'client',
+      startedAt,
+      endedAt,
+      attributes: { taskId: row.aggregate_id, outboxId: row.id, channel: row.channel },
+    });
+  }
 }

@@ -1,9 +1,10 @@
-import type { CreateTaskRequest, TaskWithExecution } from '@tdp/protocol';
+import type { CreateTaskRequest, StepDefinition, TaskWithExecution } from '@tdp/protocol';
 import {
   type DefinitionLookup,
   type JsonSchemaValidator,
   publishedWorkflow,
   requireValidInput,
+  type StoredDefinition,
 } from '../definitions/ports.ts';
 import { newTaskState, newWorkflowRecord, stepSpecsOf } from '../facts/newRecords.ts';
 import { KeyTakenError } from '../facts/ports.ts';
@@ -19,6 +20,7 @@ import type { CandidateSource } from '../scheduling/ports.ts';
 import { freeSlots, type WorkerCandidate, withLockedLoads, workersToLock } from '../scheduling/selector.ts';
 import { fingerprint } from '../shared/canonicalJson.ts';
 import { AppError } from '../shared/errors.ts';
+import { noTracing, type TraceSpan } from '../shared/ports.ts';
 import { applyStepConstraints } from './snapshot.ts';
 
 export interface CreateTaskDeps extends FactDeps {
@@ -79,11 +81,29 @@ export async function createTask(
       merged.errors,
     );
   }
-  const requestHash = fingerprint(request);
   // Placing the roots at once takes a transaction that locks the free workers (`workersToLock`): only with
   // a fresh snapshot that has a free worker. Otherwise a create without a workflow stays one write.
   const snapshot = deps.placement ? placeableSnapshot(deps.placement, deps.clock.now()) : null;
+  const tracing = deps.tracing ?? noTracing;
+  return tracing.inSpan('tdp.task.create', {}, (span) =>
+    createInTransaction(deps, principal, idempotencyKey, request, definition, merged.steps, snapshot, span),
+  );
+}
 
+/** The create's one transaction (its span's `traceparent` is kept in the execution's snapshot). */
+async function createInTransaction(
+  deps: CreateTaskDeps,
+  principal: ApplicationPrincipal,
+  idempotencyKey: string,
+  request: CreateTaskRequest,
+  definition: StoredDefinition,
+  steps: StepDefinition[],
+  snapshot: WorkerCandidate[] | null,
+  span: TraceSpan,
+): Promise<CreateTaskResult> {
+  const requestHash = fingerprint(request);
+  const input = request.input ?? {};
+  const traceparent = (deps.tracing ?? noTracing).traceparent();
   return inFactTransaction(
     deps,
     async (session) => {
@@ -121,9 +141,10 @@ export async function createTask(
             definitionId: definition.id,
             name: definition.name,
             version: definition.version,
-            steps: merged.steps,
+            steps,
+            ...(traceparent ? { traceparent } : {}),
           },
-          steps: stepSpecsOf(merged.steps, platformWorkerProducer),
+          steps: stepSpecsOf(steps, platformWorkerProducer),
           externalRef: request.externalRef ?? null,
           input,
           callbackUrl: request.callbackUrl ?? null,
@@ -183,6 +204,7 @@ export async function createTask(
             )
           : state;
       const body = toTaskView(placed);
+      span.setAttributes({ taskId: state.task.id, executionId: state.execution.id, taskVersion: 1 });
       await session.write({
         idempotency: {
           principal: `application:${principal.applicationId}`,

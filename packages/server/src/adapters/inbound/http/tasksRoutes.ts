@@ -11,6 +11,7 @@ import { retryTask } from '../../../core/tasks/retryTask.ts';
 import { principalOf, requireApplication } from './auth.ts';
 import { requireIdempotencyKey } from './problems.ts';
 import { emptyBodyAsObject, IdempotencyKeyHeader, problemResponses, Uuid } from './schemas.ts';
+import { inboundSpan, traceIdOf } from './tracing.ts';
 
 export interface TaskRouteDeps {
   authenticator: ApiKeyAuthenticator;
@@ -46,7 +47,22 @@ export function registerTaskRoutes(app: FastifyInstance, deps: TaskRouteDeps): v
     },
     async (request, reply) => {
       const key = request.headers['idempotency-key']!;
-      const result = await createTask(deps.create, principalOf(request), key, request.body);
+      const result = await inboundSpan(deps.create.tracing, 'POST /v1/tasks', request, async () => {
+        const created = await createTask(deps.create, principalOf(request), key, request.body);
+        const { task, execution } = created.body;
+        // Document 002 §14.2's correlation fields, for every line about the task.
+        request.log.info(
+          {
+            traceId: traceIdOf(deps.create.tracing),
+            taskId: task.id,
+            executionId: execution.id,
+            taskVersion: task.version,
+            replayed: created.replayed,
+          },
+          'task created',
+        );
+        return created;
+      });
       if (result.replayed) reply.header('idempotent-replayed', 'true');
       return reply
         .code(result.replayed ? 200 : 201)

@@ -32,6 +32,8 @@ import { reportWorkerEvents } from '../reportCommands.ts';
 import { requireAdmin } from './auth.ts';
 import type { RateLimits } from './rateLimits.ts';
 import { emptyBodyAsObject, eventStream, IdempotencyKeyHeader, problemResponses, Uuid } from './schemas.ts';
+import { logReportedEvents } from './taskLogs.ts';
+import { inboundSpan, traceIdOf } from './tracing.ts';
 
 function bearer(request: FastifyRequest): string | null {
   return /^Bearer\s+(\S+)$/i.exec(request.headers.authorization ?? '')?.[1] ?? null;
@@ -381,7 +383,17 @@ export function registerWorkerRoutes(
       if (events.length === 0 && commandAcks.length === 0) {
         throw new AppError('VALIDATION_FAILED', 'send at least one event or command acknowledgement');
       }
-      return { results: await reportWorkerEvents(deps.inbox, worker, events, commandAcks) };
+      const results = await inboundSpan(
+        deps.inbox.tracing,
+        'POST /v1/workers/{id}/events:batch',
+        request,
+        async () => {
+          const outcomes = await reportWorkerEvents(deps.inbox, worker, events, commandAcks);
+          logReportedEvents(request.log, traceIdOf(deps.inbox.tracing), events, outcomes);
+          return outcomes;
+        },
+      );
+      return { results };
     },
   );
 

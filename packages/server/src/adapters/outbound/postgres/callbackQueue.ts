@@ -15,6 +15,8 @@ export class PostgresCallbackQueue implements CallbackQueue {
   async claim(now: Date, limit: number): Promise<ClaimedCallback[]> {
     const rows = await this.rows.claim<{
       application_id: string;
+      task_id: string;
+      execution_id: string;
       url: string;
       payload: Record<string, unknown>;
     }>(now, limit, { group: 'execution_id', order: 'sequence' });
@@ -23,6 +25,8 @@ export class PostgresCallbackQueue implements CallbackQueue {
       claimId: r.claim_id,
       attempts: r.attempts,
       applicationId: r.application_id,
+      taskId: r.task_id,
+      executionId: r.execution_id,
       url: r.url,
       payload: r.payload,
     }));

@@ -263,6 +263,10 @@ export async function placeMapItems(
         executionToken: context.executionToken,
         heartbeatIntervalSeconds: context.heartbeatIntervalSeconds,
         timeouts: definition.timeouts,
+        // An item's run continues the task's trace (no span of its own for the round).
+        ...(before.execution.snapshot.traceparent
+          ? { traceparent: before.execution.snapshot.traceparent }
+          : {}),
       },
       createdAt: now,
     });

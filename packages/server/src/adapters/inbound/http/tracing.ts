@@ -1,0 +1,21 @@
+import type { FastifyRequest } from 'fastify';
+import { noTracing, type Tracing } from '../../../core/shared/ports.ts';
+
+/** A server span for a request, continuing the caller's W3C `traceparent` header when it sends one. */
+export function inboundSpan<T>(
+  tracing: Tracing | undefined,
+  name: string,
+  request: FastifyRequest,
+  work: () => Promise<T>,
+): Promise<T> {
+  if (!tracing || tracing === noTracing) return work();
+  const header = request.headers.traceparent;
+  return tracing.inSpan(name, { kind: 'server', parent: typeof header === 'string' ? header : null }, () =>
+    work(),
+  );
+}
+
+/** The trace id of the active span (document 002 §14.2's `traceId` log field), or undefined. */
+export function traceIdOf(tracing: Tracing | undefined): string | undefined {
+  return tracing?.traceparent()?.split('-')[1];
+}
