@@ -36,5 +36,9 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 90_000,
     pool: 'forks',
+    // Two files at once, also on a 2-core machine (vitest's default there is one): most files wait on
+    // PostgreSQL, servers and child processes rather than compute, and one at a time left the suite at
+    // 13 minutes of a 30-minute CI. TDP_TEST_WORKERS overrides it.
+    maxWorkers: Number(process.env.TDP_TEST_WORKERS ?? 2),
   },
 });
