@@ -7,6 +7,7 @@ import { registerDashboardRoutes } from '../adapters/inbound/http/dashboardRoute
 import { registerDeadLetterRoutes } from '../adapters/inbound/http/deadLetterRoutes.ts';
 import { registerDefinitionRoutes } from '../adapters/inbound/http/definitionsRoutes.ts';
 import { registerHealthRoutes } from '../adapters/inbound/http/healthRoutes.ts';
+import { registerOperatorRoutes } from '../adapters/inbound/http/operatorRoutes.ts';
 import { documentRateLimits, rateLimitedUserTokens } from '../adapters/inbound/http/rateLimits.ts';
 import { registerRealtimeRoutes } from '../adapters/inbound/http/realtimeRoutes.ts';
 import { registerRunRoutes } from '../adapters/inbound/http/runRoutes.ts';
@@ -79,7 +80,12 @@ export async function createApi(
   registerRunRoutes(app, { authenticator, runs: a.tasks, callbacks: a.callbackQueue, clock });
   registerDeadLetterRoutes(app, {
     adminToken: config.adminToken,
-    requeue: { clock, callbacks: a.callbackQueue, requeueLimit: config.deadLetterRequeueLimit },
+    requeue: uses.deadLetterRequeue,
+  });
+  registerOperatorRoutes(app, {
+    adminToken: config.adminToken,
+    actions: uses.operatorActions,
+    audit: uses.operatorAudit,
   });
   gateway.attach(app.server);
   // What realtime tokens and the task stream read: tasks, their ACL, and the tenant's applications.
