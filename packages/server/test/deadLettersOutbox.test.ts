@@ -147,8 +147,9 @@ it('requeues DEAD outbox rows by ids and by filter; the bus gets them again; the
   expect(await statuses('outbox_event', thirdIds)).toEqual(thirdIds.map(() => 'DEAD'));
 
   // A time range that ends before the rows were made picks none of them.
-  const [{ created }] = await sql<{ created: Date }[]>`
+  const [earliest] = await sql<{ created: Date }[]>`
     SELECT min(created_at) AS created FROM outbox_event WHERE id = ANY(${thirdIds}::uuid[])`;
+  const created = earliest!.created;
   const tooEarly = await requeue({
     table: 'outbox',
     filter: { createdTo: created.toISOString() },
