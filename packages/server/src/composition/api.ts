@@ -20,9 +20,12 @@ import { registerUserViewRoutes } from '../adapters/inbound/http/userViewRoutes.
 import { listWorkerViews, registerWorkerRoutes } from '../adapters/inbound/http/workerRoutes.ts';
 import { derivedKey } from '../adapters/outbound/tokens/executionCredentials.ts';
 import type { ServerConfig } from '../config.ts';
+import { requeueDeadLetters } from '../core/operations/requeueDeadLetters.ts';
 import { decideApproval } from '../core/orchestration/kinds/approval.ts';
 import { sendSignal } from '../core/orchestration/kinds/signal.ts';
 import { listAllSchedules } from '../core/schedules/schedules.ts';
+import { drainWorkerSession } from '../core/scheduling/drainWorker.ts';
+import { setWorkerCordon } from '../core/scheduling/operatorActions.ts';
 import type { Viewer } from '../core/status/ports.ts';
 import { registerDevelopmentFiles } from '../development/developmentFiles.ts';
 import { dashboardPages } from '../wiring/dashboardPages.ts';
@@ -140,6 +143,12 @@ export async function createApi(
     signal: async ({ reason, taskId, name, payload, idempotencyKey }) =>
       (await sendSignal(uses.status, { kind: 'operator', reason }, { taskId, name, payload, idempotencyKey }))
         .body,
+    operatorActions: {
+      drainWorker: (request) => drainWorkerSession(uses.workerDrain, { ...request, actor: 'operator' }),
+      cordonWorker: (request) => setWorkerCordon(uses.operatorActions, { ...request, actor: 'operator' }),
+      requeueDead: ({ table, reason }) =>
+        requeueDeadLetters(uses.deadLetterRequeue, { table, selection: {}, reason, actor: 'operator' }),
+    },
     pagesDirectory: await dashboardPages(),
     wsUrl: config.realtimeWsUrl,
   });
