@@ -4,24 +4,22 @@
  * and exits, and once its session ends the worker is gone from the page; Requeue on the pipeline health
  * page sends a DEAD outbox row again. Both audited.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { newId } from '@tdp/protocol';
 import { connectDatabase } from '@tdp/server';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { launchBrowser, loginToDashboard, screenshot } from '../../../test/browser.ts';
 import { type Harness, startHarness } from '../../../test/harness.ts';
+import { killAllWorkerProcesses, startWorkerProgramProcess } from '../../worker/test/support.ts';
 
 /** Past the harness's worker heartbeat TTL (30 s). */
 const pastHeartbeatTtlMs = 60_000;
 let h: Harness;
 let app: Awaited<ReturnType<Harness['createApplication']>>;
 let browser: Browser;
-let child: ChildProcess | null = null;
 const directory = mkdtempSync(join(tmpdir(), 'tdp-dashboard-operator-'));
 
 beforeAll(async () => {
@@ -38,23 +36,10 @@ beforeAll(async () => {
   browser = await launchBrowser();
 }, 60_000);
 afterAll(async () => {
-  child?.kill('SIGKILL');
+  killAllWorkerProcesses();
   await browser?.close();
   await h?.close();
 });
-
-/** A program that starts the worker and nothing else: it ends when the worker lets go of it. */
-const program = `
-  import { defineCapability, silentLogger, startWorker } from '@tdp/worker';
-  import { Type } from 'typebox';
-  const slow = defineCapability({
-    name: 'test.slow', version: '1', input: Type.Object({}), output: Type.Object({ slept: Type.Boolean() }),
-    run: async () => { await new Promise((resolve) => setTimeout(resolve, 1_000)); return { slept: true }; },
-  });
-  const worker = await startWorker({ url: process.env.TDP_URL, key: process.env.KEY, capabilities: [slow],
-    database: process.env.DB, nodeId: 'node-dashboard-drain', healthPort: 0, logger: silentLogger });
-  process.stdout.write(JSON.stringify({ workerId: worker.id }) + '\\n');
-`;
 
 it('Drain on the workers page: DRAINING, then gone once the session ends; audited', {
   timeout: 90_000,
@@ -62,20 +47,12 @@ it('Drain on the workers page: DRAINING, then gone once the session ends; audite
   const workerKey = (
     await h.request('POST', '/admin/v1/worker-credentials', { token: h.adminToken, body: {} })
   ).body.key as string;
-  const started = spawn(
-    process.execPath,
-    ['--conditions=@tdp/source', '--import', 'tsx', '--input-type=module', '-e', program],
-    {
-      cwd: fileURLToPath(new URL('../../worker/', import.meta.url)),
-      env: { ...process.env, TDP_URL: h.url, KEY: workerKey, DB: join(directory, 'worker.db') },
-      stdio: ['ignore', 'pipe', 'inherit'],
-    },
-  );
-  child = started;
-  const exited = new Promise<number | null>((resolve) => started.once('exit', (code) => resolve(code)));
-  const workerId = await new Promise<string>((resolve, reject) => {
-    started.stdout!.once('data', (line: Buffer) => resolve(JSON.parse(line.toString()).workerId));
-    started.once('exit', () => reject(new Error('the worker ended before registering')));
+  const { workerId, exited } = await startWorkerProgramProcess({
+    baseUrl: h.url,
+    workerKey,
+    dbPath: join(directory, 'worker.db'),
+    nodeId: 'node-dashboard-drain',
+    slowMs: 1_000,
   });
 
   const page = await loginToDashboard(browser, h.url, h.adminToken);
@@ -90,7 +67,7 @@ it('Drain on the workers page: DRAINING, then gone once the session ends; audite
   await screenshot(page, 'dashboard-worker-draining');
 
   // The worker lets go by itself; once its heartbeats have stopped for the TTL the session ends.
-  expect(await exited).toBe(0);
+  expect(await exited).toEqual({ code: 0, signal: null });
   h.clock.advance(pastHeartbeatTtlMs);
   await row.waitFor({ state: 'detached', timeout: 20_000 });
 

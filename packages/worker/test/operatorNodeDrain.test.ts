@@ -5,21 +5,19 @@
  * nothing new is placed, both processes exit 0. Draining again (the node or one of its sessions) answers
  * the same and writes nothing. Uncordoned, a worker that starts on the node takes the waiting step.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { newId } from '@tdp/protocol';
 import { connectDatabase } from '@tdp/server';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { type Harness, startHarness } from '../../../test/harness.ts';
+import { killAllWorkerProcesses, startWorkerProgramProcess } from './support.ts';
 
 let h: Harness;
 let app: Awaited<ReturnType<Harness['createApplication']>>;
 let workerKey: string;
 const directory = mkdtempSync(join(tmpdir(), 'tdp-node-drain-test-'));
-const children: ChildProcess[] = [];
 
 beforeAll(async () => {
   h = await startHarness({ runLoops: true });
@@ -36,44 +34,19 @@ beforeAll(async () => {
   });
 });
 afterAll(async () => {
-  for (const child of children) child.kill('SIGKILL');
+  killAllWorkerProcesses();
   await h.close();
 });
 
-/** A program that starts the worker and nothing else: it ends when the worker lets go of it. */
-const program = `
-  import { defineCapability, silentLogger, startWorker } from '@tdp/worker';
-  import { Type } from 'typebox';
-  const slow = defineCapability({
-    name: 'test.slow', version: '1', input: Type.Object({}), output: Type.Object({ slept: Type.Boolean() }),
-    run: async () => { await new Promise((resolve) => setTimeout(resolve, 2_000)); return { slept: true }; },
+/** A worker process on node-drained (2 s steps); its session id and its exit. */
+const startWorkerProcess = (name: string) =>
+  startWorkerProgramProcess({
+    baseUrl: h.url,
+    workerKey,
+    dbPath: join(directory, `${name}.db`),
+    nodeId: 'node-drained',
+    slowMs: 2_000,
   });
-  const worker = await startWorker({ url: process.env.TDP_URL, key: process.env.KEY, capabilities: [slow],
-    database: process.env.DB, nodeId: 'node-drained', healthPort: 0, logger: silentLogger });
-  process.stdout.write(JSON.stringify({ workerId: worker.id }) + '\\n');
-`;
-
-/** Starts a worker process on node-drained; its session id and its exit. */
-async function startWorkerProcess(name: string) {
-  const child = spawn(
-    process.execPath,
-    ['--conditions=@tdp/source', '--import', 'tsx', '--input-type=module', '-e', program],
-    {
-      cwd: fileURLToPath(new URL('..', import.meta.url)),
-      env: { ...process.env, TDP_URL: h.url, KEY: workerKey, DB: join(directory, `${name}.db`) },
-      stdio: ['ignore', 'pipe', 'inherit'],
-    },
-  );
-  children.push(child);
-  const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
-    child.once('exit', (code, signal) => resolve({ code, signal })),
-  );
-  const workerId = await new Promise<string>((resolve, reject) => {
-    child.stdout!.once('data', (line: Buffer) => resolve(JSON.parse(line.toString()).workerId));
-    child.once('exit', () => reject(new Error('the worker ended before registering')));
-  });
-  return { workerId, exited };
-}
 
 const submit = async () =>
   (

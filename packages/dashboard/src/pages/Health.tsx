@@ -1,6 +1,7 @@
 import { useState } from 'react';
 import { api, usePolled } from '../api.ts';
 import { duration } from '../format.tsx';
+import { useReasonedAction } from './useReasonedAction.ts';
 
 interface Line {
   backlog: number;
@@ -127,26 +128,17 @@ function RequeueDead({
   count: number;
   onDone: () => void;
 }) {
-  const [reason, setReason] = useState('');
-  const [busy, setBusy] = useState(false);
-  const [message, setMessage] = useState<string | null>(null);
-  const requeue = async () => {
-    setBusy(true);
-    setMessage(null);
-    try {
+  const { reason, setReason, busy, error, blank, run } = useReasonedAction();
+  const [requeued, setRequeued] = useState<number | null>(null);
+  const requeue = () =>
+    run(async (given) => {
       const answer = await api<{ requeued: string[] }>(`/dead-letters/${table}/requeue`, {
         method: 'POST',
-        body: { reason: reason.trim() },
+        body: { reason: given },
       });
-      setMessage(`${answer.requeued.length} requeued`);
-      setReason('');
+      setRequeued(answer.requeued.length);
       onDone();
-    } catch (failure) {
-      setMessage((failure as Error).message);
-    } finally {
-      setBusy(false);
-    }
-  };
+    });
   return (
     <div className="requeue" data-dead-table={table}>
       <strong>{label}</strong>: <span data-dead-count>{count}</span> DEAD{' '}
@@ -157,10 +149,11 @@ function RequeueDead({
         maxLength={2000}
         onChange={(event) => setReason(event.target.value)}
       />
-      <button type="button" disabled={busy || reason.trim() === ''} onClick={requeue}>
+      <button type="button" disabled={busy || blank} onClick={() => void requeue()}>
         Requeue
       </button>
-      {message ? <span className="muted"> {message}</span> : null}
+      {requeued !== null ? <span className="muted"> {requeued} requeued</span> : null}
+      {error ? <span className="failure"> {error}</span> : null}
     </div>
   );
 }

@@ -2,8 +2,8 @@
  * The operator's actions on one worker session, with a reason (audited): Drain (it finishes its running
  * attempts, takes nothing new and exits) and Cordon / Uncordon (placed on no more; its work goes on).
  */
-import { useState } from 'react';
 import { api } from '../api.ts';
+import { useReasonedAction } from './useReasonedAction.ts';
 
 export function WorkerActions({
   workerId,
@@ -16,23 +16,12 @@ export function WorkerActions({
   cordoned: boolean;
   onDone: () => void;
 }) {
-  const [reason, setReason] = useState('');
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<string | null>(null);
-  const act = async (action: 'drain' | 'cordon' | 'uncordon') => {
-    setBusy(true);
-    setError(null);
-    try {
-      await api(`/workers/${workerId}/${action}`, { method: 'POST', body: { reason: reason.trim() } });
-      setReason('');
+  const { reason, setReason, busy, error, blank, run } = useReasonedAction();
+  const act = (action: 'drain' | 'cordon' | 'uncordon') =>
+    run(async (given) => {
+      await api(`/workers/${workerId}/${action}`, { method: 'POST', body: { reason: given } });
       onDone();
-    } catch (failure) {
-      setError((failure as Error).message);
-    } finally {
-      setBusy(false);
-    }
-  };
-  const blank = reason.trim() === '';
+    });
   return (
     <div className="worker-actions">
       <input
@@ -46,7 +35,7 @@ export function WorkerActions({
         type="button"
         data-action="drain"
         disabled={busy || blank || draining}
-        onClick={() => act('drain')}
+        onClick={() => void act('drain')}
       >
         Drain
       </button>
@@ -54,11 +43,11 @@ export function WorkerActions({
         type="button"
         data-action={cordoned ? 'uncordon' : 'cordon'}
         disabled={busy || blank}
-        onClick={() => act(cordoned ? 'uncordon' : 'cordon')}
+        onClick={() => void act(cordoned ? 'uncordon' : 'cordon')}
       >
         {cordoned ? 'Uncordon' : 'Cordon'}
       </button>
-      {error ? <div className="error">{error}</div> : null}
+      {error ? <div className="failure">{error}</div> : null}
     </div>
   );
 }
