@@ -51,10 +51,16 @@ export function deadLetterSelection(body: RequeueBody): DeadLetterSelection {
   if (body.ids && body.filter) throw new AppError('VALIDATION_FAILED', 'send ids or a filter, not both');
   if (body.ids) return { ids: body.ids };
   const f = body.filter ?? {};
+  // A time the format allows but no Date holds (a leap second) is refused, not sent to the database.
+  const time = (given: string, field: string) => {
+    const at = new Date(given);
+    if (Number.isNaN(at.getTime())) throw new AppError('VALIDATION_FAILED', `filter.${field} is not a time`);
+    return at;
+  };
   return {
     filter: {
-      ...(f.createdFrom ? { createdFrom: new Date(f.createdFrom) } : {}),
-      ...(f.createdTo ? { createdTo: new Date(f.createdTo) } : {}),
+      ...(f.createdFrom ? { createdFrom: time(f.createdFrom, 'createdFrom') } : {}),
+      ...(f.createdTo ? { createdTo: time(f.createdTo, 'createdTo') } : {}),
       ...(f.errorContains ? { errorContains: f.errorContains } : {}),
       ...(f.applicationId ? { applicationId: f.applicationId } : {}),
     },
