@@ -28,6 +28,7 @@ const domainModules = [
   `${core}identity/(outboundUrl|secretBox|apiKeys|userReach)\\.ts$`,
   `${core}outbox/policy\\.ts$`,
   `${core}schedules/firePolicy\\.ts$`,
+  `${core}tasks/correction\\.ts$`,
   `${core}shared/(canonicalJson|errors)\\.ts$`,
 ];
 

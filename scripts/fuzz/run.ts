@@ -131,14 +131,14 @@ async function main(schemathesis: string, extraArgs: string[]): Promise<number> 
     await server.start();
     const { env, ...ids } = await seedCredentials(server.url, server.adminToken);
     const configFile = await writeConfig(directory, ids);
+    // Kept after the run (the temporary directory is not): the full report, for a look after CI.
+    const reportFile = join(tmpdir(), 'tdp-fuzz-report.txt');
     const run = () =>
       runSchemathesis(
         schemathesis,
         ['--config-file', configFile, 'run', `${server!.url}/openapi.json`, ...extraArgs],
-        {
-          ...process.env,
-          ...env,
-        },
+        { ...process.env, ...env },
+        reportFile,
       );
     process.stdout.write(`fuzzing ${server.url}/openapi.json\n`);
     const first = await run();
@@ -154,19 +154,59 @@ async function main(schemathesis: string, extraArgs: string[]): Promise<number> 
   }
 }
 
-/** Runs schemathesis with its output shown as it comes and kept, for `onlyToolErrors`. */
-function runSchemathesis(
+/**
+ * Runs schemathesis with its report written to `reportFile`, not to the terminal: its live progress is
+ * thousands of redrawn lines, and its closing banner is pytest's ("=== 2 warnings in 178s ==="), which log
+ * readers take for a test run that ran nothing. What is printed instead is `summarise`'s few lines, and
+ * the report itself when the run failed.
+ */
+async function runSchemathesis(
   schemathesis: string,
   args: string[],
   env: NodeJS.ProcessEnv,
+  reportFile: string,
 ): Promise<{ code: number; output: string }> {
-  const child = spawn(schemathesis, args, { stdio: ['ignore', 'pipe', 'inherit'], env });
-  let output = '';
-  child.stdout.on('data', (chunk: Buffer) => {
-    output += chunk.toString('utf8');
-    process.stdout.write(chunk);
+  const child = spawn(schemathesis, args, {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...env, NO_COLOR: '1' },
   });
-  return new Promise((resolve) => child.once('close', (code) => resolve({ code: code ?? 1, output })));
+  let output = '';
+  const keep = (chunk: Buffer) => {
+    output += chunk.toString('utf8');
+  };
+  child.stdout.on('data', keep);
+  child.stderr.on('data', keep);
+  const code = await new Promise<number>((resolve) => child.once('close', (exit) => resolve(exit ?? 1)));
+  const report = withoutProgress(output);
+  await writeFile(reportFile, report);
+  process.stdout.write(`${summarise(report, code)}\n  report: ${reportFile}\n`);
+  if (code !== 0) process.stdout.write(`\n${report}\n`);
+  return { code, output };
+}
+
+/** The report without terminal control sequences and without the progress frames it redrew. */
+function withoutProgress(output: string): string {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: terminal control sequences are what is removed
+  const plain = output.replace(/\u001b\[[0-9;?]*[A-Za-z]/g, '');
+  const lines = plain
+    .split(/\r?\n/)
+    .filter((line) => !/^\s*(✅|⏭|❌|🚫|🕐|🕑|🕒|🕓|🕔|🕕|🕖|🕗|🕘|🕙|🕚|🕛)/u.test(line));
+  return lines.join('\n').replace(/\n{3,}/g, '\n\n');
+}
+
+/** One plain line: how many operations and cases, and whether any check failed. */
+function summarise(report: string, code: number): string {
+  const tested = /Tested:\s*(\d+)/.exec(report)?.[1];
+  const selected = /Selected:\s*(\d+\/\d+)/.exec(report)?.[1];
+  const cases = /Test cases:\s*\n\s*(\d+) generated/.exec(report)?.[1];
+  const seed = /Seed:\s*(\d+)/.exec(report)?.[1];
+  const outcome = code === 0 ? 'no check failed' : `schemathesis exited with ${code}`;
+  return [
+    `fuzz: ${outcome};`,
+    `operations ${tested ?? '?'} tested of ${selected ?? '?'} selected;`,
+    `${cases ?? '?'} cases generated;`,
+    `seed ${seed ?? '?'}`,
+  ].join(' ');
 }
 
 /** The run failed only by schemathesis's own errors: no check failed (no FAILURES section). */

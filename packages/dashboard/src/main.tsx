@@ -2,6 +2,7 @@
 import { Component, type ReactNode, StrictMode, useEffect, useState } from 'react';
 import { createRoot } from 'react-dom/client';
 import { api, whenUnauthenticated } from './api.ts';
+import { PipelineCharts } from './charts/PipelineCharts.tsx';
 import { type ConnectionState, LiveFeed } from './live.ts';
 import { Health } from './pages/Health.tsx';
 import { Login } from './pages/Login.tsx';
@@ -117,6 +118,7 @@ function App() {
           {page === 'tasks' && !id && feed ? <Tasks feed={feed} /> : null}
           {page === 'workers' ? <Workers /> : null}
           {page === 'health' ? <Health /> : null}
+          {page === 'health' ? <PipelineCharts /> : null}
           {page === 'workflows' ? <Workflows /> : null}
           {page === 'schedules' ? <Schedules /> : null}
         </ErrorBoundary>

@@ -11,6 +11,8 @@ import { type DemoDeps, DemoError } from './useCases.ts';
 
 export interface GrantRequest {
   grantId?: unknown;
+  /** The same for every ask of one allocation (a retry, a renewal): it names the allocation. */
+  idempotencyKey?: unknown;
   applicationId?: unknown;
   taskId?: unknown;
   purpose?: unknown;
@@ -72,13 +74,31 @@ export async function grant(
     const asked = Number(artifact.maxBytes);
     if (!Number.isSafeInteger(asked) || asked < 1)
       throw new DemoError(400, 'GRANT_MALFORMED', 'artifact.maxBytes must be a positive integer');
-    const maxBytes = Math.min(asked, deps.maxUploadBytes);
-    const id = randomUUID();
+    const allocationKey = typeof request.idempotencyKey === 'string' ? request.idempotencyKey : null;
     const fileName = basename(String(artifact.relativePath ?? 'output.zip')).slice(0, 255) || 'output.zip';
-    await deps.sql`
-      INSERT INTO demo.asset (id, owner_id, kind, state, file_name, media_type, order_id, max_bytes, created_at)
-      VALUES (${id}, ${order.owner_id}, 'OUTPUT', 'UPLOADING', ${fileName},
-        ${String(artifact.mediaType ?? 'application/octet-stream')}, ${order.id}, ${maxBytes}, ${deps.now()})`;
+    // Asked again with the same key, the allocation made the first time answers, with a fresh URL.
+    type Allocated = { id: string; order_id: string; max_bytes: string };
+    let [allocated] = await deps.sql<Allocated[]>`
+      WITH made AS (
+        INSERT INTO demo.asset (id, owner_id, kind, state, file_name, media_type, order_id, max_bytes,
+                                allocation_key, created_at)
+        VALUES (${randomUUID()}, ${order.owner_id}, 'OUTPUT', 'UPLOADING', ${fileName},
+          ${String(artifact.mediaType ?? 'application/octet-stream')}, ${order.id},
+          ${Math.min(asked, deps.maxUploadBytes)}, ${allocationKey}, ${deps.now()})
+        ON CONFLICT (allocation_key) DO NOTHING
+        RETURNING id, order_id, max_bytes)
+      SELECT * FROM made
+      UNION ALL
+      SELECT id, order_id, max_bytes FROM demo.asset WHERE allocation_key = ${allocationKey}`;
+    // A concurrent ask with the same key committed after this statement's snapshot: read it now.
+    [allocated] = allocated
+      ? [allocated]
+      : await deps.sql<Allocated[]>`
+          SELECT id, order_id, max_bytes FROM demo.asset WHERE allocation_key = ${allocationKey}`;
+    if (allocated?.order_id !== order.id)
+      throw new DemoError(403, 'GRANT_REFUSED', 'this idempotency key allocated an output of another order');
+    const id = allocated.id;
+    const maxBytes = Number(allocated.max_bytes);
     return {
       url: url(id, 'PUT', maxBytes),
       method: 'PUT',

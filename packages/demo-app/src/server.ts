@@ -189,7 +189,8 @@ export async function buildDemoServer(options: DemoServerOptions): Promise<Fasti
   app.post<{ Body: GrantRequest }>('/tdp/grants', async (request, reply) => {
     if (request.headers.authorization !== `Bearer ${options.providerToken}`)
       return sendProblem(reply, 401, 'UNAUTHORIZED', 'the provider token does not match');
-    return grant(deps, tdp, options.publicUrl(), request.body ?? {});
+    const idempotencyKey = request.body?.idempotencyKey ?? request.headers['idempotency-key'];
+    return grant(deps, tdp, options.publicUrl(), { ...request.body, idempotencyKey });
   });
 
   const signedAccess = (request: FastifyRequest<{ Params: { id: string } }>) =>

@@ -304,6 +304,42 @@ describe('the endpoints TDP calls', () => {
   });
 });
 
+describe('output allocations', () => {
+  it('the same idempotency key (a retry after a crash, a renewal) gets the same asset, another key another', async () => {
+    const [order] = await sql<{ task_id: string }[]>`
+      SELECT task_id FROM demo.processing_order WHERE task_id IS NOT NULL LIMIT 1`;
+    const allocate = (idempotencyKey: string, headerOnly = false) =>
+      fetch(`${world.demo.url}/tdp/grants`, {
+        method: 'POST',
+        headers: {
+          authorization: 'Bearer provider-token-for-tests',
+          'content-type': 'application/json',
+          'idempotency-key': idempotencyKey,
+        },
+        body: JSON.stringify({
+          grantId: randomUUID(),
+          ...(headerOnly ? {} : { idempotencyKey }),
+          applicationId: world.credentials.applicationId,
+          taskId: order!.task_id,
+          attemptId: randomUUID(),
+          purpose: 'ARTIFACT',
+          artifact: { relativePath: 'out/result.zip', mediaType: 'application/zip', maxBytes: 1_000 },
+        }),
+      }).then(async (r) => [r.status, (await r.json()) as { resourceRef: string; url: string }] as const);
+    const key = randomUUID();
+    const [firstStatus, first] = await allocate(key);
+    const [againStatus, again] = await allocate(key);
+    const [, byHeader] = await allocate(key, true);
+    const [, other] = await allocate(randomUUID());
+    expect([firstStatus, againStatus]).toEqual([200, 200]);
+    expect(again.resourceRef).toBe(first.resourceRef);
+    expect(byHeader.resourceRef).toBe(first.resourceRef);
+    expect(other.resourceRef).not.toBe(first.resourceRef);
+    const rows = await sql`SELECT id FROM demo.asset WHERE allocation_key = ${key}`;
+    expect(rows.map((r) => r.id)).toEqual([first.resourceRef]);
+  });
+});
+
 describe('cancelling and reconciling', () => {
   it('cancel is idempotent; an order no worker has started ends CANCELED', async () => {
     await world.stopWorker();

@@ -27,6 +27,7 @@ export const errorCatalogue = {
   SCHEDULE_NOT_FOUND: { status: 404, retryable: false, title: 'Schedule not found' },
   WORKER_NOT_FOUND: { status: 404, retryable: false, title: 'No live worker session with this id' },
   NODE_NOT_FOUND: { status: 404, retryable: false, title: 'No node with this id' },
+  JOB_NOT_FOUND: { status: 404, retryable: false, title: 'No bulk job with this id' },
   STEP_NOT_REGISTERED: {
     status: 404,
     retryable: false,
@@ -105,6 +106,11 @@ export const errorCatalogue = {
     retryable: false,
     title: 'No attempt with this id is leased to a worker of this key',
   },
+  GRANT_NOT_FOUND: {
+    status: 404,
+    retryable: false,
+    title: 'No issued grant with this id belongs to this attempt',
+  },
   FILE_NOT_FOUND: {
     status: 404,
     retryable: false,
@@ -177,6 +183,11 @@ export const errorCatalogue = {
     retryable: false,
     title: "The approval step's time to decide has run out",
   },
+  CORRECTION_FORBIDDEN: {
+    status: 409,
+    retryable: false,
+    title: 'The state machine forbids this correction; send force: true to make it anyway (audited)',
+  },
   PAYLOAD_TOO_LARGE: { status: 413, retryable: false, title: 'The request body is too large' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, retryable: false, title: 'Unsupported content type' },
   HEADERS_TOO_LARGE: { status: 431, retryable: false, title: 'The request headers are too large' },
@@ -210,6 +221,11 @@ export const errorCatalogue = {
     status: 422,
     retryable: false,
     title: "A limit of the task's dynamic registration policy was reached",
+  },
+  BULK_FILTER_TOO_BROAD: {
+    status: 422,
+    retryable: false,
+    title: 'The filter matches more tasks than one bulk job may take; narrow it',
   },
   PRECONDITION_REQUIRED: {
     status: 428,

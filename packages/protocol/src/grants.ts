@@ -15,3 +15,26 @@ export const AccessGrant = Type.Object({
   resourceRef: Type.String(),
 });
 export type AccessGrant = Static<typeof AccessGrant>;
+
+/**
+ * When to renew a grant (the worker's `grantRenewal` option, the server's `grantReplayRenewal` setting):
+ * once less than `remainingFraction` of its lifetime, or less than `remainingMs`, is left.
+ */
+export interface GrantRenewalPolicy {
+  remainingFraction: number;
+  remainingMs: number;
+}
+
+/**
+ * The moment (ms since the epoch) from which a grant issued at `issuedAtMs` is due for renewal: never
+ * before half its lifetime, so that a grant shorter than `remainingMs` is not renewed over and over.
+ */
+export function grantRenewalDueAt(
+  issuedAtMs: number,
+  expiresAtMs: number,
+  policy: GrantRenewalPolicy,
+): number {
+  const lifetime = Math.max(0, expiresAtMs - issuedAtMs);
+  const before = Math.max(policy.remainingMs, lifetime * policy.remainingFraction);
+  return expiresAtMs - Math.min(before, lifetime / 2);
+}

@@ -241,3 +241,10 @@ export const ArtifactGrantRequest = Type.Object(
   Strict,
 );
 export type ArtifactGrantRequest = Static<typeof ArtifactGrantRequest>;
+
+/**
+ * `POST /v1/attempts/{id}/grants/{grantId}:renew` (with an Idempotency-Key of its own): a new URL and
+ * expiry for a grant the attempt still needs, from the same provider allocation.
+ */
+export const GrantRenewalRequest = Type.Object({ leaseVersion: Type.Integer({ minimum: 1 }) }, Strict);
+export type GrantRenewalRequest = Static<typeof GrantRenewalRequest>;

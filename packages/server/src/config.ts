@@ -24,6 +24,10 @@ export interface ServerSettings {
   healthCheckIntervalMs: number;
   /** Steps the health reconciler marks in one round at most. */
   healthMaxPerCycle: number;
+  /** How often each replica looks whether this minute's chart sample is written (well under a minute). */
+  chartSampleIntervalMs: number;
+  /** Chart samples (docs/dashboard.md) older than this are deleted by the sampler. */
+  chartSampleRetentionMs: number;
   /** With a durable gateway, the relay loop takes what the hand-off did not publish after this long. */
   realtimeHandoffGraceMs: number;
   /** A scheduling request no worker can take is tried again after this long. */
@@ -58,6 +62,11 @@ export interface ServerSettings {
   taskDetailSubscriptionLimit: number;
   /** An application's resource provider unanswered by then fails the grant (retryable). */
   resourceProviderTimeoutMs: number;
+  /**
+   * A replayed grant request whose stored grant has less than this left (a fraction of its lifetime, or
+   * a time) is renewed, a new URL from the provider, rather than returned as it was.
+   */
+  grantReplayRenewal: { remainingFraction: number; remainingMs: number };
   /** The development provider's file URLs (`tdp dev`) expire after this long. */
   developmentFilesGrantTtlMs: number;
   /** The development provider accepts uploads of at most this many bytes. */
@@ -107,6 +116,14 @@ export interface ServerSettings {
   grpcStreamRoundSize: number;
   /** Rows one dead-letter requeue that names no ids puts back at most (the oldest first). */
   deadLetterRequeueLimit: number;
+  /** Tasks one bulk cancel or retry may match at most; a broader filter is refused (nothing started). */
+  bulkJobTaskLimit: number;
+  /** Tasks a bulk job's loop handles per round (each in its own transaction), holding its claim. */
+  bulkJobBatchSize: number;
+  /** How long a replica's claim on a bulk job lasts; after it another replica resumes from the cursor. */
+  bulkJobClaimMs: number;
+  /** The bulk job loop looks for new or abandoned jobs at least this often. */
+  bulkJobPollMs: number;
 }
 
 export type RateLimitedCredential = 'application' | 'worker' | 'execution';
@@ -118,6 +135,9 @@ export const defaultSettings: ServerSettings = {
   leaseCheckIntervalMs: 2_000,
   healthCheckIntervalMs: 5_000,
   healthMaxPerCycle: 100,
+  chartSampleIntervalMs: 15_000,
+  // The day chart reads a day back; a second day spares an operator looking at yesterday a gap.
+  chartSampleRetentionMs: 2 * 24 * 3600_000,
   realtimeHandoffGraceMs: 5_000,
   retryUnplaceableMs: 5_000,
   workerCandidatesMaxAgeMs: 1_000,
@@ -128,6 +148,11 @@ export const defaultSettings: ServerSettings = {
   outboxNotifyIntervalMs: 100,
   shutdownDatabaseTimeoutSeconds: 5,
   deadLetterRequeueLimit: 1_000,
+  bulkJobTaskLimit: 10_000,
+  // Small rounds: each task is its own fact transaction, and the claim is renewed between rounds.
+  bulkJobBatchSize: 20,
+  bulkJobClaimMs: 30_000,
+  bulkJobPollMs: 1_000,
   loops: {
     // After a burst (10,000 tasks are ~40,000 events) rounds of 100 kept the loop busy well into the
     // traffic that followed; 500 a round cut that tail (`bench -- e2e`: steady p99 193 → 78 ms, 1,000
@@ -150,6 +175,7 @@ export const defaultSettings: ServerSettings = {
   realtimeHistory: { size: 300, followedSize: 100, ttlMs: 10 * 60_000 },
   taskDetailSubscriptionLimit: 20,
   resourceProviderTimeoutMs: 10_000,
+  grantReplayRenewal: { remainingFraction: 0.2, remainingMs: 60_000 },
   developmentFilesGrantTtlMs: 15 * 60_000,
   developmentFilesMaxBytes: 1024 ** 3,
   commandResendAfterMs: 30_000,
@@ -268,6 +294,8 @@ function settingsFrom(env: NodeJS.ProcessEnv, overrides: Partial<ServerConfig>):
     leaseCheckIntervalMs: number('leaseCheckIntervalMs', 'TDP_LEASE_CHECK_INTERVAL_MS'),
     healthCheckIntervalMs: number('healthCheckIntervalMs', 'TDP_HEALTH_CHECK_INTERVAL_MS'),
     healthMaxPerCycle: number('healthMaxPerCycle', 'TDP_HEALTH_MAX_PER_CYCLE'),
+    chartSampleIntervalMs: number('chartSampleIntervalMs', 'TDP_CHART_SAMPLE_INTERVAL_MS'),
+    chartSampleRetentionMs: number('chartSampleRetentionMs', 'TDP_CHART_SAMPLE_RETENTION_MS'),
     realtimeHandoffGraceMs: number('realtimeHandoffGraceMs', 'TDP_REALTIME_HANDOFF_GRACE_MS'),
     retryUnplaceableMs: number('retryUnplaceableMs', 'TDP_RETRY_UNPLACEABLE_MS'),
     shutdownDeadlineMs: number('shutdownDeadlineMs', 'TDP_SHUTDOWN_DEADLINE_MS'),

@@ -15,6 +15,7 @@ import { createLoops, type RunningLoops } from './composition/loops.ts';
 import { useCaseDeps } from './composition/useCases.ts';
 import type { ServerConfig } from './config.ts';
 import type { ApplicationDeps } from './core/identity/applications.ts';
+import type { DispatchDeps } from './core/scheduling/dispatch.ts';
 import type { StatusDeps } from './core/status/deps.ts';
 import { developmentProviderPath } from './development/developmentFiles.ts';
 import { listenForCommands } from './wiring/commandWakeup.ts';
@@ -39,6 +40,8 @@ export interface RunningServer {
   identity: ApplicationDeps;
   /** The status service's dependencies (tests drive the health reconciler with them). */
   status: StatusDeps;
+  /** The scheduler round's dependencies (tests run a round with them when the loops are off). */
+  dispatch: DispatchDeps;
   logger: Logger;
   /** The realtime gateway serving this process's WebSocket, SSE and server API endpoints. */
   gateway: Gateway;
@@ -93,6 +96,7 @@ export async function startServer(
     url,
     identity: uses.identity,
     status: uses.status,
+    dispatch: uses.dispatch,
     logger: adapters.logger,
     gateway,
     health: adapters.health,

@@ -14,6 +14,14 @@ function wakeup(retryDeferred: () => Promise<number>) {
 }
 
 describe('the freed-capacity wake-up', () => {
+  it('counts every freeing in its generation, also those coalesced into one round', async () => {
+    const { capacity } = wakeup(async () => 0);
+    const before = capacity.generation;
+    for (let i = 0; i < 3; i++) capacity.freed();
+    expect(capacity.generation).toBe(before + 3);
+    await capacity.stop();
+  });
+
   it('coalesces a burst into one round in flight and one queued', async () => {
     let calls = 0;
     let release: () => void = () => {};

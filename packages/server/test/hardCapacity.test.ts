@@ -8,9 +8,9 @@ import { type Harness, startHarness } from '../../../test/harness.ts';
 import { attemptEvent, startTestWorker } from '../../../test/testWorker.ts';
 import { connectDatabase } from '../src/main.ts';
 
-// A round that found the worker busy defers its requests; one that commits just after the freed-capacity
-// wake-up would wait the whole retry interval, which only slows the test down.
-const settings = { commandPollIntervalMs: 20, retryUnplaceableMs: 200 };
+// A round that found the worker busy defers its requests; one that deferred while capacity was freed asks
+// for the freed-capacity retry again (deferralAfterFreed.test.ts), so the default retry interval stays.
+const settings = { commandPollIntervalMs: 20 };
 const tasks = 24;
 const holdMs = 60;
 

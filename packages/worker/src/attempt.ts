@@ -9,9 +9,10 @@ import { join } from 'node:path';
 import { failureSentence } from '@tdp/protocol';
 import { Check, Errors } from 'typebox/value';
 import { type Grant, RequestError, UnavailableError, type WorkerClient } from './client.ts';
+import { type HeldGrant, holdGrant } from './heldGrant.ts';
 import type { EventDraft, LocalAttempt } from './localStore.ts';
 import { backoffMs } from './loops.ts';
-import type { Logger, WorkerOptions } from './options.ts';
+import { defaultGrantRenewal, type Logger, type WorkerOptions } from './options.ts';
 import { type AbortReason, failureDraft, failureOf } from './outcomes.ts';
 import { ProgressThrottle } from './progress.ts';
 import { type AttemptLogger, type Capability, type CapabilityContext, CapabilityError } from './sdk.ts';
@@ -75,7 +76,8 @@ export async function runAttempt(running: Running, resumed: boolean, deps: Attem
   });
   const workDirectory = join(options.workDirectory ?? join(tmpdir(), 'tdp-worker'), local.attemptId);
   await mkdir(workDirectory, { recursive: true });
-  const ctx = capabilityContext(running, resumed, progress, workDirectory, deps);
+  const held = new Set<HeldGrant>();
+  const ctx = capabilityContext(running, resumed, progress, workDirectory, held, deps);
   let draft: EventDraft;
   try {
     const output = await capability.run(ctx, local.input as never);
@@ -92,6 +94,7 @@ export async function runAttempt(running: Running, resumed: boolean, deps: Attem
       draft = { eventType: 'STEP_COMPLETED', output, durationMs: Date.now() - startedAt };
     }
   } catch (error) {
+    for (const grant of held) grant.release();
     if (controller.signal.reason === 'STOPPED') {
       // Its files stay: a restart may resume from them.
       progress.cancel();
@@ -106,6 +109,8 @@ export async function runAttempt(running: Running, resumed: boolean, deps: Attem
         'attempt failed',
       );
   }
+  // The attempt is over: no grant of it needs renewing any more.
+  for (const grant of held) grant.release();
   // The newest progress goes out before the final event.
   progress.flush();
   draft.durationMs ??= Date.now() - startedAt;
@@ -118,11 +123,39 @@ function capabilityContext(
   resumed: boolean,
   progress: ProgressThrottle,
   workDirectory: string,
+  held: Set<HeldGrant>,
   deps: AttemptDeps,
 ): CapabilityContext {
   const { local, controller } = running;
   const store = deps.options.store;
   let files = 0;
+  const hold = (grant: Grant) => {
+    const holding = holdGrant(grant, {
+      policy: deps.options.grantRenewal ?? defaultGrantRenewal,
+      // Each renewal is a request of its own, with its own idempotency key.
+      renew: (current, n) =>
+        askTdp(running, deps, () =>
+          deps.options.client.renewGrant(
+            local.attemptId,
+            current.grantId,
+            `renew:${current.grantId}:${n}`,
+            local.leaseVersion,
+          ),
+        ),
+      failed: (error) =>
+        deps.logger.warn(
+          { attemptId: local.attemptId, err: error instanceof Error ? error : new Error(String(error)) },
+          'grant renewal failed; trying again before it expires',
+        ),
+      retryMs: 5_000,
+    });
+    held.add(holding);
+    return holding;
+  };
+  const release = (holding: HeldGrant) => {
+    holding.release();
+    held.delete(holding);
+  };
   return {
     attemptId: local.attemptId,
     taskId: local.taskId,
@@ -143,7 +176,12 @@ function capabilityContext(
       });
       files += 1;
       const path = join(workDirectory, `input-${files}`);
-      await downloadTo(grant, path, controller.signal);
+      const holding = hold(grant);
+      try {
+        await downloadTo(holding.fresh, path, controller.signal, deps.options.downloadResumes ?? 3);
+      } finally {
+        release(holding);
+      }
       return path;
     },
     allocateOutput: async (spec) => {
@@ -156,30 +194,41 @@ function capabilityContext(
       });
       files += 1;
       const path = join(workDirectory, `output-${files}`);
+      // Renewed until uploaded: the step may take longer than the URL lasts.
+      const holding = hold(grant);
       return {
         path,
         resourceRef: grant.resourceRef,
-        upload: async () => ({
-          resourceRef: grant.resourceRef,
-          bytes: await uploadFrom(grant, path, spec.mediaType, controller.signal),
-        }),
+        upload: async () => {
+          try {
+            const bytes = await uploadFrom(await holding.fresh(), path, spec.mediaType, controller.signal);
+            return { resourceRef: grant.resourceRef, bytes };
+          } finally {
+            release(holding);
+          }
+        },
       };
     },
   };
 }
 
 /** A grant for the attempt, asked again while TDP is unreachable (up to `grantRetryMs`). */
-async function requestGrant(
+function requestGrant(
   running: Running,
   key: string,
   deps: AttemptDeps,
   body: Parameters<WorkerClient['grant']>[2],
 ): Promise<Grant> {
+  return askTdp(running, deps, () => deps.options.client.grant(running.local.attemptId, key, body));
+}
+
+/** A grant request (or renewal) asked again while TDP is unreachable; its failure is the step's. */
+async function askTdp(running: Running, deps: AttemptDeps, ask: () => Promise<Grant>): Promise<Grant> {
   const deadline = Date.now() + (deps.options.grantRetryMs ?? 60_000);
   const signal = running.controller.signal;
   for (let failures = 1; ; failures += 1) {
     try {
-      return await deps.options.client.grant(running.local.attemptId, key, body);
+      return await ask();
     } catch (error) {
       // TDP restarting or overloaded: the same idempotency key makes asking again safe.
       if (error instanceof UnavailableError && Date.now() < deadline && !signal.aborted) {

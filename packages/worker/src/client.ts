@@ -224,6 +224,23 @@ export class WorkerClient {
     }) as Promise<Grant>;
   }
 
+  /** A new URL and expiry for a grant the attempt still needs; the renewal has its own idempotency key. */
+  renewGrant(
+    attemptId: string,
+    grantId: string,
+    idempotencyKey: string,
+    leaseVersion: number,
+  ): Promise<Grant> {
+    return this.call(
+      'POST',
+      `/v1/attempts/${attemptId}/grants/${grantId}:renew`,
+      { leaseVersion },
+      {
+        'idempotency-key': idempotencyKey,
+      },
+    ) as Promise<Grant>;
+  }
+
   /** Attempt heartbeats (the light path): each carries its START_ATTEMPT's execution token. */
   async attemptHeartbeats(items: { executionToken: string; heartbeatSeq: number }[]): Promise<void> {
     await this.call('POST', '/v1/task-heartbeats:batch', { heartbeats: items });

@@ -1,3 +1,4 @@
+import type { GrantRenewalPolicy } from '@tdp/protocol';
 import type { WorkerClient } from './client.ts';
 import type { ReportingTransport } from './grpcReporting.ts';
 import type { LocalStore } from './localStore.ts';
@@ -48,4 +49,13 @@ export interface WorkerOptions {
   workDirectory?: string;
   /** How long a grant request keeps trying while TDP is unreachable (a restart) before the step fails. */
   grantRetryMs?: number;
+  /**
+   * A grant still needed (an output not yet uploaded, a download under way) is renewed once less than
+   * this is left of it: `remainingFraction` of its lifetime or `remainingMs` (default 25% or 60 s).
+   */
+  grantRenewal?: GrantRenewalPolicy;
+  /** How many times a download broken off midway resumes (a Range request, on a renewed URL if due). */
+  downloadResumes?: number;
 }
+
+export const defaultGrantRenewal: GrantRenewalPolicy = { remainingFraction: 0.25, remainingMs: 60_000 };

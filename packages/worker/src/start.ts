@@ -6,7 +6,7 @@
 import { mkdirSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { dirname, resolve } from 'node:path';
-import { newId } from '@tdp/protocol';
+import { type GrantRenewalPolicy, newId } from '@tdp/protocol';
 import { builtinCapabilities } from './capabilities/index.ts';
 import { serverUrls, WorkerClient } from './client.ts';
 import { GrpcReporting, grpcAddressOf } from './grpcReporting.ts';
@@ -57,6 +57,11 @@ export interface StartWorkerOptions {
   logger?: Logger;
   /** How events and attempt heartbeats are reported: `rest` (default) or `grpc` (docs/grpc.md). */
   transport?: 'rest' | 'grpc';
+  /**
+   * When a grant still needed (an output not yet uploaded, a download under way) is renewed: once less
+   * than `remainingFraction` of its lifetime or `remainingMs` is left (default 25% or 60 s).
+   */
+  grantRenewal?: GrantRenewalPolicy;
   /** With `grpc`: the server's gRPC address, `host:port` (default: the port it announces, on url's host). */
   grpcUrl?: string;
 }
@@ -117,6 +122,7 @@ export async function startWorker(options: StartWorkerOptions): Promise<RunningW
     ...(options.labels ? { labels: options.labels } : {}),
     ...(options.concurrency ? { maxConcurrency: options.concurrency } : {}),
     ...(options.drainGraceMs !== undefined ? { drainGraceMs: options.drainGraceMs } : {}),
+    ...(options.grantRenewal ? { grantRenewal: options.grantRenewal } : {}),
   });
   let health = null as HealthServer | null;
   // Once: the runtime stopping by itself (a DRAIN the server sent) and a drain by signal both close.

@@ -10,25 +10,60 @@ import { failureSentence } from '@tdp/protocol';
 import type { Grant } from './client.ts';
 import { CapabilityError } from './sdk.ts';
 
-export async function downloadTo(grant: Grant, path: string, signal: AbortSignal): Promise<number> {
-  let response: Response;
-  try {
-    response = await fetch(grant.url, { method: 'GET', headers: grant.headers, signal, redirect: 'follow' });
-  } catch (error) {
-    if (signal.aborted) throw error;
-    throw new CapabilityError('DOWNLOAD_FAILED', failureSentence('DOWNLOAD_FAILED'), {
-      retryable: true,
-      detail: `download failed: ${(error as Error).message}`,
-    });
+/**
+ * Downloads into `path` with the newest grant (`grantOf`: renewed when due). A download broken off midway
+ * resumes up to `resumes` times where it stopped (a Range request), on a renewed URL if the old one
+ * is due; storage that ignores Range sends it whole again.
+ */
+export async function downloadTo(
+  grantOf: () => Promise<Grant>,
+  path: string,
+  signal: AbortSignal,
+  resumes: number,
+): Promise<number> {
+  let written = 0;
+  for (let tries = 0; ; tries += 1) {
+    const grant = await grantOf();
+    const range: Record<string, string> = written > 0 ? { range: `bytes=${written}-` } : {};
+    let response: Response;
+    try {
+      response = await fetch(grant.url, {
+        method: 'GET',
+        headers: { ...grant.headers, ...range },
+        signal,
+        redirect: 'follow',
+      });
+    } catch (error) {
+      if (signal.aborted) throw error;
+      if (tries < resumes) continue;
+      throw downloadFailed(`download failed: ${(error as Error).message}`);
+    }
+    if (!response.ok || !response.body)
+      throw new CapabilityError('DOWNLOAD_FAILED', failureSentence('DOWNLOAD_FAILED'), {
+        retryable: response.status >= 500 || response.status === 429,
+        detail: `download answered ${response.status}`,
+      });
+    const resumed = written > 0 && response.status === 206;
+    try {
+      await pipeline(
+        Readable.fromWeb(response.body as never),
+        createWriteStream(path, { flags: resumed ? 'a' : 'w' }),
+        { signal },
+      );
+      return (await stat(path)).size;
+    } catch (error) {
+      if (signal.aborted) throw error;
+      if (tries >= resumes) throw downloadFailed(`download broke off: ${(error as Error).message}`);
+      written = await stat(path).then(
+        (s) => s.size,
+        () => 0,
+      );
+    }
   }
-  if (!response.ok || !response.body)
-    throw new CapabilityError('DOWNLOAD_FAILED', failureSentence('DOWNLOAD_FAILED'), {
-      retryable: response.status >= 500 || response.status === 429,
-      detail: `download answered ${response.status}`,
-    });
-  await pipeline(Readable.fromWeb(response.body as never), createWriteStream(path), { signal });
-  return (await stat(path)).size;
 }
+
+const downloadFailed = (detail: string) =>
+  new CapabilityError('DOWNLOAD_FAILED', failureSentence('DOWNLOAD_FAILED'), { retryable: true, detail });
 
 export async function uploadFrom(
   grant: Grant,

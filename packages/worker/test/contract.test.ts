@@ -30,6 +30,7 @@ const replyContracts: [RegExp, { Check(value: unknown): boolean; Errors(value: u
   [/^POST \/v1\/workers\/[^/]+\/commands:ack$/, Compile(NoContent)],
   [/^POST \/v1\/workers\/[^/]+\/events:batch$/, Compile(WorkerEventsBatchReply)],
   [/^POST \/v1\/attempts\/[^/]+\/(grants|artifacts)$/, Compile(AccessGrant)],
+  [/^POST \/v1\/attempts\/[^/]+\/grants\/[^/]+:renew$/, Compile(AccessGrant)],
 ];
 const commandContract = Compile(WorkerCommand);
 /** Requests the runtime builds itself (the server checks them too; here the runtime's side is checked). */

@@ -8,6 +8,7 @@ import { InProcessBus } from '../adapters/outbound/bus/inProcessBus.ts';
 import { AjvJsonSchemaValidator } from '../adapters/outbound/jsonschema/ajvValidator.ts';
 import { JetStreamPublisher } from '../adapters/outbound/nats/jetStreamPublisher.ts';
 import { PostgresCallbackQueue } from '../adapters/outbound/postgres/callbackQueue.ts';
+import { PostgresChartReads } from '../adapters/outbound/postgres/chartReads.ts';
 import { PostgresDashboardReads } from '../adapters/outbound/postgres/dashboardReads.ts';
 import { connectDatabase } from '../adapters/outbound/postgres/database.ts';
 import { PostgresDefinitionStore } from '../adapters/outbound/postgres/definitionStore.ts';
@@ -121,6 +122,7 @@ export async function connectAdapters(config: ServerConfig, overrides: ServerDep
     callbackQueue: new PostgresCallbackQueue(sql),
     statusReads: new PostgresStatusReads(sql),
     dashboardReads: new PostgresDashboardReads(sql),
+    chartReads: new PostgresChartReads(sql),
     userTokens: new JoseUserTokens(config.secretKeyring),
     outboxQueue,
     realtimeRows,

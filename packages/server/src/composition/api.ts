@@ -8,6 +8,7 @@ import { registerDeadLetterRoutes } from '../adapters/inbound/http/deadLetterRou
 import { registerDefinitionRoutes } from '../adapters/inbound/http/definitionsRoutes.ts';
 import { registerHealthRoutes } from '../adapters/inbound/http/healthRoutes.ts';
 import { registerOperatorRoutes } from '../adapters/inbound/http/operatorRoutes.ts';
+import { registerOperatorTaskRoutes } from '../adapters/inbound/http/operatorTaskRoutes.ts';
 import { documentRateLimits, rateLimitedUserTokens } from '../adapters/inbound/http/rateLimits.ts';
 import { registerRealtimeRoutes } from '../adapters/inbound/http/realtimeRoutes.ts';
 import { registerRunRoutes } from '../adapters/inbound/http/runRoutes.ts';
@@ -90,6 +91,11 @@ export async function createApi(
     actions: uses.operatorActions,
     audit: uses.operatorAudit,
   });
+  registerOperatorTaskRoutes(app, {
+    adminToken: config.adminToken,
+    jobs: uses.bulkJobs,
+    correct: { store: a.statusStore, clock, ids, signal: a.signal, registries: uses.status.registries },
+  });
   gateway.attach(app.server);
   // What realtime tokens and the task stream read: tasks, their ACL, and the tenant's applications.
   const realtimeReads = {
@@ -129,6 +135,7 @@ export async function createApi(
     runs: a.tasks,
     callbacks: a.callbackQueue,
     pipeline: { outbox: a.outboxQueue.rows, realtime: a.realtimeRows, callbacks: a.callbackQueue.rows },
+    charts: a.chartReads,
     adminToken: config.adminToken,
     sessionKey: derivedKey(config.secretKeyring, config.secretKeyring.activeKeyId, 'dashboard-session'),
     realtimeKey: a.realtimeKey,

@@ -4,9 +4,11 @@ import { ClaimableRows } from '../adapters/outbound/postgres/outboxQueue.ts';
 import type { ServerConfig } from '../config.ts';
 import { RealtimeHandoff } from '../core/realtime/handoff.ts';
 import { HealthReconciler } from '../core/status/healthReconciler.ts';
+import { createChartSamplerLoop } from '../loops/chartSamplerLoop.ts';
 import { createHealthLoop } from '../loops/healthLoop.ts';
 import { createOutboxLoop } from '../loops/outboxLoop.ts';
 import {
+  createBulkJobLoop,
   createCallbackLoop,
   createLeaseLoop,
   createRealtimeLoop,
@@ -124,7 +126,16 @@ export async function createLoops(config: ServerConfig, a: Adapters, uses: UseCa
     pacing: config.loops.schedules,
     retry,
   });
+  const bulkJobLoop = createBulkJobLoop({
+    ...uses.bulkJobRunner,
+    logger: logger.child({ loop: 'bulkJobs' }),
+    pollMs: config.bulkJobPollMs,
+    retry,
+  });
+  // A job whose claim expires at a test clock's jump is taken over at once.
+  clock.onJump?.(() => bulkJobLoop.wake());
   signal.loops = {
+    bulkJobs: bulkJobLoop,
     outbox: outboxLoop,
     realtime: realtimeLoop,
     scheduler,
@@ -142,9 +153,30 @@ export async function createLoops(config: ServerConfig, a: Adapters, uses: UseCa
     intervalMs: config.healthCheckIntervalMs,
     retry,
   });
+  const chartSampler = createChartSamplerLoop({
+    samples: a.chartReads,
+    pipeline: { outbox: a.outboxQueue.rows, realtime: realtimeRows, callbacks: callbackQueue.rows },
+    steps: a.dashboardReads,
+    clock,
+    retentionMs: config.chartSampleRetentionMs,
+    logger: logger.child({ loop: 'chart-sampler' }),
+    intervalMs: config.chartSampleIntervalMs,
+    retry,
+  });
   const listener = await a.sql.listen(outboxChannel, () => outboxLoop.wake());
   return {
-    loops: [outboxLoop, scheduler, leases, realtimeLoop, timerLoop, callbackLoop, scheduleLoop, health],
+    loops: [
+      outboxLoop,
+      scheduler,
+      leases,
+      realtimeLoop,
+      timerLoop,
+      callbackLoop,
+      scheduleLoop,
+      health,
+      bulkJobLoop,
+      chartSampler,
+    ],
     unlisten: listener.unlisten,
   };
 }

@@ -1,6 +1,7 @@
 /** The composition root, part 2: the use cases' dependencies, built from the config and the adapters. */
 
 import { httpResourceProvider } from '../adapters/outbound/http/resourceProvider.ts';
+import { PostgresBulkJobStore } from '../adapters/outbound/postgres/bulkJobStore.ts';
 import { PostgresDeadLetters } from '../adapters/outbound/postgres/deadLetterStore.ts';
 import { PostgresGrantStore } from '../adapters/outbound/postgres/grantStore.ts';
 import { PostgresOperatorStore } from '../adapters/outbound/postgres/operatorStore.ts';
@@ -11,6 +12,7 @@ import { DefinitionCatalog } from '../core/definitions/catalog.ts';
 import { RegistryCatalog } from '../core/definitions/registries.ts';
 import type { GrantDeps } from '../core/grants/grants.ts';
 import { type ApplicationDeps, openApplicationSecrets } from '../core/identity/applications.ts';
+import type { BulkJobDeps, BulkJobRunnerDeps } from '../core/operations/bulkJobs.ts';
 import type { RequeueDeps } from '../core/operations/requeueDeadLetters.ts';
 import type { TimerDeps } from '../core/orchestration/timers.ts';
 import type { FireDeps } from '../core/schedules/fireSchedules.ts';
@@ -24,6 +26,7 @@ import type { WorkerDeps } from '../core/scheduling/workers.ts';
 import { TtlCache } from '../core/shared/ttlCache.ts';
 import type { StatusDeps } from '../core/status/deps.ts';
 import type { CreateTaskDeps } from '../core/tasks/createTask.ts';
+import { bulkTaskActions } from '../wiring/bulkTaskActions.ts';
 import { CapacityWakeup } from '../wiring/capacityWakeup.ts';
 import { childTaskCancel } from '../wiring/childTasks.ts';
 import { CommandWakeup, commandChannel } from '../wiring/commandWakeup.ts';
@@ -115,6 +118,7 @@ export function useCaseDeps(config: ServerConfig, a: Adapters) {
     retryUnplaceableMs: config.retryUnplaceableMs,
     workersEnded: () => candidates.invalidate(),
     roundDone: (full) => candidates.schedulerRound(full),
+    capacity,
   };
   const grants: GrantDeps = {
     grants: new PostgresGrantStore(a.sql),
@@ -123,6 +127,7 @@ export function useCaseDeps(config: ServerConfig, a: Adapters) {
     clock,
     ids,
     allowInsecureUrls: config.allowInsecureCallbacks,
+    replayRenewal: config.grantReplayRenewal,
     attempt: async (id) => (await statusStore.attemptsById([id]))[0] ?? null,
     credentialOfWorker: async (id) => (await workerStore.findWorkerOwner(id))?.credentialId ?? null,
     providerOf: async (applicationId) => {
@@ -167,6 +172,24 @@ export function useCaseDeps(config: ServerConfig, a: Adapters) {
       cancelGraceMs: config.cancelGraceMs,
     }),
   };
+  // Bulk cancel and retry: jobs started by the routes, run by the bulk job loop of any replica through
+  // the tasks context's own cancel and retry.
+  const bulkJobStore = new PostgresBulkJobStore(a.sql);
+  const bulkJobs: BulkJobDeps = {
+    jobs: bulkJobStore,
+    clock,
+    ids,
+    taskLimit: config.bulkJobTaskLimit,
+    started: () => signal.loops.bulkJobs?.wake(),
+  };
+  const bulkJobRunner: BulkJobRunnerDeps = {
+    jobs: bulkJobStore,
+    actions: bulkTaskActions({ store: statusStore, clock, ids, signal, cancelGraceMs: config.cancelGraceMs }),
+    clock,
+    ids,
+    batchSize: config.bulkJobBatchSize,
+    claimMs: config.bulkJobClaimMs,
+  };
   const scheduleFiring: FireDeps = {
     schedules: scheduleStore,
     tasks: scheduledTasks(taskCreation, a.tasks),
@@ -190,5 +213,7 @@ export function useCaseDeps(config: ServerConfig, a: Adapters) {
     schedules,
     scheduleFiring,
     timers,
+    bulkJobs,
+    bulkJobRunner,
   };
 }

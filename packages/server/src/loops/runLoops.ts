@@ -3,6 +3,7 @@ import type { ClaimableRows } from '../adapters/outbound/postgres/outboxQueue.ts
 import type { CallbackSenderDeps } from '../core/callbacks/sendCallbacks.ts';
 import { sendDueCallbacks } from '../core/callbacks/sendCallbacks.ts';
 import type { TimerRecord } from '../core/facts/records.ts';
+import { type BulkJobRunnerDeps, runBulkJobRound } from '../core/operations/bulkJobs.ts';
 import { fireTimer, type TimerDeps } from '../core/orchestration/timers.ts';
 import { type RelayDeps, relayRealtime } from '../core/realtime/relay.ts';
 import { type FireDeps, fireDueSchedules } from '../core/schedules/fireSchedules.ts';
@@ -134,5 +135,23 @@ export function createScheduleLoop(deps: FireDeps & Paced & { logger: Logger }):
     ...pace(deps),
     round: async () => ({ full: (await fireDueSchedules(deps, batch)) === batch }),
     nextDueAt: () => deps.schedules.nextDueAt(),
+  });
+}
+
+/**
+ * Runs bulk cancel and retry jobs (any replica; a job is held by one claim at a time). Woken when a job
+ * is created here; otherwise looks every `pollMs` for a job created elsewhere or whose claim expired.
+ */
+export function createBulkJobLoop(
+  deps: BulkJobRunnerDeps & { logger: Logger; pollMs: number; retry: LoopRetry },
+): WakeableLoop {
+  return new WakeableLoop({
+    name: 'bulkJobs',
+    logger: deps.logger,
+    now: () => deps.clock.now(),
+    maxIdleMs: deps.pollMs,
+    retry: deps.retry,
+    round: async () => ({ full: await runBulkJobRound(deps) }),
+    nextDueAt: () => deps.jobs.nextDueAt(deps.clock.now()),
   });
 }

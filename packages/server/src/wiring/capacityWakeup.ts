@@ -12,6 +12,7 @@ export class CapacityWakeup {
   private stopped = false;
   private timer: NodeJS.Timeout | null = null;
   private inFlight: Promise<void> = Promise.resolve();
+  private freedCount = 0;
 
   constructor(
     /** Makes the put-back requests due now (`WorkerStore.retryDeferred`); how many there were. */
@@ -22,7 +23,18 @@ export class CapacityWakeup {
     private readonly monotonicMs: () => number = () => performance.now(),
   ) {}
 
+  /**
+   * How many times capacity was freed: a scheduler round that defers requests compares it before and
+   * after. A `freed` during the round ran its update while the round still held the requests (they were
+   * not yet deferred, so it did not touch them); the round then calls `freed` again once its deferral
+   * has committed, or they would wait out the retry interval beside an idle worker.
+   */
+  get generation(): number {
+    return this.freedCount;
+  }
+
   freed(): void {
+    this.freedCount += 1;
     if (this.stopped) return;
     if (this.running) {
       this.again = true;

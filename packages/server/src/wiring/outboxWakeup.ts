@@ -8,7 +8,10 @@ import type { CommandWakeup } from './commandWakeup.ts';
 export const outboxChannel = 'tdp_outbox';
 
 export type WokenLoops = Partial<
-  Record<'outbox' | 'realtime' | 'scheduler' | 'timers' | 'callbacks' | 'schedules', WakeableLoop>
+  Record<
+    'outbox' | 'realtime' | 'scheduler' | 'timers' | 'callbacks' | 'schedules' | 'bulkJobs',
+    WakeableLoop
+  >
 >;
 
 /**

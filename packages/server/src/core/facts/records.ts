@@ -391,3 +391,14 @@ export interface StatusDefinition {
   statuses: StatusDefinitionEntry[];
   createdAt: Date;
 }
+
+/** One operator action, audited (`operator_audit`): who did what to which subject, and why. */
+export interface OperatorAuditRecord {
+  id: string;
+  action: string;
+  subjectId: string;
+  actor: string;
+  reason: string;
+  details: Record<string, unknown>;
+  createdAt: Date;
+}

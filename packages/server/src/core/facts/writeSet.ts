@@ -10,6 +10,7 @@ import type {
   ExecutionRecord,
   IdempotencyRecord,
   MapItemRecord,
+  OperatorAuditRecord,
   OutboxRecord,
   RealtimeRecord,
   SchedulingRequestRecord,
@@ -66,4 +67,6 @@ export interface FactWriteSet {
   timeline?: TimelineRecord[];
   /** Decisions on approval steps (inserted, never changed). */
   stepDecisions?: StepDecisionRecord[];
+  /** Operator actions this fact carries out (an administrator's correction), audited with it. */
+  operatorAudit?: OperatorAuditRecord[];
 }

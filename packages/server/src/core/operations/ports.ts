@@ -3,7 +3,7 @@
  * callback deliveries) and the operator dashboard's cross-tenant reads. The routes hold no SQL; the
  * postgres adapter implements these.
  */
-import type { OperatorAuditRecord } from '../scheduling/ports.ts';
+import type { OperatorAuditRecord } from '../facts/records.ts';
 
 /** One milestone of a task's timeline. */
 export interface TimelineEntry {
@@ -181,4 +181,95 @@ export interface DeadLetters {
     audit: OperatorAuditRecord,
     now: Date,
   ): Promise<string[]>;
+}
+
+/** Which tasks a bulk cancel or retry takes (at least one field; every given field must match). */
+export interface BulkTaskFilter {
+  /** The task's lifecycle status. */
+  status?: string;
+  applicationId?: string;
+  workflowName?: string;
+  /** Created at or after this instant. */
+  createdFrom?: string;
+  /** Created before this instant. */
+  createdTo?: string;
+}
+
+export type BulkAction = 'CANCEL' | 'RETRY';
+export type BulkJobStatus = 'RUNNING' | 'SUCCEEDED' | 'FAILED';
+
+export interface BulkJobRecord {
+  id: string;
+  action: BulkAction;
+  idempotencyKey: string;
+  requestHash: string;
+  filter: BulkTaskFilter;
+  reason: string;
+  actor: string;
+  status: BulkJobStatus;
+  matched: number;
+  done: number;
+  failed: number;
+  skipped: number;
+  /** Position of the last task handled (0: none yet). */
+  cursor: number;
+  createdAt: Date;
+  updatedAt: Date;
+  finishedAt: Date | null;
+}
+
+/** One task a job froze when it was created, with where it stands in the job. */
+export interface BulkJobTask {
+  position: number;
+  taskId: string;
+  tenantId: string;
+  applicationId: string;
+}
+
+export type BulkTaskOutcome = { outcome: 'DONE' } | { outcome: 'SKIPPED' | 'FAILED'; detail: string };
+
+export interface BulkJobStore {
+  /**
+   * Creates the job with the tasks its filter matches now (at most `limit`, oldest first) and its
+   * audit record, in one transaction. `tooMany` (nothing written) when more than `limit` match;
+   * `taken` (nothing written) when the idempotency key already names a job.
+   */
+  create(
+    job: BulkJobRecord,
+    limit: number,
+    audit: OperatorAuditRecord,
+  ): Promise<{ kind: 'created'; matched: number } | { kind: 'tooMany' } | { kind: 'taken' }>;
+  findByKey(idempotencyKey: string): Promise<BulkJobRecord | null>;
+  get(id: string): Promise<BulkJobRecord | null>;
+  /** Takes one RUNNING job nobody holds (or whose claim expired), SKIP LOCKED; null when none. */
+  claim(claimId: string, now: Date, expiresAt: Date): Promise<BulkJobRecord | null>;
+  /** The job's tasks after its cursor, in order (at most `limit`). */
+  tasksAfter(jobId: string, cursor: number, limit: number): Promise<BulkJobTask[]>;
+  /**
+   * Records one task's outcome and moves the cursor to it, renewing the claim; false (nothing written)
+   * when the claim is no longer this one's (another replica took the job over).
+   */
+  recordOutcome(
+    jobId: string,
+    claimId: string,
+    task: BulkJobTask,
+    outcome: BulkTaskOutcome,
+    now: Date,
+    expiresAt: Date,
+  ): Promise<boolean>;
+  /** Lets go of the job (under its claim), so the next round of any replica takes it at once. */
+  release(jobId: string, claimId: string): Promise<void>;
+  /** Ends the job (under its claim) and lets go of it. */
+  finish(jobId: string, claimId: string, status: 'SUCCEEDED' | 'FAILED', now: Date): Promise<void>;
+  /** When the earliest claim of a RUNNING job expires (now when one is unclaimed); null: no job runs. */
+  nextDueAt(now: Date): Promise<Date | null>;
+}
+
+/**
+ * The tasks context's cancel and retry, as a bulk job uses them (a port: wired in the composition root
+ * over the use cases). The answer says whether the task was changed or left as it was, and why.
+ */
+export interface BulkTaskActions {
+  cancel(task: BulkJobTask, reason: string, actor: string): Promise<BulkTaskOutcome>;
+  retry(task: BulkJobTask, reason: string, actor: string): Promise<BulkTaskOutcome>;
 }

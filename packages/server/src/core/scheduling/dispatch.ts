@@ -16,6 +16,11 @@ export interface DispatchDeps {
   workersEnded?: () => void;
   /** Called after each round; `full` means more requests are waiting. */
   roundDone?: (full: boolean) => void;
+  /**
+   * The freed-capacity wake-up (`CapacityWakeup`): a round that deferred requests while capacity was
+   * freed asks for another retry of the deferred once its deferral has committed.
+   */
+  capacity?: { readonly generation: number; freed(): void };
 }
 
 /**
@@ -25,6 +30,8 @@ export interface DispatchDeps {
  */
 export async function dispatchReady(deps: DispatchDeps, limit: number): Promise<number> {
   const sent: WorkerCommandRecord[] = [];
+  const freedBefore = deps.capacity?.generation ?? 0;
+  let deferredAny = false;
   const candidates = await deps.workers.candidates();
   const free = freeSlots(candidates, deps.status.clock.now(), deps.heartbeatTtlMs);
   const claimLimit = free > 0 ? Math.min(limit, free) : limit;
@@ -73,11 +80,13 @@ export async function dispatchReady(deps: DispatchDeps, limit: number): Promise<
       // All of the round's unplaceable requests in one statement (with no worker up, that is every one).
       if (deferred.length > 0)
         await session.tx.deferSchedulingRequests(deferred, new Date(now.getTime() + deps.retryUnplaceableMs));
+      deferredAny = deferred.length > 0;
       return requests.length;
     },
     { deferWrites: true },
   );
   if (sent.length > 0) deps.wake(sent);
+  if (deferredAny && deps.capacity && deps.capacity.generation !== freedBefore) deps.capacity.freed();
   deps.roundDone?.(claimed === limit);
   return claimed;
 }

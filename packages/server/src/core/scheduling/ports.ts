@@ -1,4 +1,4 @@
-import type { WorkerCommandRecord } from '../facts/records.ts';
+import type { OperatorAuditRecord, WorkerCommandRecord } from '../facts/records.ts';
 import type { WorkerCandidate } from './selector.ts';
 
 export interface WorkerSession {
@@ -36,16 +36,7 @@ export interface WorkerCommand {
   createdAt: Date;
 }
 
-/** One operator action, audited: who did what to which subject, and why. */
-export interface OperatorAuditRecord {
-  id: string;
-  action: string;
-  subjectId: string;
-  actor: string;
-  reason: string;
-  details: Record<string, unknown>;
-  createdAt: Date;
-}
+export type { OperatorAuditRecord } from '../facts/records.ts';
 
 export interface WorkerStore {
   findCredential(id: string): Promise<{ id: string; secretHash: Buffer; revokedAt: Date | null } | null>;

@@ -28,6 +28,20 @@ export async function cancelTask(
   taskId: string,
   reason: string | null,
 ): Promise<TaskWithExecution> {
+  return (await cancelTaskChanged(deps, principal, taskId, reason)).task;
+}
+
+/**
+ * `cancelTask`, saying whether it changed the task (false: it was cancelled or cancelling already);
+ * `producer` names who asked, in the event (the application by default; an operator's bulk cancel).
+ */
+export async function cancelTaskChanged(
+  deps: CancelDeps,
+  principal: ApplicationPrincipal,
+  taskId: string,
+  reason: string | null,
+  producer = `application:${principal.applicationId}`,
+): Promise<{ task: TaskWithExecution; changed: boolean }> {
   return inFactTransaction(deps, async (session) => {
     const before = await session.lockTask(taskId);
     if (!before || before.task.applicationId !== principal.applicationId) {
@@ -43,7 +57,7 @@ export async function cancelTask(
       planned.kind === 'transition' && planned.to === 'CANCELING' && !onWorkers
         ? { ...planned, to: 'CANCELED' as const }
         : planned;
-    if (plan.kind === 'already') return toTaskView(before);
+    if (plan.kind === 'already') return { task: toTaskView(before), changed: false };
     if (plan.kind === 'refused') {
       throw new AppError(
         'INVALID_TRANSITION',
@@ -129,7 +143,7 @@ export async function cancelTask(
       {
         id: eventId,
         type: isTerminal(after.execution.status) ? 'TASK_CANCELLED' : 'TASK_CANCEL_REQUESTED',
-        producer: `application:${principal.applicationId}`,
+        producer,
         payload: { status: after.execution.status, previousStatus: before.execution.status, reason },
         occurredAt: now,
         receivedAt: now,
@@ -151,6 +165,6 @@ export async function cancelTask(
         },
       },
     );
-    return toTaskView(after);
+    return { task: toTaskView(after), changed: true };
   });
 }

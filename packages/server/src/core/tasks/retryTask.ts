@@ -13,6 +13,9 @@ import { AppError } from '../shared/errors.ts';
 export interface RetryRequest {
   /** Rerun from this step: the steps outside it and its downstream keep their earlier outputs. */
   fromStep?: string | undefined;
+  /** Why (kept in the event and the timeline), and who asked when not the application (an operator). */
+  reason?: string | undefined;
+  producer?: string | undefined;
 }
 
 /**
@@ -117,8 +120,9 @@ export async function retryTask(
       {
         id: eventId,
         type: 'TASK_RETRIED',
-        producer: `application:${principal.applicationId}`,
+        producer: request.producer ?? `application:${principal.applicationId}`,
         payload: {
+          ...(request.reason !== undefined ? { reason: request.reason } : {}),
           previousExecutionId: before.execution.id,
           previousStatus: before.execution.status,
           executionNumber: execution.number,
@@ -142,7 +146,7 @@ export async function retryTask(
               'CREATED',
               plan
                 ? `execution #${execution.number} created (rerun of #${before.execution.number} from step ${request.fromStep})`
-                : `execution #${execution.number} created (retry of #${before.execution.number})`,
+                : `execution #${execution.number} created (retry of #${before.execution.number})${request.reason !== undefined ? `: ${request.reason}` : ''}`,
               plan ? { fromStep: request.fromStep } : {},
               now,
             ),

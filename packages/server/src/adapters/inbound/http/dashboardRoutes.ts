@@ -12,6 +12,8 @@ import { jwtVerify, SignJWT } from 'jose';
 import { channels } from '../../../core/facts/projections.ts';
 import type { TaskState } from '../../../core/facts/records.ts';
 import { publicError, toTaskView } from '../../../core/facts/views.ts';
+import type { ChartReads } from '../../../core/operations/charts.ts';
+import { pipelineLine } from '../../../core/operations/charts.ts';
 import type {
   CallbackDeliveries,
   DashboardReads,
@@ -20,6 +22,7 @@ import type {
 } from '../../../core/operations/ports.ts';
 import { AppError } from '../../../core/shared/errors.ts';
 import type { Clock } from '../../../core/shared/ports.ts';
+import { registerDashboardChartRoutes } from './dashboardChartRoutes.ts';
 import { type DashboardOperatorActions, registerDashboardOperatorRoutes } from './dashboardOperatorRoutes.ts';
 import { callbackLogOf, timelineOf } from './runRoutes.ts';
 
@@ -30,6 +33,8 @@ export interface DashboardDeps {
   callbacks: CallbackDeliveries;
   /** The three outbox-like tables, for the pipeline health page. */
   pipeline: { outbox: PipelineRows; realtime: PipelineRows; callbacks: PipelineRows };
+  /** The pipeline page's charts (task counts over time, gauge samples). */
+  charts: ChartReads;
   adminToken: string;
   /** Signs operator sessions (derived from the keyring). */
   sessionKey: Uint8Array;
@@ -298,19 +303,7 @@ export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDep
 
   app.get('/dashboard/api/health', { schema: hidden, onRequest }, async () => {
     const now = deps.clock.now();
-    // Waiting = claimable or claimed now; DEAD = gave up. Counted the way the metrics count them.
-    const line = async (rows: PipelineRows) => {
-      const [counts, oldestSeconds] = await Promise.all([
-        rows.countByStatus(),
-        rows.oldestUnpublishedAgeSeconds(now),
-      ]);
-      const waiting = (counts.PENDING ?? 0) + (counts.FAILED ?? 0) + (counts.PUBLISHING ?? 0);
-      return {
-        backlog: waiting,
-        dead: counts.DEAD ?? 0,
-        oldestAgeMs: waiting > 0 ? oldestSeconds * 1000 : null,
-      };
-    };
+    const line = (rows: PipelineRows) => pipelineLine(rows, now);
     const [outbox, realtime, callbacks, { staleSteps, queued }] = await Promise.all([
       line(deps.pipeline.outbox),
       line(deps.pipeline.realtime),
@@ -328,6 +321,8 @@ export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDep
       },
     };
   });
+
+  registerDashboardChartRoutes(app, { charts: deps.charts, clock: deps.clock }, onRequest);
 
   app.get('/dashboard/api/workflow-definitions', { schema: hidden, onRequest }, async () => {
     const definitions = await deps.reads.workflowDefinitions();

@@ -2,6 +2,7 @@ import {
   AccessGrant,
   ArtifactGrantRequest,
   CommandAcks,
+  GrantRenewalRequest,
   Labels,
   NoContent,
   ResourceGrantRequest,
@@ -13,7 +14,7 @@ import {
 } from '@tdp/protocol';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
-import { type GrantDeps, type GrantRequest, requestGrant } from '../../../core/grants/grants.ts';
+import { type GrantDeps, type GrantRequest, renewGrant, requestGrant } from '../../../core/grants/grants.ts';
 import { tokensEqual } from '../../../core/identity/apiKeys.ts';
 import type { ApiKeyAuthenticator } from '../../../core/identity/authenticate.ts';
 import { type CommandHub, CommandStream } from '../../../core/scheduling/commands.ts';
@@ -440,6 +441,26 @@ export function registerWorkerRoutes(
         maxBytes: body.maxBytes as number,
       },
     }),
+  );
+
+  app.post<{ Params: { id: string; grantId: string }; Body: GrantRenewalRequest }>(
+    '/v1/attempts/:id/grants/:grantId(^[0-9a-fA-F-]{36})::renew',
+    {
+      schema: {
+        tags,
+        security,
+        summary: 'Renews a grant the attempt still needs: a new URL and expiry for the same resource',
+        params: Type.Object({ id: Uuid, grantId: Uuid }),
+        headers: IdempotencyKeyHeader,
+        body: GrantRenewalRequest,
+        response: { 200: AccessGrant, ...problemResponses },
+      },
+    },
+    async (request) =>
+      renewGrant(deps.grants, await workerCredential(request), request.params.id, request.params.grantId, {
+        leaseVersion: request.body.leaseVersion,
+        renewalKey: request.headers['idempotency-key'] as string,
+      }),
   );
 }
 

@@ -6,13 +6,15 @@ import type { ProviderReply, ResourceProvider } from '../../../core/grants/grant
  */
 export function httpResourceProvider(timeoutMs: number): ResourceProvider {
   return {
-    async request(url, token, body): Promise<ProviderReply> {
+    async request(url, token, body, idempotencyKey): Promise<ProviderReply> {
       let response: Response;
       try {
         response = await fetch(url, {
           method: 'POST',
           headers: {
             'content-type': 'application/json',
+            // The same key for every ask of one allocation: the provider answers it with the same one.
+            'idempotency-key': idempotencyKey,
             ...(token ? { authorization: `Bearer ${token}` } : {}),
           },
           body: JSON.stringify(body),

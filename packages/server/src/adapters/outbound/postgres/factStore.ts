@@ -4,6 +4,7 @@
  * attemptTables, eventTables, outboxTables, workerCommandTables, schedulingTables); the reads a fact
  * makes inside its transaction in transactionReads.
  */
+
 import { type FactTransaction, KeyTakenError } from '../../../core/facts/ports.ts';
 import type { SignalRecord } from '../../../core/facts/records.ts';
 import type { FactWriteSet } from '../../../core/facts/writeSet.ts';
@@ -15,6 +16,7 @@ import {
   attemptsById,
   pushAttemptStatements,
 } from './attemptTables.ts';
+import { pushOperatorAuditStatements } from './auditTables.ts';
 import { isUniqueViolation, type Queryable, type Sql, type TxSql, transaction } from './database.ts';
 import { findStepDecisions, pushDecisionStatements } from './decisionTables.ts';
 import {
@@ -238,6 +240,7 @@ export function factStatements(writes: FactWriteSet[]): RowStatement[] {
   pushCallbackStatements(w, statements);
   pushTimelineStatements(w, statements);
   pushDecisionStatements(w, statements);
+  pushOperatorAuditStatements(w, statements);
   return statements;
 }
 

@@ -45,6 +45,7 @@ export function mergeWrites(writes: FactWriteSet[]) {
     timeline: [] as NonNullable<FactWriteSet['timeline']>,
     newMapItems: [] as NonNullable<FactWriteSet['newMapItems']>,
     stepDecisions: [] as NonNullable<FactWriteSet['stepDecisions']>,
+    operatorAudit: [] as NonNullable<FactWriteSet['operatorAudit']>,
     newAcl: [] as NonNullable<FactWriteSet['newAcl']>[],
   };
   for (const w of writes) {
@@ -108,6 +109,7 @@ export function mergeWrites(writes: FactWriteSet[]) {
     merged.workerCommands.push(...(w.workerCommands ?? []));
     merged.timers.push(...(w.timers ?? []));
     merged.stepDecisions.push(...(w.stepDecisions ?? []));
+    merged.operatorAudit.push(...(w.operatorAudit ?? []));
     merged.callbacks.push(...(w.callbacks ?? []));
     merged.timeline.push(...(w.timeline ?? []));
     if (w.newAcl && w.newAcl.entries.length > 0) merged.newAcl.push(w.newAcl);
