@@ -1,5 +1,5 @@
 /** The dashboard's calls to `/dashboard/api`: same-origin, the session cookie does the rest. */
-import { useEffect, useState } from 'react';
+import { useEffect, useRef, useState } from 'react';
 
 export class ApiError extends Error {
   constructor(
@@ -137,9 +137,16 @@ export interface TaskDetail {
   }[];
 }
 
-/** Reads `path` now and every `intervalMs` while mounted; the last good answer stays on a failed read. */
-export function usePolled<T>(path: string, intervalMs: number): { data: T | null; error: string | null } {
+/**
+ * Reads `path` now and every `intervalMs` while mounted; the last good answer stays on a failed read.
+ * `reload` reads it again now (after an action changed it).
+ */
+export function usePolled<T>(
+  path: string,
+  intervalMs: number,
+): { data: T | null; error: string | null; reload: () => void } {
   const [state, setState] = useState<{ data: T | null; error: string | null }>({ data: null, error: null });
+  const reload = useRef<() => void>(() => {});
   useEffect(() => {
     let stopped = false;
     const load = () =>
@@ -151,6 +158,7 @@ export function usePolled<T>(path: string, intervalMs: number): { data: T | null
           if (!stopped) setState((previous) => ({ data: previous.data, error: error.message }));
         },
       );
+    reload.current = () => void load();
     void load();
     const timer = setInterval(load, intervalMs);
     return () => {
@@ -158,5 +166,5 @@ export function usePolled<T>(path: string, intervalMs: number): { data: T | null
       clearInterval(timer);
     };
   }, [path, intervalMs]);
-  return state;
+  return { ...state, reload: () => reload.current() };
 }

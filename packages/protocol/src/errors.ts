@@ -26,6 +26,7 @@ export const errorCatalogue = {
   WORKFLOW_NOT_FOUND: { status: 404, retryable: false, title: 'Workflow not found' },
   SCHEDULE_NOT_FOUND: { status: 404, retryable: false, title: 'Schedule not found' },
   WORKER_NOT_FOUND: { status: 404, retryable: false, title: 'No live worker session with this id' },
+  NODE_NOT_FOUND: { status: 404, retryable: false, title: 'No node with this id' },
   JOB_NOT_FOUND: { status: 404, retryable: false, title: 'No bulk job with this id' },
   STEP_NOT_REGISTERED: {
     status: 404,

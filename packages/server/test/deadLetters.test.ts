@@ -85,7 +85,7 @@ it('requeues DEAD callbacks by id, then all that are left; leaves the others; au
     for (const bad of [
       { table: 'callbacks', ids: [dead!.id] },
       { table: 'callbacks', ids: [dead!.id], reason: '' },
-      { table: 'outbox', reason: 'not yet' },
+      { table: 'timers', reason: 'no such table' },
       { table: 'callbacks', ids: ['not-a-uuid'], reason: 'x' },
     ]) {
       const answer = await requeue(bad);

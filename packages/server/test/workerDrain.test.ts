@@ -1,11 +1,12 @@
 /**
  * The operator's drain as the server keeps it: the session stays DRAINING whatever a later heartbeat
  * says (a beat the worker sent before it heard of the drain must not make it placeable again), and its
- * DRAIN command is on its stream. The end-to-end drain of a real worker is packages/worker/test/operatorDrain.test.ts.
+ * DRAIN command is on its stream. A repeated drain answers the same and writes nothing. The end-to-end drain of a real worker is packages/worker/test/operatorDrain.test.ts.
  */
 import { newId } from '@tdp/protocol';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { type Harness, startHarness } from '../../../test/harness.ts';
+import { connectDatabase } from '../src/main.ts';
 
 let h: Harness;
 beforeAll(async () => {
@@ -46,11 +47,22 @@ it('a heartbeat saying READY after an operator drain leaves the session DRAINING
   expect(beat.status).toBe(204);
   expect(await state()).toBe('DRAINING');
 
-  // Draining it again is audited again and sends a second command (the worker keeps commands by id).
+  // Draining it again is idempotent: the same answer, and no second command or audit record.
   const again = await h.request('POST', `/admin/v1/workers/${workerId}:drain`, {
     token: h.adminToken,
     body: { reason: 'still moving' },
   });
   expect(again.status).toBe(202);
-  expect(again.body.commandId).not.toBe(drained.body.commandId);
+  expect(again.body).toEqual(drained.body);
+  const sql = connectDatabase({ url: h.databaseUrl, maxConnections: 1 });
+  try {
+    expect(await sql`SELECT id FROM worker_command WHERE worker_id = ${workerId} AND type = 'DRAIN'`).toEqual(
+      [{ id: drained.body.commandId }],
+    );
+    expect(await sql`SELECT id, reason FROM operator_audit WHERE subject_id = ${workerId}`).toEqual([
+      { id: drained.body.auditId, reason: 'moving the node' },
+    ]);
+  } finally {
+    await sql.end();
+  }
 });

@@ -5,15 +5,14 @@
  * gone once its heartbeats have stopped for the TTL. The action is audited with who and why. Bad input
  * (an unknown session, no reason) is a problem with its code, and changes nothing.
  */
-import { spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { newId } from '@tdp/protocol';
 import { connectDatabase } from '@tdp/server';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { type Harness, startHarness } from '../../../test/harness.ts';
+import { startWorkerProgramProcess } from './support.ts';
 
 /** Past the harness's worker heartbeat TTL (30 s). */
 const pastHeartbeatTtlMs = 60_000;
@@ -38,19 +37,6 @@ beforeAll(async () => {
 });
 afterAll(() => h.close());
 
-/** A program that starts the worker and nothing else: it ends when the worker lets go of it. */
-const program = `
-  import { defineCapability, silentLogger, startWorker } from '@tdp/worker';
-  import { Type } from 'typebox';
-  const slow = defineCapability({
-    name: 'test.slow', version: '1', input: Type.Object({}), output: Type.Object({ slept: Type.Boolean() }),
-    run: async () => { await new Promise((resolve) => setTimeout(resolve, 2_000)); return { slept: true }; },
-  });
-  const worker = await startWorker({ url: process.env.TDP_URL, key: process.env.KEY, capabilities: [slow],
-    database: process.env.DB, nodeId: 'node-drained', healthPort: 0, logger: silentLogger });
-  process.stdout.write(JSON.stringify({ workerId: worker.id }) + '\\n');
-`;
-
 const submit = async () =>
   (
     await h.request('POST', '/v1/tasks', {
@@ -69,23 +55,14 @@ const drain = (workerId: string, body: unknown) =>
   h.request('POST', `/admin/v1/workers/${workerId}:drain`, { token: h.adminToken, body });
 
 it('drains a worker: DRAINING, the running attempt finishes, nothing new is placed, the process exits 0, the session is gone; audited', async () => {
-  const child = spawn(
-    process.execPath,
-    ['--conditions=@tdp/source', '--import', 'tsx', '--input-type=module', '-e', program],
-    {
-      cwd: fileURLToPath(new URL('..', import.meta.url)),
-      env: { ...process.env, TDP_URL: h.url, KEY: workerKey, DB: join(directory, 'drained.db') },
-      stdio: ['ignore', 'pipe', 'inherit'],
-    },
-  );
-  const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
-    child.once('exit', (code, signal) => resolve({ code, signal })),
-  );
+  const { child, workerId, exited } = await startWorkerProgramProcess({
+    baseUrl: h.url,
+    workerKey,
+    dbPath: join(directory, 'drained.db'),
+    nodeId: 'node-drained',
+    slowMs: 2_000,
+  });
   try {
-    const workerId = await new Promise<string>((resolve, reject) => {
-      child.stdout!.once('data', (line: Buffer) => resolve(JSON.parse(line.toString()).workerId));
-      child.once('exit', () => reject(new Error('the worker ended before registering')));
-    });
     expect(await session(workerId)).toMatchObject({ runtimeState: 'READY' });
 
     // Bad input first: each a problem with its code, and the session is left as it was.

@@ -53,3 +53,67 @@ export async function stopWorkerProcess(worker: WorkerProcess): Promise<void> {
 export function killAllWorkerProcesses(): void {
   for (const child of children) child.kill('SIGKILL');
 }
+
+/**
+ * A program that starts the worker with `startWorker` (as `tdp worker` does) and nothing else, so it
+ * ends when the worker lets go of it (a server DRAIN). Its one capability, `test.slow`@1, takes `slowMs`.
+ */
+const startWorkerProgram = (slowMs: number) => `
+  import { defineCapability, silentLogger, startWorker } from '@tdp/worker';
+  import { Type } from 'typebox';
+  const slow = defineCapability({
+    name: 'test.slow', version: '1', input: Type.Object({}), output: Type.Object({ slept: Type.Boolean() }),
+    run: async () => { await new Promise((resolve) => setTimeout(resolve, ${slowMs})); return { slept: true }; },
+  });
+  const worker = await startWorker({ url: process.env.TDP_URL, key: process.env.KEY, capabilities: [slow],
+    database: process.env.DB, nodeId: process.env.NODE_ID, healthPort: 0, logger: silentLogger });
+  process.stdout.write(JSON.stringify({ workerId: worker.id }) + '\\n');
+`;
+
+/** `startWorkerProgram` in its own process; resolves once registered, with how it exited later. */
+export async function startWorkerProgramProcess(options: {
+  baseUrl: string;
+  workerKey: string;
+  dbPath: string;
+  nodeId: string;
+  slowMs: number;
+}): Promise<{
+  child: ChildProcess;
+  workerId: string;
+  exited: Promise<{ code: number | null; signal: string | null }>;
+}> {
+  const child = spawn(
+    process.execPath,
+    [
+      '--conditions=@tdp/source',
+      '--import',
+      'tsx',
+      '--input-type=module',
+      '-e',
+      startWorkerProgram(options.slowMs),
+    ],
+    {
+      cwd: fileURLToPath(new URL('..', import.meta.url)),
+      env: {
+        ...process.env,
+        TDP_URL: options.baseUrl,
+        KEY: options.workerKey,
+        DB: options.dbPath,
+        NODE_ID: options.nodeId,
+      },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
+  children.add(child);
+  const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
+    child.once('exit', (code, signal) => {
+      children.delete(child);
+      resolve({ code, signal });
+    }),
+  );
+  const workerId = await new Promise<string>((resolve, reject) => {
+    child.stdout!.once('data', (line: Buffer) => resolve(JSON.parse(line.toString()).workerId));
+    child.once('exit', () => reject(new Error('the worker ended before registering')));
+  });
+  return { child, workerId, exited };
+}

@@ -1,5 +1,6 @@
 import { usePolled } from '../api.ts';
 import { duration } from '../format.tsx';
+import { WorkerActions } from './WorkerActions.tsx';
 
 interface WorkerView {
   id: string;
@@ -11,6 +12,7 @@ interface WorkerView {
   capabilities: { name: string; version: string }[];
   resources: Record<string, unknown> | null;
   runtimeState: string;
+  schedulingStatus?: string;
   runningAttempts: number;
   maxConcurrency: number;
   heartbeatAgeMs: number;
@@ -32,7 +34,7 @@ const labels = (map: Record<string, string> | null | undefined) =>
 
 /** Worker sessions and the steps waiting for one (with why they cannot be placed), read every 2 s. */
 export function Workers() {
-  const { data, error } = usePolled<{ workers: WorkerView[]; queued: Queued[] }>('/workers', 2_000);
+  const { data, error, reload } = usePolled<{ workers: WorkerView[]; queued: Queued[] }>('/workers', 2_000);
   if (error && !data) return <div className="panel error">Could not load the workers: {error}</div>;
   if (!data) return <p className="loading">Loading workers…</p>;
   return (
@@ -53,6 +55,7 @@ export function Workers() {
                 <th>Resources</th>
                 <th>Running</th>
                 <th>Heartbeat</th>
+                <th>Operator</th>
               </tr>
             </thead>
             <tbody>
@@ -62,7 +65,10 @@ export function Workers() {
                   <td>
                     {w.nodeId} <span className="muted">{w.nodeStatus}</span>
                   </td>
-                  <td>{w.runtimeState}</td>
+                  <td data-state={w.runtimeState}>
+                    {w.runtimeState}
+                    {w.schedulingStatus === 'INELIGIBLE' ? <div className="muted">CORDONED</div> : null}
+                  </td>
                   <td>{w.capabilities.map((c) => `${c.name}@${c.version}`).join(', ')}</td>
                   <td>
                     {labels(w.labels)}
@@ -76,6 +82,14 @@ export function Workers() {
                   </td>
                   <td className={w.heartbeatAgeMs > 30_000 ? 'failure' : ''}>
                     {duration(w.heartbeatAgeMs)} ago
+                  </td>
+                  <td>
+                    <WorkerActions
+                      workerId={w.id}
+                      draining={w.runtimeState === 'DRAINING'}
+                      cordoned={w.schedulingStatus === 'INELIGIBLE'}
+                      onDone={reload}
+                    />
                   </td>
                 </tr>
               ))}

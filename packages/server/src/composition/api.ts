@@ -7,6 +7,7 @@ import { registerDashboardRoutes } from '../adapters/inbound/http/dashboardRoute
 import { registerDeadLetterRoutes } from '../adapters/inbound/http/deadLetterRoutes.ts';
 import { registerDefinitionRoutes } from '../adapters/inbound/http/definitionsRoutes.ts';
 import { registerHealthRoutes } from '../adapters/inbound/http/healthRoutes.ts';
+import { registerOperatorRoutes } from '../adapters/inbound/http/operatorRoutes.ts';
 import { registerOperatorTaskRoutes } from '../adapters/inbound/http/operatorTaskRoutes.ts';
 import { documentRateLimits, rateLimitedUserTokens } from '../adapters/inbound/http/rateLimits.ts';
 import { registerRealtimeRoutes } from '../adapters/inbound/http/realtimeRoutes.ts';
@@ -21,9 +22,12 @@ import { registerUserViewRoutes } from '../adapters/inbound/http/userViewRoutes.
 import { listWorkerViews, registerWorkerRoutes } from '../adapters/inbound/http/workerRoutes.ts';
 import { derivedKey } from '../adapters/outbound/tokens/executionCredentials.ts';
 import type { ServerConfig } from '../config.ts';
+import { requeueDeadLetters } from '../core/operations/requeueDeadLetters.ts';
 import { decideApproval } from '../core/orchestration/kinds/approval.ts';
 import { sendSignal } from '../core/orchestration/kinds/signal.ts';
 import { listAllSchedules } from '../core/schedules/schedules.ts';
+import { drainWorkerSession } from '../core/scheduling/drainWorker.ts';
+import { setWorkerCordon } from '../core/scheduling/operatorActions.ts';
 import { archivedTaskError } from '../core/shared/errors.ts';
 import type { Viewer } from '../core/status/ports.ts';
 import { registerDevelopmentFiles } from '../development/developmentFiles.ts';
@@ -88,7 +92,12 @@ export async function createApi(
   });
   registerDeadLetterRoutes(app, {
     adminToken: config.adminToken,
-    requeue: { clock, callbacks: a.callbackQueue, requeueLimit: config.deadLetterRequeueLimit },
+    requeue: uses.deadLetterRequeue,
+  });
+  registerOperatorRoutes(app, {
+    adminToken: config.adminToken,
+    actions: uses.operatorActions,
+    audit: uses.operatorAudit,
   });
   registerOperatorTaskRoutes(app, {
     adminToken: config.adminToken,
@@ -161,6 +170,12 @@ export async function createApi(
     signal: async ({ reason, taskId, name, payload, idempotencyKey }) =>
       (await sendSignal(uses.status, { kind: 'operator', reason }, { taskId, name, payload, idempotencyKey }))
         .body,
+    operatorActions: {
+      drainWorker: (request) => drainWorkerSession(uses.workerDrain, { ...request, actor: 'operator' }),
+      cordonWorker: (request) => setWorkerCordon(uses.operatorActions, { ...request, actor: 'operator' }),
+      requeueDead: ({ table, reason }) =>
+        requeueDeadLetters(uses.deadLetterRequeue, { table, selection: {}, reason, actor: 'operator' }),
+    },
     pagesDirectory: await dashboardPages(),
     wsUrl: config.realtimeWsUrl,
   });

@@ -2,7 +2,9 @@
 
 import { httpResourceProvider } from '../adapters/outbound/http/resourceProvider.ts';
 import { PostgresBulkJobStore } from '../adapters/outbound/postgres/bulkJobStore.ts';
+import { PostgresDeadLetters } from '../adapters/outbound/postgres/deadLetterStore.ts';
 import { PostgresGrantStore } from '../adapters/outbound/postgres/grantStore.ts';
+import { PostgresOperatorStore } from '../adapters/outbound/postgres/operatorStore.ts';
 import { PostgresScheduleStore } from '../adapters/outbound/postgres/scheduleStore.ts';
 import { JoseExecutionCredentials } from '../adapters/outbound/tokens/executionCredentials.ts';
 import type { ServerConfig } from '../config.ts';
@@ -11,6 +13,7 @@ import { RegistryCatalog } from '../core/definitions/registries.ts';
 import type { GrantDeps } from '../core/grants/grants.ts';
 import { type ApplicationDeps, openApplicationSecrets } from '../core/identity/applications.ts';
 import type { BulkJobDeps, BulkJobRunnerDeps } from '../core/operations/bulkJobs.ts';
+import type { RequeueDeps } from '../core/operations/requeueDeadLetters.ts';
 import type { TimerDeps } from '../core/orchestration/timers.ts';
 import type { FireDeps } from '../core/schedules/fireSchedules.ts';
 import type { ScheduleDeps } from '../core/schedules/schedules.ts';
@@ -18,6 +21,7 @@ import { CandidateSnapshot } from '../core/scheduling/candidateSnapshot.ts';
 import { CommandHub } from '../core/scheduling/commands.ts';
 import type { DispatchDeps } from '../core/scheduling/dispatch.ts';
 import type { DrainWorkerDeps } from '../core/scheduling/drainWorker.ts';
+import type { OperatorActionDeps } from '../core/scheduling/operatorActions.ts';
 import type { WorkerDeps } from '../core/scheduling/workers.ts';
 import { TtlCache } from '../core/shared/ttlCache.ts';
 import type { StatusDeps } from '../core/status/deps.ts';
@@ -98,6 +102,15 @@ export function useCaseDeps(config: ServerConfig, a: Adapters) {
       signal.commands?.committed(commands.map((c) => c.workerId));
     },
     workersChanged: workers.workersChanged,
+  };
+  const operatorStore = new PostgresOperatorStore(a.sql);
+  const operatorActions: OperatorActionDeps = { ...workerDrain, store: operatorStore };
+  const deadLetterRequeue: RequeueDeps = {
+    clock,
+    deadLetters: new PostgresDeadLetters(a.sql),
+    requeueLimit: config.deadLetterRequeueLimit,
+    // The table's loop in this process sends them now (another replica's finds them when it polls).
+    requeued: (table) => signal.loops[table]?.wake(),
   };
   const dispatch: DispatchDeps = {
     status,
@@ -193,6 +206,9 @@ export function useCaseDeps(config: ServerConfig, a: Adapters) {
     candidates,
     workers,
     workerDrain,
+    operatorActions,
+    operatorAudit: operatorStore,
+    deadLetterRequeue,
     dispatch,
     grants,
     catalog,

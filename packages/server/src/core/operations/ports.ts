@@ -40,17 +40,6 @@ export interface CallbackDeliveries {
   forTask(taskId: string): Promise<CallbackDeliveryRow[]>;
   /** Puts a delivery of the application's back to be sent now; false if none (or it is being sent). */
   redeliver(applicationId: string, id: string, now: Date): Promise<boolean>;
-  /**
-   * Puts DEAD deliveries back to be sent now, as `redeliver` does: those of `ids` that are DEAD, or (ids
-   * null) the oldest `limit` DEAD ones; writes the audit record (with the ids requeued) in the same
-   * transaction. Returns the ids requeued.
-   */
-  requeueDead(
-    ids: string[] | null,
-    limit: number,
-    audit: Omit<OperatorAuditRecord, 'details'>,
-    now: Date,
-  ): Promise<string[]>;
 }
 
 /** One outbox-like table, as the dashboard's pipeline health page counts it. */
@@ -141,6 +130,57 @@ export interface DashboardReads {
   stepHealth(): Promise<{ staleSteps: number; queued: { count: number; oldest: Date | null } }>;
   /** Every published workflow definition, by name then newest first. */
   workflowDefinitions(): Promise<DashboardWorkflowDefinition[]>;
+}
+
+/** A page of the operator audit, newest first; `before` continues after the last row of a page. */
+export interface AuditQuery {
+  subjectId?: string;
+  action?: string;
+  before?: { createdAt: Date; id: string };
+  limit: number;
+}
+
+export interface AuditPage {
+  items: OperatorAuditRecord[];
+  /** Where the next page starts (null: this is the last). */
+  next: { createdAt: Date; id: string } | null;
+}
+
+/** The operator audit, as the admin API reads it. */
+export interface OperatorAudit {
+  auditPage(query: AuditQuery): Promise<AuditPage>;
+}
+
+export type DeadLetterTable = 'outbox' | 'realtime' | 'callbacks';
+
+/** Which DEAD rows: those named, or those matching every field of the filter given. */
+export interface DeadLetterSelection {
+  ids?: string[];
+  filter?: {
+    /** Created at or after. */
+    createdFrom?: Date;
+    /** Created before. */
+    createdTo?: Date;
+    /** The last error contains this text (case-insensitive). */
+    errorContains?: string;
+    /** The row's application (a realtime row: its task's). */
+    applicationId?: string;
+  };
+}
+
+export interface DeadLetters {
+  /**
+   * Puts the table's DEAD rows of `selection` (at most `limit`, the oldest first) back to be sent now,
+   * as a redelivery resets one; rows that are not DEAD are left alone. Writes the audit record (with the
+   * ids requeued) in the same transaction; returns the ids requeued.
+   */
+  requeueDead(
+    table: DeadLetterTable,
+    selection: DeadLetterSelection,
+    limit: number,
+    audit: OperatorAuditRecord,
+    now: Date,
+  ): Promise<string[]>;
 }
 
 /** Which tasks a bulk cancel or retry takes (at least one field; every given field must match). */

@@ -3,6 +3,7 @@
  * marked DRAINING, so placement passes it over from this commit on, and gets a durable DRAIN command:
  * the worker finishes its running attempts, takes nothing new and exits; its session ends when its
  * heartbeats stop (the lease reaper). The action is audited with who and why, in the same transaction.
+ * Draining a session the operator drained already is idempotent: the same answer, nothing written.
  */
 import { newId } from '@tdp/protocol';
 import type { WorkerCommandRecord } from '../facts/records.ts';
@@ -42,10 +43,12 @@ export async function drainWorkerSession(
     details: { commandId: command.id },
     createdAt: now,
   };
-  if (!(await deps.workers.drainWorker(command, audit))) {
-    throw new AppError('WORKER_NOT_FOUND', `no live worker session ${request.workerId}`);
+  const outcome = await deps.workers.drainWorker(command, audit);
+  if (!outcome) throw new AppError('WORKER_NOT_FOUND', `no live worker session ${request.workerId}`);
+  // A repeated drain wrote nothing: its first command is on its way already.
+  if (!outcome.repeated) {
+    deps.delivered([command]);
+    deps.workersChanged();
   }
-  deps.delivered([command]);
-  deps.workersChanged();
-  return { workerId: request.workerId, commandId: command.id, auditId: audit.id };
+  return { workerId: request.workerId, commandId: outcome.commandId, auditId: outcome.auditId };
 }

@@ -63,11 +63,18 @@ export interface WorkerStore {
   endWorker(id: string, at: Date): Promise<void>;
   /**
    * Marks a live session DRAINING (it is placed on no more) and writes its DRAIN command and the audit
-   * record, in one transaction; false (nothing written) when no live session has this id.
+   * record, in one transaction; null (nothing written) when no live session has this id. A session the
+   * operator drained already writes nothing and answers its first drain's command and audit (`repeated`).
    */
-  drainWorker(command: WorkerCommandRecord, audit: OperatorAuditRecord): Promise<boolean>;
+  drainWorker(command: WorkerCommandRecord, audit: OperatorAuditRecord): Promise<DrainOutcome | null>;
   candidates(): Promise<WorkerCandidate[]>;
-  listWorkers(): Promise<(WorkerSession & { nodeLabels: Record<string, string>; nodeStatus: string })[]>;
+  listWorkers(): Promise<
+    (WorkerSession & {
+      nodeLabels: Record<string, string>;
+      nodeStatus: string;
+      schedulingStatus: 'ELIGIBLE' | 'INELIGIBLE';
+    })[]
+  >;
   /** The worker's unacknowledged commands, oldest first (at most 1,000). */
   openCommands(workerId: string): Promise<WorkerCommand[]>;
   ackCommand(workerId: string, commandId: string, at: Date): Promise<boolean>;
@@ -95,4 +102,37 @@ export interface WorkerStore {
 /** The workers as read a moment ago (see CandidateSnapshot), or null when there is no fresh view. */
 export interface CandidateSource {
   current(): WorkerCandidate[] | null;
+}
+
+/** A session's operator drain: its DRAIN command and audit record (`repeated`: written by an earlier call). */
+export interface DrainOutcome {
+  commandId: string;
+  auditId: string;
+  repeated: boolean;
+}
+
+/** The operator's actions on nodes and on a session's placement, each audited in its transaction. */
+export interface OperatorWorkerStore {
+  /**
+   * Cordons the node (placed on no more) and drains each of its live sessions not drained yet (DRAINING,
+   * a DRAIN command each, made by `command`); one audit record names them. A node drained already, with no
+   * session left to drain, writes nothing and answers the earlier drain. Null when there is no such node.
+   */
+  drainNode(
+    nodeId: string,
+    command: (workerId: string) => WorkerCommandRecord,
+    audit: OperatorAuditRecord,
+  ): Promise<{
+    auditId: string;
+    workers: { workerId: string; commandId: string }[];
+    sent: WorkerCommandRecord[];
+  } | null>;
+  /** Sets a live session's scheduling status (INELIGIBLE: placed on no more); false when none. */
+  setWorkerScheduling(
+    workerId: string,
+    status: 'ELIGIBLE' | 'INELIGIBLE',
+    audit: OperatorAuditRecord,
+  ): Promise<boolean>;
+  /** Sets a node's management status (ACTIVE also forgets a drain); false when there is no such node. */
+  setNodeStatus(nodeId: string, status: 'ACTIVE' | 'CORDONED', audit: OperatorAuditRecord): Promise<boolean>;
 }

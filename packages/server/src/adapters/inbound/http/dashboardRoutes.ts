@@ -23,6 +23,7 @@ import type {
 import { AppError } from '../../../core/shared/errors.ts';
 import type { Clock } from '../../../core/shared/ports.ts';
 import { registerDashboardChartRoutes } from './dashboardChartRoutes.ts';
+import { type DashboardOperatorActions, registerDashboardOperatorRoutes } from './dashboardOperatorRoutes.ts';
 import { callbackLogOf, timelineOf } from './runRoutes.ts';
 
 export interface DashboardDeps {
@@ -49,6 +50,8 @@ export interface DashboardDeps {
   decide(request: OperatorDecision): Promise<unknown>;
   /** The operator's signal to a task (with a reason; kept with the fact). */
   signal(request: OperatorSignal): Promise<unknown>;
+  /** Drain, cordon, requeue dead letters (with a reason; audited). */
+  operatorActions: DashboardOperatorActions;
   /** Built pages (packages/dashboard/dist); null when they are not built. */
   pagesDirectory: string | null;
   wsUrl?: string | null;
@@ -280,6 +283,8 @@ export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDep
     });
     return reply.code(200).send(sent);
   });
+
+  registerDashboardOperatorRoutes(app, { onRequest, actions: deps.operatorActions });
 
   app.get('/dashboard/api/workers', { schema: hidden, onRequest }, async () => {
     const [workers, queued] = await Promise.all([deps.listWorkers(), deps.reads.queuedSteps()]);

@@ -490,6 +490,7 @@ export async function listWorkerViews(deps: WorkerDeps) {
     capabilities: w.capabilities,
     resources: w.resources,
     runtimeState: w.runtimeState,
+    schedulingStatus: w.schedulingStatus,
     runningAttempts: w.runningAttempts,
     maxConcurrency: w.maxConcurrency,
     heartbeatAgeMs: now - w.lastHeartbeatAt.getTime(),

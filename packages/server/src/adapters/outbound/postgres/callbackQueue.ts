@@ -1,7 +1,6 @@
 import type { CallbackQueue, ClaimedCallback } from '../../../core/callbacks/sendCallbacks.ts';
 import type { CallbackDeliveryRow } from '../../../core/operations/ports.ts';
 import { afterFailure } from '../../../core/outbox/policy.ts';
-import type { OperatorAuditRecord } from '../../../core/scheduling/ports.ts';
 import type { Sql } from './database.ts';
 import { ClaimableRows } from './outboxQueue.ts';
 
@@ -59,33 +58,6 @@ export class PostgresCallbackQueue implements CallbackQueue {
              claim_expires_at = NULL
       WHERE id = ${id} AND application_id = ${applicationId} AND status <> 'PUBLISHING' RETURNING id`;
     return rows.length > 0;
-  }
-
-  async requeueDead(
-    ids: string[] | null,
-    limit: number,
-    audit: Omit<OperatorAuditRecord, 'details'>,
-    now: Date,
-  ): Promise<string[]> {
-    return this.sql.begin(async (tx) => {
-      // The same reset as `redeliver`, for DEAD rows only: named ones, or the oldest when none is named.
-      const requeued = await tx<{ id: string }[]>`
-        UPDATE callback_delivery SET status = 'PENDING', attempts = 0, available_at = ${now}, last_error = NULL,
-               claim_id = NULL, claim_expires_at = NULL
-        WHERE id IN (
-          SELECT id FROM callback_delivery
-          WHERE status = 'DEAD' AND (${ids === null} OR id = ANY(${ids ?? []}::uuid[]))
-          ORDER BY created_at, id LIMIT ${limit}
-          FOR UPDATE
-        )
-        RETURNING id`;
-      const requeuedIds = requeued.map((r) => r.id);
-      await tx`
-        INSERT INTO operator_audit (id, action, subject_id, actor, reason, details, created_at)
-        VALUES (${audit.id}, ${audit.action}, ${audit.subjectId}, ${audit.actor}, ${audit.reason},
-                ${tx.json({ requested: ids, requeued: requeuedIds } as never)}, ${audit.createdAt})`;
-      return requeuedIds;
-    });
   }
 
   async forTask(taskId: string) {

@@ -7,6 +7,7 @@ import type {
 } from '../../../core/scheduling/ports.ts';
 import type { WorkerCandidate } from '../../../core/scheduling/selector.ts';
 import type { Sql } from './database.ts';
+import { drainSession, insertAudit } from './operatorStore.ts';
 
 interface WorkerRow {
   id: string;
@@ -116,19 +117,9 @@ export class PostgresWorkerStore implements WorkerStore {
 
   async drainWorker(command: WorkerCommandRecord, audit: OperatorAuditRecord) {
     return this.sql.begin(async (tx) => {
-      const marked = await tx`
-        UPDATE worker SET runtime_state = 'DRAINING', drain_requested_at = coalesce(drain_requested_at, ${command.createdAt})
-        WHERE id = ${command.workerId} AND ended_at IS NULL
-        RETURNING id`;
-      if (marked.length === 0) return false;
-      await tx`
-        INSERT INTO worker_command (id, worker_id, type, payload, created_at)
-        VALUES (${command.id}, ${command.workerId}, ${command.type}, ${tx.json(command.payload as never)}, ${command.createdAt})`;
-      await tx`
-        INSERT INTO operator_audit (id, action, subject_id, actor, reason, details, created_at)
-        VALUES (${audit.id}, ${audit.action}, ${audit.subjectId}, ${audit.actor}, ${audit.reason},
-                ${tx.json(audit.details as never)}, ${audit.createdAt})`;
-      return true;
+      const outcome = await drainSession(tx, command, audit.id);
+      if (outcome && !outcome.repeated) await insertAudit(tx, audit);
+      return outcome;
     });
   }
 
@@ -180,7 +171,12 @@ export class PostgresWorkerStore implements WorkerStore {
     >`
       SELECT w.*, ${openAttempts(this.sql)}, n.labels, n.management_status FROM worker w JOIN worker_node n ON n.id = w.node_id
       WHERE w.ended_at IS NULL ORDER BY w.node_id, w.id`;
-    return rows.map((r) => ({ ...toSession(r), nodeLabels: r.labels, nodeStatus: r.management_status }));
+    return rows.map((r) => ({
+      ...toSession(r),
+      nodeLabels: r.labels,
+      nodeStatus: r.management_status,
+      schedulingStatus: r.scheduling_status,
+    }));
   }
 
   async openCommands(workerId: string): Promise<WorkerCommand[]> {

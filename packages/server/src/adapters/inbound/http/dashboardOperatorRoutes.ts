@@ -1,0 +1,66 @@
+/**
+ * The dashboard's operator actions (behind the operator session cookie): drain, cordon and uncordon a
+ * worker session, and requeue the DEAD rows of one pipeline table. They call the same use cases as the
+ * admin API, with a reason, and are audited the same way.
+ */
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { DeadLetterTable } from '../../../core/operations/ports.ts';
+import { AppError } from '../../../core/shared/errors.ts';
+
+export interface DashboardOperatorActions {
+  drainWorker(request: { workerId: string; reason: string }): Promise<unknown>;
+  cordonWorker(request: { workerId: string; cordoned: boolean; reason: string }): Promise<unknown>;
+  /** The oldest DEAD rows of the table, up to the requeue limit. */
+  requeueDead(request: { table: DeadLetterTable; reason: string }): Promise<unknown>;
+}
+
+const tables: DeadLetterTable[] = ['outbox', 'realtime', 'callbacks'];
+
+function reasonOf(body: unknown): string {
+  const given = (body as { reason?: unknown } | null)?.reason;
+  const reason = typeof given === 'string' ? given.trim() : '';
+  if (!reason || reason.length > 2000)
+    throw new AppError('VALIDATION_FAILED', 'send a reason (up to 2000 characters)');
+  return reason;
+}
+
+function workerIdOf(id: string): string {
+  if (!/^[0-9a-f-]{36}$/i.test(id)) throw new AppError('WORKER_NOT_FOUND', `no live worker session ${id}`);
+  return id;
+}
+
+export function registerDashboardOperatorRoutes(
+  app: FastifyInstance,
+  deps: { onRequest: (request: FastifyRequest) => Promise<unknown>; actions: DashboardOperatorActions },
+): void {
+  const options = { schema: { hide: true }, onRequest: deps.onRequest };
+  app.post<{ Params: { id: string } }>('/dashboard/api/workers/:id/drain', options, async (request, reply) =>
+    reply.code(202).send(
+      await deps.actions.drainWorker({
+        workerId: workerIdOf(request.params.id),
+        reason: reasonOf(request.body),
+      }),
+    ),
+  );
+  for (const cordoned of [true, false])
+    app.post<{ Params: { id: string } }>(
+      `/dashboard/api/workers/:id/${cordoned ? 'cordon' : 'uncordon'}`,
+      options,
+      async (request) =>
+        deps.actions.cordonWorker({
+          workerId: workerIdOf(request.params.id),
+          cordoned,
+          reason: reasonOf(request.body),
+        }),
+    );
+  app.post<{ Params: { table: string } }>(
+    '/dashboard/api/dead-letters/:table/requeue',
+    options,
+    async (request) => {
+      const table = request.params.table as DeadLetterTable;
+      if (!tables.includes(table))
+        throw new AppError('VALIDATION_FAILED', `table must be one of ${tables.join(', ')}`);
+      return deps.actions.requeueDead({ table, reason: reasonOf(request.body) });
+    },
+  );
+}

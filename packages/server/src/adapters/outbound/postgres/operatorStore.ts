@@ -1,0 +1,137 @@
+/**
+ * The operator's actions on sessions and nodes (drain, cordon) and their audit records, each action
+ * written with its audit record in one transaction.
+ */
+import type { WorkerCommandRecord } from '../../../core/facts/records.ts';
+import type { AuditPage, AuditQuery, OperatorAudit } from '../../../core/operations/ports.ts';
+import type {
+  DrainOutcome,
+  OperatorAuditRecord,
+  OperatorWorkerStore,
+} from '../../../core/scheduling/ports.ts';
+import type { Queryable, Sql, TxSql } from './database.ts';
+
+export async function insertAudit(tx: Queryable, audit: OperatorAuditRecord): Promise<void> {
+  await tx`
+    INSERT INTO operator_audit (id, action, subject_id, actor, reason, details, created_at)
+    VALUES (${audit.id}, ${audit.action}, ${audit.subjectId}, ${audit.actor}, ${audit.reason},
+            ${tx.json(audit.details as never)}, ${audit.createdAt})`;
+}
+
+/**
+ * Drains one live session in the caller's transaction, the row locked: DRAINING from now on, whatever
+ * its heartbeats say, with its DRAIN command. A session the operator drained already keeps its first
+ * command and audit record and nothing is written. Null when no live session has this id.
+ */
+export async function drainSession(
+  tx: TxSql,
+  command: WorkerCommandRecord,
+  auditId: string,
+): Promise<DrainOutcome | null> {
+  const [row] = await tx<{ drain_command_id: string | null; drain_audit_id: string | null }[]>`
+    SELECT drain_command_id, drain_audit_id FROM worker
+    WHERE id = ${command.workerId} AND ended_at IS NULL FOR UPDATE`;
+  if (!row) return null;
+  if (row.drain_command_id && row.drain_audit_id)
+    return { commandId: row.drain_command_id, auditId: row.drain_audit_id, repeated: true };
+  await tx`
+    UPDATE worker SET runtime_state = 'DRAINING', drain_requested_at = coalesce(drain_requested_at, ${command.createdAt}),
+           drain_command_id = ${command.id}, drain_audit_id = ${auditId}
+    WHERE id = ${command.workerId}`;
+  await tx`
+    INSERT INTO worker_command (id, worker_id, type, payload, created_at)
+    VALUES (${command.id}, ${command.workerId}, ${command.type}, ${tx.json(command.payload as never)}, ${command.createdAt})`;
+  return { commandId: command.id, auditId, repeated: false };
+}
+
+export class PostgresOperatorStore implements OperatorWorkerStore, OperatorAudit {
+  constructor(private readonly sql: Sql) {}
+
+  async drainNode(
+    nodeId: string,
+    command: (workerId: string) => WorkerCommandRecord,
+    audit: OperatorAuditRecord,
+  ) {
+    return this.sql.begin(async (tx) => {
+      const [node] = await tx<{ drain_audit_id: string | null }[]>`
+        SELECT drain_audit_id FROM worker_node WHERE id = ${nodeId} FOR UPDATE`;
+      if (!node) return null;
+      const sessions = await tx<{ id: string }[]>`
+        SELECT id FROM worker WHERE node_id = ${nodeId} AND ended_at IS NULL ORDER BY id`;
+      const workers: { workerId: string; commandId: string }[] = [];
+      const sent: WorkerCommandRecord[] = [];
+      for (const session of sessions) {
+        const drained = command(session.id);
+        const outcome = await drainSession(tx, drained, audit.id);
+        if (!outcome) continue;
+        workers.push({ workerId: session.id, commandId: outcome.commandId });
+        if (!outcome.repeated) sent.push(drained);
+      }
+      // Drained already and nothing new to drain: the earlier drain's answer, nothing written.
+      if (node.drain_audit_id && sent.length === 0) return { auditId: node.drain_audit_id, workers, sent };
+      await tx`
+        UPDATE worker_node SET management_status = 'CORDONED', drain_audit_id = ${audit.id}, updated_at = ${audit.createdAt}
+        WHERE id = ${nodeId}`;
+      await insertAudit(tx, { ...audit, details: { workers } });
+      return { auditId: audit.id, workers, sent };
+    });
+  }
+
+  async setWorkerScheduling(workerId: string, status: 'ELIGIBLE' | 'INELIGIBLE', audit: OperatorAuditRecord) {
+    return this.sql.begin(async (tx) => {
+      const rows = await tx`
+        UPDATE worker SET scheduling_status = ${status} WHERE id = ${workerId} AND ended_at IS NULL RETURNING id`;
+      if (rows.length === 0) return false;
+      await insertAudit(tx, audit);
+      return true;
+    });
+  }
+
+  async setNodeStatus(nodeId: string, status: 'ACTIVE' | 'CORDONED', audit: OperatorAuditRecord) {
+    return this.sql.begin(async (tx) => {
+      const rows = await tx`
+        UPDATE worker_node SET management_status = ${status}, updated_at = ${audit.createdAt},
+               drain_audit_id = CASE WHEN ${status} = 'ACTIVE' THEN NULL ELSE drain_audit_id END
+        WHERE id = ${nodeId} RETURNING id`;
+      if (rows.length === 0) return false;
+      await insertAudit(tx, audit);
+      return true;
+    });
+  }
+
+  async auditPage(query: AuditQuery): Promise<AuditPage> {
+    // Newest first; the cursor is the last row's (created_at, id), so a page never repeats or skips.
+    const rows = await this.sql<
+      {
+        id: string;
+        action: string;
+        subject_id: string;
+        actor: string;
+        reason: string;
+        details: Record<string, unknown>;
+        created_at: Date;
+      }[]
+    >`
+      SELECT id, action, subject_id, actor, reason, details, created_at FROM operator_audit
+      WHERE (${query.subjectId ?? null}::text IS NULL OR subject_id = ${query.subjectId ?? null})
+        AND (${query.action ?? null}::text IS NULL OR action = ${query.action ?? null})
+        AND (${query.before?.createdAt ?? null}::timestamptz IS NULL
+             OR (created_at, id) < (${query.before?.createdAt ?? null}::timestamptz, ${query.before?.id ?? null}::uuid))
+      ORDER BY created_at DESC, id DESC
+      LIMIT ${query.limit + 1}`;
+    const items = rows.slice(0, query.limit).map((r) => ({
+      id: r.id,
+      action: r.action,
+      subjectId: r.subject_id,
+      actor: r.actor,
+      reason: r.reason,
+      details: r.details,
+      createdAt: r.created_at,
+    }));
+    const last = items.at(-1);
+    return {
+      items,
+      next: rows.length > query.limit && last ? { createdAt: last.createdAt, id: last.id } : null,
+    };
+  }
+}
