@@ -15,6 +15,7 @@ import {
   attemptsById,
   pushAttemptStatements,
 } from './attemptTables.ts';
+import { overdueTasks, pushLeaseStatements, renewLeases } from './leaseTables.ts';
 import { isUniqueViolation, type Queryable, type Sql, type TxSql, transaction } from './database.ts';
 import { findStepDecisions, pushDecisionStatements } from './decisionTables.ts';
 import {
@@ -43,7 +44,7 @@ import {
   pushTimerStatements,
 } from './schedulingTables.ts';
 import { insertSignal, takeSignal } from './signalTables.ts';
-import { overdueTasks, probeAttempts, pushStepStatements, renewLeases } from './stepTables.ts';
+import { probeAttempts, pushStepStatements } from './stepTables.ts';
 import { pushTaskStatements } from './taskTables.ts';
 import {
   aclOf,
@@ -227,6 +228,7 @@ export function factStatements(writes: FactWriteSet[]): RowStatement[] {
   pushIdempotencyStatement(w, statements);
   pushTaskStatements(w, statements);
   pushStepStatements(w, statements);
+  pushLeaseStatements(w, statements);
   pushAttemptStatements(w, committedAt, statements);
   pushEventStatements(w, statements);
   pushOutboxStatements(w, statements);
