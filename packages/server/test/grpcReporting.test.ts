@@ -223,7 +223,8 @@ describe('gRPC reporting', () => {
       outcome: 'ACCEPTED',
       executionId: ctx.executionId,
     });
-    const [lease] = await sql`SELECT heartbeat_seq FROM execution_lease WHERE attempt_id = ${ctx.executionId}`;
+    const [lease] =
+      await sql`SELECT heartbeat_seq FROM execution_lease WHERE attempt_id = ${ctx.executionId}`;
     expect(lease!.heartbeat_seq).toBe(5n);
     expect((await stream.heartbeat(key, 5)).heartbeat).toMatchObject({
       accepted: false,

@@ -72,7 +72,8 @@ describe('heartbeats', () => {
     const task = await c.task(taskId);
     expect(task.task.version).toBe(version);
     expect(await realtimeCount(taskId)).toBe(messages);
-    const [lease] = await sql`SELECT heartbeat_seq FROM execution_lease WHERE attempt_id = ${ctx.executionId}`;
+    const [lease] =
+      await sql`SELECT heartbeat_seq FROM execution_lease WHERE attempt_id = ${ctx.executionId}`;
     expect(lease!.heartbeat_seq).toBe(2n);
   });
 
@@ -92,9 +93,9 @@ describe('heartbeats', () => {
     // The task's reads take the lease's heartbeat.
     const detail = await c.task(taskId);
     expect(detail.execution.steps[0].lastHeartbeatAt).toBe(h.clock.now().toISOString());
-    expect((await beat([{ executionToken: ctx.executionToken, heartbeatSeq: 1 }])).body.results[0].outcome).toBe(
-      'DUPLICATE',
-    );
+    expect(
+      (await beat([{ executionToken: ctx.executionToken, heartbeatSeq: 1 }])).body.results[0].outcome,
+    ).toBe('DUPLICATE');
     // The attempt ends: its lease goes with it.
     const ended = await c.report(ctx, c.event(ctx, { sourceSeq: 2, eventType: 'STEP_FAILED' }));
     expect(ended.status).toBe(200);

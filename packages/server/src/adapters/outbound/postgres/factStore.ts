@@ -7,7 +7,7 @@
 import { type FactTransaction, KeyTakenError } from '../../../core/facts/ports.ts';
 import type { SignalRecord } from '../../../core/facts/records.ts';
 import type { FactWriteSet } from '../../../core/facts/writeSet.ts';
-import type { HeartbeatUpdate, StatusStore } from '../../../core/status/ports.ts';
+import type { HandleHeartbeat, HeartbeatUpdate, StatusStore } from '../../../core/status/ports.ts';
 import {
   attemptByHandle,
   attemptById,
@@ -15,7 +15,6 @@ import {
   attemptsById,
   pushAttemptStatements,
 } from './attemptTables.ts';
-import { overdueTasks, pushLeaseStatements, renewLeases } from './leaseTables.ts';
 import { isUniqueViolation, type Queryable, type Sql, type TxSql, transaction } from './database.ts';
 import { findStepDecisions, pushDecisionStatements } from './decisionTables.ts';
 import {
@@ -25,6 +24,7 @@ import {
   pushEventStatements,
   pushIdempotencyStatement,
 } from './eventTables.ts';
+import { overdueTasks, pushLeaseStatements, renewLeases, renewLeasesByHandle } from './leaseTables.ts';
 import {
   allMapItems,
   mapItemsAt,
@@ -251,6 +251,10 @@ export class PostgresFactStore implements StatusStore {
 
   async renewLeases(updates: HeartbeatUpdate[], now: Date): Promise<Set<string>> {
     return renewLeases(this.sql, updates, now);
+  }
+
+  renewLeasesByHandle(applicationId: string, beats: HandleHeartbeat[], now: Date) {
+    return renewLeasesByHandle(this.sql, applicationId, beats, now);
   }
 
   async probeAttempts(attemptIds: string[]) {

@@ -6,7 +6,7 @@
  * heartbeat columns and its lease's (`leasedStepColumns`).
  */
 import type { StepRecord } from '../../../core/facts/records.ts';
-import type { HeartbeatUpdate } from '../../../core/status/ports.ts';
+import type { HandleHeartbeat, HeartbeatUpdate } from '../../../core/status/ports.ts';
 import type { Sql } from './database.ts';
 import type { MergedWrites } from './mergeWrites.ts';
 import { type Column, insertStatement, type RowStatement, type RowValue } from './recordset.ts';
@@ -74,7 +74,8 @@ export function pushLeaseStatements(w: MergedWrites, statements: RowStatement[])
  * s.attempt_id`): the lease's heartbeat, which `toStep` merges with the step's own. The tagged reads
  * (transactionReads' loadTaskState, taskStore) spell the same two columns out.
  */
-export const leasedStepColumns = 'l.heartbeat_seq AS lease_heartbeat_seq, l.last_heartbeat_at AS lease_heartbeat_at';
+export const leasedStepColumns =
+  'l.heartbeat_seq AS lease_heartbeat_seq, l.last_heartbeat_at AS lease_heartbeat_at';
 
 /**
  * Renews the leases of healthy running attempts whose heartbeat is newer, in one statement (a HOT
@@ -90,6 +91,36 @@ export async function renewLeases(sql: Sql, updates: HeartbeatUpdate[], now: Dat
       WHERE l.attempt_id = x.attempt_id AND l.health = 'HEALTHY' AND l.heartbeat_seq < x.seq
       RETURNING l.attempt_id`;
   return new Set(rows.map((r) => r.attempt_id));
+}
+
+/**
+ * Heartbeats by handle in one statement: each handle's attempt (the application's, unexpired, the one
+ * the item names if it names one) is looked up by its unique hash, one index probe per item whatever
+ * the planner thinks of `unnest`, and its lease renewed as `renewLeases` does; the handles renewed.
+ */
+export async function renewLeasesByHandle(
+  sql: Sql,
+  applicationId: string,
+  beats: HandleHeartbeat[],
+  now: Date,
+): Promise<Map<string, string>> {
+  const rows = await sql<{ attempt_id: string; handle_hash: string }[]>`
+      WITH x AS MATERIALIZED (
+        SELECT DISTINCT ON (a.id) a.id, u.handle_hash, u.seq
+        FROM unnest(${beats.map((b) => b.handleHash)}::text[], ${beats.map((b) => String(b.heartbeatSeq))}::bigint[],
+                    ${beats.map((b) => b.executionId)}::uuid[]) AS u(handle_hash, seq, execution_id)
+        CROSS JOIN LATERAL (
+          SELECT id FROM attempt
+          WHERE handle_hash = decode(u.handle_hash, 'hex') AND application_id = ${applicationId}
+            AND expires_at > ${now}) AS a
+        WHERE u.execution_id IS NULL OR u.execution_id = a.id
+        ORDER BY a.id, u.seq DESC)
+      UPDATE execution_lease l SET heartbeat_seq = x.seq, last_heartbeat_at = ${now}
+      FROM x
+      WHERE l.attempt_id = ANY(ARRAY(SELECT id FROM x)) AND l.attempt_id = x.id
+        AND l.health = 'HEALTHY' AND l.heartbeat_seq < x.seq
+      RETURNING l.attempt_id, x.handle_hash`;
+  return new Map(rows.map((r) => [r.handle_hash, r.attempt_id]));
 }
 
 /**
