@@ -26,9 +26,9 @@ const CHUNK = 50_000;
 /** How far back each copy's times move (1,000,000 copies: about a month). */
 const SECONDS_PER_COPY = 2.5;
 const EVENT_SIZES = {
-  tasks: sized(null, 200, 50),
-  events: sized('BENCH_GROWTH_EVENTS', 10_000, 1_000),
-  heartbeats: sized('BENCH_GROWTH_HEARTBEATS', 100_000, 5_000),
+  tasks: sized(null, 200, 20),
+  events: sized('BENCH_GROWTH_EVENTS', 10_000, 500),
+  heartbeats: sized('BENCH_GROWTH_HEARTBEATS', 100_000, 2_500),
 };
 
 /** Runs one task to its end through the server: created, its step run and succeeded, completed. */
