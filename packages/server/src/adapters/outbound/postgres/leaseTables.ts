@@ -57,7 +57,11 @@ const leaseRow = (s: StepRecord): Record<string, RowValue> => ({
 
 /** The leases of the written steps: upserted for running attempts, deleted for the others. */
 export function pushLeaseStatements(w: MergedWrites, statements: RowStatement[]): void {
-  const written = [...w.newSteps, ...w.steps].filter((s) => s.attemptId !== null);
+  // In attempt id order, the order a heartbeat batch locks leases in: the two never wait on each other
+  // in a cycle.
+  const written = [...w.newSteps, ...w.steps]
+    .filter((s) => s.attemptId !== null)
+    .sort((a, b) => (a.attemptId! < b.attemptId! ? -1 : 1));
   const live = written.filter(leased);
   const ended = written.filter((s) => !leased(s));
   if (live.length > 0)
