@@ -117,6 +117,8 @@ export async function recordHeartbeats(
           now,
         )
       : new Set<string>();
+  // An item whose attempt the handle statement renewed (the same execution by token) is accepted too.
+  for (const attemptId of renewedHandles.values()) renewed.add(attemptId);
   const missed = resolved.filter((r) => !renewed.has(r.attemptId));
   const probes = new Map(
     (missed.length > 0 ? await deps.store.probeAttempts(missed.map((m) => m.attemptId)) : []).map((p) => [
