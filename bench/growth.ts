@@ -184,7 +184,13 @@ export async function benchGrowth(): Promise<void> {
   const adminUrl = process.env.DATABASE_URL ?? postgres!.adminUrl;
   const empty = await benchDatabase(adminUrl);
   const filled = await benchDatabase(adminUrl);
-  const sql = connectDatabase({ url: filled.url, maxConnections: 1 });
+  // The fill's statements and VACUUM run for minutes: no statement timeout, no answer deadline.
+  const sql = connectDatabase({
+    url: filled.url,
+    maxConnections: 1,
+    statementTimeoutMs: 0,
+    answerDeadlineMs: 3_600_000,
+  });
   try {
     console.log(
       `growth: ${TASKS} finished tasks against an empty database, PostgreSQL ${postgres ? 'embedded' : 'from DATABASE_URL'}`,
