@@ -16,7 +16,8 @@ const warmup = sized(null, 500, 50);
 
 const definition = zipWorkflow();
 
-async function measureHttp(databaseUrl: string) {
+/** Creates through a `tdp server` of its own over `databaseUrl` (also `bench -- growth`'s create). */
+export async function measureHttp(databaseUrl: string) {
   const server = await startBenchServer(databaseUrl);
   const base = server.base;
   const headers = { authorization: `Bearer ${server.apiKey}`, 'content-type': 'application/json' };

@@ -6,6 +6,7 @@
 import { benchCreate } from './create.ts';
 import { benchE2e } from './e2e.ts';
 import { benchEvents } from './events.ts';
+import { benchGrowth } from './growth.ts';
 import { benchMap } from './map.ts';
 import { benchRealtime } from './realtime.ts';
 import { smoke } from './support.ts';
@@ -15,6 +16,7 @@ import { benchNames } from './zipNames.ts';
 const benchmarks: Record<string, () => Promise<void>> = {
   create: benchCreate,
   events: benchEvents,
+  growth: benchGrowth,
   e2e: benchE2e,
   map: benchMap,
   realtime: benchRealtime,

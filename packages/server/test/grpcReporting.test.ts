@@ -223,8 +223,9 @@ describe('gRPC reporting', () => {
       outcome: 'ACCEPTED',
       executionId: ctx.executionId,
     });
-    const [step] = await sql`SELECT last_heartbeat_seq FROM step WHERE attempt_id = ${ctx.executionId}`;
-    expect(step!.last_heartbeat_seq).toBe(5n);
+    const [lease] =
+      await sql`SELECT heartbeat_seq FROM execution_lease WHERE attempt_id = ${ctx.executionId}`;
+    expect(lease!.heartbeat_seq).toBe(5n);
     expect((await stream.heartbeat(key, 5)).heartbeat).toMatchObject({
       accepted: false,
       outcome: 'DUPLICATE',

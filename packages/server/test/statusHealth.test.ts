@@ -72,9 +72,35 @@ describe('heartbeats', () => {
     const task = await c.task(taskId);
     expect(task.task.version).toBe(version);
     expect(await realtimeCount(taskId)).toBe(messages);
-    const [step] =
-      await sql`SELECT last_heartbeat_seq, last_heartbeat_at FROM step WHERE attempt_id = ${ctx.executionId}`;
-    expect(step!.last_heartbeat_seq).toBe(2n);
+    const [lease] =
+      await sql`SELECT heartbeat_seq FROM execution_lease WHERE attempt_id = ${ctx.executionId}`;
+    expect(lease!.heartbeat_seq).toBe(2n);
+  });
+
+  it('a heartbeat renews the narrow lease row and leaves the step row as it was; reads still see it', async () => {
+    const { taskId, ctx } = await running();
+    const stepRow = async () =>
+      (await sql`SELECT xmin::text AS xmin, * FROM step WHERE attempt_id = ${ctx.executionId}`)[0]!;
+    const before = await stepRow();
+    h.clock.advance(20_000);
+    const res = await beat([{ executionToken: ctx.executionToken, heartbeatSeq: 1 }]);
+    expect(res.body.results[0].outcome).toBe('ACCEPTED');
+    // No new version of the step row: the same tuple, every column as it was.
+    expect(await stepRow()).toEqual(before);
+    const [lease] = await sql`
+      SELECT heartbeat_seq, last_heartbeat_at, health FROM execution_lease WHERE attempt_id = ${ctx.executionId}`;
+    expect(lease).toMatchObject({ heartbeat_seq: 1n, last_heartbeat_at: h.clock.now(), health: 'HEALTHY' });
+    // The task's reads take the lease's heartbeat.
+    const detail = await c.task(taskId);
+    expect(detail.execution.steps[0].lastHeartbeatAt).toBe(h.clock.now().toISOString());
+    expect(
+      (await beat([{ executionToken: ctx.executionToken, heartbeatSeq: 1 }])).body.results[0].outcome,
+    ).toBe('DUPLICATE');
+    // The attempt ends: its lease goes with it.
+    const ended = await c.report(ctx, c.event(ctx, { sourceSeq: 2, eventType: 'STEP_FAILED' }));
+    expect(ended.status).toBe(200);
+    expect(await sql`SELECT 1 FROM execution_lease WHERE attempt_id = ${ctx.executionId}`).toHaveLength(0);
+    h.clock.set(new Date());
   });
 
   it('old attempts, a wrong executionId and a non-increasing heartbeatSeq cannot renew the lease', async () => {

@@ -570,6 +570,7 @@ describe('updates in place', () => {
         await sql`SELECT e.* FROM execution e JOIN task t ON e.id = t.current_execution_id WHERE t.id = ${taskId}`
       )[0]!,
       step: (await sql`SELECT * FROM step WHERE task_id = ${taskId}`)[0]!,
+      execution_lease: (await sql`SELECT * FROM execution_lease WHERE task_id = ${taskId}`)[0]!,
     });
     const before = await rows();
     // Later, so that time-derived columns (the heartbeat deadline among them) move as they would.
@@ -578,7 +579,7 @@ describe('updates in place', () => {
     expect((await c.report(ctx, progress)).status).toBe(200);
     const after = await rows();
 
-    for (const table of ['task', 'execution', 'step'] as const) {
+    for (const table of ['task', 'execution', 'step', 'execution_lease'] as const) {
       const moved = changed(before[table], after[table]);
       // The report did rewrite the row (so the check below is not vacuous)…
       expect({ table, rewritten: moved.length > 0 }).toEqual({ table, rewritten: true });

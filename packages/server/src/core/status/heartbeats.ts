@@ -30,10 +30,42 @@ export async function recordHeartbeats(
     results[index] = { index, executionId, accepted: false, outcome, health: null };
   };
 
-  // Credentials: tokens are verified (cached per token); handles are looked up together.
-  const handleItems = items
+  // The common case first: heartbeats by handle, looked up and renewed in one statement. What it did
+  // not renew goes the way of every other item below, to be told apart.
+  const byHandle = items
     .map((item, index) => ({ item, index }))
     .filter(({ item }) => item.executionHandle && !item.executionToken);
+  const handleHashes = byHandle.map(({ item }) =>
+    deps.credentials.hashHandle(item.executionHandle!).toString('hex'),
+  );
+  const renewedHandles =
+    principal && byHandle.length > 0
+      ? await deps.store.renewLeasesByHandle(
+          principal.applicationId,
+          byHandle.map(({ item }, n) => ({
+            handleHash: handleHashes[n]!,
+            heartbeatSeq: item.heartbeatSeq,
+            executionId: item.executionId ?? null,
+          })),
+          now,
+        )
+      : new Map<string, string>();
+  const settled = new Set<number>();
+  for (const [n, { index }] of byHandle.entries()) {
+    const attemptId = renewedHandles.get(handleHashes[n]!);
+    if (!attemptId) continue;
+    results[index] = {
+      index,
+      executionId: attemptId,
+      accepted: true,
+      outcome: 'ACCEPTED',
+      health: 'HEALTHY',
+    };
+    settled.add(index);
+  }
+
+  // Credentials: tokens are verified (cached per token); handles are looked up together.
+  const handleItems = byHandle.filter(({ index }) => !settled.has(index));
   const byHash = new Map<
     string,
     { applicationId: string; id: string; expiresAt: Date; revokedAt: Date | null }
@@ -45,6 +77,7 @@ export async function recordHeartbeats(
     for (const a of attempts) byHash.set(a.handleHash.toString('hex'), a);
   }
   for (const [index, item] of items.entries()) {
+    if (settled.has(index)) continue;
     let claims: Pick<ExecutionClaims, 'executionId' | 'taskId' | 'stepId' | 'stepAttempt'> | null = null;
     if (item.executionToken) {
       claims = await deps.credentials.verify(item.executionToken, now);
@@ -84,6 +117,8 @@ export async function recordHeartbeats(
           now,
         )
       : new Set<string>();
+  // An item whose attempt the handle statement renewed (the same execution by token) is accepted too.
+  for (const attemptId of renewedHandles.values()) renewed.add(attemptId);
   const missed = resolved.filter((r) => !renewed.has(r.attemptId));
   const probes = new Map(
     (missed.length > 0 ? await deps.store.probeAttempts(missed.map((m) => m.attemptId)) : []).map((p) => [

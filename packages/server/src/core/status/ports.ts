@@ -17,6 +17,14 @@ export interface HeartbeatUpdate {
   heartbeatSeq: number;
 }
 
+/** One heartbeat by compact handle, renewed with its lookup (the handle's hash, as hex). */
+export interface HandleHeartbeat {
+  handleHash: string;
+  heartbeatSeq: number;
+  /** The executionId the item names, if it names one: the attempt must be that one. */
+  executionId: string | null;
+}
+
 /** Why a heartbeat did not renew the lease, as the database sees the step attempt. */
 export interface HeartbeatProbe {
   attemptId: string;
@@ -83,6 +91,15 @@ export interface StatusStore extends FactStore {
    * rises, in one statement; no version, no event, no message. Returns the attempts it renewed.
    */
   renewLeases(updates: HeartbeatUpdate[], now: Date): Promise<Set<string>>;
+  /**
+   * The same for heartbeats by handle, found with the application's unexpired attempts in the same
+   * statement; the handles (hash as hex) renewed, with their attempt.
+   */
+  renewLeasesByHandle(
+    applicationId: string,
+    beats: HandleHeartbeat[],
+    now: Date,
+  ): Promise<Map<string, string>>;
   probeAttempts(attemptIds: string[]): Promise<HeartbeatProbe[]>;
   attemptsByHandle(hashes: Buffer[]): Promise<AttemptRecord[]>;
   attemptsById(ids: string[]): Promise<AttemptRecord[]>;

@@ -8,7 +8,7 @@
 import { type FactTransaction, KeyTakenError } from '../../../core/facts/ports.ts';
 import type { SignalRecord } from '../../../core/facts/records.ts';
 import type { FactWriteSet } from '../../../core/facts/writeSet.ts';
-import type { HeartbeatUpdate, StatusStore } from '../../../core/status/ports.ts';
+import type { HandleHeartbeat, HeartbeatUpdate, StatusStore } from '../../../core/status/ports.ts';
 import {
   attemptByHandle,
   attemptById,
@@ -26,6 +26,7 @@ import {
   pushEventStatements,
   pushIdempotencyStatement,
 } from './eventTables.ts';
+import { overdueTasks, pushLeaseStatements, renewLeases, renewLeasesByHandle } from './leaseTables.ts';
 import {
   allMapItems,
   mapItemsAt,
@@ -45,7 +46,7 @@ import {
   pushTimerStatements,
 } from './schedulingTables.ts';
 import { insertSignal, takeSignal } from './signalTables.ts';
-import { overdueTasks, probeAttempts, pushStepStatements, renewLeases } from './stepTables.ts';
+import { probeAttempts, pushStepStatements } from './stepTables.ts';
 import { pushTaskStatements } from './taskTables.ts';
 import {
   aclOf,
@@ -229,6 +230,7 @@ export function factStatements(writes: FactWriteSet[]): RowStatement[] {
   pushIdempotencyStatement(w, statements);
   pushTaskStatements(w, statements);
   pushStepStatements(w, statements);
+  pushLeaseStatements(w, statements);
   pushAttemptStatements(w, committedAt, statements);
   pushEventStatements(w, statements);
   pushOutboxStatements(w, statements);
@@ -252,6 +254,10 @@ export class PostgresFactStore implements StatusStore {
 
   async renewLeases(updates: HeartbeatUpdate[], now: Date): Promise<Set<string>> {
     return renewLeases(this.sql, updates, now);
+  }
+
+  renewLeasesByHandle(applicationId: string, beats: HandleHeartbeat[], now: Date) {
+    return renewLeasesByHandle(this.sql, applicationId, beats, now);
   }
 
   async probeAttempts(attemptIds: string[]) {

@@ -103,6 +103,9 @@ export interface StepRow {
   last_heartbeat_seq: bigint;
   last_heartbeat_at: Date | null;
   stale_since: Date | null;
+  /** The step's lease's heartbeat, when the read joined it (`leasedStepColumns`). */
+  lease_heartbeat_seq?: bigint | null;
+  lease_heartbeat_at?: Date | null;
   data_schema: string | null;
   state_data: unknown;
   started_at: Date | null;
@@ -188,6 +191,12 @@ export const toExecution = (r: ExecutionRow): ExecutionRecord => ({
   updatedAt: r.updated_at,
 });
 
+/** The later of a step's own heartbeat value and its lease's (heartbeats renew only the lease). */
+function later<T extends bigint | Date | null>(own: T, lease: T | null | undefined): T {
+  if (lease === null || lease === undefined) return own;
+  return own === null || lease > own ? lease : own;
+}
+
 export const toStep = (r: StepRow): StepRecord => ({
   id: r.id,
   taskId: r.task_id,
@@ -217,8 +226,8 @@ export const toStep = (r: StepRow): StepRecord => ({
   sourceSeqs: r.source_seqs,
   heartbeatIntervalSeconds: r.heartbeat_interval_seconds,
   heartbeatTimeoutSeconds: r.heartbeat_timeout_seconds,
-  lastHeartbeatSeq: r.last_heartbeat_seq,
-  lastHeartbeatAt: r.last_heartbeat_at,
+  lastHeartbeatSeq: later(r.last_heartbeat_seq, r.lease_heartbeat_seq),
+  lastHeartbeatAt: later(r.last_heartbeat_at, r.lease_heartbeat_at),
   staleSince: r.stale_since,
   dataSchema: r.data_schema,
   stateData: r.state_data,

@@ -1,9 +1,9 @@
 /**
  * The step rows (one per attempt of a step of an execution): their columns, row mapper and statements,
- * and the heartbeat path's statements on them (outside any transaction).
+ * and the heartbeat path's probe of them (outside any transaction; the leases are in leaseTables).
  */
 import type { StepRecord } from '../../../core/facts/records.ts';
-import type { HeartbeatProbe, HeartbeatUpdate } from '../../../core/status/ports.ts';
+import type { HeartbeatProbe } from '../../../core/status/ports.ts';
 import type { Sql } from './database.ts';
 import type { MergedWrites } from './mergeWrites.ts';
 import {
@@ -137,21 +137,6 @@ export function pushStepStatements(w: MergedWrites, statements: RowStatement[]):
   if (w.steps.length > 0) statements.push(updateStatement('step', stepUpdateColumns, w.steps.map(stepRow)));
 }
 
-/** Renews the leases of healthy running attempts whose heartbeat is newer; the attempts renewed. */
-export async function renewLeases(sql: Sql, updates: HeartbeatUpdate[], now: Date): Promise<Set<string>> {
-  const rows = await sql<{ attempt_id: string }[]>`
-      UPDATE step SET last_heartbeat_seq = x.seq, last_heartbeat_at = ${now},
-                      heartbeat_deadline_at = ${now}::timestamptz + make_interval(secs => step.heartbeat_timeout_seconds)
-      FROM (SELECT DISTINCT ON (attempt_id) attempt_id, seq
-            FROM unnest(${updates.map((u) => u.attemptId)}::uuid[], ${updates.map((u) => String(u.heartbeatSeq))}::bigint[])
-                 AS u(attempt_id, seq)
-            ORDER BY attempt_id, seq DESC) AS x
-      WHERE step.attempt_id = x.attempt_id AND step.status = 'RUNNING' AND step.health = 'HEALTHY' AND step.current
-        AND step.last_heartbeat_seq < x.seq
-      RETURNING step.attempt_id`;
-  return new Set(rows.map((r) => r.attempt_id));
-}
-
 /** The steps holding the attempts, with whether their execution is still the task's current one. */
 export async function probeAttempts(sql: Sql, attemptIds: string[]): Promise<HeartbeatProbe[]> {
   const rows = await sql<
@@ -165,9 +150,11 @@ export async function probeAttempts(sql: Sql, attemptIds: string[]): Promise<Hea
       execution_is_current: boolean;
     }[]
   >`
-      SELECT s.attempt_id, s.task_id, s.status, s.health, s.current, s.last_heartbeat_seq,
+      SELECT s.attempt_id, s.task_id, s.status, s.health, s.current,
+             greatest(s.last_heartbeat_seq, l.heartbeat_seq) AS last_heartbeat_seq,
              (t.current_execution_id = s.execution_id) AS execution_is_current
       FROM step s JOIN task t ON t.id = s.task_id
+           LEFT JOIN execution_lease l ON l.attempt_id = s.attempt_id
       WHERE s.attempt_id = ANY(${attemptIds}::uuid[])`;
   return rows.map((r) => ({
     attemptId: r.attempt_id,
@@ -178,15 +165,4 @@ export async function probeAttempts(sql: Sql, attemptIds: string[]): Promise<Hea
     lastHeartbeatSeq: r.last_heartbeat_seq,
     executionIsCurrent: r.execution_is_current,
   }));
-}
-
-/** Tasks with a healthy running step past its heartbeat deadline (soonest deadlines first). */
-export async function overdueTasks(sql: Sql, now: Date, limit: number): Promise<string[]> {
-  const rows = await sql<{ task_id: string }[]>`
-      SELECT DISTINCT task_id FROM (
-        SELECT task_id FROM step
-        WHERE status = 'RUNNING' AND health = 'HEALTHY' AND heartbeat_timeout_seconds IS NOT NULL
-          AND heartbeat_deadline_at <= ${now}
-        ORDER BY heartbeat_deadline_at LIMIT ${limit}) AS due`;
-  return rows.map((r) => r.task_id);
 }

@@ -56,7 +56,9 @@ export class PostgresTaskStore implements TaskStore, TaskRunReads {
     const executionIds = tasks.map((t) => t.current_execution_id);
     const [executions, steps] = await Promise.all([
       this.sql<ExecutionRow[]>`SELECT * FROM execution WHERE id = ANY(${executionIds}::uuid[])`,
-      this.sql<StepRow[]>`SELECT * FROM step WHERE execution_id = ANY(${executionIds}::uuid[]) ORDER BY id`,
+      this.sql<StepRow[]>`
+        SELECT s.*, l.heartbeat_seq AS lease_heartbeat_seq, l.last_heartbeat_at AS lease_heartbeat_at FROM step s LEFT JOIN execution_lease l ON l.attempt_id = s.attempt_id
+        WHERE s.execution_id = ANY(${executionIds}::uuid[]) ORDER BY s.id`,
     ]);
     const executionById = new Map(executions.map((e) => [e.id, toExecution(e)]));
     return tasks.map((row) => ({
