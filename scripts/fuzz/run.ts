@@ -190,7 +190,11 @@ function withoutProgress(output: string): string {
   const plain = output.replace(/\u001b\[[0-9;?]*[A-Za-z]/g, '');
   const lines = plain
     .split(/\r?\n/)
-    .filter((line) => !/^\s*(✅|⏭|❌|🚫|🕐|🕑|🕒|🕓|🕔|🕕|🕖|🕗|🕘|🕙|🕚|🕛)/u.test(line));
+    // Progress frames: a phase's counters (emoji first) and the stateful phase's timer ("0:03…  14 scenarios").
+    .filter(
+      (line) =>
+        !/^\s*(✅|⏭|❌|🚫|🕐|🕑|🕒|🕓|🕔|🕕|🕖|🕗|🕘|🕙|🕚|🕛)/u.test(line) && !/^\s*\d+:\d\d…/u.test(line),
+    );
   return lines.join('\n').replace(/\n{3,}/g, '\n\n');
 }
 

@@ -231,11 +231,15 @@ describe('per execution token', () => {
 });
 
 describe('OpenAPI', () => {
-  it('documents the 429 on the limited routes, not on the admin API', async () => {
+  it('documents the 429 on the limited routes as problem+json, not on the admin API', async () => {
     const spec = (await h.request('GET', '/openapi.json')).body;
     expect(spec.paths['/v1/tasks'].post.responses['429']).toMatchObject({
       headers: { 'retry-after': { schema: { type: 'integer' } } },
     });
+    // As it is on the wire (the fuzzer found a 429 documented as application/json).
+    expect(Object.keys(spec.paths['/v1/tasks'].post.responses['429'].content)).toEqual([
+      'application/problem+json',
+    ]);
     expect(spec.paths['/v1/task-events'].post.responses['429']).toBeDefined();
     expect(spec.paths['/admin/v1/tenants'].post.responses['429']).toBeUndefined();
   });

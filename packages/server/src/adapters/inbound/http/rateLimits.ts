@@ -123,7 +123,8 @@ export function rateLimitedUserTokens(tokens: UserTokens, limits: RateLimits): U
 }
 
 const RateLimitedResponse = {
-  ...Type.Ref('Problem'),
+  // As every error: problem+json on the wire, so documented as that (a bare schema reads as application/json).
+  content: { 'application/problem+json': { schema: Type.Ref('Problem') } },
   description: 'RATE_LIMITED: the credential used up its requests; nothing was done',
   headers: {
     'retry-after': { type: 'integer', description: 'Seconds until a request can be accepted again' },
