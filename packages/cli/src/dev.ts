@@ -101,6 +101,8 @@ export async function runDev(env: NodeJS.ProcessEnv): Promise<number> {
         secretKeyring: parseKeyring(credentials.secretKeys),
         allowInsecureCallbacks: env.TDP_ALLOW_INSECURE_CALLBACKS !== 'false',
         developmentFiles: { directory: filesDirectory, providerToken: randomBytes(32).toString('base64url') },
+        // Finished tasks past their retention go to the data folder's archive (docs/retention.md).
+        archiveDirectory: env.TDP_ARCHIVE_DIR || join(home, 'archive'),
       }),
     );
   } catch (error) {
