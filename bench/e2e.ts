@@ -97,7 +97,7 @@ function busyJiffies(): number {
   return user! + nice! + system! + irq! + softirq!;
 }
 
-interface Figures {
+export interface Figures {
   perSecond: number;
   /** CPU time the whole machine spent per job during the burst (each system runs alone). */
   cpuMsPerJob: number;
@@ -157,9 +157,15 @@ async function measure(
   return { perSecond, cpuMsPerJob, p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
 }
 
-async function benchTdp(): Promise<Figures> {
-  const database = await benchDatabase();
-  const server = await startBenchServer(database.url);
+/**
+ * TDP's run. `database` (kept open) runs it on a database prepared by the caller, `serverEnv` with
+ * settings of the server's own (the sweep bench: on a filled database, with and without the sweep).
+ */
+export async function benchTdp(
+  options: { database?: Awaited<ReturnType<typeof benchDatabase>>; serverEnv?: Record<string, string> } = {},
+): Promise<Figures> {
+  const database = options.database ?? (await benchDatabase());
+  const server = await startBenchServer(database.url, options.serverEnv);
   const admin = { authorization: `Bearer ${server.adminToken}`, 'content-type': 'application/json' };
   const workerKey = (
     (await (
@@ -223,7 +229,7 @@ async function benchTdp(): Promise<Figures> {
     await pool.close();
     await workers.stop();
     await server.stop();
-    await database.close();
+    if (!options.database) await database.close();
   }
 }
 

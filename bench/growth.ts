@@ -32,7 +32,7 @@ const EVENT_SIZES = {
 };
 
 /** Runs one task to its end through the server: created, its step run and succeeded, completed. */
-async function finishedTask(databaseUrl: string): Promise<string> {
+export async function finishedTask(databaseUrl: string): Promise<string> {
   const server = await startBenchServer(databaseUrl);
   const pool = new Pool(server.base, { connections: 1 });
   try {
@@ -116,14 +116,19 @@ const literal = (value: string) => `'${value.replace(/'/g, "''")}'`;
  * The expression of one column of copy `i`: template ids become the copy's ids (in uuid, text and json
  * columns alike), unique text and bytea values get the copy number, times move back.
  */
-function copyExpression(column: ColumnInfo, value: unknown, ids: string[]): string | null {
+function copyExpression(
+  column: ColumnInfo,
+  value: unknown,
+  ids: string[],
+  backSeconds: number,
+): string | null {
   if (column.defaulted) return null;
   const mapped = (id: string) => `md5(${literal(id)} || ':' || i)::uuid`;
   if (value === null || value === undefined) return `NULL::${column.type}`;
   if (column.type === 'uuid')
     return ids.includes(value as string) ? mapped(value as string) : literal(value as string);
   if (column.type.startsWith('timestamp'))
-    return `${literal((value as Date).toISOString())}::timestamptz - make_interval(secs => i * ${SECONDS_PER_COPY})`;
+    return `${literal((value as Date).toISOString())}::timestamptz - make_interval(secs => ${backSeconds} + i * ${SECONDS_PER_COPY})`;
   if (column.type === 'bytea') {
     const hex = `'\\x${(value as Buffer).toString('hex')}'::bytea`;
     return column.unique ? `sha256(${hex} || int4send(i))` : hex;
@@ -141,8 +146,16 @@ function copyExpression(column: ColumnInfo, value: unknown, ids: string[]): stri
   return `(${expression})::${column.type}`;
 }
 
-/** Fills the database with `copies` copies of the finished task `taskId`; the rows written per table. */
-async function fill(sql: Sql, taskId: string, copies: number): Promise<Map<string, number>> {
+/**
+ * Fills the database with `copies` copies of the finished task `taskId`, each `backSeconds` plus a few
+ * seconds per copy older than the template; the rows written per table.
+ */
+export async function fill(
+  sql: Sql,
+  taskId: string,
+  copies: number,
+  backSeconds = 0,
+): Promise<Map<string, number>> {
   const template = await templateRows(sql, taskId);
   const ids = template
     .flatMap((t) => t.rows.map((r) => r.id as string))
@@ -152,7 +165,7 @@ async function fill(sql: Sql, taskId: string, copies: number): Promise<Map<strin
     const columns = await columnsOf(sql, table);
     for (const row of rows) {
       const picked = columns
-        .map((c) => ({ c, expression: copyExpression(c, row[c.name], ids) }))
+        .map((c) => ({ c, expression: copyExpression(c, row[c.name], ids, backSeconds) }))
         .filter((p): p is { c: ColumnInfo; expression: string } => p.expression !== null);
       statements.push({
         table,

@@ -10,6 +10,7 @@ import { benchGrowth } from './growth.ts';
 import { benchMap } from './map.ts';
 import { benchRealtime } from './realtime.ts';
 import { smoke } from './support.ts';
+import { benchSweep } from './sweep.ts';
 import { benchWatermark } from './watermark.ts';
 import { benchNames } from './zipNames.ts';
 
@@ -17,6 +18,7 @@ const benchmarks: Record<string, () => Promise<void>> = {
   create: benchCreate,
   events: benchEvents,
   growth: benchGrowth,
+  sweep: benchSweep,
   e2e: benchE2e,
   map: benchMap,
   realtime: benchRealtime,

@@ -145,7 +145,7 @@ const benchRateLimits = Object.fromEntries(
  * diagnosis: BENCH_PROFILE=1 writes its CPU profile to /tmp/prof, BENCH_NODE_FLAGS adds Node flags
  * (e.g. `--trace-gc`), BENCH_LOG_LEVEL=debug logs every request with its duration.
  */
-export async function startBenchServer(databaseUrl: string) {
+export async function startBenchServer(databaseUrl: string, env: Record<string, string> = {}) {
   const port = await freePort();
   const grpcPort = await freePort();
   const adminToken = randomBytes(24).toString('hex');
@@ -171,6 +171,7 @@ export async function startBenchServer(databaseUrl: string) {
         TDP_LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn',
         NATS_URL: '',
         ...benchRateLimits,
+        ...env,
       },
       stdio: ['ignore', 'inherit', 'inherit'],
     },

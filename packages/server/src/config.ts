@@ -135,6 +135,8 @@ export interface ServerSettings {
 
 /** The retention windows (days, one per table) and the sweep's batch sizes and timings. */
 export interface RetentionSettings extends RetentionWindows {
+  /** Whether this process runs the sweep (`TDP_RETENTION_SWEEP=off` leaves it to other replicas). */
+  sweep: boolean;
   /** Tasks archived in one batch at most. */
   archiveBatchTasks: number;
   /** Heap blocks (8 KiB) of each table one sweep round looks at. */
@@ -227,6 +229,7 @@ export const defaultSettings: ServerSettings = {
   grpcCloseGraceMs: 5_000,
   grpcStreamRoundSize: 200,
   retention: {
+    sweep: true,
     taskDays: 30,
     // Published, delivered and fired rows are done; a week leaves time to look into an incident.
     outboxDays: 7,
@@ -364,6 +367,7 @@ function retentionFrom(env: NodeJS.ProcessEnv, overrides: RetentionSettings | un
     overrides ? overrides[key] : integer(env, name, base[key]);
   const retention: RetentionSettings = {
     ...base,
+    sweep: overrides ? overrides.sweep : onOff(env, 'TDP_RETENTION_SWEEP', base.sweep),
     taskDays: days('taskDays', 'TDP_RETENTION_DAYS'),
     outboxDays: days('outboxDays', 'TDP_RETENTION_OUTBOX_DAYS'),
     realtimeDays: days('realtimeDays', 'TDP_RETENTION_REALTIME_DAYS'),
@@ -377,6 +381,14 @@ function retentionFrom(env: NodeJS.ProcessEnv, overrides: RetentionSettings | un
   const problem = windowsProblem(retention);
   if (problem) throw new ConfigError(`retention: ${problem}`);
   return retention;
+}
+
+/** A switch: `on` or `off` (any case), the fallback when unset. */
+function onOff(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean {
+  const value = env[name]?.trim().toLowerCase();
+  if (!value) return fallback;
+  if (value !== 'on' && value !== 'off') throw new ConfigError(`${name} must be on or off`);
+  return value === 'on';
 }
 
 /** `TDP_GRPC_PORT`: a port, 0 for a free one, or `off`. */

@@ -25,6 +25,13 @@ describe('retention settings', () => {
     });
   });
 
+  it('run the sweep unless TDP_RETENTION_SWEEP is off; refuse a value that is neither on nor off', () => {
+    expect(configFromEnv(env).retention.sweep).toBe(true);
+    expect(configFromEnv({ ...env, TDP_RETENTION_SWEEP: 'OFF' }).retention.sweep).toBe(false);
+    expect(configFromEnv({ ...env, TDP_RETENTION_SWEEP: 'on' }).retention.sweep).toBe(true);
+    expect(() => configFromEnv({ ...env, TDP_RETENTION_SWEEP: 'no' })).toThrow(/TDP_RETENTION_SWEEP/);
+  });
+
   it('read TDP_RETENTION_DAYS, TDP_ARCHIVE_DIR and one variable per table', () => {
     const config = configFromEnv({
       ...env,

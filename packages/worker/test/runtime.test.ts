@@ -348,9 +348,11 @@ describe('worker runtime', () => {
       await expect
         .poll(async () => (await task(taskId)).execution.steps[0]?.status, { timeout: 15_000 })
         .toBe('RUNNING');
+      // Heartbeats renew the attempt's lease row (execution_lease), not the step row.
       const seq = async () =>
         Number(
-          (await sql`SELECT last_heartbeat_seq FROM step WHERE task_id = ${taskId}`)[0]!.last_heartbeat_seq,
+          (await sql`SELECT heartbeat_seq FROM execution_lease WHERE task_id = ${taskId}`)[0]
+            ?.heartbeat_seq ?? 0,
         );
       await expect.poll(seq, { timeout: 5_000 }).toBeGreaterThan(0);
       const first = await seq();

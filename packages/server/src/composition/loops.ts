@@ -185,12 +185,17 @@ export async function createLoops(config: ServerConfig, a: Adapters, uses: UseCa
     retry,
   });
   const retentionLogger = logger.child({ loop: 'retention' });
-  const retention = createRetentionLoop({
-    ...retentionSweepDeps(config, { ...a, logger: retentionLogger }),
-    logger: retentionLogger,
-    intervalMs: config.retention.sweepIntervalMs,
-    retry,
-  });
+  // `TDP_RETENTION_SWEEP=off`: this replica leaves the sweep to the others.
+  const retention = config.retention.sweep
+    ? [
+        createRetentionLoop({
+          ...retentionSweepDeps(config, { ...a, logger: retentionLogger }),
+          logger: retentionLogger,
+          intervalMs: config.retention.sweepIntervalMs,
+          retry,
+        }),
+      ]
+    : [];
   const listener = await a.sql.listen(outboxChannel, () => outboxLoop.wake());
   return {
     loops: [
@@ -202,7 +207,7 @@ export async function createLoops(config: ServerConfig, a: Adapters, uses: UseCa
       callbackLoop,
       scheduleLoop,
       health,
-      retention,
+      ...retention,
       bulkJobLoop,
       chartSampler,
     ],
