@@ -32,6 +32,18 @@ export interface RetentionWindows {
   grantDays: number;
 }
 
+const windowNames: (keyof RetentionWindows)[] = [
+  'taskDays',
+  'outboxDays',
+  'realtimeDays',
+  'callbackDays',
+  'idempotencyDays',
+  'consumerInboxDays',
+  'commandDays',
+  'timerDays',
+  'grantDays',
+];
+
 /** The tables of one task's history, parents first (restore inserts in this order, the sweep deletes in reverse). */
 export const taskHistoryTables = [
   'task',
@@ -109,8 +121,11 @@ export function longestRetryWindowMs(policy: ClaimPolicy = claimPolicy): number 
 
 /** Why a set of windows is refused, or null: a dedup or idempotency record must outlive every retry. */
 export function windowsProblem(windows: RetentionWindows): string | null {
-  for (const [name, value] of Object.entries(windows))
+  // Only the windows: the settings handed in may carry the sweep's other fields (sizes, the on/off switch).
+  for (const name of windowNames) {
+    const value = windows[name];
     if (!Number.isInteger(value) || value < 1) return `${name} must be a whole number of days, at least 1`;
+  }
   const longest = longestRetryWindowMs();
   if (windows.idempotencyDays * dayMs < longest || windows.taskDays * dayMs < longest)
     return `idempotency and event dedup records must be kept longer than the longest retry (${Math.ceil(longest / 3_600_000)} h)`;
