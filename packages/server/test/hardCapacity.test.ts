@@ -8,9 +8,10 @@ import { type Harness, startHarness } from '../../../test/harness.ts';
 import { attemptEvent, startTestWorker } from '../../../test/testWorker.ts';
 import { connectDatabase } from '../src/main.ts';
 
-// A round that found the worker busy defers its requests; one that deferred while capacity was freed asks
-// for the freed-capacity retry again (deferralAfterFreed.test.ts), so the default retry interval stays.
-const settings = { commandPollIntervalMs: 20 };
+// A round that found the worker busy defers its requests by `retryUnplaceableMs`. Each replica's test clock
+// stands still, started a few seconds apart: a request one replica deferred is due for the other's
+// scheduler only if the deferral is shorter than that gap, so the interval is kept short here.
+const settings = { commandPollIntervalMs: 20, retryUnplaceableMs: 200 };
 const tasks = 24;
 const holdMs = 60;
 
