@@ -300,7 +300,7 @@ function withLiveProgress(order) {
 
 let refreshing = null;
 let again = false;
-const catchUp = { timer: null, delayMs: 200 };
+const catchUp = { timer: null, backstop: null, delayMs: 200 };
 async function refresh() {
   if (refreshing) {
     again = true;
@@ -320,7 +320,17 @@ async function refresh() {
             refresh();
           }, catchUp.delayMs);
         catchUp.delayMs = Math.min(catchUp.delayMs * 2, 2_000);
-      } else catchUp.delayMs = 200;
+      } else {
+        catchUp.delayMs = 200;
+        // A backstop while an order is still open: a publication missed for good (TDP restarted and its
+        // history with it, so the reconnect recovered nothing) would otherwise leave the page showing a
+        // state this app's record has since left, moved by a callback that came late.
+        if (!catchUp.backstop && items.some((o) => !finalStatuses.has(o.businessStatus)))
+          catchUp.backstop = setTimeout(() => {
+            catchUp.backstop = null;
+            refresh();
+          }, 5_000);
+      }
     } while (again);
   })().finally(() => {
     refreshing = null;
