@@ -39,6 +39,15 @@ export function TaskDetailPage({ taskId, feed }: { taskId: string; feed: LiveFee
     };
   }, [feed, taskId, load]);
 
+  // Why a ready step is not placed is written by the scheduler's round, which changes nothing of the
+  // task and so publishes nothing: while a step waits for a worker, the detail is read again.
+  const waitingForWorker = detail?.execution.steps.some((s) => s.status === 'READY') ?? false;
+  useEffect(() => {
+    if (!waitingForWorker) return;
+    const timer = setInterval(() => void load(), 3_000);
+    return () => clearInterval(timer);
+  }, [waitingForWorker, load]);
+
   const running = detail?.execution.steps.some((s) => s.status === 'RUNNING') ?? false;
   const now = useTick(running);
   if (error && !detail) return <div className="panel error">Could not load the task: {error}</div>;
