@@ -106,9 +106,13 @@ async function main(argv: string[]): Promise<number> {
     case 'worker': {
       const { startWorkerFromEnv } = await import('@tdp/worker/main');
       const tracing = await startTracing(env, 'tdp-worker');
-      const worker = await startWorkerFromEnv(env);
-      // SIGTERM drains: nothing new is taken, running attempts finish or are handed back.
-      await Promise.race([onShutdownSignal(() => worker.drain()), worker.runtime.done]);
+      const started = startWorkerFromEnv(env);
+      // SIGTERM drains: nothing new is taken, running attempts finish or are handed back. The handler
+      // goes in before the worker registers: a SIGTERM as soon as the server sees it READY (a supervisor
+      // stopping it at once) drains it once started, instead of killing it mid-start.
+      const signalled = onShutdownSignal(async () => (await started).drain());
+      const worker = await started;
+      await Promise.race([signalled, worker.runtime.done]);
       await tracing?.shutdown();
       return 0;
     }

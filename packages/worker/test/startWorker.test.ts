@@ -96,9 +96,11 @@ it('a health port in use fails the start before the worker registers, and leaves
   }
 });
 
-it('a SIGTERM while the worker is still registering drains it once registered, and it exits 0', async () => {
-  // Between the program and the server, an HTTP hop that holds the registration for a moment: the
-  // signal arrives while `startWorker` waits for it.
+/**
+ * Between a worker program and the server, an HTTP hop that holds the registration for a moment: a signal
+ * sent once `registrationSeen` resolves arrives while the program waits for it.
+ */
+async function registrationHoldingHop() {
   let registering!: () => void;
   const registrationSeen = new Promise<void>((resolve) => {
     registering = resolve;
@@ -128,36 +130,60 @@ it('a SIGTERM while the worker is still registering drains it once registered, a
     forward().catch(() => response.destroy());
   });
   await new Promise<void>((resolve) => hop.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(hop.address() as AddressInfo).port}`,
+    registrationSeen,
+    close: () => hop.close(),
+  };
+}
+
+/** Sends SIGTERM while the program registers through the hop; how the program ended. */
+async function signalWhileRegistering(args: string[], env: (hopUrl: string) => Record<string, string>) {
+  const hop = await registrationHoldingHop();
+  const child = spawn(process.execPath, ['--conditions=@tdp/source', '--import', 'tsx', ...args], {
+    cwd: fileURLToPath(new URL('..', import.meta.url)),
+    env: { ...process.env, ...env(hop.url) },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  try {
+    const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
+      child.once('exit', (code, signal) => resolve({ code, signal })),
+    );
+    await hop.registrationSeen;
+    child.kill('SIGTERM');
+    return await exited;
+  } finally {
+    child.kill('SIGKILL');
+    hop.close();
+  }
+}
+
+it('a SIGTERM while the worker is still registering drains it once registered, and it exits 0', async () => {
   const program = `
     import { defineCapability, silentLogger, startWorker } from '@tdp/worker';
     import { Type } from 'typebox';
     const echo = defineCapability({ name: 'test.echo', version: '1', input: Type.Object({}), output: Type.Object({}), run: async () => ({}) });
     await startWorker({ url: process.env.HOP, key: process.env.KEY, capabilities: [echo], database: process.env.DB, logger: silentLogger });
   `;
-  const child = spawn(
-    process.execPath,
-    ['--conditions=@tdp/source', '--import', 'tsx', '--input-type=module', '-e', program],
-    {
-      cwd: fileURLToPath(new URL('..', import.meta.url)),
-      env: {
-        ...process.env,
-        HOP: `http://127.0.0.1:${(hop.address() as AddressInfo).port}`,
-        KEY: workerKey,
-        DB: join(directory, 'signal-while-starting.db'),
-      },
-      stdio: ['ignore', 'ignore', 'inherit'],
-    },
-  );
-  try {
-    const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
-      child.once('exit', (code, signal) => resolve({ code, signal })),
-    );
-    await registrationSeen;
-    child.kill('SIGTERM');
-    // Before the fix the signal found no handler yet: the process died of it (code null, SIGTERM).
-    expect(await exited).toEqual({ code: 0, signal: null });
-  } finally {
-    child.kill('SIGKILL');
-    hop.close();
-  }
+  // Before the fix the signal found no handler yet: the process died of it (code null, SIGTERM).
+  expect(
+    await signalWhileRegistering(['--input-type=module', '-e', program], (hopUrl) => ({
+      HOP: hopUrl,
+      KEY: workerKey,
+      DB: join(directory, 'signal-while-starting.db'),
+    })),
+  ).toEqual({ code: 0, signal: null });
+}, 60_000);
+
+it('tdp worker: a SIGTERM while it is still registering drains it once registered, and it exits 0', async () => {
+  // The CLI's own handler went in only once the start was over (the consumer-project test saw exit null).
+  const cli = fileURLToPath(new URL('../../cli/src/main.ts', import.meta.url));
+  expect(
+    await signalWhileRegistering([cli, 'worker'], (hopUrl) => ({
+      TDP_URL: hopUrl,
+      TDP_WORKER_KEY: workerKey,
+      TDP_WORKER_DB: join(directory, 'cli-signal-while-starting.db'),
+      TDP_NODE_ID: 'cli-signal',
+    })),
+  ).toEqual({ code: 0, signal: null });
 }, 60_000);
