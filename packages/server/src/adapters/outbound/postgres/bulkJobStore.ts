@@ -8,6 +8,7 @@ import type {
   BulkTaskOutcome,
 } from '../../../core/operations/ports.ts';
 import { isUniqueViolation, type Sql } from './database.ts';
+import { insertAudit } from './operatorStore.ts';
 
 interface JobRow {
   id: string;
@@ -83,10 +84,7 @@ export class PostgresBulkJobStore implements BulkJobStore {
         const matched = counted!.matched;
         if (matched > limit) throw new TooMany();
         await tx`UPDATE bulk_job SET matched = ${matched} WHERE id = ${job.id}`;
-        await tx`
-          INSERT INTO operator_audit (id, action, subject_id, actor, reason, details, created_at)
-          VALUES (${audit.id}, ${audit.action}, ${audit.subjectId}, ${audit.actor}, ${audit.reason},
-                  ${tx.json(audit.details as never)}, ${audit.createdAt})`;
+        await insertAudit(tx, audit);
         return { kind: 'created' as const, matched };
       });
     } catch (error) {
