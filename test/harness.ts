@@ -104,6 +104,7 @@ export async function startHarness(
       requestDeadlineMs: options.requestDeadlineMs ?? 10_000,
       statementTimeoutMs: 10_000,
       databasePoolSize: 10,
+      heartbeatPoolSize: 2,
       logLevel: 'silent',
       runLoops: options.runLoops ?? false,
       executionCredentialTtlMs: 3600_000,

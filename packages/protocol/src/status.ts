@@ -250,12 +250,22 @@ export const HeartbeatOutcome = Type.Union([
 ]);
 export type HeartbeatOutcome = Static<typeof HeartbeatOutcome>;
 
+/**
+ * One answer per heartbeat item. Its choices are written as `enum` and a type list rather than unions:
+ * the response serializer checks each union's branches against the value for every item of every batch.
+ */
 export const HeartbeatResult = Type.Object({
   index: Type.Integer(),
-  executionId: Type.Union([Type.String(), Type.Null()]),
+  executionId: Type.Unsafe<string | null>({ type: ['string', 'null'] }),
   accepted: Type.Boolean(),
-  outcome: HeartbeatOutcome,
-  health: Type.Union([Health, Type.Null()]),
+  outcome: Type.Unsafe<HeartbeatOutcome>({
+    type: 'string',
+    enum: HeartbeatOutcome.anyOf.map((literal) => literal.const),
+  }),
+  health: Type.Unsafe<Health | null>({
+    type: ['string', 'null'],
+    enum: [...Health.anyOf.map((literal) => literal.const), null],
+  }),
 });
 export type HeartbeatResult = Static<typeof HeartbeatResult>;
 

@@ -265,6 +265,8 @@ export interface ServerConfig extends ServerSettings {
   requestDeadlineMs: number;
   statementTimeoutMs: number;
   databasePoolSize: number;
+  /** Connections of the heartbeat pool (`leaseTables.ts` `heartbeatSession`), apart from the main pool. */
+  heartbeatPoolSize: number;
   logLevel: string;
   /** Spans through the OpenTelemetry API (docs/observability.md): on when OTEL_EXPORTER_OTLP_ENDPOINT is set. */
   tracing?: boolean;
@@ -450,6 +452,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv, overrides: Partial<ServerC
     requestDeadlineMs: overrides.requestDeadlineMs ?? integer(env, 'TDP_REQUEST_DEADLINE_MS', 15_000),
     statementTimeoutMs: overrides.statementTimeoutMs ?? integer(env, 'TDP_STATEMENT_TIMEOUT_MS', 10_000),
     databasePoolSize: overrides.databasePoolSize ?? integer(env, 'TDP_DB_POOL_SIZE', 20),
+    heartbeatPoolSize: overrides.heartbeatPoolSize ?? integer(env, 'TDP_DB_HEARTBEAT_POOL_SIZE', 4),
     logLevel: overrides.logLevel ?? env.TDP_LOG_LEVEL ?? 'info',
     tracing:
       overrides.tracing ??

@@ -115,7 +115,10 @@ export async function startServer(
         await running.unlisten().catch(() => {});
         await unlistenCommands().catch(() => {});
         await nats?.close().catch(() => {});
-        await sql.end({ timeout: config.shutdownDatabaseTimeoutSeconds });
+        await Promise.all([
+          sql.end({ timeout: config.shutdownDatabaseTimeoutSeconds }),
+          adapters.heartbeatSql.end({ timeout: config.shutdownDatabaseTimeoutSeconds }),
+        ]);
       })();
       return closing;
     },

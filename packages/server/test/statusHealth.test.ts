@@ -103,6 +103,60 @@ describe('heartbeats', () => {
     h.clock.set(new Date());
   });
 
+  it('a handle beating three times in one batch: every beat is accepted and the lease keeps the highest', async () => {
+    const { ctx } = await running();
+    const res = await beat(
+      [6, 9, 7].map((heartbeatSeq) => ({ executionHandle: ctx.executionHandle, heartbeatSeq })),
+      c.app.apiKey,
+    );
+    expect(res.body.results.map((r: any) => [r.outcome, r.executionId])).toEqual(
+      [6, 9, 7].map(() => ['ACCEPTED', ctx.executionId]),
+    );
+    const [lease] =
+      await sql`SELECT heartbeat_seq FROM execution_lease WHERE attempt_id = ${ctx.executionId}`;
+    expect(lease!.heartbeat_seq).toBe(9n);
+    expect(
+      (await beat([{ executionHandle: ctx.executionHandle, heartbeatSeq: 8 }], c.app.apiKey)).body.results[0]
+        .outcome,
+    ).toBe('DUPLICATE');
+  });
+
+  it('heartbeats renew on a pool of their own: they are answered while every main-pool connection waits', async () => {
+    const { ctx } = await running();
+    // The first beat also puts the API key in the cache, so the next one needs the database only for the
+    // renewal.
+    expect(
+      (await beat([{ executionHandle: ctx.executionHandle, heartbeatSeq: 1 }], c.app.apiKey)).body.results[0]
+        .outcome,
+    ).toBe('ACCEPTED');
+    const holder = await sql.reserve();
+    await holder`SELECT pg_advisory_lock(4242)`;
+    // The harness's main pool has 10 connections: each waits on the lock this test holds.
+    const waiting = Array.from({ length: 10 }, () =>
+      h.server.sql`SELECT pg_advisory_xact_lock_shared(4242)`.execute(),
+    );
+    try {
+      await expect
+        .poll(async () =>
+          Number(
+            (
+              await sql`SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objid = 4242`
+            )[0]!.n,
+          ),
+        )
+        .toBe(10);
+      const answer = await Promise.race([
+        beat([{ executionHandle: ctx.executionHandle, heartbeatSeq: 2 }], c.app.apiKey),
+        new Promise<null>((resolve) => setTimeout(() => resolve(null), 5_000)),
+      ]);
+      expect(answer?.body.results[0].outcome).toBe('ACCEPTED');
+    } finally {
+      await holder`SELECT pg_advisory_unlock(4242)`;
+      holder.release();
+      await Promise.all(waiting);
+    }
+  });
+
   it('old attempts, a wrong executionId and a non-increasing heartbeatSeq cannot renew the lease', async () => {
     const { taskId, ctx } = await running();
     await beat([{ executionToken: ctx.executionToken, heartbeatSeq: 5 }]);

@@ -16,6 +16,7 @@ import { connectDatabase } from '../adapters/outbound/postgres/database.ts';
 import { PostgresDefinitionStore } from '../adapters/outbound/postgres/definitionStore.ts';
 import { PostgresFactStore } from '../adapters/outbound/postgres/factStore.ts';
 import { PostgresIdentityStore } from '../adapters/outbound/postgres/identityStore.ts';
+import { heartbeatSession } from '../adapters/outbound/postgres/leaseTables.ts';
 import { loadMigrations, migrationsCurrent } from '../adapters/outbound/postgres/migrate.ts';
 import { ClaimableRows, PostgresOutboxQueue } from '../adapters/outbound/postgres/outboxQueue.ts';
 import { PostgresRegistryStore } from '../adapters/outbound/postgres/registryStore.ts';
@@ -69,6 +70,15 @@ export async function connectAdapters(config: ServerConfig, overrides: ServerDep
     idleInTransactionTimeoutMs: config.databaseIdleInTransactionTimeoutMs,
     applicationName: 'tdp-server',
   });
+  const heartbeatSql = connectDatabase({
+    url: config.databaseUrl,
+    maxConnections: config.heartbeatPoolSize,
+    statementTimeoutMs: config.statementTimeoutMs,
+    answerDeadlineMs: config.databaseAnswerDeadlineMs,
+    idleInTransactionTimeoutMs: config.databaseIdleInTransactionTimeoutMs,
+    applicationName: 'tdp-server-heartbeats',
+    ...heartbeatSession,
+  });
   const migrations = await loadMigrations();
   const health = new ServerHealth({
     migrationsCurrent: () => migrationsCurrent(sql, migrations.at(-1)?.version ?? 0),
@@ -114,6 +124,7 @@ export async function connectAdapters(config: ServerConfig, overrides: ServerDep
     clock,
     ids,
     sql,
+    heartbeatSql,
     latestMigration: migrations.at(-1)?.version ?? 0,
     /** What /readyz answers (the loops are added once they exist). */
     health,
@@ -125,7 +136,7 @@ export async function connectAdapters(config: ServerConfig, overrides: ServerDep
     schemas: new AjvJsonSchemaValidator(),
     definitionStore: new PostgresDefinitionStore(sql),
     tasks: new PostgresTaskStore(sql),
-    statusStore: new PostgresFactStore(sql),
+    statusStore: new PostgresFactStore(sql, heartbeatSql),
     registryStore: new PostgresRegistryStore(sql),
     workerStore: new PostgresWorkerStore(sql),
     callbackQueue: new PostgresCallbackQueue(sql),

@@ -10,7 +10,7 @@ import { type FactSession, inFactTransaction } from '../facts/session.ts';
 import { deriveHealth } from '../facts/stateMachine.ts';
 import type { ApplicationPrincipal } from '../identity/ports.ts';
 import type { StatusDeps } from './deps.ts';
-import type { ExecutionClaims, HeartbeatProbe } from './ports.ts';
+import type { ExecutionClaims, HandleHeartbeat, HeartbeatProbe } from './ports.ts';
 
 interface Resolved {
   index: number;
@@ -31,48 +31,52 @@ export async function recordHeartbeats(
   };
 
   // The common case first: heartbeats by handle, looked up and renewed in one statement. What it did
-  // not renew goes the way of every other item below, to be told apart.
-  const byHandle = items
-    .map((item, index) => ({ item, index }))
-    .filter(({ item }) => item.executionHandle && !item.executionToken);
-  const handleHashes = byHandle.map(({ item }) =>
-    deps.credentials.hashHandle(item.executionHandle!).toString('hex'),
-  );
-  const renewedHandles =
-    principal && byHandle.length > 0
-      ? await deps.store.renewLeasesByHandle(
-          principal.applicationId,
-          byHandle.map(({ item }, n) => ({
-            handleHash: handleHashes[n]!,
-            heartbeatSeq: item.heartbeatSeq,
-            executionId: item.executionId ?? null,
-          })),
-          now,
-        )
-      : new Map<string, string>();
+  // not renew goes the way of every other item below, to be told apart. This loop runs for every item
+  // of every batch (`bench -- events` heartbeats), so it builds no more than it sends.
   const settled = new Set<number>();
-  for (const [n, { index }] of byHandle.entries()) {
-    const attemptId = renewedHandles.get(handleHashes[n]!);
-    if (!attemptId) continue;
-    results[index] = {
-      index,
-      executionId: attemptId,
-      accepted: true,
-      outcome: 'ACCEPTED',
-      health: 'HEALTHY',
-    };
-    settled.add(index);
+  const renewedByHandle = new Set<string>();
+  if (principal) {
+    const byHandle: number[] = [];
+    const beats: HandleHeartbeat[] = [];
+    for (let index = 0; index < items.length; index += 1) {
+      const item = items[index]!;
+      if (!item.executionHandle || item.executionToken) continue;
+      byHandle.push(index);
+      beats.push({
+        handleHash: deps.credentials.hashHandleHex(item.executionHandle),
+        heartbeatSeq: item.heartbeatSeq,
+        executionId: item.executionId ?? null,
+      });
+    }
+    const renewed =
+      beats.length > 0 ? await deps.store.renewLeasesByHandle(principal.applicationId, beats, now) : [];
+    for (let n = 0; n < byHandle.length; n += 1) {
+      const attemptId = renewed[n];
+      if (!attemptId) continue;
+      const index = byHandle[n]!;
+      renewedByHandle.add(attemptId);
+      results[index] = {
+        index,
+        executionId: attemptId,
+        accepted: true,
+        outcome: 'ACCEPTED',
+        health: 'HEALTHY',
+      };
+      settled.add(index);
+    }
   }
 
   // Credentials: tokens are verified (cached per token); handles are looked up together.
-  const handleItems = byHandle.filter(({ index }) => !settled.has(index));
+  const handleItems = items.filter(
+    (item, index) => !settled.has(index) && item.executionHandle && !item.executionToken,
+  );
   const byHash = new Map<
     string,
     { applicationId: string; id: string; expiresAt: Date; revokedAt: Date | null }
   >();
   if (handleItems.length > 0 && principal) {
     const attempts = await deps.store.attemptsByHandle(
-      handleItems.map(({ item }) => deps.credentials.hashHandle(item.executionHandle!)),
+      handleItems.map((item) => deps.credentials.hashHandle(item.executionHandle!)),
     );
     for (const a of attempts) byHash.set(a.handleHash.toString('hex'), a);
   }
@@ -82,7 +86,7 @@ export async function recordHeartbeats(
     if (item.executionToken) {
       claims = await deps.credentials.verify(item.executionToken, now);
     } else if (item.executionHandle && principal) {
-      const attempt = byHash.get(deps.credentials.hashHandle(item.executionHandle).toString('hex'));
+      const attempt = byHash.get(deps.credentials.hashHandleHex(item.executionHandle));
       if (attempt && attempt.applicationId === principal.applicationId && attempt.expiresAt > now) {
         claims = {
           executionId: attempt.id,
@@ -118,7 +122,7 @@ export async function recordHeartbeats(
         )
       : new Set<string>();
   // An item whose attempt the handle statement renewed (the same execution by token) is accepted too.
-  for (const attemptId of renewedHandles.values()) renewed.add(attemptId);
+  for (const attemptId of renewedByHandle) renewed.add(attemptId);
   const missed = resolved.filter((r) => !renewed.has(r.attemptId));
   const probes = new Map(
     (missed.length > 0 ? await deps.store.probeAttempts(missed.map((m) => m.attemptId)) : []).map((p) => [

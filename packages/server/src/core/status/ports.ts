@@ -93,13 +93,14 @@ export interface StatusStore extends FactStore {
   renewLeases(updates: HeartbeatUpdate[], now: Date): Promise<Set<string>>;
   /**
    * The same for heartbeats by handle, found with the application's unexpired attempts in the same
-   * statement; the handles (hash as hex) renewed, with their attempt.
+   * statement; for each beat, in order, the attempt it renewed (undefined if none: of two beats of one
+   * attempt in a batch, one renews it).
    */
   renewLeasesByHandle(
     applicationId: string,
     beats: HandleHeartbeat[],
     now: Date,
-  ): Promise<Map<string, string>>;
+  ): Promise<(string | undefined)[]>;
   probeAttempts(attemptIds: string[]): Promise<HeartbeatProbe[]>;
   attemptsByHandle(hashes: Buffer[]): Promise<AttemptRecord[]>;
   attemptsById(ids: string[]): Promise<AttemptRecord[]>;
@@ -131,6 +132,8 @@ export interface ExecutionCredentials {
   /** A new compact handle (≥ 128 random bits) and the hash to store. */
   newHandle(): { handle: string; hash: Buffer };
   hashHandle(handle: string): Buffer;
+  /** The same hash as hex (what a heartbeat batch binds: one call per item, no Buffer). */
+  hashHandleHex(handle: string): string;
 }
 
 export type LifecycleCounts = Partial<Record<LifecycleStatus, number>>;

@@ -33,10 +33,20 @@ export function serializeArray(
   values: readonly unknown[],
   write: (element: unknown) => string = String,
 ): string {
-  const elements = values.map((value) =>
-    value === null || value === undefined ? 'NULL' : `"${write(value).replace(/[\\"]/g, '\\$&')}"`,
-  );
-  return `{${elements.join(',')}}`;
+  let literal = '{';
+  for (let i = 0; i < values.length; i += 1) {
+    const value = values[i];
+    if (i > 0) literal += ',';
+    if (value === null || value === undefined) {
+      literal += 'NULL';
+      continue;
+    }
+    const text = write(value);
+    // Most elements (ids, hashes, numbers) have nothing to escape; the test is cheaper than the replace.
+    literal +=
+      text.includes('"') || text.includes('\\') ? `"${text.replace(/[\\"]/g, '\\$&')}"` : `"${text}"`;
+  }
+  return `${literal}}`;
 }
 
 /** The driver's `types` option: each array type parsed from and bound as an array literal. */

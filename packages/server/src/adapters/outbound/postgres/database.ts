@@ -22,6 +22,13 @@ export interface DatabaseOptions {
   /** PostgreSQL ends a session left idle inside a transaction for this long (its locks with it). */
   idleInTransactionTimeoutMs?: number;
   applicationName?: string;
+  /**
+   * `off` for a pool whose writes may be lost in a database crash without harm (heartbeats: the next
+   * beat renews the lease again): a commit returns without waiting for its WAL to reach the disk.
+   */
+  synchronousCommit?: 'on' | 'off';
+  /** `force_generic_plan` for a pool of a few statements whose best plan never depends on their values. */
+  planCacheMode?: 'auto' | 'force_generic_plan';
 }
 
 /** The defaults of `DatabaseOptions` for tools (migrations, tests); the server passes its settings. */
@@ -46,6 +53,8 @@ export function connectDatabase(options: DatabaseOptions): Sql {
       statement_timeout: options.statementTimeoutMs ?? 10_000,
       idle_in_transaction_session_timeout:
         options.idleInTransactionTimeoutMs ?? defaultIdleInTransactionTimeoutMs,
+      ...(options.synchronousCommit ? { synchronous_commit: options.synchronousCommit } : {}),
+      ...(options.planCacheMode ? { plan_cache_mode: options.planCacheMode } : {}),
     },
   }) as unknown as Sql;
 }

@@ -250,14 +250,18 @@ const retryableCodes = new Set(['40P01', '40001']);
 
 /** The fact store, with the heartbeat path's reads and lease renewals that run outside a transaction. */
 export class PostgresFactStore implements StatusStore {
-  constructor(private readonly sql: Sql) {}
+  /** `heartbeatSql`: the pool heartbeats renew leases on (`leaseTables.ts` `heartbeatSession`). */
+  constructor(
+    private readonly sql: Sql,
+    private readonly heartbeatSql: Sql = sql,
+  ) {}
 
   async renewLeases(updates: HeartbeatUpdate[], now: Date): Promise<Set<string>> {
-    return renewLeases(this.sql, updates, now);
+    return renewLeases(this.heartbeatSql, updates, now);
   }
 
   renewLeasesByHandle(applicationId: string, beats: HandleHeartbeat[], now: Date) {
-    return renewLeasesByHandle(this.sql, applicationId, beats, now);
+    return renewLeasesByHandle(this.heartbeatSql, applicationId, beats, now);
   }
 
   async probeAttempts(attemptIds: string[]) {

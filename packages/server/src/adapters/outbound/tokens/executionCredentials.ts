@@ -1,4 +1,4 @@
-import { createHash, createHmac, randomBytes } from 'node:crypto';
+import { createHmac, hash, randomBytes } from 'node:crypto';
 import { jwtVerify } from 'jose';
 import type { Keyring } from '../../../core/identity/secretBox.ts';
 import type { ExecutionClaims, ExecutionCredentials } from '../../../core/status/ports.ts';
@@ -95,6 +95,10 @@ export class JoseExecutionCredentials implements ExecutionCredentials {
   }
 
   hashHandle(handle: string): Buffer {
-    return createHash('sha256').update(handle).digest();
+    return hash('sha256', handle, 'buffer');
+  }
+
+  hashHandleHex(handle: string): string {
+    return hash('sha256', handle, 'hex');
   }
 }
