@@ -51,7 +51,7 @@ module.exports = {
       comment: 'The core never imports adapters, loops, the composition root or configuration.',
       from: { path: core },
       to: {
-        path: '^packages/server/src/(adapters|loops|composition|wiring|development)/|^packages/server/src/(main|config|realtimeGateway)\\.ts$',
+        path: '^packages/server/src/(adapters|loops|composition|wiring|development)/|^packages/server/src/(main|config|realtimeGateway|centrifugoConfig)\\.ts$',
       },
     },
     {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The servers TDP's tests use besides its embedded PostgreSQL: Redis (the gateway's multi-node engine)
-# and NATS with JetStream (the event bus), both on 127.0.0.1, plus Debian's Chromium for page tests.
+# and NATS with JetStream (the event bus), both on 127.0.0.1, plus Debian's Chromium for page tests and
+# a Centrifugo v6 binary (built from the Go module proxy; the tests start it themselves).
 # Installs from Debian's packages what is missing, starts what is not answering, and waits until both
 # accept connections. Safe to run again: a server already answering is left alone.
 set -euo pipefail
@@ -19,6 +20,21 @@ if ((${#missing[@]})); then
   fi
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# Centrifugo, built with Go into $(go env GOPATH)/bin unless the version there is already this one (the
+# Go caches make a rebuild cheap; the first build takes a few minutes). test/centrifugo.ts looks there.
+centrifugo_version=v6.9.1
+command -v go >/dev/null 2>&1 || PATH="$PATH:/usr/local/go/bin"
+if ! command -v go >/dev/null 2>&1; then
+  # Centrifugo v6.9.1 needs Go 1.26 (Debian's golang-go is older): the machine's own Go builds it.
+  echo "services.sh: Go 1.26 or newer is needed to build Centrifugo $centrifugo_version" >&2
+  exit 1
+fi
+centrifugo_bin="$(go env GOPATH | cut -d: -f1)/bin/centrifugo"
+if ! { [[ -x "$centrifugo_bin" ]] && "$centrifugo_bin" version 2>/dev/null | grep -q "${centrifugo_version#v}"; }; then
+  echo "services.sh: building Centrifugo $centrifugo_version (go install)" >&2
+  go install "github.com/centrifugal/centrifugo/v6@$centrifugo_version"
 fi
 
 answers() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -46,3 +62,4 @@ wait_for nats 4222
 
 echo "Redis  redis://127.0.0.1:6379"
 echo "NATS   nats://127.0.0.1:4222 (JetStream, data in $state_dir/jetstream)"
+echo "Centrifugo $centrifugo_version $centrifugo_bin"

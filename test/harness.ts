@@ -74,6 +74,10 @@ export async function startHarness(
     gatewayApiKey?: string;
     /** The relay publishes through this Centrifugo-compatible API instead of the in-process gateway. */
     centrifugoApi?: { url: string; key: string };
+    /** Realtime tokens are signed with this secret (TDP_REALTIME_TOKEN_SECRET), e.g. Centrifugo's. */
+    realtimeTokenSecret?: string;
+    /** The WebSocket URL the connection-token endpoint hands out (e.g. Centrifugo's). */
+    realtimeWsUrl?: string;
     /** Every request is answered within this (503 REQUEST_TIMEOUT after it). */
     requestDeadlineMs?: number;
     /** Timings and sizes other than the defaults (e.g. a command poll too slow to deliver anything). */
@@ -117,7 +121,8 @@ export async function startHarness(
       realtimeJwksUrl: null,
       centrifugoApiUrl: options.centrifugoApi?.url ?? null,
       centrifugoApiKey: options.centrifugoApi?.key ?? null,
-      realtimeWsUrl: null,
+      realtimeWsUrl: options.realtimeWsUrl ?? null,
+      realtimeTokenSecret: options.realtimeTokenSecret ?? null,
       developmentFiles: options.developmentFiles ?? null,
     },
     {

@@ -6,12 +6,14 @@
  *   tdp migrate   apply database migrations to DATABASE_URL
  *   tdp worker    the worker runtime with the built-in capabilities (archive.clean)
  *   tdp gateway   the realtime gateway on its own (Centrifugo-compatible), for the server to publish to
+ *   tdp centrifugo-config   the Centrifugo v6 config TDP needs, to run Centrifugo instead of the gateway
  *   tdp archive restore --task <id>   one archived task's history back from TDP_ARCHIVE_DIR
  */
 import { parseArgs } from 'node:util';
 import {
   AppError,
   ConfigError,
+  centrifugoConfig,
   configFromEnv,
   connectDatabase,
   defaultSettings,
@@ -34,6 +36,10 @@ Commands:
   worker     Run a worker against TDP_URL with TDP_WORKER_KEY (local state in TDP_WORKER_DB)
   gateway    Run the realtime gateway alone on TDP_GATEWAY_PORT (default 8000), with TDP_SECRET_KEYS and
              TDP_GATEWAY_API_KEY; REDIS_URL lets several gateways serve the same channels
+  centrifugo-config
+             Print the Centrifugo v6 JSON config TDP needs (docs/realtime.md, "Moving to Centrifugo"), from
+             TDP_REALTIME_TOKEN_SECRET, CENTRIFUGO_API_KEY, and optionally CENTRIFUGO_ALLOWED_ORIGINS
+             (comma-separated) and CENTRIFUGO_REDIS_URL (several Centrifugo nodes on one Redis)
   archive restore --task <id>
              Put an archived task's history back into DATABASE_URL from TDP_ARCHIVE_DIR (docs/retention.md)
 
@@ -123,6 +129,19 @@ async function main(argv: string[]): Promise<number> {
         `TDP gateway listening on ${gateway.url} (WebSocket ${gateway.url.replace('http', 'ws')}/connection/websocket, API ${gateway.url}/api)\n`,
       );
       await onShutdownSignal(() => gateway.close(), defaultSettings.shutdownDeadlineMs);
+      return 0;
+    }
+    case 'centrifugo-config': {
+      const origins = env.CENTRIFUGO_ALLOWED_ORIGINS?.split(',').map((origin) => origin.trim());
+      const redisUrl = env.CENTRIFUGO_REDIS_URL?.trim();
+      const config = centrifugoConfig({
+        tokenSecret: env.TDP_REALTIME_TOKEN_SECRET ?? '',
+        apiKey: env.CENTRIFUGO_API_KEY ?? '',
+        realtimeHistory: defaultSettings.realtimeHistory,
+        allowedOrigins: origins?.filter(Boolean) ?? [],
+        redis: redisUrl ? { url: redisUrl, prefix: 'centrifugo' } : null,
+      });
+      process.stdout.write(`${JSON.stringify(config, null, 2)}\n`);
       return 0;
     }
     case 'archive': {

@@ -291,6 +291,11 @@ export interface ServerConfig extends ServerSettings {
   /** The WebSocket URL handed out with connection tokens (default: this server's). */
   realtimeWsUrl: string | null;
   /**
+   * The HMAC secret realtime tokens are signed and checked with (`TDP_REALTIME_TOKEN_SECRET`), the same
+   * as Centrifugo's `client.token.hmac_secret_key`; unset, a key derived from the keyring.
+   */
+  realtimeTokenSecret?: string | null;
+  /**
    * The development resource provider (src/development/): served only when set, which `tdp dev` does
    * (files under `.tdp/files`) and `tdp server` never does. `providerToken` is what TDP sends it.
    */
@@ -300,6 +305,19 @@ export interface ServerConfig extends ServerSettings {
 }
 
 export class ConfigError extends Error {}
+
+/** Centrifugo asks HS256 secrets to be at least this long; TDP asks the same of its own. */
+export const realtimeTokenSecretMinBytes = 32;
+
+/** `TDP_REALTIME_TOKEN_SECRET`, checked: null when unset, else at least 32 bytes. */
+export function realtimeTokenSecretFrom(value: string | null | undefined): string | null {
+  const secret = value?.trim() || null;
+  if (secret && Buffer.byteLength(secret, 'utf8') < realtimeTokenSecretMinBytes)
+    throw new ConfigError(
+      `TDP_REALTIME_TOKEN_SECRET must be at least ${realtimeTokenSecretMinBytes} bytes (it signs realtime tokens)`,
+    );
+  return secret;
+}
 
 function required(env: NodeJS.ProcessEnv, name: string): string {
   const value = env[name]?.trim();
@@ -473,6 +491,9 @@ export function configFromEnv(env: NodeJS.ProcessEnv, overrides: Partial<ServerC
     centrifugoApiUrl,
     centrifugoApiKey,
     realtimeWsUrl: optional(overrides, 'realtimeWsUrl', env.TDP_REALTIME_WS_URL),
+    realtimeTokenSecret: realtimeTokenSecretFrom(
+      optional(overrides, 'realtimeTokenSecret', env.TDP_REALTIME_TOKEN_SECRET),
+    ),
     developmentFiles: overrides.developmentFiles ?? null,
     archiveDirectory: optional(overrides, 'archiveDirectory', env.TDP_ARCHIVE_DIR),
   };

@@ -23,12 +23,14 @@ import type { ServerHealth } from './wiring/serverHealth.ts';
 
 export { connectDatabase } from './adapters/outbound/postgres/database.ts';
 export { migrate } from './adapters/outbound/postgres/migrate.ts';
+export { type CentrifugoSettings, centrifugoConfig, tdpChannelNamespaces } from './centrifugoConfig.ts';
 export type { ServerDependencies } from './composition/adapters.ts';
 export { serverVersion } from './composition/api.ts';
 export {
   ConfigError,
   configFromEnv,
   defaultSettings,
+  realtimeTokenSecretFrom,
   type ServerConfig,
   type ServerSettings,
 } from './config.ts';

@@ -1,7 +1,7 @@
 import { createServer } from 'node:http';
 import { Gateway, type HistoryOptions, RedisEngine } from '@tdp/gateway';
 import { derivedKey } from './adapters/outbound/tokens/executionCredentials.ts';
-import { ConfigError, defaultSettings, type ServerConfig } from './config.ts';
+import { ConfigError, defaultSettings, realtimeTokenSecretFrom, type ServerConfig } from './config.ts';
 import { parseKeyring } from './core/identity/secretBox.ts';
 
 /**
@@ -52,26 +52,39 @@ export function createGateway(
   return gateway;
 }
 
-/** The key of realtime tokens: derived from the keyring, so `tdp server` and `tdp gateway` agree. */
-export const realtimeTokenKey = (keyring: ServerConfig['secretKeyring']): Uint8Array =>
-  derivedKey(keyring, keyring.activeKeyId, 'realtime-token');
+/**
+ * The key of realtime tokens: the shared secret when one is set (`TDP_REALTIME_TOKEN_SECRET`, the bytes
+ * Centrifugo's `hmac_secret_key` is), else derived from the keyring, so `tdp server` and `tdp gateway` agree.
+ */
+export const realtimeTokenKey = (
+  keyring: ServerConfig['secretKeyring'] | null,
+  secret: string | null = null,
+): Uint8Array => {
+  if (secret) return new TextEncoder().encode(secret);
+  if (!keyring) throw new ConfigError('realtime tokens need TDP_SECRET_KEYS or TDP_REALTIME_TOKEN_SECRET');
+  return derivedKey(keyring, keyring.activeKeyId, 'realtime-token');
+};
 
 /**
  * `tdp gateway`: the gateway on its own port, for deployments that run it apart from the server (the
  * server then publishes through its API: CENTRIFUGO_API_URL=http://<gateway>/api with the same key).
- * Needs TDP_SECRET_KEYS (the server's, for the token key) and TDP_GATEWAY_API_KEY; REDIS_URL for
- * several nodes.
+ * Needs TDP_GATEWAY_API_KEY and the token key: TDP_REALTIME_TOKEN_SECRET, or TDP_SECRET_KEYS (the
+ * server's, the key is derived from them); REDIS_URL for several nodes.
  */
 export async function startGatewayServer(
   env: NodeJS.ProcessEnv,
 ): Promise<{ url: string; close(): Promise<void> }> {
   const keys = env.TDP_SECRET_KEYS?.trim();
   const apiKey = env.TDP_GATEWAY_API_KEY?.trim();
-  if (!keys) throw new ConfigError('TDP_SECRET_KEYS is required (the same keys as the server)');
+  const tokenSecret = realtimeTokenSecretFrom(env.TDP_REALTIME_TOKEN_SECRET);
+  if (!keys && !tokenSecret)
+    throw new ConfigError(
+      'TDP_SECRET_KEYS is required (the same keys as the server), or TDP_REALTIME_TOKEN_SECRET',
+    );
   if (!apiKey) throw new ConfigError('TDP_GATEWAY_API_KEY is required (the key of the server API)');
-  let keyring: ServerConfig['secretKeyring'];
+  let keyring: ServerConfig['secretKeyring'] | null = null;
   try {
-    keyring = parseKeyring(keys);
+    if (!tokenSecret && keys) keyring = parseKeyring(keys);
   } catch (error) {
     throw new ConfigError(`TDP_SECRET_KEYS: ${(error as Error).message}`);
   }
@@ -83,7 +96,7 @@ export async function startGatewayServer(
       realtimeHistory: defaultSettings.realtimeHistory,
       taskDetailSubscriptionLimit: defaultSettings.taskDetailSubscriptionLimit,
     },
-    realtimeTokenKey(keyring),
+    realtimeTokenKey(keyring, tokenSecret),
     Date.now,
   );
   await gateway.ready;

@@ -112,8 +112,9 @@ export async function connectAdapters(config: ServerConfig, overrides: ServerDep
   // Submit→start, step durations, backlogs, STALE steps and commit→visible (docs/observability.md).
   const taskMetrics = new TaskMetrics(metrics.registry, new PostgresBacklogReads(sql), () => clock.now());
   const rateLimits = new RateLimits(clock, config.rateLimits, metrics.rateLimited, logger);
-  // The realtime gateway runs in this process; its tokens are signed with a key derived from the keyring.
-  const realtimeKey = realtimeTokenKey(config.secretKeyring);
+  // The realtime gateway runs in this process; its tokens are signed with the shared secret when one is
+  // set (Centrifugo checks them with it too), else with a key derived from the keyring.
+  const realtimeKey = realtimeTokenKey(config.secretKeyring, config.realtimeTokenSecret ?? null);
   const gateway: Gateway = createGateway(config, realtimeKey, () => clock.now().getTime());
   await gateway.ready;
   // With tracing off, the no-op port: no span is made and no traceparent is stored or sent.

@@ -1,0 +1,135 @@
+/**
+ * TDP_REALTIME_TOKEN_SECRET (the HMAC secret TDP signs realtime tokens with and the embedded gateway
+ * checks them with, so that Centrifugo can share it) and the Centrifugo config made from TDP's settings,
+ * as docs/realtime.md shows it.
+ */
+import { readFileSync } from 'node:fs';
+import { Centrifuge } from 'centrifuge';
+import { jwtVerify, SignJWT } from 'jose';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import { newTokenSecret } from '../../../test/centrifugo.ts';
+import { type Harness, startHarness } from '../../../test/harness.ts';
+import { centrifugoConfig, tdpChannelNamespaces } from '../src/centrifugoConfig.ts';
+import { ConfigError, configFromEnv, defaultSettings } from '../src/config.ts';
+
+const env = {
+  DATABASE_URL: 'postgres://x',
+  TDP_ADMIN_TOKEN: 'a-long-enough-admin-token',
+  TDP_SECRET_KEYS: 'k1:MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=',
+};
+
+describe('TDP_REALTIME_TOKEN_SECRET', () => {
+  it('is read from the environment, unset by default', () => {
+    const secret = newTokenSecret();
+    expect(configFromEnv({ ...env, TDP_REALTIME_TOKEN_SECRET: secret }).realtimeTokenSecret).toBe(secret);
+    expect(configFromEnv(env).realtimeTokenSecret).toBeNull();
+  });
+
+  it('refuses a secret shorter than 32 bytes, without showing it', () => {
+    const short = 'only-thirty-one-bytes-long-1234';
+    expect(() => configFromEnv({ ...env, TDP_REALTIME_TOKEN_SECRET: short })).toThrow(ConfigError);
+    expect(() => configFromEnv({ ...env, TDP_REALTIME_TOKEN_SECRET: short })).toThrow(/at least 32 bytes/);
+    expect(() => configFromEnv({ ...env, TDP_REALTIME_TOKEN_SECRET: short })).not.toThrow(short);
+  });
+});
+
+describe('a server with TDP_REALTIME_TOKEN_SECRET', () => {
+  const secret = newTokenSecret();
+  let h: Harness;
+  let apiKey: string;
+  const clients: Centrifuge[] = [];
+  beforeAll(async () => {
+    h = await startHarness({ realtimeTokenSecret: secret });
+    apiKey = (await h.createApplication()).apiKey;
+  });
+  afterAll(async () => {
+    for (const client of clients) client.disconnect();
+    await h.close();
+  });
+
+  const connect = (url: string, token: string) => {
+    const client = new Centrifuge(url, { websocket: WebSocket, token });
+    clients.push(client);
+    const outcome = new Promise<string>((resolve) => {
+      client.once('connected', () => resolve('connected'));
+      client.once('disconnected', (ctx) => resolve(`disconnected ${ctx.code}`));
+    });
+    client.connect();
+    return outcome;
+  };
+
+  it('signs its realtime tokens with the secret, and its gateway accepts tokens signed with it by another', async () => {
+    const issued = await h.request('POST', '/v1/realtime/connection-token', {
+      token: apiKey,
+      body: { userId: 'u1' },
+    });
+    const verified = await jwtVerify(issued.body.token, new TextEncoder().encode(secret));
+    expect(verified.payload.sub).toBe('u1');
+    expect(await connect(issued.body.url, issued.body.token)).toBe('connected');
+    // What Centrifugo would accept, the embedded gateway accepts: a token signed with the secret elsewhere.
+    const elsewhere = await new SignJWT({ sub: 'u2' })
+      .setProtectedHeader({ alg: 'HS256' })
+      .setExpirationTime('5m')
+      .sign(new TextEncoder().encode(secret));
+    expect(await connect(issued.body.url, elsewhere)).toBe('connected');
+    // And no other key: the connection is refused as an invalid token.
+    const otherKey = await new SignJWT({ sub: 'u3' })
+      .setProtectedHeader({ alg: 'HS256' })
+      .setExpirationTime('5m')
+      .sign(new TextEncoder().encode(newTokenSecret()));
+    expect(await connect(issued.body.url, otherKey)).toBe('disconnected 3500');
+  });
+});
+
+describe('centrifugoConfig', () => {
+  const settings = {
+    tokenSecret: newTokenSecret(),
+    apiKey: 'api-key',
+    realtimeHistory: { size: 300, followedSize: 100, ttlMs: 600_000 },
+  };
+
+  it('has a namespace for every channel prefix TDP publishes to, with the history and recovery of the embedded gateway', () => {
+    expect(tdpChannelNamespaces().sort()).toEqual(
+      ['task_detail', 'task_ops', 'task_project', 'task_role', 'task_user', 'workflow_summary'].sort(),
+    );
+    const config = centrifugoConfig(settings) as any;
+    expect(config.client.token.hmac_secret_key).toBe(settings.tokenSecret);
+    expect(config.http_api.key).toBe('api-key');
+    const byName = Object.fromEntries(config.channel.namespaces.map((n: any) => [n.name, n]));
+    expect(byName.task_user).toEqual({
+      name: 'task_user',
+      history_size: 300,
+      history_ttl: '600s',
+      force_recovery: true,
+      allow_history_for_subscriber: true,
+    });
+    // One task's channels keep the smaller history the gateway keeps for them.
+    expect(byName.task_detail.history_size).toBe(100);
+    expect(byName.workflow_summary.history_size).toBe(100);
+    expect(config.engine).toBeUndefined();
+    const clustered = centrifugoConfig({ ...settings, redis: { url: 'redis://r:6379', prefix: 'p' } }) as any;
+    expect(clustered.engine).toEqual({ type: 'redis', redis: { address: ['redis://r:6379'], prefix: 'p' } });
+  });
+
+  it('refuses a missing or short secret and a missing API key', () => {
+    expect(() => centrifugoConfig({ ...settings, tokenSecret: '' })).toThrow(ConfigError);
+    expect(() => centrifugoConfig({ ...settings, tokenSecret: 'short' })).toThrow(/at least 32 bytes/);
+    expect(() => centrifugoConfig({ ...settings, apiKey: ' ' })).toThrow(ConfigError);
+  });
+
+  it('is what docs/realtime.md shows, for its placeholder secret and key', () => {
+    const doc = readFileSync(new URL('../../../docs/realtime.md', import.meta.url), 'utf8');
+    const block = /<!-- centrifugo-config -->\n```json\n([\s\S]*?)```/.exec(doc);
+    expect(block, 'docs/realtime.md has the generated config block').not.toBeNull();
+    const shown = JSON.parse(block![1]!);
+    expect(shown).toEqual(
+      centrifugoConfig({
+        tokenSecret: shown.client.token.hmac_secret_key,
+        apiKey: shown.http_api.key,
+        realtimeHistory: defaultSettings.realtimeHistory,
+        allowedOrigins: shown.client.allowed_origins,
+      }),
+    );
+  });
+});
