@@ -31,8 +31,12 @@ if ! command -v go >/dev/null 2>&1; then
   echo "services.sh: Go 1.26 or newer is needed to build Centrifugo $centrifugo_version" >&2
   exit 1
 fi
-centrifugo_bin="$(go env GOPATH | cut -d: -f1)/bin/centrifugo"
-if ! { [[ -x "$centrifugo_bin" ]] && "$centrifugo_bin" version 2>/dev/null | grep -q "${centrifugo_version#v}"; }; then
+go_bin="$(go env GOBIN)"
+centrifugo_bin="${go_bin:-$(go env GOPATH | cut -d: -f1)/bin}/centrifugo"
+# `go install` leaves Centrifugo's own version string unset (v0.0.0): the module version in the binary's
+# build information says which one it is.
+if ! { [[ -x "$centrifugo_bin" ]] && go version -m "$centrifugo_bin" 2>/dev/null |
+  grep -Eq "^\s+mod\s+github.com/centrifugal/centrifugo/v6\s+$centrifugo_version\s"; }; then
   echo "services.sh: building Centrifugo $centrifugo_version (go install)" >&2
   go install "github.com/centrifugal/centrifugo/v6@$centrifugo_version"
 fi

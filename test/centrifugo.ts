@@ -13,10 +13,11 @@ import { join } from 'node:path';
 import { freePort } from '../packages/cli/src/embeddedPostgres.ts';
 import { type CentrifugoSettings, centrifugoConfig, defaultSettings } from '../packages/server/src/main.ts';
 
-/** Where scripts/services.sh puts it: `$(go env GOPATH)/bin`, `~/go/bin` by default; CENTRIFUGO_BIN wins. */
+/** Where scripts/services.sh puts it (`go install`: GOBIN, else GOPATH/bin, `~/go/bin` by default); CENTRIFUGO_BIN wins. */
 export function centrifugoBinary(): string | null {
   const candidates = [
     process.env.CENTRIFUGO_BIN,
+    process.env.GOBIN ? join(process.env.GOBIN, 'centrifugo') : undefined,
     process.env.GOPATH ? join(process.env.GOPATH.split(':')[0]!, 'bin', 'centrifugo') : undefined,
     join(homedir(), 'go', 'bin', 'centrifugo'),
   ];

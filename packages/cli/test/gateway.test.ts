@@ -76,6 +76,45 @@ describe('tdp gateway', () => {
     expect(await started.exited).toBe(0);
   });
 
+  it('with TDP_REALTIME_TOKEN_SECRET (and no keyring) checks tokens with that secret, as Centrifugo would', async () => {
+    const secret = 'a-realtime-token-secret-shared-with-centrifugo';
+    const started = await startGateway({
+      TDP_SECRET_KEYS: '',
+      TDP_REALTIME_TOKEN_SECRET: secret,
+      TDP_GATEWAY_API_KEY: 'cli-gateway-key',
+      TDP_GATEWAY_PORT: '0',
+    });
+    await expect.poll(() => started.output(), { timeout: 20_000 }).toContain('TDP gateway listening on');
+    const base = /listening on (http:\/\/[\d.:]+)/.exec(started.output())![1]!;
+    const connects = async (key: Uint8Array) => {
+      const token = await new SignJWT({ sub: 'cli-user' })
+        .setProtectedHeader({ alg: 'HS256' })
+        .setExpirationTime('5m')
+        .sign(key);
+      const client = new Centrifuge(`${base.replace('http', 'ws')}/connection/websocket`, {
+        websocket: WebSocket,
+        token,
+      });
+      const outcome = new Promise<string>((resolve) => {
+        client.once('connected', () => resolve('connected'));
+        client.once('disconnected', (ctx) => resolve(`disconnected ${ctx.code}`));
+      });
+      client.connect();
+      const result = await outcome;
+      client.disconnect();
+      return result;
+    };
+    try {
+      expect(await connects(new TextEncoder().encode(secret))).toBe('connected');
+      expect(await connects(realtimeTokenKey(parseKeyring(generateKeyringEntry('k1'))))).toBe(
+        'disconnected 3500',
+      );
+    } finally {
+      started.child.kill('SIGTERM');
+    }
+    expect(await started.exited).toBe(0);
+  });
+
   it('refuses to start without the keys it needs, saying which', async () => {
     const started = await startGateway({ TDP_SECRET_KEYS: '', TDP_GATEWAY_API_KEY: 'x' });
     expect(await started.exited).toBe(1);
