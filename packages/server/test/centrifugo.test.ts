@@ -81,9 +81,12 @@ async function connectAs(tdp: Tdp, userId: string) {
   clients.push(client);
   const summaries: Summary[] = [];
   client.on('publication', (ctx) => summaries.push(ctx.data));
-  const connected = new Promise((resolve) => client.once('connected', resolve));
+  const outcome = new Promise<void>((resolve, reject) => {
+    client.once('connected', () => resolve());
+    client.once('disconnected', (ctx) => reject(new Error(`Centrifugo refused: ${ctx.code} ${ctx.reason}`)));
+  });
   client.connect();
-  await connected;
+  await outcome;
   return { client, summaries, channels: issued.channels as string[] };
 }
 
