@@ -290,10 +290,7 @@ export interface ServerConfig extends ServerSettings {
   centrifugoApiKey: string | null;
   /** The WebSocket URL handed out with connection tokens (default: this server's). */
   realtimeWsUrl: string | null;
-  /**
-   * The HMAC secret realtime tokens are signed and checked with (`TDP_REALTIME_TOKEN_SECRET`), the same
-   * as Centrifugo's `client.token.hmac_secret_key`; unset, a key derived from the keyring.
-   */
+  /** Realtime tokens' HMAC secret, shared with Centrifugo (unset: a key derived from the keyring). */
   realtimeTokenSecret?: string | null;
   /**
    * The development resource provider (src/development/): served only when set, which `tdp dev` does
@@ -306,16 +303,11 @@ export interface ServerConfig extends ServerSettings {
 
 export class ConfigError extends Error {}
 
-/** Centrifugo asks HS256 secrets to be at least this long; TDP asks the same of its own. */
-export const realtimeTokenSecretMinBytes = 32;
-
-/** `TDP_REALTIME_TOKEN_SECRET`, checked: null when unset, else at least 32 bytes. */
+/** `TDP_REALTIME_TOKEN_SECRET`: null when unset, else at least 32 bytes (as Centrifugo asks of HS256). */
 export function realtimeTokenSecretFrom(value: string | null | undefined): string | null {
   const secret = value?.trim() || null;
-  if (secret && Buffer.byteLength(secret, 'utf8') < realtimeTokenSecretMinBytes)
-    throw new ConfigError(
-      `TDP_REALTIME_TOKEN_SECRET must be at least ${realtimeTokenSecretMinBytes} bytes (it signs realtime tokens)`,
-    );
+  if (secret && Buffer.byteLength(secret) < 32)
+    throw new ConfigError('TDP_REALTIME_TOKEN_SECRET must be at least 32 bytes (it signs realtime tokens)');
   return secret;
 }
 
