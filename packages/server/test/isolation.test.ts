@@ -204,7 +204,7 @@ describe('the isolation matrix: two applications of one tenant, and a second ten
     const sharedInA = await createTask(a, 'someone');
     await shareWithProject(a, sharedInA, 'p2');
     await expect
-      .poll(() => opened.events.map((e) => e.taskId))
+      .poll(() => opened.events.map((e) => e.taskId), { timeout: 10_000 })
       .toEqual(expect.arrayContaining([ofA, sharedInA]));
     const seen = opened.events.map((e) => e.taskId);
     for (const foreign of [ofB, sharedInB, ofC]) expect(seen).not.toContain(foreign);
