@@ -222,6 +222,14 @@ describe('broadcasts', () => {
       ],
       ['no key at all', '/v1/broadcasts', undefined, notice, 401, 'UNAUTHENTICATED'],
     ];
+    bad.push([
+      'a NUL character',
+      '/v1/broadcasts',
+      tenantA.apiKey,
+      { ...notice, message: 'a\u0000b' },
+      400,
+      'VALIDATION_FAILED',
+    ]);
     for (const [what, path, token, body, status, code] of bad) {
       const answer = await h.request('POST', path, { ...(token ? { token } : {}), body });
       expect({ what, status: answer.status, code: answer.body.code }).toEqual({ what, status, code });
