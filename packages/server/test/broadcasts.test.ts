@@ -257,7 +257,7 @@ describe("project and role members follow a shared task's detail", () => {
     const taskId = created.body.task.id as string;
     for (const [principalType, principalId] of [
       ['PROJECT', 'p9'],
-      ['ROLE', 'reviewer'],
+      ['ROLE', 'reviewer:eu'],
     ])
       expect(
         (
@@ -273,7 +273,7 @@ describe("project and role members follow a shared task's detail", () => {
     const member = await detailToken({ userId: 'pat', projects: ['p9'] });
     expect(member.status).toBe(200);
     expect(member.body.channel).toBe(`task_detail:${tenantA.tenantId}/${taskId}`);
-    expect((await detailToken({ userId: 'rita', roles: ['reviewer'] })).status).toBe(200);
+    expect((await detailToken({ userId: 'rita', roles: ['reviewer:eu'] })).status).toBe(200);
     for (const outsider of [
       { userId: 'pat' },
       { userId: 'pat', projects: ['p8'] },

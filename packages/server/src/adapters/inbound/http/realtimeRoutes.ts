@@ -54,8 +54,12 @@ export function registerRealtimeRoutes(
     return found;
   };
   const UserId = Type.String({ minLength: 1, maxLength: 200, pattern: '^[^,#$:/\\s]+$' });
-  // As `POST /v1/user-tokens` takes them: the backend vouches for the projects and roles a person acts in.
+  // The backend vouches for the projects and roles a person acts in, as for `POST /v1/user-tokens`; those
+  // that name channels are channel-safe like user ids, those only checked against the ACL are not held to it.
   const Principals = Type.Optional(Type.Array(UserId, { maxItems: 100 }));
+  const AclPrincipals = Type.Optional(
+    Type.Array(Type.String({ minLength: 1, maxLength: 200 }), { maxItems: 100 }),
+  );
   type Acting = { userId: string; projects?: string[]; roles?: string[] };
 
   app.post<{ Body: Acting }>(
@@ -111,8 +115,8 @@ export function registerRealtimeRoutes(
         body: Type.Object(
           {
             userId: UserId,
-            projects: Principals,
-            roles: Principals,
+            projects: AclPrincipals,
+            roles: AclPrincipals,
             taskId: Uuid,
             clientId: Type.Optional(
               Type.String({
