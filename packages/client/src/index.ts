@@ -1,4 +1,4 @@
-export { bindTaskStore, type LiveTasks, type LiveTasksOptions } from './live.ts';
+export { type Broadcast, bindTaskStore, type LiveTasks, type LiveTasksOptions } from './live.ts';
 export { TdpClient, TdpError } from './rest.ts';
 export {
   type ConnectionState,

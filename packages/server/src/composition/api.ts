@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { registerAdminRoutes } from '../adapters/inbound/http/adminRoutes.ts';
 import { createHttpApp } from '../adapters/inbound/http/app.ts';
 import { registerOperatorApprovalRoutes } from '../adapters/inbound/http/approvalRoutes.ts';
+import { registerBroadcastRoutes } from '../adapters/inbound/http/broadcastRoutes.ts';
 import { registerDashboardRoutes } from '../adapters/inbound/http/dashboardRoutes.ts';
 import { registerDeadLetterRoutes } from '../adapters/inbound/http/deadLetterRoutes.ts';
 import { registerDefinitionRoutes } from '../adapters/inbound/http/definitionsRoutes.ts';
@@ -120,6 +121,7 @@ export async function createApi(
     wsUrl: config.realtimeWsUrl,
     detailSubscriptions: (clientId) => gateway.subscriptionCount(clientId, 'task_detail:'),
   });
+  registerBroadcastRoutes(app, { adminToken: config.adminToken, authenticator, broadcasts: uses.broadcasts });
   registerStatusRoutes(app, {
     authenticator,
     status: uses.status,
