@@ -6,6 +6,7 @@
  * retried with back-off and DEAD after the limit.
  */
 import { createServer, type Server } from 'node:http';
+import { TaskStore, TdpClient } from '@tdp/client';
 import { newId, verifySignature } from '@tdp/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Harness, startHarness } from '../../../test/harness.ts';
@@ -248,9 +249,19 @@ describe('offline notifications', () => {
     expect([...page1.items, ...page2.items].map((n: any) => n.id)).toEqual(after.items.map((n: any) => n.id));
     expect(page2.nextCursor).toBeNull();
 
-    const all = await h.request('POST', '/v1/me/notifications:readAll', { token });
-    expect(all.body).toEqual({ marked: 1 });
-    expect((await inbox(token)).unreadCount).toBe(0);
+    // The client's store shows the unread count; its REST client marks the rest read.
+    const client = new TdpClient({ baseUrl: h.url, token });
+    const store = new TaskStore();
+    store.setNotifications(await client.notifications());
+    expect(store.unreadNotifications).toBe(1);
+    expect(await client.markAllNotificationsRead()).toEqual({ marked: 1 });
+    store.allNotificationsRead();
+    expect(store.unreadNotifications).toBe(0);
+    expect((await client.notifications()).unreadCount).toBe(0);
+    await expect(client.markNotificationRead(newId())).rejects.toMatchObject({
+      status: 404,
+      code: 'NOTIFICATION_NOT_FOUND',
+    });
   });
 
   it('another user, another application or another tenant never sees or marks them; bad input is a problem', async () => {
