@@ -2,6 +2,11 @@ import { defaultWorkerConcurrency } from '@tdp/protocol';
 import { type Keyring, parseKeyring } from './core/identity/secretBox.ts';
 import { type RetentionWindows, windowsProblem } from './core/retention/policy.ts';
 import type { BucketPolicy } from './core/shared/tokenBuckets.ts';
+import {
+  defaultNotificationDelivery,
+  type NotificationDeliverySettings,
+  notificationDeliveryFrom,
+} from './notificationSettings.ts';
 
 /** How one background loop paces itself (see `WakeableLoop`). */
 export interface LoopPacing {
@@ -52,16 +57,8 @@ export interface ServerSettings {
     'outbox' | 'scheduler' | 'timers' | 'callbacks' | 'notifications' | 'realtime' | 'schedules',
     LoopPacing
   >;
-  /**
-   * Offline notifications (docs/notifications.md): with a webhook URL, each one is POSTed there, signed
-   * like callbacks, retried with back-off up to `maxBackoffSeconds` and DEAD after `maxAttempts`.
-   */
-  notificationDelivery: {
-    webhookUrl: string | null;
-    maxAttempts: number;
-    maxBackoffSeconds: number;
-    timeoutMs: number;
-  };
+  /** Offline notifications' webhook (docs/notifications.md). */
+  notificationDelivery: NotificationDeliverySettings;
   /** At most this many notifications in one page of `GET /v1/me/notifications`. */
   notificationPageLimit: number;
   /** A schedule's fire handled later than this after its time is "missed" (docs/schedules.md). */
@@ -208,8 +205,7 @@ export const defaultSettings: ServerSettings = {
     // looked at again every maxIdleMs, so that bounds how long one waits after its previous task ends.
     schedules: { batchSize: 20, maxIdleMs: 1_000, batchWindowMs: 0 },
   },
-  // A person told of a failure hours late is still told; after a day of retries the receiver is broken.
-  notificationDelivery: { webhookUrl: null, maxAttempts: 12, maxBackoffSeconds: 3_600, timeoutMs: 10_000 },
+  notificationDelivery: defaultNotificationDelivery,
   notificationPageLimit: 200,
   scheduleMisfireGraceMs: 60_000,
   scheduleListedFireTimes: 5,
@@ -320,23 +316,6 @@ export interface ServerConfig extends ServerSettings {
 
 export class ConfigError extends Error {}
 
-function notificationDeliveryFrom(
-  env: NodeJS.ProcessEnv,
-  given: ServerSettings['notificationDelivery'] | undefined,
-): ServerSettings['notificationDelivery'] {
-  if (given) return given;
-  const defaults = defaultSettings.notificationDelivery;
-  const webhookUrl = env.TDP_NOTIFICATION_WEBHOOK_URL?.trim() || null;
-  if (webhookUrl && !/^https?:\/\/[^\s]+$/.test(webhookUrl))
-    throw new ConfigError('TDP_NOTIFICATION_WEBHOOK_URL must be an http(s) URL');
-  return {
-    webhookUrl,
-    maxAttempts: integer(env, 'TDP_NOTIFICATION_MAX_ATTEMPTS', defaults.maxAttempts),
-    maxBackoffSeconds: integer(env, 'TDP_NOTIFICATION_MAX_BACKOFF_SECONDS', defaults.maxBackoffSeconds),
-    timeoutMs: integer(env, 'TDP_NOTIFICATION_TIMEOUT_MS', defaults.timeoutMs),
-  };
-}
-
 function required(env: NodeJS.ProcessEnv, name: string): string {
   const value = env[name]?.trim();
   if (!value) throw new ConfigError(`${name} is required`);
@@ -393,7 +372,8 @@ function settingsFrom(env: NodeJS.ProcessEnv, overrides: Partial<ServerConfig>):
     readinessDatabaseDeadlineMs: number('readinessDatabaseDeadlineMs', 'TDP_READINESS_DATABASE_DEADLINE_MS'),
     processFaultUnreadyMs: number('processFaultUnreadyMs', 'TDP_PROCESS_FAULT_UNREADY_MS'),
     rateLimits: rateLimitsFrom(env, overrides.rateLimits),
-    notificationDelivery: notificationDeliveryFrom(env, overrides.notificationDelivery),
+    notificationDelivery:
+      overrides.notificationDelivery ?? notificationDeliveryFrom(env, integer, (m) => new ConfigError(m)),
     grpcPort: overrides.grpcPort !== undefined ? overrides.grpcPort : grpcPortFrom(env),
     retention: retentionFrom(env, overrides.retention),
   };
