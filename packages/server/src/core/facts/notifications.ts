@@ -32,6 +32,8 @@ const offlineKinds: ReadonlySet<Notice['kind']> = new Set([
   'ACTION_REQUIRED',
 ]);
 
+const isOffline = (notice: Notice | null | undefined) => notice != null && offlineKinds.has(notice.kind);
+
 /** The users who see the task's summary: its owner and the USER principals of its live ACL. */
 export function summaryUsers(state: TaskState, acl: AclEntry[]): string[] {
   const users = new Set<string>();
@@ -52,11 +54,13 @@ export function notificationsFor(
   newId: () => string,
   at: Date,
 ): NotificationRecord[] {
+  // Most facts carry no such notice: nothing to compute (this runs with every fact).
+  if (!isOffline(notice) && !isOffline(channelNotice?.notice)) return [];
   const { tenantId, applicationId, id: taskId, version } = state.task;
   const users = summaryUsers(state, acl);
   const records: NotificationRecord[] = [];
   const add = (userId: string, told: Notice) => {
-    if (!offlineKinds.has(told.kind)) return;
+    if (!isOffline(told)) return;
     const type = told.kind as NotificationType;
     if (records.some((r) => r.userId === userId && r.type === type)) return;
     records.push({
