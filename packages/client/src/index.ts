@@ -5,6 +5,7 @@ export {
   elapsedMs,
   isTerminal,
   type Notice,
+  type NotificationItem,
   type TaskDetail,
   type TaskMessage,
   type TaskRemoved,

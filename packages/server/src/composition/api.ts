@@ -8,6 +8,7 @@ import { registerDashboardRoutes } from '../adapters/inbound/http/dashboardRoute
 import { registerDeadLetterRoutes } from '../adapters/inbound/http/deadLetterRoutes.ts';
 import { registerDefinitionRoutes } from '../adapters/inbound/http/definitionsRoutes.ts';
 import { registerHealthRoutes } from '../adapters/inbound/http/healthRoutes.ts';
+import { registerNotificationRoutes } from '../adapters/inbound/http/notificationRoutes.ts';
 import { registerOperatorRoutes } from '../adapters/inbound/http/operatorRoutes.ts';
 import { registerOperatorTaskRoutes } from '../adapters/inbound/http/operatorTaskRoutes.ts';
 import { documentRateLimits, rateLimitedUserTokens } from '../adapters/inbound/http/rateLimits.ts';
@@ -135,6 +136,11 @@ export async function createApi(
     commitToVisible: a.taskMetrics.commitToVisible,
     maxSamples: config.visibilityReportMaxSamples,
     rate: config.visibilityReportRate,
+  });
+  registerNotificationRoutes(app, {
+    inbox: { store: a.notificationStore, clock, applicationsOf: realtimeReads.applicationsOf },
+    userTokens,
+    pageLimit: config.notificationPageLimit,
   });
   registerTaskStreamRoutes(app, {
     gateway,
