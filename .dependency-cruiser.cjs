@@ -21,7 +21,7 @@ const sharedSurfaces = [
 
 /** Pure domain modules: records, rules and decisions; they compute, they never do I/O. */
 const domainModules = [
-  `${core}facts/(records|writeSet|stateMachine|execution|projections|views|outboxEvents|newRecords|taskFamily)\\.ts$`,
+  `${core}facts/(records|writeSet|stateMachine|execution|projections|views|outboxEvents|newRecords|taskFamily|notifications)\\.ts$`,
   `${core}definitions/(dag|patterns|references|stepKinds)\\.ts$`,
   `${core}orchestration/(advance|platform|rerun|kinds/approvalRules|kinds/mapItems)\\.ts$`,
   `${core}scheduling/(selector|attempts)\\.ts$`,

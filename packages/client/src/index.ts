@@ -1,10 +1,11 @@
-export { bindTaskStore, type LiveTasks, type LiveTasksOptions } from './live.ts';
+export { type Broadcast, bindTaskStore, type LiveTasks, type LiveTasksOptions } from './live.ts';
 export { TdpClient, TdpError } from './rest.ts';
 export {
   type ConnectionState,
   elapsedMs,
   isTerminal,
   type Notice,
+  type NotificationItem,
   type TaskDetail,
   type TaskMessage,
   type TaskRemoved,

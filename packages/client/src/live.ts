@@ -9,6 +9,8 @@
  * - The connection state follows the SDK: connecting → RECOVERING, disconnected → STALE, and LIVE only
  *   once the person's channel has caught up (recovered, or its snapshot loaded) — so the connection
  *   token must carry that channel, as `POST /v1/realtime/connection-token` makes it.
+ * - The tenant's and the system's broadcast channels (also server-side) are not tasks: their notices go
+ *   to `onBroadcast`, and they neither load snapshots nor hold the state back from LIVE.
  */
 import type { Centrifuge, Subscription } from 'centrifuge';
 import type { TaskDetail, TaskMessage, TaskStore, TaskSummary } from './taskStore.ts';
@@ -24,7 +26,33 @@ export interface LiveTasksOptions {
   loadDetails?(taskIds: string[]): Promise<TaskDetail[]>;
   /** A snapshot load failed (the store keeps what it had; the next gap retries). */
   onError?(error: unknown): void;
+  /** A notice to the person's tenant or to everyone (`task_tenant:…`, `task_system:public`). */
+  onBroadcast?(broadcast: Broadcast): void;
 }
+
+/** A notice on a broadcast channel: never about a task. */
+export type Broadcast =
+  | {
+      kind: 'broadcast';
+      scope: 'TENANT';
+      id: string;
+      title: string;
+      message: string;
+      severity: 'INFO' | 'WARNING' | 'CRITICAL';
+      link: string | null;
+      sentAt: string;
+    }
+  | {
+      kind: 'broadcast';
+      scope: 'SYSTEM';
+      id: string;
+      message: string;
+      severity: 'INFO' | 'WARNING' | 'CRITICAL';
+      sentAt: string;
+    };
+
+const isBroadcastChannel = (channel: string | undefined) =>
+  channel !== undefined && (channel.startsWith('task_tenant:') || channel.startsWith('task_system:'));
 
 export interface LiveTasks {
   /** Follows one task's detail channel; returns the function that stops following it. */
@@ -59,9 +87,14 @@ export function bindTaskStore(options: LiveTasksOptions): LiveTasks {
   const onPublication = (ctx: { data: unknown }) => {
     store.receive(ctx.data as TaskMessage);
   };
+  const onServerPublication = (ctx: { channel: string; data: unknown }) => {
+    if (isBroadcastChannel(ctx.channel)) options.onBroadcast?.(ctx.data as Broadcast);
+    else onPublication(ctx);
+  };
   // Server-side subscriptions (the person's channel): caught up, or not (then a snapshot).
   // Not recovered: one snapshot of the list and, in one batch, of the details in view.
-  const onSubscribed = (ctx: { wasRecovering: boolean; recovered: boolean }) => {
+  const onSubscribed = (ctx: { channel: string; wasRecovering: boolean; recovered: boolean }) => {
+    if (isBroadcastChannel(ctx.channel)) return;
     if (ctx.wasRecovering && ctx.recovered) settle();
     else
       void reload(async () => {
@@ -75,7 +108,7 @@ export function bindTaskStore(options: LiveTasksOptions): LiveTasks {
   };
   const onConnecting = () => store.setConnection('RECOVERING');
   const onDisconnected = () => store.setConnection('STALE');
-  centrifuge.on('publication', onPublication);
+  centrifuge.on('publication', onServerPublication);
   centrifuge.on('subscribed', onSubscribed);
   centrifuge.on('connecting', onConnecting);
   centrifuge.on('disconnected', onDisconnected);
@@ -109,7 +142,7 @@ export function bindTaskStore(options: LiveTasksOptions): LiveTasks {
         centrifuge.removeSubscription(subscription);
       }
       followed.clear();
-      centrifuge.removeListener('publication', onPublication);
+      centrifuge.removeListener('publication', onServerPublication);
       centrifuge.removeListener('subscribed', onSubscribed);
       centrifuge.removeListener('connecting', onConnecting);
       centrifuge.removeListener('disconnected', onDisconnected);

@@ -4,7 +4,7 @@
  * tasks, batch snapshots). Errors arrive as `TdpError` with the problem's stable `code`.
  */
 import type { CreateTaskRequest, TaskWithExecution } from '@tdp/protocol';
-import type { TaskSummary } from './taskStore.ts';
+import type { NotificationItem, TaskSummary } from './taskStore.ts';
 
 export class TdpError extends Error {
   constructor(
@@ -128,6 +128,28 @@ export class TdpClient {
     if (options.cursor) query.set('cursor', options.cursor);
     const suffix = query.size > 0 ? `?${query}` : '';
     return this.call<{ items: TaskSummary[]; nextCursor: string | null }>('GET', `/v1/me/tasks${suffix}`);
+  }
+
+  /** With a user token: the person's notifications, unread first, then newest, and the unread count. */
+  notifications(options: { limit?: number; cursor?: string } = {}) {
+    const query = new URLSearchParams();
+    if (options.limit) query.set('limit', String(options.limit));
+    if (options.cursor) query.set('cursor', options.cursor);
+    const suffix = query.size > 0 ? `?${query}` : '';
+    return this.call<{ items: NotificationItem[]; unreadCount: number; nextCursor: string | null }>(
+      'GET',
+      `/v1/me/notifications${suffix}`,
+    );
+  }
+
+  /** With a user token: marks one notification read (again: keeps the first time). */
+  markNotificationRead(id: string) {
+    return this.call<NotificationItem>('POST', `/v1/me/notifications/${encodeURIComponent(id)}:read`);
+  }
+
+  /** With a user token: marks every unread notification read. */
+  markAllNotificationsRead() {
+    return this.call<{ marked: number }>('POST', '/v1/me/notifications:readAll');
   }
 
   /** Current status of several tasks; those at the version you know come back without a body. */

@@ -71,6 +71,23 @@ export interface TaskRemoved {
 
 export type TaskMessage = TaskSummary | TaskDetail | TaskRemoved;
 
+/** A stored offline notification, as `GET /v1/me/notifications` lists it. */
+export interface NotificationItem {
+  id: string;
+  type: 'TASK_FAILED' | 'TASK_TIMED_OUT' | 'ACTION_REQUIRED';
+  severity: string;
+  message: string;
+  requiresAction: boolean;
+  taskId: string;
+  taskVersion: string;
+  applicationId: string;
+  createdAt: string;
+  readAt: string | null;
+}
+
+/** The live notices the server also keeps as offline notifications (one per task version and kind). */
+const storedNoticeKinds = new Set(['TASK_FAILED', 'TASK_TIMED_OUT', 'ACTION_REQUIRED']);
+
 const terminal = new Set(['SUCCEEDED', 'FAILED', 'CANCELLED', 'TIMED_OUT']);
 
 export function isTerminal(lifecycleStatus: string): boolean {
@@ -101,6 +118,10 @@ export class TaskStore {
   private readonly detailGate = new Map<string, bigint>();
   private readonly removedAt = new Map<string, bigint>();
   private readonly seenNotices = new Set<string>();
+  /** Unread notifications: the server's count, plus live notices of a kind it stores, each key once. */
+  private unread = 0;
+  private readonly unreadKeys = new Set<string>();
+  private readonly readKeys = new Set<string>();
   private sorted: TaskSummary[] | null = null;
   private buffer: TaskMessage[] | null = null;
   private state: ConnectionState = 'RECOVERING';
@@ -128,6 +149,46 @@ export class TaskStore {
   onNotice(listener: (notice: Notice, taskId: string) => void): () => void {
     this.noticeListeners.add(listener);
     return () => this.noticeListeners.delete(listener);
+  }
+
+  /** How many of the person's notifications are unread (a badge). */
+  get unreadNotifications(): number {
+    return this.unread;
+  }
+
+  /**
+   * The person's notifications as the server has them (`GET /v1/me/notifications`): its `unreadCount`
+   * replaces the count; the listed ones are known, so their live notices do not count them again.
+   */
+  setNotifications(page: { unreadCount: number; items: NotificationItem[] }): void {
+    this.unreadKeys.clear();
+    for (const item of page.items) {
+      const key = `${item.taskId}:${item.taskVersion}:${item.type}`;
+      if (item.readAt) this.readKeys.add(key);
+      else this.unreadKeys.add(key);
+    }
+    if (this.unread === page.unreadCount) return;
+    this.unread = page.unreadCount;
+    this.changed();
+  }
+
+  /** After `POST /v1/me/notifications/{id}:read` for `item` (once per item). */
+  notificationRead(item: Pick<NotificationItem, 'taskId' | 'taskVersion' | 'type'>): void {
+    const key = `${item.taskId}:${item.taskVersion}:${item.type}`;
+    if (this.readKeys.has(key)) return;
+    this.readKeys.add(key);
+    this.unreadKeys.delete(key);
+    this.unread = Math.max(0, this.unread - 1);
+    this.changed();
+  }
+
+  /** After `POST /v1/me/notifications:readAll`. */
+  allNotificationsRead(): void {
+    for (const key of this.unreadKeys) this.readKeys.add(key);
+    this.unreadKeys.clear();
+    if (this.unread === 0) return;
+    this.unread = 0;
+    this.changed();
   }
 
   get connection(): ConnectionState {
@@ -214,9 +275,23 @@ export class TaskStore {
     else this.details.set(message.taskId, message);
     if (message.notice && !this.seenNotices.has(message.notice.id)) {
       this.seenNotices.add(message.notice.id);
+      this.countNotice(message.notice);
       for (const listener of this.noticeListeners) listener(message.notice, message.taskId);
     }
     return true;
+  }
+
+  /**
+   * A live notice the server also stored counts as unread until the next `setNotifications`. (A notice
+   * heard on a project or role channel is not stored for the person: the next load corrects the count.)
+   */
+  private countNotice(notice: Notice): void {
+    if (!storedNoticeKinds.has(notice.kind)) return;
+    // A notice's id is `taskId:taskVersion`.
+    const key = `${notice.id}:${notice.kind}`;
+    if (this.unreadKeys.has(key) || this.readKeys.has(key)) return;
+    this.unreadKeys.add(key);
+    this.unread += 1;
   }
 
   private changed(): void {

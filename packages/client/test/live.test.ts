@@ -9,7 +9,7 @@ import { Centrifuge } from 'centrifuge';
 import { SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { bindTaskStore, type TaskDetail, TaskStore, type TaskSummary } from '../src/index.ts';
+import { type Broadcast, bindTaskStore, type TaskDetail, TaskStore, type TaskSummary } from '../src/index.ts';
 
 const secret = 'live-store-secret-of-enough-length';
 const sign = (claims: Record<string, unknown>) =>
@@ -55,11 +55,12 @@ const summary = (taskId: string, version: number, lifecycleStatus = 'RUNNING'): 
   notice: null,
 });
 
-async function setup(user: string, snapshot: () => TaskSummary[]) {
+async function setup(user: string, snapshot: () => TaskSummary[], broadcastChannels: string[] = []) {
   const channel = `task_user:t/${user}`;
+  const broadcasts: Broadcast[] = [];
   const client = new Centrifuge(url, {
     websocket: WebSocket,
-    token: await sign({ sub: user, channels: [channel] }),
+    token: await sign({ sub: user, channels: [channel, ...broadcastChannels] }),
     minReconnectDelay: 50,
     maxReconnectDelay: 100,
   });
@@ -86,8 +87,9 @@ async function setup(user: string, snapshot: () => TaskSummary[]) {
       detailLoads.push(taskIds);
       return [];
     },
+    onBroadcast: (broadcast) => broadcasts.push(broadcast),
   });
-  return { channel, client, store, live, loads: () => loads, detailLoads, states };
+  return { channel, client, store, live, loads: () => loads, detailLoads, states, broadcasts };
 }
 
 describe('the task store on the centrifuge SDK', () => {
@@ -183,5 +185,39 @@ describe('the task store on the centrifuge SDK', () => {
     await expect.poll(() => loads()).toBe(2);
     await expect.poll(() => detailLoads.some((ids) => ids.length === 2)).toBe(true);
     expect(detailLoads.find((ids) => ids.length === 2)!.sort()).toEqual(['f1', 'f2']);
+  });
+
+  it("the tenant's and the system's notices go to onBroadcast, not into the tasks, and load no snapshot", async () => {
+    const { channel, client, store, loads, broadcasts } = await setup('e', () => [summary('e1', 1)], [
+      'task_tenant:t',
+      'task_system:public',
+    ]);
+    client.connect();
+    await expect.poll(() => store.connection).toBe('LIVE');
+    const notice: Broadcast = {
+      kind: 'broadcast',
+      scope: 'TENANT',
+      id: 'b1',
+      title: 'Maintenance',
+      message: 'Tonight 22:00',
+      severity: 'WARNING',
+      link: null,
+      sentAt: '2026-01-01T00:00:00.000Z',
+    };
+    await gateway.publish('task_tenant:t', notice);
+    await gateway.publish('task_system:public', {
+      kind: 'broadcast',
+      scope: 'SYSTEM',
+      id: 'b2',
+      message: 'v2 is out',
+      severity: 'INFO',
+      sentAt: '2026-01-01T00:00:00.000Z',
+    });
+    await gateway.publish(channel, summary('e1', 2));
+    await expect.poll(() => store.summary('e1')?.taskVersion).toBe('2');
+    await expect.poll(() => broadcasts.map((b) => b.id)).toEqual(['b1', 'b2']);
+    expect(broadcasts[0]).toEqual(notice);
+    expect(store.myTasks().map((t) => t.taskId)).toEqual(['e1']);
+    expect(loads()).toBe(1);
   });
 });

@@ -118,3 +118,52 @@ describe('elapsedMs', () => {
     expect(elapsedMs({ lifecycleStatus: 'PENDING', startedAt: null, finishedAt: null }, now)).toBeNull();
   });
 });
+
+describe('unread notifications', () => {
+  const item = (taskId: string, version: number, readAt: string | null = null) => ({
+    id: `n-${taskId}-${version}`,
+    type: 'TASK_FAILED' as const,
+    severity: 'ERROR',
+    message: 'failed',
+    requiresAction: false,
+    taskId,
+    taskVersion: String(version),
+    applicationId: 'app',
+    createdAt: '2026-01-01T00:00:00Z',
+    readAt,
+  });
+  const failed = (taskId: string, version: number, kind = 'TASK_FAILED') =>
+    summary(taskId, version, {
+      lifecycleStatus: 'FAILED',
+      notice: { id: `${taskId}:${version}`, kind, severity: 'ERROR', message: 'failed' },
+    });
+
+  it("counts the server's unread ones and each new stored kind of live notice once; read marks lower it", () => {
+    const store = new TaskStore();
+    store.endSnapshot([]);
+    let changes = 0;
+    store.subscribe(() => {
+      changes += 1;
+    });
+    store.setNotifications({ unreadCount: 2, items: [item('a', 3), item('b', 4), item('c', 1, 'read')] });
+    expect(store.unreadNotifications).toBe(2);
+    expect(changes).toBe(1);
+    // Already listed (unread or read): not counted again.
+    store.receive(failed('a', 3));
+    store.receive(failed('c', 1));
+    expect(store.unreadNotifications).toBe(2);
+    // A new failure counts once, however often it arrives; a success is not stored, so it does not count.
+    store.receive(failed('d', 7));
+    store.receive(failed('d', 7));
+    store.receive(failed('e', 2, 'TASK_SUCCEEDED'));
+    expect(store.unreadNotifications).toBe(3);
+    store.notificationRead(item('a', 3));
+    store.notificationRead(item('a', 3));
+    expect(store.unreadNotifications).toBe(2);
+    store.allNotificationsRead();
+    expect(store.unreadNotifications).toBe(0);
+    // The server's count wins at the next load.
+    store.setNotifications({ unreadCount: 1, items: [item('f', 1)] });
+    expect(store.unreadNotifications).toBe(1);
+  });
+});

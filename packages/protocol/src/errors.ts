@@ -28,6 +28,7 @@ export const errorCatalogue = {
   WORKER_NOT_FOUND: { status: 404, retryable: false, title: 'No live worker session with this id' },
   NODE_NOT_FOUND: { status: 404, retryable: false, title: 'No node with this id' },
   JOB_NOT_FOUND: { status: 404, retryable: false, title: 'No bulk job with this id' },
+  NOTIFICATION_NOT_FOUND: { status: 404, retryable: false, title: 'Notification not found' },
   STEP_NOT_REGISTERED: {
     status: 404,
     retryable: false,

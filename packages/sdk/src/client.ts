@@ -410,23 +410,26 @@ export class TdpClient {
 
   // Tokens for your users' browsers
 
-  /** A realtime connection token for one of your users, with the gateway's WebSocket URL. */
+  /**
+   * A realtime connection token for one of your users (with the projects and roles they act in, whose
+   * summary channels it also subscribes), with the gateway's WebSocket URL.
+   */
   createConnectionToken(
-    userId: string,
+    user: string | { userId: string; projects?: string[]; roles?: string[] },
     options: CallOptions = {},
   ): Promise<{ token: string; url: string; channels: string[] }> {
     return this.call({
       ...options,
       method: 'POST',
       path: '/v1/realtime/connection-token',
-      body: { userId },
+      body: typeof user === 'string' ? { userId: user } : user,
       retry: 'idempotent',
     });
   }
 
-  /** A realtime subscription token for a task's detail channel, if the user may see the task. */
+  /** A realtime subscription token for a task's detail channel, if the user (or a project or role of theirs) may see the task. */
   createSubscriptionToken(
-    request: { userId: string; taskId: string; clientId?: string },
+    request: { userId: string; taskId: string; clientId?: string; projects?: string[]; roles?: string[] },
     options: CallOptions = {},
   ): Promise<{ token: string; channel: string }> {
     return this.call({
@@ -436,6 +439,14 @@ export class TdpClient {
       body: request,
       retry: 'idempotent',
     });
+  }
+
+  /** A notice to every person of your tenant, on their realtime connections (never task data). */
+  broadcastToTenant(
+    notice: { title: string; message: string; severity: 'INFO' | 'WARNING' | 'CRITICAL'; link?: string },
+    options: CallOptions = {},
+  ): Promise<{ id: string; channel: string; sentAt: string }> {
+    return this.call({ ...options, method: 'POST', path: '/v1/broadcasts', body: notice, retry: 'never' });
   }
 
   /** A short-lived token that reads the API as one of your users (e.g. `/v1/me/tasks`). */

@@ -109,6 +109,7 @@ const covered: Record<string, string> = {
   'POST /v1/realtime/connection-token': 'createConnectionToken',
   'POST /v1/realtime/subscription-token': 'createSubscriptionToken',
   'POST /v1/user-tokens': 'createUserToken',
+  'POST /v1/broadcasts': 'broadcastToTenant',
   'GET /v1/workers': 'listWorkers',
   'POST /v1/tasks/{id}/signals/{name}': 'sendSignal',
   'POST /v1/schedules': 'schedules.create',

@@ -2,6 +2,11 @@ import { defaultWorkerConcurrency } from '@tdp/protocol';
 import { type Keyring, parseKeyring } from './core/identity/secretBox.ts';
 import { type RetentionWindows, windowsProblem } from './core/retention/policy.ts';
 import type { BucketPolicy } from './core/shared/tokenBuckets.ts';
+import {
+  defaultNotificationDelivery,
+  type NotificationDeliverySettings,
+  notificationDeliveryFrom,
+} from './notificationSettings.ts';
 
 /** How one background loop paces itself (see `WakeableLoop`). */
 export interface LoopPacing {
@@ -48,7 +53,14 @@ export interface ServerSettings {
   /** On shutdown, database connections get this long to finish their queries. */
   shutdownDatabaseTimeoutSeconds: number;
   /** The pacing of each background loop (measured with `bench -- e2e`, see the loops). */
-  loops: Record<'outbox' | 'scheduler' | 'timers' | 'callbacks' | 'realtime' | 'schedules', LoopPacing>;
+  loops: Record<
+    'outbox' | 'scheduler' | 'timers' | 'callbacks' | 'notifications' | 'realtime' | 'schedules',
+    LoopPacing
+  >;
+  /** Offline notifications' webhook (docs/notifications.md). */
+  notificationDelivery: NotificationDeliverySettings;
+  /** At most this many notifications in one page of `GET /v1/me/notifications`. */
+  notificationPageLimit: number;
   /** A schedule's fire handled later than this after its time is "missed" (docs/schedules.md). */
   scheduleMisfireGraceMs: number;
   /** How many upcoming fire times a schedule's view lists. */
@@ -187,11 +199,14 @@ export const defaultSettings: ServerSettings = {
     scheduler: { batchSize: 50, maxIdleMs: 1_000, batchWindowMs: 2 },
     timers: { batchSize: 50, maxIdleMs: 5_000, batchWindowMs: 0 },
     callbacks: { batchSize: 50, maxIdleMs: 5_000, batchWindowMs: 10 },
+    notifications: { batchSize: 50, maxIdleMs: 5_000, batchWindowMs: 10 },
     realtime: { batchSize: 200, maxIdleMs: 1_000, batchWindowMs: 2 },
     // A round holds its due schedules while it creates their tasks; queued (QUEUE_ONE) fires are
     // looked at again every maxIdleMs, so that bounds how long one waits after its previous task ends.
     schedules: { batchSize: 20, maxIdleMs: 1_000, batchWindowMs: 0 },
   },
+  notificationDelivery: defaultNotificationDelivery,
+  notificationPageLimit: 200,
   scheduleMisfireGraceMs: 60_000,
   scheduleListedFireTimes: 5,
   scheduleListLimit: 500,
@@ -367,6 +382,8 @@ function settingsFrom(env: NodeJS.ProcessEnv, overrides: Partial<ServerConfig>):
     readinessDatabaseDeadlineMs: number('readinessDatabaseDeadlineMs', 'TDP_READINESS_DATABASE_DEADLINE_MS'),
     processFaultUnreadyMs: number('processFaultUnreadyMs', 'TDP_PROCESS_FAULT_UNREADY_MS'),
     rateLimits: rateLimitsFrom(env, overrides.rateLimits),
+    notificationDelivery:
+      overrides.notificationDelivery ?? notificationDeliveryFrom(env, integer, (m) => new ConfigError(m)),
     grpcPort: overrides.grpcPort !== undefined ? overrides.grpcPort : grpcPortFrom(env),
     retention: retentionFrom(env, overrides.retention),
   };

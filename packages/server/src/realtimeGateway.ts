@@ -8,7 +8,8 @@ import { parseKeyring } from './core/identity/secretBox.ts';
  * History kept per channel: enough for a page that was away for a few minutes to catch up. Channels of
  * one task or one workflow (a new one per task) keep it only while followed: a first subscriber loads
  * a snapshot anyway, and kept for everyone they held every task's changes for ten minutes (at 100
- * tasks/s, tens of thousands of channels in the server's heap).
+ * tasks/s, tens of thousands of channels in the server's heap). The rest — a person's, project's or
+ * role's channel, and the tenant's and the system's broadcasts — keep theirs for whoever comes back.
  */
 export const channelHistory =
   ({ size, followedSize, ttlMs }: ServerConfig['realtimeHistory']) =>

@@ -206,6 +206,16 @@ describe('an approval step', () => {
       severity: 'ACTION_REQUIRED',
       requiresAction: true,
     });
+    // It is kept for the approver as an offline notification too; the owner (no approver) and mallory get none.
+    const kept = async (userId: string) =>
+      (await h.request('GET', '/v1/me/notifications', { token: await userToken(userId) })).body.items.filter(
+        (n: any) => n.taskId === taskId,
+      );
+    expect(await kept('rita')).toMatchObject([
+      { type: 'ACTION_REQUIRED', requiresAction: true, message: notice.message, readAt: null },
+    ]);
+    expect(await kept('olga')).toEqual([]);
+    expect(await kept('mallory')).toEqual([]);
 
     const token = await userToken('rita');
     const key = newId();

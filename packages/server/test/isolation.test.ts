@@ -182,7 +182,11 @@ describe('the isolation matrix: two applications of one tenant, and a second ten
     expect(ids(viaA.seen)).not.toContain(ofC);
     expect(ids(viaB.seen)).not.toContain(ofA);
     expect(ids(viaC.seen)).not.toContain(ofA);
-    expect(viaA.channels).toEqual([`task_user:${a.tenantId}/${a.applicationId}/carl`]);
+    expect(viaA.channels).toEqual([
+      `task_user:${a.tenantId}/${a.applicationId}/carl`,
+      `task_tenant:${a.tenantId}`,
+      'task_system:public',
+    ]);
 
     // A subscription token for another application's task, or another tenant's, is refused.
     for (const foreign of [ofB, ofC]) {
@@ -204,7 +208,7 @@ describe('the isolation matrix: two applications of one tenant, and a second ten
     const sharedInA = await createTask(a, 'someone');
     await shareWithProject(a, sharedInA, 'p2');
     await expect
-      .poll(() => opened.events.map((e) => e.taskId))
+      .poll(() => opened.events.map((e) => e.taskId), { timeout: 10_000 })
       .toEqual(expect.arrayContaining([ofA, sharedInA]));
     const seen = opened.events.map((e) => e.taskId);
     for (const foreign of [ofB, sharedInB, ofC]) expect(seen).not.toContain(foreign);
@@ -287,7 +291,11 @@ describe('the tenant-wide user view (opt-in, audited)', () => {
 
     const viaA = await connect(a, 'finn');
     expect([...viaA.channels].sort()).toEqual(
-      [a.applicationId, b.applicationId].map((app) => `task_user:${a.tenantId}/${app}/finn`).sort(),
+      [
+        ...[a.applicationId, b.applicationId].map((app) => `task_user:${a.tenantId}/${app}/finn`),
+        `task_tenant:${a.tenantId}`,
+        'task_system:public',
+      ].sort(),
     );
     const opened = await stream(await userToken(a, 'finn'));
     const ofC = await createTask(c, 'finn');

@@ -54,7 +54,11 @@ const createTask = async (ownerId: string) =>
 describe('live status through the gateway', () => {
   it("a user's connection sees their new task appear, and its detail channel follows every change", async () => {
     const { client, channels } = await connectAs('u1');
-    expect(channels).toEqual([`task_user:${app.tenantId}/${app.applicationId}/u1`]);
+    expect(channels).toEqual([
+      `task_user:${app.tenantId}/${app.applicationId}/u1`,
+      `task_tenant:${app.tenantId}`,
+      'task_system:public',
+    ]);
     const summaries: { taskId: string; lifecycleStatus: string }[] = [];
     client.on('publication', (ctx) => summaries.push(ctx.data));
     const taskId = await createTask('u1');

@@ -111,6 +111,13 @@ beforeAll(async () => {
   await h.server.sql`UPDATE task SET parent_task_id = ${runningTaskId} WHERE id = ${finishedTasks[1]!.id}`;
   await h.server
     .sql`UPDATE task SET parent_task_id = ${finishedTasks[2]!.id} WHERE id = ${finishedTasks[20]!.id}`;
+  // Each finished task left its owner an offline notification: part of its history, archived with it.
+  await h.server.sql`
+    INSERT INTO user_notification (id, tenant_id, application_id, user_id, task_id, task_version,
+      notification_type, severity, message, requires_action, available_at, created_at)
+    SELECT gen_random_uuid(), tenant_id, application_id, 'olga', id, version, 'TASK_FAILED', 'ERROR', name,
+      false, updated_at, updated_at
+    FROM task WHERE id = ANY(${finishedTasks.map((t) => t.id)}::uuid[])`;
   for (const id of [runningTaskId, ...finishedTasks.map((t) => t.id)])
     before.set(id, await store.taskHistory([id]));
   // Now: day 45. With 30 days of retention, tasks finished on days 0–14 are due.
@@ -172,6 +179,9 @@ describe('retention sweep', () => {
     // Exactly the tasks past the window; the younger ones and the running one are as they were.
     expect(await archivedIds()).toEqual([...due()].sort());
     for (const id of due()) expect(nonEmpty(await store.taskHistory([id]))).toEqual({});
+    const notificationsLeft = await h.server.sql`
+      SELECT task_id FROM user_notification WHERE task_id = ANY(${due()}::uuid[])`;
+    expect(notificationsLeft).toEqual([]);
     for (const id of [...kept(), runningTaskId])
       expect(nonEmpty(await store.taskHistory([id]))).toEqual(nonEmpty(before.get(id)!));
     const [left] = await h.server.sql`SELECT count(*)::int AS n FROM retention_batch`;
@@ -238,6 +248,7 @@ describe('retention sweep', () => {
     const report = JSON.parse(restore.output);
     expect(report).toMatchObject({ taskId: id, restored: { task: 1 } });
     expect(nonEmpty(await store.taskHistory([id]))).toEqual(nonEmpty(before.get(id)!));
+    expect(before.get(id)!.find((t) => t.table === 'user_notification')?.lines).toHaveLength(1);
     expect((await h.request('GET', `/v1/tasks/${id}`, { token: app.apiKey })).status).toBe(200);
     // Its batch-mates stay archived.
     expect(await archivedIds()).not.toContain(id);

@@ -18,6 +18,7 @@ import { PostgresFactStore } from '../adapters/outbound/postgres/factStore.ts';
 import { PostgresIdentityStore } from '../adapters/outbound/postgres/identityStore.ts';
 import { heartbeatSession } from '../adapters/outbound/postgres/leaseTables.ts';
 import { loadMigrations, migrationsCurrent } from '../adapters/outbound/postgres/migrate.ts';
+import { PostgresNotificationStore } from '../adapters/outbound/postgres/notificationStore.ts';
 import { ClaimableRows, PostgresOutboxQueue } from '../adapters/outbound/postgres/outboxQueue.ts';
 import { PostgresRegistryStore } from '../adapters/outbound/postgres/registryStore.ts';
 import { PostgresRetentionStore } from '../adapters/outbound/postgres/retentionStore.ts';
@@ -141,6 +142,7 @@ export async function connectAdapters(config: ServerConfig, overrides: ServerDep
     registryStore: new PostgresRegistryStore(sql),
     workerStore: new PostgresWorkerStore(sql),
     callbackQueue: new PostgresCallbackQueue(sql),
+    notificationStore: new PostgresNotificationStore(sql),
     statusReads: new PostgresStatusReads(sql),
     dashboardReads: new PostgresDashboardReads(sql),
     retentionStore: new PostgresRetentionStore(sql),

@@ -3,10 +3,12 @@ import type { FastifyInstance } from 'fastify';
 import { registerAdminRoutes } from '../adapters/inbound/http/adminRoutes.ts';
 import { createHttpApp } from '../adapters/inbound/http/app.ts';
 import { registerOperatorApprovalRoutes } from '../adapters/inbound/http/approvalRoutes.ts';
+import { registerBroadcastRoutes } from '../adapters/inbound/http/broadcastRoutes.ts';
 import { registerDashboardRoutes } from '../adapters/inbound/http/dashboardRoutes.ts';
 import { registerDeadLetterRoutes } from '../adapters/inbound/http/deadLetterRoutes.ts';
 import { registerDefinitionRoutes } from '../adapters/inbound/http/definitionsRoutes.ts';
 import { registerHealthRoutes } from '../adapters/inbound/http/healthRoutes.ts';
+import { registerNotificationRoutes } from '../adapters/inbound/http/notificationRoutes.ts';
 import { registerOperatorRoutes } from '../adapters/inbound/http/operatorRoutes.ts';
 import { registerOperatorTaskRoutes } from '../adapters/inbound/http/operatorTaskRoutes.ts';
 import { documentRateLimits, rateLimitedUserTokens } from '../adapters/inbound/http/rateLimits.ts';
@@ -120,6 +122,7 @@ export async function createApi(
     wsUrl: config.realtimeWsUrl,
     detailSubscriptions: (clientId) => gateway.subscriptionCount(clientId, 'task_detail:'),
   });
+  registerBroadcastRoutes(app, { adminToken: config.adminToken, authenticator, broadcasts: uses.broadcasts });
   registerStatusRoutes(app, {
     authenticator,
     status: uses.status,
@@ -133,6 +136,11 @@ export async function createApi(
     commitToVisible: a.taskMetrics.commitToVisible,
     maxSamples: config.visibilityReportMaxSamples,
     rate: config.visibilityReportRate,
+  });
+  registerNotificationRoutes(app, {
+    inbox: { store: a.notificationStore, clock, applicationsOf: realtimeReads.applicationsOf },
+    userTokens,
+    pageLimit: config.notificationPageLimit,
   });
   registerTaskStreamRoutes(app, {
     gateway,

@@ -1,5 +1,6 @@
 /** The composition root, part 4: the background loops, and the wake-ups that reach them. */
 import { callbackPoster } from '../adapters/outbound/http/callbackPoster.ts';
+import { PostgresNotificationDeliveries } from '../adapters/outbound/postgres/notificationStore.ts';
 import { ClaimableRows } from '../adapters/outbound/postgres/outboxQueue.ts';
 import { PostgresTraceContexts } from '../adapters/outbound/postgres/traceContexts.ts';
 import type { ServerConfig } from '../config.ts';
@@ -141,6 +142,34 @@ export async function createLoops(config: ServerConfig, a: Adapters, uses: UseCa
     pacing: config.loops.callbacks,
     retry,
   });
+  // Offline notifications go to the webhook, when one is configured, through the callback sender.
+  const delivery = config.notificationDelivery;
+  const notifications = delivery.webhookUrl
+    ? new PostgresNotificationDeliveries(a.sql, delivery.webhookUrl, {
+        leaseMs: delivery.timeoutMs * 2,
+        maxAttempts: delivery.maxAttempts,
+        maxBackoffSeconds: delivery.maxBackoffSeconds,
+      })
+    : null;
+  const notificationLoop = notifications
+    ? createCallbackLoop({
+        name: 'notifications',
+        queue: notifications,
+        rows: notifications.rows,
+        clock,
+        logger: logger.child({ loop: 'notifications' }),
+        signingSecrets: (applicationId) => signingSecrets.of(applicationId),
+        post: callbackPoster(delivery.timeoutMs),
+        ended: (notification, outcome) =>
+          logger.info(
+            { taskId: notification.taskId, notificationId: notification.id, outcome },
+            'notification delivery',
+          ),
+        pacing: config.loops.notifications,
+        retry,
+      })
+    : null;
+  if (notificationLoop) clock.onJump?.(() => notificationLoop.wake());
   const scheduleLoop = createScheduleLoop({
     ...uses.scheduleFiring,
     logger: logger.child({ loop: 'schedules' }),
@@ -162,6 +191,7 @@ export async function createLoops(config: ServerConfig, a: Adapters, uses: UseCa
     scheduler,
     timers: timerLoop,
     callbacks: callbackLoop,
+    ...(notificationLoop ? { notifications: notificationLoop } : {}),
     schedules: scheduleLoop,
   };
   const health = createHealthLoop({
@@ -205,6 +235,7 @@ export async function createLoops(config: ServerConfig, a: Adapters, uses: UseCa
       realtimeLoop,
       timerLoop,
       callbackLoop,
+      ...(notificationLoop ? [notificationLoop] : []),
       scheduleLoop,
       health,
       ...retention,

@@ -1,6 +1,7 @@
 /** The composition root, part 2: the use cases' dependencies, built from the config and the adapters. */
 
 import { httpResourceProvider } from '../adapters/outbound/http/resourceProvider.ts';
+import { PostgresBroadcastStore } from '../adapters/outbound/postgres/broadcastStore.ts';
 import { PostgresBulkJobStore } from '../adapters/outbound/postgres/bulkJobStore.ts';
 import { PostgresDeadLetters } from '../adapters/outbound/postgres/deadLetterStore.ts';
 import { PostgresGrantStore } from '../adapters/outbound/postgres/grantStore.ts';
@@ -15,6 +16,7 @@ import { type ApplicationDeps, openApplicationSecrets } from '../core/identity/a
 import type { BulkJobDeps, BulkJobRunnerDeps } from '../core/operations/bulkJobs.ts';
 import type { RequeueDeps } from '../core/operations/requeueDeadLetters.ts';
 import type { TimerDeps } from '../core/orchestration/timers.ts';
+import type { BroadcastDeps } from '../core/realtime/broadcasts.ts';
 import type { FireDeps } from '../core/schedules/fireSchedules.ts';
 import type { ScheduleDeps } from '../core/schedules/schedules.ts';
 import { CandidateSnapshot } from '../core/scheduling/candidateSnapshot.ts';
@@ -105,6 +107,14 @@ export function useCaseDeps(config: ServerConfig, a: Adapters) {
   };
   const operatorStore = new PostgresOperatorStore(a.sql);
   const operatorActions: OperatorActionDeps = { ...workerDrain, store: operatorStore };
+  const broadcasts: BroadcastDeps = {
+    store: new PostgresBroadcastStore(a.sql),
+    clock,
+    ids,
+    tenantExists: async (tenantId) => (await identityStore.getTenant(tenantId)) !== null,
+    // The relay's loop in this process publishes it now (another replica's finds it when it polls).
+    committed: () => signal.loops.realtime?.wake(),
+  };
   const deadLetterRequeue: RequeueDeps = {
     clock,
     deadLetters: new PostgresDeadLetters(a.sql),
@@ -208,6 +218,7 @@ export function useCaseDeps(config: ServerConfig, a: Adapters) {
     workerDrain,
     operatorActions,
     operatorAudit: operatorStore,
+    broadcasts,
     deadLetterRequeue,
     dispatch,
     grants,

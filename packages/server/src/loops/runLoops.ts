@@ -76,17 +76,17 @@ export function createTimerLoop(
 }
 
 export function createCallbackLoop(
-  deps: CallbackSenderDeps & Paced & { rows: ClaimableRows; logger: Logger },
+  deps: CallbackSenderDeps & Paced & { rows: ClaimableRows; logger: Logger; name?: string },
 ): WakeableLoop {
   const batch = deps.pacing.batchSize;
   return new WakeableLoop({
-    name: 'callbacks',
+    name: deps.name ?? 'callbacks',
     logger: deps.logger,
     now: () => deps.clock.now(),
     ...pace(deps),
     round: async () => {
       const report = await sendDueCallbacks(deps, batch);
-      if (report.dead > 0) deps.logger.warn({ report }, 'callbacks went DEAD');
+      if (report.dead > 0) deps.logger.warn({ report }, `${deps.name ?? 'callbacks'} went DEAD`);
       return { full: report.claimed === batch };
     },
     nextDueAt: () => deps.rows.nextDueAt(),

@@ -9,7 +9,7 @@ export const outboxChannel = 'tdp_outbox';
 
 export type WokenLoops = Partial<
   Record<
-    'outbox' | 'realtime' | 'scheduler' | 'timers' | 'callbacks' | 'schedules' | 'bulkJobs',
+    'outbox' | 'realtime' | 'scheduler' | 'timers' | 'callbacks' | 'notifications' | 'schedules' | 'bulkJobs',
     WakeableLoop
   >
 >;
@@ -40,6 +40,7 @@ export class OutboxWakeup implements OutboxSignal {
   committed(work: CommittedWork): void {
     if (work.scheduling) this.loops.scheduler?.wake();
     if (work.callbacks) this.loops.callbacks?.wake();
+    if (work.notifications) this.loops.notifications?.wake();
     if (work.earliestTimer) this.loops.timers?.wakeBy(work.earliestTimer);
     if (work.commandsFor.length > 0) this.commands?.committed(work.commandsFor);
     if (work.capacityFreed) this.capacity?.freed();

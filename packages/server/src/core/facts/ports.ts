@@ -112,6 +112,8 @@ export interface CommittedWork {
   outbox: boolean;
   scheduling: boolean;
   callbacks: boolean;
+  /** Offline notifications to deliver (the notification webhook's loop). */
+  notifications: boolean;
   /** The earliest due time among the timers it wrote. */
   earliestTimer: Date | null;
   /** Workers it wrote commands for (a replica whose stream holds one of them must be told). */

@@ -31,6 +31,9 @@ export const channels = {
   workflow: (tenantId: string, workflowId: string) => `workflow_summary:${tenantId}/${workflowId}`,
   /** Every task's summary, for the operator dashboard (its tokens come only from an operator session). */
   operator: 'task_ops:all',
+  /** Notices to every person of a tenant, and to everyone (core/realtime/broadcasts.ts). */
+  tenant: (tenantId: string) => `task_tenant:${tenantId}`,
+  system: 'task_system:public',
 };
 
 export interface Notice {

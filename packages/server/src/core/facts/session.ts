@@ -22,6 +22,7 @@
  */
 import type { EventResult, LifecycleStatus } from '@tdp/protocol';
 import type { Clock, IdGenerator, Tracing } from '../shared/ports.ts';
+import { notificationsFor } from './notifications.ts';
 import { outboxFor } from './outboxEvents.ts';
 import type {
   CommittedWork,
@@ -152,6 +153,7 @@ export class FactSession {
     outbox: false,
     scheduling: false,
     callbacks: false,
+    notifications: false,
     earliestTimer: null,
     commandsFor: [],
     capacityFreed: false,
@@ -271,6 +273,7 @@ export class FactSession {
     for (const stepId of write.closeSchedulingRequests?.stepIds ?? []) this.requestedSteps.delete(stepId);
     wrote.scheduling = this.requestedSteps.size > 0;
     if (write.callbacks?.length) wrote.callbacks = true;
+    if (write.notifications?.length) wrote.notifications = true;
     for (const command of write.workerCommands ?? []) wrote.commandsFor.push(command.workerId);
     if (write.revokeAttemptIds?.length || write.closeMapItems?.stepIds.length) wrote.capacityFreed = true;
     for (const timer of write.timers ?? [])
@@ -320,11 +323,20 @@ export class FactSession {
       : null;
     // A parent or child task hears of this fact through a timer row of its own (taskFamily.ts).
     const family = familyTimers(before, after, () => this.ids.newId(), committedAt);
+    const notifications = notificationsFor(
+      after,
+      acl,
+      notice,
+      options.channelNotice ?? null,
+      () => this.ids.newId(),
+      committedAt,
+    );
     const write: FactWriteSet = {
       ...options.write,
       ...(family.length > 0 ? { timers: [...(options.write?.timers ?? []), ...family] } : {}),
       events: [event],
       ...(dedup ? { dedup: [dedup] } : {}),
+      ...(notifications.length > 0 ? { notifications } : {}),
       outbox: this.options.domainEvents === false ? [] : [outboxFor(task, event)],
       realtime: [
         ...taskProjections(

@@ -2,6 +2,7 @@
  * The write set: every row one fact (or a batch of facts) writes, table by table. The fact session builds
  * it and the store sends it in one round of statements, each row in its last state.
  */
+import type { NotificationRecord } from './notifications.ts';
 import type {
   AclEntry,
   AttemptRecord,
@@ -69,4 +70,6 @@ export interface FactWriteSet {
   stepDecisions?: StepDecisionRecord[];
   /** Operator actions this fact carries out (an administrator's correction), audited with it. */
   operatorAudit?: OperatorAuditRecord[];
+  /** Offline notifications of this fact (notifications.ts); a key already written is skipped. */
+  notifications?: NotificationRecord[];
 }

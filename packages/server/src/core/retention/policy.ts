@@ -62,6 +62,7 @@ export const taskHistoryTables = [
   'callback_delivery',
   'task_signal',
   'step_decision',
+  'user_notification',
 ] as const;
 export type TaskHistoryTable = (typeof taskHistoryTables)[number];
 

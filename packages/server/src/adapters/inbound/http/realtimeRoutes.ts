@@ -13,8 +13,10 @@ import { problemResponses, Uuid } from './schemas.ts';
 /**
  * Realtime tokens for the gateway (the `centrifuge` SDK), asked for by an application's backend on behalf
  * of one of its users: a connection token whose server-side subscriptions are the user's task channels
- * within the application's reach (its own; every application's of the tenant with the tenant-wide user
- * view), and subscription tokens for one task's detail channel, after checking the user may see it.
+ * (and those of the projects and roles the backend says they act in) within the application's reach (its
+ * own; every application's of the tenant with the tenant-wide user view), the tenant's broadcast channel
+ * and the system's; and subscription tokens for one task's detail channel, after checking the user — as
+ * themselves, or through one of those projects or roles — may see it.
  */
 export function registerRealtimeRoutes(
   app: FastifyInstance,
@@ -52,15 +54,26 @@ export function registerRealtimeRoutes(
     return found;
   };
   const UserId = Type.String({ minLength: 1, maxLength: 200, pattern: '^[^,#$:/\\s]+$' });
+  // The backend vouches for the projects and roles a person acts in, as for `POST /v1/user-tokens`; those
+  // that name channels are channel-safe like user ids, those only checked against the ACL are not held to it.
+  const Principals = Type.Optional(Type.Array(UserId, { maxItems: 100 }));
+  const AclPrincipals = Type.Optional(
+    Type.Array(Type.String({ minLength: 1, maxLength: 200 }), { maxItems: 100 }),
+  );
+  type Acting = { userId: string; projects?: string[]; roles?: string[] };
 
-  app.post<{ Body: { userId: string } }>(
+  app.post<{ Body: Acting }>(
     '/v1/realtime/connection-token',
     {
       schema: {
         tags,
         security,
-        summary: "A connection token for one of the application's users (their task channel is subscribed)",
-        body: Type.Object({ userId: UserId }, { additionalProperties: false }),
+        summary:
+          "A connection token for one of the application's users (their task channels and the broadcast channels are subscribed)",
+        body: Type.Object(
+          { userId: UserId, projects: Principals, roles: Principals },
+          { additionalProperties: false },
+        ),
         response: {
           200: Type.Object({ token: Type.String(), url: Type.String(), channels: Type.Array(Type.String()) }),
           ...problemResponses,
@@ -73,7 +86,16 @@ export function registerRealtimeRoutes(
         caller,
         caller.userView === 'TENANT' ? await deps.reads.applicationsOf(caller.tenantId) : [],
       );
-      const userChannels = applications.map((id) => channels.user(caller.tenantId, id, request.body.userId));
+      const { userId, projects = [], roles = [] } = request.body;
+      const userChannels = [
+        ...applications.flatMap((id) => [
+          channels.user(caller.tenantId, id, userId),
+          ...projects.map((project) => channels.project(caller.tenantId, id, project)),
+          ...roles.map((role) => channels.role(caller.tenantId, id, role)),
+        ]),
+        channels.tenant(caller.tenantId),
+        channels.system,
+      ];
       return {
         token: await sign({ sub: request.body.userId, channels: userChannels }),
         url: deps.wsUrl ?? `ws://${request.headers.host}/connection/websocket`,
@@ -83,7 +105,7 @@ export function registerRealtimeRoutes(
   );
 
   const detailLimit = 20;
-  app.post<{ Body: { userId: string; taskId: string; clientId?: string } }>(
+  app.post<{ Body: Acting & { taskId: string; clientId?: string } }>(
     '/v1/realtime/subscription-token',
     {
       schema: {
@@ -93,6 +115,8 @@ export function registerRealtimeRoutes(
         body: Type.Object(
           {
             userId: UserId,
+            projects: AclPrincipals,
+            roles: AclPrincipals,
             taskId: Uuid,
             clientId: Type.Optional(
               Type.String({
@@ -115,8 +139,8 @@ export function registerRealtimeRoutes(
         withinReach(caller, task.task) &&
         (await deps.reads.canView(request.body.taskId, {
           userId: request.body.userId,
-          projects: [],
-          roles: [],
+          projects: request.body.projects ?? [],
+          roles: request.body.roles ?? [],
         }));
       if (!task || !visible)
         throw new AppError('TASK_NOT_FOUND', `task ${request.body.taskId} does not exist`);

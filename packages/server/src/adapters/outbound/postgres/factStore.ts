@@ -35,6 +35,7 @@ import {
   runningMapAttempts,
 } from './mapItemTables.ts';
 import { mergeWrites } from './mergeWrites.ts';
+import { pushNotificationStatements } from './notificationTables.ts';
 import { pushCallbackStatements, pushOutboxStatements } from './outboxTables.ts';
 import { type RowStatement, runAll } from './recordset.ts';
 import {
@@ -243,6 +244,7 @@ export function factStatements(writes: FactWriteSet[]): RowStatement[] {
   pushTimelineStatements(w, statements);
   pushDecisionStatements(w, statements);
   pushOperatorAuditStatements(w, statements);
+  pushNotificationStatements(w, statements);
   return statements;
 }
 

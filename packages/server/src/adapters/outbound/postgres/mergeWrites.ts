@@ -46,6 +46,7 @@ export function mergeWrites(writes: FactWriteSet[]) {
     newMapItems: [] as NonNullable<FactWriteSet['newMapItems']>,
     stepDecisions: [] as NonNullable<FactWriteSet['stepDecisions']>,
     operatorAudit: [] as NonNullable<FactWriteSet['operatorAudit']>,
+    notifications: [] as NonNullable<FactWriteSet['notifications']>,
     newAcl: [] as NonNullable<FactWriteSet['newAcl']>[],
   };
   for (const w of writes) {
@@ -110,6 +111,7 @@ export function mergeWrites(writes: FactWriteSet[]) {
     merged.timers.push(...(w.timers ?? []));
     merged.stepDecisions.push(...(w.stepDecisions ?? []));
     merged.operatorAudit.push(...(w.operatorAudit ?? []));
+    merged.notifications.push(...(w.notifications ?? []));
     merged.callbacks.push(...(w.callbacks ?? []));
     merged.timeline.push(...(w.timeline ?? []));
     if (w.newAcl && w.newAcl.entries.length > 0) merged.newAcl.push(w.newAcl);

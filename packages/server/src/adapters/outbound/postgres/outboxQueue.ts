@@ -8,7 +8,12 @@ import type { Sql } from './database.ts';
  * id, status (PENDING, PUBLISHING, PUBLISHED, FAILED, DEAD), attempts, available_at, claim_id,
  * claim_expires_at, last_error, published_at and created_at.
  */
-export type ClaimableTable = 'outbox_event' | 'timer' | 'callback_delivery' | 'realtime_outbox';
+export type ClaimableTable =
+  | 'outbox_event'
+  | 'timer'
+  | 'callback_delivery'
+  | 'realtime_outbox'
+  | 'user_notification';
 
 export class ClaimableRows {
   constructor(

@@ -41,6 +41,7 @@ const history: Record<TaskHistoryTable, { where: string; orderBy: string }> = {
   callback_delivery: { where: 'task_id = ANY($1::uuid[])', orderBy: 'id' },
   task_signal: { where: 'task_id = ANY($1::uuid[])', orderBy: 'id' },
   step_decision: { where: 'task_id = ANY($1::uuid[])', orderBy: 'id' },
+  user_notification: { where: 'task_id = ANY($1::uuid[])', orderBy: 'id' },
 };
 
 /** Which rows of each delete-only table are done before the cut-off ($1). */
