@@ -5,9 +5,9 @@
  * and recovery the embedded gateway gives the same channels. `tdp centrifugo-config` prints it, and the
  * tests start Centrifugo with it.
  */
-import { ConfigError, realtimeTokenSecretFrom, type ServerSettings } from './config.ts';
+import { ConfigError, type ServerSettings } from './config.ts';
 import { channels } from './core/facts/projections.ts';
-import { channelHistory } from './realtimeGateway.ts';
+import { channelHistory, realtimeTokenSecretFrom } from './realtimeGateway.ts';
 
 export interface CentrifugoSettings {
   /** TDP_REALTIME_TOKEN_SECRET: Centrifugo's `client.token.hmac_secret_key`. */

@@ -305,7 +305,7 @@ export interface ServerConfig extends ServerSettings {
   centrifugoApiKey: string | null;
   /** The WebSocket URL handed out with connection tokens (default: this server's). */
   realtimeWsUrl: string | null;
-  /** Realtime tokens' HMAC secret, shared with Centrifugo (unset: a key derived from the keyring). */
+  /** Realtime tokens' HMAC secret, shared with Centrifugo (checked by `realtimeTokenSecretFrom`). */
   realtimeTokenSecret?: string | null;
   /**
    * The development resource provider (src/development/): served only when set, which `tdp dev` does
@@ -317,14 +317,6 @@ export interface ServerConfig extends ServerSettings {
 }
 
 export class ConfigError extends Error {}
-
-/** `TDP_REALTIME_TOKEN_SECRET`: null when unset, else at least 32 bytes (as Centrifugo asks of HS256). */
-export function realtimeTokenSecretFrom(value: string | null | undefined): string | null {
-  const secret = value?.trim() || null;
-  if (secret && Buffer.byteLength(secret) < 32)
-    throw new ConfigError('TDP_REALTIME_TOKEN_SECRET must be at least 32 bytes (it signs realtime tokens)');
-  return secret;
-}
 
 function required(env: NodeJS.ProcessEnv, name: string): string {
   const value = env[name]?.trim();
@@ -500,9 +492,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv, overrides: Partial<ServerC
     centrifugoApiUrl,
     centrifugoApiKey,
     realtimeWsUrl: optional(overrides, 'realtimeWsUrl', env.TDP_REALTIME_WS_URL),
-    realtimeTokenSecret: realtimeTokenSecretFrom(
-      optional(overrides, 'realtimeTokenSecret', env.TDP_REALTIME_TOKEN_SECRET),
-    ),
+    realtimeTokenSecret: optional(overrides, 'realtimeTokenSecret', env.TDP_REALTIME_TOKEN_SECRET),
     developmentFiles: overrides.developmentFiles ?? null,
     archiveDirectory: optional(overrides, 'archiveDirectory', env.TDP_ARCHIVE_DIR),
   };

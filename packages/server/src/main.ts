@@ -18,6 +18,7 @@ import type { ApplicationDeps } from './core/identity/applications.ts';
 import type { DispatchDeps } from './core/scheduling/dispatch.ts';
 import type { StatusDeps } from './core/status/deps.ts';
 import { developmentProviderPath } from './development/developmentFiles.ts';
+import { realtimeTokenSecretFrom } from './realtimeGateway.ts';
 import { listenForCommands } from './wiring/commandWakeup.ts';
 import type { ServerHealth } from './wiring/serverHealth.ts';
 
@@ -30,7 +31,6 @@ export {
   ConfigError,
   configFromEnv,
   defaultSettings,
-  realtimeTokenSecretFrom,
   type ServerConfig,
   type ServerSettings,
 } from './config.ts';
@@ -62,6 +62,8 @@ export async function startServer(
   config: ServerConfig,
   overrides: ServerDependencies = {},
 ): Promise<RunningServer> {
+  // A realtime token secret too short to sign with stops the start before anything is connected.
+  realtimeTokenSecretFrom(config.realtimeTokenSecret);
   const adapters = await connectAdapters(config, overrides);
   const { sql, clock, signal, gateway, nats } = adapters;
   const uses = useCaseDeps(config, adapters);
@@ -130,5 +132,5 @@ export { ensureDevelopmentIdentity } from './core/identity/developmentIdentity.t
 export { generateKeyringEntry, parseKeyring } from './core/identity/secretBox.ts';
 export { AppError } from './core/shared/errors.ts';
 export { useDevelopmentProvider } from './development/developmentFiles.ts';
-export { realtimeTokenKey, startGatewayServer } from './realtimeGateway.ts';
+export { realtimeTokenKey, realtimeTokenSecretFrom, startGatewayServer } from './realtimeGateway.ts';
 export { guardProcess } from './wiring/processGuard.ts';

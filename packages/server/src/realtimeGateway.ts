@@ -1,7 +1,7 @@
 import { createServer } from 'node:http';
 import { Gateway, type HistoryOptions, RedisEngine } from '@tdp/gateway';
 import { derivedKey } from './adapters/outbound/tokens/executionCredentials.ts';
-import { ConfigError, defaultSettings, realtimeTokenSecretFrom, type ServerConfig } from './config.ts';
+import { ConfigError, defaultSettings, type ServerConfig } from './config.ts';
 import { parseKeyring } from './core/identity/secretBox.ts';
 
 /**
@@ -51,6 +51,14 @@ export function createGateway(
     channelLimits: [{ prefix: 'task_detail:', max: config.taskDetailSubscriptionLimit }],
   });
   return gateway;
+}
+
+/** `TDP_REALTIME_TOKEN_SECRET`: null when unset, else at least 32 bytes (as Centrifugo asks of HS256). */
+export function realtimeTokenSecretFrom(value: string | null | undefined): string | null {
+  const secret = value?.trim() || null;
+  if (secret && Buffer.byteLength(secret) < 32)
+    throw new ConfigError('TDP_REALTIME_TOKEN_SECRET must be at least 32 bytes (it signs realtime tokens)');
+  return secret;
 }
 
 /**

@@ -130,7 +130,7 @@ describe.skipIf(!binary)('TDP with a real Centrifugo', () => {
 
   it('the relay publishes through its HTTP API: a user sees a new task on their channel, and the detail they follow changes', async () => {
     const { client, summaries, channels } = await connectAs(tdp, 'u1');
-    expect(channels).toEqual([`task_user:${tdp.app.tenantId}/${tdp.app.applicationId}/u1`]);
+    expect(channels).toContain(`task_user:${tdp.app.tenantId}/${tdp.app.applicationId}/u1`);
     const taskId = await tdp.createTask('u1');
     await expect.poll(() => summaries.some((s) => s.taskId === taskId)).toBe(true);
 

@@ -12,6 +12,8 @@ import { newTokenSecret } from '../../../test/centrifugo.ts';
 import { type Harness, startHarness } from '../../../test/harness.ts';
 import { centrifugoConfig, tdpChannelNamespaces } from '../src/centrifugoConfig.ts';
 import { ConfigError, configFromEnv, defaultSettings } from '../src/config.ts';
+import { startServer } from '../src/main.ts';
+import { realtimeTokenSecretFrom } from '../src/realtimeGateway.ts';
 
 const env = {
   DATABASE_URL: 'postgres://x',
@@ -26,11 +28,20 @@ describe('TDP_REALTIME_TOKEN_SECRET', () => {
     expect(configFromEnv(env).realtimeTokenSecret).toBeNull();
   });
 
-  it('refuses a secret shorter than 32 bytes, without showing it', () => {
+  it('refuses a secret shorter than 32 bytes before connecting anything, without showing it', async () => {
     const short = 'only-thirty-one-bytes-long-1234';
-    expect(() => configFromEnv({ ...env, TDP_REALTIME_TOKEN_SECRET: short })).toThrow(ConfigError);
-    expect(() => configFromEnv({ ...env, TDP_REALTIME_TOKEN_SECRET: short })).toThrow(/at least 32 bytes/);
-    expect(() => configFromEnv({ ...env, TDP_REALTIME_TOKEN_SECRET: short })).not.toThrow(short);
+    // The database URL leads nowhere: the start must stop before it is tried.
+    const config = configFromEnv({ ...env, TDP_REALTIME_TOKEN_SECRET: short });
+    const started = startServer(config).then(
+      () => 'started',
+      (error: Error) => error,
+    );
+    const error = (await started) as Error;
+    expect(error).toBeInstanceOf(ConfigError);
+    expect(error.message).toMatch(/TDP_REALTIME_TOKEN_SECRET must be at least 32 bytes/);
+    expect(error.message).not.toContain(short);
+    expect(() => realtimeTokenSecretFrom(short)).toThrow(ConfigError);
+    expect(realtimeTokenSecretFrom(` ${'x'.repeat(32)} `)).toBe('x'.repeat(32));
   });
 });
 
@@ -91,7 +102,16 @@ describe('centrifugoConfig', () => {
 
   it('has a namespace for every channel prefix TDP publishes to, with the history and recovery of the embedded gateway', () => {
     expect(tdpChannelNamespaces().sort()).toEqual(
-      ['task_detail', 'task_ops', 'task_project', 'task_role', 'task_user', 'workflow_summary'].sort(),
+      [
+        'task_detail',
+        'task_ops',
+        'task_project',
+        'task_role',
+        'task_system',
+        'task_tenant',
+        'task_user',
+        'workflow_summary',
+      ].sort(),
     );
     const config = centrifugoConfig(settings) as any;
     expect(config.client.token.hmac_secret_key).toBe(settings.tokenSecret);
