@@ -18,6 +18,7 @@ import type { Engine, StreamPosition } from './engine.ts';
 import { requestUrl } from './http.ts';
 import { type InternalClient, type InternalClientHandlers, openInternalClient } from './internalClient.ts';
 import { MemoryEngine } from './memoryEngine.ts';
+import { historyFromNamespaces } from './namespaces.ts';
 import type { GatewayOptions } from './options.ts';
 import { ServerApi } from './serverApi.ts';
 import { SseTransport } from './sseTransport.ts';
@@ -41,7 +42,11 @@ export class Gateway {
     const tokens = new TokenVerifier(options);
     this.engine =
       options.engine ??
-      new MemoryEngine(options.history ?? (() => ({ size: 100, ttlMs: 600_000 })), options.now);
+      new MemoryEngine(
+        options.history ??
+          (options.channels ? historyFromNamespaces(options) : () => ({ size: 100, ttlMs: 600_000 })),
+        options.now,
+      );
     this.channels = new Channels(this.engine);
     this.ready = this.engine.start({
       publication: (channel, publication, epoch) => this.channels.deliver(channel, publication, epoch),
