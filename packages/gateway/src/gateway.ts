@@ -14,6 +14,7 @@ import { Channels, type PublishOptions } from './channels.ts';
 import { Commands } from './commands.ts';
 import { Connections } from './connections.ts';
 import { applyControl } from './control.ts';
+import { EmulationTransport } from './emulationTransport.ts';
 import type { Engine, StreamPosition } from './engine.ts';
 import { requestUrl } from './http.ts';
 import { type InternalClient, type InternalClientHandlers, openInternalClient } from './internalClient.ts';
@@ -36,6 +37,7 @@ export class Gateway {
   private readonly connections: Connections;
   private readonly webSocket: WebSocketTransport;
   private readonly sse: SseTransport;
+  private readonly emulation: EmulationTransport;
   private readonly api: ServerApi;
 
   constructor(options: GatewayOptions) {
@@ -57,6 +59,7 @@ export class Gateway {
     const commands = new Commands({ tokens, channels: this.channels, ready: this.ready, options });
     this.webSocket = new WebSocketTransport(this.connections, commands);
     this.sse = new SseTransport(this.connections, commands);
+    this.emulation = new EmulationTransport(this.connections, commands);
     this.api = new ServerApi({
       options,
       engine: this.engine,
@@ -72,13 +75,23 @@ export class Gateway {
   }
 
   /**
-   * Serves `/connection/uni_sse` and the server API `/api/<method>`; false for any other path (the
-   * caller answers it).
+   * Serves `/connection/uni_sse`, the emulation transports (`/connection/sse`,
+   * `/connection/http_stream`, `/emulation`) and the server API `/api/<method>`; false for any other
+   * path (the caller answers it).
    */
   handleHttp(request: IncomingMessage, response: ServerResponse): boolean {
     const path = requestUrl(request).pathname;
     if (path === '/connection/uni_sse') {
       void this.sse.open(request, response).catch(() => response.destroy());
+      return true;
+    }
+    if (path === '/connection/sse' || path === '/connection/http_stream') {
+      const framing = path === '/connection/sse' ? 'sse' : 'http_stream';
+      void this.emulation.open(framing, request, response).catch(() => response.destroy());
+      return true;
+    }
+    if (path === '/emulation') {
+      void this.emulation.receive(request, response).catch(() => response.destroy());
       return true;
     }
     if (path.startsWith('/api/') || path === '/api') {
