@@ -111,7 +111,8 @@ export class Commands {
         {
           client: session.client,
           version,
-          ping: Math.round((this.deps.options.pingIntervalMs ?? 25_000) / 1000),
+          // At least 1: the SDK answers no pings when told 0 (and the gateway would close it, 3012).
+          ping: Math.max(1, Math.round((this.deps.options.pingIntervalMs ?? 25_000) / 1000)),
           ...(session.transport.pongs ? { pong: true } : {}),
           ...expiry(claims, tokens.now()),
           ...(Object.keys(subs).length > 0 ? { subs } : {}),

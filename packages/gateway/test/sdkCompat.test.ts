@@ -244,3 +244,16 @@ describe('namespaces with Centrifugo options', () => {
     ]);
   });
 });
+
+describe('pings faster than a second', () => {
+  it('are advertised as 1 s, since the SDK answers none when told 0', async () => {
+    const { url } = await start({ pingIntervalMs: 300 });
+    const socket = new WebSocket(url);
+    await new Promise((resolve) => socket.once('open', resolve));
+    const reply = new Promise<string>((resolve) => socket.once('message', (raw) => resolve(raw.toString())));
+    socket.send(JSON.stringify({ id: 1, connect: { token: await sign({ sub: 'u1' }) } }));
+    const connect = (JSON.parse(await reply) as { connect: { ping: number; pong: boolean } }).connect;
+    socket.terminate();
+    expect(connect).toMatchObject({ ping: 1, pong: true });
+  });
+});
