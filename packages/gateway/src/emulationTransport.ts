@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Commands } from './commands.ts';
 import type { Connections } from './connections.ts';
-import { readBody, requestUrl } from './http.ts';
+import { readBody, readJsonPost, requestUrl } from './http.ts';
 import { closes } from './protocol.ts';
 import type { Session } from './session.ts';
 
@@ -100,23 +100,9 @@ export class EmulationTransport {
       response.writeHead(204).end();
       return;
     }
-    if (request.method !== 'POST') {
-      response.writeHead(405).end();
-      return;
-    }
-    const text = await readBody(request, bodyLimit);
-    if (text === null) {
-      response.writeHead(413).end();
-      return;
-    }
-    let body: { session?: unknown; node?: unknown; data?: unknown };
-    try {
-      body = JSON.parse(text) as typeof body;
-    } catch {
-      response.writeHead(400).end();
-      return;
-    }
-    if (typeof body?.session !== 'string' || typeof body.data !== 'string') {
+    const body = await readJsonPost(request, response, bodyLimit);
+    if (!body) return;
+    if (typeof body.session !== 'string' || typeof body.data !== 'string') {
       response.writeHead(400).end();
       return;
     }
