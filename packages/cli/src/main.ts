@@ -35,7 +35,8 @@ Commands:
   migrate    Apply database migrations to DATABASE_URL
   worker     Run a worker against TDP_URL with TDP_WORKER_KEY (local state in TDP_WORKER_DB)
   gateway    Run the realtime gateway alone on TDP_GATEWAY_PORT (default 8000), with TDP_SECRET_KEYS and
-             TDP_GATEWAY_API_KEY; REDIS_URL lets several gateways serve the same channels
+             TDP_GATEWAY_API_KEY; REDIS_URL lets several gateways serve the same channels;
+             --config <file> reads a Centrifugo v6 JSON config (packages/gateway/README.md)
   centrifugo-config
              Print the Centrifugo v6 JSON config TDP needs (docs/realtime.md, "Moving to Centrifugo"), from
              TDP_REALTIME_TOKEN_SECRET, CENTRIFUGO_API_KEY, and optionally CENTRIFUGO_ALLOWED_ORIGINS
@@ -49,6 +50,8 @@ Options:
   --host <addr>        Listen address (TDP_HOST, default 127.0.0.1)
   --server <urls>      For 'worker': the TDP server, or its replicas separated by commas (TDP_URL);
                        the worker moves its session to the next when the one it uses stops answering
+  --config <file>      For 'gateway': a Centrifugo v6 JSON config (token key, API key, client.insecure,
+                       allow_anonymous_connect_without_token, channel namespaces); unknown keys fail
   --concurrency <n>    For 'worker': attempts run at once (TDP_WORKER_CONCURRENCY, default 10)
   -h, --help           Show this help
 `;
@@ -64,6 +67,7 @@ async function main(argv: string[]): Promise<number> {
       server: { type: 'string' },
       concurrency: { type: 'string' },
       task: { type: 'string' },
+      config: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -123,7 +127,7 @@ async function main(argv: string[]): Promise<number> {
       return 0;
     }
     case 'gateway': {
-      const gateway = await startGatewayServer(env);
+      const gateway = await startGatewayServer(env, values.config ? { configPath: values.config } : {});
       guardProcess({});
       process.stdout.write(
         `TDP gateway listening on ${gateway.url} (WebSocket ${gateway.url.replace('http', 'ws')}/connection/websocket, API ${gateway.url}/api)\n`,

@@ -3,6 +3,9 @@
  * from the same TDP_SECRET_KEYS connect to it, and what its server API publishes reaches them.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { generateKeyringEntry, parseKeyring, realtimeTokenKey } from '@tdp/server';
 import { Centrifuge } from 'centrifuge';
 import { SignJWT } from 'jose';
@@ -15,10 +18,10 @@ afterAll(() => {
   for (const child of children) child.kill('SIGTERM');
 });
 
-async function startGateway(env: Record<string, string>) {
+async function startGateway(env: Record<string, string>, args: string[] = []) {
   const child = spawn(
     process.execPath,
-    ['--conditions=@tdp/source', '--import', 'tsx', 'packages/cli/src/main.ts', 'gateway'],
+    ['--conditions=@tdp/source', '--import', 'tsx', 'packages/cli/src/main.ts', 'gateway', ...args],
     {
       cwd: root,
       env: { ...process.env, ...env },
@@ -119,5 +122,84 @@ describe('tdp gateway', () => {
     const started = await startGateway({ TDP_SECRET_KEYS: '', TDP_GATEWAY_API_KEY: 'x' });
     expect(await started.exited).toBe(1);
     expect(started.output()).toContain('TDP_SECRET_KEYS is required');
+  });
+
+  const configFile = (config: unknown) => {
+    const path = join(mkdtempSync(join(tmpdir(), 'tdp-gateway-config-')), 'config.json');
+    writeFileSync(path, JSON.stringify(config));
+    return path;
+  };
+
+  it('--config takes a Centrifugo v6 config: its token key, API key, anonymous connections and namespaces', async () => {
+    const path = configFile({
+      client: {
+        token: { hmac_secret_key: 'a-centrifugo-hmac-secret-of-some-length' },
+        allow_anonymous_connect_without_token: true,
+      },
+      http_api: { key: 'config-api-key' },
+      http_server: { port: 0 },
+      channel: {
+        namespaces: [
+          {
+            name: 'chat',
+            allow_subscribe_for_client: true,
+            allow_subscribe_for_anonymous: true,
+            allow_publish_for_subscriber: true,
+            allow_publish_for_anonymous: true,
+            history_size: 10,
+            history_ttl: '300s',
+            force_recovery: true,
+          },
+        ],
+      },
+    });
+    const started = await startGateway({ TDP_SECRET_KEYS: '', TDP_GATEWAY_API_KEY: '' }, ['--config', path]);
+    await expect.poll(() => started.output(), { timeout: 20_000 }).toContain('TDP gateway listening on');
+    const base = /listening on (http:\/\/[\d.:]+)/.exec(started.output())![1]!;
+    const client = new Centrifuge(`${base.replace('http', 'ws')}/connection/websocket`, {
+      websocket: WebSocket,
+    });
+    const sub = client.newSubscription('chat:lobby');
+    const received: unknown[] = [];
+    sub.on('publication', (ctx) => received.push(ctx.data));
+    const subscribed = new Promise<{ recoverable: boolean }>((resolve) => sub.once('subscribed', resolve));
+    sub.subscribe();
+    client.connect();
+    try {
+      expect((await subscribed).recoverable).toBe(true);
+      await sub.publish({ from: 'anonymous' });
+      const answer = await fetch(`${base}/api/history`, {
+        method: 'POST',
+        headers: { 'x-api-key': 'config-api-key' },
+        body: JSON.stringify({ channel: 'chat:lobby', limit: -1 }),
+      });
+      expect(((await answer.json()) as { result: { publications: unknown } }).result.publications).toEqual([
+        { data: { from: 'anonymous' }, offset: 1 },
+      ]);
+      await expect.poll(() => received).toEqual([{ from: 'anonymous' }]);
+    } finally {
+      client.disconnect();
+    }
+    started.child.kill('SIGTERM');
+    expect(await started.exited).toBe(0);
+  });
+
+  it('--config refuses keys it does not support, listing each', async () => {
+    const path = configFile({
+      client: { token: { hmac_secret_key: 'k'.repeat(32) }, allowed_origins: ['*'] },
+      http_api: { key: 'x' },
+      engine: { type: 'redis' },
+      channel: { namespaces: [{ name: 'chat', presence: true, allow_history_for_subscriber: true }] },
+    });
+    const started = await startGateway({ TDP_SECRET_KEYS: '', TDP_GATEWAY_API_KEY: '' }, ['--config', path]);
+    expect(await started.exited).not.toBe(0);
+    const output = started.output();
+    for (const key of [
+      'client.allowed_origins',
+      'engine',
+      'channel.namespaces.0.allow_history_for_subscriber',
+    ])
+      expect(output).toContain(`unknown key ${key}`);
+    expect(output).not.toContain('listening');
   });
 });

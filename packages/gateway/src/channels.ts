@@ -11,7 +11,7 @@ import {
   replyErrors,
   wire,
 } from './protocol.ts';
-import type { Session } from './session.ts';
+import type { JoinMode, Session } from './session.ts';
 
 /** The most publications a subscribe recovers; past it the client is told it did not recover. */
 const recoveryLimit = 300;
@@ -62,8 +62,15 @@ export class Channels {
     channel: string,
     request: RecoverRequest,
     serverSide: boolean,
+    mode: JoinMode = { recoverable: true },
   ): Promise<{ reply: Record<string, unknown>; floor: number }> {
-    session.subscriptions.set(channel, { serverSide, buffer: [] });
+    session.subscriptions.set(channel, {
+      serverSide,
+      buffer: [],
+      presence: mode.presence === true,
+      emitJoinLeave: mode.emitJoinLeave === true,
+      pushJoinLeave: mode.pushJoinLeave === true,
+    });
     let set = this.subscribers.get(channel);
     if (!set) {
       set = new Set();
@@ -76,6 +83,11 @@ export class Channels {
       this.watching.set(channel, watching);
     }
     await watching;
+    if (!mode.recoverable) {
+      // Not positioned: the client keeps no offset, and `floor` only keeps buffered ones from repeating.
+      const top = (await this.engine.read(channel, { limit: 0 })).position;
+      return { reply: {}, floor: top.offset };
+    }
     if (!request.recover) {
       const top = (await this.engine.read(channel, { limit: 0 })).position;
       return {
@@ -129,14 +141,34 @@ export class Channels {
     subscription.buffer = null;
     if (newer.length > 0)
       session.transport.send(newer.map(({ publication }) => ({ push: { channel, pub: wire(publication) } })));
+    if (subscription.emitJoinLeave) this.joinLeave(channel, 'join', session);
+  }
+
+  /** The sessions of this node in the channel's presence (the namespace keeps presence). */
+  presence(channel: string): Session[] {
+    return [...(this.subscribers.get(channel) ?? [])].filter(
+      (s) => s.subscriptions.get(channel)?.presence === true,
+    );
+  }
+
+  /** A join or leave message to the channel's live subscribers that get them (the joiner too). */
+  private joinLeave(channel: string, kind: 'join' | 'leave', who: Session): void {
+    const push = { push: { channel, [kind]: { info: who.clientInfo() } } };
+    for (const session of this.subscribers.get(channel) ?? []) {
+      const subscription = session.subscriptions.get(channel);
+      if (subscription?.pushJoinLeave && subscription.buffer === null) session.transport.send([push]);
+    }
   }
 
   /** The session no longer follows the channel; the last one to leave stops watching it. */
   leave(session: Session, channel: string): void {
+    const subscription = session.subscriptions.get(channel);
     session.subscriptions.delete(channel);
     const set = this.subscribers.get(channel);
     if (!set) return;
     set.delete(session);
+    if (subscription?.emitJoinLeave && subscription.buffer === null)
+      this.joinLeave(channel, 'leave', session);
     if (set.size > 0) return;
     this.subscribers.delete(channel);
     this.watching.delete(channel);

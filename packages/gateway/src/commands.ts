@@ -3,7 +3,8 @@
  * and the reply errors and close codes they answer with (CENTRIFUGO_COMPAT.md §3-§5).
  */
 import type { Channels } from './channels.ts';
-import type { GatewayOptions } from './options.ts';
+import { channelOptions } from './namespaces.ts';
+import type { ChannelOptions, GatewayOptions } from './options.ts';
 import {
   type Close,
   type Command,
@@ -14,7 +15,7 @@ import {
   replyErrors,
   version,
 } from './protocol.ts';
-import type { Session } from './session.ts';
+import type { JoinMode, Session } from './session.ts';
 import { type Claims, expiry, type TokenVerifier } from './tokens.ts';
 
 /** Client history reads return at most this many publications. */
@@ -28,7 +29,15 @@ export interface CommandsDependencies {
   channels: Channels;
   /** The engine is running (a connect waits for it before joining its server-side channels). */
   ready: Promise<void>;
-  options: Pick<GatewayOptions, 'pingIntervalMs' | 'expiredCloseDelayMs' | 'channelLimits'>;
+  options: Pick<
+    GatewayOptions,
+    | 'pingIntervalMs'
+    | 'expiredCloseDelayMs'
+    | 'channelLimits'
+    | 'channels'
+    | 'insecure'
+    | 'allowAnonymousConnectWithoutToken'
+  >;
 }
 
 export class Commands {
@@ -71,16 +80,28 @@ export class Commands {
     if ('connect' in command) {
       if (session.user !== null) return close(closes.badRequest);
       const request = (command.connect ?? {}) as { token?: string; subs?: Record<string, RecoverRequest> };
-      const claims = await tokens.verify(request.token);
-      if (claims === 'expired') return fail(replyErrors.tokenExpired);
-      if (!claims || claims.channel !== undefined) return close(closes.invalidToken);
+      const { insecure, allowAnonymousConnectWithoutToken } = this.deps.options;
+      let claims: Claims;
+      if (request.token) {
+        const verified = await tokens.verify(request.token);
+        if (verified === 'expired') return fail(replyErrors.tokenExpired);
+        if (!verified || verified.channel !== undefined) return close(closes.invalidToken);
+        // Centrifugo's insecure mode ignores token expiry.
+        claims = insecure ? { ...verified, exp: undefined } : verified;
+      } else if (insecure || allowAnonymousConnectWithoutToken) claims = { sub: '' };
+      else return close(closes.badRequest); // Centrifugo: "client credentials not found"
       session.user = typeof claims.sub === 'string' ? claims.sub : '';
+      if (claims.info !== undefined) session.info = claims.info;
       this.armExpiry(session, claims);
       await this.deps.ready;
+      const serverSide = Array.isArray(claims.channels) ? (claims.channels as string[]) : [];
+      if (serverSide.some((channel) => this.optionsOf(channel) === null))
+        return fail(replyErrors.unknownChannel);
       const subs: Record<string, unknown> = {};
       const joined: [string, number][] = [];
-      for (const channel of Array.isArray(claims.channels) ? (claims.channels as string[]) : []) {
-        const result = await channels.join(session, channel, request.subs?.[channel] ?? {}, true);
+      for (const channel of serverSide) {
+        const mode = joinMode(this.optionsOf(channel)!, false);
+        const result = await channels.join(session, channel, request.subs?.[channel] ?? {}, true, mode);
         subs[channel] = result.reply;
         joined.push([channel, result.floor]);
       }
@@ -90,7 +111,8 @@ export class Commands {
         {
           client: session.client,
           version,
-          ping: Math.round((this.deps.options.pingIntervalMs ?? 25_000) / 1000),
+          // At least 1: the SDK answers no pings when told 0 (and the gateway would close it, 3012).
+          ping: Math.max(1, Math.round((this.deps.options.pingIntervalMs ?? 25_000) / 1000)),
           ...(session.transport.pongs ? { pong: true } : {}),
           ...expiry(claims, tokens.now()),
           ...(Object.keys(subs).length > 0 ? { subs } : {}),
@@ -101,18 +123,31 @@ export class Commands {
       );
     }
     if ('subscribe' in command) {
-      const request = command.subscribe as { channel?: string; token?: string } & RecoverRequest;
-      if (!request?.channel) return fail(replyErrors.badRequest);
-      if (!request.token) return fail(replyErrors.permissionDenied);
-      const claims = await tokens.verify(request.token);
-      if (claims === 'expired') return fail(replyErrors.tokenExpired);
-      if (!claims) return fail(replyErrors.permissionDenied);
-      if (claims.sub !== session.user || claims.channel !== request.channel)
-        return close(closes.invalidToken);
+      const request = command.subscribe as {
+        channel?: string;
+        token?: string;
+        join_leave?: boolean;
+      } & RecoverRequest;
+      if (!request?.channel) return fail(replyErrors.unknownChannel);
+      const namespace = this.optionsOf(request.channel);
+      if (!namespace) return fail(replyErrors.unknownChannel);
+      let claims: Claims = {};
+      if (request.token) {
+        const verified = await tokens.verify(request.token);
+        if (verified === 'expired') return fail(replyErrors.tokenExpired);
+        if (!verified) return fail(replyErrors.permissionDenied);
+        // A token without `sub` is for the anonymous user "", as in Centrifugo.
+        if ((verified.sub ?? '') !== session.user || verified.channel !== request.channel)
+          return close(closes.invalidToken);
+        claims = verified;
+      } else if (request.channel.startsWith('$') || !this.subscribesWithoutToken(session, namespace))
+        return fail(replyErrors.permissionDenied);
       if (session.subscriptions.has(request.channel)) return fail(replyErrors.alreadySubscribed);
       if (this.pastChannelLimit(session, request.channel)) return fail(replyErrors.limitExceeded);
       const channel = request.channel;
-      const result = await channels.join(session, channel, request, false);
+      const asked = request.join_leave === true && this.mayPresence(session, namespace, channel, true);
+      const mode = joinMode(namespace, asked);
+      const result = await channels.join(session, channel, request, false, mode);
       if (session.closed) return 'closed';
       return answer('subscribe', { ...result.reply, ...expiry(claims, tokens.now()) }, () =>
         channels.activate(session, channel, result.floor),
@@ -135,7 +170,7 @@ export class Commands {
       if (!token) return close(closes.badRequest);
       const claims = await tokens.verify(token);
       if (claims === 'expired') return close(closes.expired);
-      if (!claims || claims.sub !== session.user) return close(closes.invalidToken);
+      if (!claims || (claims.sub ?? '') !== session.user) return close(closes.invalidToken);
       this.armExpiry(session, claims);
       return answer('refresh', expiry(claims, tokens.now()));
     }
@@ -143,14 +178,62 @@ export class Commands {
       const request = command.sub_refresh as { channel?: string; token?: string };
       const claims = await tokens.verify(request?.token);
       if (claims === 'expired') return fail(replyErrors.tokenExpired);
-      if (!claims || claims.sub !== session.user || claims.channel !== request.channel)
+      if (!claims || (claims.sub ?? '') !== session.user || claims.channel !== request.channel)
         return close(closes.invalidToken);
       return answer('sub_refresh', expiry(claims, tokens.now()));
     }
     if ('send' in command) return close(closes.notAvailable);
-    if ('publish' in command) return fail(replyErrors.permissionDenied);
-    if ('presence' in command || 'presence_stats' in command) return fail(replyErrors.notAvailable);
+    if ('publish' in command) {
+      const request = command.publish as { channel?: string; data?: unknown };
+      const namespace = request?.channel ? this.optionsOf(request.channel) : null;
+      if (!request?.channel || !namespace) return fail(replyErrors.unknownChannel);
+      if (!this.mayPublish(session, namespace, request.channel)) return fail(replyErrors.permissionDenied);
+      await channels.publish(request.channel, request.data, {});
+      return answer('publish', {});
+    }
+    if ('presence' in command || 'presence_stats' in command) {
+      const key = 'presence' in command ? 'presence' : 'presence_stats';
+      const channel = (command[key] as { channel?: string })?.channel;
+      const namespace = channel ? this.optionsOf(channel) : null;
+      if (!channel || !namespace) return fail(replyErrors.unknownChannel);
+      if (!namespace.presence) return fail(replyErrors.notAvailable);
+      if (!this.mayPresence(session, namespace, channel, false)) return fail(replyErrors.permissionDenied);
+      const present = channels.presence(channel);
+      if (key === 'presence_stats')
+        return answer(key, {
+          num_clients: present.length,
+          num_users: new Set(present.map((s) => s.user)).size,
+        });
+      return answer(key, { presence: Object.fromEntries(present.map((s) => [s.client, s.clientInfo()])) });
+    }
     return fail(replyErrors.methodNotFound);
+  }
+
+  private optionsOf(channel: string): ChannelOptions | null {
+    return channelOptions(this.deps.options, channel);
+  }
+
+  /** Centrifugo's `allow_subscribe_for_client` (anonymous users with `_for_anonymous`), or insecure. */
+  private subscribesWithoutToken(session: Session, namespace: ChannelOptions): boolean {
+    const anonymousOk = session.user !== '' || namespace.allowSubscribeForAnonymous === true;
+    return (namespace.allowSubscribeForClient === true && anonymousOk) || this.deps.options.insecure === true;
+  }
+
+  /** Centrifugo's `allow_publish_for_client` / `_for_subscriber` (`_for_anonymous`), or insecure. */
+  private mayPublish(session: Session, namespace: ChannelOptions, channel: string): boolean {
+    const anonymousOk = session.user !== '' || namespace.allowPublishForAnonymous === true;
+    if (namespace.allowPublishForClient && anonymousOk) return true;
+    if (namespace.allowPublishForSubscriber && session.subscriptions.has(channel) && anonymousOk) return true;
+    return this.deps.options.insecure === true;
+  }
+
+  /** Centrifugo's `hasAccessToPresence`; `subscribing` counts the subscription being made. */
+  private mayPresence(session: Session, namespace: ChannelOptions, channel: string, subscribing: boolean) {
+    const anonymousOk = session.user !== '' || namespace.allowPresenceForAnonymous === true;
+    if (namespace.allowPresenceForClient && anonymousOk) return true;
+    const subscribed = subscribing || session.subscriptions.has(channel);
+    if (namespace.allowPresenceForSubscriber && subscribed && anonymousOk) return true;
+    return this.deps.options.insecure === true;
   }
 
   /** Whether the session already follows as many channels of `channel`'s namespace as it may. */
@@ -171,4 +254,14 @@ export class Commands {
     );
     session.expiryTimer.unref();
   }
+}
+
+/** How a subscription to a channel of `namespace` behaves; `askedJoinLeave`: the client asked, and may. */
+function joinMode(namespace: ChannelOptions, askedJoinLeave: boolean): JoinMode {
+  return {
+    recoverable: namespace.forceRecovery === true,
+    presence: namespace.presence === true,
+    emitJoinLeave: namespace.joinLeave === true,
+    pushJoinLeave: namespace.joinLeave === true && (namespace.forcePushJoinLeave === true || askedJoinLeave),
+  };
 }

@@ -14,10 +14,12 @@ import { Channels, type PublishOptions } from './channels.ts';
 import { Commands } from './commands.ts';
 import { Connections } from './connections.ts';
 import { applyControl } from './control.ts';
+import { EmulationTransport } from './emulationTransport.ts';
 import type { Engine, StreamPosition } from './engine.ts';
 import { requestUrl } from './http.ts';
 import { type InternalClient, type InternalClientHandlers, openInternalClient } from './internalClient.ts';
 import { MemoryEngine } from './memoryEngine.ts';
+import { historyFromNamespaces } from './namespaces.ts';
 import type { GatewayOptions } from './options.ts';
 import { ServerApi } from './serverApi.ts';
 import { SseTransport } from './sseTransport.ts';
@@ -35,13 +37,18 @@ export class Gateway {
   private readonly connections: Connections;
   private readonly webSocket: WebSocketTransport;
   private readonly sse: SseTransport;
+  private readonly emulation: EmulationTransport;
   private readonly api: ServerApi;
 
   constructor(options: GatewayOptions) {
     const tokens = new TokenVerifier(options);
     this.engine =
       options.engine ??
-      new MemoryEngine(options.history ?? (() => ({ size: 100, ttlMs: 600_000 })), options.now);
+      new MemoryEngine(
+        options.history ??
+          (options.channels ? historyFromNamespaces(options) : () => ({ size: 100, ttlMs: 600_000 })),
+        options.now,
+      );
     this.channels = new Channels(this.engine);
     this.ready = this.engine.start({
       publication: (channel, publication, epoch) => this.channels.deliver(channel, publication, epoch),
@@ -52,6 +59,7 @@ export class Gateway {
     const commands = new Commands({ tokens, channels: this.channels, ready: this.ready, options });
     this.webSocket = new WebSocketTransport(this.connections, commands);
     this.sse = new SseTransport(this.connections, commands);
+    this.emulation = new EmulationTransport(this.connections, commands);
     this.api = new ServerApi({
       options,
       engine: this.engine,
@@ -67,13 +75,23 @@ export class Gateway {
   }
 
   /**
-   * Serves `/connection/uni_sse` and the server API `/api/<method>`; false for any other path (the
-   * caller answers it).
+   * Serves `/connection/uni_sse`, the emulation transports (`/connection/sse`,
+   * `/connection/http_stream`, `/emulation`) and the server API `/api/<method>`; false for any other
+   * path (the caller answers it).
    */
   handleHttp(request: IncomingMessage, response: ServerResponse): boolean {
     const path = requestUrl(request).pathname;
     if (path === '/connection/uni_sse') {
       void this.sse.open(request, response).catch(() => response.destroy());
+      return true;
+    }
+    if (path === '/connection/sse' || path === '/connection/http_stream') {
+      const framing = path === '/connection/sse' ? 'sse' : 'http_stream';
+      void this.emulation.open(framing, request, response).catch(() => response.destroy());
+      return true;
+    }
+    if (path === '/emulation') {
+      void this.emulation.receive(request, response).catch(() => response.destroy());
       return true;
     }
     if (path.startsWith('/api/') || path === '/api') {

@@ -1,4 +1,4 @@
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 
 /** The request's URL (its path and query; the host is irrelevant). */
 export const requestUrl = (request: IncomingMessage): URL => new URL(request.url ?? '/', 'http://x');
@@ -13,4 +13,32 @@ export async function readBody(request: IncomingMessage, limit: number): Promise
     chunks.push(chunk as Buffer);
   }
   return Buffer.concat(chunks).toString('utf8');
+}
+
+/**
+ * A POST's JSON object body (an empty body is `{}`); null once it has answered a wrong method (405), a
+ * body past `limit` (413) or one that is not a JSON object (400).
+ */
+export async function readJsonPost(
+  request: IncomingMessage,
+  response: ServerResponse,
+  limit: number,
+): Promise<Record<string, unknown> | null> {
+  if (request.method !== 'POST') {
+    response.writeHead(405).end();
+    return null;
+  }
+  const text = await readBody(request, limit);
+  if (text === null) {
+    response.writeHead(413).end();
+    return null;
+  }
+  try {
+    const body: unknown = text.trim() === '' ? {} : JSON.parse(text);
+    if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new Error('not an object');
+    return body as Record<string, unknown>;
+  } catch {
+    response.writeHead(400).end();
+    return null;
+  }
 }

@@ -1,3 +1,4 @@
+export { CentrifugoConfigError, type GatewayConfig, readCentrifugoConfig } from './centrifugoConfig.ts';
 export type {
   ControlMessage,
   Engine,
@@ -8,4 +9,5 @@ export type {
 } from './engine.ts';
 export { Gateway, type GatewayOptions, type InternalClient } from './gateway.ts';
 export { MemoryEngine } from './memoryEngine.ts';
+export type { ChannelNamespaces, ChannelOptions } from './options.ts';
 export { RedisEngine, type RedisEngineOptions } from './redisEngine.ts';

@@ -1,5 +1,41 @@
 import type { Engine, HistoryOptions } from './engine.ts';
 
+/**
+ * A channel namespace's options, named after Centrifugo's (`channel.namespaces[]` in its v6 config).
+ * Everything is off unless set, as in Centrifugo.
+ */
+export interface ChannelOptions {
+  /** Keep who is subscribed (the `presence` and `presence_stats` commands; 108 when off). */
+  presence?: boolean;
+  /** Send join and leave messages (to subscriptions that asked for them with `join_leave`). */
+  joinLeave?: boolean;
+  /** Send join and leave messages to every subscription, asked or not. */
+  forcePushJoinLeave?: boolean;
+  /** Subscribe without a subscription token (users with an id, and anonymous ones with the next). */
+  allowSubscribeForClient?: boolean;
+  allowSubscribeForAnonymous?: boolean;
+  /** Publish from the client: any connection, or only a subscribed one (103 otherwise). */
+  allowPublishForClient?: boolean;
+  allowPublishForSubscriber?: boolean;
+  allowPublishForAnonymous?: boolean;
+  /** Call `presence`/`presence_stats`: any connection, or only a subscribed one (103 otherwise). */
+  allowPresenceForClient?: boolean;
+  allowPresenceForSubscriber?: boolean;
+  allowPresenceForAnonymous?: boolean;
+  /** History kept per channel; none unless both are above 0. */
+  historySize?: number;
+  historyTtlMs?: number;
+  /** Subscriptions are recoverable (offset and epoch in the reply, recovery on resubscribe). */
+  forceRecovery?: boolean;
+}
+
+/** Channel options as Centrifugo resolves them: a channel `ns:rest` takes namespace `ns`'s. */
+export interface ChannelNamespaces {
+  /** Options of channels without a `:` (Centrifugo's `channel.without_namespace`). */
+  withoutNamespace: ChannelOptions;
+  namespaces: Record<string, ChannelOptions>;
+}
+
 export interface GatewayOptions {
   /** HMAC key of connection and subscription tokens (HS256/384/512). */
   hmacKey: Uint8Array | string;
@@ -11,7 +47,21 @@ export interface GatewayOptions {
   issuer?: string;
   /** The key of the HTTP server API (`/api/<method>`); without one the API answers 404. */
   apiKey?: string;
-  /** History per channel (default: 100 publications for 10 minutes). */
+  /**
+   * Centrifugo's `client.insecure`: a connection without a token is accepted as anonymous (user ""),
+   * token expiry is ignored, and any client may subscribe, publish and call presence on any channel.
+   * Never in production.
+   */
+  insecure?: boolean;
+  /** Centrifugo's `client.allow_anonymous_connect_without_token`: no token connects as user "". */
+  allowAnonymousConnectWithoutToken?: boolean;
+  /**
+   * Per-namespace channel options; a channel of a namespace not listed is refused with 102. Unset:
+   * every channel is known, recoverable, with history by `history`, and nothing else allowed (TDP's
+   * own channels: subscribed only with tokens, published only by the server).
+   */
+  channels?: ChannelNamespaces;
+  /** History per channel (default: 100 publications for 10 minutes; from `channels` when given). */
   history?: (channel: string) => HistoryOptions;
   /** Where channels live (default: this process's memory). */
   engine?: Engine;

@@ -7,6 +7,7 @@ import type { Publication } from './engine.ts';
 /** Reply errors the SDK knows (CENTRIFUGO_COMPAT.md §3). */
 export const replyErrors = {
   internal: { code: 100, message: 'internal server error' },
+  unknownChannel: { code: 102, message: 'unknown channel' },
   permissionDenied: { code: 103, message: 'permission denied' },
   methodNotFound: { code: 104, message: 'method not found' },
   alreadySubscribed: { code: 105, message: 'already subscribed' },

@@ -6,7 +6,7 @@ import { randomUUID, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Channels, PublishOptions } from './channels.ts';
 import type { Engine, StreamPosition } from './engine.ts';
-import { readBody, requestUrl } from './http.ts';
+import { readJsonPost, requestUrl } from './http.ts';
 import type { GatewayOptions } from './options.ts';
 import { closes, type HistoryRequest, replyErrors, version } from './protocol.ts';
 
@@ -49,23 +49,8 @@ export class ServerApi {
       response.writeHead(401).end();
       return;
     }
-    if (request.method !== 'POST') {
-      response.writeHead(405).end();
-      return;
-    }
-    const text = await readBody(request, bodyLimit);
-    if (text === null) {
-      response.writeHead(413).end();
-      return;
-    }
-    let body: Record<string, unknown>;
-    try {
-      body = text.trim() === '' ? {} : (JSON.parse(text) as Record<string, unknown>);
-      if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new Error('not an object');
-    } catch {
-      response.writeHead(400).end();
-      return;
-    }
+    const body = await readJsonPost(request, response, bodyLimit);
+    if (!body) return;
     const handler = this.method(method);
     if (!handler) {
       response.writeHead(404).end();

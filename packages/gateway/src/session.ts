@@ -7,6 +7,21 @@ export interface Subscription {
   serverSide: boolean;
   /** While joining: publications that arrived before the subscribe reply went out. */
   buffer: { publication: Publication; epoch: string }[] | null;
+  /** The namespace keeps presence: the session counts in `presence` while subscribed. */
+  presence: boolean;
+  /** Others get join/leave messages when this session subscribes and leaves (namespace `join_leave`). */
+  emitJoinLeave: boolean;
+  /** This session gets join/leave messages of the channel (it asked, or `force_push_join_leave`). */
+  pushJoinLeave: boolean;
+}
+
+/** What a subscription does besides publications (CENTRIFUGO_COMPAT.md §5; off: TDP's channels). */
+export interface JoinMode {
+  /** Offset and epoch in the reply, and recovery on resubscribe (Centrifugo's `force_recovery`). */
+  recoverable: boolean;
+  presence?: boolean;
+  emitJoinLeave?: boolean;
+  pushJoinLeave?: boolean;
 }
 
 /** How a session's messages reach its client. */
@@ -22,6 +37,8 @@ export interface Transport {
 export class Session {
   readonly client = randomUUID();
   user: string | null = null;
+  /** The connection token's `info`, shown to others in presence and join/leave. */
+  info: unknown = undefined;
   readonly subscriptions = new Map<string, Subscription>();
   expiryTimer: NodeJS.Timeout | null = null;
   pingSentAt: number | null = null;
@@ -36,6 +53,15 @@ export class Session {
   /** How many channels starting with `prefix` the session follows. */
   subscriptionsTo(prefix: string): number {
     return [...this.subscriptions.keys()].filter((c) => c.startsWith(prefix)).length;
+  }
+
+  /** How others see this session in presence and join/leave (Centrifugo's ClientInfo). */
+  clientInfo(): Record<string, unknown> {
+    return {
+      user: this.user ?? '',
+      client: this.client,
+      ...(this.info !== undefined ? { conn_info: this.info } : {}),
+    };
   }
 
   /** Closes the connection with `close` and ends the session (nothing once it has ended). */

@@ -10,6 +10,14 @@ import { closes } from './protocol.ts';
 /** A connection that has not sent `connect` by then is closed as stale. */
 const connectTimeoutMs = 10_000;
 
+/** The subprotocol of Centrifugo's protobuf client protocol (the SDK's `protocol: 'protobuf'`). */
+const protobufSubprotocol = 'centrifuge-protobuf';
+
+const offersProtobuf = (request: IncomingMessage): boolean =>
+  (request.headers['sec-websocket-protocol'] ?? '')
+    .split(',')
+    .some((offered) => offered.trim() === protobufSubprotocol);
+
 export class WebSocketTransport {
   private readonly sockets = new WebSocketServer({ noServer: true, maxPayload: 64 * 1024 });
 
@@ -22,6 +30,13 @@ export class WebSocketTransport {
   attach(server: Server, path: string): void {
     server.on('upgrade', (request: IncomingMessage, socket: Duplex, head: Buffer) => {
       if (requestUrl(request).pathname !== path) return;
+      if (offersProtobuf(request)) {
+        // Only the JSON protocol is spoken: refused before the upgrade, so the SDK's protobuf client
+        // fails at once instead of after a connect that could never work.
+        socket.once('finish', () => socket.destroy());
+        socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+        return;
+      }
       this.sockets.handleUpgrade(request, socket, head, (ws) => this.open(ws));
     });
   }

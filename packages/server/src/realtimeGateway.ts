@@ -1,5 +1,14 @@
+import { readFile } from 'node:fs/promises';
 import { createServer } from 'node:http';
-import { Gateway, type HistoryOptions, RedisEngine } from '@tdp/gateway';
+import {
+  CentrifugoConfigError,
+  Gateway,
+  type GatewayConfig,
+  type GatewayOptions,
+  type HistoryOptions,
+  RedisEngine,
+  readCentrifugoConfig,
+} from '@tdp/gateway';
 import { derivedKey } from './adapters/outbound/tokens/executionCredentials.ts';
 import { ConfigError, defaultSettings, type ServerConfig } from './config.ts';
 import { parseKeyring } from './core/identity/secretBox.ts';
@@ -27,11 +36,13 @@ export function createGateway(
     ServerConfig,
     'redisUrl' | 'gatewayApiKey' | 'realtimeJwksUrl' | 'realtimeHistory' | 'taskDetailSubscriptionLimit'
   >,
-  hmacKey: Uint8Array,
+  hmacKey: Uint8Array | string,
   now: () => number,
+  /** From a Centrifugo config (`tdp gateway --config`): its namespaces, history and client options. */
+  fromConfig: Omit<GatewayOptions, 'hmacKey'> = {},
 ): Gateway {
   let gateway: Gateway | null = null;
-  const history = channelHistory(config.realtimeHistory);
+  const history = fromConfig.history ?? channelHistory(config.realtimeHistory);
   const engine = config.redisUrl
     ? new RedisEngine({
         url: config.redisUrl,
@@ -41,6 +52,7 @@ export function createGateway(
       })
     : undefined;
   gateway = new Gateway({
+    ...fromConfig,
     hmacKey,
     now,
     history,
@@ -74,39 +86,70 @@ export const realtimeTokenKey = (
   return derivedKey(keyring, keyring.activeKeyId, 'realtime-token');
 };
 
+/** A Centrifugo v6 JSON config file read for `tdp gateway --config` (ConfigError naming what is wrong). */
+export async function readGatewayConfigFile(path: string): Promise<GatewayConfig> {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(await readFile(path, 'utf8'));
+  } catch (error) {
+    throw new ConfigError(`--config ${path}: not a readable JSON file (${(error as Error).message})`);
+  }
+  try {
+    return readCentrifugoConfig(parsed);
+  } catch (error) {
+    if (error instanceof CentrifugoConfigError)
+      throw new ConfigError(`--config ${path}: ${error.problems.join('; ')}`);
+    throw error;
+  }
+}
+
 /**
  * `tdp gateway`: the gateway on its own port, for deployments that run it apart from the server (the
  * server then publishes through its API: CENTRIFUGO_API_URL=http://<gateway>/api with the same key).
  * Needs TDP_GATEWAY_API_KEY and the token key: TDP_REALTIME_TOKEN_SECRET, or TDP_SECRET_KEYS (the
- * server's, the key is derived from them); REDIS_URL for several nodes.
+ * server's, the key is derived from them), unless the Centrifugo config of `--config` gives
+ * `client.token.hmac_secret_key` and `http_api.key`; REDIS_URL for several nodes.
  */
 export async function startGatewayServer(
   env: NodeJS.ProcessEnv,
+  options: { configPath?: string } = {},
 ): Promise<{ url: string; close(): Promise<void> }> {
+  const config = options.configPath
+    ? await readGatewayConfigFile(options.configPath)
+    : { options: {}, listen: {} };
+  const { hmacKey: configKey, apiKey: configApiKey, ...fromConfig } = config.options;
   const keys = env.TDP_SECRET_KEYS?.trim();
-  const apiKey = env.TDP_GATEWAY_API_KEY?.trim();
   const tokenSecret = realtimeTokenSecretFrom(env.TDP_REALTIME_TOKEN_SECRET);
-  if (!keys && !tokenSecret)
+  const apiKey = env.TDP_GATEWAY_API_KEY?.trim() || configApiKey;
+  if (!keys && !configKey && !tokenSecret)
     throw new ConfigError(
-      'TDP_SECRET_KEYS is required (the same keys as the server), or TDP_REALTIME_TOKEN_SECRET',
+      'TDP_SECRET_KEYS is required (the same keys as the server), or TDP_REALTIME_TOKEN_SECRET, or client.token.hmac_secret_key in --config',
     );
-  if (!apiKey) throw new ConfigError('TDP_GATEWAY_API_KEY is required (the key of the server API)');
-  let keyring: ServerConfig['secretKeyring'] | null = null;
-  try {
-    if (!tokenSecret && keys) keyring = parseKeyring(keys);
-  } catch (error) {
-    throw new ConfigError(`TDP_SECRET_KEYS: ${(error as Error).message}`);
+  if (!apiKey)
+    throw new ConfigError(
+      'TDP_GATEWAY_API_KEY is required (the key of the server API), or http_api.key in --config',
+    );
+  let hmacKey: Uint8Array | string;
+  if (configKey) hmacKey = configKey;
+  else if (tokenSecret) hmacKey = realtimeTokenKey(null, tokenSecret);
+  else {
+    try {
+      hmacKey = realtimeTokenKey(parseKeyring(keys!));
+    } catch (error) {
+      throw new ConfigError(`TDP_SECRET_KEYS: ${(error as Error).message}`);
+    }
   }
   const gateway = createGateway(
     {
       redisUrl: env.REDIS_URL?.trim() || null,
       gatewayApiKey: apiKey,
-      realtimeJwksUrl: env.TDP_REALTIME_JWKS_URL?.trim() || null,
+      realtimeJwksUrl: env.TDP_REALTIME_JWKS_URL?.trim() || fromConfig.jwksUrl || null,
       realtimeHistory: defaultSettings.realtimeHistory,
       taskDetailSubscriptionLimit: defaultSettings.taskDetailSubscriptionLimit,
     },
-    realtimeTokenKey(keyring, tokenSecret),
+    hmacKey,
     Date.now,
+    fromConfig,
   );
   await gateway.ready;
   const server = createServer((request, response) => {
@@ -115,9 +158,9 @@ export async function startGatewayServer(
     else response.writeHead(404).end();
   });
   gateway.attach(server);
-  const port = Number(env.TDP_GATEWAY_PORT ?? 8000);
+  const port = Number(env.TDP_GATEWAY_PORT ?? config.listen.port ?? 8000);
   if (!Number.isInteger(port) || port < 0) throw new ConfigError('TDP_GATEWAY_PORT must be a port number');
-  const host = env.TDP_HOST ?? '127.0.0.1';
+  const host = env.TDP_HOST ?? (config.listen.address || '127.0.0.1');
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, resolve);
