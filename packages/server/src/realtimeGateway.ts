@@ -1,5 +1,5 @@
 import { createServer } from 'node:http';
-import { Gateway, type HistoryOptions, RedisEngine } from '@tdp/gateway';
+import { Gateway, type GatewayOptions, type HistoryOptions, RedisEngine } from '@tdp/gateway';
 import { derivedKey } from './adapters/outbound/tokens/executionCredentials.ts';
 import { ConfigError, defaultSettings, type ServerConfig } from './config.ts';
 import { parseKeyring } from './core/identity/secretBox.ts';
@@ -24,10 +24,16 @@ export const channelHistory =
 export function createGateway(
   config: Pick<
     ServerConfig,
-    'redisUrl' | 'gatewayApiKey' | 'realtimeJwksUrl' | 'realtimeHistory' | 'taskDetailSubscriptionLimit'
+    | 'redisUrl'
+    | 'gatewayApiKey'
+    | 'realtimeJwksUrl'
+    | 'realtimeHistory'
+    | 'taskDetailSubscriptionLimit'
+    | 'realtimeClientQueue'
   >,
   hmacKey: Uint8Array,
   now: () => number,
+  observer?: GatewayOptions['observer'],
 ): Gateway {
   let gateway: Gateway | null = null;
   const history = channelHistory(config.realtimeHistory);
@@ -48,6 +54,8 @@ export function createGateway(
     ...(config.realtimeJwksUrl ? { jwksUrl: config.realtimeJwksUrl } : {}),
     // A page follows at most a few task details at once (source document 002 §7).
     channelLimits: [{ prefix: 'task_detail:', max: config.taskDetailSubscriptionLimit }],
+    clientQueue: config.realtimeClientQueue,
+    ...(observer ? { observer } : {}),
   });
   return gateway;
 }
@@ -82,6 +90,7 @@ export async function startGatewayServer(
       realtimeJwksUrl: env.TDP_REALTIME_JWKS_URL?.trim() || null,
       realtimeHistory: defaultSettings.realtimeHistory,
       taskDetailSubscriptionLimit: defaultSettings.taskDetailSubscriptionLimit,
+      realtimeClientQueue: defaultSettings.realtimeClientQueue,
     },
     realtimeTokenKey(keyring),
     Date.now,

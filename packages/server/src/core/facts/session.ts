@@ -34,6 +34,7 @@ import type {
 import {
   type ChannelNotice,
   noticeFor,
+  progressOnly,
   taskProjections,
   workflowAfterTaskChange,
   workflowProjection,
@@ -335,6 +336,7 @@ export class FactSession {
           () => this.ids.newId(),
           committedAt,
           options.channelNotice ?? null,
+          progressOnly(before, after, event, notice),
         ),
         ...(options.extraRealtime ?? []),
       ],
