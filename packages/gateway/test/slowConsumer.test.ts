@@ -4,6 +4,7 @@
  * "slow" past its queue's bound, while a client reading the same channel gets everything, undisturbed.
  */
 import { createServer, type Server } from 'node:http';
+import { Centrifuge, type PublicationContext } from 'centrifuge';
 import { SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
@@ -21,6 +22,8 @@ beforeAll(async () => {
   server = createServer();
   gateway = new Gateway({
     hmacKey: secret,
+    // Enough history for a client cut off as slow to recover everything it missed.
+    history: () => ({ size: 20_000, ttlMs: 600_000 }),
     // Long enough for the paused client to read up to the close once it resumes.
     clientQueue: { pressureBytes: 16 * 1024, maxBytes: 512 * 1024, closeGraceMs: 30_000 },
     observer: {
@@ -47,11 +50,14 @@ interface Pub {
 }
 
 /** A raw client following `channel` from its connection token; `pause` stops reading its socket. */
-async function follow() {
-  const token = await new SignJWT({ sub: 'u1', channels: [channel] })
+const connectionToken = () =>
+  new SignJWT({ sub: 'u1', channels: [channel] })
     .setProtectedHeader({ alg: 'HS256' })
     .setExpirationTime('10m')
     .sign(new TextEncoder().encode(secret));
+
+async function follow() {
+  const token = await connectionToken();
   const socket = new WebSocket(url);
   const pubs: Pub[] = [];
   const closed = new Promise<{ code: number; reason: string }>((resolve) =>
@@ -144,5 +150,54 @@ describe('a client that stops reading', () => {
     expect(slow.pubs.some((p) => p.data.taskId === 'after')).toBe(false);
     expect(fast.socket.readyState).toBe(WebSocket.OPEN);
     fast.socket.close();
+  });
+
+  it('with the centrifuge SDK: closed as slow, it reconnects by itself and recovers what it missed', async () => {
+    const sockets: WebSocket[] = [];
+    /** The SDK's WebSocket, kept at hand so that the test can stop reading it. */
+    class Held extends WebSocket {
+      constructor(address: string, protocols?: string | string[]) {
+        super(address, protocols);
+        sockets.push(this);
+      }
+    }
+    const client = new Centrifuge(url, {
+      websocket: Held,
+      token: await connectionToken(),
+      minReconnectDelay: 50,
+      maxReconnectDelay: 200,
+    });
+    const disconnects: number[] = [];
+    client.on('disconnected', (ctx) => disconnects.push(ctx.code));
+    client.on('connecting', (ctx) => disconnects.push(ctx.code));
+    const received: PublicationContext[] = [];
+    client.on('publication', (ctx) => received.push(ctx));
+    const subscribed = new Promise((resolve) => client.once('subscribed', resolve));
+    client.connect();
+    await subscribed;
+    const before = seen.slowDisconnects;
+    const raw = (sockets[0] as unknown as { _socket: { pause(): void; resume(): void } })._socket;
+    raw.pause();
+    let sent = 0;
+    while (seen.slowDisconnects === before && sent < 5_000) {
+      sent += 1;
+      await gateway.publish(channel, { kind: 'task.summary', taskId: `sdk-${sent}`, pad: 'y'.repeat(2048) });
+      await turn();
+    }
+    expect(seen.slowDisconnects).toBe(before + 1);
+    // Published while it was away: recovered from history once it is back.
+    await gateway.publish(channel, { kind: 'task.summary', taskId: 'sdk-last', lifecycleStatus: 'FAILED' });
+    raw.resume();
+    await expect
+      .poll(() => received.some((p) => (p.data as { taskId: string }).taskId === 'sdk-last'), {
+        timeout: 20_000,
+      })
+      .toBe(true);
+    expect(disconnects).toContain(3008);
+    const names = received.map((p) => (p.data as { taskId: string }).taskId);
+    expect(names.filter((n) => n.startsWith('sdk-'))).toHaveLength(sent + 1);
+    expect(sockets.length).toBe(2);
+    expect(client.state).toBe('connected');
+    client.disconnect();
   });
 });
