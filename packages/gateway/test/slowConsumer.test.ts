@@ -3,7 +3,7 @@
  * paused) gets the newest progress of each task and every other message, and is closed with 3008
  * "slow" past its queue's bound, while a client reading the same channel gets everything, undisturbed.
  */
-import { createServer, type Server } from 'node:http';
+import { createServer, get, type IncomingMessage, type Server } from 'node:http';
 import { Centrifuge, type PublicationContext } from 'centrifuge';
 import { SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -199,5 +199,38 @@ describe('a client that stops reading', () => {
     expect(sockets.length).toBe(2);
     expect(client.state).toBe('connected');
     client.disconnect();
+  });
+
+  it('on uni SSE too: past its bound the stream ends with a 3008 "slow" disconnect', async () => {
+    server.removeAllListeners('request');
+    server.on('request', (request, response) => {
+      if (!gateway.handleHttp(request, response)) response.writeHead(404).end();
+    });
+    const connect = encodeURIComponent(JSON.stringify({ token: await connectionToken() }));
+    const response = await new Promise<IncomingMessage>((resolve) =>
+      get(
+        `${url.replace('ws://', 'http://').replace('/connection/websocket', '')}/connection/uni_sse?cf_connect=${connect}`,
+        resolve,
+      ),
+    );
+    let text = '';
+    response.setEncoding('utf8');
+    response.on('data', (chunk: string) => {
+      text += chunk;
+    });
+    await expect.poll(() => text.includes('"connect"')).toBe(true);
+    response.pause();
+    const before = seen.slowDisconnects;
+    let sent = 0;
+    while (seen.slowDisconnects === before && sent < 5_000) {
+      sent += 1;
+      await gateway.publish(channel, { kind: 'task.summary', taskId: `sse-${sent}`, pad });
+      await turn();
+    }
+    expect(seen.slowDisconnects).toBe(before + 1);
+    const ended = new Promise((resolve) => response.once('close', resolve));
+    response.resume();
+    await ended;
+    expect(text.trimEnd().split('\n').at(-1)).toBe('data: {"disconnect":{"code":3008,"reason":"slow"}}');
   });
 });
