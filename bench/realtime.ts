@@ -45,7 +45,11 @@ function waitFor<T>(child: ChildProcess, type: string): Promise<T> {
 }
 
 /** Client processes, each holding its share of the connections. */
-async function openClients(mode: Mode, url: string, connections: { user: string; token?: string }[]) {
+async function openClients(
+  mode: Mode,
+  url: string,
+  connections: { user: string; token?: string; slow?: boolean }[],
+) {
   const children = Array.from({ length: CLIENT_PROCESSES }, () =>
     fork('bench/realtimeClient.ts', [], {
       execArgv: ['--conditions=@tdp/source', '--import', 'tsx'],
@@ -117,7 +121,8 @@ interface Live {
   p99: number;
 }
 
-async function liveTdp(): Promise<Live> {
+/** With `slowShare` of the clients not reading their sockets (the others' latencies are measured). */
+async function liveTdp(slowShare = 0): Promise<Live> {
   const database = await benchDatabase();
   const server = await startBenchServer(database.url);
   const pool = new Pool(server.base, { connections: 32 });
@@ -134,7 +139,8 @@ async function liveTdp(): Promise<Live> {
       });
       const issued = (await response.body.json()) as { token: string; url: string };
       wsUrl = issued.url;
-      connections.push({ user: `user-${u}`, token: issued.token });
+      const slow = u < Math.round(USERS * slowShare);
+      connections.push({ user: `user-${u}`, token: issued.token, slow });
     }
     const clients = await openClients('tdp', wsUrl, connections);
     await new Promise((resolve) => setTimeout(resolve, 1_000));
@@ -301,9 +307,15 @@ export async function benchRealtime(): Promise<void> {
   const tdp = await liveTdp();
   const line = (name: string, f: Live) =>
     console.log(
-      `  ${name.padEnd(10)} committed ${f.committedPerSecond.toFixed(0).padStart(5)}/s  delivered ${f.deliveredPerSecond.toFixed(0).padStart(5)}/s  visible p50 ${f.p50.toFixed(0)} ms  p99 ${f.p99.toFixed(0)} ms`,
+      `  ${name.padEnd(13)} committed ${f.committedPerSecond.toFixed(0).padStart(5)}/s  delivered ${f.deliveredPerSecond.toFixed(0).padStart(5)}/s  visible p50 ${f.p50.toFixed(0)} ms  p99 ${f.p99.toFixed(0)} ms`,
     );
   line('TDP', tdp);
+  // Source document 002 §13.3: clients that stop reading must not slow the others down.
+  const withSlow = await liveTdp(0.1);
+  line('TDP 10% slow', withSlow);
+  console.log(
+    `  slow consumers: the reading 90%'s p99 ${withSlow.p99.toFixed(0)} ms vs ${tdp.p99.toFixed(0)} ms with all reading → ${(withSlow.p99 / Math.max(tdp.p99, 1)).toFixed(2)} (target <= 1.2)`,
+  );
   // No socket.io in a smoke run: it checks that TDP's paths work, it has no ratio to give.
   const peer = smoke ? null : await liveSocketIo();
   if (peer) line('socket.io', peer);

@@ -4,6 +4,7 @@
  * - `tdp`: the `centrifuge` SDK with a connection token (the user's channel is a server-side
  *   subscription); latency from the summary's `updatedAt` (its commit time) to its arrival.
  * - `socketio`: socket.io-client joining the user's room; latency from the message's `sentAt`.
+ *   A connection marked `slow` stops reading its socket once subscribed (a frozen tab), and records nothing.
  * - `tdp-idle` / `socketio-idle`: connections that only stay open (raw WebSocket with a connect command
  *   for TDP), for the memory measurement.
  *
@@ -18,7 +19,7 @@ interface Start {
   type: 'start';
   mode: Mode;
   url: string;
-  connections: { user: string; token?: string }[];
+  connections: { user: string; token?: string; slow?: boolean }[];
 }
 
 let latencies: number[] = [];
@@ -32,11 +33,27 @@ function record(sentAt: number) {
 
 async function start(message: Start) {
   const ready: Promise<void>[] = [];
-  for (const { user, token } of message.connections) {
+  for (const { user, token, slow } of message.connections) {
     if (message.mode === 'tdp') {
-      const client = new Centrifuge(message.url, { websocket: WebSocket, token: token! });
-      client.on('publication', (ctx) => record(Date.parse((ctx.data as { updatedAt: string }).updatedAt)));
-      ready.push(new Promise((resolve) => client.once('subscribed', () => resolve())));
+      let socket: WebSocket | null = null;
+      /** The SDK's socket, kept so that a slow connection can stop reading it. */
+      class Kept extends WebSocket {
+        constructor(address: string, protocols?: string | string[]) {
+          super(address, protocols);
+          socket = this;
+        }
+      }
+      const client = new Centrifuge(message.url, { websocket: Kept, token: token! });
+      if (!slow)
+        client.on('publication', (ctx) => record(Date.parse((ctx.data as { updatedAt: string }).updatedAt)));
+      ready.push(
+        new Promise((resolve) =>
+          client.once('subscribed', () => {
+            if (slow) (socket as unknown as { _socket: { pause(): void } } | null)?._socket.pause();
+            resolve();
+          }),
+        ),
+      );
       client.connect();
       open.push({ close: () => client.disconnect() });
     } else if (message.mode === 'socketio' || message.mode === 'socketio-idle') {

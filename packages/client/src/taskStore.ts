@@ -9,7 +9,9 @@
  *   its gate changes nothing.
  * - A notice (a failure, a finished task, an action required) is handed out once per notice id.
  * - A removal (the person lost access) deletes the task, and the gate keeps older messages from
- *   bringing it back.
+ *   bringing it back. A re-grant can come at the task version of the removal it undoes: both carry an
+ *   ACL version (`aclVersion`, one counter per grant), which orders them within one task version.
+ *   A snapshot is the server's answer of now, so it brings back a task removed before it began.
  * - Elapsed time is counted locally from the task's start, stopping at a terminal state.
  *
  * Framework-free: the React hooks and the transport (the `centrifuge` SDK, or EventSource) sit on top.
@@ -41,6 +43,8 @@ export interface TaskSummary {
   startedAt: string | null;
   finishedAt: string | null;
   notice?: Notice | null;
+  /** On the summary a grant announces: the grant's ACL version. */
+  aclVersion?: string;
 }
 
 /** `task.detail` (the task's own channel): the whole current state, steps included. */
@@ -67,6 +71,8 @@ export interface TaskRemoved {
   kind: 'task.removed';
   taskId: string;
   taskVersion: string;
+  /** The revoke's ACL version (a later grant's is higher). */
+  aclVersion?: string;
 }
 
 export type TaskMessage = TaskSummary | TaskDetail | TaskRemoved;
@@ -110,13 +116,24 @@ export function elapsedMs(
 
 type Listener = () => void;
 
+/** Where a message stands in its task's order: its task version, then (within one) its ACL version. */
+type Position = { version: bigint; acl: bigint };
+
+function positionOf(message: TaskMessage): Position {
+  const acl = 'aclVersion' in message && message.aclVersion ? BigInt(message.aclVersion) : 0n;
+  return { version: BigInt(message.taskVersion), acl };
+}
+
+const isAfter = (a: Position, b: Position) =>
+  a.version > b.version || (a.version === b.version && a.acl > b.acl);
+
 export class TaskStore {
   private readonly summaries = new Map<string, TaskSummary>();
   private readonly details = new Map<string, TaskDetail>();
   /** Per task, the newest version applied (or removed at), for summaries and details separately. */
-  private readonly summaryGate = new Map<string, bigint>();
-  private readonly detailGate = new Map<string, bigint>();
-  private readonly removedAt = new Map<string, bigint>();
+  private readonly summaryGate = new Map<string, Position>();
+  private readonly detailGate = new Map<string, Position>();
+  private readonly removedAt = new Map<string, Position>();
   private readonly seenNotices = new Set<string>();
   /** Unread notifications: the server's count, plus live notices of a kind it stores, each key once. */
   private unread = 0;
@@ -234,7 +251,11 @@ export class TaskStore {
     const held = this.buffer ?? [];
     this.buffer = null;
     let changed = false;
-    for (const item of [...items, ...held]) changed = this.apply(item) || changed;
+    for (const item of items) {
+      this.removedAt.delete(item.taskId);
+      changed = this.apply(item) || changed;
+    }
+    for (const item of held) changed = this.apply(item) || changed;
     if (changed) this.changed();
   }
 
@@ -255,22 +276,25 @@ export class TaskStore {
   }
 
   private apply(message: TaskMessage): boolean {
-    const version = BigInt(message.taskVersion);
+    const position = positionOf(message);
     const removed = this.removedAt.get(message.taskId);
     if (message.kind === 'task.removed') {
-      if (removed !== undefined && removed >= version) return false;
-      this.removedAt.set(message.taskId, version);
+      if (removed !== undefined && !isAfter(position, removed)) return false;
+      this.removedAt.set(message.taskId, position);
+      // The removal's gate alone keeps older messages out; a later snapshot or grant starts afresh.
+      this.summaryGate.delete(message.taskId);
+      this.detailGate.delete(message.taskId);
       const had = this.summaries.has(message.taskId) || this.details.has(message.taskId);
       this.summaries.delete(message.taskId);
       this.details.delete(message.taskId);
       return had;
     }
     // Nothing older than the removal brings the task back.
-    if (removed !== undefined && version <= removed) return false;
+    if (removed !== undefined && !isAfter(position, removed)) return false;
     const gate = message.kind === 'task.summary' ? this.summaryGate : this.detailGate;
     const known = gate.get(message.taskId);
-    if (known !== undefined && version <= known) return false;
-    gate.set(message.taskId, version);
+    if (known !== undefined && !isAfter(position, known)) return false;
+    gate.set(message.taskId, position);
     if (message.kind === 'task.summary') this.summaries.set(message.taskId, message);
     else this.details.set(message.taskId, message);
     if (message.notice && !this.seenNotices.has(message.notice.id)) {

@@ -92,6 +92,28 @@ describe('TaskStore', () => {
     expect(store.receive(summary('a', 4))).toBe(true);
   });
 
+  it('a re-grant at the version of the revoke it undoes brings the task back; a stale copy does not', () => {
+    const store = new TaskStore();
+    store.endSnapshot([summary('a', 5)]);
+    store.receive({ kind: 'task.removed', taskId: 'a', taskVersion: '5', aclVersion: '2' });
+    expect(store.summary('a')).toBeNull();
+    expect(store.receive(summary('a', 5))).toBe(false); // a copy from before the revoke
+    expect(store.receive(summary('a', 5, { aclVersion: '1' }))).toBe(false); // the grant it revoked
+    expect(store.receive(summary('a', 5, { aclVersion: '3' }))).toBe(true);
+    expect(store.summary('a')?.taskVersion).toBe('5');
+    expect(store.receive(summary('a', 6))).toBe(true);
+  });
+
+  it('a snapshot brings back a task removed before it began', () => {
+    const store = new TaskStore();
+    store.endSnapshot([summary('a', 5)]);
+    store.receive({ kind: 'task.removed', taskId: 'a', taskVersion: '5', aclVersion: '2' });
+    store.beginSnapshot();
+    store.endSnapshot([summary('a', 5), detail('a', 5)]);
+    expect(store.task('a').summary?.taskVersion).toBe('5');
+    expect(store.task('a').detail?.taskVersion).toBe('5');
+  });
+
   it('tells the connection state to its listeners', () => {
     const store = new TaskStore();
     let seen = '';

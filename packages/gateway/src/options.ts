@@ -1,4 +1,5 @@
 import type { Engine, HistoryOptions } from './engine.ts';
+import type { SendQueueLimits, SendQueueObserver } from './sendQueue.ts';
 
 /**
  * A channel namespace's options, named after Centrifugo's (`channel.namespaces[]` in its v6 config).
@@ -73,6 +74,14 @@ export interface GatewayOptions {
   now?: () => number;
   /** At most `max` subscriptions per connection to channels starting with `prefix` (error 106 past it). */
   channelLimits?: { prefix: string; max: number }[];
+  /**
+   * Each WebSocket or SSE connection's send queue (sendQueue.ts): held and coalesced past
+   * `pressureBytes`, closed with 3008 past `maxBytes` (Centrifugo's `client_queue_max_size`, 1 MiB by
+   * default), and cut `closeGraceMs` later if the client did not read as far as the close.
+   */
+  clientQueue?: SendQueueLimits & { closeGraceMs: number };
+  /** Hears of coalesced publications and slow-client disconnects (e.g. for metrics). */
+  observer?: SendQueueObserver;
   /** This node's name in `info`. */
   name?: string;
 }

@@ -26,6 +26,7 @@ export const closes = {
   shutdown: [3001, 'shutdown'],
   internal: [3004, 'internal server error'],
   expired: [3005, 'connection expired'],
+  slow: [3008, 'slow'],
   insufficientState: [3010, 'insufficient state'],
   noPong: [3012, 'no pong'],
   invalidToken: [3500, 'invalid token'],

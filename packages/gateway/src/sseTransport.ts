@@ -7,12 +7,26 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Commands } from './commands.ts';
 import type { Connections } from './connections.ts';
 import { readBody, requestUrl } from './http.ts';
+import type { GatewayOptions } from './options.ts';
 import { type Close, closes } from './protocol.ts';
+import { SendQueue } from './sendQueue.ts';
+import { defaultClientQueue } from './webSocketTransport.ts';
 
 /** The largest connect request a POST may carry. */
 const connectBodyLimit = 64 * 1024;
 
 const event = (message: unknown) => `data: ${JSON.stringify(message)}\n\n`;
+
+/** Pushes go bare; the connect reply goes as `{connect: ...}`; pings as `{}`. */
+function encodeEvents(messages: unknown[]): string {
+  let text = '';
+  for (const m of messages as Record<string, unknown>[]) {
+    if ('push' in m) text += event(m.push);
+    else if ('connect' in m) text += event({ connect: m.connect });
+    else if (Object.keys(m).length === 0) text += event({});
+  }
+  return text;
+}
 
 /** How a refused connect's reply error ends the stream (the SDK reconnects, or not, by the code). */
 function closeForError(code: number): Close {
@@ -25,6 +39,7 @@ export class SseTransport {
   constructor(
     private readonly connections: Connections,
     private readonly commands: Commands,
+    private readonly options: Pick<GatewayOptions, 'clientQueue' | 'observer'>,
   ) {}
 
   async open(request: IncomingMessage, response: ServerResponse): Promise<void> {
@@ -53,20 +68,25 @@ export class SseTransport {
       'x-accel-buffering': 'no',
     });
     response.write('\r\n');
+    const limits = this.options.clientQueue ?? defaultClientQueue;
+    const queue = new SendQueue(
+      {
+        buffered: () => response.writableLength,
+        write: (text, written) => response.write(text, written),
+      },
+      encodeEvents,
+      limits,
+      () => session.close(closes.slow),
+      this.options.observer,
+    );
     const session = this.connections.open({
       pongs: false,
-      // Pushes go bare; the connect reply goes as `{connect: ...}`; errors become a disconnect.
       send: (messages) => {
-        let text = '';
-        for (const m of messages as Record<string, unknown>[]) {
-          if ('push' in m) text += event(m.push);
-          else if ('connect' in m) text += event({ connect: m.connect });
-          else if (Object.keys(m).length === 0) text += event({});
-        }
-        if (text !== '' && !response.writableEnded) response.write(text);
+        if (!response.writableEnded) queue.send(messages);
       },
       close: ([code, reason]) => {
         if (!response.writableEnded) response.end(event({ disconnect: { code, reason } }));
+        if (code === closes.slow[0]) setTimeout(() => response.destroy(), limits.closeGraceMs).unref();
       },
     });
     response.on('close', () => session.end());

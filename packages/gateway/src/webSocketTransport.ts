@@ -5,7 +5,9 @@ import { type WebSocket, WebSocketServer } from 'ws';
 import type { Commands } from './commands.ts';
 import type { Connections } from './connections.ts';
 import { requestUrl } from './http.ts';
+import type { GatewayOptions } from './options.ts';
 import { closes } from './protocol.ts';
+import { SendQueue } from './sendQueue.ts';
 
 /** A connection that has not sent `connect` by then is closed as stale. */
 const connectTimeoutMs = 10_000;
@@ -18,12 +20,16 @@ const offersProtobuf = (request: IncomingMessage): boolean =>
     .split(',')
     .some((offered) => offered.trim() === protobufSubprotocol);
 
+/** Centrifugo's defaults: a 1 MiB client queue, a 1 s write timeout. */
+export const defaultClientQueue = { pressureBytes: 64 * 1024, maxBytes: 1024 * 1024, closeGraceMs: 1_000 };
+
 export class WebSocketTransport {
   private readonly sockets = new WebSocketServer({ noServer: true, maxPayload: 64 * 1024 });
 
   constructor(
     private readonly connections: Connections,
     private readonly commands: Commands,
+    private readonly options: Pick<GatewayOptions, 'clientQueue' | 'observer'>,
   ) {}
 
   /** Serves the WebSocket endpoint on `server` at `path`. */
@@ -46,18 +52,34 @@ export class WebSocketTransport {
   }
 
   private open(socket: WebSocket): void {
+    const limits = this.options.clientQueue ?? defaultClientQueue;
+    const queue = new SendQueue(
+      {
+        buffered: () => socket.bufferedAmount,
+        write: (text, written) => socket.send(text, written),
+      },
+      (messages) => messages.map((m) => JSON.stringify(m)).join('\n'),
+      limits,
+      () => session.close(closes.slow),
+      this.options.observer,
+    );
     const session = this.connections.open({
       pongs: true,
       send: (messages) => {
-        if (socket.readyState === socket.OPEN) socket.send(messages.map((m) => JSON.stringify(m)).join('\n'));
+        if (socket.readyState === socket.OPEN) queue.send(messages);
       },
-      close: ([code, reason]) => socket.close(code, reason),
+      close: ([code, reason]) => {
+        socket.close(code, reason);
+        // A client that does not read will not read the close either: cut it, as Centrifugo's write
+        // timeout does, so its buffers are freed.
+        if (code === closes.slow[0]) setTimeout(() => socket.terminate(), limits.closeGraceMs).unref();
+      },
     });
     const stale = setTimeout(() => session.user === null && session.close(closes.stale), connectTimeoutMs);
-    let queue = Promise.resolve();
+    let commandsDone = Promise.resolve();
     socket.on('message', (raw) => {
       // Commands of one connection are handled in order (a subscribe waits for its connect).
-      queue = queue
+      commandsDone = commandsDone
         .then(() => this.commands.onFrame(session, raw.toString()))
         .catch(() => session.close(closes.badRequest));
     });

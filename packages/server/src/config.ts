@@ -73,6 +73,12 @@ export interface ServerSettings {
   realtimeHistory: { size: number; followedSize: number; ttlMs: number };
   /** Task details one realtime client follows at once at most (source document 002 §7). */
   taskDetailSubscriptionLimit: number;
+  /**
+   * Each realtime connection's send queue (source document 002 §13.3): past `pressureBytes` unsent its
+   * progress messages coalesce to each task's newest; past `maxBytes` it is closed as slow (3008) and
+   * cut `closeGraceMs` later if it does not read as far as the close.
+   */
+  realtimeClientQueue: { pressureBytes: number; maxBytes: number; closeGraceMs: number };
   /** An application's resource provider unanswered by then fails the grant (retryable). */
   resourceProviderTimeoutMs: number;
   /**
@@ -213,6 +219,8 @@ export const defaultSettings: ServerSettings = {
   loopRetry: { firstMs: 1_000, maxMs: 30_000 },
   realtimeHistory: { size: 300, followedSize: 100, ttlMs: 10 * 60_000 },
   taskDetailSubscriptionLimit: 20,
+  // Centrifugo's client_queue_max_size (1 MiB) and write timeout (1 s).
+  realtimeClientQueue: { pressureBytes: 64 * 1024, maxBytes: 1024 * 1024, closeGraceMs: 1_000 },
   resourceProviderTimeoutMs: 10_000,
   grantReplayRenewal: { remainingFraction: 0.2, remainingMs: 60_000 },
   developmentFilesGrantTtlMs: 15 * 60_000,

@@ -34,12 +34,19 @@ export const channelHistory =
 export function createGateway(
   config: Pick<
     ServerConfig,
-    'redisUrl' | 'gatewayApiKey' | 'realtimeJwksUrl' | 'realtimeHistory' | 'taskDetailSubscriptionLimit'
+    | 'redisUrl'
+    | 'gatewayApiKey'
+    | 'realtimeJwksUrl'
+    | 'realtimeHistory'
+    | 'taskDetailSubscriptionLimit'
+    | 'realtimeClientQueue'
   >,
   hmacKey: Uint8Array | string,
   now: () => number,
   /** From a Centrifugo config (`tdp gateway --config`): its namespaces, history and client options. */
   fromConfig: Omit<GatewayOptions, 'hmacKey'> = {},
+  /** Told of slow clients' coalesced messages and disconnects (the server's metrics). */
+  observer?: GatewayOptions['observer'],
 ): Gateway {
   let gateway: Gateway | null = null;
   const history = fromConfig.history ?? channelHistory(config.realtimeHistory);
@@ -61,6 +68,8 @@ export function createGateway(
     ...(config.realtimeJwksUrl ? { jwksUrl: config.realtimeJwksUrl } : {}),
     // A page follows at most a few task details at once (source document 002 §7).
     channelLimits: [{ prefix: 'task_detail:', max: config.taskDetailSubscriptionLimit }],
+    clientQueue: config.realtimeClientQueue,
+    ...(observer ? { observer } : {}),
   });
   return gateway;
 }
@@ -146,6 +155,7 @@ export async function startGatewayServer(
       realtimeJwksUrl: env.TDP_REALTIME_JWKS_URL?.trim() || fromConfig.jwksUrl || null,
       realtimeHistory: defaultSettings.realtimeHistory,
       taskDetailSubscriptionLimit: defaultSettings.taskDetailSubscriptionLimit,
+      realtimeClientQueue: defaultSettings.realtimeClientQueue,
     },
     hmacKey,
     Date.now,

@@ -302,6 +302,34 @@ describe('dynamic steps', () => {
 });
 
 describe('the validation chain', () => {
+  it('only progress that leaves status and health as they were is marked coalescable for slow clients', async () => {
+    const { taskId, ctx } = await c.runningContext();
+    await c.report(ctx, c.event(ctx));
+    const progress = (sourceSeq: number) =>
+      c.report(
+        ctx,
+        c.event(ctx, { sourceSeq, eventType: 'STEP_PROGRESS', progress: { current: sourceSeq, total: 9 } }),
+      );
+    expect((await progress(2)).status).toBe(200);
+    expect((await progress(3)).status).toBe(200);
+    const rows = await sql<{ aggregate_version: string; projection: string; payload: any }[]>`
+      SELECT aggregate_version, projection, payload FROM realtime_outbox
+      WHERE aggregate_id = ${taskId} ORDER BY aggregate_version, projection`;
+    const last = BigInt(rows.at(-1)!.aggregate_version);
+    const marked = rows.filter((r) => r.payload.coalesceKey !== undefined);
+    expect(marked.map((r) => [BigInt(r.aggregate_version), r.projection])).toEqual([
+      [last - 1n, 'OPERATOR_SUMMARY'],
+      [last - 1n, 'TASK_DETAIL'],
+      [last - 1n, 'USER_SUMMARY'],
+      [last, 'OPERATOR_SUMMARY'],
+      [last, 'TASK_DETAIL'],
+      [last, 'USER_SUMMARY'],
+    ]);
+    expect(marked.every((r) => r.payload.coalesceKey === taskId)).toBe(true);
+    // Creation, the start and everything else before the progress reports carry no marker.
+    expect(rows.filter((r) => BigInt(r.aggregate_version) < last - 1n).length).toBeGreaterThan(0);
+  });
+
   it('a free phaseCode only updates progress metadata; it cannot declare an end, a severity or a failure policy', async () => {
     const { taskId, ctx } = await c.runningContext();
     await c.report(ctx, c.event(ctx));

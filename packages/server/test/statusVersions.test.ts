@@ -1,6 +1,7 @@
 /**
  * Versions, projections, reads and health of the status service (document 002, section 17, continued).
  */
+import { type TaskMessage, TaskStore } from '@tdp/client';
 import { newId } from '@tdp/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Harness, startHarness } from '../../../test/harness.ts';
@@ -466,6 +467,34 @@ describe('projections and reads', () => {
       payload: { kind: 'task.removed', taskId: shared!.taskId },
     });
     expect((await h.request('GET', '/v1/me/tasks', { token: c.app.apiKey })).status).toBe(401);
+  });
+
+  it('revoke then re-grant at the same task version: a client store shows the task again', async () => {
+    const wf = await c.createWorkflow({
+      ownerId: 'alice',
+      tasks: [{ clientTaskKey: 'lent', title: 'Lent' }],
+    });
+    const taskId = wf.tasks[0]!.taskId;
+    const acl = `/v1/tasks/${taskId}/acl`;
+    const grant = { principalType: 'USER', principalId: 'carol' };
+    expect((await c.call('POST', acl, grant)).status).toBe(204);
+    expect((await c.call('DELETE', `${acl}/USER/carol`)).status).toBe(204);
+    expect((await c.call('POST', acl, grant)).status).toBe(204);
+    // What carol's channel carries, in commit order, through the store a page keeps.
+    const messages = await sql<{ payload: TaskMessage }[]>`
+      SELECT payload FROM realtime_outbox
+      WHERE aggregate_id = ${taskId} AND channel LIKE '%/carol' ORDER BY created_at, id`;
+    expect(messages.map((m) => m.payload.kind)).toEqual(['task.summary', 'task.removed', 'task.summary']);
+    expect(new Set(messages.map((m) => m.payload.taskVersion)).size).toBe(1);
+    const store = new TaskStore();
+    store.endSnapshot([]);
+    store.receive(messages[0]!.payload);
+    store.receive(messages[1]!.payload);
+    expect(store.summary(taskId)).toBeNull();
+    store.receive(messages[2]!.payload);
+    expect(store.summary(taskId)?.taskId).toBe(taskId);
+    store.receive(messages[0]!.payload); // the first grant again (a redelivery): changes nothing
+    expect(store.summary(taskId)?.taskId).toBe(taskId);
   });
 
   it('classification binds the type once, guarded by If-Match on the task version', async () => {

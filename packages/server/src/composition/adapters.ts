@@ -116,7 +116,16 @@ export async function connectAdapters(config: ServerConfig, overrides: ServerDep
   // The realtime gateway runs in this process; its tokens are signed with the shared secret when one is
   // set (Centrifugo checks them with it too), else with a key derived from the keyring.
   const realtimeKey = realtimeTokenKey(config.secretKeyring, config.realtimeTokenSecret ?? null);
-  const gateway: Gateway = createGateway(config, realtimeKey, () => clock.now().getTime());
+  const gateway: Gateway = createGateway(
+    config,
+    realtimeKey,
+    () => clock.now().getTime(),
+    {},
+    {
+      coalesced: () => metrics.realtimeSlowCoalesced.inc(),
+      slowDisconnect: () => metrics.realtimeSlowDisconnects.inc(),
+    },
+  );
   await gateway.ready;
   // With tracing off, the no-op port: no span is made and no traceparent is stored or sent.
   const tracing: Tracing = config.tracing ? new OpenTelemetryTracing() : noTracing;

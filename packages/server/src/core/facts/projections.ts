@@ -247,6 +247,29 @@ export function summaryChannels(state: TaskState, acl: AclEntry[]): string[] {
   return [...list];
 }
 
+/**
+ * Whether a fact only moved progress: a progress report with no notice that left the task's status and
+ * health as they were. Its messages carry `coalesceKey` (the task id), so the gateway may replace them,
+ * for a client that reads too slowly, by a newer one of the same task (docs/realtime.md); every other
+ * message (creation, a new attempt, a failure, a terminal state, an action required, a revoke) has none
+ * and always goes.
+ */
+export function progressOnly(
+  before: TaskState | null,
+  after: TaskState,
+  event: TaskEventRecord,
+  notice: Notice | null,
+): boolean {
+  return (
+    event.type === 'STEP_PROGRESS' &&
+    notice === null &&
+    before !== null &&
+    before.task.lifecycleStatus === after.task.lifecycleStatus &&
+    before.task.businessStatus === after.task.businessStatus &&
+    before.task.health === after.task.health
+  );
+}
+
 export function taskProjections(
   state: TaskState,
   event: TaskEventRecord,
@@ -255,6 +278,7 @@ export function taskProjections(
   newId: () => string,
   at: Date,
   channelNotice: ChannelNotice | null = null,
+  coalescable = false,
 ): RealtimeRecord[] {
   const base = {
     tenantId: state.task.tenantId,
@@ -263,7 +287,8 @@ export function taskProjections(
     aggregateVersion: state.task.version,
     createdAt: at,
   };
-  const summary = summaryPayload(state, notice);
+  const marker = coalescable && !channelNotice ? { coalesceKey: state.task.id } : {};
+  const summary = { ...summaryPayload(state, notice), ...marker };
   const targeted = channelNotice ? summaryPayload(state, channelNotice.notice) : summary;
   const told = new Set(channelNotice?.channels ?? []);
   return [
@@ -279,7 +304,7 @@ export function taskProjections(
       id: newId(),
       channel: channels.detail(state.task.tenantId, state.task.id),
       projection: 'TASK_DETAIL',
-      payload: detailPayload(state, event, notice, at),
+      payload: { ...detailPayload(state, event, notice, at), ...marker },
     },
     {
       ...base,

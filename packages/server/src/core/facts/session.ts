@@ -35,6 +35,7 @@ import type {
 import {
   type ChannelNotice,
   noticeFor,
+  progressOnly,
   taskProjections,
   workflowAfterTaskChange,
   workflowProjection,
@@ -347,6 +348,7 @@ export class FactSession {
           () => this.ids.newId(),
           committedAt,
           options.channelNotice ?? null,
+          progressOnly(before, after, event, notice),
         ),
         ...(options.extraRealtime ?? []),
       ],

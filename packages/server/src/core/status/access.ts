@@ -9,7 +9,11 @@ import type { ApplicationPrincipal } from '../identity/ports.ts';
 import { AppError } from '../shared/errors.ts';
 import { type ReadDeps, readableTask } from './reads.ts';
 
-/** Grants a principal access; its summary channel gets the task's current summary at once. */
+/**
+ * Grants a principal access; its summary channel gets the task's current summary at once, with the
+ * entry's new ACL version: a client that saw the revoke this grant undoes orders the grant after it
+ * (the task's version may not have moved in between).
+ */
 export async function grantAccess(
   deps: ReadDeps,
   principal: ApplicationPrincipal,
@@ -26,7 +30,7 @@ export async function grantAccess(
       permission: request.permission ?? 'VIEW',
     },
     now,
-    [
+    (aclVersion) => [
       {
         id: deps.ids.newId(),
         tenantId: state.task.tenantId,
@@ -40,14 +44,17 @@ export async function grantAccess(
           request.principalId,
         ),
         projection: 'USER_SUMMARY',
-        payload: summaryPayload(state, null),
+        payload: { ...summaryPayload(state, null), aclVersion: aclVersion.toString() },
         createdAt: now,
       },
     ],
   );
 }
 
-/** Revokes access; the principal's channel gets a removal tombstone (same transaction) so clients drop the task. */
+/**
+ * Revokes access; the principal's channel gets a removal tombstone (same transaction) so clients drop the
+ * task. It carries the entry's new ACL version, which a later re-grant's summary exceeds.
+ */
 export async function revokeAccess(
   deps: ReadDeps,
   principal: ApplicationPrincipal,
@@ -57,7 +64,7 @@ export async function revokeAccess(
 ) {
   const state = await readableTask(deps, principal, taskId);
   const now = deps.clock.now();
-  const tombstone = {
+  const tombstone = (aclVersion: bigint) => ({
     id: deps.ids.newId(),
     tenantId: state.task.tenantId,
     aggregateType: 'TASK' as const,
@@ -65,10 +72,16 @@ export async function revokeAccess(
     aggregateVersion: state.task.version,
     channel: aclChannel(state.task.tenantId, state.task.applicationId, principalType, principalId),
     projection: 'USER_REMOVAL' as const,
-    payload: { kind: 'task.removed', schemaVersion: 1, taskId, taskVersion: state.task.version.toString() },
+    payload: {
+      kind: 'task.removed',
+      schemaVersion: 1,
+      taskId,
+      taskVersion: state.task.version.toString(),
+      aclVersion: aclVersion.toString(),
+    },
     createdAt: now,
-  };
-  if (!(await deps.reads.revokeAcl(taskId, principalType, principalId, now, [tombstone]))) {
+  });
+  if (!(await deps.reads.revokeAcl(taskId, principalType, principalId, now, (v) => [tombstone(v)]))) {
     throw new AppError(
       'VALIDATION_FAILED',
       `${principalType} ${principalId} has no access to task ${taskId}`,

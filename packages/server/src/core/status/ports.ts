@@ -57,15 +57,26 @@ export interface StatusReads {
   task(taskId: string): Promise<TaskState | null>;
   /** Drops events below `beforeVersion` (retention); reads before it answer EVENTS_PRUNED. */
   pruneEvents(taskId: string, beforeVersion: bigint): Promise<void>;
-  /** Grants access and writes `announce` (the summary for the principal's channel) in one transaction. */
-  grantAcl(taskId: string, entry: AclEntry, at: Date, announce: RealtimeRecord[]): Promise<void>;
-  /** Revokes access and writes `announce` (the removal tombstone) in one transaction; false if none. */
+  /**
+   * Grants access and writes `announce(aclVersion)` (the summary for the principal's channel) in one
+   * transaction; each grant or revoke of the entry takes the next ACL version.
+   */
+  grantAcl(
+    taskId: string,
+    entry: AclEntry,
+    at: Date,
+    announce: (aclVersion: bigint) => RealtimeRecord[],
+  ): Promise<void>;
+  /**
+   * Revokes access and writes `announce(aclVersion)` (the removal tombstone) in one transaction; false
+   * if the principal had no access.
+   */
   revokeAcl(
     taskId: string,
     principalType: string,
     principalId: string,
     at: Date,
-    announce: RealtimeRecord[],
+    announce: (aclVersion: bigint) => RealtimeRecord[],
   ): Promise<boolean>;
   attachExternalRef(
     applicationId: string,

@@ -46,6 +46,17 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly realtimeSlowCoalesced = new Counter({
+    name: 'tdp_realtime_slow_client_coalesced_total',
+    help: 'Progress messages a slow realtime client did not get because a newer one of the same task replaced them in its queue',
+    registers: [this.registry],
+  });
+  readonly realtimeSlowDisconnects = new Counter({
+    name: 'tdp_realtime_slow_client_disconnects_total',
+    help: 'Realtime clients disconnected (3008 slow) because their send queue passed its bound',
+    registers: [this.registry],
+  });
+
   readonly rateLimited = new Counter({
     name: 'tdp_rate_limited_total',
     help: 'Requests refused with 429 RATE_LIMITED, by credential (application, worker, execution)',

@@ -134,14 +134,21 @@ export class PostgresStatusReads implements StatusReads {
     });
   }
 
-  async grantAcl(taskId: string, entry: AclEntry, at: Date, announce: RealtimeRecord[]) {
+  async grantAcl(
+    taskId: string,
+    entry: AclEntry,
+    at: Date,
+    announce: (aclVersion: bigint) => RealtimeRecord[],
+  ) {
     await transaction(this.sql, async (tx) => {
-      await tx`
-        INSERT INTO task_acl (task_id, principal_type, principal_id, permission, created_at)
-        VALUES (${taskId}, ${entry.principalType}, ${entry.principalId}, ${entry.permission}, ${at})
+      // The row lock of the upsert orders concurrent changes of one entry, and so their ACL versions.
+      const [row] = await tx<{ acl_version: string }[]>`
+        INSERT INTO task_acl (task_id, principal_type, principal_id, permission, created_at, acl_version)
+        VALUES (${taskId}, ${entry.principalType}, ${entry.principalId}, ${entry.permission}, ${at}, 1)
         ON CONFLICT (task_id, principal_type, principal_id)
-        DO UPDATE SET permission = excluded.permission, revoked_at = NULL`;
-      await insertRealtime(tx as unknown as Sql, announce);
+        DO UPDATE SET permission = excluded.permission, revoked_at = NULL, acl_version = task_acl.acl_version + 1
+        RETURNING acl_version`;
+      await insertRealtime(tx as unknown as Sql, announce(BigInt(row!.acl_version)));
     });
   }
 
@@ -150,15 +157,15 @@ export class PostgresStatusReads implements StatusReads {
     principalType: string,
     principalId: string,
     at: Date,
-    announce: RealtimeRecord[],
+    announce: (aclVersion: bigint) => RealtimeRecord[],
   ) {
     return transaction(this.sql, async (tx) => {
-      const rows = await tx`
-        UPDATE task_acl SET revoked_at = ${at}
+      const [row] = await tx<{ acl_version: string }[]>`
+        UPDATE task_acl SET revoked_at = ${at}, acl_version = acl_version + 1
         WHERE task_id = ${taskId} AND principal_type = ${principalType} AND principal_id = ${principalId} AND revoked_at IS NULL
-        RETURNING 1`;
-      if (rows.length === 0) return false;
-      await insertRealtime(tx as unknown as Sql, announce);
+        RETURNING acl_version`;
+      if (!row) return false;
+      await insertRealtime(tx as unknown as Sql, announce(BigInt(row.acl_version)));
       return true;
     });
   }
