@@ -1,4 +1,5 @@
 import { defaultWorkerConcurrency } from '@tdp/protocol';
+import { ConfigError, integer, onOff, required, truthy } from './configParsing.ts';
 import { type Keyring, parseKeyring } from './core/identity/secretBox.ts';
 import { type RetentionWindows, windowsProblem } from './core/retention/policy.ts';
 import type { BucketPolicy } from './core/shared/tokenBuckets.ts';
@@ -7,6 +8,8 @@ import {
   type NotificationDeliverySettings,
   notificationDeliveryFrom,
 } from './notificationSettings.ts';
+
+export { ConfigError } from './configParsing.ts';
 
 /** How one background loop paces itself (see `WakeableLoop`). */
 export interface LoopPacing {
@@ -324,23 +327,6 @@ export interface ServerConfig extends ServerSettings {
   archiveDirectory?: string | null;
 }
 
-export class ConfigError extends Error {}
-
-function required(env: NodeJS.ProcessEnv, name: string): string {
-  const value = env[name]?.trim();
-  if (!value) throw new ConfigError(`${name} is required`);
-  return value;
-}
-
-function integer(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
-  const raw = env[name]?.trim();
-  if (!raw) return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < 0)
-    throw new ConfigError(`${name} must be a non-negative integer, got "${raw}"`);
-  return value;
-}
-
 /** An optional setting: the override if given (null included), else the trimmed variable, else null. */
 function optional<K extends keyof ServerConfig>(
   overrides: Partial<ServerConfig>,
@@ -350,8 +336,6 @@ function optional<K extends keyof ServerConfig>(
   if (overrides[key] !== undefined) return overrides[key] as string | null;
   return value?.trim() || null;
 }
-
-const truthy = (value: string | undefined) => ['1', 'true', 'yes'].includes((value ?? '').toLowerCase());
 
 /** The settings: the override if given, else the variable (for those that have one), else the default. */
 function settingsFrom(env: NodeJS.ProcessEnv, overrides: Partial<ServerConfig>): ServerSettings {
@@ -410,14 +394,6 @@ function retentionFrom(env: NodeJS.ProcessEnv, overrides: RetentionSettings | un
   const problem = windowsProblem(retention);
   if (problem) throw new ConfigError(`retention: ${problem}`);
   return retention;
-}
-
-/** A switch: `on` or `off` (any case), the fallback when unset. */
-function onOff(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean {
-  const value = env[name]?.trim().toLowerCase();
-  if (!value) return fallback;
-  if (value !== 'on' && value !== 'off') throw new ConfigError(`${name} must be on or off`);
-  return value === 'on';
 }
 
 /** `TDP_GRPC_PORT`: a port, 0 for a free one, or `off`. */
