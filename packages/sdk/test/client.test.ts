@@ -226,7 +226,11 @@ describe('status workflows, access and tokens', () => {
     const connection = await tdp.createConnectionToken('user-7');
     expect(connection.token.split('.')).toHaveLength(3);
     expect(connection.url).toMatch(/^ws:\/\//);
-    expect(connection.channels).toHaveLength(1);
+    // The person's own channel, and the broadcasts of their tenant and of the system (issue 23).
+    expect(connection.channels).toHaveLength(3);
+    expect(connection.channels).toEqual(
+      expect.arrayContaining([expect.stringMatching(/^task_tenant:/), 'task_system:public']),
+    );
 
     const { task } = await newTask({ ownerId: 'user-7' });
     const subscription = await tdp.createSubscriptionToken({ userId: 'user-7', taskId: task.id });
