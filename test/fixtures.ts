@@ -31,3 +31,30 @@ export function zipWorkflow(name = 'zip-clean-watermark', version = '1') {
     ],
   };
 }
+
+/**
+ * A one-step workflow `live` whose capability no worker offers, so its tasks stay where they are while a
+ * realtime test watches them; and a `createTask(ownerId)` for it.
+ */
+export async function publishLiveWorkflow(
+  h: { request(method: string, path: string, options?: object): Promise<{ body: any }> },
+  apiKey: string,
+  newKey: () => string,
+): Promise<(ownerId: string) => Promise<string>> {
+  await h.request('POST', '/v1/workflow-definitions', {
+    token: apiKey,
+    body: {
+      name: 'live',
+      version: '1',
+      steps: [{ key: 'only', capability: 'nobody.live', capabilityVersion: '1' }],
+    },
+  });
+  return async (ownerId: string) =>
+    (
+      await h.request('POST', '/v1/tasks', {
+        token: apiKey,
+        headers: { 'idempotency-key': newKey() },
+        body: { workflowName: 'live', workflowVersion: '1', name: 'live task', ownerId },
+      })
+    ).body.task.id as string;
+}

@@ -17,6 +17,7 @@ import {
   requireCentrifugo,
   startCentrifugo,
 } from '../../../test/centrifugo.ts';
+import { publishLiveWorkflow } from '../../../test/fixtures.ts';
 import { startHarness } from '../../../test/harness.ts';
 import { TcpProxy } from '../../../test/tcpProxy.ts';
 
@@ -41,22 +42,7 @@ async function startTdp(publishTo: CentrifugoProcess, tokenSecret: string, wsUrl
     realtimeWsUrl: wsUrl,
   });
   const app = await h.createApplication();
-  await h.request('POST', '/v1/workflow-definitions', {
-    token: app.apiKey,
-    body: {
-      name: 'live',
-      version: '1',
-      steps: [{ key: 'only', capability: 'nobody.live', capabilityVersion: '1' }],
-    },
-  });
-  const createTask = async (ownerId: string) => {
-    const created = await h.request('POST', '/v1/tasks', {
-      token: app.apiKey,
-      headers: { 'idempotency-key': newId() },
-      body: { workflowName: 'live', workflowVersion: '1', name: 'live task', ownerId },
-    });
-    return created.body.task.id as string;
-  };
+  const createTask = await publishLiveWorkflow(h, app.apiKey, newId);
   const cancel = (taskId: string) => h.request('POST', `/v1/tasks/${taskId}:cancel`, { token: app.apiKey });
   const tokenFor = async (path: string, body: Record<string, unknown>) => {
     const issued = await h.request('POST', path, { token: app.apiKey, body });

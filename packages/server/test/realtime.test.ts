@@ -6,23 +6,18 @@ import { newId } from '@tdp/protocol';
 import { Centrifuge } from 'centrifuge';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
+import { publishLiveWorkflow } from '../../../test/fixtures.ts';
 import { type Harness, startHarness } from '../../../test/harness.ts';
 
 let h: Harness;
 let app: Awaited<ReturnType<Harness['createApplication']>>;
 const clients: Centrifuge[] = [];
+let createTask: (ownerId: string) => Promise<string>;
 
 beforeAll(async () => {
   h = await startHarness({ runLoops: true });
   app = await h.createApplication();
-  await h.request('POST', '/v1/workflow-definitions', {
-    token: app.apiKey,
-    body: {
-      name: 'live',
-      version: '1',
-      steps: [{ key: 'only', capability: 'nobody.live', capabilityVersion: '1' }],
-    },
-  });
+  createTask = await publishLiveWorkflow(h, app.apiKey, newId);
 });
 afterAll(async () => {
   for (const client of clients) client.disconnect();
@@ -41,15 +36,6 @@ async function connectAs(userId: string) {
   await connected;
   return { client, channels: issued.channels as string[] };
 }
-
-const createTask = async (ownerId: string) =>
-  (
-    await h.request('POST', '/v1/tasks', {
-      token: app.apiKey,
-      headers: { 'idempotency-key': newId() },
-      body: { workflowName: 'live', workflowVersion: '1', name: 'live task', ownerId },
-    })
-  ).body.task.id as string;
 
 describe('live status through the gateway', () => {
   it("a user's connection sees their new task appear, and its detail channel follows every change", async () => {
