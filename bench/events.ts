@@ -245,10 +245,15 @@ export async function httpHeartbeats(
       e.beat += 1;
       return { executionHandle: e.handle, heartbeatSeq: e.beat };
     });
-    const answer = await json(pool, 'POST', '/v1/task-heartbeats:batch', apiKey, { heartbeats: items });
-    const refused = answer.results.filter((r: { accepted: boolean }) => !r.accepted);
-    if (refused.length > 0)
-      throw new Error(`heartbeats refused ${refused.length}: ${JSON.stringify(refused[0])}`);
+    // Like the worker, the bench asks only for the beats not plainly accepted.
+    const answer = await json(pool, 'POST', '/v1/task-heartbeats:batch', apiKey, {
+      heartbeats: items,
+      answer: 'exceptions',
+    });
+    if (answer.results.length > 0 || answer.acceptedCount !== items.length)
+      throw new Error(
+        `heartbeats not accepted ${answer.results.length}: ${JSON.stringify(answer.results[0])}`,
+      );
   });
   return {
     ...result,

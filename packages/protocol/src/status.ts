@@ -251,6 +251,13 @@ export const HeartbeatOutcome = Type.Union([
 export type HeartbeatOutcome = Static<typeof HeartbeatOutcome>;
 
 /**
+ * What a heartbeat batch answers: `all` (the default) one result per item; `exceptions` only the items
+ * whose outcome is not ACCEPTED (refusals and recoveries), each with its index, and `acceptedCount`.
+ */
+export const HeartbeatAnswer = Type.Union([Type.Literal('all'), Type.Literal('exceptions')]);
+export type HeartbeatAnswer = Static<typeof HeartbeatAnswer>;
+
+/**
  * One answer per heartbeat item. Its choices are written as `enum` and a type list rather than unions:
  * the response serializer checks each union's branches against the value for every item of every batch.
  */

@@ -11,6 +11,7 @@ import type {
   EventResult,
   ExecutionContext,
   FullTaskEvent,
+  HeartbeatAnswer,
   HeartbeatItem,
   HeartbeatResult,
   RegisterExecutionRequest,
@@ -63,11 +64,14 @@ export class TdpCoordinator {
     return this.call('/v1/task-events:batch', { events }, options);
   }
 
-  /** Renews the leases of running executions; each heartbeat gets its own outcome. */
+  /**
+   * Renews the leases of running executions; each heartbeat gets its own outcome, or with
+   * `answer: 'exceptions'` only those not plainly ACCEPTED are listed (by index) beside `acceptedCount`.
+   */
   reportHeartbeats(
     heartbeats: HeartbeatItem[],
-    options: CallOptions = {},
-  ): Promise<{ results: HeartbeatResult[]; receivedAt: string }> {
-    return this.call('/v1/task-heartbeats:batch', { heartbeats }, options);
+    { answer, ...options }: CallOptions & { answer?: HeartbeatAnswer } = {},
+  ): Promise<{ results: HeartbeatResult[]; acceptedCount: number; receivedAt: string }> {
+    return this.call('/v1/task-heartbeats:batch', answer ? { heartbeats, answer } : { heartbeats }, options);
   }
 }

@@ -121,6 +121,39 @@ describe('heartbeats', () => {
     ).toBe('DUPLICATE');
   });
 
+  it("answer 'exceptions' lists only the beats not plainly accepted, by index, with the accepted count", async () => {
+    const { ctx } = await running();
+    const other = await running();
+    const short = (items: Record<string, unknown>[], answer: unknown) =>
+      h.request('POST', '/v1/task-heartbeats:batch', {
+        token: c.app.apiKey,
+        body: { heartbeats: items, answer },
+      });
+    const res = await short(
+      [
+        { executionHandle: ctx.executionHandle, heartbeatSeq: 3 },
+        { executionHandle: 'eh_not-a-handle-of-anyone', heartbeatSeq: 1 },
+        { executionHandle: other.ctx.executionHandle, heartbeatSeq: 1 },
+      ],
+      'exceptions',
+    );
+    expect(res.status).toBe(200);
+    expect(res.body.acceptedCount).toBe(2);
+    expect(res.body.results).toEqual([
+      { index: 1, executionId: null, accepted: false, outcome: 'INVALID_CREDENTIAL', health: null },
+    ]);
+    // The same beat again is a duplicate: the short answer names it.
+    const again = await short([{ executionHandle: ctx.executionHandle, heartbeatSeq: 3 }], 'exceptions');
+    expect(again.body).toMatchObject({ acceptedCount: 0, results: [{ index: 0, outcome: 'DUPLICATE' }] });
+    // An answer the API does not know is refused and renews nothing.
+    const wrong = await short([{ executionHandle: ctx.executionHandle, heartbeatSeq: 4 }], 'some');
+    expect(wrong.status).toBe(400);
+    expect(wrong.body.code).toBe('VALIDATION_FAILED');
+    const [lease] =
+      await sql`SELECT heartbeat_seq FROM execution_lease WHERE attempt_id = ${ctx.executionId}`;
+    expect(lease!.heartbeat_seq).toBe(3n);
+  });
+
   it('heartbeats renew on a pool of their own: they are answered while every main-pool connection waits', async () => {
     const { ctx } = await running();
     // The first beat also puts the API key in the cache, so the next one needs the database only for the

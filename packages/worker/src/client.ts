@@ -246,7 +246,9 @@ export class WorkerClient {
 
   /** Attempt heartbeats (the light path): each carries its START_ATTEMPT's execution token. */
   async attemptHeartbeats(items: { executionToken: string; heartbeatSeq: number }[]): Promise<void> {
-    await this.call('POST', '/v1/task-heartbeats:batch', { heartbeats: items });
+    // The worker acts on no outcome of a beat (a stopped attempt reaches it as a command), so it asks
+    // for the short answer.
+    await this.call('POST', '/v1/task-heartbeats:batch', { heartbeats: items, answer: 'exceptions' });
   }
 
   /**

@@ -4,6 +4,7 @@ import {
   CompactTaskEvent,
   EventResult,
   FullTaskEvent,
+  HeartbeatAnswer,
   HeartbeatItem,
   HeartbeatResult,
   TaskEventRequest,
@@ -87,7 +88,7 @@ export function registerEventReportRoutes(
     },
   );
 
-  app.post<{ Body: { heartbeats: HeartbeatItem[] } }>(
+  app.post<{ Body: { heartbeats: HeartbeatItem[]; answer?: 'all' | 'exceptions' } }>(
     '/v1/task-heartbeats::batch',
     {
       schema: {
@@ -95,11 +96,18 @@ export function registerEventReportRoutes(
         security: reportSecurity,
         summary: 'Heartbeats of running executions (light path: no version, no message)',
         body: Type.Object(
-          { heartbeats: Type.Array(HeartbeatItem, { minItems: 1, maxItems: 2000 }) },
+          {
+            heartbeats: Type.Array(HeartbeatItem, { minItems: 1, maxItems: 2000 }),
+            answer: Type.Optional(HeartbeatAnswer),
+          },
           { additionalProperties: false },
         ),
         response: {
-          200: Type.Object({ results: Type.Array(HeartbeatResult), receivedAt: Type.String() }),
+          200: Type.Object({
+            results: Type.Array(HeartbeatResult),
+            acceptedCount: Type.Integer(),
+            receivedAt: Type.String(),
+          }),
           ...problemResponses,
         },
       },
@@ -112,7 +120,16 @@ export function registerEventReportRoutes(
       );
       const principal = who?.kind === 'application' ? who.principal : null;
       const results = await recordHeartbeats(deps.status, principal, request.body.heartbeats);
-      return { results, receivedAt: deps.status.clock.now().toISOString() };
+      let acceptedCount = 0;
+      for (const result of results) if (result.outcome === 'ACCEPTED') acceptedCount += 1;
+      return {
+        // A worker with thousands of executions only needs to hear about the beats that were not
+        // plainly accepted; the answer then carries those alone (each with its index).
+        results:
+          request.body.answer === 'exceptions' ? results.filter((r) => r.outcome !== 'ACCEPTED') : results,
+        acceptedCount,
+        receivedAt: deps.status.clock.now().toISOString(),
+      };
     },
   );
 }
