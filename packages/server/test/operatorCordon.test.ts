@@ -105,6 +105,9 @@ it('a cordoned node is placed on no more; uncordoned, it is', async () => {
   const cordoned = await admin('/admin/v1/nodes/node-cordon:cordon', { reason: 'rack maintenance' });
   expect(cordoned.status).toBe(200);
   expect(cordoned.body).toMatchObject({ nodeId: 'node-cordon', status: 'CORDONED' });
+  // Asked again, the cordon writes nothing and answers the audit of the one that set it.
+  const again = await admin('/admin/v1/nodes/node-cordon:cordon', { reason: 'clicked twice' });
+  expect(again.body).toEqual(cordoned.body);
   const waiting = await submit();
   await waitingBecause(waiting, 'node node-cordon is CORDONED');
   expect(finish.has(waiting)).toBe(false);
@@ -133,6 +136,12 @@ it('bad input is a problem with its code and changes nothing', async () => {
     expect([path, answer.status, answer.body.code]).toEqual([path, status, code]);
     expect(answer.headers.get('content-type')).toMatch(/application\/problem\+json/);
   }
+  // The management status is not set by the node's PUT (which neither audits nor asks why).
+  const put = await h.request('PUT', '/admin/v1/nodes/node-cordon', {
+    token: h.adminToken,
+    body: { weight: 5, status: 'CORDONED' },
+  });
+  expect([put.status, put.body.code]).toEqual([400, 'VALIDATION_FAILED']);
   const anonymous = await h.request('POST', '/admin/v1/nodes/node-cordon:cordon', { body: { reason: 'x' } });
   expect(anonymous.status).toBe(401);
   expect(await session()).toMatchObject({
@@ -157,7 +166,7 @@ it('reads the audit back: newest first, by subject or action, a page at a time',
   const nodeCordons = await audit('?action=NODE_CORDON');
   expect(nodeCordons.body.items.map((e: { reason: string }) => e.reason)).toEqual(['rack maintenance']);
 
-  // A page at a time: every action once, in the same order as one page.
+  // A page at a time: every action once (the repeated cordon wrote nothing), in the same order as one page.
   const all = (await audit('?limit=200')).body.items.map((e: { id: string }) => e.id);
   expect(all).toHaveLength(4);
   const paged: string[] = [];

@@ -5,7 +5,9 @@
  *   registers on it later.
  * - cordon (of a session or a node): placed on no more, nothing sent; the running work goes on.
  *   Uncordon makes it placeable again (a drained session stays DRAINING: it is on its way out).
- * Each call carries a reason and is audited with who and why in the same transaction.
+ * Each call carries a reason and is audited with who and why in the same transaction; a cordon or
+ * uncordon asking for the status there is already writes nothing and answers the audit of the one that
+ * set it.
  */
 import { newId } from '@tdp/protocol';
 import type { WorkerCommandRecord } from '../facts/records.ts';
@@ -81,10 +83,10 @@ export async function setWorkerCordon(
   const status = request.cordoned ? 'INELIGIBLE' : 'ELIGIBLE';
   const action = request.cordoned ? operatorActions.workerCordon : operatorActions.workerUncordon;
   const audit = auditOf(action, request.workerId, request, deps.clock.now());
-  if (!(await deps.store.setWorkerScheduling(request.workerId, status, audit)))
-    throw new AppError('WORKER_NOT_FOUND', `no live worker session ${request.workerId}`);
-  deps.workersChanged();
-  return { workerId: request.workerId, schedulingStatus: status, auditId: audit.id };
+  const change = await deps.store.setWorkerScheduling(request.workerId, status, audit);
+  if (!change) throw new AppError('WORKER_NOT_FOUND', `no live worker session ${request.workerId}`);
+  if (!change.repeated) deps.workersChanged();
+  return { workerId: request.workerId, schedulingStatus: status, auditId: change.auditId };
 }
 
 export async function setNodeCordon(
@@ -94,8 +96,8 @@ export async function setNodeCordon(
   const status = request.cordoned ? 'CORDONED' : 'ACTIVE';
   const action = request.cordoned ? operatorActions.nodeCordon : operatorActions.nodeUncordon;
   const audit = auditOf(action, request.nodeId, request, deps.clock.now());
-  if (!(await deps.store.setNodeStatus(request.nodeId, status, audit)))
-    throw new AppError('NODE_NOT_FOUND', `no node ${request.nodeId}`);
-  deps.workersChanged();
-  return { nodeId: request.nodeId, status, auditId: audit.id };
+  const change = await deps.store.setNodeStatus(request.nodeId, status, audit);
+  if (!change) throw new AppError('NODE_NOT_FOUND', `no node ${request.nodeId}`);
+  if (!change.repeated) deps.workersChanged();
+  return { nodeId: request.nodeId, status, auditId: change.auditId };
 }

@@ -47,7 +47,6 @@ export interface WorkerStore {
       labels?: Record<string, string>;
       group?: string | null;
       weight?: number;
-      status?: 'ACTIVE' | 'CORDONED';
     },
     at: Date,
   ): Promise<void>;
@@ -112,6 +111,12 @@ export interface DrainOutcome {
 }
 
 /** The operator's actions on nodes and on a session's placement, each audited in its transaction. */
+/** What a cordon or uncordon did: the audit record that stands for it, and whether it was a repeat. */
+export interface StatusChange {
+  auditId: string;
+  repeated: boolean;
+}
+
 export interface OperatorWorkerStore {
   /**
    * Cordons the node (placed on no more) and drains each of its live sessions not drained yet (DRAINING,
@@ -127,12 +132,20 @@ export interface OperatorWorkerStore {
     workers: { workerId: string; commandId: string }[];
     sent: WorkerCommandRecord[];
   } | null>;
-  /** Sets a live session's scheduling status (INELIGIBLE: placed on no more); false when none. */
+  /**
+   * Sets a live session's scheduling status (INELIGIBLE: placed on no more) with its audit record; null
+   * when there is no live session. Asked for the status it has, it writes nothing and answers the audit
+   * record of the action that set it (writing this one only when there is none).
+   */
   setWorkerScheduling(
     workerId: string,
     status: 'ELIGIBLE' | 'INELIGIBLE',
     audit: OperatorAuditRecord,
-  ): Promise<boolean>;
-  /** Sets a node's management status (ACTIVE also forgets a drain); false when there is no such node. */
-  setNodeStatus(nodeId: string, status: 'ACTIVE' | 'CORDONED', audit: OperatorAuditRecord): Promise<boolean>;
+  ): Promise<StatusChange | null>;
+  /** Sets a node's management status (ACTIVE also forgets a drain), the same way; null: no such node. */
+  setNodeStatus(
+    nodeId: string,
+    status: 'ACTIVE' | 'CORDONED',
+    audit: OperatorAuditRecord,
+  ): Promise<StatusChange | null>;
 }

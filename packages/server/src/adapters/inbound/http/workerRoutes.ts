@@ -103,7 +103,6 @@ export function registerWorkerRoutes(
       labels?: Record<string, string>;
       group?: string | null;
       weight?: number;
-      status?: 'ACTIVE' | 'CORDONED';
     };
   }>(
     '/admin/v1/nodes/:id',
@@ -112,14 +111,15 @@ export function registerWorkerRoutes(
       schema: {
         tags: ['admin'],
         security: [{ adminToken: [] }],
-        summary: "Set a node's trusted labels, group, weight or management status (ACTIVE / CORDONED)",
+        summary: "Set a node's trusted labels, group or weight",
+        description:
+          'Its management status is changed only by `:cordon`, `:uncordon` and `:drain`, each with a reason and audited; a body with `status` is refused.',
         params: Type.Object({ id: Type.String({ minLength: 1, maxLength: 200 }) }),
         body: Type.Object(
           {
             labels: Type.Optional(Labels),
             group: Type.Optional(Type.Union([Type.String({ maxLength: 200 }), Type.Null()])),
             weight: Type.Optional(Type.Integer({ minimum: 0, maximum: 1000 })),
-            status: Type.Optional(Type.Union([Type.Literal('ACTIVE'), Type.Literal('CORDONED')])),
           },
           { additionalProperties: false },
         ),

@@ -8,6 +8,7 @@ import type {
   DrainOutcome,
   OperatorAuditRecord,
   OperatorWorkerStore,
+  StatusChange,
 } from '../../../core/scheduling/ports.ts';
 import type { Queryable, Sql, TxSql } from './database.ts';
 
@@ -42,6 +43,19 @@ export async function drainSession(
     INSERT INTO worker_command (id, worker_id, type, payload, created_at)
     VALUES (${command.id}, ${command.workerId}, ${command.type}, ${tx.json(command.payload as never)}, ${command.createdAt})`;
   return { commandId: command.id, auditId, repeated: false };
+}
+
+/**
+ * A cordon or uncordon that changes nothing: the audit record of the last such action on the subject
+ * stands for it. Only a status no operator ever set (a node ACTIVE since it registered) gets this one.
+ */
+async function repeatOf(tx: TxSql, audit: OperatorAuditRecord): Promise<StatusChange> {
+  const [last] = await tx<{ id: string }[]>`
+    SELECT id FROM operator_audit WHERE subject_id = ${audit.subjectId} AND action = ${audit.action}
+    ORDER BY created_at DESC, id DESC LIMIT 1`;
+  if (last) return { auditId: last.id, repeated: true };
+  await insertAudit(tx, audit);
+  return { auditId: audit.id, repeated: false };
 }
 
 export class PostgresOperatorStore implements OperatorWorkerStore, OperatorAudit {
@@ -79,23 +93,28 @@ export class PostgresOperatorStore implements OperatorWorkerStore, OperatorAudit
 
   async setWorkerScheduling(workerId: string, status: 'ELIGIBLE' | 'INELIGIBLE', audit: OperatorAuditRecord) {
     return this.sql.begin(async (tx) => {
-      const rows = await tx`
-        UPDATE worker SET scheduling_status = ${status} WHERE id = ${workerId} AND ended_at IS NULL RETURNING id`;
-      if (rows.length === 0) return false;
+      const [row] = await tx<{ scheduling_status: string }[]>`
+        SELECT scheduling_status FROM worker WHERE id = ${workerId} AND ended_at IS NULL FOR UPDATE`;
+      if (!row) return null;
+      if (row.scheduling_status === status) return repeatOf(tx, audit);
+      await tx`UPDATE worker SET scheduling_status = ${status} WHERE id = ${workerId}`;
       await insertAudit(tx, audit);
-      return true;
+      return { auditId: audit.id, repeated: false };
     });
   }
 
   async setNodeStatus(nodeId: string, status: 'ACTIVE' | 'CORDONED', audit: OperatorAuditRecord) {
     return this.sql.begin(async (tx) => {
-      const rows = await tx`
+      const [row] = await tx<{ management_status: string }[]>`
+        SELECT management_status FROM worker_node WHERE id = ${nodeId} FOR UPDATE`;
+      if (!row) return null;
+      if (row.management_status === status) return repeatOf(tx, audit);
+      await tx`
         UPDATE worker_node SET management_status = ${status}, updated_at = ${audit.createdAt},
                drain_audit_id = CASE WHEN ${status} = 'ACTIVE' THEN NULL ELSE drain_audit_id END
-        WHERE id = ${nodeId} RETURNING id`;
-      if (rows.length === 0) return false;
+        WHERE id = ${nodeId}`;
       await insertAudit(tx, audit);
-      return true;
+      return { auditId: audit.id, repeated: false };
     });
   }
 

@@ -68,18 +68,16 @@ export class PostgresWorkerStore implements WorkerStore {
       labels?: Record<string, string>;
       group?: string | null;
       weight?: number;
-      status?: 'ACTIVE' | 'CORDONED';
     },
     at: Date,
   ) {
     await this.sql`
       INSERT INTO worker_node (id, labels, group_name, weight, management_status, created_at, updated_at)
-      VALUES (${node.id}, ${this.sql.json(node.labels ?? {})}, ${node.group ?? null}, ${node.weight ?? 100}, ${node.status ?? 'ACTIVE'}, ${at}, ${at})
+      VALUES (${node.id}, ${this.sql.json(node.labels ?? {})}, ${node.group ?? null}, ${node.weight ?? 100}, 'ACTIVE', ${at}, ${at})
       ON CONFLICT (id) DO UPDATE SET
         labels = CASE WHEN ${node.labels !== undefined} THEN excluded.labels ELSE worker_node.labels END,
         group_name = CASE WHEN ${node.group !== undefined} THEN excluded.group_name ELSE worker_node.group_name END,
         weight = CASE WHEN ${node.weight !== undefined} THEN excluded.weight ELSE worker_node.weight END,
-        management_status = CASE WHEN ${node.status !== undefined} THEN excluded.management_status ELSE worker_node.management_status END,
         updated_at = excluded.updated_at`;
   }
 
