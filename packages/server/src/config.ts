@@ -267,6 +267,7 @@ export const defaultSettings: ServerSettings = {
     commandDays: 7,
     timerDays: 7,
     grantDays: 7,
+    bulkJobDays: 30,
     archiveBatchTasks: 50,
     // 1 MiB of heap a round and table: a short transaction even on a full page of rows.
     scanBlocks: 128,
@@ -390,6 +391,7 @@ function retentionFrom(env: NodeJS.ProcessEnv, overrides: RetentionSettings | un
     commandDays: days('commandDays', 'TDP_RETENTION_COMMAND_DAYS'),
     timerDays: days('timerDays', 'TDP_RETENTION_TIMER_DAYS'),
     grantDays: days('grantDays', 'TDP_RETENTION_GRANT_DAYS'),
+    bulkJobDays: days('bulkJobDays', 'TDP_RETENTION_BULK_JOB_DAYS'),
   };
   const problem = windowsProblem(retention);
   if (problem) throw new ConfigError(`retention: ${problem}`);

@@ -328,6 +328,38 @@ describe('retention sweep', () => {
   });
 });
 
+describe('bulk jobs', () => {
+  it('a bulk job finished before its window goes with its task list; a recent or running one stays', async () => {
+    const now = h.clock.now().getTime();
+    const job = async (status: string, finishedDaysAgo: number | null, tasks: number) => {
+      const id = newId();
+      const at = new Date(now - 40 * day);
+      await h.server.sql`
+        INSERT INTO bulk_job (id, action, idempotency_key, request_hash, filter, reason, actor, status,
+                              matched, created_at, updated_at, finished_at)
+        VALUES (${id}, 'CANCEL', ${`bulk-${id}`}, 'h', '{}', 'tidy up', 'operator', ${status}, ${tasks},
+                ${at}, ${at}, ${finishedDaysAgo === null ? null : new Date(now - finishedDaysAgo * day)})`;
+      await h.server.sql`
+        INSERT INTO bulk_job_task (job_id, position, task_id, tenant_id, application_id)
+        SELECT ${id}, n, gen_random_uuid(), ${app.tenantId}, ${app.applicationId}
+        FROM generate_series(1, ${tasks}) AS n`;
+      return id;
+    };
+    const old = await job('SUCCEEDED', 31, 3);
+    const recent = await job('FAILED', 10, 2);
+    const running = await job('RUNNING', null, 2);
+
+    await sweepOnce(sweepDeps(null));
+    const jobs = await h.server.sql<{ id: string; tasks: number }[]>`
+      SELECT j.id, (SELECT count(*)::int FROM bulk_job_task t WHERE t.job_id = j.id) AS tasks
+      FROM bulk_job j WHERE j.id = ANY(${[old, recent, running]}::uuid[])`;
+    expect(Object.fromEntries(jobs.map((j) => [j.id, j.tasks]))).toEqual({ [recent]: 2, [running]: 2 });
+    expect(
+      await h.server.sql`SELECT 1 FROM bulk_job_task WHERE job_id = ${old}`.then((rows) => rows.length),
+    ).toBe(0);
+  });
+});
+
 describe('the retention loop', () => {
   it('runs in the server and reports its gauges on /metrics', async () => {
     const served = await startHarness({ runLoops: true });

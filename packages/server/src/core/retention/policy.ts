@@ -30,6 +30,8 @@ export interface RetentionWindows {
   timerDays: number;
   /** Access grants past their expiry (access_grant). */
   grantDays: number;
+  /** Finished bulk operator jobs and their frozen task lists (bulk_job, bulk_job_task). */
+  bulkJobDays: number;
 }
 
 const windowNames: (keyof RetentionWindows)[] = [
@@ -42,6 +44,7 @@ const windowNames: (keyof RetentionWindows)[] = [
   'commandDays',
   'timerDays',
   'grantDays',
+  'bulkJobDays',
 ];
 
 /** The tables of one task's history, parents first (restore inserts in this order, the sweep deletes in reverse). */
@@ -81,6 +84,9 @@ export const deleteOnlyTables = [
   'worker_command',
   'timer',
   'access_grant',
+  // A job's task list first: the job row goes once its list is gone, so no delete cascades a long list.
+  'bulk_job_task',
+  'bulk_job',
 ] as const;
 export type DeleteOnlyTable = (typeof deleteOnlyTables)[number];
 
@@ -94,6 +100,8 @@ export function deletePolicies(windows: RetentionWindows): DeletePolicy[] {
     worker_command: windows.commandDays,
     timer: windows.timerDays,
     access_grant: windows.grantDays,
+    bulk_job_task: windows.bulkJobDays,
+    bulk_job: windows.bulkJobDays,
   };
   return deleteOnlyTables.map((table) => ({ table, windowDays: days[table] }));
 }
@@ -128,8 +136,9 @@ export function windowsProblem(windows: RetentionWindows): string | null {
     if (!Number.isInteger(value) || value < 1) return `${name} must be a whole number of days, at least 1`;
   }
   const longest = longestRetryWindowMs();
-  if (windows.idempotencyDays * dayMs < longest || windows.taskDays * dayMs < longest)
-    return `idempotency and event dedup records must be kept longer than the longest retry (${Math.ceil(longest / 3_600_000)} h)`;
+  // A bulk job's row is its Idempotency-Key's record.
+  if ([windows.idempotencyDays, windows.taskDays, windows.bulkJobDays].some((d) => d * dayMs < longest))
+    return `idempotency, event dedup and bulk job records must be kept longer than the longest retry (${Math.ceil(longest / 3_600_000)} h)`;
   return null;
 }
 

@@ -54,6 +54,9 @@ const doneRows: Record<DeletePolicy['table'], string> = {
   worker_command: 'acked_at < $1',
   timer: `status = 'PUBLISHED' AND published_at < $1`,
   access_grant: 'expires_at < $1',
+  bulk_job_task: `job_id IN (SELECT id FROM bulk_job WHERE status <> 'RUNNING' AND finished_at < $1)`,
+  bulk_job: `status <> 'RUNNING' AND finished_at < $1
+             AND NOT EXISTS (SELECT 1 FROM bulk_job_task t WHERE t.job_id = bulk_job.id)`,
 };
 
 /** Tables whose oldest row is the one with the lowest (time-ordered) id, and the column that dates it. */
@@ -65,6 +68,7 @@ const agedTables: Record<string, string> = {
   worker_command: 'created_at',
   timer: 'created_at',
   access_grant: 'created_at',
+  bulk_job: 'created_at',
 };
 
 const tid = (block: number) => `(${block},0)`;
