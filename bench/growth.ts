@@ -25,6 +25,8 @@ const TASKS = sized('BENCH_GROWTH_TASKS', 1_000_000, 20_000);
 const CHUNK = 50_000;
 /** How far back each copy's times move (1,000,000 copies: about a month). */
 const SECONDS_PER_COPY = 2.5;
+/** Measuring rounds per database (the order flips each round). */
+const ROUNDS = sized('BENCH_GROWTH_ROUNDS', 3, 1);
 const EVENT_SIZES = {
   tasks: sized(null, 200, 20),
   events: sized('BENCH_GROWTH_EVENTS', 10_000, 500),
@@ -189,6 +191,9 @@ export async function fill(
   return written;
 }
 
+/** The round with the median rate (of an even count, the lower middle one). */
+const median = (results: LoadResult[]) =>
+  [...results].sort((x, y) => x.perSecond - y.perSecond)[Math.floor((results.length - 1) / 2)]!;
 const within = (filled: LoadResult, empty: LoadResult) => filled.perSecond / empty.perSecond;
 const verdict = (r: number) => `${r.toFixed(2)} (target >= 0.80)`;
 
@@ -224,19 +229,38 @@ export async function benchGrowth(): Promise<void> {
     );
     await filled.checkpoint();
 
-    // Empty, filled, filled, empty: neither database gains from its place in a run on a shared machine.
-    const createEmpty = await measureHttp(empty.url);
-    const createFilled = await measureHttp(filled.url);
-    const eventsFilled = await measureEventLoads(filled.url, EVENT_SIZES);
-    const eventsEmpty = await measureEventLoads(empty.url, EVENT_SIZES);
-    const rows: [string, LoadResult, LoadResult][] = [
-      ['create (POST /v1/tasks)   ', createEmpty, createFilled],
-      ['events (batch of 100)     ', eventsEmpty.batch, eventsFilled.batch],
-      ['heartbeats (batch of 250) ', eventsEmpty.heartbeats, eventsFilled.heartbeats],
+    // Rounds of both databases, the order flipped each round, and each side's median: on a shared
+    // machine the load drifts during a run, and neither database should gain from its place in it.
+    const runs: Record<
+      'empty' | 'filled',
+      { create: LoadResult[]; batch: LoadResult[]; heartbeats: LoadResult[] }
+    > = {
+      empty: { create: [], batch: [], heartbeats: [] },
+      filled: { create: [], batch: [], heartbeats: [] },
+    };
+    for (let round = 0; round < ROUNDS; round += 1) {
+      const order = round % 2 === 0 ? (['empty', 'filled'] as const) : (['filled', 'empty'] as const);
+      for (const side of order) {
+        const url = side === 'empty' ? empty.url : filled.url;
+        runs[side].create.push(await measureHttp(url));
+        const events = await measureEventLoads(url, EVENT_SIZES);
+        runs[side].batch.push(events.batch);
+        runs[side].heartbeats.push(events.heartbeats);
+      }
+    }
+    const rows: [string, 'create' | 'batch' | 'heartbeats'][] = [
+      ['create (POST /v1/tasks)   ', 'create'],
+      ['events (batch of 100)     ', 'batch'],
+      ['heartbeats (batch of 250) ', 'heartbeats'],
     ];
-    for (const [name, e, f] of rows) {
-      console.log(`  ${name} empty   ${describe(e)}`);
-      console.log(`  ${name} filled  ${describe(f)}`);
+    console.log(`  ${ROUNDS} rounds each, the median round per database:`);
+    for (const [name, measure] of rows) {
+      const e = median(runs.empty[measure]);
+      const f = median(runs.filled[measure]);
+      const each = (side: 'empty' | 'filled') =>
+        runs[side][measure].map((r) => r.perSecond.toFixed(0)).join(', ');
+      console.log(`  ${name} empty   ${describe(e)}  rounds ${each('empty')}/s`);
+      console.log(`  ${name} filled  ${describe(f)}  rounds ${each('filled')}/s`);
       console.log(`  ${name} ratio filled/empty ${verdict(within(f, e))}`);
     }
   } finally {
