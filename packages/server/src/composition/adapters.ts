@@ -14,6 +14,7 @@ import { PostgresChartReads } from '../adapters/outbound/postgres/chartReads.ts'
 import { PostgresDashboardReads } from '../adapters/outbound/postgres/dashboardReads.ts';
 import { connectDatabase } from '../adapters/outbound/postgres/database.ts';
 import { PostgresDefinitionStore } from '../adapters/outbound/postgres/definitionStore.ts';
+import { PostgresDetailLeases } from '../adapters/outbound/postgres/detailLeaseStore.ts';
 import { PostgresFactStore } from '../adapters/outbound/postgres/factStore.ts';
 import { PostgresIdentityStore } from '../adapters/outbound/postgres/identityStore.ts';
 import { heartbeatSession } from '../adapters/outbound/postgres/leaseTables.ts';
@@ -34,6 +35,7 @@ import type { EventPublisher } from '../core/outbox/ports.ts';
 import { type Clock, type IdGenerator, noTracing, systemClock, type Tracing } from '../core/shared/ports.ts';
 import { createGateway, realtimeTokenKey } from '../realtimeGateway.ts';
 import { OutboxWakeup, outboxChannel } from '../wiring/outboxWakeup.ts';
+import { publishesElsewhere } from '../wiring/realtimeDelivery.ts';
 import { ServerHealth } from '../wiring/serverHealth.ts';
 
 export interface ServerDependencies {
@@ -166,5 +168,8 @@ export async function connectAdapters(config: ServerConfig, overrides: ServerDep
     taskMetrics,
     realtimeKey,
     gateway,
+    // With Centrifugo, the detail limit is kept by leases every replica shares (the gateway's count
+    // covers only connections to this process).
+    detailLeases: publishesElsewhere(config) ? new PostgresDetailLeases(sql) : null,
   };
 }

@@ -1,0 +1,19 @@
+-- With Centrifugo serving the browsers, each server replica feeds its own native task streams
+-- (GET /v1/me/task-stream) from the committed realtime rows. The id of the transaction that wrote a row
+-- lets a replica read exactly what committed since its last read, by snapshot: a row is new when its
+-- transaction was not yet visible in the previous snapshot and is in the current one, however long
+-- that transaction ran. (Rows written before this migration get 0: already old to every reader.)
+ALTER TABLE realtime_outbox ADD COLUMN written_by xid8 NOT NULL DEFAULT '0';
+ALTER TABLE realtime_outbox ALTER COLUMN written_by SET DEFAULT pg_current_xact_id();
+CREATE INDEX realtime_outbox_by_writer ON realtime_outbox (written_by);
+
+-- The detail limit with Centrifugo (docs/realtime.md): each subscription token for a task's detail
+-- channel holds a lease for its connection (the SDK's client id) and channel until the token expires;
+-- a refresh renews it. TDP refuses a connection's 21st live lease. Shared by every replica.
+CREATE TABLE detail_subscription_lease (
+  client_id   text NOT NULL,
+  channel     text NOT NULL,
+  expires_at  timestamptz NOT NULL,
+  PRIMARY KEY (client_id, channel)
+);
+CREATE INDEX detail_subscription_lease_expired ON detail_subscription_lease (expires_at);
