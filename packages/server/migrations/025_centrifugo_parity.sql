@@ -17,3 +17,17 @@ CREATE TABLE detail_subscription_lease (
   PRIMARY KEY (client_id, channel)
 );
 CREATE INDEX detail_subscription_lease_expired ON detail_subscription_lease (expires_at);
+
+-- The task streams open on every replica, so that a watch-set PUT reaching any replica finds its stream:
+-- the replica that checked it writes the tasks here and wakes the one holding the stream (NOTIFY, a
+-- hint only: the row is what it applies). The holder renews `alive_until` while the stream is open.
+CREATE TABLE task_stream_session (
+  session_id        uuid PRIMARY KEY,
+  tenant_id         uuid NOT NULL,
+  application_id    uuid NOT NULL,
+  user_id           text NOT NULL,
+  task_ids          uuid[] NOT NULL DEFAULT '{}',
+  watch_expires_at  timestamptz,
+  alive_until       timestamptz NOT NULL
+);
+CREATE INDEX task_stream_session_gone ON task_stream_session (alive_until);

@@ -126,8 +126,8 @@ describe.skipIf(!binary)('two replicas with Centrifugo: task streams, watch sets
     const taskId = await createTask('r1');
     await expect.poll(() => summaries(stream.events, taskId).length).toBeGreaterThan(0);
 
-    // The watch set lives with the stream, on B; the task moves through A.
-    const watched = await b.request('PUT', '/v1/me/task-watch-set', {
+    // The stream is on B; its watch-set PUT reaches A (no sticky sessions), and the task moves through A.
+    const watched = await a.request('PUT', '/v1/me/task-watch-set', {
       token,
       body: { sessionId: stream.sessionId, taskIds: [taskId] },
     });
@@ -162,6 +162,33 @@ describe.skipIf(!binary)('two replicas with Centrifugo: task streams, watch sets
     const elsewhere = await openStream(a, await userToken(a, 'r1'), last.id);
     await expect.poll(() => elsewhere.events.some((e) => e.data.kind === 'stream.reset')).toBe(true);
     elsewhere.close();
+  });
+
+  it("a watch-set PUT reaching another replica than the stream's is checked there as on the stream's own", async () => {
+    const token = await userToken(b, 'r2');
+    const stream = await openStream(b, token);
+    const mine = await createTask('r2');
+    const theirs = await createTask('r3');
+    const put = (as: string, taskIds: string[]) =>
+      a.request('PUT', '/v1/me/task-watch-set', {
+        token: as,
+        body: { sessionId: stream.sessionId, taskIds },
+      });
+    // Someone else's token does not find r2's stream; a task r2 may not see is refused, and nothing changes.
+    const foreign = await put(await userToken(a, 'r3'), [theirs]);
+    expect(foreign.status).toBe(404);
+    expect(foreign.body.code).toBe('WATCH_SESSION_NOT_FOUND');
+    const hidden = await put(token, [mine, theirs]);
+    expect(hidden.status).toBe(404);
+    expect(hidden.body.code).toBe('TASK_NOT_FOUND');
+    expect((await put(token, [mine])).status).toBe(200);
+    await expect.poll(() => gates.has(mine), { timeout: 10_000 }).toBe(true);
+    gates.get(mine)!.start();
+    await expect.poll(() => details(stream.events, mine).length).toBeGreaterThan(0);
+    expect(details(stream.events, theirs)).toEqual([]);
+    // Once the stream is closed, no replica finds it.
+    stream.close();
+    await expect.poll(async () => (await put(token, [mine])).body.code).toBe('WATCH_SESSION_NOT_FOUND');
   });
 
   /** A page's SDK connected to Centrifugo with a connection token from `h`. */

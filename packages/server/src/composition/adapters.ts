@@ -24,6 +24,7 @@ import { ClaimableRows, PostgresOutboxQueue } from '../adapters/outbound/postgre
 import { PostgresRegistryStore } from '../adapters/outbound/postgres/registryStore.ts';
 import { PostgresRetentionStore } from '../adapters/outbound/postgres/retentionStore.ts';
 import { PostgresStatusReads } from '../adapters/outbound/postgres/statusReads.ts';
+import { PostgresStreamSessions } from '../adapters/outbound/postgres/streamSessionStore.ts';
 import { PostgresTaskStore } from '../adapters/outbound/postgres/taskStore.ts';
 import { PostgresWorkerStore } from '../adapters/outbound/postgres/workerStore.ts';
 import { OpenTelemetryTracing } from '../adapters/outbound/telemetry/otelTracing.ts';
@@ -171,5 +172,7 @@ export async function connectAdapters(config: ServerConfig, overrides: ServerDep
     // With Centrifugo, the detail limit is kept by leases every replica shares (the gateway's count
     // covers only connections to this process).
     detailLeases: publishesElsewhere(config) ? new PostgresDetailLeases(sql) : null,
+    // …and the task streams are known to every replica, so a watch-set PUT may reach any of them.
+    streamSessions: publishesElsewhere(config) ? new PostgresStreamSessions(sql) : null,
   };
 }

@@ -149,6 +149,7 @@ export async function createApi(
     clock,
     reads: realtimeReads,
     keepAliveMs: config.sseKeepAliveMs,
+    shared: a.streamSessions,
   });
   registerDefinitionRoutes(app, {
     authenticator,
