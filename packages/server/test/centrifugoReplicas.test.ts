@@ -17,16 +17,11 @@ import {
 } from '../../../test/centrifugo.ts';
 import { publishLiveWorkflow } from '../../../test/fixtures.ts';
 import { type Harness, startHarness } from '../../../test/harness.ts';
+import { openTaskStream, type StreamEvent } from '../../../test/taskStream.ts';
 import { attemptEvent, startTestWorker } from '../../../test/testWorker.ts';
-import { sseEvents } from '../../worker/src/sse.ts';
 import { generateKeyringEntry } from '../src/main.ts';
 
 const binary = requireCentrifugo();
-
-interface StreamEvent {
-  id: string | undefined;
-  data: any;
-}
 
 describe.skipIf(!binary)('two replicas with Centrifugo: task streams, watch sets, the detail limit', () => {
   const tokenSecret = newTokenSecret();
@@ -98,23 +93,8 @@ describe.skipIf(!binary)('two replicas with Centrifugo: task streams, watch sets
     (await h.request('POST', '/v1/user-tokens', { token: app.apiKey, body: { userId } })).body
       .token as string;
 
-  /** The EventSource stream of `h`; its events accumulate in `events`. */
-  async function openStream(h: Harness, token: string, lastEventId?: string) {
-    const abort = new AbortController();
-    aborts.push(abort);
-    const response = await fetch(`${h.url}/v1/me/task-stream?access_token=${encodeURIComponent(token)}`, {
-      headers: lastEventId ? { 'last-event-id': lastEventId } : {},
-      signal: abort.signal,
-    });
-    expect(response.status).toBe(200);
-    const events: StreamEvent[] = [];
-    void (async () => {
-      for await (const event of sseEvents(response.body!))
-        events.push({ id: event.id, data: JSON.parse(event.data) });
-    })().catch(() => {});
-    await expect.poll(() => events[0]?.data.kind).toBe('stream.ready');
-    return { events, close: () => abort.abort(), sessionId: events[0]!.data.sessionId as string };
-  }
+  const openStream = (h: Harness, token: string, lastEventId?: string) =>
+    openTaskStream(h.url, token, { aborts, ...(lastEventId ? { lastEventId } : {}) });
   const summaries = (events: StreamEvent[], taskId: string) =>
     events.filter((e) => e.data.kind === 'task.summary' && e.data.taskId === taskId).map((e) => e.data);
   const details = (events: StreamEvent[], taskId: string) =>
@@ -260,5 +240,17 @@ describe.skipIf(!binary)('two replicas with Centrifugo: task streams, watch sets
     const full = await detailToken(b, 'lim', tasks[21]!, clientId);
     expect(full.status).toBe(409);
     expect(full.body.code).toBe('DETAIL_SUBSCRIPTION_LIMIT');
+  });
+
+  it('two replicas minting at once never give one connection a 21st detail', async () => {
+    const tasks: string[] = [];
+    for (let i = 0; i < 25; i += 1) tasks.push(await createTask('race'));
+    const clientId = newId();
+    const answers = await Promise.all(
+      tasks.map((taskId, index) => detailToken(index % 2 === 0 ? a : b, 'race', taskId, clientId)),
+    );
+    expect(answers.filter((answer) => answer.status === 200)).toHaveLength(20);
+    const refused = answers.filter((answer) => answer.status !== 200);
+    expect(refused.map((answer) => answer.body.code)).toEqual(Array(5).fill('DETAIL_SUBSCRIPTION_LIMIT'));
   });
 });
