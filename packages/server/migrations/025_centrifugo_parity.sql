@@ -9,11 +9,14 @@ CREATE INDEX realtime_outbox_by_writer ON realtime_outbox (written_by);
 
 -- The detail limit with Centrifugo (docs/realtime.md): each subscription token for a task's detail
 -- channel holds a lease for its connection (the SDK's client id) and channel until the token expires;
--- a refresh renews it. TDP refuses a connection's 21st live lease. Shared by every replica.
+-- a refresh renews it. TDP refuses a connection's 21st live lease, after releasing those whose channel
+-- Centrifugo's presence no longer shows the connection in (an unsubscribed detail), if taken a while
+-- ago (`renewed_at`: a token just minted may not be used yet). Shared by every replica.
 CREATE TABLE detail_subscription_lease (
   client_id   text NOT NULL,
   channel     text NOT NULL,
   expires_at  timestamptz NOT NULL,
+  renewed_at  timestamptz NOT NULL,
   PRIMARY KEY (client_id, channel)
 );
 CREATE INDEX detail_subscription_lease_expired ON detail_subscription_lease (expires_at);

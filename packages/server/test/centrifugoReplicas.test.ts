@@ -194,14 +194,11 @@ describe.skipIf(!binary)('two replicas with Centrifugo: task streams, watch sets
       body: { userId, taskId, ...(clientId ? { clientId } : {}) },
     });
 
-  it('a connection follows at most 20 task details, counted across replicas; leases end with their tokens and renew with a refresh', async () => {
-    const { client, clientId } = await connect(a, 'lim');
-    const tasks: string[] = [];
-    for (let i = 0; i < 22; i += 1) tasks.push(await createTask('lim'));
-    // Twenty details, their tokens asked alternately of A and B, all subscribed in Centrifugo.
+  /** Subscribes the SDK to each task's detail, its tokens asked alternately of A and B. */
+  async function followAll(client: Centrifuge, userId: string, clientId: string, taskIds: string[]) {
     const subscriptions: Subscription[] = [];
-    for (const [index, taskId] of tasks.slice(0, 20).entries()) {
-      const issued = await detailToken(index % 2 === 0 ? a : b, 'lim', taskId, clientId);
+    for (const [index, taskId] of taskIds.entries()) {
+      const issued = await detailToken(index % 2 === 0 ? a : b, userId, taskId, clientId);
       expect(issued.status).toBe(200);
       const subscription = client.newSubscription(issued.body.channel, { token: issued.body.token });
       const subscribed = new Promise<void>((resolve, reject) => {
@@ -212,6 +209,15 @@ describe.skipIf(!binary)('two replicas with Centrifugo: task streams, watch sets
       await subscribed;
       subscriptions.push(subscription);
     }
+    return subscriptions;
+  }
+
+  it('a connection follows at most 20 task details, counted across replicas; leases end with their tokens and renew with a refresh', async () => {
+    const { client, clientId } = await connect(a, 'lim');
+    const tasks: string[] = [];
+    for (let i = 0; i < 22; i += 1) tasks.push(await createTask('lim'));
+    // Twenty details, their tokens asked alternately of A and B, all subscribed in Centrifugo.
+    const subscriptions = await followAll(client, 'lim', clientId, tasks.slice(0, 20));
     expect(subscriptions.every((s) => s.state === 'subscribed')).toBe(true);
 
     for (const h of [a, b]) {
@@ -252,5 +258,27 @@ describe.skipIf(!binary)('two replicas with Centrifugo: task streams, watch sets
     expect(answers.filter((answer) => answer.status === 200)).toHaveLength(20);
     const refused = answers.filter((answer) => answer.status !== 200);
     expect(refused.map((answer) => answer.body.code)).toEqual(Array(5).fill('DETAIL_SUBSCRIPTION_LIMIT'));
+  });
+
+  it("a detail the page left frees its place: at the limit, TDP asks Centrifugo's presence", async () => {
+    const { client, clientId } = await connect(b, 'left');
+    const tasks: string[] = [];
+    for (let i = 0; i < 21; i += 1) tasks.push(await createTask('left'));
+    const subscriptions = await followAll(client, 'left', clientId, tasks.slice(0, 20));
+    const left = subscriptions[3]!;
+    left.unsubscribe();
+    client.removeSubscription(left);
+    // Leases taken moments ago stay: their tokens might still be on their way to the page.
+    const fresh = await detailToken(a, 'left', tasks[20]!, clientId);
+    expect(fresh.status).toBe(409);
+    expect(fresh.body.code).toBe('DETAIL_SUBSCRIPTION_LIMIT');
+
+    for (const h of [a, b]) h.clock.advance(60_000);
+    // Centrifugo no longer has the connection in the channel it left: that lease goes, the new one fits.
+    await expect.poll(async () => (await detailToken(a, 'left', tasks[20]!, clientId)).status).toBe(200);
+    // The nineteen it still follows are present: a 21st is refused.
+    const again = await detailToken(b, 'left', tasks[3]!, clientId);
+    expect(again.status).toBe(409);
+    expect(again.body.code).toBe('DETAIL_SUBSCRIPTION_LIMIT');
   });
 });

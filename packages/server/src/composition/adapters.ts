@@ -27,6 +27,7 @@ import { PostgresStatusReads } from '../adapters/outbound/postgres/statusReads.t
 import { PostgresStreamSessions } from '../adapters/outbound/postgres/streamSessionStore.ts';
 import { PostgresTaskStore } from '../adapters/outbound/postgres/taskStore.ts';
 import { PostgresWorkerStore } from '../adapters/outbound/postgres/workerStore.ts';
+import { CentrifugoPresence } from '../adapters/outbound/realtime/centrifugoPresence.ts';
 import { OpenTelemetryTracing } from '../adapters/outbound/telemetry/otelTracing.ts';
 import { JoseUserTokens } from '../adapters/outbound/tokens/userTokens.ts';
 import type { ServerConfig } from '../config.ts';
@@ -171,7 +172,13 @@ export async function connectAdapters(config: ServerConfig, overrides: ServerDep
     gateway,
     // With Centrifugo, the detail limit is kept by leases every replica shares (the gateway's count
     // covers only connections to this process).
-    detailLeases: publishesElsewhere(config) ? new PostgresDetailLeases(sql) : null,
+    detailLeases:
+      config.centrifugoApiUrl && config.centrifugoApiKey
+        ? {
+            leases: new PostgresDetailLeases(sql),
+            presence: new CentrifugoPresence(config.centrifugoApiUrl, config.centrifugoApiKey),
+          }
+        : null,
     // …and the task streams are known to every replica, so a watch-set PUT may reach any of them.
     streamSessions: publishesElsewhere(config) ? new PostgresStreamSessions(sql) : null,
   };

@@ -5,7 +5,11 @@ import { channels } from '../../../core/facts/projections.ts';
 import type { TaskState } from '../../../core/facts/records.ts';
 import type { ApiKeyAuthenticator } from '../../../core/identity/authenticate.ts';
 import { reachedApplications, withinReach } from '../../../core/identity/userReach.ts';
-import type { DetailLeases } from '../../../core/realtime/detailLeases.ts';
+import {
+  type DetailLeases,
+  type SubscriptionPresence,
+  takeDetailLease,
+} from '../../../core/realtime/detailLeases.ts';
 import { AppError } from '../../../core/shared/errors.ts';
 import type { Clock } from '../../../core/shared/ports.ts';
 import type { Viewer } from '../../../core/status/ports.ts';
@@ -40,7 +44,7 @@ export function registerRealtimeRoutes(
      * With Centrifugo serving the browsers: the limit is kept by leases shared by the replicas (one per
      * connection and channel, for the token's lifetime), and a request must name its connection.
      */
-    detailLeases?: DetailLeases | null;
+    detailLeases?: { leases: DetailLeases; presence: SubscriptionPresence | null } | null;
   },
 ): void {
   const tags = ['realtime'];
@@ -165,7 +169,8 @@ export function registerRealtimeRoutes(
             'VALIDATION_FAILED',
             "clientId is required: pass the SDK's client id (from its connected event), so that a connection follows at most 20 task details",
           );
-        const lease = await deps.detailLeases.take(
+        const lease = await takeDetailLease(
+          deps.detailLeases,
           { clientId, channel, expiresAt: new Date((issuedAt + ttl) * 1000) },
           deps.clock.now(),
           detailLimit,

@@ -26,11 +26,24 @@ export class PostgresDetailLeases implements DetailLeases {
       const held = row?.held ?? 0;
       if (held >= limit) return { taken: false as const, held };
       await sql`
-        INSERT INTO detail_subscription_lease (client_id, channel, expires_at)
-        VALUES (${lease.clientId}, ${lease.channel}, ${lease.expiresAt})
+        INSERT INTO detail_subscription_lease (client_id, channel, expires_at, renewed_at)
+        VALUES (${lease.clientId}, ${lease.channel}, ${lease.expiresAt}, ${now})
         ON CONFLICT (client_id, channel)
-        DO UPDATE SET expires_at = greatest(detail_subscription_lease.expires_at, excluded.expires_at)`;
+        DO UPDATE SET expires_at = greatest(detail_subscription_lease.expires_at, excluded.expires_at),
+                      renewed_at = excluded.renewed_at`;
       return { taken: true as const };
     });
+  }
+
+  async settled(clientId: string, before: Date, now: Date): Promise<string[]> {
+    const rows = await this.sql<{ channel: string }[]>`
+      SELECT channel FROM detail_subscription_lease
+      WHERE client_id = ${clientId} AND expires_at > ${now} AND renewed_at < ${before}`;
+    return rows.map((row) => row.channel);
+  }
+
+  async release(clientId: string, channels: string[]): Promise<void> {
+    await this.sql`
+      DELETE FROM detail_subscription_lease WHERE client_id = ${clientId} AND channel = ANY(${channels}::text[])`;
   }
 }
