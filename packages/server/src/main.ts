@@ -78,7 +78,7 @@ export async function startServer(
   const running: RunningLoops = config.runLoops
     ? await createLoops(config, adapters, uses)
     : { loops: [], unlisten: async () => {} };
-  adapters.health.loops = running.loops;
+  adapters.health.loops = [...running.loops, ...(follower ? [follower] : [])];
 
   await app.listen({ host: config.host, port: config.port });
   for (const loop of running.loops) loop.start();
