@@ -20,7 +20,7 @@ import type { StatusDeps } from './core/status/deps.ts';
 import { developmentProviderPath } from './development/developmentFiles.ts';
 import { realtimeTokenSecretFrom } from './realtimeGateway.ts';
 import { listenForCommands } from './wiring/commandWakeup.ts';
-import { projectionFollowLoop } from './wiring/realtimeDelivery.ts';
+import { FollowerWakeup, projectionFollowLoop, realtimeCommittedChannel } from './wiring/realtimeDelivery.ts';
 import type { ServerHealth } from './wiring/serverHealth.ts';
 
 export { connectDatabase } from './adapters/outbound/postgres/database.ts';
@@ -74,7 +74,16 @@ export async function startServer(
   const unlistenCommands = await listenForCommands(sql, uses.hub);
   // With Centrifugo, this replica's task streams are fed from what every replica committed.
   const follower = await projectionFollowLoop(config, { sql, gateway, clock, logger: adapters.logger });
-  signal.follower = follower;
+  signal.follower = follower
+    ? new FollowerWakeup(
+        follower,
+        () => sql.notify(realtimeCommittedChannel, ''),
+        config.outboxNotifyIntervalMs,
+      )
+    : null;
+  const unlistenFollower = follower
+    ? (await sql.listen(realtimeCommittedChannel, () => follower.wake())).unlisten
+    : async () => {};
   const running: RunningLoops = config.runLoops
     ? await createLoops(config, adapters, uses)
     : { loops: [], unlisten: async () => {} };
@@ -123,6 +132,7 @@ export async function startServer(
         await signal.capacity?.stop();
         await running.unlisten().catch(() => {});
         await unlistenCommands().catch(() => {});
+        await unlistenFollower().catch(() => {});
         await nats?.close().catch(() => {});
         await Promise.all([
           sql.end({ timeout: config.shutdownDatabaseTimeoutSeconds }),

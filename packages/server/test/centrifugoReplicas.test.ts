@@ -45,6 +45,8 @@ describe.skipIf(!binary)('two replicas with Centrifugo: task streams, watch sets
         realtimeTokenSecret: tokenSecret,
         realtimeWsUrl: centrifugo.wsUrl,
         keyringEntry,
+        // No poll within a test's patience: another replica's commits arrive through its NOTIFY.
+        settings: { realtimeFollowPollMs: 600_000 },
         ...(sharedDatabaseUrl ? { sharedDatabaseUrl } : {}),
       });
     a = await replica();

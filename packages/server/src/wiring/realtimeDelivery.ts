@@ -68,3 +68,44 @@ export async function projectionFollowLoop(
     retry: config.loopRetry,
   });
 }
+
+/** The PostgreSQL channel follow loops LISTEN on: a replica committed realtime rows. */
+export const realtimeCommittedChannel = 'tdp_realtime_committed';
+
+/**
+ * After a commit with realtime rows: wakes this process's follow loop at once and tells the other
+ * replicas' with a NOTIFY sent after the commit (never inside it), at most one per `intervalMs` — the
+ * first at once, the commits during the interval in one more at its end. The loops' poll stays the net
+ * under a lost NOTIFY.
+ */
+export class FollowerWakeup {
+  private quietUntil = 0;
+  private trailing = false;
+
+  constructor(
+    private readonly loop: WakeableLoop,
+    private readonly notify: () => Promise<unknown>,
+    private readonly intervalMs: number,
+  ) {}
+
+  committed(): void {
+    this.loop.wake();
+    if (this.trailing) return;
+    if (performance.now() >= this.quietUntil) {
+      this.quietUntil = performance.now() + this.intervalMs;
+      // The commits that end in this turn of the event loop share it.
+      setImmediate(() => this.send());
+      return;
+    }
+    this.trailing = true;
+    setTimeout(() => {
+      this.trailing = false;
+      this.quietUntil = performance.now() + this.intervalMs;
+      this.send();
+    }, this.quietUntil - performance.now()).unref();
+  }
+
+  private send(): void {
+    this.notify().catch(() => {});
+  }
+}
