@@ -41,7 +41,7 @@ export interface ServerSettings {
   realtimeHandoffGraceMs: number;
   /**
    * With Centrifugo: how often each replica reads the realtime rows other replicas committed, for its
-   * own task streams (its own commits it reads at once).
+   * own task streams, should no NOTIFY wake it (its own commits it reads at once).
    */
   realtimeFollowPollMs: number;
   /** A scheduling request no worker can take is tried again after this long. */
@@ -186,7 +186,7 @@ export const defaultSettings: ServerSettings = {
   // The day chart reads a day back; a second day spares an operator looking at yesterday a gap.
   chartSampleRetentionMs: 2 * 24 * 3600_000,
   realtimeHandoffGraceMs: 5_000,
-  realtimeFollowPollMs: 200,
+  realtimeFollowPollMs: 1_000,
   retryUnplaceableMs: 5_000,
   workerCandidatesMaxAgeMs: 1_000,
   workerCredentialsCacheMs: 5_000,
