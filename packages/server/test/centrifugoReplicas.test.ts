@@ -46,7 +46,8 @@ describe.skipIf(!binary)('two replicas with Centrifugo: task streams, watch sets
         realtimeWsUrl: centrifugo.wsUrl,
         keyringEntry,
         // No poll within a test's patience: another replica's commits arrive through its NOTIFY.
-        settings: { realtimeFollowPollMs: 600_000 },
+        // Streams renew their shared record (and pick up a watch set whose NOTIFY was lost) this often.
+        settings: { realtimeFollowPollMs: 600_000, sseKeepAliveMs: 300 },
         ...(sharedDatabaseUrl ? { sharedDatabaseUrl } : {}),
       });
     a = await replica();
@@ -171,6 +172,32 @@ describe.skipIf(!binary)('two replicas with Centrifugo: task streams, watch sets
     // Once the stream is closed, no replica finds it.
     stream.close();
     await expect.poll(async () => (await put(token, [mine])).body.code).toBe('WATCH_SESSION_NOT_FOUND');
+  });
+
+  it('a stored watch set whose NOTIFY was lost is applied when the holder next renews its stream', async () => {
+    const token = await userToken(b, 'r4');
+    const stream = await openStream(b, token);
+    const taskId = await createTask('r4');
+    await expect.poll(() => summaries(stream.events, taskId).length).toBeGreaterThan(0);
+    // What a PUT on A stores, without the NOTIFY that would wake B at once.
+    const aliveUntil = async () =>
+      (
+        await a.server.sql<{ at: Date }[]>`
+        SELECT alive_until AS at FROM task_stream_session WHERE session_id = ${stream.sessionId}`
+      )[0]!.at.getTime();
+    const before = await aliveUntil();
+    await a.server.sql`
+      UPDATE task_stream_session
+      SET task_ids = ${[taskId]}::uuid[], watch_expires_at = ${new Date(a.clock.now().getTime() + 600_000)}
+      WHERE session_id = ${stream.sessionId}`;
+    // B's next renewal (it renews from its clock, moved on a little) reads the stored set back.
+    b.clock.advance(1);
+    await expect.poll(aliveUntil, { timeout: 5_000 }).toBeGreaterThan(before);
+    await a.request('POST', `/v1/tasks/${taskId}:cancel`, { token: app.apiKey });
+    await expect
+      .poll(() => details(stream.events, taskId).at(-1)?.state.lifecycleStatus, { timeout: 5_000 })
+      .toBe('CANCELLED');
+    stream.close();
   });
 
   /** A page's SDK connected to Centrifugo with a connection token from `h`. */

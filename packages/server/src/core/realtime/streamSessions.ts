@@ -17,8 +17,8 @@ export interface StreamSessionRecord {
 export interface SharedStreamSessions {
   open(session: Omit<StreamSessionRecord, 'taskIds' | 'watchExpiresAt'>, aliveUntil: Date): Promise<void>;
   close(sessionId: string): Promise<void>;
-  /** The streams this replica still holds stay findable until `aliveUntil`. */
-  keepAlive(sessionIds: string[], aliveUntil: Date): Promise<void>;
+  /** The streams this replica still holds stay findable until `aliveUntil`; answers them as stored. */
+  keepAlive(sessionIds: string[], aliveUntil: Date): Promise<StreamSessionRecord[]>;
   /** An open stream (its holder renewed it), or null. */
   find(sessionId: string, now: Date): Promise<StreamSessionRecord | null>;
   /** Stores the watch set and wakes the replica that holds the stream. */

@@ -21,7 +21,7 @@ import { Type } from 'typebox';
 import { channels } from '../../../core/facts/projections.ts';
 import type { TaskState } from '../../../core/facts/records.ts';
 import { reachedApplications, withinReach } from '../../../core/identity/userReach.ts';
-import type { SharedStreamSessions } from '../../../core/realtime/streamSessions.ts';
+import type { SharedStreamSessions, StreamSessionRecord } from '../../../core/realtime/streamSessions.ts';
 import { AppError } from '../../../core/shared/errors.ts';
 import type { Clock } from '../../../core/shared/ports.ts';
 import type { UserPrincipal, UserTokens, Viewer } from '../../../core/status/ports.ts';
@@ -50,6 +50,8 @@ interface StreamSession {
   client: InternalClient;
   watched: Set<string>;
   watchExpiry: NodeJS.Timeout | null;
+  /** Shared: the expiry of the stored watch set applied last (a stored one that differs is newer). */
+  appliedWatchUntil: number | null;
 }
 
 const watchLimit = 20;
@@ -99,22 +101,35 @@ export function registerTaskStreamRoutes(app: FastifyInstance, deps: TaskStreamD
 
   const shared = deps.shared;
   if (shared) {
-    // A watch set stored by another replica, for a stream held here.
+    /** Applies the stored watch set of a stream held here, unless it is the one applied already. */
+    const applyStored = (record: StreamSessionRecord) => {
+      const session = sessions.get(record.sessionId);
+      const until = record.watchExpiresAt?.getTime() ?? null;
+      if (!session || until === null || until === session.appliedWatchUntil) return;
+      session.appliedWatchUntil = until;
+      if (until <= deps.clock.now().getTime()) return; // expired: its timer here has cleared it
+      void applyWatch(session, record.taskIds, new Date(until)).catch((error) =>
+        app.log.warn({ err: error }, 'could not apply a watch set stored elsewhere'),
+      );
+    };
+    // A watch set stored by another replica, for a stream held here: the NOTIFY wakes, the row decides.
     const unlisten = shared.onWatchChanged((sessionId) => {
-      const session = sessions.get(sessionId);
-      if (!session) return;
+      if (!sessions.has(sessionId)) return;
       void shared
         .find(sessionId, deps.clock.now())
-        .then((record) => {
-          if (record && sessions.get(sessionId) === session)
-            return applyWatch(session, record.taskIds, record.watchExpiresAt ?? deps.clock.now());
-        })
-        .catch((error) => app.log.warn({ err: error }, 'could not apply a watch set stored elsewhere'));
+        .then((record) => record && applyStored(record))
+        .catch((error) => app.log.warn({ err: error }, 'could not read a watch set stored elsewhere'));
     });
-    // The streams held here stay findable while they are open: one statement per interval for all.
+    // The streams held here stay findable while they are open (one statement per interval for all), and
+    // a watch set whose NOTIFY was lost is applied then.
     const aliveFor = () => new Date(deps.clock.now().getTime() + 4 * deps.keepAliveMs);
     const renewal = setInterval(() => {
-      shared.keepAlive([...sessions.keys()], aliveFor()).catch(() => {});
+      shared
+        .keepAlive([...sessions.keys()], aliveFor())
+        .then((records) => {
+          for (const record of records) applyStored(record);
+        })
+        .catch(() => {});
     }, deps.keepAliveMs);
     renewal.unref();
     app.addHook('onClose', async () => {
@@ -194,6 +209,7 @@ export function registerTaskStreamRoutes(app: FastifyInstance, deps: TaskStreamD
         client,
         watched: new Set(),
         watchExpiry: null,
+        appliedWatchUntil: null,
       };
       sessions.set(session.id, session);
       const keepAlive = setInterval(() => raw.write(': keep-alive\n\n'), deps.keepAliveMs);
@@ -275,8 +291,12 @@ export function registerTaskStreamRoutes(app: FastifyInstance, deps: TaskStreamD
       }
       const expiresAt = new Date(deps.clock.now().getTime() + watchTtl);
       const taskIds = [...new Set(request.body.taskIds)];
-      if (session) await applyWatch(session, taskIds, expiresAt);
-      else await shared!.setWatch(request.body.sessionId, taskIds, expiresAt);
+      // Shared, the stored set is the truth wherever the PUT came in; the holder applies it.
+      if (shared) await shared.setWatch(request.body.sessionId, taskIds, expiresAt);
+      if (session) {
+        session.appliedWatchUntil = expiresAt.getTime();
+        await applyWatch(session, taskIds, expiresAt);
+      }
       return { sessionId: request.body.sessionId, taskIds, expiresAt: expiresAt.toISOString() };
     },
   );

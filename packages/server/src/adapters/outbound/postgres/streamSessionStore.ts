@@ -13,6 +13,15 @@ interface SessionRow {
   watch_expires_at: Date | null;
 }
 
+const recordOf = (row: SessionRow): StreamSessionRecord => ({
+  sessionId: row.session_id,
+  tenantId: row.tenant_id,
+  applicationId: row.application_id,
+  userId: row.user_id,
+  taskIds: row.task_ids,
+  watchExpiresAt: row.watch_expires_at,
+});
+
 /** Task streams in PostgreSQL (migration 025); a NOTIFY per watch-set change, which is rare. */
 export class PostgresStreamSessions implements SharedStreamSessions {
   constructor(private readonly sql: Sql) {}
@@ -32,10 +41,12 @@ export class PostgresStreamSessions implements SharedStreamSessions {
     await this.sql`DELETE FROM task_stream_session WHERE session_id = ${sessionId}`;
   }
 
-  async keepAlive(sessionIds: string[], aliveUntil: Date) {
-    if (sessionIds.length === 0) return;
-    await this.sql`
-      UPDATE task_stream_session SET alive_until = ${aliveUntil} WHERE session_id = ANY(${sessionIds}::uuid[])`;
+  async keepAlive(sessionIds: string[], aliveUntil: Date): Promise<StreamSessionRecord[]> {
+    if (sessionIds.length === 0) return [];
+    const rows = await this.sql<SessionRow[]>`
+      UPDATE task_stream_session SET alive_until = ${aliveUntil} WHERE session_id = ANY(${sessionIds}::uuid[])
+      RETURNING session_id, tenant_id, application_id, user_id, task_ids, watch_expires_at`;
+    return rows.map(recordOf);
   }
 
   async find(sessionId: string, now: Date): Promise<StreamSessionRecord | null> {
@@ -43,16 +54,7 @@ export class PostgresStreamSessions implements SharedStreamSessions {
     const [row] = await this.sql<SessionRow[]>`
       SELECT session_id, tenant_id, application_id, user_id, task_ids, watch_expires_at
       FROM task_stream_session WHERE session_id = ${sessionId} AND alive_until > ${now}`;
-    return row
-      ? {
-          sessionId: row.session_id,
-          tenantId: row.tenant_id,
-          applicationId: row.application_id,
-          userId: row.user_id,
-          taskIds: row.task_ids,
-          watchExpiresAt: row.watch_expires_at,
-        }
-      : null;
+    return row ? recordOf(row) : null;
   }
 
   async setWatch(sessionId: string, taskIds: string[], watchExpiresAt: Date) {
