@@ -132,7 +132,7 @@ export function registerRealtimeRoutes(
               Type.String({
                 maxLength: 100,
                 description:
-                  "The connection's client id (the SDK's `connected` event): checked against the limit of 20 task details",
+                  "The connection's client id (the SDK's `connected` event): checked against the limit of 20 task details (required with Centrifugo)",
               }),
             ),
           },
