@@ -427,7 +427,11 @@ export class TdpClient {
     });
   }
 
-  /** A realtime subscription token for a task's detail channel, if the user (or a project or role of theirs) may see the task. */
+  /**
+   * A realtime subscription token for a task's detail channel, if the user (or a project or role of
+   * theirs) may see the task. `clientId` is the page's connection (its SDK's client id); with Centrifugo
+   * TDP requires it, to keep a connection to 20 task details.
+   */
   createSubscriptionToken(
     request: { userId: string; taskId: string; clientId?: string; projects?: string[]; roles?: string[] },
     options: CallOptions = {},
