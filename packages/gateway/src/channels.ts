@@ -140,7 +140,7 @@ export class Channels {
     );
     subscription.buffer = null;
     if (newer.length > 0)
-      session.transport.send(newer.map(({ publication }) => ({ push: { channel, pub: wire(publication) } })));
+      session.send(newer.map(({ publication }) => ({ push: { channel, pub: wire(publication) } })));
     if (subscription.emitJoinLeave) this.joinLeave(channel, 'join', session);
   }
 
@@ -156,7 +156,7 @@ export class Channels {
     const push = { push: { channel, [kind]: { info: who.clientInfo() } } };
     for (const session of this.subscribers.get(channel) ?? []) {
       const subscription = session.subscriptions.get(channel);
-      if (subscription?.pushJoinLeave && subscription.buffer === null) session.transport.send([push]);
+      if (subscription?.pushJoinLeave && subscription.buffer === null) session.send([push]);
     }
   }
 
@@ -194,7 +194,7 @@ export class Channels {
     for (const session of set) {
       const subscription = session.subscriptions.get(channel);
       if (subscription?.buffer) subscription.buffer.push({ publication, epoch });
-      else session.transport.send([push]);
+      else session.send([push]);
     }
   }
 
@@ -208,9 +208,7 @@ export class Channels {
         continue;
       }
       this.leave(session, channel);
-      session.transport.send([
-        { push: { channel, unsubscribe: { code: 2500, reason: 'insufficient state' } } },
-      ]);
+      session.send([{ push: { channel, unsubscribe: { code: 2500, reason: 'insufficient state' } } }]);
     }
   }
 

@@ -59,7 +59,7 @@ export class Commands {
       if (reply.message) replies.push(reply.message);
       if (reply.after) afters.push(reply.after);
     }
-    if (replies.length > 0) session.transport.send(replies);
+    if (replies.length > 0) session.send(replies);
     for (const after of afters) after();
   }
 

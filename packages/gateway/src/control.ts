@@ -11,7 +11,7 @@ export function applyControl(message: ControlMessage, connections: Connections, 
     for (const session of connections.of(message.user, message.client)) {
       if (!session.subscriptions.has(message.channel)) continue;
       channels.leave(session, message.channel);
-      session.transport.send([
+      session.send([
         { push: { channel: message.channel, unsubscribe: { code: 2000, reason: 'server unsubscribe' } } },
       ]);
     }
@@ -28,7 +28,7 @@ export function applyControl(message: ControlMessage, connections: Connections, 
       const channel = message.channel;
       void channels.join(session, channel, {}, true).then(({ reply, floor }) => {
         if (session.closed) return;
-        session.transport.send([{ push: { channel, subscribe: reply } }]);
+        session.send([{ push: { channel, subscribe: reply } }]);
         channels.activate(session, channel, floor);
       });
     }

@@ -65,23 +65,25 @@ export class EmulationTransport {
     if (framing === 'sse') response.write('\r\n');
     const session = this.connections.open({
       pongs: true,
-      send: (messages) => {
-        if (response.writableEnded) return;
-        // The connect reply names the stream and this node, for the SDK's emulation requests.
-        response.write(
-          messages
-            .map((m) => {
-              const reply = m as { connect?: object };
-              return frame(
-                reply.connect ? { ...reply, connect: { ...reply.connect, session: id, node: this.node } } : m,
-              );
-            })
-            .join(''),
-        );
+      encode: (messages) =>
+        messages
+          .map((m) => {
+            // The connect reply names the stream and this node, for the SDK's emulation requests.
+            const reply = m as { connect?: object };
+            return frame(
+              reply.connect ? { ...reply, connect: { ...reply.connect, session: id, node: this.node } } : m,
+            );
+          })
+          .join(''),
+      write: (text, written) => {
+        if (response.writableEnded) written();
+        else response.write(text, () => written());
       },
       close: ([code, reason]) => {
         if (!response.writableEnded) response.end(frame({ push: { disconnect: { code, reason } } }));
       },
+      unsent: () => response.writableLength,
+      cut: () => response.destroy(),
     });
     const stream: Stream = { session, queue: Promise.resolve() };
     this.streams.set(id, stream);

@@ -57,8 +57,8 @@ export class Gateway {
     this.ready.catch(() => {});
     this.connections = new Connections(this.channels, options);
     const commands = new Commands({ tokens, channels: this.channels, ready: this.ready, options });
-    this.webSocket = new WebSocketTransport(this.connections, commands, options);
-    this.sse = new SseTransport(this.connections, commands, options);
+    this.webSocket = new WebSocketTransport(this.connections, commands);
+    this.sse = new SseTransport(this.connections, commands);
     this.emulation = new EmulationTransport(this.connections, commands);
     this.api = new ServerApi({
       options,

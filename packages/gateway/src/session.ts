@@ -50,6 +50,11 @@ export class Session {
     private readonly onEnded: (session: Session) => void,
   ) {}
 
+  /** Replies and pushes to the client, in order (a network client's through its send queue). */
+  send(messages: unknown[]): void {
+    if (!this.closed) this.transport.send(messages);
+  }
+
   /** How many channels starting with `prefix` the session follows. */
   subscriptionsTo(prefix: string): number {
     return [...this.subscriptions.keys()].filter((c) => c.startsWith(prefix)).length;

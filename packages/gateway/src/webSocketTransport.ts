@@ -5,9 +5,7 @@ import { type WebSocket, WebSocketServer } from 'ws';
 import type { Commands } from './commands.ts';
 import type { Connections } from './connections.ts';
 import { requestUrl } from './http.ts';
-import type { GatewayOptions } from './options.ts';
 import { closes } from './protocol.ts';
-import { SendQueue } from './sendQueue.ts';
 
 /** A connection that has not sent `connect` by then is closed as stale. */
 const connectTimeoutMs = 10_000;
@@ -20,16 +18,12 @@ const offersProtobuf = (request: IncomingMessage): boolean =>
     .split(',')
     .some((offered) => offered.trim() === protobufSubprotocol);
 
-/** Centrifugo's defaults: a 1 MiB client queue, a 1 s write timeout. */
-export const defaultClientQueue = { pressureBytes: 64 * 1024, maxBytes: 1024 * 1024, closeGraceMs: 1_000 };
-
 export class WebSocketTransport {
   private readonly sockets = new WebSocketServer({ noServer: true, maxPayload: 64 * 1024 });
 
   constructor(
     private readonly connections: Connections,
     private readonly commands: Commands,
-    private readonly options: Pick<GatewayOptions, 'clientQueue' | 'observer'>,
   ) {}
 
   /** Serves the WebSocket endpoint on `server` at `path`. */
@@ -52,28 +46,17 @@ export class WebSocketTransport {
   }
 
   private open(socket: WebSocket): void {
-    const limits = this.options.clientQueue ?? defaultClientQueue;
-    const queue = new SendQueue(
-      {
-        buffered: () => socket.bufferedAmount,
-        write: (text, written) => socket.send(text, written),
-      },
-      (messages) => messages.map((m) => JSON.stringify(m)).join('\n'),
-      limits,
-      () => session.close(closes.slow),
-      this.options.observer,
-    );
     const session = this.connections.open({
       pongs: true,
-      send: (messages) => {
-        if (socket.readyState === socket.OPEN) queue.send(messages);
+      // Several messages in one frame, `\n`-separated.
+      encode: (messages) => messages.map((m) => JSON.stringify(m)).join('\n'),
+      write: (text, written) => {
+        if (socket.readyState === socket.OPEN) socket.send(text, written);
+        else written();
       },
-      close: ([code, reason]) => {
-        socket.close(code, reason);
-        // A client that does not read will not read the close either: cut it, as Centrifugo's write
-        // timeout does, so its buffers are freed.
-        if (code === closes.slow[0]) setTimeout(() => socket.terminate(), limits.closeGraceMs).unref();
-      },
+      close: ([code, reason]) => socket.close(code, reason),
+      unsent: () => socket.bufferedAmount,
+      cut: () => socket.terminate(),
     });
     const stale = setTimeout(() => session.user === null && session.close(closes.stale), connectTimeoutMs);
     let commandsDone = Promise.resolve();
