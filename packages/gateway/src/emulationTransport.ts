@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Commands } from './commands.ts';
 import type { Connections } from './connections.ts';
-import { readBody, readJsonPost, requestUrl } from './http.ts';
+import { readBody, readJsonPost, requestUrl, streamWire } from './http.ts';
 import { closes } from './protocol.ts';
 import type { Session } from './session.ts';
 
@@ -75,15 +75,10 @@ export class EmulationTransport {
             );
           })
           .join(''),
-      write: (text, written) => {
-        if (response.writableEnded) written();
-        else response.write(text, () => written());
-      },
+      ...streamWire(response),
       close: ([code, reason]) => {
         if (!response.writableEnded) response.end(frame({ push: { disconnect: { code, reason } } }));
       },
-      unsent: () => response.writableLength,
-      cut: () => response.destroy(),
     });
     const stream: Stream = { session, queue: Promise.resolve() };
     this.streams.set(id, stream);

@@ -6,7 +6,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Commands } from './commands.ts';
 import type { Connections } from './connections.ts';
-import { readBody, requestUrl } from './http.ts';
+import { readBody, requestUrl, streamWire } from './http.ts';
 import { type Close, closes } from './protocol.ts';
 
 /** The largest connect request a POST may carry. */
@@ -67,15 +67,10 @@ export class SseTransport {
     const session = this.connections.open({
       pongs: false,
       encode: encodeEvents,
-      write: (text, written) => {
-        if (response.writableEnded) written();
-        else response.write(text, () => written());
-      },
+      ...streamWire(response),
       close: ([code, reason]) => {
         if (!response.writableEnded) response.end(event({ disconnect: { code, reason } }));
       },
-      unsent: () => response.writableLength,
-      cut: () => response.destroy(),
     });
     response.on('close', () => session.end());
     const reply = await this.commands.handle(session, { id: 1, connect });
