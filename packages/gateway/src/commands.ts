@@ -37,6 +37,7 @@ export interface CommandsDependencies {
     | 'channels'
     | 'insecure'
     | 'allowAnonymousConnectWithoutToken'
+    | 'channelMaxLength'
   >;
 }
 
@@ -129,6 +130,9 @@ export class Commands {
         join_leave?: boolean;
       } & RecoverRequest;
       if (!request?.channel) return fail(replyErrors.unknownChannel);
+      const maxLength = this.deps.options.channelMaxLength;
+      if (maxLength !== undefined && Buffer.byteLength(request.channel) > maxLength)
+        return fail(replyErrors.badRequest);
       const namespace = this.optionsOf(request.channel);
       if (!namespace) return fail(replyErrors.unknownChannel);
       let claims: Claims = {};
@@ -160,7 +164,12 @@ export class Commands {
     }
     if ('history' in command) {
       const request = command.history as HistoryRequest;
-      if (!request?.channel || !session.subscriptions.has(request.channel))
+      const namespace = request?.channel ? this.optionsOf(request.channel) : null;
+      if (!request?.channel || !namespace) return fail(replyErrors.unknownChannel);
+      // Configured namespaces keep history only with both set (Centrifugo's 108 otherwise).
+      if (this.deps.options.channels && !(namespace.historySize! > 0 && namespace.historyTtlMs! > 0))
+        return fail(replyErrors.notAvailable);
+      if (!this.mayReadHistory(session, namespace, request.channel))
         return fail(replyErrors.permissionDenied);
       const read = await channels.history(request, historyLimitCap);
       return 'error' in read ? fail(read.error) : answer('history', read.result);
@@ -233,6 +242,14 @@ export class Commands {
     if (namespace.allowPresenceForClient && anonymousOk) return true;
     const subscribed = subscribing || session.subscriptions.has(channel);
     if (namespace.allowPresenceForSubscriber && subscribed && anonymousOk) return true;
+    return this.deps.options.insecure === true;
+  }
+
+  /** Centrifugo's `hasAccessToHistory`: `allow_history_for_client` / `_for_subscriber` (`_for_anonymous`). */
+  private mayReadHistory(session: Session, namespace: ChannelOptions, channel: string): boolean {
+    const anonymousOk = session.user !== '' || namespace.allowHistoryForAnonymous === true;
+    if (namespace.allowHistoryForClient && anonymousOk) return true;
+    if (namespace.allowHistoryForSubscriber && session.subscriptions.has(channel) && anonymousOk) return true;
     return this.deps.options.insecure === true;
   }
 

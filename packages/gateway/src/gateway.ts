@@ -21,6 +21,7 @@ import { type InternalClient, type InternalClientHandlers, openInternalClient } 
 import { MemoryEngine } from './memoryEngine.ts';
 import { historyFromNamespaces } from './namespaces.ts';
 import type { GatewayOptions } from './options.ts';
+import { admitHttp, type OriginCheck, originCheck } from './origins.ts';
 import { ServerApi } from './serverApi.ts';
 import { SseTransport } from './sseTransport.ts';
 import { TokenVerifier } from './tokens.ts';
@@ -28,6 +29,14 @@ import { WebSocketTransport } from './webSocketTransport.ts';
 
 export type { InternalClient } from './internalClient.ts';
 export type { GatewayOptions } from './options.ts';
+
+/** The HTTP paths of client connections (an origin check applies to them). */
+const clientPaths = new Set([
+  '/connection/uni_sse',
+  '/connection/sse',
+  '/connection/http_stream',
+  '/emulation',
+]);
 
 export class Gateway {
   readonly engine: Engine;
@@ -39,8 +48,9 @@ export class Gateway {
   private readonly sse: SseTransport;
   private readonly emulation: EmulationTransport;
   private readonly api: ServerApi;
+  private readonly originAllowed: OriginCheck;
 
-  constructor(options: GatewayOptions) {
+  constructor(private readonly options: GatewayOptions) {
     const tokens = new TokenVerifier(options);
     this.engine =
       options.engine ??
@@ -56,8 +66,9 @@ export class Gateway {
     });
     this.ready.catch(() => {});
     this.connections = new Connections(this.channels, options);
+    this.originAllowed = originCheck(options.allowedOrigins);
     const commands = new Commands({ tokens, channels: this.channels, ready: this.ready, options });
-    this.webSocket = new WebSocketTransport(this.connections, commands);
+    this.webSocket = new WebSocketTransport(this.connections, commands, this.originAllowed);
     this.sse = new SseTransport(this.connections, commands);
     this.emulation = new EmulationTransport(this.connections, commands);
     this.api = new ServerApi({
@@ -76,11 +87,17 @@ export class Gateway {
 
   /**
    * Serves `/connection/uni_sse`, the emulation transports (`/connection/sse`,
-   * `/connection/http_stream`, `/emulation`) and the server API `/api/<method>`; false for any other
-   * path (the caller answers it).
+   * `/connection/http_stream`, `/emulation`), the server API `/api/<method>`, and `/health` when the
+   * `health` option is set; false for any other path (the caller answers it). A connection from an
+   * origin `allowedOrigins` does not list is answered 403.
    */
   handleHttp(request: IncomingMessage, response: ServerResponse): boolean {
     const path = requestUrl(request).pathname;
+    if (clientPaths.has(path) && !admitHttp(this.originAllowed, request, response)) return true;
+    if (path === '/health' && this.options.health) {
+      response.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+      return true;
+    }
     if (path === '/connection/uni_sse') {
       void this.sse.open(request, response).catch(() => response.destroy());
       return true;

@@ -5,6 +5,7 @@ import { type WebSocket, WebSocketServer } from 'ws';
 import type { Commands } from './commands.ts';
 import type { Connections } from './connections.ts';
 import { requestUrl } from './http.ts';
+import type { OriginCheck } from './origins.ts';
 import { closes } from './protocol.ts';
 
 /** A connection that has not sent `connect` by then is closed as stale. */
@@ -24,12 +25,19 @@ export class WebSocketTransport {
   constructor(
     private readonly connections: Connections,
     private readonly commands: Commands,
+    private readonly originAllowed: OriginCheck,
   ) {}
 
   /** Serves the WebSocket endpoint on `server` at `path`. */
   attach(server: Server, path: string): void {
     server.on('upgrade', (request: IncomingMessage, socket: Duplex, head: Buffer) => {
       if (requestUrl(request).pathname !== path) return;
+      if (!this.originAllowed(request.headers.origin)) {
+        // Centrifugo's allowed_origins: refused at the handshake, as its upgrader does.
+        socket.once('finish', () => socket.destroy());
+        socket.end('HTTP/1.1 403 Forbidden\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+        return;
+      }
       if (offersProtobuf(request)) {
         // Only the JSON protocol is spoken: refused before the upgrade, so the SDK's protobuf client
         // fails at once instead of after a connect that could never work.
