@@ -2,7 +2,7 @@
  * The channels this node's sessions follow, on the engine: joining with history recovery, live delivery
  * in offset order, and sending subscribers to recover when this node fell out of step with the engine.
  */
-import type { Engine, Publication, StreamPosition } from './engine.ts';
+import type { Engine, PresenceEntry, Publication, StreamPosition } from './engine.ts';
 import {
   closes,
   type HistoryRequest,
@@ -83,6 +83,8 @@ export class Channels {
       this.watching.set(channel, watching);
     }
     await watching;
+    // Before the reply, so that the client's own presence call right after finds it.
+    if (mode.presence) await this.engine.addPresence(channel, [presenceEntryOf(session)]);
     if (!mode.recoverable) {
       // Not positioned: the client keeps no offset, and `floor` only keeps buffered ones from repeating.
       const top = (await this.engine.read(channel, { limit: 0 })).position;
@@ -144,11 +146,17 @@ export class Channels {
     if (subscription.emitJoinLeave) this.joinLeave(channel, 'join', session);
   }
 
-  /** The sessions of this node in the channel's presence (the namespace keeps presence). */
-  presence(channel: string): Session[] {
-    return [...(this.subscribers.get(channel) ?? [])].filter(
-      (s) => s.subscriptions.get(channel)?.presence === true,
-    );
+  /** The channel's presence on every node (the namespace keeps presence), by client id. */
+  presence(channel: string): Promise<Record<string, PresenceEntry>> {
+    return this.engine.presence(channel);
+  }
+
+  /** Refreshes the presence of this node's clients, so that the engine keeps them while they stay. */
+  async refreshPresence(): Promise<void> {
+    for (const [channel, sessions] of this.subscribers) {
+      const present = [...sessions].filter((s) => s.subscriptions.get(channel)?.presence === true);
+      if (present.length > 0) await this.engine.addPresence(channel, present.map(presenceEntryOf));
+    }
   }
 
   /** A join or leave message to the channel's live subscribers that get them (the joiner too). */
@@ -164,6 +172,8 @@ export class Channels {
   leave(session: Session, channel: string): void {
     const subscription = session.subscriptions.get(channel);
     session.subscriptions.delete(channel);
+    // Failing, the entry expires by itself (the engine keeps presence only while it is refreshed).
+    if (subscription?.presence) this.engine.removePresence(channel, session.client).catch(() => {});
     const set = this.subscribers.get(channel);
     if (!set) return;
     set.delete(session);
@@ -244,3 +254,5 @@ export class Channels {
     };
   }
 }
+
+const presenceEntryOf = (session: Session): PresenceEntry => session.clientInfo();

@@ -207,13 +207,15 @@ export class Commands {
       if (!channel || !namespace) return fail(replyErrors.unknownChannel);
       if (!namespace.presence) return fail(replyErrors.notAvailable);
       if (!this.mayPresence(session, namespace, channel, false)) return fail(replyErrors.permissionDenied);
-      const present = channels.presence(channel);
-      if (key === 'presence_stats')
+      const present = await channels.presence(channel);
+      if (key === 'presence_stats') {
+        const entries = Object.values(present);
         return answer(key, {
-          num_clients: present.length,
-          num_users: new Set(present.map((s) => s.user)).size,
+          num_clients: entries.length,
+          num_users: new Set(entries.map((entry) => entry.user)).size,
         });
-      return answer(key, { presence: Object.fromEntries(present.map((s) => [s.client, s.clientInfo()])) });
+      }
+      return answer(key, { presence: present });
     }
     return fail(replyErrors.methodNotFound);
   }

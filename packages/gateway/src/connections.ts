@@ -13,13 +13,14 @@ export class Connections {
   private readonly sessions = new Map<string, Session>();
   private readonly pinger: NodeJS.Timeout;
   private readonly pongChecker: NodeJS.Timeout;
+  private readonly presenceRefresher: NodeJS.Timeout;
 
   /** Starts pinging at once; `close` stops it. */
   constructor(
     private readonly channels: Channels,
     private readonly options: Pick<
       GatewayOptions,
-      'pingIntervalMs' | 'pongTimeoutMs' | 'clientQueue' | 'observer'
+      'pingIntervalMs' | 'pongTimeoutMs' | 'clientQueue' | 'observer' | 'presenceUpdateIntervalMs'
     >,
   ) {
     this.pinger = setInterval(() => this.ping(), options.pingIntervalMs ?? 25_000);
@@ -35,6 +36,11 @@ export class Connections {
       Math.min(1_000, pongTimeout),
     );
     this.pongChecker.unref();
+    this.presenceRefresher = setInterval(
+      () => void this.channels.refreshPresence().catch(() => {}),
+      options.presenceUpdateIntervalMs ?? 25_000,
+    );
+    this.presenceRefresher.unref();
   }
 
   /**
@@ -95,6 +101,7 @@ export class Connections {
   shutdown(): void {
     clearInterval(this.pinger);
     clearInterval(this.pongChecker);
+    clearInterval(this.presenceRefresher);
     for (const session of this.sessions.values()) session.close(closes.shutdown);
   }
 

@@ -40,6 +40,13 @@ export interface ReadOptions {
   reverse?: boolean;
 }
 
+/** A client in a channel's presence (Centrifugo's ClientInfo on the wire). */
+export interface PresenceEntry {
+  user: string;
+  client: string;
+  conn_info?: unknown;
+}
+
 /** A message for every node (the server API's unsubscribe and disconnect reach users on all nodes). */
 export type ControlMessage =
   | { kind: 'subscribe'; user: string; channel: string; client?: string }
@@ -63,6 +70,14 @@ export interface Engine {
   watch(channel: string): Promise<void>;
   unwatch(channel: string): Promise<void>;
   sendControl(message: ControlMessage): Promise<void>;
+  /**
+   * Adds clients to the channel's presence, or refreshes them: in the Redis engine an entry expires
+   * unless its node refreshes it (so a node that died leaves nobody behind for long).
+   */
+  addPresence(channel: string, entries: PresenceEntry[]): Promise<void>;
+  removePresence(channel: string, client: string): Promise<void>;
+  /** The channel's presence on every node, by client id. */
+  presence(channel: string): Promise<Record<string, PresenceEntry>>;
   close(): Promise<void>;
 }
 

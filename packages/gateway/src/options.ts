@@ -71,6 +71,11 @@ export interface GatewayOptions {
   /** Where channels live (default: this process's memory). */
   engine?: Engine;
   pingIntervalMs?: number;
+  /**
+   * How often this node refreshes its clients' presence in the engine (Centrifugo's
+   * client.presence_update_interval, 25 s); the Redis engine's entries expire unless refreshed.
+   */
+  presenceUpdateIntervalMs?: number;
   /** A client told to answer pings that stays silent this long after one is closed with 3012. */
   pongTimeoutMs?: number;
   /** How long after its token expired an unrefreshed connection is closed with 3005. */

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Publication } from './engine.ts';
+import type { PresenceEntry, Publication } from './engine.ts';
 import type { Close } from './protocol.ts';
 
 export interface Subscription {
@@ -61,7 +61,7 @@ export class Session {
   }
 
   /** How others see this session in presence and join/leave (Centrifugo's ClientInfo). */
-  clientInfo(): Record<string, unknown> {
+  clientInfo(): PresenceEntry {
     return {
       user: this.user ?? '',
       client: this.client,
