@@ -6,8 +6,10 @@
  * Centrifugo's HTTP server API. Channels live in an engine: memory for one node, Redis for several.
  *
  * This class only composes the parts: tokens.ts, session.ts and connections.ts (the sessions of this
- * node), commands.ts (the protocol), channels.ts (history, recovery, delivery), control.ts (messages
- * between nodes), webSocketTransport.ts and sseTransport.ts, serverApi.ts and internalClient.ts.
+ * node, whose network connections all send through sendQueue.ts), commands.ts (the protocol),
+ * channels.ts (history, recovery, delivery, presence), control.ts (messages between nodes),
+ * webSocketTransport.ts, sseTransport.ts and emulationTransport.ts, origins.ts, serverApi.ts and
+ * internalClient.ts.
  */
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { Channels, type PublishOptions } from './channels.ts';
