@@ -159,9 +159,14 @@ export class Channels {
     }
   }
 
-  /** A join or leave message to the channel's live subscribers that get them (the joiner too). */
+  /** A join or leave of `who`, for the channel's subscribers on every node (through the engine). */
   private joinLeave(channel: string, kind: 'join' | 'leave', who: Session): void {
-    const push = { push: { channel, [kind]: { info: who.clientInfo() } } };
+    this.engine.sendControl({ kind, channel, info: presenceEntryOf(who) }).catch(() => {});
+  }
+
+  /** A join or leave message to this node's live subscribers of the channel that get them (the joiner too). */
+  deliverJoinLeave(channel: string, kind: 'join' | 'leave', info: PresenceEntry): void {
+    const push = { push: { channel, [kind]: { info } } };
     for (const session of this.subscribers.get(channel) ?? []) {
       const subscription = session.subscriptions.get(channel);
       if (subscription?.pushJoinLeave && subscription.buffer === null) session.send([push]);

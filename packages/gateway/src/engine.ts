@@ -47,11 +47,13 @@ export interface PresenceEntry {
   conn_info?: unknown;
 }
 
-/** A message for every node (the server API's unsubscribe and disconnect reach users on all nodes). */
+/** A message for every node (the server API's unsubscribe and disconnect reach users on all nodes, join and leave a channel's subscribers). */
 export type ControlMessage =
   | { kind: 'subscribe'; user: string; channel: string; client?: string }
   | { kind: 'unsubscribe'; user: string; channel: string; client?: string }
-  | { kind: 'disconnect'; user: string; code: number; reason: string; client?: string };
+  | { kind: 'disconnect'; user: string; code: number; reason: string; client?: string }
+  /** A client joined or left a channel with join/leave on: pushed to its subscribers on every node. */
+  | { kind: 'join' | 'leave'; channel: string; info: PresenceEntry };
 
 export interface EngineHandlers {
   /** A publication of a channel this node watches, from any node, in offset order per channel. */

@@ -45,6 +45,12 @@ describe.skipIf(!available)('presence on two gateway nodes on Redis', () => {
         withoutNamespace: {},
         namespaces: {
           chat: { presence: true, allowSubscribeForClient: true, allowPresenceForSubscriber: true },
+          room: {
+            presence: true,
+            joinLeave: true,
+            allowSubscribeForClient: true,
+            allowPresenceForSubscriber: true,
+          },
         },
       },
     });
@@ -69,7 +75,7 @@ describe.skipIf(!available)('presence on two gateway nodes on Redis', () => {
     cleanup.disconnect();
   });
 
-  /** A person connected to `url`, subscribed to `channel`; their client id and subscription. */
+  /** A person connected to `url`, subscribed to `channel`; their client id, subscription and join/leave. */
   async function join(url: string, user: string, channel: string) {
     const token = await new SignJWT({ sub: user, info: { name: user } })
       .setProtectedHeader({ alg: 'HS256' })
@@ -80,11 +86,14 @@ describe.skipIf(!available)('presence on two gateway nodes on Redis', () => {
     const connected = new Promise<{ client: string }>((resolve) => client.once('connected', resolve));
     client.connect();
     const { client: id } = await connected;
-    const sub = client.newSubscription(channel);
+    const sub = client.newSubscription(channel, { joinLeave: true });
+    const heard: string[] = [];
+    sub.on('join', (ctx) => heard.push(`join ${ctx.info.user}@${ctx.info.client}`));
+    sub.on('leave', (ctx) => heard.push(`leave ${ctx.info.user}@${ctx.info.client}`));
     const subscribed = new Promise((resolve) => sub.once('subscribed', resolve));
     sub.subscribe();
     await subscribed;
-    return { client, id, sub };
+    return { client, id, sub, heard };
   }
 
   const who = async (sub: Subscription) =>
@@ -144,5 +153,18 @@ describe.skipIf(!available)('presence on two gateway nodes on Redis', () => {
       .poll(() => who(alice.sub), { timeout: 5_000 })
       .toEqual([`alice@${alice.id}`, `bob@${bob.id}`].sort());
     expect(await bob.sub.presenceStats()).toEqual({ numClients: 2, numUsers: 2 });
+  });
+
+  it('join and leave messages reach the subscribers on the other node', async () => {
+    const channel = 'room:lobby';
+    const [first, second] = [await startNode(), await startNode()];
+    const bob = await join(second, 'bob', channel);
+    const alice = await join(first, 'alice', channel);
+    await expect.poll(() => bob.heard).toEqual([`join bob@${bob.id}`, `join alice@${alice.id}`]);
+    await expect.poll(() => alice.heard).toEqual([`join alice@${alice.id}`]);
+    alice.client.disconnect();
+    await expect
+      .poll(() => bob.heard)
+      .toEqual([`join bob@${bob.id}`, `join alice@${alice.id}`, `leave alice@${alice.id}`]);
   });
 });
