@@ -6,7 +6,11 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 
-export type OriginCheck = (origin: string | undefined) => boolean;
+export interface OriginCheck {
+  (origin: string | undefined): boolean;
+  /** Origins are listed: an allowed cross-origin request gets CORS headers (never for any origin at all). */
+  listed: boolean;
+}
 
 const globToRegExp = (pattern: string): RegExp =>
   new RegExp(
@@ -17,15 +21,20 @@ const globToRegExp = (pattern: string): RegExp =>
   );
 
 export function originCheck(allowed: string[] | undefined): OriginCheck {
-  if (allowed === undefined) return () => true;
+  if (allowed === undefined) return Object.assign(() => true, { listed: false });
   const patterns = allowed.map(globToRegExp);
-  return (origin) => origin === undefined || patterns.some((p) => p.test(origin.toLowerCase()));
+  return Object.assign(
+    (origin: string | undefined) =>
+      origin === undefined || patterns.some((p) => p.test(origin.toLowerCase())),
+    { listed: true },
+  );
 }
 
 /**
- * A cross-origin request that passed the check gets the CORS headers Centrifugo sets (so a browser page
- * of an allowed origin may read the SSE and HTTP streams and post to /emulation); true when it may go on,
- * false when it was answered 403.
+ * A cross-origin request that passed a listed check gets the CORS headers Centrifugo sets (so a browser
+ * page of an allowed origin may read the SSE and HTTP streams and post to /emulation); without a list no
+ * CORS headers at all (echoing any origin with credentials would open the streams to every site). True
+ * when the request may go on, false when it was answered 403.
  */
 export function admitHttp(check: OriginCheck, request: IncomingMessage, response: ServerResponse): boolean {
   const origin = request.headers.origin;
@@ -33,7 +42,7 @@ export function admitHttp(check: OriginCheck, request: IncomingMessage, response
     response.writeHead(403).end();
     return false;
   }
-  if (origin !== undefined) {
+  if (origin !== undefined && check.listed) {
     response.setHeader('access-control-allow-origin', origin);
     response.setHeader('access-control-allow-credentials', 'true');
     const asked = request.headers['access-control-request-headers'];

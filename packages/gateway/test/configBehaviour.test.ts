@@ -122,6 +122,26 @@ describe('a gateway run from a Centrifugo config', () => {
     controller.abort();
   });
 
+  it('without allowed_origins (the gateway inside tdp server) checks no origin and sends no CORS headers', async () => {
+    const open = new Gateway({ hmacKey: secret });
+    const plain = createServer((request, response) => {
+      if (!open.handleHttp(request, response)) response.writeHead(404).end();
+    });
+    await new Promise<void>((resolve) => plain.listen(0, '127.0.0.1', resolve));
+    const controller = new AbortController();
+    const connect = encodeURIComponent(JSON.stringify({ token: await token() }));
+    const answer = await fetch(
+      `http://127.0.0.1:${(plain.address() as { port: number }).port}/connection/uni_sse?cf_connect=${connect}`,
+      { headers: { origin: 'https://anywhere.org' }, signal: controller.signal },
+    );
+    expect(answer.status).toBe(200);
+    expect(answer.headers.get('access-control-allow-origin')).toBeNull();
+    controller.abort();
+    await open.close();
+    plain.closeAllConnections();
+    await new Promise((resolve) => plain.close(resolve));
+  });
+
   it('answers a subscribe to a channel past channel.max_length with 107', async () => {
     const client = await connectFrom(undefined);
     const fits = 'feed:'.padEnd(20, 'x');
