@@ -164,8 +164,9 @@ export class Commands {
     }
     if ('history' in command) {
       const request = command.history as HistoryRequest;
-      const namespace = request?.channel ? this.optionsOf(request.channel) : null;
-      if (!request?.channel || !namespace) return fail(replyErrors.unknownChannel);
+      if (!request?.channel) return close(closes.badRequest); // Centrifugo: "channel required for history"
+      const namespace = this.optionsOf(request.channel);
+      if (!namespace) return fail(replyErrors.unknownChannel);
       // Configured namespaces keep history only with both set (Centrifugo's 108 otherwise).
       if (this.deps.options.channels && !(namespace.historySize! > 0 && namespace.historyTtlMs! > 0))
         return fail(replyErrors.notAvailable);

@@ -6,7 +6,11 @@ import type { ChannelOptions, GatewayOptions } from './options.ts';
  * Without namespaces configured, every channel recovers (TDP's channels) and its subscribers may read its
  * history; nothing else is allowed.
  */
-const unconfigured: ChannelOptions = { forceRecovery: true, allowHistoryForSubscriber: true };
+const unconfigured: ChannelOptions = {
+  forceRecovery: true,
+  allowHistoryForSubscriber: true,
+  allowHistoryForAnonymous: true,
+};
 
 /** Centrifugo's namespace boundary: `ns:rest` is in namespace `ns`. */
 const namespaceBoundary = ':';
