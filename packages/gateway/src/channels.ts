@@ -84,7 +84,11 @@ export class Channels {
     }
     await watching;
     // Before the reply, so that the client's own presence call right after finds it.
-    if (mode.presence) await this.engine.addPresence(channel, [presenceEntryOf(session)]);
+    if (mode.presence) {
+      await this.engine.addPresence(channel, [presenceEntryOf(session)]);
+      // It left (or ended) meanwhile: its leave found no entry to remove; this one must not stay.
+      if (!session.subscriptions.has(channel)) await this.engine.removePresence(channel, session.client);
+    }
     if (!mode.recoverable) {
       // Not positioned: the client keeps no offset, and `floor` only keeps buffered ones from repeating.
       const top = (await this.engine.read(channel, { limit: 0 })).position;
