@@ -1,22 +1,34 @@
 /**
- * `npm run bench -- realtime`: live status end to end, against socket.io doing the same on this machine.
+ * `npm run bench -- realtime`: live status end to end, through the embedded gateway and through a real
+ * Centrifugo, against socket.io doing the same on this machine.
  *
  * - Live: 1,000 users, each with a task, each connected over WebSocket from client processes (the
  *   `centrifuge` SDK, the user's channel subscribed by the connection token). Task state changes
  *   (progress events) are committed through `POST /v1/task-events:batch` at 1,000 per second for 30 s;
- *   each client measures commit → visible (the summary's commit time to its arrival). The peer: a
- *   socket.io server emitting the same number of messages per second to one room per user, measured
- *   emit → visible.
+ *   each client measures commit → visible (the summary's commit time to its arrival). Run three times:
+ *   the embedded gateway with every client reading, then with 10% not reading, then a real Centrifugo v6
+ *   (started here with the config `tdp centrifugo-config` prints; the server publishes through its HTTP
+ *   API and the clients connect to it with TDP's tokens). The peer: a socket.io server emitting the same
+ *   number of messages per second to one room per user, measured emit → visible.
  * - Idle: 10,000 connections held open on the gateway alone (`tdp gateway`'s code, memory engine, each
- *   connection with its user channel) and on socket.io (each socket in its room); memory per connection
- *   from the server process's RSS and heap after a full GC, before and after.
+ *   connection with its user channel), on Centrifugo (the same tokens and channel) and on socket.io (each
+ *   socket in its room); memory per connection from the server process's RSS (and for Node the heap
+ *   after a full GC), before and after. Centrifugo's RSS is read from /proc: Go returns freed memory
+ *   lazily, so it is an upper bound.
  *
  * BENCH_RT_USERS, BENCH_RT_RATE, BENCH_RT_SECONDS, BENCH_RT_BATCH (events per request, default 25)
  * and BENCH_RT_IDLE change the sizes.
  */
 import { type ChildProcess, fork } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
 import { SignJWT } from 'jose';
 import { Pool } from 'undici';
+import {
+  type CentrifugoProcess,
+  newTokenSecret,
+  requireCentrifugo,
+  startCentrifugo,
+} from '../test/centrifugo.ts';
 import { type Execution, prepare, progressEvent } from './events.ts';
 import { benchDatabase, percentile, sane, sized, smoke, startBenchServer } from './support.ts';
 
@@ -121,10 +133,29 @@ interface Live {
   p99: number;
 }
 
-/** With `slowShare` of the clients not reading their sockets (the others' latencies are measured). */
-async function liveTdp(slowShare = 0): Promise<Live> {
+/**
+ * With `slowShare` of the clients not reading their sockets (the others' latencies are measured). With
+ * `centrifugo`, a real Centrifugo serves the clients: the server publishes to its HTTP API and signs
+ * its tokens with the secret Centrifugo checks them with.
+ */
+async function liveTdp(options: { slowShare?: number; centrifugo?: { binary: string } } = {}): Promise<Live> {
+  const slowShare = options.slowShare ?? 0;
+  const tokenSecret = newTokenSecret();
+  const centrifugo = options.centrifugo
+    ? await startCentrifugo({ binary: options.centrifugo.binary, tokenSecret })
+    : null;
   const database = await benchDatabase();
-  const server = await startBenchServer(database.url);
+  const server = await startBenchServer(
+    database.url,
+    centrifugo
+      ? {
+          CENTRIFUGO_API_URL: centrifugo.apiUrl,
+          CENTRIFUGO_API_KEY: centrifugo.apiKey,
+          TDP_REALTIME_TOKEN_SECRET: tokenSecret,
+          TDP_REALTIME_WS_URL: centrifugo.wsUrl,
+        }
+      : {},
+  );
   const pool = new Pool(server.base, { connections: 32 });
   try {
     const executions = await prepare(pool, server.apiKey, USERS, 1, 1);
@@ -168,6 +199,7 @@ async function liveTdp(slowShare = 0): Promise<Live> {
     await pool.close();
     await server.stop();
     await database.close();
+    await centrifugo?.stop();
   }
 }
 
@@ -260,7 +292,30 @@ async function liveSocketIo(): Promise<Live> {
 
 interface Idle {
   rssPerConnection: number;
-  heapPerConnection: number;
+  /** Node's heap and external memory (null for Centrifugo, a Go process). */
+  heapPerConnection: number | null;
+}
+
+/** A Centrifugo process's resident memory, from /proc (what `ps` shows as RSS). */
+async function centrifugoRss(centrifugo: CentrifugoProcess): Promise<number> {
+  const status = await readFile(`/proc/${centrifugo.pid}/status`, 'utf8');
+  const kib = /^VmRSS:\s+(\d+) kB/m.exec(status)?.[1];
+  if (!kib) throw new Error(`no VmRSS in /proc/${centrifugo.pid}/status`);
+  return Number(kib) * 1024;
+}
+
+/** IDLE connections held open, each with the user channel its token subscribes (not for socket.io). */
+async function idleConnections(hmacKey: string) {
+  const key = new TextEncoder().encode(hmacKey);
+  return Promise.all(
+    Array.from({ length: IDLE }, async (_, u) => ({
+      user: `user-${u}`,
+      token: await new SignJWT({ sub: `user-${u}`, channels: [`task_user:t/user-${u}`] })
+        .setProtectedHeader({ alg: 'HS256' })
+        .setExpirationTime('1h')
+        .sign(key),
+    })),
+  );
 }
 
 async function idleMemory(system: 'gateway' | 'socketio'): Promise<Idle> {
@@ -268,27 +323,18 @@ async function idleMemory(system: 'gateway' | 'socketio'): Promise<Idle> {
   const peer = await startPeer(system, hmacKey);
   try {
     const before = await peer.memory();
-    const users = Array.from({ length: IDLE }, (_, u) => `user-${u}`);
-    const key = new TextEncoder().encode(hmacKey);
-    const connections =
+    const clients =
       system === 'gateway'
-        ? await Promise.all(
-            users.map(async (user) => ({
-              user,
-              token: await new SignJWT({ sub: user, channels: [`task_user:t/${user}`] })
-                .setProtectedHeader({ alg: 'HS256' })
-                .setExpirationTime('1h')
-                .sign(key),
-            })),
+        ? await openClients(
+            'tdp-idle',
+            `ws://127.0.0.1:${peer.port}/connection/websocket`,
+            await idleConnections(hmacKey),
           )
-        : users.map((user) => ({ user }));
-    const clients = await openClients(
-      system === 'gateway' ? 'tdp-idle' : 'socketio-idle',
-      system === 'gateway'
-        ? `ws://127.0.0.1:${peer.port}/connection/websocket`
-        : `http://127.0.0.1:${peer.port}`,
-      connections,
-    );
+        : await openClients(
+            'socketio-idle',
+            `http://127.0.0.1:${peer.port}`,
+            Array.from({ length: IDLE }, (_, u) => ({ user: `user-${u}` })),
+          );
     const after = await peer.memory();
     await clients.stop();
     return {
@@ -300,39 +346,87 @@ async function idleMemory(system: 'gateway' | 'socketio'): Promise<Idle> {
   }
 }
 
+async function idleCentrifugoMemory(binary: string): Promise<Idle> {
+  const tokenSecret = newTokenSecret();
+  const centrifugo = await startCentrifugo({ binary, tokenSecret });
+  try {
+    const before = await centrifugoRss(centrifugo);
+    const clients = await openClients('tdp-idle', centrifugo.wsUrl, await idleConnections(tokenSecret));
+    const after = await centrifugoRss(centrifugo);
+    await clients.stop();
+    return { rssPerConnection: (after - before) / IDLE, heapPerConnection: null };
+  } finally {
+    await centrifugo.stop();
+  }
+}
+
+/**
+ * The Centrifugo binary. Without one a smoke run outside CI skips the Centrifugo rows (saying so); under
+ * CI, or in a full run, where those rows are the point, it fails.
+ */
+function centrifugoForBench(): string | null {
+  const binary = requireCentrifugo();
+  if (!binary && !smoke)
+    throw new Error(
+      'the realtime bench needs Centrifugo: run scripts/services.sh (it builds ~/go/bin/centrifugo)',
+    );
+  return binary;
+}
+
+const kb = (bytes: number) => `${(bytes / 1024).toFixed(1)} KiB`;
+const ratio = (a: number, b: number) => (a / b).toFixed(2);
+
 export async function benchRealtime(): Promise<void> {
+  const binary = centrifugoForBench();
   console.log(
     `realtime: ${USERS} users on WebSocket from ${CLIENT_PROCESSES} client processes, ${RATE} changes/s (${BATCH} per request) for ${SECONDS} s; ${IDLE} idle connections`,
   );
-  const tdp = await liveTdp();
   const line = (name: string, f: Live) =>
     console.log(
-      `  ${name.padEnd(13)} committed ${f.committedPerSecond.toFixed(0).padStart(5)}/s  delivered ${f.deliveredPerSecond.toFixed(0).padStart(5)}/s  visible p50 ${f.p50.toFixed(0)} ms  p99 ${f.p99.toFixed(0)} ms`,
+      `  ${name.padEnd(14)} committed ${f.committedPerSecond.toFixed(0).padStart(5)}/s  delivered ${f.deliveredPerSecond.toFixed(0).padStart(5)}/s  visible p50 ${f.p50.toFixed(0)} ms  p99 ${f.p99.toFixed(0)} ms`,
     );
+  const tdp = await liveTdp();
   line('TDP', tdp);
   // Source document 002 §13.3: clients that stop reading must not slow the others down.
-  const withSlow = await liveTdp(0.1);
+  const withSlow = await liveTdp({ slowShare: 0.1 });
   line('TDP 10% slow', withSlow);
   console.log(
-    `  slow consumers: the reading 90%'s p99 ${withSlow.p99.toFixed(0)} ms vs ${tdp.p99.toFixed(0)} ms with all reading → ${(withSlow.p99 / Math.max(tdp.p99, 1)).toFixed(2)} (target <= 1.2)`,
+    `  slow consumers: the reading 90%'s p99 ${withSlow.p99.toFixed(0)} ms vs ${tdp.p99.toFixed(0)} ms with all reading → ${ratio(withSlow.p99, Math.max(tdp.p99, 1))} (target <= 1.2)`,
   );
+  const viaCentrifugo = binary ? await liveTdp({ centrifugo: { binary } }) : null;
+  if (viaCentrifugo) line('TDP Centrifugo', viaCentrifugo);
+  else console.log('  TDP Centrifugo skipped: no Centrifugo binary (scripts/services.sh builds it)');
   // No socket.io in a smoke run: it checks that TDP's paths work, it has no ratio to give.
   const peer = smoke ? null : await liveSocketIo();
   if (peer) line('socket.io', peer);
+
   const tdpIdle = await idleMemory('gateway');
-  const kb = (bytes: number) => `${(bytes / 1024).toFixed(1)} KiB`;
-  if (!peer) {
-    console.log(
-      `  idle memory per connection (${IDLE}): TDP gateway RSS ${kb(tdpIdle.rssPerConnection)} heap ${kb(tdpIdle.heapPerConnection)}`,
-    );
-    return;
-  }
-  const peerIdle = await idleMemory('socketio');
-  console.log(
-    `  idle memory per connection (${IDLE}): TDP gateway RSS ${kb(tdpIdle.rssPerConnection)} heap ${kb(tdpIdle.heapPerConnection)}; socket.io RSS ${kb(peerIdle.rssPerConnection)} heap ${kb(peerIdle.heapPerConnection)}`,
-  );
+  const centrifugoIdle = binary ? await idleCentrifugoMemory(binary) : null;
+  const peerIdle = peer ? await idleMemory('socketio') : null;
+  const idle = [
+    `TDP gateway RSS ${kb(tdpIdle.rssPerConnection)} heap ${kb(tdpIdle.heapPerConnection!)}`,
+    ...(centrifugoIdle ? [`Centrifugo RSS ${kb(centrifugoIdle.rssPerConnection)}`] : []),
+    ...(peerIdle
+      ? [`socket.io RSS ${kb(peerIdle.rssPerConnection)} heap ${kb(peerIdle.heapPerConnection!)}`]
+      : []),
+  ];
+  console.log(`  idle memory per connection (${IDLE}): ${idle.join('; ')}`);
+  sane(tdpIdle.rssPerConnection > 0, 'no memory held by idle gateway connections');
+
   console.log('');
+  const delivered = (f: Live) =>
+    peer
+      ? `; delivered ${f.deliveredPerSecond.toFixed(0)}/s vs socket.io ${peer.deliveredPerSecond.toFixed(0)}/s → ${ratio(f.deliveredPerSecond, peer.deliveredPerSecond)} (target >= 1)`
+      : '';
+  const memory = (own: Idle, target: string) =>
+    peerIdle
+      ? `; memory per idle connection ${kb(own.rssPerConnection)} vs socket.io ${kb(peerIdle.rssPerConnection)} → ${ratio(own.rssPerConnection, peerIdle.rssPerConnection)}${target}`
+      : '';
   console.log(
-    `  p99 ${tdp.p99.toFixed(0)} ms (target <= 50 ms); delivered ${tdp.deliveredPerSecond.toFixed(0)}/s vs socket.io ${peer.deliveredPerSecond.toFixed(0)}/s → ${(tdp.deliveredPerSecond / peer.deliveredPerSecond).toFixed(2)} (target >= 1); memory per idle connection ${kb(tdpIdle.rssPerConnection)} vs ${kb(peerIdle.rssPerConnection)} → ${(tdpIdle.rssPerConnection / peerIdle.rssPerConnection).toFixed(2)} (target <= 1)`,
+    `  embedded gateway: p99 ${tdp.p99.toFixed(0)} ms (target <= 25 ms)${delivered(tdp)}${memory(tdpIdle, ' (target <= 0.5)')}`,
   );
+  if (viaCentrifugo)
+    console.log(
+      `  through Centrifugo: p99 ${viaCentrifugo.p99.toFixed(0)} ms (target <= 50 ms) vs ${tdp.p99.toFixed(0)} ms embedded → ${ratio(viaCentrifugo.p99, Math.max(tdp.p99, 1))}${delivered(viaCentrifugo)}${centrifugoIdle ? memory(centrifugoIdle, '') : ''}`,
+    );
 }
