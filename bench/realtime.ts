@@ -19,8 +19,10 @@
  * BENCH_RT_USERS, BENCH_RT_RATE, BENCH_RT_SECONDS, BENCH_RT_BATCH (events per request, default 25)
  * and BENCH_RT_IDLE change the sizes.
  */
-import { type ChildProcess, fork } from 'node:child_process';
+import { type ChildProcess, execFile, fork } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import { promisify } from 'node:util';
 import { SignJWT } from 'jose';
 import { Pool } from 'undici';
 import {
@@ -318,7 +320,14 @@ async function idleConnections(hmacKey: string) {
   );
 }
 
+/** `packages/gateway/dist`, what `tdp gateway` runs (incremental: quick when nothing changed). */
+async function buildGateway(): Promise<void> {
+  const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
+  await promisify(execFile)(process.execPath, [tsc, '-b', 'packages/gateway/tsconfig.build.json']);
+}
+
 async function idleMemory(system: 'gateway' | 'socketio'): Promise<Idle> {
+  if (system === 'gateway') await buildGateway();
   const hmacKey = 'bench-idle-secret-of-a-decent-length';
   const peer = await startPeer(system, hmacKey);
   try {
