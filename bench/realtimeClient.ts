@@ -31,6 +31,33 @@ function record(sentAt: number) {
   latencies.push(Date.now() - sentAt);
 }
 
+/**
+ * A raw WebSocket that connects and answers pings. A connection reset before the connect reply (the
+ * server's listen backlog overflows when a loaded machine accepts slowly) is tried again a few times.
+ */
+function openIdle(url: string, token: string, connection: { close(): void }, attempt = 1): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const socket = new WebSocket(url);
+    connection.close = () => socket.close();
+    let connected = false;
+    socket.on('error', (error) => {
+      if (connected) return;
+      if (attempt >= 5) reject(error);
+      else
+        setTimeout(() => openIdle(url, token, connection, attempt + 1).then(resolve, reject), 100 * attempt);
+    });
+    socket.once('open', () => socket.send(JSON.stringify({ id: 1, connect: { token } })));
+    socket.on('message', (data) => {
+      const text = data.toString();
+      if (text === '{}') socket.send('{}');
+      else if (text.includes('"connect"')) {
+        connected = true;
+        resolve();
+      }
+    });
+  });
+}
+
 async function start(message: Start) {
   const ready: Promise<void>[] = [];
   for (const { user, token, slow } of message.connections) {
@@ -64,19 +91,9 @@ async function start(message: Start) {
       );
       open.push({ close: () => socket.close() });
     } else {
-      const socket = new WebSocket(message.url);
-      ready.push(
-        new Promise((resolve, reject) => {
-          socket.once('error', reject);
-          socket.once('open', () => socket.send(JSON.stringify({ id: 1, connect: { token } })));
-          socket.on('message', (data) => {
-            const text = data.toString();
-            if (text === '{}') socket.send('{}');
-            else if (text.includes('"connect"')) resolve();
-          });
-        }),
-      );
-      open.push({ close: () => socket.close() });
+      const connection = { close: () => {} };
+      ready.push(openIdle(message.url, token!, connection));
+      open.push(connection);
     }
     // Connecting thousands at once overflows the listen backlog; a small pause between them does not.
     if (open.length % 100 === 0) await new Promise((resolve) => setTimeout(resolve, 20));
