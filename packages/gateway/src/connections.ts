@@ -1,6 +1,7 @@
 /**
  * The sessions of this node, by client id, and their liveness: server pings, and closing a client that
- * was told to answer them and stays silent.
+ * was told to answer them and stays silent, that never sent `connect`, or whose token expired
+ * unrefreshed. One sweep checks all three, so an idle connection holds no timer of its own.
  */
 import type { Channels } from './channels.ts';
 import type { GatewayOptions } from './options.ts';
@@ -15,19 +16,24 @@ export class Connections {
   /** Starts pinging at once; `close` stops it. */
   constructor(
     private readonly channels: Channels,
-    options: Pick<GatewayOptions, 'pingIntervalMs' | 'pongTimeoutMs'>,
+    options: Pick<GatewayOptions, 'pingIntervalMs' | 'pongTimeoutMs' | 'connectTimeoutMs'>,
   ) {
     this.pinger = setInterval(() => this.ping(), options.pingIntervalMs ?? 25_000);
     this.pinger.unref();
     const pongTimeout = options.pongTimeoutMs ?? 8_000;
+    const connectTimeout = options.connectTimeoutMs ?? 10_000;
     this.pongChecker = setInterval(
       () => {
         const now = Date.now();
-        for (const session of this.sessions.values())
+        for (const session of this.sessions.values()) {
           if (session.pingSentAt !== null && now - session.pingSentAt > pongTimeout)
             session.close(closes.noPong);
+          else if (session.user === null && now - session.openedAt > connectTimeout)
+            session.close(closes.stale);
+          else if (session.expiresAt !== null && now >= session.expiresAt) session.close(closes.expired);
+        }
       },
-      Math.min(1_000, pongTimeout),
+      Math.min(1_000, pongTimeout, connectTimeout),
     );
     this.pongChecker.unref();
   }

@@ -9,9 +9,6 @@ import type { GatewayOptions } from './options.ts';
 import { closes } from './protocol.ts';
 import { SendQueue } from './sendQueue.ts';
 
-/** A connection that has not sent `connect` by then is closed as stale. */
-const connectTimeoutMs = 10_000;
-
 /** The subprotocol of Centrifugo's protobuf client protocol (the SDK's `protocol: 'protobuf'`). */
 const protobufSubprotocol = 'centrifuge-protobuf';
 
@@ -75,7 +72,6 @@ export class WebSocketTransport {
         if (code === closes.slow[0]) setTimeout(() => socket.terminate(), limits.closeGraceMs).unref();
       },
     });
-    const stale = setTimeout(() => session.user === null && session.close(closes.stale), connectTimeoutMs);
     let commandsDone = Promise.resolve();
     socket.on('message', (raw) => {
       // Commands of one connection are handled in order (a subscribe waits for its connect).
@@ -84,7 +80,6 @@ export class WebSocketTransport {
         .catch(() => session.close(closes.badRequest));
     });
     socket.on('close', () => {
-      clearTimeout(stale);
       session.end();
     });
   }
