@@ -292,6 +292,59 @@ async function liveSocketIo(): Promise<Live> {
   }
 }
 
+/**
+ * The floor of the Centrifugo path: the bench publishes straight to Centrifugo's HTTP API, at the same
+ * rate and in batches of the same size, messages of a summary's size to the same users' channels, and
+ * the same clients measure publish → visible. What TDP adds on top is the rest of the TDP row.
+ */
+async function liveCentrifugoAlone(binary: string): Promise<Live> {
+  const tokenSecret = newTokenSecret();
+  const centrifugo = await startCentrifugo({ binary, tokenSecret });
+  try {
+    const users = (await idleConnections(tokenSecret)).slice(0, USERS);
+    const clients = await openClients('tdp', centrifugo.wsUrl, users);
+    await clients.report();
+    const batches = Math.round((RATE * SECONDS) / BATCH);
+    const intervalMs = (1000 * BATCH) / RATE;
+    const startedAt = performance.now();
+    const pending: Promise<void>[] = [];
+    let sent = 0;
+    for (let b = 0; b < batches; b += 1) {
+      const wait = startedAt + b * intervalMs - performance.now();
+      if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+      const commands = Array.from({ length: BATCH }, () => ({
+        publish: {
+          channel: `task_user:t/user-${sent++ % USERS}`,
+          data: { updatedAt: new Date().toISOString(), padding: 'x'.repeat(500) },
+        },
+      }));
+      pending.push(
+        fetch(`${centrifugo.apiUrl}/batch`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-api-key': centrifugo.apiKey },
+          body: JSON.stringify({ commands }),
+        }).then(async (response) => {
+          sane(response.ok, `Centrifugo's API answered ${response.status}`);
+          await response.body?.cancel();
+        }),
+      );
+    }
+    await Promise.all(pending);
+    const seconds = (performance.now() - startedAt) / 1000;
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    const { latencies, received } = await clients.report();
+    await clients.stop();
+    return {
+      committedPerSecond: sent / seconds,
+      deliveredPerSecond: received / seconds,
+      p50: percentile(latencies, 50),
+      p99: percentile(latencies, 99),
+    };
+  } finally {
+    await centrifugo.stop();
+  }
+}
+
 interface Idle {
   rssPerConnection: number;
   /** Node's heap and external memory (null for Centrifugo, a Go process). */
@@ -405,7 +458,9 @@ export async function benchRealtime(): Promise<void> {
   const viaCentrifugo = binary ? await liveTdp({ centrifugo: { binary } }) : null;
   if (viaCentrifugo) line('TDP Centrifugo', viaCentrifugo);
   else console.log('  TDP Centrifugo skipped: no Centrifugo binary (scripts/services.sh builds it)');
-  // No socket.io in a smoke run: it checks that TDP's paths work, it has no ratio to give.
+  // No peers or floors in a smoke run: it checks that TDP's paths work, it has no ratio to give.
+  const centrifugoAlone = binary && !smoke ? await liveCentrifugoAlone(binary) : null;
+  if (centrifugoAlone) line('Centrifugo', centrifugoAlone);
   const peer = smoke ? null : await liveSocketIo();
   if (peer) line('socket.io', peer);
 
@@ -436,6 +491,6 @@ export async function benchRealtime(): Promise<void> {
   );
   if (viaCentrifugo)
     console.log(
-      `  through Centrifugo: p99 ${viaCentrifugo.p99.toFixed(0)} ms (target <= 50 ms) vs ${tdp.p99.toFixed(0)} ms embedded → ${ratio(viaCentrifugo.p99, Math.max(tdp.p99, 1))}${delivered(viaCentrifugo)}${centrifugoIdle ? memory(centrifugoIdle, '') : ''}`,
+      `  through Centrifugo: p99 ${viaCentrifugo.p99.toFixed(0)} ms (target <= 50 ms) vs ${tdp.p99.toFixed(0)} ms embedded → ${ratio(viaCentrifugo.p99, Math.max(tdp.p99, 1))}${centrifugoAlone ? `; vs Centrifugo alone ${centrifugoAlone.p99.toFixed(0)} ms → ${ratio(viaCentrifugo.p99, Math.max(centrifugoAlone.p99, 1))}` : ''}${delivered(viaCentrifugo)}${centrifugoIdle ? memory(centrifugoIdle, '') : ''}`,
     );
 }
