@@ -19,114 +19,30 @@
  * BENCH_RT_USERS, BENCH_RT_RATE, BENCH_RT_SECONDS, BENCH_RT_BATCH (events per request, default 25)
  * and BENCH_RT_IDLE change the sizes.
  */
-import { type ChildProcess, execFile, fork } from 'node:child_process';
-import { readFile } from 'node:fs/promises';
-import { createRequire } from 'node:module';
-import { promisify } from 'node:util';
-import { SignJWT } from 'jose';
 import { Pool } from 'undici';
-import {
-  type CentrifugoProcess,
-  newTokenSecret,
-  requireCentrifugo,
-  startCentrifugo,
-} from '../test/centrifugo.ts';
+import { newTokenSecret, requireCentrifugo, startCentrifugo } from '../test/centrifugo.ts';
 import { type Execution, prepare, progressEvent } from './events.ts';
-import { benchDatabase, percentile, sane, sized, smoke, startBenchServer } from './support.ts';
-
-const USERS = sized('BENCH_RT_USERS', 1_000, 50);
-const RATE = sized('BENCH_RT_RATE', 1_000, 200);
-const SECONDS = sized('BENCH_RT_SECONDS', 30, 3);
-const IDLE = sized('BENCH_RT_IDLE', 10_000, 200);
-const BATCH = sized('BENCH_RT_BATCH', 25, 25);
-const CLIENT_PROCESSES = sized(null, 4, 2);
-
-type Mode = 'tdp' | 'socketio' | 'tdp-idle' | 'socketio-idle';
-
-function waitFor<T>(child: ChildProcess, type: string): Promise<T> {
-  return new Promise((resolve, reject) => {
-    const listener = (message: { type: string; error?: string }) => {
-      if (message.type === 'error') {
-        child.off('message', listener);
-        reject(new Error(message.error));
-      } else if (message.type === type) {
-        child.off('message', listener);
-        resolve(message as T);
-      }
-    };
-    child.on('message', listener);
-  });
-}
-
-/** Client processes, each holding its share of the connections. */
-async function openClients(
-  mode: Mode,
-  url: string,
-  connections: { user: string; token?: string; slow?: boolean }[],
-) {
-  const children = Array.from({ length: CLIENT_PROCESSES }, () =>
-    fork('bench/realtimeClient.ts', [], {
-      execArgv: ['--conditions=@tdp/source', '--import', 'tsx'],
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-    }),
-  );
-  await Promise.all(
-    children.map((child, p) => {
-      const ready = waitFor(child, 'ready');
-      child.send({
-        type: 'start',
-        mode,
-        url,
-        connections: connections.filter((_, i) => i % CLIENT_PROCESSES === p),
-      });
-      return ready;
-    }),
-  );
-  return {
-    report: async () => {
-      const reports = await Promise.all(
-        children.map((child) => {
-          const answer = waitFor<{ latencies: number[]; received: number }>(child, 'report');
-          child.send({ type: 'report' });
-          return answer;
-        }),
-      );
-      return {
-        latencies: reports.flatMap((r) => r.latencies).sort((a, b) => a - b),
-        received: reports.reduce((sum, r) => sum + r.received, 0),
-      };
-    },
-    stop: async () => {
-      await Promise.all(
-        children.map(
-          (child) =>
-            new Promise((resolve) => {
-              child.once('exit', resolve);
-              child.send({ type: 'stop' });
-            }),
-        ),
-      );
-    },
-  };
-}
-
-async function startPeer(mode: 'gateway' | 'socketio', hmacKey = '') {
-  const child = fork('bench/realtimePeer.ts', [mode, hmacKey], {
-    execArgv: ['--expose-gc', '--conditions=@tdp/source', '--import', 'tsx'],
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-  });
-  const { port } = await waitFor<{ port: number }>(child, 'listening');
-  return {
-    port,
-    child,
-    memory: async () => {
-      const answer = waitFor<{ rss: number; heapUsed: number; external: number }>(child, 'memory');
-      child.send({ type: 'memory' });
-      return answer;
-    },
-    stop: () => child.kill('SIGKILL'),
-  };
-}
+import { type Idle, idleCentrifugoMemory, idleConnections, idleMemory } from './realtimeIdle.ts';
+import {
+  BATCH,
+  CLIENT_PROCESSES,
+  IDLE,
+  openClients,
+  RATE,
+  SECONDS,
+  startPeer,
+  USERS,
+  waitFor,
+} from './realtimeProcesses.ts';
+import {
+  benchDatabase,
+  cpuSeconds,
+  percentile,
+  postgresCpuSeconds,
+  sane,
+  smoke,
+  startBenchServer,
+} from './support.ts';
 
 interface Live {
   committedPerSecond: number;
@@ -178,8 +94,16 @@ async function liveTdp(options: { slowShare?: number; centrifugo?: { binary: str
     const clients = await openClients('tdp', wsUrl, connections);
     await new Promise((resolve) => setTimeout(resolve, 1_000));
     await clients.report();
+    const databaseName = new URL(database.url).pathname.slice(1);
+    const cpu = async () => ({
+      server: await cpuSeconds(server.pid),
+      postgres: await postgresCpuSeconds(databaseName),
+      centrifugo: centrifugo ? await cpuSeconds(centrifugo.pid) : 0,
+    });
+    const cpuBefore = await cpu();
     const committed = await offerEvents(pool, server.apiKey, executions);
     await new Promise((resolve) => setTimeout(resolve, 3_000));
+    const cpuAfter = await cpu();
     const { latencies, received } = await clients.report();
     await clients.stop();
     sane(committed.count > 0, 'no change committed');
@@ -188,8 +112,11 @@ async function liveTdp(options: { slowShare?: number; centrifugo?: { binary: str
       `${received} messages delivered of ${committed.count} changes`,
     );
     const relay = await relayQuantiles(server.base);
+    // Where the time goes, steadier than latency on a shared machine: CPU of each process per change.
+    const perChange = (key: keyof typeof cpuAfter) =>
+      `${(((cpuAfter[key] - cpuBefore[key]) * 1000) / committed.count).toFixed(2)} ms`;
     console.log(
-      `  (the server's own commit→publish histogram: p50 <= ${relay.p50} ms, p99 <= ${relay.p99} ms)`,
+      `  (the server's own commit→publish histogram: p50 <= ${relay.p50} ms, p99 <= ${relay.p99} ms; CPU per change: server ${perChange('server')}, PostgreSQL ${perChange('postgres')}${centrifugo ? `, Centrifugo ${perChange('centrifugo')}` : ''})`,
     );
     return {
       committedPerSecond: committed.count / committed.seconds,
@@ -340,83 +267,6 @@ async function liveCentrifugoAlone(binary: string): Promise<Live> {
       p50: percentile(latencies, 50),
       p99: percentile(latencies, 99),
     };
-  } finally {
-    await centrifugo.stop();
-  }
-}
-
-interface Idle {
-  rssPerConnection: number;
-  /** Node's heap and external memory (null for Centrifugo, a Go process). */
-  heapPerConnection: number | null;
-}
-
-/** A Centrifugo process's resident memory, from /proc (what `ps` shows as RSS). */
-async function centrifugoRss(centrifugo: CentrifugoProcess): Promise<number> {
-  const status = await readFile(`/proc/${centrifugo.pid}/status`, 'utf8');
-  const kib = /^VmRSS:\s+(\d+) kB/m.exec(status)?.[1];
-  if (!kib) throw new Error(`no VmRSS in /proc/${centrifugo.pid}/status`);
-  return Number(kib) * 1024;
-}
-
-/** IDLE connections held open, each with the user channel its token subscribes (not for socket.io). */
-async function idleConnections(hmacKey: string) {
-  const key = new TextEncoder().encode(hmacKey);
-  return Promise.all(
-    Array.from({ length: IDLE }, async (_, u) => ({
-      user: `user-${u}`,
-      token: await new SignJWT({ sub: `user-${u}`, channels: [`task_user:t/user-${u}`] })
-        .setProtectedHeader({ alg: 'HS256' })
-        .setExpirationTime('1h')
-        .sign(key),
-    })),
-  );
-}
-
-/** `packages/gateway/dist`, what `tdp gateway` runs (incremental: quick when nothing changed). */
-async function buildGateway(): Promise<void> {
-  const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
-  await promisify(execFile)(process.execPath, [tsc, '-b', 'packages/gateway/tsconfig.build.json']);
-}
-
-async function idleMemory(system: 'gateway' | 'socketio'): Promise<Idle> {
-  if (system === 'gateway') await buildGateway();
-  const hmacKey = 'bench-idle-secret-of-a-decent-length';
-  const peer = await startPeer(system, hmacKey);
-  try {
-    const before = await peer.memory();
-    const clients =
-      system === 'gateway'
-        ? await openClients(
-            'tdp-idle',
-            `ws://127.0.0.1:${peer.port}/connection/websocket`,
-            await idleConnections(hmacKey),
-          )
-        : await openClients(
-            'socketio-idle',
-            `http://127.0.0.1:${peer.port}`,
-            Array.from({ length: IDLE }, (_, u) => ({ user: `user-${u}` })),
-          );
-    const after = await peer.memory();
-    await clients.stop();
-    return {
-      rssPerConnection: (after.rss - before.rss) / IDLE,
-      heapPerConnection: (after.heapUsed + after.external - before.heapUsed - before.external) / IDLE,
-    };
-  } finally {
-    peer.stop();
-  }
-}
-
-async function idleCentrifugoMemory(binary: string): Promise<Idle> {
-  const tokenSecret = newTokenSecret();
-  const centrifugo = await startCentrifugo({ binary, tokenSecret });
-  try {
-    const before = await centrifugoRss(centrifugo);
-    const clients = await openClients('tdp-idle', centrifugo.wsUrl, await idleConnections(tokenSecret));
-    const after = await centrifugoRss(centrifugo);
-    await clients.stop();
-    return { rssPerConnection: (after - before) / IDLE, heapPerConnection: null };
   } finally {
     await centrifugo.stop();
   }
