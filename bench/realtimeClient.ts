@@ -87,7 +87,15 @@ async function start(message: Start) {
       const socket: Socket = io(message.url, { transports: ['websocket'], reconnection: false });
       if (message.mode === 'socketio') socket.on('state', (data: { sentAt: number }) => record(data.sentAt));
       ready.push(
-        new Promise((resolve) => socket.on('connect', () => socket.emit('join', user, () => resolve()))),
+        new Promise((resolve, reject) => {
+          socket.on('connect', () => socket.emit('join', user, () => resolve()));
+          // Without reconnection a refused or reset connect would leave this connection pending forever.
+          let attempts = 1;
+          socket.on('connect_error', (error) => {
+            if (attempts >= 5) reject(error);
+            else setTimeout(() => socket.connect(), 100 * attempts++);
+          });
+        }),
       );
       open.push({ close: () => socket.close() });
     } else {
