@@ -17,8 +17,9 @@ const warmup = sized(null, 500, 50);
 const definition = zipWorkflow();
 
 /** Creates through a `tdp server` of its own over `databaseUrl` (also `bench -- growth`'s create). */
-export async function measureHttp(databaseUrl: string) {
-  const server = await startBenchServer(databaseUrl);
+/** `env` adds to the server's environment. */
+export async function measureHttp(databaseUrl: string, env: Record<string, string> = {}) {
+  const server = await startBenchServer(databaseUrl, env);
   const base = server.base;
   const headers = { authorization: `Bearer ${server.apiKey}`, 'content-type': 'application/json' };
   await fetch(`${base}/v1/workflow-definitions`, {

@@ -385,8 +385,9 @@ async function floorHeartbeats(sql: Sql, executions: Execution[], total: number)
 export async function measureEventLoads(
   databaseUrl: string,
   sizes: { tasks: number; events: number; heartbeats: number },
+  env: Record<string, string> = {},
 ): Promise<{ batch: LoadResult; heartbeats: LoadResult }> {
-  const server = await startBenchServer(databaseUrl);
+  const server = await startBenchServer(databaseUrl, env);
   const pool = new Pool(server.base, { connections: BATCH_CLIENTS });
   try {
     const executions = await prepare(pool, server.apiKey, 10, Math.ceil(sizes.tasks / 10), 1);

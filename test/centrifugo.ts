@@ -59,6 +59,8 @@ export async function startCentrifugo(options: {
   /** Several nodes on the same Redis `prefix` serve the same channels. */
   redis?: CentrifugoSettings['redis'];
   realtimeHistory?: CentrifugoSettings['realtimeHistory'];
+  /** Origins of the pages a browser connects from (patterns, e.g. `http://127.0.0.1:*`). */
+  allowedOrigins?: string[];
   readyWithinMs?: number;
 }): Promise<CentrifugoProcess> {
   const port = await freePort();
@@ -69,6 +71,7 @@ export async function startCentrifugo(options: {
       apiKey,
       realtimeHistory: options.realtimeHistory ?? defaultSettings.realtimeHistory,
       redis: options.redis ?? null,
+      ...(options.allowedOrigins ? { allowedOrigins: options.allowedOrigins } : {}),
       listen: { address: '127.0.0.1', port },
     }),
     log: { level: 'warn' },

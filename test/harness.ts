@@ -65,6 +65,8 @@ export async function startHarness(
     nats?: { url: string; subjectPrefix: string };
     /** Another harness's database, to run a second server on the same data (it is not dropped here). */
     sharedDatabaseUrl?: string;
+    /** The keyring entry (`generateKeyringEntry`), e.g. another replica's, so their tokens and secrets agree. */
+    keyringEntry?: string;
     logger?: Logger;
     healthGraceMs?: number;
     allowInsecureCallbacks?: boolean;
@@ -100,7 +102,7 @@ export async function startHarness(
       port: 0,
       publicUrl: 'http://127.0.0.1',
       adminToken,
-      secretKeyring: parseKeyring(generateKeyringEntry('test1')),
+      secretKeyring: parseKeyring(options.keyringEntry ?? generateKeyringEntry('test1')),
       allowInsecureCallbacks: options.allowInsecureCallbacks ?? false,
       natsUrl: options.nats?.url ?? null,
       natsSubjectPrefix: options.nats?.subjectPrefix ?? 'tdp',

@@ -3,13 +3,13 @@
  * (packages/cli/src/tracing.ts, from OTEL_EXPORTER_OTLP_*), running one capability, `trace.echo`, that
  * answers its input. Prints `{ "workerId": … }` once registered.
  *
- *   node --conditions=@tdp/source --import tsx test/tracedWorker.ts <baseUrl> <workerKey> <database>
+ *   node --conditions=@tdp/source --import tsx test/tracedWorker.ts <baseUrl> <workerKey> <database> [rest|grpc]
  */
 import { Type } from 'typebox';
 import { startTracing } from '../packages/cli/src/tracing.ts';
 import { defineCapability, silentLogger, startWorker } from '../packages/worker/src/index.ts';
 
-const [url, key, database] = process.argv.slice(2) as [string, string, string];
+const [url, key, database, transport = 'rest'] = process.argv.slice(2) as [string, string, string, string?];
 const tracing = await startTracing(process.env, 'tdp-worker');
 const echo = defineCapability({
   name: 'trace.echo',
@@ -25,6 +25,7 @@ const worker = await startWorker({
   nodeId: 'node-traced',
   capabilities: [echo],
   handleSignals: false,
+  transport: transport as 'rest' | 'grpc',
   logger: silentLogger,
 });
 process.stdout.write(`${JSON.stringify({ workerId: worker.id })}\n`);

@@ -40,7 +40,8 @@ Commands:
   centrifugo-config
              Print the Centrifugo v6 JSON config TDP needs (docs/realtime.md, "Moving to Centrifugo"), from
              TDP_REALTIME_TOKEN_SECRET, CENTRIFUGO_API_KEY, and optionally CENTRIFUGO_ALLOWED_ORIGINS
-             (comma-separated) and CENTRIFUGO_REDIS_URL (several Centrifugo nodes on one Redis)
+             (comma-separated; TDP_PUBLIC_URL's origin, where the dashboard is, joins them) and
+             CENTRIFUGO_REDIS_URL (several Centrifugo nodes on one Redis)
   archive restore --task <id>
              Put an archived task's history back into DATABASE_URL from TDP_ARCHIVE_DIR (docs/retention.md)
 
@@ -136,13 +137,16 @@ async function main(argv: string[]): Promise<number> {
       return 0;
     }
     case 'centrifugo-config': {
-      const origins = env.CENTRIFUGO_ALLOWED_ORIGINS?.split(',').map((origin) => origin.trim());
+      const origins = env.CENTRIFUGO_ALLOWED_ORIGINS?.split(',').map((origin) => origin.trim()) ?? [];
+      // The dashboard is served by TDP itself: its pages connect from TDP's public origin.
+      const dashboard = env.TDP_PUBLIC_URL ? URL.parse(env.TDP_PUBLIC_URL)?.origin : undefined;
+      if (dashboard && dashboard !== 'null' && !origins.includes(dashboard)) origins.push(dashboard);
       const redisUrl = env.CENTRIFUGO_REDIS_URL?.trim();
       const config = centrifugoConfig({
         tokenSecret: env.TDP_REALTIME_TOKEN_SECRET ?? '',
         apiKey: env.CENTRIFUGO_API_KEY ?? '',
         realtimeHistory: defaultSettings.realtimeHistory,
-        allowedOrigins: origins?.filter(Boolean) ?? [],
+        allowedOrigins: origins.filter(Boolean),
         redis: redisUrl ? { url: redisUrl, prefix: 'centrifugo' } : null,
       });
       process.stdout.write(`${JSON.stringify(config, null, 2)}\n`);

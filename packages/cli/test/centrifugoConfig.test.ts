@@ -66,6 +66,26 @@ describe('tdp centrifugo-config', () => {
     }
   });
 
+  it("lets the dashboard connect: TDP_PUBLIC_URL's origin joins the allowed origins", async () => {
+    const printed = await centrifugoConfigCommand({
+      TDP_REALTIME_TOKEN_SECRET: secret,
+      CENTRIFUGO_API_KEY: 'the-api-key',
+      CENTRIFUGO_ALLOWED_ORIGINS: 'https://app.example.com',
+      TDP_PUBLIC_URL: 'https://tdp.example.com/some/path',
+    });
+    expect(printed.code).toBe(0);
+    expect(JSON.parse(printed.stdout).client.allowed_origins).toEqual([
+      'https://app.example.com',
+      'https://tdp.example.com',
+    ]);
+    const alone = await centrifugoConfigCommand({
+      TDP_REALTIME_TOKEN_SECRET: secret,
+      CENTRIFUGO_API_KEY: 'the-api-key',
+      TDP_PUBLIC_URL: 'https://tdp.example.com',
+    });
+    expect(JSON.parse(alone.stdout).client.allowed_origins).toEqual(['https://tdp.example.com']);
+  });
+
   it('refuses a short secret and a missing API key, naming the variable, not the value', async () => {
     const short = await centrifugoConfigCommand({
       TDP_REALTIME_TOKEN_SECRET: 'short-secret',

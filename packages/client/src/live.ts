@@ -20,8 +20,12 @@ export interface LiveTasksOptions {
   store: TaskStore;
   /** The person's tasks now (`GET /v1/me/tasks` through the application's backend). */
   loadTasks(): Promise<TaskSummary[]>;
-  /** A subscription token for a task's detail channel (`POST /v1/realtime/subscription-token`). */
-  detailToken?(taskId: string): Promise<{ token: string; channel: string }>;
+  /**
+   * A subscription token for a task's detail channel (`POST /v1/realtime/subscription-token`). Pass
+   * `clientId` (this connection's, once connected) on as `clientId`: with Centrifugo, TDP needs it to
+   * keep a connection to 20 task details.
+   */
+  detailToken?(taskId: string, clientId?: string): Promise<{ token: string; channel: string }>;
   /** Details of these tasks now (`POST /v1/tasks/status:batchGet`), after a gap. */
   loadDetails?(taskIds: string[]): Promise<TaskDetail[]>;
   /** A snapshot load failed (the store keeps what it had; the next gap retries). */
@@ -63,6 +67,8 @@ export interface LiveTasks {
 export function bindTaskStore(options: LiveTasksOptions): LiveTasks {
   const { centrifuge, store } = options;
   const followed = new Map<string, Subscription>();
+  // The connection's id changes with every reconnection; a token asked for names the current one.
+  let clientId: string | undefined;
   let loading = 0;
   const settle = () => {
     if (loading === 0 && centrifuge.state === 'connected') store.setConnection('LIVE');
@@ -106,10 +112,14 @@ export function bindTaskStore(options: LiveTasksOptions): LiveTasks {
         return [...tasks, ...details];
       });
   };
+  const onConnected = (ctx: { client: string }) => {
+    clientId = ctx.client;
+  };
   const onConnecting = () => store.setConnection('RECOVERING');
   const onDisconnected = () => store.setConnection('STALE');
   centrifuge.on('publication', onServerPublication);
   centrifuge.on('subscribed', onSubscribed);
+  centrifuge.on('connected', onConnected);
   centrifuge.on('connecting', onConnecting);
   centrifuge.on('disconnected', onDisconnected);
 
@@ -118,10 +128,10 @@ export function bindTaskStore(options: LiveTasksOptions): LiveTasks {
       if (!options.detailToken) throw new Error('following a task needs detailToken');
       const existing = followed.get(taskId);
       if (existing) return () => {};
-      const issued = await options.detailToken(taskId);
+      const issued = await options.detailToken(taskId, clientId);
       const subscription = centrifuge.newSubscription(issued.channel, {
         token: issued.token,
-        getToken: async () => (await options.detailToken!(taskId)).token,
+        getToken: async () => (await options.detailToken!(taskId, clientId)).token,
       });
       subscription.on('publication', onPublication);
       subscription.on('subscribed', (ctx) => {
@@ -144,6 +154,7 @@ export function bindTaskStore(options: LiveTasksOptions): LiveTasks {
       followed.clear();
       centrifuge.removeListener('publication', onServerPublication);
       centrifuge.removeListener('subscribed', onSubscribed);
+      centrifuge.removeListener('connected', onConnected);
       centrifuge.removeListener('connecting', onConnecting);
       centrifuge.removeListener('disconnected', onDisconnected);
     },

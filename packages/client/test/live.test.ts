@@ -68,6 +68,8 @@ async function setup(user: string, snapshot: () => TaskSummary[], broadcastChann
   const store = new TaskStore();
   let loads = 0;
   const detailLoads: string[][] = [];
+  /** The client id each detail token was asked for with (TDP counts a connection's details by it). */
+  const tokenClients: (string | undefined)[] = [];
   const states: string[] = [store.connection];
   store.subscribe(() => {
     if (states.at(-1) !== store.connection) states.push(store.connection);
@@ -79,7 +81,8 @@ async function setup(user: string, snapshot: () => TaskSummary[], broadcastChann
       loads += 1;
       return snapshot();
     },
-    detailToken: async (taskId) => {
+    detailToken: async (taskId, clientId) => {
+      tokenClients.push(clientId);
       const detailChannel = `task_detail:t/${taskId}`;
       return { channel: detailChannel, token: await sign({ sub: user, channel: detailChannel }) };
     },
@@ -89,7 +92,7 @@ async function setup(user: string, snapshot: () => TaskSummary[], broadcastChann
     },
     onBroadcast: (broadcast) => broadcasts.push(broadcast),
   });
-  return { channel, client, store, live, loads: () => loads, detailLoads, states, broadcasts };
+  return { channel, client, store, live, loads: () => loads, detailLoads, states, broadcasts, tokenClients };
 }
 
 describe('the task store on the centrifuge SDK', () => {
@@ -143,11 +146,18 @@ describe('the task store on the centrifuge SDK', () => {
   });
 
   it('follows a task: its detail messages reach the store', async () => {
-    const { client, store, live } = await setup('c', () => []);
+    const { client, store, live, tokenClients } = await setup('c', () => []);
+    let connectedAs = '';
+    client.on('connected', (ctx) => {
+      connectedAs = ctx.client;
+    });
     client.connect();
     await expect.poll(() => store.connection).toBe('LIVE');
     const stop = await live.follow('d1');
     await expect.poll(() => client.getSubscription('task_detail:t/d1')?.state).toBe('subscribed');
+    // The token was asked for this connection.
+    expect(tokenClients).toEqual([connectedAs]);
+    expect(connectedAs).not.toBe('');
     const detail: TaskDetail = {
       kind: 'task.detail',
       taskId: 'd1',

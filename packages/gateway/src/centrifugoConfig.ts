@@ -1,7 +1,8 @@
 /**
  * A Centrifugo v6 JSON config (centrifugal/centrifugo internal/configtypes) read into gateway options:
- * the subset the gateway supports. A key outside it is an error that names it, so a config written for
- * Centrifugo never silently means something else here.
+ * the subset the gateway supports, which includes every key of the config TDP itself makes (`tdp
+ * centrifugo-config`; a server test feeds that one through here). A key outside it is an error that
+ * names it, so a config written for Centrifugo never silently means something else here.
  */
 import Type, { type Static } from 'typebox';
 import Value from 'typebox/value';
@@ -24,10 +25,15 @@ const channelOptionsSchema = {
   allow_presence_for_client: flag,
   allow_presence_for_subscriber: flag,
   allow_presence_for_anonymous: flag,
+  allow_history_for_client: flag,
+  allow_history_for_subscriber: flag,
+  allow_history_for_anonymous: flag,
   history_size: Type.Optional(Type.Integer({ minimum: 0 })),
   history_ttl: duration,
   force_recovery: flag,
 };
+/** Centrifugo's channel.max_length when unset. */
+const centrifugoChannelMaxLength = 255;
 const strict = { additionalProperties: false } as const;
 
 const configSchema = Type.Object(
@@ -48,6 +54,25 @@ const configSchema = Type.Object(
           ),
           insecure: flag,
           allow_anonymous_connect_without_token: flag,
+          allowed_origins: Type.Optional(Type.Array(Type.String())),
+        },
+        strict,
+      ),
+    ),
+    health: Type.Optional(Type.Object({ enabled: flag }, strict)),
+    engine: Type.Optional(
+      Type.Object(
+        {
+          type: Type.Optional(Type.String()),
+          redis: Type.Optional(
+            Type.Object(
+              {
+                address: Type.Optional(Type.Union([Type.String(), Type.Array(Type.String())])),
+                prefix: Type.Optional(Type.String()),
+              },
+              strict,
+            ),
+          ),
         },
         strict,
       ),
@@ -65,6 +90,7 @@ const configSchema = Type.Object(
     channel: Type.Optional(
       Type.Object(
         {
+          max_length: Type.Optional(Type.Integer({ minimum: 1 })),
           without_namespace: Type.Optional(Type.Object(channelOptionsSchema, strict)),
           namespaces: Type.Optional(
             Type.Array(
@@ -90,6 +116,8 @@ export interface GatewayConfig {
   options: Omit<GatewayOptions, 'hmacKey'> & { hmacKey?: string };
   /** Centrifugo's `http_server.address` and `port`. */
   listen: { address?: string; port?: number };
+  /** Centrifugo's `engine` of type `redis`: the gateway's Redis engine on that Redis, with that prefix. */
+  redis?: { url: string; prefix?: string };
 }
 
 /** A config the gateway cannot take as it is; `problems` names each key (JSON-pointer-like paths). */
@@ -114,6 +142,7 @@ export function readCentrifugoConfig(config: unknown): GatewayConfig {
     if (namespaces.namespaces[namespace.name]) problems.push(`channel.namespaces: ${namespace.name} twice`);
     namespaces.namespaces[namespace.name] = channelOptions(namespace, problems, namespace.name);
   }
+  const redis = redisOf(valid.engine, problems);
   if (problems.length > 0) throw new CentrifugoConfigError(problems);
   const options: GatewayConfig['options'] = {
     ...(token?.hmac_secret_key ? { hmacKey: token.hmac_secret_key } : {}),
@@ -123,10 +152,33 @@ export function readCentrifugoConfig(config: unknown): GatewayConfig {
     ...(valid.http_api?.key ? { apiKey: valid.http_api.key } : {}),
     insecure: valid.client?.insecure === true,
     allowAnonymousConnectWithoutToken: valid.client?.allow_anonymous_connect_without_token === true,
+    // Centrifugo checks every connection's Origin; with none listed only requests without one pass.
+    allowedOrigins: valid.client?.allowed_origins ?? [],
+    channelMaxLength: valid.channel?.max_length ?? centrifugoChannelMaxLength,
+    health: valid.health?.enabled === true,
     channels: namespaces,
   };
   options.history = historyFromNamespaces(options);
-  return { options, listen: { ...valid.http_server } };
+  return { options, listen: { ...valid.http_server }, ...(redis ? { redis } : {}) };
+}
+
+/** The Redis engine a config asks for (null for memory); a problem for what the gateway cannot do. */
+function redisOf(engine: CentrifugoConfig['engine'], problems: string[]): GatewayConfig['redis'] | null {
+  const type = engine?.type ?? 'memory';
+  if (type === 'memory') return null;
+  if (type !== 'redis') {
+    problems.push(`engine.type: "${type}" is not supported (memory or redis)`);
+    return null;
+  }
+  const addresses = [engine?.redis?.address ?? 'redis://127.0.0.1:6379'].flat();
+  if (addresses.length !== 1) {
+    problems.push('engine.redis.address: one address only (Redis sharding is not supported)');
+    return null;
+  }
+  // Centrifugo takes `host:port` as well as a redis:// URL.
+  const address = addresses[0]!;
+  const url = /^rediss?:\/\//.test(address) ? address : `redis://${address}`;
+  return { url, ...(engine?.redis?.prefix ? { prefix: engine.redis.prefix } : {}) };
 }
 
 /** Unknown keys by path, and values of the wrong type, in the order TypeBox finds them. */
@@ -157,6 +209,9 @@ function channelOptions(raw: CentrifugoChannelOptions, problems: string[], where
     allowPresenceForClient: raw.allow_presence_for_client === true,
     allowPresenceForSubscriber: raw.allow_presence_for_subscriber === true,
     allowPresenceForAnonymous: raw.allow_presence_for_anonymous === true,
+    allowHistoryForClient: raw.allow_history_for_client === true,
+    allowHistoryForSubscriber: raw.allow_history_for_subscriber === true,
+    allowHistoryForAnonymous: raw.allow_history_for_anonymous === true,
     historySize: raw.history_size ?? 0,
     historyTtlMs: ttlMs,
     forceRecovery: raw.force_recovery === true,

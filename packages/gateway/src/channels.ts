@@ -2,7 +2,7 @@
  * The channels this node's sessions follow, on the engine: joining with history recovery, live delivery
  * in offset order, and sending subscribers to recover when this node fell out of step with the engine.
  */
-import type { Engine, Publication, StreamPosition } from './engine.ts';
+import type { Engine, PresenceEntry, Publication, StreamPosition } from './engine.ts';
 import {
   closes,
   type HistoryRequest,
@@ -83,6 +83,12 @@ export class Channels {
       this.watching.set(channel, watching);
     }
     await watching;
+    // Before the reply, so that the client's own presence call right after finds it.
+    if (mode.presence) {
+      await this.engine.addPresence(channel, [presenceEntryOf(session)]);
+      // It left (or ended) meanwhile: its leave found no entry to remove; this one must not stay.
+      if (!session.subscriptions.has(channel)) await this.engine.removePresence(channel, session.client);
+    }
     if (!mode.recoverable) {
       // Not positioned: the client keeps no offset, and `floor` only keeps buffered ones from repeating.
       const top = (await this.engine.read(channel, { limit: 0 })).position;
@@ -140,23 +146,34 @@ export class Channels {
     );
     subscription.buffer = null;
     if (newer.length > 0)
-      session.transport.send(newer.map(({ publication }) => ({ push: { channel, pub: wire(publication) } })));
+      session.send(newer.map(({ publication }) => ({ push: { channel, pub: wire(publication) } })));
     if (subscription.emitJoinLeave) this.joinLeave(channel, 'join', session);
   }
 
-  /** The sessions of this node in the channel's presence (the namespace keeps presence). */
-  presence(channel: string): Session[] {
-    return [...(this.subscribers.get(channel) ?? [])].filter(
-      (s) => s.subscriptions.get(channel)?.presence === true,
-    );
+  /** The channel's presence on every node (the namespace keeps presence), by client id. */
+  presence(channel: string): Promise<Record<string, PresenceEntry>> {
+    return this.engine.presence(channel);
   }
 
-  /** A join or leave message to the channel's live subscribers that get them (the joiner too). */
+  /** Refreshes the presence of this node's clients, so that the engine keeps them while they stay. */
+  async refreshPresence(): Promise<void> {
+    for (const [channel, sessions] of this.subscribers) {
+      const present = [...sessions].filter((s) => s.subscriptions.get(channel)?.presence === true);
+      if (present.length > 0) await this.engine.addPresence(channel, present.map(presenceEntryOf));
+    }
+  }
+
+  /** A join or leave of `who`, for the channel's subscribers on every node (through the engine). */
   private joinLeave(channel: string, kind: 'join' | 'leave', who: Session): void {
-    const push = { push: { channel, [kind]: { info: who.clientInfo() } } };
+    this.engine.sendControl({ kind, channel, info: presenceEntryOf(who) }).catch(() => {});
+  }
+
+  /** A join or leave message to this node's live subscribers of the channel that get them (the joiner too). */
+  deliverJoinLeave(channel: string, kind: 'join' | 'leave', info: PresenceEntry): void {
+    const push = { push: { channel, [kind]: { info } } };
     for (const session of this.subscribers.get(channel) ?? []) {
       const subscription = session.subscriptions.get(channel);
-      if (subscription?.pushJoinLeave && subscription.buffer === null) session.transport.send([push]);
+      if (subscription?.pushJoinLeave && subscription.buffer === null) session.send([push]);
     }
   }
 
@@ -164,6 +181,8 @@ export class Channels {
   leave(session: Session, channel: string): void {
     const subscription = session.subscriptions.get(channel);
     session.subscriptions.delete(channel);
+    // Failing, the entry expires by itself (the engine keeps presence only while it is refreshed).
+    if (subscription?.presence) this.engine.removePresence(channel, session.client).catch(() => {});
     const set = this.subscribers.get(channel);
     if (!set) return;
     set.delete(session);
@@ -194,7 +213,7 @@ export class Channels {
     for (const session of set) {
       const subscription = session.subscriptions.get(channel);
       if (subscription?.buffer) subscription.buffer.push({ publication, epoch });
-      else session.transport.send([push]);
+      else session.send([push]);
     }
   }
 
@@ -208,9 +227,7 @@ export class Channels {
         continue;
       }
       this.leave(session, channel);
-      session.transport.send([
-        { push: { channel, unsubscribe: { code: 2500, reason: 'insufficient state' } } },
-      ]);
+      session.send([{ push: { channel, unsubscribe: { code: 2500, reason: 'insufficient state' } } }]);
     }
   }
 
@@ -246,3 +263,5 @@ export class Channels {
     };
   }
 }
+
+const presenceEntryOf = (session: Session): PresenceEntry => session.clientInfo();

@@ -37,6 +37,7 @@ export interface CommandsDependencies {
     | 'channels'
     | 'insecure'
     | 'allowAnonymousConnectWithoutToken'
+    | 'channelMaxLength'
   >;
 }
 
@@ -59,7 +60,7 @@ export class Commands {
       if (reply.message) replies.push(reply.message);
       if (reply.after) afters.push(reply.after);
     }
-    if (replies.length > 0) session.transport.send(replies);
+    if (replies.length > 0) session.send(replies);
     for (const after of afters) after();
   }
 
@@ -129,6 +130,9 @@ export class Commands {
         join_leave?: boolean;
       } & RecoverRequest;
       if (!request?.channel) return fail(replyErrors.unknownChannel);
+      const maxLength = this.deps.options.channelMaxLength;
+      if (maxLength !== undefined && Buffer.byteLength(request.channel) > maxLength)
+        return fail(replyErrors.badRequest);
       const namespace = this.optionsOf(request.channel);
       if (!namespace) return fail(replyErrors.unknownChannel);
       let claims: Claims = {};
@@ -160,7 +164,13 @@ export class Commands {
     }
     if ('history' in command) {
       const request = command.history as HistoryRequest;
-      if (!request?.channel || !session.subscriptions.has(request.channel))
+      if (!request?.channel) return close(closes.badRequest); // Centrifugo: "channel required for history"
+      const namespace = this.optionsOf(request.channel);
+      if (!namespace) return fail(replyErrors.unknownChannel);
+      // Configured namespaces keep history only with both set (Centrifugo's 108 otherwise).
+      if (this.deps.options.channels && !(namespace.historySize! > 0 && namespace.historyTtlMs! > 0))
+        return fail(replyErrors.notAvailable);
+      if (!this.mayReadHistory(session, namespace, request.channel))
         return fail(replyErrors.permissionDenied);
       const read = await channels.history(request, historyLimitCap);
       return 'error' in read ? fail(read.error) : answer('history', read.result);
@@ -198,13 +208,15 @@ export class Commands {
       if (!channel || !namespace) return fail(replyErrors.unknownChannel);
       if (!namespace.presence) return fail(replyErrors.notAvailable);
       if (!this.mayPresence(session, namespace, channel, false)) return fail(replyErrors.permissionDenied);
-      const present = channels.presence(channel);
-      if (key === 'presence_stats')
+      const present = await channels.presence(channel);
+      if (key === 'presence_stats') {
+        const entries = Object.values(present);
         return answer(key, {
-          num_clients: present.length,
-          num_users: new Set(present.map((s) => s.user)).size,
+          num_clients: entries.length,
+          num_users: new Set(entries.map((entry) => entry.user)).size,
         });
-      return answer(key, { presence: Object.fromEntries(present.map((s) => [s.client, s.clientInfo()])) });
+      }
+      return answer(key, { presence: present });
     }
     return fail(replyErrors.methodNotFound);
   }
@@ -233,6 +245,14 @@ export class Commands {
     if (namespace.allowPresenceForClient && anonymousOk) return true;
     const subscribed = subscribing || session.subscriptions.has(channel);
     if (namespace.allowPresenceForSubscriber && subscribed && anonymousOk) return true;
+    return this.deps.options.insecure === true;
+  }
+
+  /** Centrifugo's `hasAccessToHistory`: `allow_history_for_client` / `_for_subscriber` (`_for_anonymous`). */
+  private mayReadHistory(session: Session, namespace: ChannelOptions, channel: string): boolean {
+    const anonymousOk = session.user !== '' || namespace.allowHistoryForAnonymous === true;
+    if (namespace.allowHistoryForClient && anonymousOk) return true;
+    if (namespace.allowHistoryForSubscriber && session.subscriptions.has(channel) && anonymousOk) return true;
     return this.deps.options.insecure === true;
   }
 

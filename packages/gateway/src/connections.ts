@@ -1,22 +1,33 @@
 /**
  * The sessions of this node, by client id, and their liveness: server pings, and closing a client that
  * was told to answer them and stays silent, that never sent `connect`, or whose token expired
- * unrefreshed. One sweep checks all three, so an idle connection holds no timer of its own.
+ * unrefreshed. One sweep checks all three, so an idle connection holds no timer of its own. A network
+ * connection's messages all go through its bounded send queue (sendQueue.ts), whatever its transport.
  */
 import type { Channels } from './channels.ts';
 import type { GatewayOptions } from './options.ts';
 import { closes } from './protocol.ts';
+import { defaultClientQueue, SendQueue, type Wire } from './sendQueue.ts';
 import { Session, type Transport } from './session.ts';
 
 export class Connections {
   private readonly sessions = new Map<string, Session>();
   private readonly pinger: NodeJS.Timeout;
   private readonly pongChecker: NodeJS.Timeout;
+  private readonly presenceRefresher: NodeJS.Timeout;
 
   /** Starts pinging at once; `close` stops it. */
   constructor(
     private readonly channels: Channels,
-    options: Pick<GatewayOptions, 'pingIntervalMs' | 'pongTimeoutMs' | 'connectTimeoutMs'>,
+    private readonly options: Pick<
+      GatewayOptions,
+      | 'pingIntervalMs'
+      | 'pongTimeoutMs'
+      | 'connectTimeoutMs'
+      | 'clientQueue'
+      | 'observer'
+      | 'presenceUpdateIntervalMs'
+    >,
   ) {
     this.pinger = setInterval(() => this.ping(), options.pingIntervalMs ?? 25_000);
     this.pinger.unref();
@@ -36,10 +47,34 @@ export class Connections {
       Math.min(1_000, pongTimeout, connectTimeout),
     );
     this.pongChecker.unref();
+    this.presenceRefresher = setInterval(
+      () => void this.channels.refreshPresence().catch(() => {}),
+      options.presenceUpdateIntervalMs ?? 25_000,
+    );
+    this.presenceRefresher.unref();
   }
 
-  /** A new session on `transport`, known here until it ends. */
-  open(transport: Transport): Session {
+  /**
+   * A new session of a network client on `wire`, known here until it ends. Its messages go through a
+   * bounded send queue; past the bound it is closed with 3008 "slow" and cut a grace later if it does
+   * not read as far as the close (as Centrifugo's write timeout does), so its buffers are freed.
+   */
+  open(wire: Wire): Session {
+    const limits = this.options.clientQueue ?? defaultClientQueue;
+    const queue = new SendQueue(wire, limits, () => session.close(closes.slow), this.options.observer);
+    const session = this.openInternal({
+      pongs: wire.pongs,
+      send: (messages) => queue.send(messages),
+      close: (close) => {
+        wire.close(close);
+        if (close[0] === closes.slow[0]) setTimeout(() => wire.cut(), limits.closeGraceMs).unref();
+      },
+    });
+    return session;
+  }
+
+  /** A new session whose messages go to `transport` as they are (a client inside this process). */
+  openInternal(transport: Transport): Session {
     const session = new Session(transport, (ended) => this.forget(ended));
     this.sessions.set(session.client, session);
     return session;
@@ -77,6 +112,7 @@ export class Connections {
   shutdown(): void {
     clearInterval(this.pinger);
     clearInterval(this.pongChecker);
+    clearInterval(this.presenceRefresher);
     for (const session of this.sessions.values()) session.close(closes.shutdown);
   }
 
@@ -89,7 +125,7 @@ export class Connections {
     const now = Date.now();
     for (const session of this.sessions.values()) {
       if (session.user === null) continue;
-      session.transport.send([{}]);
+      session.send([{}]);
       if (session.transport.pongs && session.pingSentAt === null) session.pingSentAt = now;
     }
   }

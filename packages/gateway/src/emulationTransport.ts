@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Commands } from './commands.ts';
 import type { Connections } from './connections.ts';
-import { readBody, readJsonPost, requestUrl } from './http.ts';
+import { readBody, readJsonPost, requestUrl, streamWire } from './http.ts';
 import { closes } from './protocol.ts';
 import type { Session } from './session.ts';
 
@@ -63,20 +63,17 @@ export class EmulationTransport {
     if (framing === 'sse') response.write('\r\n');
     const session = this.connections.open({
       pongs: true,
-      send: (messages) => {
-        if (response.writableEnded) return;
-        // The connect reply names the stream and this node, for the SDK's emulation requests.
-        response.write(
-          messages
-            .map((m) => {
-              const reply = m as { connect?: object };
-              return frame(
-                reply.connect ? { ...reply, connect: { ...reply.connect, session: id, node: this.node } } : m,
-              );
-            })
-            .join(''),
-        );
-      },
+      encode: (messages) =>
+        messages
+          .map((m) => {
+            // The connect reply names the stream and this node, for the SDK's emulation requests.
+            const reply = m as { connect?: object };
+            return frame(
+              reply.connect ? { ...reply, connect: { ...reply.connect, session: id, node: this.node } } : m,
+            );
+          })
+          .join(''),
+      ...streamWire(response),
       close: ([code, reason]) => {
         if (!response.writableEnded) response.end(frame({ push: { disconnect: { code, reason } } }));
       },

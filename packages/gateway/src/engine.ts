@@ -40,11 +40,20 @@ export interface ReadOptions {
   reverse?: boolean;
 }
 
-/** A message for every node (the server API's unsubscribe and disconnect reach users on all nodes). */
+/** A client in a channel's presence (Centrifugo's ClientInfo on the wire). */
+export interface PresenceEntry {
+  user: string;
+  client: string;
+  conn_info?: unknown;
+}
+
+/** A message for every node (the server API's unsubscribe and disconnect reach users on all nodes, join and leave a channel's subscribers). */
 export type ControlMessage =
   | { kind: 'subscribe'; user: string; channel: string; client?: string }
   | { kind: 'unsubscribe'; user: string; channel: string; client?: string }
-  | { kind: 'disconnect'; user: string; code: number; reason: string; client?: string };
+  | { kind: 'disconnect'; user: string; code: number; reason: string; client?: string }
+  /** A client joined or left a channel with join/leave on: pushed to its subscribers on every node. */
+  | { kind: 'join' | 'leave'; channel: string; info: PresenceEntry };
 
 export interface EngineHandlers {
   /** A publication of a channel this node watches, from any node, in offset order per channel. */
@@ -63,6 +72,14 @@ export interface Engine {
   watch(channel: string): Promise<void>;
   unwatch(channel: string): Promise<void>;
   sendControl(message: ControlMessage): Promise<void>;
+  /**
+   * Adds clients to the channel's presence, or refreshes them: in the Redis engine an entry expires
+   * unless its node refreshes it (so a node that died leaves nobody behind for long).
+   */
+  addPresence(channel: string, entries: PresenceEntry[]): Promise<void>;
+  removePresence(channel: string, client: string): Promise<void>;
+  /** The channel's presence on every node, by client id. */
+  presence(channel: string): Promise<Record<string, PresenceEntry>>;
   close(): Promise<void>;
 }
 

@@ -6,8 +6,10 @@
  * Centrifugo's HTTP server API. Channels live in an engine: memory for one node, Redis for several.
  *
  * This class only composes the parts: tokens.ts, session.ts and connections.ts (the sessions of this
- * node), commands.ts (the protocol), channels.ts (history, recovery, delivery), control.ts (messages
- * between nodes), webSocketTransport.ts and sseTransport.ts, serverApi.ts and internalClient.ts.
+ * node, whose network connections all send through sendQueue.ts), commands.ts (the protocol),
+ * channels.ts (history, recovery, delivery, presence), control.ts (messages between nodes),
+ * webSocketTransport.ts, sseTransport.ts and emulationTransport.ts, origins.ts, serverApi.ts and
+ * internalClient.ts.
  */
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { Channels, type PublishOptions } from './channels.ts';
@@ -21,6 +23,7 @@ import { type InternalClient, type InternalClientHandlers, openInternalClient } 
 import { MemoryEngine } from './memoryEngine.ts';
 import { historyFromNamespaces } from './namespaces.ts';
 import type { GatewayOptions } from './options.ts';
+import { admitHttp, type OriginCheck, originCheck } from './origins.ts';
 import { ServerApi } from './serverApi.ts';
 import { SseTransport } from './sseTransport.ts';
 import { TokenVerifier } from './tokens.ts';
@@ -28,6 +31,14 @@ import { WebSocketTransport } from './webSocketTransport.ts';
 
 export type { InternalClient } from './internalClient.ts';
 export type { GatewayOptions } from './options.ts';
+
+/** The HTTP paths of client connections (an origin check applies to them). */
+const clientPaths = new Set([
+  '/connection/uni_sse',
+  '/connection/sse',
+  '/connection/http_stream',
+  '/emulation',
+]);
 
 export class Gateway {
   readonly engine: Engine;
@@ -39,8 +50,9 @@ export class Gateway {
   private readonly sse: SseTransport;
   private readonly emulation: EmulationTransport;
   private readonly api: ServerApi;
+  private readonly originAllowed: OriginCheck;
 
-  constructor(options: GatewayOptions) {
+  constructor(private readonly options: GatewayOptions) {
     const tokens = new TokenVerifier(options);
     this.engine =
       options.engine ??
@@ -56,9 +68,10 @@ export class Gateway {
     });
     this.ready.catch(() => {});
     this.connections = new Connections(this.channels, options);
+    this.originAllowed = originCheck(options.allowedOrigins);
     const commands = new Commands({ tokens, channels: this.channels, ready: this.ready, options });
-    this.webSocket = new WebSocketTransport(this.connections, commands, options);
-    this.sse = new SseTransport(this.connections, commands, options);
+    this.webSocket = new WebSocketTransport(this.connections, commands, this.originAllowed);
+    this.sse = new SseTransport(this.connections, commands);
     this.emulation = new EmulationTransport(this.connections, commands);
     this.api = new ServerApi({
       options,
@@ -76,11 +89,17 @@ export class Gateway {
 
   /**
    * Serves `/connection/uni_sse`, the emulation transports (`/connection/sse`,
-   * `/connection/http_stream`, `/emulation`) and the server API `/api/<method>`; false for any other
-   * path (the caller answers it).
+   * `/connection/http_stream`, `/emulation`), the server API `/api/<method>`, and `/health` when the
+   * `health` option is set; false for any other path (the caller answers it). A connection from an
+   * origin `allowedOrigins` does not list is answered 403.
    */
   handleHttp(request: IncomingMessage, response: ServerResponse): boolean {
     const path = requestUrl(request).pathname;
+    if (clientPaths.has(path) && !admitHttp(this.originAllowed, request, response)) return true;
+    if (path === '/health' && this.options.health) {
+      response.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+      return true;
+    }
     if (path === '/connection/uni_sse') {
       void this.sse.open(request, response).catch(() => response.destroy());
       return true;

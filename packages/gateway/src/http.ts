@@ -42,3 +42,26 @@ export async function readJsonPost(
     return null;
   }
 }
+
+/**
+ * The streaming response of an SSE or HTTP-stream connection as its send queue's wire: writes go to the
+ * socket at once, and `unsent` is what the client has not read yet. Node corks a response's socket until
+ * the next tick after a write, so without writing through, the bytes of one busy tick (a burst of
+ * publications) would count as unsent, and a client reading everything would look slow.
+ */
+export function streamWire(response: ServerResponse) {
+  return {
+    write(text: string, written: () => void): void {
+      if (response.writableEnded) {
+        written();
+        return;
+      }
+      response.write(text, () => written());
+      if (response.socket?.writableCorked) response.socket.uncork();
+    },
+    unsent: (): number => response.writableLength,
+    cut: (): void => {
+      response.destroy();
+    },
+  };
+}

@@ -61,7 +61,7 @@ export function openInternalClient(
     channels.activate(session, channel, result.floor);
     return !since || reply.recovered === true;
   };
-  session = connections.open({
+  session = connections.openInternal({
     pongs: false,
     send: (messages) => {
       for (const message of messages as { push?: Push }[]) {

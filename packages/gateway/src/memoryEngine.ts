@@ -11,6 +11,7 @@ import {
   type EngineHandlers,
   type HistoryOptions,
   type HistoryResult,
+  type PresenceEntry,
   type Publication,
   type ReadOptions,
   type StreamPosition,
@@ -36,6 +37,8 @@ export const newEpoch = () =>
 
 export class MemoryEngine implements Engine {
   private readonly streams = new Map<string, Stream>();
+  /** One node: presence is this process's, and leaves with its clients (no expiry needed). */
+  private readonly present = new Map<string, Map<string, PresenceEntry>>();
   private handlers: EngineHandlers | null = null;
   private sweeper: NodeJS.Timeout | null = null;
 
@@ -146,6 +149,25 @@ export class MemoryEngine implements Engine {
 
   async sendControl(message: ControlMessage): Promise<void> {
     this.handlers?.control(message);
+  }
+
+  async addPresence(channel: string, entries: PresenceEntry[]): Promise<void> {
+    let clients = this.present.get(channel);
+    if (!clients) {
+      clients = new Map();
+      this.present.set(channel, clients);
+    }
+    for (const entry of entries) clients.set(entry.client, entry);
+  }
+
+  async removePresence(channel: string, client: string): Promise<void> {
+    const clients = this.present.get(channel);
+    clients?.delete(client);
+    if (clients?.size === 0) this.present.delete(channel);
+  }
+
+  async presence(channel: string): Promise<Record<string, PresenceEntry>> {
+    return Object.fromEntries(this.present.get(channel) ?? []);
   }
 
   async close(): Promise<void> {

@@ -2,8 +2,15 @@
 import type { HistoryOptions } from './engine.ts';
 import type { ChannelOptions, GatewayOptions } from './options.ts';
 
-/** Without namespaces configured, every channel recovers (TDP's channels) and nothing else is allowed. */
-const unconfigured: ChannelOptions = { forceRecovery: true };
+/**
+ * Without namespaces configured, every channel recovers (TDP's channels) and its subscribers may read its
+ * history; nothing else is allowed.
+ */
+const unconfigured: ChannelOptions = {
+  forceRecovery: true,
+  allowHistoryForSubscriber: true,
+  allowHistoryForAnonymous: true,
+};
 
 /** Centrifugo's namespace boundary: `ns:rest` is in namespace `ns`. */
 const namespaceBoundary = ':';

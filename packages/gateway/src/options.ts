@@ -23,6 +23,10 @@ export interface ChannelOptions {
   allowPresenceForClient?: boolean;
   allowPresenceForSubscriber?: boolean;
   allowPresenceForAnonymous?: boolean;
+  /** Call `history`: any connection, or only a subscribed one (103 otherwise; Centrifugo's rule). */
+  allowHistoryForClient?: boolean;
+  allowHistoryForSubscriber?: boolean;
+  allowHistoryForAnonymous?: boolean;
   /** History kept per channel; none unless both are above 0. */
   historySize?: number;
   historyTtlMs?: number;
@@ -67,6 +71,11 @@ export interface GatewayOptions {
   /** Where channels live (default: this process's memory). */
   engine?: Engine;
   pingIntervalMs?: number;
+  /**
+   * How often this node refreshes its clients' presence in the engine (Centrifugo's
+   * client.presence_update_interval, 25 s); the Redis engine's entries expire unless refreshed.
+   */
+  presenceUpdateIntervalMs?: number;
   /** A client told to answer pings that stays silent this long after one is closed with 3012. */
   pongTimeoutMs?: number;
   /** How long after its token expired an unrefreshed connection is closed with 3005. */
@@ -74,6 +83,16 @@ export interface GatewayOptions {
   /** A connection that has not sent `connect` this long after it opened is closed with 3502 (10 s). */
   connectTimeoutMs?: number;
   now?: () => number;
+  /**
+   * Centrifugo's `client.allowed_origins`: a connection (WebSocket handshake, SSE, HTTP stream,
+   * emulation) whose `Origin` matches none of these patterns (`*` any characters) is refused with 403;
+   * one without `Origin` (not a browser) passes; an empty list lets only those pass. Unset: no check.
+   */
+  allowedOrigins?: string[];
+  /** Centrifugo's `channel.max_length`: a longer channel in a client's subscribe is error 107. */
+  channelMaxLength?: number;
+  /** Centrifugo's `health.enabled`: `GET /health` answers 200 `{}`. */
+  health?: boolean;
   /** At most `max` subscriptions per connection to channels starting with `prefix` (error 106 past it). */
   channelLimits?: { prefix: string; max: number }[];
   /**

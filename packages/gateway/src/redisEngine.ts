@@ -5,6 +5,11 @@
  * Redis pub/sub in one step, so every node sees a channel's publications in offset order. Nodes
  * subscribe to the pub/sub channels of the channels their clients follow.
  *
+ * Presence is cluster-wide, kept as Centrifugo's Redis presence is: per channel a hash (client id →
+ * client info) and a sorted set of each entry's expiry; a node refreshes its clients' entries while they
+ * stay (Connections, every `presenceUpdateIntervalMs`), and a read first drops the entries past their
+ * expiry, so the clients of a node that died disappear within `presenceTtlMs`.
+ *
  * When the pub/sub connection drops, the publications of that moment are lost to this node: it tells
  * the gateway (every watched channel is "out of step"), whose clients then recover from the history.
  */
@@ -15,6 +20,7 @@ import {
   type EngineHandlers,
   type HistoryOptions,
   type HistoryResult,
+  type PresenceEntry,
   type Publication,
   type ReadOptions,
   type StreamPosition,
@@ -32,7 +38,29 @@ export interface RedisEngineOptions {
   now?: () => number;
   /** The pub/sub connection came back after a drop: what was published meanwhile did not arrive. */
   onResync?: () => void;
+  /** How long a presence entry lasts unless refreshed (Centrifugo's presence_ttl, 60 s). */
+  presenceTtlMs?: number;
 }
+
+// KEYS: presence hash, expiry set. ARGV: expire at (ms), key ttl (ms), then client id and info pairs.
+const addPresenceScript = `
+for i = 3, #ARGV, 2 do
+  redis.call('hset', KEYS[1], ARGV[i], ARGV[i + 1])
+  redis.call('zadd', KEYS[2], ARGV[1], ARGV[i])
+end
+redis.call('pexpire', KEYS[1], ARGV[2])
+redis.call('pexpire', KEYS[2], ARGV[2])
+`;
+
+// KEYS: presence hash, expiry set. ARGV: now (ms). Drops the expired entries, returns the rest (HGETALL).
+const presenceScript = `
+local expired = redis.call('zrangebyscore', KEYS[2], '-inf', ARGV[1])
+if #expired > 0 then
+  redis.call('zremrangebyscore', KEYS[2], '-inf', ARGV[1])
+  for _, client in ipairs(expired) do redis.call('hdel', KEYS[1], client) end
+end
+return redis.call('hgetall', KEYS[1])
+`;
 
 // KEYS: meta hash, history stream, pub/sub channel. ARGV: data, size, history ttl (ms), meta ttl (ms),
 // a new epoch (used if the channel has none), now (ms), skip history ("1").
@@ -71,6 +99,8 @@ return {tonumber(offset), epoch, redis.call('xrange', KEYS[2], '-', '+')}
 type Scripted = Redis & {
   tdpPublish(...args: (string | number)[]): Promise<[number, string]>;
   tdpRead(...args: (string | number)[]): Promise<[number, string, [string, string[]][]]>;
+  tdpAddPresence(...args: (string | number)[]): Promise<null>;
+  tdpPresence(...args: (string | number)[]): Promise<string[]>;
 };
 
 export class RedisEngine implements Engine {
@@ -89,12 +119,17 @@ export class RedisEngine implements Engine {
     this.subscriber = new Redis(options.url, connection);
     this.commands.defineCommand('tdpPublish', { numberOfKeys: 3, lua: publishScript });
     this.commands.defineCommand('tdpRead', { numberOfKeys: 2, lua: readScript });
+    this.commands.defineCommand('tdpAddPresence', { numberOfKeys: 2, lua: addPresenceScript });
+    this.commands.defineCommand('tdpPresence', { numberOfKeys: 2, lua: presenceScript });
     // Errors surface on the commands that fail; a connection error alone is not worth a crash.
     this.commands.on('error', () => {});
     this.subscriber.on('error', () => {});
   }
 
-  private key(kind: 'meta' | 'history' | 'pub', channel: string): string {
+  private key(
+    kind: 'meta' | 'history' | 'pub' | 'presence.data' | 'presence.expire',
+    channel: string,
+  ): string {
     return `${this.prefix}.${kind}.${channel}`;
   }
 
@@ -184,6 +219,38 @@ export class RedisEngine implements Engine {
 
   async sendControl(message: ControlMessage): Promise<void> {
     await this.commands.publish(this.controlChannel, JSON.stringify(message));
+  }
+
+  async addPresence(channel: string, entries: PresenceEntry[]): Promise<void> {
+    if (entries.length === 0) return;
+    const ttlMs = this.options.presenceTtlMs ?? 60_000;
+    await this.commands.tdpAddPresence(
+      this.key('presence.data', channel),
+      this.key('presence.expire', channel),
+      this.now() + ttlMs,
+      ttlMs,
+      ...entries.flatMap((entry) => [entry.client, JSON.stringify(entry)]),
+    );
+  }
+
+  async removePresence(channel: string, client: string): Promise<void> {
+    await this.commands
+      .multi()
+      .hdel(this.key('presence.data', channel), client)
+      .zrem(this.key('presence.expire', channel), client)
+      .exec();
+  }
+
+  async presence(channel: string): Promise<Record<string, PresenceEntry>> {
+    const flat = await this.commands.tdpPresence(
+      this.key('presence.data', channel),
+      this.key('presence.expire', channel),
+      this.now(),
+    );
+    const entries: Record<string, PresenceEntry> = {};
+    for (let i = 0; i + 1 < flat.length; i += 2)
+      entries[flat[i]!] = JSON.parse(flat[i + 1]!) as PresenceEntry;
+    return entries;
   }
 
   async close(): Promise<void> {

@@ -7,6 +7,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Channels, PublishOptions } from './channels.ts';
 import type { Engine, StreamPosition } from './engine.ts';
 import { readJsonPost, requestUrl } from './http.ts';
+import { channelOptions } from './namespaces.ts';
 import type { GatewayOptions } from './options.ts';
 import { closes, type HistoryRequest, replyErrors, version } from './protocol.ts';
 
@@ -16,7 +17,7 @@ const bodyLimit = 1024 * 1024;
 type Method = (body: Record<string, unknown>) => Promise<Record<string, unknown>>;
 
 export interface ServerApiDependencies {
-  options: Pick<GatewayOptions, 'apiKey' | 'name'>;
+  options: Pick<GatewayOptions, 'apiKey' | 'name' | 'channels'>;
   engine: Engine;
   channels: Channels;
   /** The gateway's publish (it waits for the engine to be running). */
@@ -101,6 +102,8 @@ export class ServerApi {
       });
       return { result: {} };
     },
+    presence: (body) => this.presence(body, 'presence'),
+    presence_stats: (body) => this.presence(body, 'presence_stats'),
     history: async (body) => {
       if (typeof body.channel !== 'string' || body.channel === '') return { error: replyErrors.badRequest };
       return this.deps.channels.history(body as HistoryRequest, Number.MAX_SAFE_INTEGER);
@@ -138,6 +141,23 @@ export class ServerApi {
       },
     }),
   };
+
+  /** A channel's presence on every node, or its counts; 108 where the namespace keeps none. */
+  private async presence(
+    body: Record<string, unknown>,
+    kind: 'presence' | 'presence_stats',
+  ): Promise<Record<string, unknown>> {
+    if (typeof body.channel !== 'string' || body.channel === '') return { error: replyErrors.badRequest };
+    const namespace = channelOptions(this.deps.options, body.channel);
+    if (!namespace) return { error: replyErrors.unknownChannel };
+    if (!namespace.presence) return { error: replyErrors.notAvailable };
+    const present = await this.deps.channels.presence(body.channel);
+    if (kind === 'presence') return { result: { presence: present } };
+    const entries = Object.values(present);
+    return {
+      result: { num_clients: entries.length, num_users: new Set(entries.map((e) => e.user)).size },
+    };
+  }
 
   /** `subscribe` / `unsubscribe`: a user's connections on every node (or one client). */
   private async membership(

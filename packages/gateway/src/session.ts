@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Publication } from './engine.ts';
+import type { PresenceEntry, Publication } from './engine.ts';
 import type { Close } from './protocol.ts';
 
 export interface Subscription {
@@ -52,13 +52,18 @@ export class Session {
     private readonly onEnded: (session: Session) => void,
   ) {}
 
+  /** Replies and pushes to the client, in order (a network client's through its send queue). */
+  send(messages: unknown[]): void {
+    if (!this.closed) this.transport.send(messages);
+  }
+
   /** How many channels starting with `prefix` the session follows. */
   subscriptionsTo(prefix: string): number {
     return [...this.subscriptions.keys()].filter((c) => c.startsWith(prefix)).length;
   }
 
   /** How others see this session in presence and join/leave (Centrifugo's ClientInfo). */
-  clientInfo(): Record<string, unknown> {
+  clientInfo(): PresenceEntry {
     return {
       user: this.user ?? '',
       client: this.client,

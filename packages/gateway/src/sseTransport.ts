@@ -6,11 +6,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Commands } from './commands.ts';
 import type { Connections } from './connections.ts';
-import { readBody, requestUrl } from './http.ts';
-import type { GatewayOptions } from './options.ts';
+import { readBody, requestUrl, streamWire } from './http.ts';
 import { type Close, closes } from './protocol.ts';
-import { SendQueue } from './sendQueue.ts';
-import { defaultClientQueue } from './webSocketTransport.ts';
 
 /** The largest connect request a POST may carry. */
 const connectBodyLimit = 64 * 1024;
@@ -39,7 +36,6 @@ export class SseTransport {
   constructor(
     private readonly connections: Connections,
     private readonly commands: Commands,
-    private readonly options: Pick<GatewayOptions, 'clientQueue' | 'observer'>,
   ) {}
 
   async open(request: IncomingMessage, response: ServerResponse): Promise<void> {
@@ -68,25 +64,12 @@ export class SseTransport {
       'x-accel-buffering': 'no',
     });
     response.write('\r\n');
-    const limits = this.options.clientQueue ?? defaultClientQueue;
-    const queue = new SendQueue(
-      {
-        buffered: () => response.writableLength,
-        write: (text, written) => response.write(text, written),
-      },
-      encodeEvents,
-      limits,
-      () => session.close(closes.slow),
-      this.options.observer,
-    );
     const session = this.connections.open({
       pongs: false,
-      send: (messages) => {
-        if (!response.writableEnded) queue.send(messages);
-      },
+      encode: encodeEvents,
+      ...streamWire(response),
       close: ([code, reason]) => {
         if (!response.writableEnded) response.end(event({ disconnect: { code, reason } }));
-        if (code === closes.slow[0]) setTimeout(() => response.destroy(), limits.closeGraceMs).unref();
       },
     });
     response.on('close', () => session.end());
@@ -97,7 +80,7 @@ export class SseTransport {
       session.close(closeForError(message.error.code));
       return;
     }
-    if (message) session.transport.send([message]);
+    if (message) session.send([message]);
     reply.after?.();
   }
 }

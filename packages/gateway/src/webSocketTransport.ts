@@ -5,9 +5,8 @@ import { type WebSocket, WebSocketServer } from 'ws';
 import type { Commands } from './commands.ts';
 import type { Connections } from './connections.ts';
 import { requestUrl } from './http.ts';
-import type { GatewayOptions } from './options.ts';
+import type { OriginCheck } from './origins.ts';
 import { closes } from './protocol.ts';
-import { SendQueue } from './sendQueue.ts';
 
 /** The subprotocol of Centrifugo's protobuf client protocol (the SDK's `protocol: 'protobuf'`). */
 const protobufSubprotocol = 'centrifuge-protobuf';
@@ -17,22 +16,25 @@ const offersProtobuf = (request: IncomingMessage): boolean =>
     .split(',')
     .some((offered) => offered.trim() === protobufSubprotocol);
 
-/** Centrifugo's defaults: a 1 MiB client queue, a 1 s write timeout. */
-export const defaultClientQueue = { pressureBytes: 64 * 1024, maxBytes: 1024 * 1024, closeGraceMs: 1_000 };
-
 export class WebSocketTransport {
   private readonly sockets = new WebSocketServer({ noServer: true, maxPayload: 64 * 1024 });
 
   constructor(
     private readonly connections: Connections,
     private readonly commands: Commands,
-    private readonly options: Pick<GatewayOptions, 'clientQueue' | 'observer'>,
+    private readonly originAllowed: OriginCheck,
   ) {}
 
   /** Serves the WebSocket endpoint on `server` at `path`. */
   attach(server: Server, path: string): void {
     server.on('upgrade', (request: IncomingMessage, socket: Duplex, head: Buffer) => {
       if (requestUrl(request).pathname !== path) return;
+      if (!this.originAllowed(request.headers.origin)) {
+        // Centrifugo's allowed_origins: refused at the handshake, as its upgrader does.
+        socket.once('finish', () => socket.destroy());
+        socket.end('HTTP/1.1 403 Forbidden\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+        return;
+      }
       if (offersProtobuf(request)) {
         // Only the JSON protocol is spoken: refused before the upgrade, so the SDK's protobuf client
         // fails at once instead of after a connect that could never work.
@@ -49,28 +51,17 @@ export class WebSocketTransport {
   }
 
   private open(socket: WebSocket): void {
-    const limits = this.options.clientQueue ?? defaultClientQueue;
-    const queue = new SendQueue(
-      {
-        buffered: () => socket.bufferedAmount,
-        write: (text, written) => socket.send(text, written),
-      },
-      (messages) => messages.map((m) => JSON.stringify(m)).join('\n'),
-      limits,
-      () => session.close(closes.slow),
-      this.options.observer,
-    );
     const session = this.connections.open({
       pongs: true,
-      send: (messages) => {
-        if (socket.readyState === socket.OPEN) queue.send(messages);
+      // Several messages in one frame, `\n`-separated.
+      encode: (messages) => messages.map((m) => JSON.stringify(m)).join('\n'),
+      write: (text, written) => {
+        if (socket.readyState === socket.OPEN) socket.send(text, written);
+        else written();
       },
-      close: ([code, reason]) => {
-        socket.close(code, reason);
-        // A client that does not read will not read the close either: cut it, as Centrifugo's write
-        // timeout does, so its buffers are freed.
-        if (code === closes.slow[0]) setTimeout(() => socket.terminate(), limits.closeGraceMs).unref();
-      },
+      close: ([code, reason]) => socket.close(code, reason),
+      unsent: () => socket.bufferedAmount,
+      cut: () => socket.terminate(),
     });
     let commandsDone = Promise.resolve();
     socket.on('message', (raw) => {

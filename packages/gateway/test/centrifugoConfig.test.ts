@@ -79,6 +79,48 @@ describe('a Centrifugo config', () => {
     expect(problemsOf({ channel: { namespaces: [{ name: 'a', presence: true }] } })).toHaveLength(1);
   });
 
+  it('takes the origins, channel length, health, history permissions and engine of a config', () => {
+    const { options, redis } = readCentrifugoConfig({
+      client: { allowed_origins: ['https://*.example.com'] },
+      channel: {
+        max_length: 512,
+        namespaces: [{ name: 'feed', allow_history_for_subscriber: true, allow_history_for_client: false }],
+      },
+      health: { enabled: true },
+      engine: { type: 'redis', redis: { address: ['127.0.0.1:6379'], prefix: 'tdp-centrifugo' } },
+    });
+    expect(options).toMatchObject({
+      allowedOrigins: ['https://*.example.com'],
+      channelMaxLength: 512,
+      health: true,
+    });
+    expect(options.channels?.namespaces.feed).toMatchObject({
+      allowHistoryForSubscriber: true,
+      allowHistoryForClient: false,
+    });
+    // Centrifugo takes host:port as well as a URL.
+    expect(redis).toEqual({ url: 'redis://127.0.0.1:6379', prefix: 'tdp-centrifugo' });
+    // Centrifugo's defaults: 255 characters, no origin but none, memory, no health endpoint.
+    const defaults = readCentrifugoConfig({});
+    expect(defaults.options).toMatchObject({ allowedOrigins: [], channelMaxLength: 255, health: false });
+    expect(defaults.redis).toBeUndefined();
+    expect(
+      readCentrifugoConfig({ engine: { type: 'redis', redis: { address: 'rediss://r:6380' } } }).redis,
+    ).toEqual({ url: 'rediss://r:6380' });
+    expect(problemsOf({ engine: { type: 'nats' } })).toEqual([
+      'engine.type: "nats" is not supported (memory or redis)',
+    ]);
+    expect(problemsOf({ engine: { type: 'redis', redis: { address: ['a:1', 'b:2'] } } })).toEqual([
+      'engine.redis.address: one address only (Redis sharding is not supported)',
+    ]);
+    expect(
+      problemsOf({
+        engine: { type: 'redis', redis: { db: 2 } },
+        health: { enabled: true, path: '/h' },
+      }).sort(),
+    ).toEqual(['unknown key engine.redis.db', 'unknown key health.path']);
+  });
+
   it('reads durations as Go does: unit strings or nanoseconds', () => {
     expect(durationMs('300s')).toBe(300_000);
     expect(durationMs('1.5m')).toBe(90_000);

@@ -10,31 +10,9 @@ import { SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { Gateway, RedisEngine } from '../src/index.ts';
+import { redisUrl, requireRedis } from './redisAvailable.ts';
 
-const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
-
-async function redisAvailable(): Promise<boolean> {
-  const probe = new Redis(redisUrl, {
-    lazyConnect: true,
-    maxRetriesPerRequest: 0,
-    retryStrategy: () => null,
-  });
-  probe.on('error', () => {});
-  try {
-    await probe.connect();
-    await probe.ping();
-    return true;
-  } catch {
-    return false;
-  } finally {
-    probe.disconnect();
-  }
-}
-
-// Under CI a missing Redis is a failure, not a reason to skip.
-const available = await redisAvailable();
-if (!available && process.env.CI)
-  throw new Error(`Redis is required under CI but ${redisUrl} does not answer`);
+const available = await requireRedis();
 
 const secret = 'redis-test-secret-of-enough-length';
 const sign = (claims: Record<string, unknown>) =>

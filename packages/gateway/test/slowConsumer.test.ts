@@ -8,33 +8,20 @@ import { Centrifuge, type PublicationContext } from 'centrifuge';
 import { SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { Gateway } from '../src/index.ts';
+import type { Gateway } from '../src/index.ts';
+import { slowConsumerGateway, slowTestSecret } from './slowGateway.ts';
 
-const secret = 'test-secret-of-enough-length-for-hs256';
+const secret = slowTestSecret;
 const channel = 'task_user:t1/u1';
 const pad = 'x'.repeat(8 * 1024);
 let server: Server;
 let gateway: Gateway;
 let url: string;
-const seen = { coalesced: 0, slowDisconnects: 0 };
+let seen: ReturnType<typeof slowConsumerGateway>['seen'];
 
 beforeAll(async () => {
   server = createServer();
-  gateway = new Gateway({
-    hmacKey: secret,
-    // Enough history for a client cut off as slow to recover everything it missed.
-    history: () => ({ size: 20_000, ttlMs: 600_000 }),
-    // Long enough for the paused client to read up to the close once it resumes.
-    clientQueue: { pressureBytes: 16 * 1024, maxBytes: 512 * 1024, closeGraceMs: 30_000 },
-    observer: {
-      coalesced: () => {
-        seen.coalesced += 1;
-      },
-      slowDisconnect: () => {
-        seen.slowDisconnects += 1;
-      },
-    },
-  });
+  ({ gateway, seen } = slowConsumerGateway());
   gateway.attach(server);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   url = `ws://127.0.0.1:${(server.address() as { port: number }).port}/connection/websocket`;

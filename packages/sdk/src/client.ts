@@ -427,7 +427,11 @@ export class TdpClient {
     });
   }
 
-  /** A realtime subscription token for a task's detail channel, if the user (or a project or role of theirs) may see the task. */
+  /**
+   * A realtime subscription token for a task's detail channel, if the user (or a project or role of
+   * theirs) may see the task. `clientId` is the page's connection (its SDK's client id); with Centrifugo
+   * TDP requires it, to keep a connection to 20 task details.
+   */
   createSubscriptionToken(
     request: { userId: string; taskId: string; clientId?: string; projects?: string[]; roles?: string[] },
     options: CallOptions = {},
@@ -441,12 +445,24 @@ export class TdpClient {
     });
   }
 
-  /** A notice to every person of your tenant, on their realtime connections (never task data). */
-  broadcastToTenant(
+  /**
+   * A notice to every person of your tenant, on their realtime connections (never task data). Without
+   * `idempotencyKey` one is generated; retries send the same one, so the notice goes out once.
+   */
+  async broadcastToTenant(
     notice: { title: string; message: string; severity: 'INFO' | 'WARNING' | 'CRITICAL'; link?: string },
-    options: CallOptions = {},
+    options: CallOptions & { idempotencyKey?: string } = {},
   ): Promise<{ id: string; channel: string; sentAt: string }> {
-    return this.call({ ...options, method: 'POST', path: '/v1/broadcasts', body: notice, retry: 'never' });
+    const { idempotencyKey = randomUUID(), ...call } = options;
+    const answer = await this.transport.send({
+      ...call,
+      method: 'POST',
+      path: '/v1/broadcasts',
+      body: notice,
+      headers: { 'idempotency-key': idempotencyKey },
+      retry: 'idempotent',
+    });
+    return answer.body as { id: string; channel: string; sentAt: string };
   }
 
   /** A short-lived token that reads the API as one of your users (e.g. `/v1/me/tasks`). */

@@ -247,6 +247,20 @@ describe('status workflows, access and tokens', () => {
     expect(mine.status).toBe(200);
   });
 
+  it('broadcasts to the tenant once per idempotency key; another notice with the key is 409', async () => {
+    const notice = { title: 'Maintenance', message: 'Tonight', severity: 'INFO' as const };
+    const first = await tdp.broadcastToTenant(notice, { idempotencyKey: 'sdk-broadcast-1' });
+    expect(first.channel).toMatch(/^task_tenant:/);
+    expect(await tdp.broadcastToTenant(notice, { idempotencyKey: 'sdk-broadcast-1' })).toEqual(first);
+    expect(
+      await failureOf(
+        tdp.broadcastToTenant({ ...notice, message: 'Now' }, { idempotencyKey: 'sdk-broadcast-1' }),
+      ),
+    ).toMatchObject({ code: 'IDEMPOTENCY_KEY_REUSED', status: 409 });
+    // Without a key each call is its own notice.
+    expect((await tdp.broadcastToTenant(notice)).id).not.toBe(first.id);
+  });
+
   it('refuses a wrong API key with UNAUTHENTICATED', async () => {
     const stranger = createTdpClient({ baseUrl: h.url, apiKey: 'tdp_not_a_key' });
     expect(await failureOf(stranger.listTasks())).toMatchObject({ code: 'UNAUTHENTICATED', status: 401 });

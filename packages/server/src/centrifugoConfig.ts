@@ -40,6 +40,8 @@ export function tdpChannelNamespaces(): string[] {
  */
 const channelMaxLength = 512;
 
+const detailNamespace = channels.detail('t', 'x').split(':')[0];
+
 export function centrifugoConfig(settings: CentrifugoSettings): Record<string, unknown> {
   const secret = realtimeTokenSecretFrom(settings.tokenSecret);
   if (!secret)
@@ -57,6 +59,8 @@ export function centrifugoConfig(settings: CentrifugoSettings): Record<string, u
       force_recovery: true,
       // The embedded gateway lets a channel's subscribers read its history; so does this.
       allow_history_for_subscriber: true,
+      // TDP asks which details a connection still follows when it reaches its limit of 20.
+      ...(name === detailNamespace ? { presence: true } : {}),
     };
   });
   return {

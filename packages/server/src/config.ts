@@ -39,6 +39,11 @@ export interface ServerSettings {
   chartSampleRetentionMs: number;
   /** With a durable gateway, the relay loop takes what the hand-off did not publish after this long. */
   realtimeHandoffGraceMs: number;
+  /**
+   * With Centrifugo: how often each replica reads the realtime rows other replicas committed, for its
+   * own task streams, should no NOTIFY wake it (its own commits it reads at once).
+   */
+  realtimeFollowPollMs: number;
   /** A scheduling request no worker can take is tried again after this long. */
   retryUnplaceableMs: number;
   /** Age up to which task creation places steps from the last read of the workers. */
@@ -181,6 +186,7 @@ export const defaultSettings: ServerSettings = {
   // The day chart reads a day back; a second day spares an operator looking at yesterday a gap.
   chartSampleRetentionMs: 2 * 24 * 3600_000,
   realtimeHandoffGraceMs: 5_000,
+  realtimeFollowPollMs: 1_000,
   retryUnplaceableMs: 5_000,
   workerCandidatesMaxAgeMs: 1_000,
   workerCredentialsCacheMs: 5_000,
@@ -356,6 +362,7 @@ function settingsFrom(env: NodeJS.ProcessEnv, overrides: Partial<ServerConfig>):
     chartSampleIntervalMs: number('chartSampleIntervalMs', 'TDP_CHART_SAMPLE_INTERVAL_MS'),
     chartSampleRetentionMs: number('chartSampleRetentionMs', 'TDP_CHART_SAMPLE_RETENTION_MS'),
     realtimeHandoffGraceMs: number('realtimeHandoffGraceMs', 'TDP_REALTIME_HANDOFF_GRACE_MS'),
+    realtimeFollowPollMs: number('realtimeFollowPollMs', 'TDP_REALTIME_FOLLOW_POLL_MS'),
     retryUnplaceableMs: number('retryUnplaceableMs', 'TDP_RETRY_UNPLACEABLE_MS'),
     shutdownDeadlineMs: number('shutdownDeadlineMs', 'TDP_SHUTDOWN_DEADLINE_MS'),
     databaseAnswerDeadlineMs: number('databaseAnswerDeadlineMs', 'TDP_DATABASE_ANSWER_DEADLINE_MS'),

@@ -20,6 +20,7 @@ import type { StatusDeps } from './core/status/deps.ts';
 import { developmentProviderPath } from './development/developmentFiles.ts';
 import { realtimeTokenSecretFrom } from './realtimeGateway.ts';
 import { listenForCommands } from './wiring/commandWakeup.ts';
+import { FollowerWakeup, projectionFollowLoop, realtimeCommittedChannel } from './wiring/realtimeDelivery.ts';
 import type { ServerHealth } from './wiring/serverHealth.ts';
 
 export { connectDatabase } from './adapters/outbound/postgres/database.ts';
@@ -71,13 +72,26 @@ export async function startServer(
   const app = await createApi(config, adapters, uses, { grpcPort: grpc?.port ?? null });
   // Streams held here hear at once of commands another replica wrote for their workers.
   const unlistenCommands = await listenForCommands(sql, uses.hub);
+  // With Centrifugo, this replica's task streams are fed from what every replica committed.
+  const follower = await projectionFollowLoop(config, { sql, gateway, clock, logger: adapters.logger });
+  signal.follower = follower
+    ? new FollowerWakeup(
+        follower,
+        () => sql.notify(realtimeCommittedChannel, ''),
+        config.outboxNotifyIntervalMs,
+      )
+    : null;
+  const unlistenFollower = follower
+    ? (await sql.listen(realtimeCommittedChannel, () => follower.wake())).unlisten
+    : async () => {};
   const running: RunningLoops = config.runLoops
     ? await createLoops(config, adapters, uses)
     : { loops: [], unlisten: async () => {} };
-  adapters.health.loops = running.loops;
+  adapters.health.loops = [...running.loops, ...(follower ? [follower] : [])];
 
   await app.listen({ host: config.host, port: config.port });
   for (const loop of running.loops) loop.start();
+  follower?.start();
   // Loops that sleep until a row's due time re-plan after a jump. (The scheduler and the lease reaper
   // run every second or two anyway; waking them at the jump would judge workers before they beat.)
   clock.onJump?.(() => {
@@ -113,11 +127,12 @@ export async function startServer(
       closing ??= (async () => {
         await gateway.close();
         await Promise.all([app.close(), grpc?.close(config.grpcCloseGraceMs)]);
-        await Promise.all(running.loops.map((loop) => loop.stop()));
+        await Promise.all([...running.loops, ...(follower ? [follower] : [])].map((loop) => loop.stop()));
         await signal.handoff?.idle();
         await signal.capacity?.stop();
         await running.unlisten().catch(() => {});
         await unlistenCommands().catch(() => {});
+        await unlistenFollower().catch(() => {});
         await nats?.close().catch(() => {});
         await Promise.all([
           sql.end({ timeout: config.shutdownDatabaseTimeoutSeconds }),

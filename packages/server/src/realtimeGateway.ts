@@ -40,7 +40,10 @@ export function createGateway(
     | 'realtimeHistory'
     | 'taskDetailSubscriptionLimit'
     | 'realtimeClientQueue'
-  >,
+  > & {
+    /** Redis keys' prefix (a Centrifugo config's `engine.redis.prefix`; default the gateway's own). */
+    redisPrefix?: string;
+  },
   hmacKey: Uint8Array | string,
   now: () => number,
   /** From a Centrifugo config (`tdp gateway --config`): its namespaces, history and client options. */
@@ -53,6 +56,7 @@ export function createGateway(
   const engine = config.redisUrl
     ? new RedisEngine({
         url: config.redisUrl,
+        ...(config.redisPrefix ? { prefix: config.redisPrefix } : {}),
         history,
         now,
         onResync: () => gateway?.resync(),
@@ -117,7 +121,8 @@ export async function readGatewayConfigFile(path: string): Promise<GatewayConfig
  * server then publishes through its API: CENTRIFUGO_API_URL=http://<gateway>/api with the same key).
  * Needs TDP_GATEWAY_API_KEY and the token key: TDP_REALTIME_TOKEN_SECRET, or TDP_SECRET_KEYS (the
  * server's, the key is derived from them), unless the Centrifugo config of `--config` gives
- * `client.token.hmac_secret_key` and `http_api.key`; REDIS_URL for several nodes.
+ * `client.token.hmac_secret_key` and `http_api.key`; REDIS_URL (or the config's `engine` of type
+ * `redis`) for several nodes.
  */
 export async function startGatewayServer(
   env: NodeJS.ProcessEnv,
@@ -125,7 +130,7 @@ export async function startGatewayServer(
 ): Promise<{ url: string; close(): Promise<void> }> {
   const config = options.configPath
     ? await readGatewayConfigFile(options.configPath)
-    : { options: {}, listen: {} };
+    : ({ options: {}, listen: {} } as GatewayConfig);
   const { hmacKey: configKey, apiKey: configApiKey, ...fromConfig } = config.options;
   const keys = env.TDP_SECRET_KEYS?.trim();
   const tokenSecret = realtimeTokenSecretFrom(env.TDP_REALTIME_TOKEN_SECRET);
@@ -150,7 +155,8 @@ export async function startGatewayServer(
   }
   const gateway = createGateway(
     {
-      redisUrl: env.REDIS_URL?.trim() || null,
+      redisUrl: env.REDIS_URL?.trim() || config.redis?.url || null,
+      ...(config.redis?.prefix ? { redisPrefix: config.redis.prefix } : {}),
       gatewayApiKey: apiKey,
       realtimeJwksUrl: env.TDP_REALTIME_JWKS_URL?.trim() || fromConfig.jwksUrl || null,
       realtimeHistory: defaultSettings.realtimeHistory,

@@ -237,6 +237,87 @@ describe('broadcasts', () => {
     }
     expect(await broadcastRows()).toBe(before);
   });
+
+  it('with an Idempotency-Key: a retry answers the first answer and publishes once; another body is 409', async () => {
+    const listener = await connect(tenantB, 'bea');
+    const systemRows = async () =>
+      Number(
+        (await sql`SELECT count(*) AS n FROM realtime_outbox WHERE channel = 'task_system:public'`)[0]!.n,
+      );
+    const cases: [string, string, Record<string, unknown>, Record<string, unknown>][] = [
+      ['/v1/broadcasts', tenantB.apiKey, { ...notice, title: 'Once' }, { ...notice, title: 'Twice' }],
+      [
+        `/admin/v1/tenants/${tenantB.tenantId}/broadcasts`,
+        h.adminToken,
+        { ...notice, title: 'Once by the operator' },
+        { ...notice, title: 'Other' },
+      ],
+      [
+        '/admin/v1/broadcasts',
+        h.adminToken,
+        { message: 'Once to all', severity: 'INFO' },
+        { message: 'x', severity: 'INFO' },
+      ],
+    ];
+    const firstIds: string[] = [];
+    for (const [path, token, body, otherBody] of cases) {
+      const key = `key-${newId()}`;
+      const headers = { 'idempotency-key': key };
+      const before = await broadcastRows();
+      const first = await h.request('POST', path, { token, body, headers });
+      expect(first.status).toBe(202);
+      expect(first.headers.get('idempotent-replayed')).toBeNull();
+      const again = await h.request('POST', path, { token, body, headers });
+      expect({ path, status: again.status, body: again.body }).toEqual({
+        path,
+        status: 202,
+        body: first.body,
+      });
+      expect(again.headers.get('idempotent-replayed')).toBe('true');
+      const reused = await h.request('POST', path, { token, body: otherBody, headers });
+      expect({ path, status: reused.status, code: reused.body.code }).toEqual({
+        path,
+        status: 409,
+        code: 'IDEMPOTENCY_KEY_REUSED',
+      });
+      expect(reused.headers.get('content-type')).toContain('application/problem+json');
+      expect(await broadcastRows()).toBe(before + 1);
+      firstIds.push(first.body.id);
+    }
+    // The operator's key for one tenant is another request for another tenant.
+    const key = `key-${newId()}`;
+    const forB = await h.request('POST', `/admin/v1/tenants/${tenantB.tenantId}/broadcasts`, {
+      token: h.adminToken,
+      body: notice,
+      headers: { 'idempotency-key': key },
+    });
+    expect(forB.status).toBe(202);
+    const forA = await h.request('POST', `/admin/v1/tenants/${tenantA.tenantId}/broadcasts`, {
+      token: h.adminToken,
+      body: notice,
+      headers: { 'idempotency-key': key },
+    });
+    expect(forA.body.code).toBe('IDEMPOTENCY_KEY_REUSED');
+    // Another application's key space is its own.
+    const systemBefore = await systemRows();
+    const mine = await h.request('POST', '/v1/broadcasts', {
+      token: tenantA.apiKey,
+      body: { ...notice, title: 'Once' },
+      headers: { 'idempotency-key': 'shared-key' },
+    });
+    const theirs = await h.request('POST', '/v1/broadcasts', {
+      token: tenantB.apiKey,
+      body: { ...notice, title: 'Once' },
+      headers: { 'idempotency-key': 'shared-key' },
+    });
+    expect([mine.status, theirs.status]).toEqual([202, 202]);
+    expect(mine.body.id).not.toBe(theirs.body.id);
+    expect(await systemRows()).toBe(systemBefore);
+    // The listener heard each first broadcast exactly once (the last one sent after them all).
+    await expect.poll(() => listener.heard.some((m) => m.data.id === theirs.body.id)).toBe(true);
+    for (const id of firstIds) expect(listener.heard.filter((m) => m.data.id === id)).toHaveLength(1);
+    expect(listener.heard.filter((m) => m.data.title === 'Twice' || m.data.title === 'Other')).toEqual([]);
+  });
 });
 
 describe("project and role members follow a shared task's detail", () => {

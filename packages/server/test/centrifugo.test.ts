@@ -67,18 +67,29 @@ async function connectAs(tdp: Tdp, userId: string) {
   clients.push(client);
   const summaries: Summary[] = [];
   client.on('publication', (ctx) => summaries.push(ctx.data));
+  // Detail tokens name the connection (TDP keeps it to 20 details); a reconnection gets a new id.
+  let clientId = '';
+  client.on('connected', (ctx) => {
+    clientId = ctx.client;
+  });
   const outcome = new Promise<void>((resolve, reject) => {
     client.once('connected', () => resolve());
     client.once('disconnected', (ctx) => reject(new Error(`Centrifugo refused: ${ctx.code} ${ctx.reason}`)));
   });
   client.connect();
   await outcome;
-  return { client, summaries, channels: issued.channels as string[] };
+  return { client, summaries, channels: issued.channels as string[], clientId: () => clientId };
 }
 
 /** A detail subscription with a token from TDP's subscription-token endpoint. */
-async function followDetail(tdp: Tdp, client: Centrifuge, userId: string, taskId: string) {
-  const token = () => tdp.tokenFor('/v1/realtime/subscription-token', { userId, taskId });
+async function followDetail(
+  tdp: Tdp,
+  { client, clientId }: { client: Centrifuge; clientId: () => string },
+  userId: string,
+  taskId: string,
+) {
+  const token = () =>
+    tdp.tokenFor('/v1/realtime/subscription-token', { userId, taskId, clientId: clientId() });
   const { channel } = await token();
   const subscription: Subscription = client.newSubscription(channel, {
     getToken: async () => (await token()).token,
@@ -115,12 +126,12 @@ describe.skipIf(!binary)('TDP with a real Centrifugo', () => {
   });
 
   it('the relay publishes through its HTTP API: a user sees a new task on their channel, and the detail they follow changes', async () => {
-    const { client, summaries, channels } = await connectAs(tdp, 'u1');
+    const { client, summaries, channels, clientId } = await connectAs(tdp, 'u1');
     expect(channels).toContain(`task_user:${tdp.app.tenantId}/${tdp.app.applicationId}/u1`);
     const taskId = await tdp.createTask('u1');
     await expect.poll(() => summaries.some((s) => s.taskId === taskId)).toBe(true);
 
-    const { details, channel } = await followDetail(tdp, client, 'u1', taskId);
+    const { details, channel } = await followDetail(tdp, { client, clientId }, 'u1', taskId);
     expect(channel).toBe(`task_detail:${tdp.app.tenantId}/${taskId}`);
     await tdp.cancel(taskId);
     await expect.poll(() => details.at(-1)?.state.lifecycleStatus, { timeout: 10_000 }).toBe('CANCELLED');
@@ -148,9 +159,9 @@ describe.skipIf(!binary)('TDP with a real Centrifugo', () => {
   });
 
   it('after a network cut, the SDK reconnects and recovers what was published meanwhile, on both channels', async () => {
-    const { client, summaries } = await connectAs(tdp, 'u-cut');
+    const { client, summaries, clientId } = await connectAs(tdp, 'u-cut');
     const followed = await tdp.createTask('u-cut');
-    const { subscription, details } = await followDetail(tdp, client, 'u-cut', followed);
+    const { subscription, details } = await followDetail(tdp, { client, clientId }, 'u-cut', followed);
     await expect.poll(() => summaries.some((s) => s.taskId === followed)).toBe(true);
 
     const connecting = new Promise((resolve) => client.once('connecting', resolve));
@@ -205,10 +216,10 @@ describe.skipIf(!binary)('two Centrifugo nodes on the Redis engine', () => {
   });
 
   it('what TDP publishes to one node reaches a page on the other, and a page that moves nodes recovers from Redis', async () => {
-    const { client, summaries } = await connectAs(tdp, 'u-nodes');
+    const { client, summaries, clientId } = await connectAs(tdp, 'u-nodes');
     const taskId = await tdp.createTask('u-nodes');
     await expect.poll(() => summaries.some((s) => s.taskId === taskId)).toBe(true);
-    const { subscription, details } = await followDetail(tdp, client, 'u-nodes', taskId);
+    const { subscription, details } = await followDetail(tdp, { client, clientId }, 'u-nodes', taskId);
 
     // Node 2 goes out of reach; the page's address now leads to node 1, which it has never seen.
     const port = proxy.port;

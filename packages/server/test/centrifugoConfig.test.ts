@@ -3,7 +3,10 @@
  * checks them with, so that Centrifugo can share it) and the Centrifugo config made from TDP's settings,
  * as docs/realtime.md shows it.
  */
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { readCentrifugoConfig } from '@tdp/gateway';
 import { Centrifuge } from 'centrifuge';
 import { jwtVerify, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -13,7 +16,7 @@ import { type Harness, startHarness } from '../../../test/harness.ts';
 import { centrifugoConfig, tdpChannelNamespaces } from '../src/centrifugoConfig.ts';
 import { ConfigError, configFromEnv, defaultSettings } from '../src/config.ts';
 import { startServer } from '../src/main.ts';
-import { realtimeTokenSecretFrom } from '../src/realtimeGateway.ts';
+import { realtimeTokenSecretFrom, startGatewayServer } from '../src/realtimeGateway.ts';
 
 const env = {
   DATABASE_URL: 'postgres://x',
@@ -94,6 +97,10 @@ describe('a server with TDP_REALTIME_TOKEN_SECRET', () => {
 });
 
 describe('centrifugoConfig', () => {
+  const clients: Centrifuge[] = [];
+  afterAll(() => {
+    for (const client of clients) client.disconnect();
+  });
   const settings = {
     tokenSecret: newTokenSecret(),
     apiKey: 'api-key',
@@ -136,6 +143,83 @@ describe('centrifugoConfig', () => {
     expect(() => centrifugoConfig({ ...settings, tokenSecret: '' })).toThrow(ConfigError);
     expect(() => centrifugoConfig({ ...settings, tokenSecret: 'short' })).toThrow(/at least 32 bytes/);
     expect(() => centrifugoConfig({ ...settings, apiKey: ' ' })).toThrow(ConfigError);
+  });
+
+  it('is a config the embedded gateway reads whole (tdp gateway --config), meaning what it means to Centrifugo', () => {
+    const config = centrifugoConfig({
+      ...settings,
+      allowedOrigins: ['https://app.example.com'],
+      redis: { url: 'redis://127.0.0.1:6379', prefix: 'tdp-centrifugo' },
+      listen: { address: '127.0.0.1', port: 8100 },
+    }) as any;
+    // Every key TDP writes is one the gateway takes: a new one there fails here until the gateway knows it.
+    const read = readCentrifugoConfig(config);
+    expect(read.options).toMatchObject({
+      hmacKey: settings.tokenSecret,
+      apiKey: 'api-key',
+      allowedOrigins: ['https://app.example.com'],
+      channelMaxLength: config.channel.max_length,
+      health: true,
+    });
+    expect(read.redis).toEqual({ url: 'redis://127.0.0.1:6379', prefix: 'tdp-centrifugo' });
+    expect(read.listen).toEqual({ address: '127.0.0.1', port: 8100 });
+    for (const name of tdpChannelNamespaces()) {
+      expect(read.options.channels?.namespaces[name]).toMatchObject({
+        forceRecovery: true,
+        allowHistoryForSubscriber: true,
+      });
+      expect(read.options.history?.(`${name}:x`).size).toBeGreaterThan(0);
+    }
+    // The same without the optional parts.
+    expect(() => readCentrifugoConfig(centrifugoConfig(settings))).not.toThrow();
+  });
+
+  it('runs two `tdp gateway --config` nodes on its Redis engine: a publication on one reaches the SDK on the other', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tdp-gateway-config-'));
+    const path = join(dir, 'centrifugo.json');
+    const prefix = `tdp-config-test-${Date.now()}`;
+    writeFileSync(
+      path,
+      JSON.stringify(
+        centrifugoConfig({
+          ...settings,
+          redis: { url: 'redis://127.0.0.1:6379', prefix },
+          listen: { address: '127.0.0.1', port: 0 },
+        }),
+      ),
+    );
+    const nodes = [
+      await startGatewayServer({}, { configPath: path }),
+      await startGatewayServer({}, { configPath: path }),
+    ];
+    try {
+      const channel = 'task_user:t1/a1/u1';
+      const token = await new SignJWT({ sub: 'u1', channels: [channel] })
+        .setProtectedHeader({ alg: 'HS256' })
+        .setExpirationTime('10m')
+        .sign(new TextEncoder().encode(settings.tokenSecret));
+      const client = new Centrifuge(`${nodes[0]!.url.replace('http', 'ws')}/connection/websocket`, {
+        websocket: WebSocket,
+        token,
+      });
+      clients.push(client);
+      const heard: unknown[] = [];
+      client.on('publication', (ctx) => heard.push(ctx.data));
+      const subscribed = new Promise((resolve) => client.once('subscribed', resolve));
+      client.connect();
+      await subscribed;
+      const published = await fetch(`${nodes[1]!.url}/api/publish`, {
+        method: 'POST',
+        headers: { 'x-api-key': 'api-key', 'content-type': 'application/json' },
+        body: JSON.stringify({ channel, data: { from: 'the other node' } }),
+      });
+      expect(published.status).toBe(200);
+      await expect.poll(() => heard).toEqual([{ from: 'the other node' }]);
+      // health.enabled in TDP's config: Centrifugo's /health.
+      expect((await fetch(`${nodes[1]!.url}/health`)).status).toBe(200);
+    } finally {
+      for (const node of nodes) await node.close();
+    }
   });
 
   it('is what docs/realtime.md shows, for its placeholder secret and key', () => {

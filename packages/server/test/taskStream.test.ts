@@ -5,7 +5,7 @@
 import { newId } from '@tdp/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Harness, startHarness } from '../../../test/harness.ts';
-import { sseEvents } from '../../worker/src/sse.ts';
+import { openTaskStream } from '../../../test/taskStream.ts';
 
 let h: Harness;
 let app: Awaited<ReturnType<Harness['createApplication']>>;
@@ -39,23 +39,8 @@ const createTask = async (ownerId: string) =>
     })
   ).body.task.id as string;
 
-/** Opens the stream; its events (id and parsed data) accumulate in `events`. */
-async function open(token: string, lastEventId?: string) {
-  const abort = new AbortController();
-  aborts.push(abort);
-  const response = await fetch(`${h.url}/v1/me/task-stream?access_token=${encodeURIComponent(token)}`, {
-    headers: lastEventId ? { 'last-event-id': lastEventId } : {},
-    signal: abort.signal,
-  });
-  expect(response.status).toBe(200);
-  const events: { id: string | undefined; data: any }[] = [];
-  void (async () => {
-    for await (const event of sseEvents(response.body!))
-      events.push({ id: event.id, data: JSON.parse(event.data) });
-  })().catch(() => {});
-  await expect.poll(() => events[0]?.data.kind).toBe('stream.ready');
-  return { events, close: () => abort.abort(), sessionId: events[0]!.data.sessionId as string };
-}
+const open = (token: string, lastEventId?: string) =>
+  openTaskStream(h.url, token, { aborts, ...(lastEventId ? { lastEventId } : {}) });
 
 describe('the task stream', () => {
   it('streams the person’s task summaries, and resumes after Last-Event-ID with what was missed', async () => {

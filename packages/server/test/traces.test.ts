@@ -67,8 +67,11 @@ function spansOf(body: string): ReceivedSpan[] {
   });
 }
 
-/** A server, a worker and a callback receiver; `env` adds to both processes' environment. */
-async function startSystem(env: Record<string, string>) {
+/**
+ * A server, a worker and a callback receiver; `env` adds to both processes' environment, `transport` is
+ * how the worker reports.
+ */
+async function startSystem(env: Record<string, string>, transport: 'rest' | 'grpc' = 'rest') {
   const database = await createTestDatabase();
   const callbacks: IncomingHttpHeaders[] = [];
   const callbackReceiver = await listen((_path, headers) => callbacks.push(headers));
@@ -113,6 +116,7 @@ async function startSystem(env: Record<string, string>) {
       tdp.url,
       workerKey,
       join(directory, 'w.db'),
+      transport,
     ],
     { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] },
   );
@@ -159,7 +163,14 @@ async function runTask(system: Awaited<ReturnType<typeof startSystem>>) {
   return { taskId, executionId: created.body.execution.id as string };
 }
 
-describe('tracing on', () => {
+// The report's server span: a REST batch's route, or a round of the gRPC stream.
+const reportSpans = {
+  rest: 'POST /v1/workers/{id}/events:batch',
+  grpc: 'Reporting/Report events',
+} as const;
+
+describe.each(['rest', 'grpc'] as const)('tracing on, reports over %s', (transport) => {
+  const reportSpan = reportSpans[transport];
   const spans: ReceivedSpan[] = [];
   let receiver: Awaited<ReturnType<typeof listen>>;
   let system: Awaited<ReturnType<typeof startSystem>>;
@@ -167,12 +178,15 @@ describe('tracing on', () => {
     receiver = await listen((path, _headers, body) => {
       if (path === '/v1/traces') spans.push(...spansOf(body));
     });
-    system = await startSystem({
-      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
-      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
-      // Export within a fraction of a second rather than the default five.
-      OTEL_BSP_SCHEDULE_DELAY: '100',
-    });
+    system = await startSystem(
+      {
+        OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+        // Export within a fraction of a second rather than the default five.
+        OTEL_BSP_SCHEDULE_DELAY: '100',
+      },
+      transport,
+    );
   }, 120_000);
   afterAll(async () => {
     await system?.close();
@@ -187,7 +201,7 @@ describe('tracing on', () => {
       'tdp.schedule.place',
       'tdp.worker.attempt',
       'tdp.worker.report',
-      'POST /v1/workers/{id}/events:batch',
+      reportSpan,
       'tdp.realtime.publish',
       'tdp.callback.deliver',
     ];
@@ -210,13 +224,13 @@ describe('tracing on', () => {
     expect(parentOf('tdp.schedule.place')).toBe('tdp.task.create');
     expect(parentOf('tdp.worker.attempt')).toBe('tdp.schedule.place');
     expect(parentOf('tdp.worker.report')).toBe('tdp.worker.attempt');
-    expect(parentOf('POST /v1/workers/{id}/events:batch')).toBe('tdp.worker.report');
+    expect(parentOf(reportSpan)).toBe('tdp.worker.report');
     expect(parentOf('tdp.callback.deliver')).toBe('tdp.task.create');
     // The reports' publications are children of the report that committed them.
     expect(
       trace
         .filter((s) => s.name === 'tdp.realtime.publish')
-        .some((s) => byId.get(s.parentSpanId)?.name === 'POST /v1/workers/{id}/events:batch'),
+        .some((s) => byId.get(s.parentSpanId)?.name === reportSpan),
     ).toBe(true);
     expect(new Set(trace.map((s) => s.service))).toEqual(new Set(['tdp-server', 'tdp-worker']));
     // Every span's parent is in the trace (none hangs off a span that was never exported).

@@ -140,8 +140,18 @@ export class ReportStreamClient {
     return this.send({ bind: credential });
   }
 
-  event(key: number, event: Record<string, unknown>, commandAcks: string[] = []): Promise<ItemResult> {
-    return this.send({ event: { streamExecutionKey: key, event }, commandAcks });
+  /** An event of a bound execution; `traceparent` is its report's trace context (REST's header). */
+  event(
+    key: number,
+    event: Record<string, unknown>,
+    commandAcks: string[] = [],
+    traceparent?: string,
+  ): Promise<ItemResult> {
+    return this.send({
+      event: { streamExecutionKey: key, event },
+      commandAcks,
+      ...(traceparent ? { traceparent } : {}),
+    });
   }
 
   heartbeat(key: number, heartbeatSeq: number): Promise<ItemResult> {
@@ -230,6 +240,7 @@ export class GrpcReporting implements ReportingTransport {
     workerId: string,
     events: Record<string, unknown>[],
     commandAcks: string[] = [],
+    traceparent?: string,
   ): Promise<WorkerEventOutcome[]> {
     const stream = this.open();
     return Promise.all(
@@ -244,7 +255,7 @@ export class GrpcReporting implements ReportingTransport {
         const send = async () => {
           const key = await this.key(stream, id, { attempt });
           return typeof key === 'number'
-            ? stream.event(key, eventMessageOf(body), index === 0 ? commandAcks : [])
+            ? stream.event(key, eventMessageOf(body), index === 0 ? commandAcks : [], traceparent)
             : { problem: key, event: undefined };
         };
         const used = this.keys.get(id);

@@ -14,6 +14,7 @@ import { PostgresChartReads } from '../adapters/outbound/postgres/chartReads.ts'
 import { PostgresDashboardReads } from '../adapters/outbound/postgres/dashboardReads.ts';
 import { connectDatabase } from '../adapters/outbound/postgres/database.ts';
 import { PostgresDefinitionStore } from '../adapters/outbound/postgres/definitionStore.ts';
+import { PostgresDetailLeases } from '../adapters/outbound/postgres/detailLeaseStore.ts';
 import { PostgresFactStore } from '../adapters/outbound/postgres/factStore.ts';
 import { PostgresIdentityStore } from '../adapters/outbound/postgres/identityStore.ts';
 import { heartbeatSession } from '../adapters/outbound/postgres/leaseTables.ts';
@@ -23,8 +24,10 @@ import { ClaimableRows, PostgresOutboxQueue } from '../adapters/outbound/postgre
 import { PostgresRegistryStore } from '../adapters/outbound/postgres/registryStore.ts';
 import { PostgresRetentionStore } from '../adapters/outbound/postgres/retentionStore.ts';
 import { PostgresStatusReads } from '../adapters/outbound/postgres/statusReads.ts';
+import { PostgresStreamSessions } from '../adapters/outbound/postgres/streamSessionStore.ts';
 import { PostgresTaskStore } from '../adapters/outbound/postgres/taskStore.ts';
 import { PostgresWorkerStore } from '../adapters/outbound/postgres/workerStore.ts';
+import { CentrifugoPresence } from '../adapters/outbound/realtime/centrifugoPresence.ts';
 import { OpenTelemetryTracing } from '../adapters/outbound/telemetry/otelTracing.ts';
 import { JoseUserTokens } from '../adapters/outbound/tokens/userTokens.ts';
 import type { ServerConfig } from '../config.ts';
@@ -34,6 +37,7 @@ import type { EventPublisher } from '../core/outbox/ports.ts';
 import { type Clock, type IdGenerator, noTracing, systemClock, type Tracing } from '../core/shared/ports.ts';
 import { createGateway, realtimeTokenKey } from '../realtimeGateway.ts';
 import { OutboxWakeup, outboxChannel } from '../wiring/outboxWakeup.ts';
+import { publishesElsewhere } from '../wiring/realtimeDelivery.ts';
 import { ServerHealth } from '../wiring/serverHealth.ts';
 
 export interface ServerDependencies {
@@ -166,5 +170,16 @@ export async function connectAdapters(config: ServerConfig, overrides: ServerDep
     taskMetrics,
     realtimeKey,
     gateway,
+    // With Centrifugo, the detail limit is kept by leases every replica shares (the gateway's count
+    // covers only connections to this process).
+    detailLeases:
+      config.centrifugoApiUrl && config.centrifugoApiKey
+        ? {
+            leases: new PostgresDetailLeases(sql),
+            presence: new CentrifugoPresence(config.centrifugoApiUrl, config.centrifugoApiKey),
+          }
+        : null,
+    // …and the task streams are known to every replica, so a watch-set PUT may reach any of them.
+    streamSessions: publishesElsewhere(config) ? new PostgresStreamSessions(sql) : null,
   };
 }

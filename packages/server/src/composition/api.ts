@@ -121,6 +121,7 @@ export async function createApi(
     reads: realtimeReads,
     wsUrl: config.realtimeWsUrl,
     detailSubscriptions: (clientId) => gateway.subscriptionCount(clientId, 'task_detail:'),
+    detailLeases: a.detailLeases,
   });
   registerBroadcastRoutes(app, { adminToken: config.adminToken, authenticator, broadcasts: uses.broadcasts });
   registerStatusRoutes(app, {
@@ -148,6 +149,7 @@ export async function createApi(
     clock,
     reads: realtimeReads,
     keepAliveMs: config.sseKeepAliveMs,
+    shared: a.streamSessions,
   });
   registerDefinitionRoutes(app, {
     authenticator,

@@ -5,6 +5,7 @@ import { sendDueCallbacks } from '../core/callbacks/sendCallbacks.ts';
 import type { TimerRecord } from '../core/facts/records.ts';
 import { type BulkJobRunnerDeps, runBulkJobRound } from '../core/operations/bulkJobs.ts';
 import { fireTimer, type TimerDeps } from '../core/orchestration/timers.ts';
+import type { CommittedProjectionFollower } from '../core/realtime/follower.ts';
 import { type RelayDeps, relayRealtime } from '../core/realtime/relay.ts';
 import { type FireDeps, fireDueSchedules } from '../core/schedules/fireSchedules.ts';
 import { type DispatchDeps, dispatchReady } from '../core/scheduling/dispatch.ts';
@@ -121,6 +122,30 @@ export function createRealtimeLoop(deps: RelayDeps & Paced & { logger: Logger })
     now: () => deps.clock.now(),
     ...pace(deps),
     round: async () => ({ full: (await relayRealtime(deps, batch)) === batch }),
+    nextDueAt: async () => null,
+  });
+}
+
+/**
+ * Feeds this replica's gateway (its task streams) from the realtime rows every replica committed, when
+ * Centrifugo serves the browsers: woken by this process's commits, else every `pollMs`.
+ */
+export function createProjectionFollowLoop(deps: {
+  follower: CommittedProjectionFollower;
+  batchSize: number;
+  pollMs: number;
+  logger: Logger;
+  clock: Clock;
+  retry: LoopRetry;
+}): WakeableLoop {
+  return new WakeableLoop({
+    name: 'realtime-follow',
+    logger: deps.logger,
+    now: () => deps.clock.now(),
+    maxIdleMs: deps.pollMs,
+    batchWindowMs: 0,
+    retry: deps.retry,
+    round: async () => ({ full: (await deps.follower.round()) === deps.batchSize }),
     nextDueAt: async () => null,
   });
 }

@@ -29,6 +29,8 @@ export class OutboxWakeup implements OutboxSignal {
   commands: CommandWakeup | null = null;
   /** Set once the worker store exists: freed capacity retries the steps waiting for a worker. */
   capacity: CapacityWakeup | null = null;
+  /** With Centrifugo: wakes the loops feeding every replica's task streams from committed rows. */
+  follower: { committed(): void } | null = null;
 
   constructor(
     /** Sends the NOTIFY on `outboxChannel`. */
@@ -45,6 +47,7 @@ export class OutboxWakeup implements OutboxSignal {
     if (work.commandsFor.length > 0) this.commands?.committed(work.commandsFor);
     if (work.capacityFreed) this.capacity?.freed();
     if (this.handoff && work.realtime.length > 0) this.handoff.take(work.realtime);
+    if (work.realtime.length > 0) this.follower?.committed();
     if (!work.outbox) return;
     this.loops.outbox?.wake();
     // With the hand-off, the relay's loop only sweeps up what it failed to publish (it polls).

@@ -1,7 +1,14 @@
+import type { Logger } from 'pino';
+import { PostgresCommittedProjections } from '../adapters/outbound/postgres/committedProjections.ts';
+import type { Sql } from '../adapters/outbound/postgres/database.ts';
 import { CentrifugoApiPublisher, gatewayPublisher } from '../adapters/outbound/realtime/publishers.ts';
 import type { ServerConfig } from '../config.ts';
 import type { RealtimeHandoffMode } from '../core/facts/ports.ts';
+import { CommittedProjectionFollower } from '../core/realtime/follower.ts';
 import type { RealtimePublisher } from '../core/realtime/relay.ts';
+import type { Clock } from '../core/shared/ports.ts';
+import { createProjectionFollowLoop } from '../loops/runLoops.ts';
+import type { WakeableLoop } from '../loops/wakeableLoop.ts';
 
 /** Where realtime messages go: a Centrifugo-compatible server API when configured, else this gateway. */
 export function realtimePublisher(
@@ -24,4 +31,81 @@ export function realtimeHandoffMode(
   return config.redisUrl || config.centrifugoApiUrl
     ? { kind: 'durable', graceMs: config.realtimeHandoffGraceMs }
     : { kind: 'memoryOnly' };
+}
+
+/** True when Centrifugo (or another gateway reached over HTTP), not this process, serves the browsers. */
+export const publishesElsewhere = (config: Pick<ServerConfig, 'centrifugoApiUrl' | 'centrifugoApiKey'>) =>
+  Boolean(config.centrifugoApiUrl && config.centrifugoApiKey);
+
+/**
+ * When the relay publishes elsewhere, this replica's gateway would hear nothing, and its task streams
+ * would go silent: a loop feeds it from what every replica committed (`core/realtime/follower.ts`).
+ * Whether this replica runs the background loops or not, since it serves streams either way.
+ */
+export async function projectionFollowLoop(
+  config: Pick<
+    ServerConfig,
+    'centrifugoApiUrl' | 'centrifugoApiKey' | 'realtimeFollowPollMs' | 'loopRetry' | 'loops'
+  >,
+  deps: { sql: Sql; gateway: Parameters<typeof gatewayPublisher>[0]; clock: Clock; logger: Logger },
+): Promise<WakeableLoop | null> {
+  if (!publishesElsewhere(config)) return null;
+  const logger = deps.logger.child({ loop: 'realtime-follow' });
+  const batchSize = config.loops.realtime.batchSize;
+  const follower = new CommittedProjectionFollower({
+    reads: new PostgresCommittedProjections(deps.sql),
+    local: gatewayPublisher(deps.gateway),
+    batchSize,
+    onRefused: (error) => logger.warn({ error }, "this replica's gateway refused a realtime message"),
+  });
+  await follower.begin();
+  return createProjectionFollowLoop({
+    follower,
+    batchSize,
+    pollMs: config.realtimeFollowPollMs,
+    logger,
+    clock: deps.clock,
+    retry: config.loopRetry,
+  });
+}
+
+/** The PostgreSQL channel follow loops LISTEN on: a replica committed realtime rows. */
+export const realtimeCommittedChannel = 'tdp_realtime_committed';
+
+/**
+ * After a commit with realtime rows: wakes this process's follow loop at once and tells the other
+ * replicas' with a NOTIFY sent after the commit (never inside it), at most one per `intervalMs` — the
+ * first at once, the commits during the interval in one more at its end. The loops' poll stays the net
+ * under a lost NOTIFY.
+ */
+export class FollowerWakeup {
+  private quietUntil = 0;
+  private trailing = false;
+
+  constructor(
+    private readonly loop: WakeableLoop,
+    private readonly notify: () => Promise<unknown>,
+    private readonly intervalMs: number,
+  ) {}
+
+  committed(): void {
+    this.loop.wake();
+    if (this.trailing) return;
+    if (performance.now() >= this.quietUntil) {
+      this.quietUntil = performance.now() + this.intervalMs;
+      // The commits that end in this turn of the event loop share it.
+      setImmediate(() => this.send());
+      return;
+    }
+    this.trailing = true;
+    setTimeout(() => {
+      this.trailing = false;
+      this.quietUntil = performance.now() + this.intervalMs;
+      this.send();
+    }, this.quietUntil - performance.now()).unref();
+  }
+
+  private send(): void {
+    this.notify().catch(() => {});
+  }
 }

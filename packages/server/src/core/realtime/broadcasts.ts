@@ -5,9 +5,12 @@
  * a tenant notice has a title, a message, a severity and an optional link; a system notice a message
  * and a severity. Neither ever carries task data. Each is written with its audit record in one
  * transaction and published by the realtime relay (retried, DEAD past the limit, like any projection).
+ * With an Idempotency-Key, a retry with the same request gets the first answer and publishes nothing
+ * more; the same key with another request is IDEMPOTENCY_KEY_REUSED (the `idempotency` table, as tasks).
  */
 import { channels } from '../facts/projections.ts';
-import type { OperatorAuditRecord } from '../facts/records.ts';
+import type { IdempotencyRecord, OperatorAuditRecord } from '../facts/records.ts';
+import { fingerprint } from '../shared/canonicalJson.ts';
 import { AppError } from '../shared/errors.ts';
 import type { Clock, IdGenerator } from '../shared/ports.ts';
 
@@ -42,9 +45,30 @@ export interface BroadcastRecord {
   createdAt: Date;
 }
 
+/** The answer to a broadcast request (202), and to its retries with the same Idempotency-Key. */
+export interface BroadcastAnswer {
+  id: string;
+  channel: string;
+  sentAt: string;
+}
+
 export interface BroadcastStore {
-  /** The broadcast, claimable by the relay, and its audit record, in one transaction. */
-  insert(broadcast: BroadcastRecord, audit: OperatorAuditRecord): Promise<void>;
+  /**
+   * The broadcast, claimable by the relay, its audit record and, when given, the idempotency record, in
+   * one transaction; 'keyTaken' (and nothing written) when that record's key is already taken.
+   */
+  insert(
+    broadcast: BroadcastRecord,
+    audit: OperatorAuditRecord,
+    idempotency: IdempotencyRecord | null,
+  ): Promise<'inserted' | 'keyTaken'>;
+  findIdempotency(principal: string, operation: string, key: string): Promise<IdempotencyRecord | null>;
+}
+
+export interface BroadcastResult {
+  /** A retry with the key of an earlier request: nothing was sent again. */
+  replayed: boolean;
+  answer: BroadcastAnswer;
 }
 
 export interface BroadcastDeps {
@@ -63,8 +87,8 @@ export type BroadcastActor = string;
 
 export async function broadcastToTenant(
   deps: BroadcastDeps,
-  request: { tenantId: string; notice: TenantNotice; actor: BroadcastActor },
-): Promise<BroadcastRecord> {
+  request: { tenantId: string; notice: TenantNotice; actor: BroadcastActor; idempotencyKey?: string },
+): Promise<BroadcastResult> {
   if (!(await deps.tenantExists(request.tenantId)))
     throw new AppError('TENANT_NOT_FOUND', `tenant ${request.tenantId} does not exist`);
   const { title, message, severity, link } = request.notice;
@@ -85,8 +109,8 @@ export async function broadcastToTenant(
 
 export async function broadcastToEveryone(
   deps: BroadcastDeps,
-  request: { notice: SystemNotice; actor: BroadcastActor },
-): Promise<BroadcastRecord> {
+  request: { notice: SystemNotice; actor: BroadcastActor; idempotencyKey?: string },
+): Promise<BroadcastResult> {
   const { message, severity } = request.notice;
   return send(deps, null, channels.system, broadcastActions.system, {
     request,
@@ -100,10 +124,17 @@ async function send(
   channel: string,
   action: string,
   what: {
-    request: { notice: { message: string }; actor: BroadcastActor };
+    request: { notice: { message: string }; actor: BroadcastActor; idempotencyKey?: string };
     payload: (id: string, sentAt: string) => BroadcastMessage;
   },
-): Promise<BroadcastRecord> {
+): Promise<BroadcastResult> {
+  const { actor, idempotencyKey: key } = what.request;
+  // The scope is part of the request: the same key for another tenant is another request.
+  const requestHash = fingerprint({ tenantId, notice: what.request.notice });
+  if (key) {
+    const earlier = await deps.store.findIdempotency(actor, action, key);
+    if (earlier) return replay(earlier, requestHash);
+  }
   const createdAt = deps.clock.now();
   const id = deps.ids.newId();
   const broadcast: BroadcastRecord = {
@@ -113,16 +144,43 @@ async function send(
     payload: what.payload(id, createdAt.toISOString()),
     createdAt,
   };
-  await deps.store.insert(broadcast, {
+  const answer: BroadcastAnswer = { id, channel, sentAt: createdAt.toISOString() };
+  const audit: OperatorAuditRecord = {
     id: deps.ids.newId(),
     action,
     subjectId: tenantId ?? 'system',
-    actor: what.request.actor,
+    actor,
     // What was said is why it was sent.
     reason: what.request.notice.message,
     details: { broadcastId: id, channel, message: broadcast.payload },
     createdAt,
-  });
+  };
+  const idempotency: IdempotencyRecord | null = key
+    ? {
+        principal: actor,
+        operation: action,
+        key,
+        requestHash,
+        responseStatus: 202,
+        responseBody: answer,
+        createdAt,
+      }
+    : null;
+  if ((await deps.store.insert(broadcast, audit, idempotency)) === 'keyTaken') {
+    // A concurrent request with the same key committed first: its answer is this one's.
+    const earlier = await deps.store.findIdempotency(actor, action, key!);
+    if (!earlier) throw new Error('idempotency key taken but its record is missing');
+    return replay(earlier, requestHash);
+  }
   deps.committed();
-  return broadcast;
+  return { replayed: false, answer };
+}
+
+function replay(earlier: IdempotencyRecord, requestHash: string): BroadcastResult {
+  if (earlier.requestHash !== requestHash)
+    throw new AppError(
+      'IDEMPOTENCY_KEY_REUSED',
+      `Idempotency-Key "${earlier.key}" was used for a different broadcast; use a new key for a new one`,
+    );
+  return { replayed: true, answer: earlier.responseBody as BroadcastAnswer };
 }

@@ -46,21 +46,32 @@ export interface SweepReport {
   more: boolean;
 }
 
-/** One round. An archive that cannot be written or read back stops the round before any delete. */
-export async function sweepOnce(deps: SweepDeps): Promise<SweepReport> {
+/**
+ * One round. An archive that cannot be written or read back stops the round before any delete.
+ *
+ * `walked` is the pass the round belongs to: the tables whose walk reached its end since the pass
+ * began. They are left alone until every table has reached its end (`more` false: the caller rests and
+ * starts a new pass); without it, a small table would be read again and again, a round at a time, while
+ * a big one is still being walked.
+ */
+export async function sweepOnce(deps: SweepDeps, walked: Set<string> = new Set()): Promise<SweepReport> {
   const report: SweepReport = { archivedTasks: 0, swept: {}, more: false };
-  if (deps.archive) {
+  if (deps.archive && !walked.has('task')) {
     const { archived, wrapped } = await archiveOneBatch(deps, deps.archive);
     report.archivedTasks = archived;
-    report.more ||= !wrapped || archived > 0;
+    // A full batch may have left tasks in its range: the walk looks at it again.
+    if (wrapped && archived === 0) walked.add('task');
+    else report.more = true;
   }
   const now = deps.clock.now();
   for (const policy of deletePolicies(deps.settings)) {
+    if (walked.has(policy.table)) continue;
     try {
       const { deleted, wrapped } = await deps.store.sweepTable(policy, now, deps.settings.scanBlocks);
       report.swept[policy.table] = (report.swept[policy.table] ?? 0) + deleted;
       if (deleted > 0) deps.observer.swept(policy.table, deleted);
-      report.more ||= !wrapped;
+      if (wrapped) walked.add(policy.table);
+      else report.more = true;
     } catch (error) {
       deps.observer.failed('SWEEP', error);
       throw error;

@@ -11,10 +11,13 @@ import type { Logger } from 'pino';
 import type { WorkerOwner } from '../../../core/scheduling/ports.ts';
 import { requireWorker, type WorkerDeps } from '../../../core/scheduling/workers.ts';
 import { AppError } from '../../../core/shared/errors.ts';
+import { noTracing } from '../../../core/shared/ports.ts';
 import type { StatusDeps } from '../../../core/status/deps.ts';
 import { recordHeartbeats } from '../../../core/status/heartbeats.ts';
 import type { RateLimits } from '../http/rateLimits.ts';
 import type { Caller } from '../http/statusRouteContext.ts';
+import { logReportedEvents } from '../http/taskLogs.ts';
+import { traceIdOf } from '../http/tracing.ts';
 import { reportEventBodies, reportWorkerEvents } from '../reportCommands.ts';
 import { grpcCodeOf, problemOfError } from './errors.ts';
 import {
@@ -48,6 +51,8 @@ interface StreamRequest {
   event?: { streamExecutionKey: number; event?: EventMessage };
   heartbeat?: { streamExecutionKey: number; heartbeatSeq: number };
   commandAcks: string[];
+  /** The W3C trace context of the client's report (REST's `traceparent` header). */
+  traceparent?: string;
 }
 
 type Outcome = Record<string, unknown>;
@@ -236,10 +241,14 @@ export class ReportStream {
         statusEvents.map((e) => e.request),
         results,
         async () => {
-          const answers = await reportEventBodies(
-            this.deps.status,
-            who,
-            statusEvents.map((e) => e.body),
+          const answers = await this.inSpan(
+            statusEvents.map((e) => e.request),
+            () =>
+              reportEventBodies(
+                this.deps.status,
+                who,
+                statusEvents.map((e) => e.body),
+              ),
           );
           answers.forEach((answer, i) => {
             results.set(
@@ -258,11 +267,14 @@ export class ReportStream {
           async () => {
             if (caller.kind === 'worker') this.deps.rateLimits.charge('worker', caller.credentialId);
             const acks = items.flatMap((i) => i.request.commandAcks);
-            const answers = await reportWorkerEvents(
-              this.deps.status,
-              worker,
-              items.map((i) => i.event),
-              acks,
+            const events = items.map((i) => i.event);
+            const answers = await this.inSpan(
+              items.map((i) => i.request),
+              async () => {
+                const outcomes = await reportWorkerEvents(this.deps.status, worker, events, acks);
+                logReportedEvents(this.deps.logger, traceIdOf(this.deps.status.tracing), events, outcomes);
+                return outcomes;
+              },
             );
             answers.forEach((answer, i) => {
               results.set(
@@ -297,6 +309,17 @@ export class ReportStream {
       results: { items: round.map((r) => ({ requestId: r.requestId, ...results.get(r.requestId) })) },
     });
     this.unanswered -= round.length;
+  }
+
+  /**
+   * A server span for one group's commit, continuing the first trace context its requests carry (as a
+   * REST batch continues its `traceparent` header); with tracing off, just the work.
+   */
+  private inSpan<T>(requests: StreamRequest[], work: () => Promise<T>): Promise<T> {
+    const tracing = this.deps.status.tracing;
+    if (!tracing || tracing === noTracing) return work();
+    const parent = requests.find((r) => r.traceparent)?.traceparent ?? null;
+    return tracing.inSpan('Reporting/Report events', { kind: 'server', parent }, () => work());
   }
 
   /** Charges an execution once per round; its refusal (RATE_LIMITED) refuses each of its events. */

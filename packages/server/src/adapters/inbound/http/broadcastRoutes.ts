@@ -1,14 +1,15 @@
 /**
  * Broadcasts (docs/realtime.md, "Broadcasts"): an application's API key sends a notice to its own
  * tenant's people; the admin token to any tenant's, or to everyone. Each is audited and published by the
- * relay; the answer (202) comes once it is committed.
+ * relay; the answer (202) comes once it is committed. An Idempotency-Key is optional: a retry with it and
+ * the same body gets the first answer (with `idempotent-replayed: true`) and sends nothing more.
  */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import { Type } from 'typebox';
 import type { ApiKeyAuthenticator } from '../../../core/identity/authenticate.ts';
 import {
   type BroadcastDeps,
-  type BroadcastRecord,
+  type BroadcastResult,
   broadcastToEveryone,
   broadcastToTenant,
   type SystemNotice,
@@ -35,11 +36,22 @@ const SystemNoticeBody = Type.Object(
   { additionalProperties: false },
 );
 const Accepted = Type.Object({ id: Type.String(), channel: Type.String(), sentAt: Type.String() });
-const accepted = (b: BroadcastRecord) => ({
-  id: b.id,
-  channel: b.channel,
-  sentAt: b.createdAt.toISOString(),
+/** Optional here: a notice sent twice is a nuisance, not a second task, so no key is still accepted. */
+const IdempotencyKey = Type.Object({
+  'idempotency-key': Type.Optional(
+    Type.String({
+      minLength: 1,
+      maxLength: 255,
+      description:
+        'Optional. A retry with the same key and body gets the first answer and sends nothing; another body is 409.',
+    }),
+  ),
 });
+type Headers = { 'idempotency-key'?: string };
+const accepted = (reply: FastifyReply, result: BroadcastResult) => {
+  if (result.replayed) reply.header('idempotent-replayed', 'true');
+  return reply.code(202).send(result.answer);
+};
 
 export function registerBroadcastRoutes(
   app: FastifyInstance,
@@ -47,7 +59,7 @@ export function registerBroadcastRoutes(
 ): void {
   const admin = { tags: ['admin'], security: [{ adminToken: [] }] };
 
-  app.post<{ Body: TenantNotice }>(
+  app.post<{ Body: TenantNotice; Headers: Headers }>(
     '/v1/broadcasts',
     {
       onRequest: requireApplication(deps.authenticator),
@@ -55,6 +67,7 @@ export function registerBroadcastRoutes(
         tags: ['realtime'],
         security: [{ apiKey: [] }],
         summary: "A notice to every person of the application's tenant (channel task_tenant:{tenant})",
+        headers: IdempotencyKey,
         body: TenantNoticeBody,
         response: { 202: Accepted, ...problemResponses },
       },
@@ -65,12 +78,13 @@ export function registerBroadcastRoutes(
         tenantId: caller.tenantId,
         notice: request.body,
         actor: `application:${caller.applicationId}`,
+        ...idempotencyKeyOf(request.headers),
       });
-      return reply.code(202).send(accepted(sent));
+      return accepted(reply, sent);
     },
   );
 
-  app.post<{ Params: { tenantId: string }; Body: TenantNotice }>(
+  app.post<{ Params: { tenantId: string }; Body: TenantNotice; Headers: Headers }>(
     '/admin/v1/tenants/:tenantId/broadcasts',
     {
       onRequest: requireAdmin(deps.adminToken),
@@ -78,6 +92,7 @@ export function registerBroadcastRoutes(
         ...admin,
         summary: 'A notice to every person of the tenant (channel task_tenant:{tenant})',
         params: Type.Object({ tenantId: Uuid }),
+        headers: IdempotencyKey,
         body: TenantNoticeBody,
         response: { 202: Accepted, ...problemResponses },
       },
@@ -87,25 +102,34 @@ export function registerBroadcastRoutes(
         tenantId: request.params.tenantId,
         notice: request.body,
         actor: 'operator',
+        ...idempotencyKeyOf(request.headers),
       });
-      return reply.code(202).send(accepted(sent));
+      return accepted(reply, sent);
     },
   );
 
-  app.post<{ Body: SystemNotice }>(
+  app.post<{ Body: SystemNotice; Headers: Headers }>(
     '/admin/v1/broadcasts',
     {
       onRequest: requireAdmin(deps.adminToken),
       schema: {
         ...admin,
         summary: 'A notice to everyone (channel task_system:public)',
+        headers: IdempotencyKey,
         body: SystemNoticeBody,
         response: { 202: Accepted, ...problemResponses },
       },
     },
     async (request, reply) => {
-      const sent = await broadcastToEveryone(deps.broadcasts, { notice: request.body, actor: 'operator' });
-      return reply.code(202).send(accepted(sent));
+      const sent = await broadcastToEveryone(deps.broadcasts, {
+        notice: request.body,
+        actor: 'operator',
+        ...idempotencyKeyOf(request.headers),
+      });
+      return accepted(reply, sent);
     },
   );
 }
+
+const idempotencyKeyOf = (headers: Headers) =>
+  headers['idempotency-key'] ? { idempotencyKey: headers['idempotency-key'] } : {};

@@ -5,6 +5,11 @@ import { channels } from '../../../core/facts/projections.ts';
 import type { TaskState } from '../../../core/facts/records.ts';
 import type { ApiKeyAuthenticator } from '../../../core/identity/authenticate.ts';
 import { reachedApplications, withinReach } from '../../../core/identity/userReach.ts';
+import {
+  type DetailLeases,
+  type SubscriptionPresence,
+  takeDetailLease,
+} from '../../../core/realtime/detailLeases.ts';
 import { AppError } from '../../../core/shared/errors.ts';
 import type { Clock } from '../../../core/shared/ports.ts';
 import type { Viewer } from '../../../core/status/ports.ts';
@@ -35,16 +40,21 @@ export function registerRealtimeRoutes(
     wsUrl?: string | null;
     /** Detail channels a connection of the in-process gateway follows (null: not connected here). */
     detailSubscriptions?: (clientId: string) => number | null;
+    /**
+     * With Centrifugo serving the browsers: the limit is kept by leases shared by the replicas (one per
+     * connection and channel, for the token's lifetime), and a request must name its connection.
+     */
+    detailLeases?: { leases: DetailLeases; presence: SubscriptionPresence | null } | null;
   },
 ): void {
   const tags = ['realtime'];
   const security = [{ apiKey: [] }];
   const ttl = deps.tokenTtlSeconds ?? 900;
-  const sign = (claims: Record<string, unknown>) =>
+  const sign = (claims: Record<string, unknown>, issuedAt = Math.floor(deps.clock.now().getTime() / 1000)) =>
     new SignJWT(claims)
       .setProtectedHeader({ alg: 'HS256' })
-      .setIssuedAt(Math.floor(deps.clock.now().getTime() / 1000))
-      .setExpirationTime(Math.floor(deps.clock.now().getTime() / 1000) + ttl)
+      .setIssuedAt(issuedAt)
+      .setExpirationTime(issuedAt + ttl)
       .sign(deps.key);
   const principal = async (authorization: string | undefined) => {
     const token = authorization?.startsWith('Bearer ') ? authorization.slice(7) : null;
@@ -122,7 +132,7 @@ export function registerRealtimeRoutes(
               Type.String({
                 maxLength: 100,
                 description:
-                  "The connection's client id (the SDK's `connected` event): checked against the limit of 20 task details",
+                  "The connection's client id (the SDK's `connected` event): checked against the limit of 20 task details (required with Centrifugo)",
               }),
             ),
           },
@@ -145,14 +155,33 @@ export function registerRealtimeRoutes(
       if (!task || !visible)
         throw new AppError('TASK_NOT_FOUND', `task ${request.body.taskId} does not exist`);
       const channel = channels.detail(caller.tenantId, request.body.taskId);
-      // The gateway refuses the 21st as well (error 106); asking first gives a clear answer.
-      const following = request.body.clientId ? deps.detailSubscriptions?.(request.body.clientId) : null;
-      if (following != null && following >= detailLimit)
-        throw new AppError(
+      const { clientId } = request.body;
+      const limitReached = (following: number) =>
+        new AppError(
           'DETAIL_SUBSCRIPTION_LIMIT',
-          `connection ${request.body.clientId} already follows ${following} task details (at most ${detailLimit})`,
+          `connection ${clientId} already follows ${following} task details (at most ${detailLimit})`,
         );
-      return { token: await sign({ sub: request.body.userId, channel }), channel };
+      const issuedAt = Math.floor(deps.clock.now().getTime() / 1000);
+      if (deps.detailLeases) {
+        // Centrifugo cannot count for TDP: the lease is the count, so the connection must be named.
+        if (!clientId)
+          throw new AppError(
+            'VALIDATION_FAILED',
+            "clientId is required: pass the SDK's client id (from its connected event), so that a connection follows at most 20 task details",
+          );
+        const lease = await takeDetailLease(
+          deps.detailLeases,
+          { clientId, channel, expiresAt: new Date((issuedAt + ttl) * 1000) },
+          deps.clock.now(),
+          detailLimit,
+        );
+        if (!lease.taken) throw limitReached(lease.held);
+      } else {
+        // The gateway refuses the 21st as well (error 106); asking first gives a clear answer.
+        const following = clientId ? deps.detailSubscriptions?.(clientId) : null;
+        if (following != null && following >= detailLimit) throw limitReached(following);
+      }
+      return { token: await sign({ sub: request.body.userId, channel }, issuedAt), channel };
     },
   );
 }

@@ -9,8 +9,10 @@
  * - `PUT /v1/me/task-watch-set` names up to 20 tasks whose details the stream also carries. It is bound
  *   to the user and the stream (`sessionId`), checked against the task ACL, and expires unless renewed.
  *
- * Streams live in the process that serves them; behind several replicas, route a session's requests to
- * the same one (the watch-set answers 404 WATCH_SESSION_NOT_FOUND elsewhere).
+ * Streams live in the process that serves them. With `shared` sessions (when Centrifugo serves the
+ * browsers and the replicas scale out), a watch-set PUT may reach any replica: it is checked there,
+ * stored, and applied by the replica holding the stream. Without, route a session's requests to the
+ * replica holding it (the watch-set answers 404 WATCH_SESSION_NOT_FOUND elsewhere).
  */
 import { randomUUID } from 'node:crypto';
 import type { Gateway, InternalClient, StreamPosition } from '@tdp/gateway';
@@ -19,6 +21,7 @@ import { Type } from 'typebox';
 import { channels } from '../../../core/facts/projections.ts';
 import type { TaskState } from '../../../core/facts/records.ts';
 import { reachedApplications, withinReach } from '../../../core/identity/userReach.ts';
+import type { SharedStreamSessions, StreamSessionRecord } from '../../../core/realtime/streamSessions.ts';
 import { AppError } from '../../../core/shared/errors.ts';
 import type { Clock } from '../../../core/shared/ports.ts';
 import type { UserPrincipal, UserTokens, Viewer } from '../../../core/status/ports.ts';
@@ -37,6 +40,8 @@ export interface TaskStreamDeps {
   /** How long a watch-set lasts unless it is PUT again. */
   watchTtlMs?: number;
   keepAliveMs: number;
+  /** Streams every replica knows of, so a watch-set PUT may reach any of them (null: this one's only). */
+  shared?: SharedStreamSessions | null;
 }
 
 interface StreamSession {
@@ -45,6 +50,8 @@ interface StreamSession {
   client: InternalClient;
   watched: Set<string>;
   watchExpiry: NodeJS.Timeout | null;
+  /** Shared: the expiry of the stored watch set applied last (a stored one that differs is newer). */
+  appliedWatchUntil: number | null;
 }
 
 const watchLimit = 20;
@@ -70,6 +77,66 @@ function decodeCursor(cursor: string, count: number): (StreamPosition | null)[] 
 export function registerTaskStreamRoutes(app: FastifyInstance, deps: TaskStreamDeps): void {
   const sessions = new Map<string, StreamSession>();
   const tags = ['realtime'];
+  const watchTtl = deps.watchTtlMs ?? 10 * 60_000;
+
+  /** Follows the details of `taskIds` (checked already) on the stream until `expiresAt`. */
+  async function applyWatch(session: StreamSession, taskIds: string[], expiresAt: Date) {
+    const { tenantId } = session.user;
+    const wanted = new Set(taskIds);
+    for (const taskId of session.watched)
+      if (!wanted.has(taskId)) session.client.unsubscribe(channels.detail(tenantId, taskId));
+    for (const taskId of wanted)
+      if (!session.watched.has(taskId)) await session.client.subscribe(channels.detail(tenantId, taskId));
+    session.watched = wanted;
+    if (session.watchExpiry) clearTimeout(session.watchExpiry);
+    session.watchExpiry = setTimeout(
+      () => {
+        for (const taskId of session.watched) session.client.unsubscribe(channels.detail(tenantId, taskId));
+        session.watched = new Set();
+      },
+      Math.max(0, expiresAt.getTime() - deps.clock.now().getTime()),
+    );
+    session.watchExpiry.unref();
+  }
+
+  const shared = deps.shared;
+  if (shared) {
+    /** Applies the stored watch set of a stream held here, unless it is the one applied already. */
+    const applyStored = (record: StreamSessionRecord) => {
+      const session = sessions.get(record.sessionId);
+      const until = record.watchExpiresAt?.getTime() ?? null;
+      if (!session || until === null || until === session.appliedWatchUntil) return;
+      session.appliedWatchUntil = until;
+      if (until <= deps.clock.now().getTime()) return; // expired: its timer here has cleared it
+      void applyWatch(session, record.taskIds, new Date(until)).catch((error) =>
+        app.log.warn({ err: error }, 'could not apply a watch set stored elsewhere'),
+      );
+    };
+    // A watch set stored by another replica, for a stream held here: the NOTIFY wakes, the row decides.
+    const unlisten = shared.onWatchChanged((sessionId) => {
+      if (!sessions.has(sessionId)) return;
+      void shared
+        .find(sessionId, deps.clock.now())
+        .then((record) => record && applyStored(record))
+        .catch((error) => app.log.warn({ err: error }, 'could not read a watch set stored elsewhere'));
+    });
+    // The streams held here stay findable while they are open (one statement per interval for all), and
+    // a watch set whose NOTIFY was lost is applied then.
+    const aliveFor = () => new Date(deps.clock.now().getTime() + 4 * deps.keepAliveMs);
+    const renewal = setInterval(() => {
+      shared
+        .keepAlive([...sessions.keys()], aliveFor())
+        .then((records) => {
+          for (const record of records) applyStored(record);
+        })
+        .catch(() => {});
+    }, deps.keepAliveMs);
+    renewal.unref();
+    app.addHook('onClose', async () => {
+      clearInterval(renewal);
+      await (await unlisten)().catch(() => {});
+    });
+  }
 
   /** A user token from `Authorization: Bearer` or, for EventSource, `?access_token=`. */
   async function user(request: FastifyRequest): Promise<UserPrincipal> {
@@ -142,15 +209,26 @@ export function registerTaskStreamRoutes(app: FastifyInstance, deps: TaskStreamD
         client,
         watched: new Set(),
         watchExpiry: null,
+        appliedWatchUntil: null,
       };
       sessions.set(session.id, session);
       const keepAlive = setInterval(() => raw.write(': keep-alive\n\n'), deps.keepAliveMs);
+      let opened: Promise<void> = Promise.resolve();
       raw.on('close', () => {
         clearInterval(keepAlive);
         if (session.watchExpiry) clearTimeout(session.watchExpiry);
         session.client.close();
         sessions.delete(session.id);
+        if (shared) void opened.then(() => shared.close(session.id)).catch(() => {});
       });
+      if (shared) {
+        opened = shared.open(
+          { sessionId: session.id, tenantId, applicationId: principal.applicationId, userId: viewer.userId },
+          new Date(deps.clock.now().getTime() + 4 * deps.keepAliveMs),
+        );
+        // Until it is known everywhere, a watch-set PUT elsewhere would not find it: ready comes after.
+        await opened.catch((error) => app.log.warn({ err: error }, 'could not share a task stream'));
+      }
       write({ kind: 'stream.ready', sessionId: session.id, channels: base, watchLimit });
       let recovered = true;
       for (const [index, channel] of base.entries()) {
@@ -189,14 +267,18 @@ export function registerTaskStreamRoutes(app: FastifyInstance, deps: TaskStreamD
     async (request) => {
       const principal = await user(request);
       const session = sessions.get(request.body.sessionId);
+      // Held here, or (shared) by another replica.
+      const owner = session
+        ? { userId: session.user.viewer.userId, applicationId: session.user.applicationId }
+        : await shared?.find(request.body.sessionId, deps.clock.now());
       if (
-        !session ||
-        session.user.viewer.userId !== principal.viewer.userId ||
-        session.user.applicationId !== principal.applicationId
+        !owner ||
+        owner.userId !== principal.viewer.userId ||
+        owner.applicationId !== principal.applicationId
       )
         throw new AppError(
           'WATCH_SESSION_NOT_FOUND',
-          `no task stream ${request.body.sessionId} of yours is open here`,
+          `no task stream ${request.body.sessionId} of yours is open ${shared ? 'now' : 'here'}`,
         );
       // Every task is checked before anything changes.
       for (const taskId of request.body.taskIds) {
@@ -207,26 +289,15 @@ export function registerTaskStreamRoutes(app: FastifyInstance, deps: TaskStreamD
           (await deps.reads.canView(taskId, principal.viewer));
         if (!visible) throw new AppError('TASK_NOT_FOUND', `task ${taskId} does not exist`);
       }
-      const wanted = new Set(request.body.taskIds);
-      for (const taskId of session.watched)
-        if (!wanted.has(taskId)) session.client.unsubscribe(channels.detail(principal.tenantId, taskId));
-      for (const taskId of wanted)
-        if (!session.watched.has(taskId))
-          await session.client.subscribe(channels.detail(principal.tenantId, taskId));
-      session.watched = wanted;
-      const ttl = deps.watchTtlMs ?? 10 * 60_000;
-      if (session.watchExpiry) clearTimeout(session.watchExpiry);
-      session.watchExpiry = setTimeout(() => {
-        for (const taskId of session.watched)
-          session.client.unsubscribe(channels.detail(principal.tenantId, taskId));
-        session.watched = new Set();
-      }, ttl);
-      session.watchExpiry.unref();
-      return {
-        sessionId: session.id,
-        taskIds: [...wanted],
-        expiresAt: new Date(deps.clock.now().getTime() + ttl).toISOString(),
-      };
+      const expiresAt = new Date(deps.clock.now().getTime() + watchTtl);
+      const taskIds = [...new Set(request.body.taskIds)];
+      // Shared, the stored set is the truth wherever the PUT came in; the holder applies it.
+      if (shared) await shared.setWatch(request.body.sessionId, taskIds, expiresAt);
+      if (session) {
+        session.appliedWatchUntil = expiresAt.getTime();
+        await applyWatch(session, taskIds, expiresAt);
+      }
+      return { sessionId: request.body.sessionId, taskIds, expiresAt: expiresAt.toISOString() };
     },
   );
 }

@@ -26,10 +26,14 @@ export class PostgresBacklogReads implements BacklogReads {
     };
   }
 
-  /** Running steps whose heartbeats stopped (the health reconciler marked them STALE). */
+  /**
+   * Running steps whose heartbeats stopped (the health reconciler marked them STALE), from the lease
+   * table: it holds the running attempts only and mirrors their health, where the step table holds every
+   * step ever run.
+   */
   async staleSteps(): Promise<number> {
     const [row] = await this.sql<{ count: number }[]>`
-      SELECT count(*)::int AS count FROM step WHERE status = 'RUNNING' AND health = 'STALE'`;
+      SELECT count(*)::int AS count FROM execution_lease WHERE health = 'STALE'`;
     return row?.count ?? 0;
   }
 }

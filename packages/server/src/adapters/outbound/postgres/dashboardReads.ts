@@ -111,9 +111,7 @@ export class PostgresDashboardReads implements DashboardReads {
 
   async stepHealth() {
     const [[stale], [queued]] = await Promise.all([
-      this.sql<
-        { n: number }[]
-      >`SELECT count(*)::int AS n FROM step WHERE health = 'STALE' AND status = 'RUNNING'`,
+      this.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM execution_lease WHERE health = 'STALE'`,
       this.sql<{ n: number; oldest: Date | null }[]>`
         SELECT count(*)::int AS n, min(created_at) AS oldest FROM scheduling_request WHERE status = 'PENDING'`,
     ]);

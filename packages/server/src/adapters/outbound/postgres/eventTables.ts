@@ -3,7 +3,7 @@
  * event_dedup and idempotency (columns, row mappers, statements and reads).
  */
 import type { DedupRecord, IdempotencyRecord, TaskEventRecord } from '../../../core/facts/records.ts';
-import type { TxSql } from './database.ts';
+import type { Queryable, TxSql } from './database.ts';
 import type { MergedWrites } from './mergeWrites.ts';
 import { type Column, insertStatement, type RowStatement, type RowValue } from './recordset.ts';
 
@@ -149,7 +149,7 @@ export async function findDedups(sql: TxSql, eventIds: string[]): Promise<DedupR
 }
 
 export async function findIdempotency(
-  sql: TxSql,
+  sql: Queryable,
   principal: string,
   operation: string,
   key: string,
