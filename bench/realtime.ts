@@ -1,118 +1,48 @@
 /**
- * `npm run bench -- realtime`: live status end to end, against socket.io doing the same on this machine.
+ * `npm run bench -- realtime`: live status end to end, through the embedded gateway and through a real
+ * Centrifugo, against socket.io doing the same on this machine.
  *
  * - Live: 1,000 users, each with a task, each connected over WebSocket from client processes (the
  *   `centrifuge` SDK, the user's channel subscribed by the connection token). Task state changes
  *   (progress events) are committed through `POST /v1/task-events:batch` at 1,000 per second for 30 s;
- *   each client measures commit → visible (the summary's commit time to its arrival). The peer: a
- *   socket.io server emitting the same number of messages per second to one room per user, measured
- *   emit → visible.
+ *   each client measures commit → visible (the summary's commit time to its arrival). Run three times:
+ *   the embedded gateway with every client reading, then with 10% not reading, then a real Centrifugo v6
+ *   (started here with the config `tdp centrifugo-config` prints; the server publishes through its HTTP
+ *   API and the clients connect to it with TDP's tokens). The peer: a socket.io server emitting the same
+ *   number of messages per second to one room per user, measured emit → visible.
  * - Idle: 10,000 connections held open on the gateway alone (`tdp gateway`'s code, memory engine, each
- *   connection with its user channel) and on socket.io (each socket in its room); memory per connection
- *   from the server process's RSS and heap after a full GC, before and after.
+ *   connection with its user channel), on Centrifugo (the same tokens and channel) and on socket.io (each
+ *   socket in its room); memory per connection from the server process's RSS (and for Node the heap
+ *   after a full GC), before and after. Centrifugo's RSS is read from /proc: Go returns freed memory
+ *   lazily, so it is an upper bound.
  *
  * BENCH_RT_USERS, BENCH_RT_RATE, BENCH_RT_SECONDS, BENCH_RT_BATCH (events per request, default 25)
  * and BENCH_RT_IDLE change the sizes.
  */
-import { type ChildProcess, fork } from 'node:child_process';
-import { SignJWT } from 'jose';
 import { Pool } from 'undici';
+import { newTokenSecret, requireCentrifugo, startCentrifugo } from '../test/centrifugo.ts';
 import { type Execution, prepare, progressEvent } from './events.ts';
-import { benchDatabase, percentile, sane, sized, smoke, startBenchServer } from './support.ts';
-
-const USERS = sized('BENCH_RT_USERS', 1_000, 50);
-const RATE = sized('BENCH_RT_RATE', 1_000, 200);
-const SECONDS = sized('BENCH_RT_SECONDS', 30, 3);
-const IDLE = sized('BENCH_RT_IDLE', 10_000, 200);
-const BATCH = sized('BENCH_RT_BATCH', 25, 25);
-const CLIENT_PROCESSES = sized(null, 4, 2);
-
-type Mode = 'tdp' | 'socketio' | 'tdp-idle' | 'socketio-idle';
-
-function waitFor<T>(child: ChildProcess, type: string): Promise<T> {
-  return new Promise((resolve, reject) => {
-    const listener = (message: { type: string; error?: string }) => {
-      if (message.type === 'error') {
-        child.off('message', listener);
-        reject(new Error(message.error));
-      } else if (message.type === type) {
-        child.off('message', listener);
-        resolve(message as T);
-      }
-    };
-    child.on('message', listener);
-  });
-}
-
-/** Client processes, each holding its share of the connections. */
-async function openClients(
-  mode: Mode,
-  url: string,
-  connections: { user: string; token?: string; slow?: boolean }[],
-) {
-  const children = Array.from({ length: CLIENT_PROCESSES }, () =>
-    fork('bench/realtimeClient.ts', [], {
-      execArgv: ['--conditions=@tdp/source', '--import', 'tsx'],
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-    }),
-  );
-  await Promise.all(
-    children.map((child, p) => {
-      const ready = waitFor(child, 'ready');
-      child.send({
-        type: 'start',
-        mode,
-        url,
-        connections: connections.filter((_, i) => i % CLIENT_PROCESSES === p),
-      });
-      return ready;
-    }),
-  );
-  return {
-    report: async () => {
-      const reports = await Promise.all(
-        children.map((child) => {
-          const answer = waitFor<{ latencies: number[]; received: number }>(child, 'report');
-          child.send({ type: 'report' });
-          return answer;
-        }),
-      );
-      return {
-        latencies: reports.flatMap((r) => r.latencies).sort((a, b) => a - b),
-        received: reports.reduce((sum, r) => sum + r.received, 0),
-      };
-    },
-    stop: async () => {
-      await Promise.all(
-        children.map(
-          (child) =>
-            new Promise((resolve) => {
-              child.once('exit', resolve);
-              child.send({ type: 'stop' });
-            }),
-        ),
-      );
-    },
-  };
-}
-
-async function startPeer(mode: 'gateway' | 'socketio', hmacKey = '') {
-  const child = fork('bench/realtimePeer.ts', [mode, hmacKey], {
-    execArgv: ['--expose-gc', '--conditions=@tdp/source', '--import', 'tsx'],
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-  });
-  const { port } = await waitFor<{ port: number }>(child, 'listening');
-  return {
-    port,
-    child,
-    memory: async () => {
-      const answer = waitFor<{ rss: number; heapUsed: number; external: number }>(child, 'memory');
-      child.send({ type: 'memory' });
-      return answer;
-    },
-    stop: () => child.kill('SIGKILL'),
-  };
-}
+import { type Idle, idleCentrifugoMemory, idleConnections, idleMemory } from './realtimeIdle.ts';
+import {
+  BATCH,
+  CLIENT_PROCESSES,
+  IDLE,
+  openClients,
+  RATE,
+  SECONDS,
+  startPeer,
+  USERS,
+  waitFor,
+} from './realtimeProcesses.ts';
+import {
+  benchDatabase,
+  cpuSeconds,
+  percentile,
+  postgresCpuSeconds,
+  sane,
+  smoke,
+  startBenchServer,
+} from './support.ts';
 
 interface Live {
   committedPerSecond: number;
@@ -121,10 +51,29 @@ interface Live {
   p99: number;
 }
 
-/** With `slowShare` of the clients not reading their sockets (the others' latencies are measured). */
-async function liveTdp(slowShare = 0): Promise<Live> {
+/**
+ * With `slowShare` of the clients not reading their sockets (the others' latencies are measured). With
+ * `centrifugo`, a real Centrifugo serves the clients: the server publishes to its HTTP API and signs
+ * its tokens with the secret Centrifugo checks them with.
+ */
+async function liveTdp(options: { slowShare?: number; centrifugo?: { binary: string } } = {}): Promise<Live> {
+  const slowShare = options.slowShare ?? 0;
+  const tokenSecret = newTokenSecret();
+  const centrifugo = options.centrifugo
+    ? await startCentrifugo({ binary: options.centrifugo.binary, tokenSecret })
+    : null;
   const database = await benchDatabase();
-  const server = await startBenchServer(database.url);
+  const server = await startBenchServer(
+    database.url,
+    centrifugo
+      ? {
+          CENTRIFUGO_API_URL: centrifugo.apiUrl,
+          CENTRIFUGO_API_KEY: centrifugo.apiKey,
+          TDP_REALTIME_TOKEN_SECRET: tokenSecret,
+          TDP_REALTIME_WS_URL: centrifugo.wsUrl,
+        }
+      : {},
+  );
   const pool = new Pool(server.base, { connections: 32 });
   try {
     const executions = await prepare(pool, server.apiKey, USERS, 1, 1);
@@ -145,8 +94,16 @@ async function liveTdp(slowShare = 0): Promise<Live> {
     const clients = await openClients('tdp', wsUrl, connections);
     await new Promise((resolve) => setTimeout(resolve, 1_000));
     await clients.report();
+    const databaseName = new URL(database.url).pathname.slice(1);
+    const cpu = async () => ({
+      server: await cpuSeconds(server.pid),
+      postgres: await postgresCpuSeconds(databaseName),
+      centrifugo: centrifugo ? await cpuSeconds(centrifugo.pid) : 0,
+    });
+    const cpuBefore = await cpu();
     const committed = await offerEvents(pool, server.apiKey, executions);
     await new Promise((resolve) => setTimeout(resolve, 3_000));
+    const cpuAfter = await cpu();
     const { latencies, received } = await clients.report();
     await clients.stop();
     sane(committed.count > 0, 'no change committed');
@@ -155,8 +112,11 @@ async function liveTdp(slowShare = 0): Promise<Live> {
       `${received} messages delivered of ${committed.count} changes`,
     );
     const relay = await relayQuantiles(server.base);
+    // Where the time goes, steadier than latency on a shared machine: CPU of each process per change.
+    const perChange = (key: keyof typeof cpuAfter) =>
+      `${(((cpuAfter[key] - cpuBefore[key]) * 1000) / committed.count).toFixed(2)} ms`;
     console.log(
-      `  (the server's own commit→publish histogram: p50 <= ${relay.p50} ms, p99 <= ${relay.p99} ms)`,
+      `  (the server's own commit→publish histogram: p50 <= ${relay.p50} ms, p99 <= ${relay.p99} ms; CPU per change: server ${perChange('server')}, PostgreSQL ${perChange('postgres')}${centrifugo ? `, Centrifugo ${perChange('centrifugo')}` : ''})`,
     );
     return {
       committedPerSecond: committed.count / committed.seconds,
@@ -168,6 +128,7 @@ async function liveTdp(slowShare = 0): Promise<Live> {
     await pool.close();
     await server.stop();
     await database.close();
+    await centrifugo?.stop();
   }
 }
 
@@ -258,81 +219,128 @@ async function liveSocketIo(): Promise<Live> {
   }
 }
 
-interface Idle {
-  rssPerConnection: number;
-  heapPerConnection: number;
-}
-
-async function idleMemory(system: 'gateway' | 'socketio'): Promise<Idle> {
-  const hmacKey = 'bench-idle-secret-of-a-decent-length';
-  const peer = await startPeer(system, hmacKey);
+/**
+ * The floor of the Centrifugo path: the bench publishes straight to Centrifugo's HTTP API, at the same
+ * rate and in batches of the same size, messages of a summary's size to the same users' channels, and
+ * the same clients measure publish → visible. What TDP adds on top is the rest of the TDP row.
+ */
+async function liveCentrifugoAlone(binary: string): Promise<Live> {
+  const tokenSecret = newTokenSecret();
+  const centrifugo = await startCentrifugo({ binary, tokenSecret });
   try {
-    const before = await peer.memory();
-    const users = Array.from({ length: IDLE }, (_, u) => `user-${u}`);
-    const key = new TextEncoder().encode(hmacKey);
-    const connections =
-      system === 'gateway'
-        ? await Promise.all(
-            users.map(async (user) => ({
-              user,
-              token: await new SignJWT({ sub: user, channels: [`task_user:t/${user}`] })
-                .setProtectedHeader({ alg: 'HS256' })
-                .setExpirationTime('1h')
-                .sign(key),
-            })),
-          )
-        : users.map((user) => ({ user }));
-    const clients = await openClients(
-      system === 'gateway' ? 'tdp-idle' : 'socketio-idle',
-      system === 'gateway'
-        ? `ws://127.0.0.1:${peer.port}/connection/websocket`
-        : `http://127.0.0.1:${peer.port}`,
-      connections,
-    );
-    const after = await peer.memory();
+    const users = (await idleConnections(tokenSecret)).slice(0, USERS);
+    const clients = await openClients('tdp', centrifugo.wsUrl, users);
+    await clients.report();
+    const batches = Math.round((RATE * SECONDS) / BATCH);
+    const intervalMs = (1000 * BATCH) / RATE;
+    const startedAt = performance.now();
+    const pending: Promise<void>[] = [];
+    let sent = 0;
+    for (let b = 0; b < batches; b += 1) {
+      const wait = startedAt + b * intervalMs - performance.now();
+      if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+      const commands = Array.from({ length: BATCH }, () => ({
+        publish: {
+          channel: `task_user:t/user-${sent++ % USERS}`,
+          data: { updatedAt: new Date().toISOString(), padding: 'x'.repeat(500) },
+        },
+      }));
+      pending.push(
+        fetch(`${centrifugo.apiUrl}/batch`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-api-key': centrifugo.apiKey },
+          body: JSON.stringify({ commands }),
+        }).then(async (response) => {
+          sane(response.ok, `Centrifugo's API answered ${response.status}`);
+          await response.body?.cancel();
+        }),
+      );
+    }
+    await Promise.all(pending);
+    const seconds = (performance.now() - startedAt) / 1000;
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    const { latencies, received } = await clients.report();
     await clients.stop();
     return {
-      rssPerConnection: (after.rss - before.rss) / IDLE,
-      heapPerConnection: (after.heapUsed + after.external - before.heapUsed - before.external) / IDLE,
+      committedPerSecond: sent / seconds,
+      deliveredPerSecond: received / seconds,
+      p50: percentile(latencies, 50),
+      p99: percentile(latencies, 99),
     };
   } finally {
-    peer.stop();
+    await centrifugo.stop();
   }
 }
 
+/**
+ * The Centrifugo binary. Without one a smoke run outside CI skips the Centrifugo rows (saying so); under
+ * CI, or in a full run, where those rows are the point, it fails.
+ */
+function centrifugoForBench(): string | null {
+  const binary = requireCentrifugo();
+  if (!binary && !smoke)
+    throw new Error(
+      'the realtime bench needs Centrifugo: run scripts/services.sh (it builds ~/go/bin/centrifugo)',
+    );
+  return binary;
+}
+
+const kb = (bytes: number) => `${(bytes / 1024).toFixed(1)} KiB`;
+const ratio = (a: number, b: number) => (a / b).toFixed(2);
+
 export async function benchRealtime(): Promise<void> {
+  const binary = centrifugoForBench();
   console.log(
     `realtime: ${USERS} users on WebSocket from ${CLIENT_PROCESSES} client processes, ${RATE} changes/s (${BATCH} per request) for ${SECONDS} s; ${IDLE} idle connections`,
   );
-  const tdp = await liveTdp();
   const line = (name: string, f: Live) =>
     console.log(
-      `  ${name.padEnd(13)} committed ${f.committedPerSecond.toFixed(0).padStart(5)}/s  delivered ${f.deliveredPerSecond.toFixed(0).padStart(5)}/s  visible p50 ${f.p50.toFixed(0)} ms  p99 ${f.p99.toFixed(0)} ms`,
+      `  ${name.padEnd(14)} committed ${f.committedPerSecond.toFixed(0).padStart(5)}/s  delivered ${f.deliveredPerSecond.toFixed(0).padStart(5)}/s  visible p50 ${f.p50.toFixed(0)} ms  p99 ${f.p99.toFixed(0)} ms`,
     );
+  const tdp = await liveTdp();
   line('TDP', tdp);
   // Source document 002 §13.3: clients that stop reading must not slow the others down.
-  const withSlow = await liveTdp(0.1);
+  const withSlow = await liveTdp({ slowShare: 0.1 });
   line('TDP 10% slow', withSlow);
   console.log(
-    `  slow consumers: the reading 90%'s p99 ${withSlow.p99.toFixed(0)} ms vs ${tdp.p99.toFixed(0)} ms with all reading → ${(withSlow.p99 / Math.max(tdp.p99, 1)).toFixed(2)} (target <= 1.2)`,
+    `  slow consumers: the reading 90%'s p99 ${withSlow.p99.toFixed(0)} ms vs ${tdp.p99.toFixed(0)} ms with all reading → ${ratio(withSlow.p99, Math.max(tdp.p99, 1))} (target <= 1.2)`,
   );
-  // No socket.io in a smoke run: it checks that TDP's paths work, it has no ratio to give.
+  const viaCentrifugo = binary ? await liveTdp({ centrifugo: { binary } }) : null;
+  if (viaCentrifugo) line('TDP Centrifugo', viaCentrifugo);
+  else console.log('  TDP Centrifugo skipped: no Centrifugo binary (scripts/services.sh builds it)');
+  // No peers or floors in a smoke run: it checks that TDP's paths work, it has no ratio to give.
+  const centrifugoAlone = binary && !smoke ? await liveCentrifugoAlone(binary) : null;
+  if (centrifugoAlone) line('Centrifugo', centrifugoAlone);
   const peer = smoke ? null : await liveSocketIo();
   if (peer) line('socket.io', peer);
+
   const tdpIdle = await idleMemory('gateway');
-  const kb = (bytes: number) => `${(bytes / 1024).toFixed(1)} KiB`;
-  if (!peer) {
-    console.log(
-      `  idle memory per connection (${IDLE}): TDP gateway RSS ${kb(tdpIdle.rssPerConnection)} heap ${kb(tdpIdle.heapPerConnection)}`,
-    );
-    return;
-  }
-  const peerIdle = await idleMemory('socketio');
-  console.log(
-    `  idle memory per connection (${IDLE}): TDP gateway RSS ${kb(tdpIdle.rssPerConnection)} heap ${kb(tdpIdle.heapPerConnection)}; socket.io RSS ${kb(peerIdle.rssPerConnection)} heap ${kb(peerIdle.heapPerConnection)}`,
-  );
+  const centrifugoIdle = binary ? await idleCentrifugoMemory(binary) : null;
+  const peerIdle = peer ? await idleMemory('socketio') : null;
+  const idle = [
+    `TDP gateway RSS ${kb(tdpIdle.rssPerConnection)} heap ${kb(tdpIdle.heapPerConnection!)}`,
+    ...(centrifugoIdle ? [`Centrifugo RSS ${kb(centrifugoIdle.rssPerConnection)}`] : []),
+    ...(peerIdle
+      ? [`socket.io RSS ${kb(peerIdle.rssPerConnection)} heap ${kb(peerIdle.heapPerConnection!)}`]
+      : []),
+  ];
+  console.log(`  idle memory per connection (${IDLE}): ${idle.join('; ')}`);
+  sane(tdpIdle.rssPerConnection > 0, 'no memory held by idle gateway connections');
+
   console.log('');
+  const delivered = (f: Live) =>
+    peer
+      ? `; delivered ${f.deliveredPerSecond.toFixed(0)}/s vs socket.io ${peer.deliveredPerSecond.toFixed(0)}/s → ${ratio(f.deliveredPerSecond, peer.deliveredPerSecond)} (target >= 1)`
+      : '';
+  const memory = (own: Idle, target: string) =>
+    peerIdle
+      ? `; memory per idle connection ${kb(own.rssPerConnection)} vs socket.io ${kb(peerIdle.rssPerConnection)} → ${ratio(own.rssPerConnection, peerIdle.rssPerConnection)}${target}`
+      : '';
   console.log(
-    `  p99 ${tdp.p99.toFixed(0)} ms (target <= 50 ms); delivered ${tdp.deliveredPerSecond.toFixed(0)}/s vs socket.io ${peer.deliveredPerSecond.toFixed(0)}/s → ${(tdp.deliveredPerSecond / peer.deliveredPerSecond).toFixed(2)} (target >= 1); memory per idle connection ${kb(tdpIdle.rssPerConnection)} vs ${kb(peerIdle.rssPerConnection)} → ${(tdpIdle.rssPerConnection / peerIdle.rssPerConnection).toFixed(2)} (target <= 1)`,
+    `  embedded gateway: p99 ${tdp.p99.toFixed(0)} ms (target <= 25 ms)${delivered(tdp)}${memory(tdpIdle, ' (target <= 0.5)')}`,
   );
+  if (viaCentrifugo)
+    console.log(
+      `  through Centrifugo: p99 ${viaCentrifugo.p99.toFixed(0)} ms (target <= 50 ms) vs ${tdp.p99.toFixed(0)} ms embedded → ${ratio(viaCentrifugo.p99, Math.max(tdp.p99, 1))}${centrifugoAlone ? `; vs Centrifugo alone ${centrifugoAlone.p99.toFixed(0)} ms → ${ratio(viaCentrifugo.p99, Math.max(centrifugoAlone.p99, 1))}` : ''}${delivered(viaCentrifugo)}${centrifugoIdle ? memory(centrifugoIdle, '') : ''}`,
+    );
 }

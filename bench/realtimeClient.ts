@@ -31,6 +31,33 @@ function record(sentAt: number) {
   latencies.push(Date.now() - sentAt);
 }
 
+/**
+ * A raw WebSocket that connects and answers pings. A connection reset before the connect reply (the
+ * server's listen backlog overflows when a loaded machine accepts slowly) is tried again a few times.
+ */
+function openIdle(url: string, token: string, connection: { close(): void }, attempt = 1): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const socket = new WebSocket(url);
+    connection.close = () => socket.close();
+    let connected = false;
+    socket.on('error', (error) => {
+      if (connected) return;
+      if (attempt >= 5) reject(error);
+      else
+        setTimeout(() => openIdle(url, token, connection, attempt + 1).then(resolve, reject), 100 * attempt);
+    });
+    socket.once('open', () => socket.send(JSON.stringify({ id: 1, connect: { token } })));
+    socket.on('message', (data) => {
+      const text = data.toString();
+      if (text === '{}') socket.send('{}');
+      else if (text.includes('"connect"')) {
+        connected = true;
+        resolve();
+      }
+    });
+  });
+}
+
 async function start(message: Start) {
   const ready: Promise<void>[] = [];
   for (const { user, token, slow } of message.connections) {
@@ -60,23 +87,21 @@ async function start(message: Start) {
       const socket: Socket = io(message.url, { transports: ['websocket'], reconnection: false });
       if (message.mode === 'socketio') socket.on('state', (data: { sentAt: number }) => record(data.sentAt));
       ready.push(
-        new Promise((resolve) => socket.on('connect', () => socket.emit('join', user, () => resolve()))),
-      );
-      open.push({ close: () => socket.close() });
-    } else {
-      const socket = new WebSocket(message.url);
-      ready.push(
         new Promise((resolve, reject) => {
-          socket.once('error', reject);
-          socket.once('open', () => socket.send(JSON.stringify({ id: 1, connect: { token } })));
-          socket.on('message', (data) => {
-            const text = data.toString();
-            if (text === '{}') socket.send('{}');
-            else if (text.includes('"connect"')) resolve();
+          socket.on('connect', () => socket.emit('join', user, () => resolve()));
+          // Without reconnection a refused or reset connect would leave this connection pending forever.
+          let attempts = 1;
+          socket.on('connect_error', (error) => {
+            if (attempts >= 5) reject(error);
+            else setTimeout(() => socket.connect(), 100 * attempts++);
           });
         }),
       );
       open.push({ close: () => socket.close() });
+    } else {
+      const connection = { close: () => {} };
+      ready.push(openIdle(message.url, token!, connection));
+      open.push(connection);
     }
     // Connecting thousands at once overflows the listen backlog; a small pause between them does not.
     if (open.length % 100 === 0) await new Promise((resolve) => setTimeout(resolve, 20));

@@ -1,20 +1,25 @@
 /**
  * A server process for `bench -- realtime`, alone so that its memory is its own:
  *
- * - `gateway <hmacKey>`: TDP's gateway (memory engine), as `tdp gateway` runs it.
+ * - `gateway <hmacKey>`: TDP's gateway (memory engine), as `tdp gateway` runs it: the compiled package
+ *   (`packages/gateway/dist`, built by the bench), not its source through tsx, whose transform
+ *   (esbuild's `keepNames`) defines a `name` on each function it makes: about 1 KiB more per connection.
  * - `socketio`: a socket.io server where each client joins the room of its user; on `load` it emits
  *   `state` messages to the rooms at a fixed rate (the peer of TDP's relay → gateway path).
  *
  * IPC: `listening` with the port; `memory` → the process's memory after a full GC.
  */
 import { createServer } from 'node:http';
-import { Gateway } from '../packages/gateway/src/index.ts';
+
+/** Not a static import: dist/ exists only once the bench has built it (`tsc -b` type-checks without it). */
+const compiledGateway = '../packages/gateway/dist/index.js';
 
 const [mode, hmacKey] = process.argv.slice(2) as ['gateway' | 'socketio', string | undefined];
 const server = createServer();
 
 let emit: ((room: string, data: unknown) => void) | null = null;
 if (mode === 'gateway') {
+  const { Gateway } = (await import(compiledGateway)) as typeof import('../packages/gateway/src/index.ts');
   const gateway = new Gateway({ hmacKey: hmacKey!, history: () => ({ size: 100, ttlMs: 600_000 }) });
   gateway.attach(server);
 } else {

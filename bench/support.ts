@@ -2,6 +2,7 @@
 
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { readdir, readFile } from 'node:fs/promises';
 import { freePort, startTemporaryPostgres } from '../packages/cli/src/embeddedPostgres.ts';
 import { connectDatabase, generateKeyringEntry, migrate } from '../packages/server/src/main.ts';
 
@@ -205,6 +206,8 @@ export async function startBenchServer(databaseUrl: string, env: Record<string, 
     /** The gRPC reporting address (docs/grpc.md). */
     grpcAddress: `127.0.0.1:${grpcPort}`,
     adminToken,
+    /** The server's process id (for `cpuSeconds`). */
+    pid: child.pid!,
     apiKey: app.apiKey.key,
     applicationId: app.application.id,
     tenantId: tenant.id,
@@ -213,4 +216,25 @@ export async function startBenchServer(databaseUrl: string, env: Record<string, 
       if (child.exitCode === null) await new Promise((resolve) => child.once('exit', resolve));
     },
   };
+}
+
+/** CPU seconds (user and system) process `pid` has used so far, from /proc (Linux; 0 once it is gone). */
+export async function cpuSeconds(pid: number): Promise<number> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => null);
+  if (!stat) return 0;
+  // The fields after the command's closing parenthesis; utime and stime are the 14th and 15th in all.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+/** CPU seconds of the PostgreSQL backends serving database `name` (their titles name it). */
+export async function postgresCpuSeconds(name: string): Promise<number> {
+  let total = 0;
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const title = await readFile(`/proc/${entry}/cmdline`, 'utf8').catch(() => '');
+    if (title.startsWith('postgres: ') && title.includes(` ${name} `))
+      total += await cpuSeconds(Number(entry));
+  }
+  return total;
 }

@@ -42,6 +42,8 @@ export interface CentrifugoProcess {
   /** What CENTRIFUGO_API_URL is set to, with `apiKey` as CENTRIFUGO_API_KEY. */
   apiUrl: string;
   apiKey: string;
+  /** The process id (the realtime bench reads its memory from /proc). */
+  pid: number;
   /** What Centrifugo printed (for a failing test's message). */
   output(): string;
   stop(): Promise<void>;
@@ -115,6 +117,7 @@ export async function startCentrifugo(options: {
     wsUrl: `ws://127.0.0.1:${port}/connection/websocket`,
     apiUrl: `${url}/api`,
     apiKey,
+    pid: child.pid!,
     output: () => output,
     stop,
   };

@@ -264,15 +264,13 @@ export class Commands {
 
   /** Closes the connection with 3005 once its token has expired and was not refreshed in time. */
   private armExpiry(session: Session, claims: Claims): void {
-    if (session.expiryTimer) clearTimeout(session.expiryTimer);
-    session.expiryTimer = null;
-    if (!claims.exp) return;
+    if (!claims.exp) {
+      session.expiresAt = null;
+      return;
+    }
     const closeAt = claims.exp * 1000 + (this.deps.options.expiredCloseDelayMs ?? 25_000);
-    session.expiryTimer = setTimeout(
-      () => session.close(closes.expired),
-      Math.max(0, closeAt - this.deps.tokens.now()),
-    );
-    session.expiryTimer.unref();
+    // On the timers' clock: connections.ts checks it with Date.now().
+    session.expiresAt = Date.now() + Math.max(0, closeAt - this.deps.tokens.now());
   }
 }
 

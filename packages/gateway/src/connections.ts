@@ -1,7 +1,8 @@
 /**
  * The sessions of this node, by client id, and their liveness: server pings, and closing a client that
- * was told to answer them and stays silent. A network connection's messages all go through its bounded
- * send queue (sendQueue.ts), whatever its transport.
+ * was told to answer them and stays silent, that never sent `connect`, or whose token expired
+ * unrefreshed. One sweep checks all three, so an idle connection holds no timer of its own. A network
+ * connection's messages all go through its bounded send queue (sendQueue.ts), whatever its transport.
  */
 import type { Channels } from './channels.ts';
 import type { GatewayOptions } from './options.ts';
@@ -20,20 +21,30 @@ export class Connections {
     private readonly channels: Channels,
     private readonly options: Pick<
       GatewayOptions,
-      'pingIntervalMs' | 'pongTimeoutMs' | 'clientQueue' | 'observer' | 'presenceUpdateIntervalMs'
+      | 'pingIntervalMs'
+      | 'pongTimeoutMs'
+      | 'connectTimeoutMs'
+      | 'clientQueue'
+      | 'observer'
+      | 'presenceUpdateIntervalMs'
     >,
   ) {
     this.pinger = setInterval(() => this.ping(), options.pingIntervalMs ?? 25_000);
     this.pinger.unref();
     const pongTimeout = options.pongTimeoutMs ?? 8_000;
+    const connectTimeout = options.connectTimeoutMs ?? 10_000;
     this.pongChecker = setInterval(
       () => {
         const now = Date.now();
-        for (const session of this.sessions.values())
+        for (const session of this.sessions.values()) {
           if (session.pingSentAt !== null && now - session.pingSentAt > pongTimeout)
             session.close(closes.noPong);
+          else if (session.user === null && now - session.openedAt > connectTimeout)
+            session.close(closes.stale);
+          else if (session.expiresAt !== null && now >= session.expiresAt) session.close(closes.expired);
+        }
       },
-      Math.min(1_000, pongTimeout),
+      Math.min(1_000, pongTimeout, connectTimeout),
     );
     this.pongChecker.unref();
     this.presenceRefresher = setInterval(

@@ -15,8 +15,6 @@ import type { Session } from './session.ts';
 
 /** The largest connect command or emulation request accepted (413 past it). */
 const bodyLimit = 64 * 1024;
-/** A stream that has not connected by then is closed as stale (as a WebSocket is). */
-const connectTimeoutMs = 10_000;
 
 type Framing = 'sse' | 'http_stream';
 
@@ -82,9 +80,7 @@ export class EmulationTransport {
     });
     const stream: Stream = { session, queue: Promise.resolve() };
     this.streams.set(id, stream);
-    const stale = setTimeout(() => session.user === null && session.close(closes.stale), connectTimeoutMs);
     response.on('close', () => {
-      clearTimeout(stale);
       this.streams.delete(id);
       session.end();
     });

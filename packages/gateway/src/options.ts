@@ -80,6 +80,8 @@ export interface GatewayOptions {
   pongTimeoutMs?: number;
   /** How long after its token expired an unrefreshed connection is closed with 3005. */
   expiredCloseDelayMs?: number;
+  /** A connection that has not sent `connect` this long after it opened is closed with 3502 (10 s). */
+  connectTimeoutMs?: number;
   now?: () => number;
   /**
    * Centrifugo's `client.allowed_origins`: a connection (WebSocket handshake, SSE, HTTP stream,

@@ -40,7 +40,9 @@ export class Session {
   /** The connection token's `info`, shown to others in presence and join/leave. */
   info: unknown = undefined;
   readonly subscriptions = new Map<string, Subscription>();
-  expiryTimer: NodeJS.Timeout | null = null;
+  readonly openedAt = Date.now();
+  /** When (Date.now()) the session is closed with 3005 unless its token is refreshed; null: never. */
+  expiresAt: number | null = null;
   pingSentAt: number | null = null;
   closed = false;
 
@@ -80,7 +82,6 @@ export class Session {
   end(): void {
     if (this.closed) return;
     this.closed = true;
-    if (this.expiryTimer) clearTimeout(this.expiryTimer);
     this.onEnded(this);
   }
 }

@@ -8,9 +8,6 @@ import { requestUrl } from './http.ts';
 import type { OriginCheck } from './origins.ts';
 import { closes } from './protocol.ts';
 
-/** A connection that has not sent `connect` by then is closed as stale. */
-const connectTimeoutMs = 10_000;
-
 /** The subprotocol of Centrifugo's protobuf client protocol (the SDK's `protocol: 'protobuf'`). */
 const protobufSubprotocol = 'centrifuge-protobuf';
 
@@ -66,7 +63,6 @@ export class WebSocketTransport {
       unsent: () => socket.bufferedAmount,
       cut: () => socket.terminate(),
     });
-    const stale = setTimeout(() => session.user === null && session.close(closes.stale), connectTimeoutMs);
     let commandsDone = Promise.resolve();
     socket.on('message', (raw) => {
       // Commands of one connection are handled in order (a subscribe waits for its connect).
@@ -75,7 +71,6 @@ export class WebSocketTransport {
         .catch(() => session.close(closes.badRequest));
     });
     socket.on('close', () => {
-      clearTimeout(stale);
       session.end();
     });
   }

@@ -302,4 +302,21 @@ describe('tokens from a JWKS, expiry and pongs', () => {
     await new Promise((resolve) => setTimeout(resolve, 1_000));
     expect(states).toEqual([]);
   });
+
+  it('closes a connection that never sends connect with 3502, and leaves one that did alone', async () => {
+    const node = await start({ connectTimeoutMs: 200, pingIntervalMs: 100, pongTimeoutMs: 300 });
+    const silent = new WebSocket(node.ws);
+    const closed = new Promise<number>((resolve) => silent.once('close', (code) => resolve(code)));
+    const connected = new WebSocket(node.ws);
+    await new Promise((resolve) => connected.once('open', resolve));
+    connected.on('message', (data) => {
+      if (data.toString() === '{}') connected.send('{}');
+    });
+    connected.send(JSON.stringify({ id: 1, connect: { token: await sign({ sub: 'c1' }) } }));
+    expect(await closed).toBe(3502);
+    // Well past the connect timeout: still open.
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    expect(connected.readyState).toBe(WebSocket.OPEN);
+    connected.close();
+  });
 });

@@ -104,6 +104,20 @@ describe('outbox claim, lease and retry', () => {
     expect(await b.claim(new Date(start.getTime() + 3_600_000), 10)).toEqual([]);
   });
 
+  it('claims expired leases and due rows in one batch, oldest first, never past the limit', async () => {
+    const start = new Date('2026-01-01T00:00:00Z');
+    const leased = await addEvents(3, start);
+    const queue = new PostgresOutboxQueue(sql);
+    expect(await queue.claim(start, 10)).toHaveLength(3);
+    const later = await addEvents(3, new Date(start.getTime() + 30_000));
+    // At 60 s the three leases have expired and the three later rows are due: the oldest four come.
+    const claimed = await queue.claim(new Date(start.getTime() + 60_000), 4);
+    expect(claimed).toHaveLength(4);
+    expect(claimed.filter((r) => leased.includes(r.id))).toHaveLength(3);
+    expect(claimed.filter((r) => later.includes(r.id))).toHaveLength(1);
+    expect(await queue.claim(new Date(start.getTime() + 60_000), 10)).toHaveLength(2);
+  });
+
   it('skips rows another dispatcher holds right now (SKIP LOCKED), so claims never overlap', async () => {
     const now = new Date('2026-01-01T00:00:00Z');
     await addEvents(40, now);

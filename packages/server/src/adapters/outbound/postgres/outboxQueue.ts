@@ -43,19 +43,33 @@ export class ClaimableRows {
             AND earlier.${this.sql(inOrder.order)} < ${table}.${this.sql(inOrder.order)}
             AND earlier.status IN ('PENDING', 'PUBLISHING', 'FAILED'))`
       : this.sql``;
+    // Due rows and expired claims in two scans, each along its own partial index, stopping at `limit`.
+    // One scan with OR is a bitmap scan, which rechecks in the heap every row published since the last
+    // vacuum (its old version is still in the due index) on every poll; an index scan in order meets
+    // each such entry once and marks it dead for the next.
     return this.sql`
       WITH due AS (
-        SELECT id FROM ${table}
-        WHERE ((status IN ('PENDING', 'FAILED') AND available_at <= ${now})
-           OR (status = 'PUBLISHING' AND claim_expires_at <= ${now}))
+        SELECT id, available_at FROM ${table}
+        WHERE status IN ('PENDING', 'FAILED') AND available_at <= ${now}
           ${afterEarlier}
         ORDER BY available_at, id
         LIMIT ${limit}
         FOR UPDATE SKIP LOCKED
+      ), expired AS (
+        SELECT id, available_at FROM ${table}
+        WHERE status = 'PUBLISHING' AND claim_expires_at <= ${now}
+          ${afterEarlier}
+        ORDER BY available_at, id
+        LIMIT ${limit}
+        FOR UPDATE SKIP LOCKED
+      ), claimed AS (
+        SELECT id FROM (SELECT * FROM due UNION ALL SELECT * FROM expired) AS candidates
+        ORDER BY available_at, id
+        LIMIT ${limit}
       )
       UPDATE ${table} AS row
       SET status = 'PUBLISHING', attempts = row.attempts + 1, claim_id = ${claimId}, claim_expires_at = ${leaseUntil}
-      FROM due WHERE row.id = due.id
+      FROM claimed WHERE row.id = claimed.id
       RETURNING row.*` as unknown as Promise<(Row & { id: string; claim_id: string; attempts: number })[]>;
   }
 
