@@ -111,4 +111,43 @@ describe('the committed-projection follower', () => {
     expect(delivered.at(-1)).toBe('late');
     expect(await follower.round()).toBe(0);
   });
+  it('reads nothing while nobody listens past the grace, and what commits once a client is back', async () => {
+    let listening = true;
+    let now = 0;
+    const delivered: string[] = [];
+    const follower = new CommittedProjectionFollower({
+      reads: new PostgresCommittedProjections(sql),
+      local: {
+        publish: async (messages: RealtimeMessage[]) => {
+          for (const message of messages) delivered.push((message.data as { label: string }).label);
+          return messages.map(() => ({ ok: true as const }));
+        },
+      },
+      batchSize: 100,
+      listening: () => listening,
+      idleAfterMs: 60_000,
+      now: () => now,
+    });
+    const drain = async () => {
+      while ((await follower.round()) > 0);
+    };
+    await follower.begin();
+    await drain();
+    // The last stream closes: within the grace the follower still reads (a reconnect resumes).
+    listening = false;
+    now += 30_000;
+    await insertRow(sql, 'within-grace');
+    await drain();
+    expect(delivered).toEqual(['within-grace']);
+    // Past it, what commits is not read at all.
+    now += 60_000;
+    await insertRow(sql, 'nobody-listens');
+    await drain();
+    expect(delivered).toEqual(['within-grace']);
+    // A client again: what commits from now on reaches it; what was skipped stays skipped.
+    listening = true;
+    await insertRow(sql, 'back');
+    await drain();
+    expect(delivered).toEqual(['within-grace', 'back']);
+  });
 });

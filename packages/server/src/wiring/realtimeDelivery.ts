@@ -33,6 +33,12 @@ export function realtimeHandoffMode(
     : { kind: 'memoryOnly' };
 }
 
+/**
+ * How long a replica's follower keeps reading after its last task stream closed: a reconnect within it
+ * resumes from Last-Event-ID (the gateway's own history holds 10 minutes).
+ */
+const followerIdleAfterMs = 5 * 60_000;
+
 /** True when Centrifugo (or another gateway reached over HTTP), not this process, serves the browsers. */
 export const publishesElsewhere = (config: Pick<ServerConfig, 'centrifugoApiUrl' | 'centrifugoApiKey'>) =>
   Boolean(config.centrifugoApiUrl && config.centrifugoApiKey);
@@ -47,7 +53,12 @@ export async function projectionFollowLoop(
     ServerConfig,
     'centrifugoApiUrl' | 'centrifugoApiKey' | 'realtimeFollowPollMs' | 'loopRetry' | 'loops'
   >,
-  deps: { sql: Sql; gateway: Parameters<typeof gatewayPublisher>[0]; clock: Clock; logger: Logger },
+  deps: {
+    sql: Sql;
+    gateway: Parameters<typeof gatewayPublisher>[0] & { stats(): { num_clients: number } };
+    clock: Clock;
+    logger: Logger;
+  },
 ): Promise<WakeableLoop | null> {
   if (!publishesElsewhere(config)) return null;
   const logger = deps.logger.child({ loop: 'realtime-follow' });
@@ -57,6 +68,10 @@ export async function projectionFollowLoop(
     local: gatewayPublisher(deps.gateway),
     batchSize,
     onRefused: (error) => logger.warn({ error }, "this replica's gateway refused a realtime message"),
+    // Its clients are this replica's task streams (browsers are on Centrifugo).
+    listening: () => deps.gateway.stats().num_clients > 0,
+    idleAfterMs: followerIdleAfterMs,
+    now: () => deps.clock.now().getTime(),
   });
   await follower.begin();
   return createProjectionFollowLoop({

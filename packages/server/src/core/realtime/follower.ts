@@ -5,6 +5,11 @@
  * reads by snapshot windows: everything that became visible between the last snapshot and a new one, in
  * pages, then moves on. A row reaches this replica's streams once, whichever replica wrote it, and
  * whether or not the relay has published it to Centrifugo yet (both come from the same commit).
+ *
+ * Reading every committed row costs PostgreSQL and this process for every change, so a replica nobody
+ * listens to (no client on its gateway for `idleAfterMs`) only moves its start to what is committed now.
+ * The grace keeps a stream's reconnect within it resumable; a stream that comes back later is told to
+ * reset (`stream.reset`), as on another replica.
  */
 import type { RealtimeMessage, RealtimePublisher } from './relay.ts';
 
@@ -38,8 +43,27 @@ export class CommittedProjectionFollower {
       batchSize: number;
       /** A message the local gateway refused (the page moves on: a retry would not mend it). */
       onRefused?: (error: string) => void;
+      /** Whether a client (a task stream) is on this replica's gateway now; absent: always. */
+      listening?: () => boolean;
+      /** How long after the last client the follower keeps reading. */
+      idleAfterMs?: number;
+      now?: () => number;
     },
   ) {}
+
+  /** When a client was last seen on the gateway (null until the first look: a start reads as usual). */
+  private lastListenedAt: number | null = null;
+
+  private idle(): boolean {
+    if (!this.deps.listening) return false;
+    const now = (this.deps.now ?? Date.now)();
+    this.lastListenedAt ??= now;
+    if (this.deps.listening()) {
+      this.lastListenedAt = now;
+      return false;
+    }
+    return now - this.lastListenedAt > (this.deps.idleAfterMs ?? 0);
+  }
 
   /** Starts at what is committed now (before this replica serves its first stream). */
   async begin(): Promise<void> {
@@ -50,6 +74,12 @@ export class CommittedProjectionFollower {
   async round(): Promise<number> {
     if (this.since === null) {
       await this.begin();
+      return 0;
+    }
+    if (this.idle()) {
+      // Nobody to deliver to: what commits until a client comes starts after this snapshot.
+      this.since = await this.deps.reads.snapshot();
+      this.window = null;
       return 0;
     }
     this.window ??= { since: this.since, upTo: await this.deps.reads.snapshot(), after: null };
