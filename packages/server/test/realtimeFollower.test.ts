@@ -33,7 +33,11 @@ const insertRow = (tx: Queryable, label: string) =>
     VALUES (${newId()}, ${newId()}, 'TASK', ${newId()}, 1, 'task_user:t/a/u', 'summary',
             ${sql.json({ label })}, now(), now())`;
 
-function followerWith(batchSize: number) {
+/** A follower delivering into a list of labels; `gating` is its listening check and grace. */
+function followerWith(
+  batchSize: number,
+  gating: { listening: () => boolean; idleAfterMs: number; now: () => number } | null = null,
+) {
   const delivered: string[] = [];
   const follower = new CommittedProjectionFollower({
     reads: new PostgresCommittedProjections(sql),
@@ -44,6 +48,7 @@ function followerWith(batchSize: number) {
       },
     },
     batchSize,
+    ...gating,
   });
   /** Rounds until one delivers nothing. */
   const drain = async () => {
@@ -111,26 +116,15 @@ describe('the committed-projection follower', () => {
     expect(delivered.at(-1)).toBe('late');
     expect(await follower.round()).toBe(0);
   });
+
   it('reads nothing while nobody listens past the grace, and what commits once a client is back', async () => {
     let listening = true;
     let now = 0;
-    const delivered: string[] = [];
-    const follower = new CommittedProjectionFollower({
-      reads: new PostgresCommittedProjections(sql),
-      local: {
-        publish: async (messages: RealtimeMessage[]) => {
-          for (const message of messages) delivered.push((message.data as { label: string }).label);
-          return messages.map(() => ({ ok: true as const }));
-        },
-      },
-      batchSize: 100,
+    const { follower, delivered, drain } = followerWith(100, {
       listening: () => listening,
       idleAfterMs: 60_000,
       now: () => now,
     });
-    const drain = async () => {
-      while ((await follower.round()) > 0);
-    };
     await follower.begin();
     await drain();
     // The last stream closes: within the grace the follower still reads (a reconnect resumes).
