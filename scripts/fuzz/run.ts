@@ -181,7 +181,8 @@ async function runSchemathesis(
   await writeFile(reportFile, report);
   process.stdout.write(`${summarise(report, code)}\n  report: ${reportFile}\n`);
   if (code !== 0) process.stdout.write(`\n${report}\n`);
-  return { code, output };
+  // The report, not the raw output: terminal sequences in the raw one can split the words looked for.
+  return { code, output: report };
 }
 
 /** The report without terminal control sequences and without the progress frames it redrew. */
