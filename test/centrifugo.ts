@@ -122,3 +122,15 @@ export async function startCentrifugo(options: {
     stop,
   };
 }
+
+/**
+ * The harness options of a TDP server in Centrifugo mode: it publishes to `publishTo`'s API and hands
+ * out tokens signed with `tokenSecret` for `wsUrl` (another node of the same cluster, by default this one).
+ */
+export function centrifugoMode(publishTo: CentrifugoProcess, tokenSecret: string, wsUrl = publishTo.wsUrl) {
+  return {
+    centrifugoApi: { url: publishTo.apiUrl, key: publishTo.apiKey },
+    realtimeTokenSecret: tokenSecret,
+    realtimeWsUrl: wsUrl,
+  };
+}

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { launchBrowser, loginToDashboard } from '../../../test/browser.ts';
 import {
   type CentrifugoProcess,
+  centrifugoMode,
   newTokenSecret,
   requireCentrifugo,
   startCentrifugo,
@@ -33,9 +34,7 @@ describe.skipIf(!binary)('the dashboard with a real Centrifugo, in Chromium', ()
     });
     h = await startHarness({
       runLoops: true,
-      centrifugoApi: { url: centrifugo.apiUrl, key: centrifugo.apiKey },
-      realtimeTokenSecret: tokenSecret,
-      realtimeWsUrl: centrifugo.wsUrl,
+      ...centrifugoMode(centrifugo, tokenSecret),
     });
     browser = await launchBrowser();
   }, 60_000);

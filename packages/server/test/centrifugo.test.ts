@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import {
   type CentrifugoProcess,
+  centrifugoMode,
   newTokenSecret,
   requireCentrifugo,
   startCentrifugo,
@@ -37,9 +38,7 @@ interface Detail {
 async function startTdp(publishTo: CentrifugoProcess, tokenSecret: string, wsUrl: string) {
   const h = await startHarness({
     runLoops: true,
-    centrifugoApi: { url: publishTo.apiUrl, key: publishTo.apiKey },
-    realtimeTokenSecret: tokenSecret,
-    realtimeWsUrl: wsUrl,
+    ...centrifugoMode(publishTo, tokenSecret, wsUrl),
   });
   const app = await h.createApplication();
   const createTask = await publishLiveWorkflow(h, app.apiKey, newId);

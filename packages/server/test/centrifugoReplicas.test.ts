@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import {
   type CentrifugoProcess,
+  centrifugoMode,
   newTokenSecret,
   requireCentrifugo,
   startCentrifugo,
@@ -41,9 +42,7 @@ describe.skipIf(!binary)('two replicas with Centrifugo: task streams, watch sets
     const replica = (sharedDatabaseUrl?: string) =>
       startHarness({
         runLoops: true,
-        centrifugoApi: { url: centrifugo.apiUrl, key: centrifugo.apiKey },
-        realtimeTokenSecret: tokenSecret,
-        realtimeWsUrl: centrifugo.wsUrl,
+        ...centrifugoMode(centrifugo, tokenSecret),
         keyringEntry,
         // No poll within a test's patience: another replica's commits arrive through its NOTIFY.
         // Streams renew their shared record (and pick up a watch set whose NOTIFY was lost) this often.

@@ -11,13 +11,12 @@ import type { Logger } from 'pino';
 import type { WorkerOwner } from '../../../core/scheduling/ports.ts';
 import { requireWorker, type WorkerDeps } from '../../../core/scheduling/workers.ts';
 import { AppError } from '../../../core/shared/errors.ts';
-import { noTracing } from '../../../core/shared/ports.ts';
 import type { StatusDeps } from '../../../core/status/deps.ts';
 import { recordHeartbeats } from '../../../core/status/heartbeats.ts';
 import type { RateLimits } from '../http/rateLimits.ts';
 import type { Caller } from '../http/statusRouteContext.ts';
 import { logReportedEvents } from '../http/taskLogs.ts';
-import { traceIdOf } from '../http/tracing.ts';
+import { serverSpan, traceIdOf } from '../http/tracing.ts';
 import { reportEventBodies, reportWorkerEvents } from '../reportCommands.ts';
 import { grpcCodeOf, problemOfError } from './errors.ts';
 import {
@@ -313,13 +312,11 @@ export class ReportStream {
 
   /**
    * A server span for one group's commit, continuing the first trace context its requests carry (as a
-   * REST batch continues its `traceparent` header); with tracing off, just the work.
+   * REST batch continues its `traceparent` header).
    */
   private inSpan<T>(requests: StreamRequest[], work: () => Promise<T>): Promise<T> {
-    const tracing = this.deps.status.tracing;
-    if (!tracing || tracing === noTracing) return work();
     const parent = requests.find((r) => r.traceparent)?.traceparent ?? null;
-    return tracing.inSpan('Reporting/Report events', { kind: 'server', parent }, () => work());
+    return serverSpan(this.deps.status.tracing, 'Reporting/Report events', parent, work);
   }
 
   /** Charges an execution once per round; its refusal (RATE_LIMITED) refuses each of its events. */

@@ -8,11 +8,19 @@ export function inboundSpan<T>(
   request: FastifyRequest,
   work: () => Promise<T>,
 ): Promise<T> {
-  if (!tracing || tracing === noTracing) return work();
   const header = request.headers.traceparent;
-  return tracing.inSpan(name, { kind: 'server', parent: typeof header === 'string' ? header : null }, () =>
-    work(),
-  );
+  return serverSpan(tracing, name, typeof header === 'string' ? header : null, work);
+}
+
+/** A server span continuing `parent` (a W3C `traceparent`, or null to start a trace); with tracing off, just the work. */
+export function serverSpan<T>(
+  tracing: Tracing | undefined,
+  name: string,
+  parent: string | null,
+  work: () => Promise<T>,
+): Promise<T> {
+  if (!tracing || tracing === noTracing) return work();
+  return tracing.inSpan(name, { kind: 'server', parent }, () => work());
 }
 
 /** The trace id of the active span (document 002 §14.2's `traceId` log field), or undefined. */
