@@ -111,8 +111,8 @@ export async function connectAdapters(config: ServerConfig, overrides: ServerDep
   const publisher: EventPublisher = overrides.publisher ?? nats ?? new InProcessBus();
   const realtimeRows = new ClaimableRows(sql, 'realtime_outbox', realtimeClaimPolicy);
   const metrics = new Metrics(
-    () => outboxQueue.rows.oldestUnpublishedAgeSeconds(clock.now()),
-    () => realtimeRows.oldestUnpublishedAgeSeconds(clock.now()),
+    async () => (await outboxQueue.rows.backlog(clock.now())).oldestAgeSeconds,
+    async () => (await realtimeRows.backlog(clock.now())).oldestAgeSeconds,
   );
   // Submit→start, step durations, backlogs, STALE steps and commit→visible (docs/observability.md).
   const taskMetrics = new TaskMetrics(metrics.registry, new PostgresBacklogReads(sql), () => clock.now());

@@ -91,10 +91,7 @@ export interface PipelineLine {
 
 /** Waiting = claimable or claimed now; DEAD = gave up. Counted the way the metrics count them. */
 export async function pipelineLine(rows: PipelineRows, now: Date): Promise<PipelineLine> {
-  const [counts, oldestSeconds] = await Promise.all([
-    rows.countByStatus(),
-    rows.oldestUnpublishedAgeSeconds(now),
-  ]);
+  const { byStatus: counts, oldestAgeSeconds: oldestSeconds } = await rows.backlog(now);
   const waiting = (counts.PENDING ?? 0) + (counts.FAILED ?? 0) + (counts.PUBLISHING ?? 0);
   return { backlog: waiting, dead: counts.DEAD ?? 0, oldestAgeMs: waiting > 0 ? oldestSeconds * 1000 : null };
 }

@@ -44,8 +44,7 @@ export interface CallbackDeliveries {
 
 /** One outbox-like table, as the dashboard's pipeline health page counts it. */
 export interface PipelineRows {
-  countByStatus(): Promise<Record<string, number>>;
-  oldestUnpublishedAgeSeconds(now: Date): Promise<number>;
+  backlog(now: Date): Promise<Backlog>;
 }
 
 export interface DashboardTaskFilter {

@@ -1,29 +1,22 @@
 import type { Backlog, BacklogReads, BacklogTable } from '../../../core/operations/ports.ts';
 import type { Sql } from './database.ts';
-
-/** The three claimable tables whose backlog the metrics show, by their metric label. */
-const backlogTables: Record<BacklogTable, string> = {
-  outbox: 'outbox_event',
-  realtime: 'realtime_outbox',
-  callbacks: 'callback_delivery',
-};
+import { ClaimableRows } from './outboxQueue.ts';
 
 /** What the backlog gauges read at each scrape (docs/observability.md). */
 export class PostgresBacklogReads implements BacklogReads {
-  constructor(private readonly sql: Sql) {}
+  /** The three claimable tables whose backlog the metrics show, by their metric label. */
+  private readonly tables: Record<BacklogTable, ClaimableRows>;
 
-  async backlog(table: BacklogTable, now: Date): Promise<Backlog> {
-    const rows = await this.sql<{ status: string; count: number; oldest: Date | null }[]>`
-      SELECT status, count(*)::int AS count, min(created_at) AS oldest
-      FROM ${this.sql(backlogTables[table])}
-      WHERE status <> 'PUBLISHED'
-      GROUP BY status`;
-    const waiting = rows.filter((r) => r.status !== 'DEAD' && r.oldest);
-    const oldest = waiting.length ? Math.min(...waiting.map((r) => r.oldest!.getTime())) : null;
-    return {
-      byStatus: Object.fromEntries(rows.map((r) => [r.status, r.count])),
-      oldestAgeSeconds: oldest === null ? 0 : Math.max(0, (now.getTime() - oldest) / 1000),
+  constructor(private readonly sql: Sql) {
+    this.tables = {
+      outbox: new ClaimableRows(sql, 'outbox_event'),
+      realtime: new ClaimableRows(sql, 'realtime_outbox'),
+      callbacks: new ClaimableRows(sql, 'callback_delivery'),
     };
+  }
+
+  backlog(table: BacklogTable, now: Date): Promise<Backlog> {
+    return this.tables[table].backlog(now);
   }
 
   /**

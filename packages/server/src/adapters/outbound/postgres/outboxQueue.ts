@@ -1,4 +1,5 @@
 import { newId } from '@tdp/protocol';
+import type { Backlog } from '../../../core/operations/ports.ts';
 import { afterFailure, type ClaimPolicy, claimPolicy } from '../../../core/outbox/policy.ts';
 import type { ClaimedOutboxEvent, OutboxQueue } from '../../../core/outbox/ports.ts';
 import type { Sql } from './database.ts';
@@ -127,17 +128,26 @@ export class ClaimableRows {
     return row?.due ?? null;
   }
 
-  /** Age of the oldest row not yet published (PENDING, PUBLISHING or FAILED), in seconds; 0 when none. */
-  async oldestUnpublishedAgeSeconds(now: Date): Promise<number> {
-    const [row] = await this.sql<{ oldest: Date | null }[]>`
-      SELECT min(created_at) AS oldest FROM ${this.sql(this.table)} WHERE status IN ('PENDING', 'PUBLISHING', 'FAILED')`;
-    return row?.oldest ? Math.max(0, (now.getTime() - row.oldest.getTime()) / 1000) : 0;
-  }
-
-  async countByStatus(): Promise<Record<string, number>> {
-    const rows = await this.sql<{ status: string; count: bigint }[]>`
-      SELECT status, count(*) AS count FROM ${this.sql(this.table)} WHERE status <> 'PUBLISHED' GROUP BY status`;
-    return Object.fromEntries(rows.map((r) => [r.status, Number(r.count)]));
+  /**
+   * The rows not yet published, by status, and the age of the oldest still to publish. Each status group
+   * is read through the partial index that holds only it (due, claimed, dead): the cost is the backlog's,
+   * never the published history's.
+   */
+  async backlog(now: Date): Promise<Backlog> {
+    const table = this.sql(this.table);
+    const rows = await this.sql<{ status: string; count: number; oldest: Date | null }[]>`
+      SELECT status, count(*)::int AS count, min(created_at) AS oldest
+      FROM ${table} WHERE status IN ('PENDING', 'FAILED') GROUP BY status
+      UNION ALL
+      SELECT 'PUBLISHING', count(*)::int, min(created_at) FROM ${table} WHERE status = 'PUBLISHING'
+      UNION ALL
+      SELECT 'DEAD', count(*)::int, NULL FROM ${table} WHERE status = 'DEAD'`;
+    const present = rows.filter((r) => r.count > 0);
+    const oldest = present.filter((r) => r.oldest).map((r) => r.oldest!.getTime());
+    return {
+      byStatus: Object.fromEntries(present.map((r) => [r.status, r.count])),
+      oldestAgeSeconds: oldest.length ? Math.max(0, (now.getTime() - Math.min(...oldest)) / 1000) : 0,
+    };
   }
 }
 
