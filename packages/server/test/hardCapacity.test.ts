@@ -8,9 +8,9 @@ import { type Harness, startHarness } from '../../../test/harness.ts';
 import { attemptEvent, startTestWorker } from '../../../test/testWorker.ts';
 import { connectDatabase } from '../src/main.ts';
 
-// A round that found the worker busy defers its requests by `retryUnplaceableMs`. Each replica's test clock
-// stands still, started a few seconds apart: a request one replica deferred is due for the other's
-// scheduler only if the deferral is shorter than that gap, so the interval is kept short here.
+// A round that found the worker busy defers its requests by `retryUnplaceableMs`, kept short here. The
+// replicas' test clocks tick with real time while the tasks run (a clock that stood still would leave a
+// request it deferred never due for its own scheduler, and for the other's only if that clock was ahead).
 const settings = { commandPollIntervalMs: 20, retryUnplaceableMs: 200 };
 const tasks = 24;
 const holdMs = 60;
@@ -84,6 +84,11 @@ describe('a worker with capacity 1 under two replicas', () => {
       }
     })();
 
+    const tick = 20;
+    const ticking = setInterval(() => {
+      first.clock.advance(tick);
+      second.clock.advance(tick);
+    }, tick);
     try {
       // Creates go to both replicas in pairs, so each places from its own view of the worker.
       const created: string[] = [];
@@ -115,6 +120,7 @@ describe('a worker with capacity 1 under two replicas', () => {
         )
         .toBe(tasks);
     } finally {
+      clearInterval(ticking);
       sampling = false;
       await sampler;
       await worker.stop();
