@@ -67,7 +67,9 @@ module.exports = {
       severity: 'error',
       comment: 'The core reaches databases, brokers and HTTP only through ports.',
       from: { path: core },
-      to: { path: 'node_modules/(postgres|fastify|ioredis|nats|undici|ws|better-sqlite3|jose|ajv)/' },
+      to: {
+        path: 'node_modules/(postgres|fastify|ioredis|nats|undici|ws|better-sqlite3|jose|ajv|@temporalio)/',
+      },
     },
     {
       name: 'routes-hold-no-sql',

@@ -40,5 +40,10 @@ export default defineConfig({
     // PostgreSQL, servers and child processes rather than compute, and one at a time left the suite at
     // 13 minutes of a 30-minute CI. TDP_TEST_WORKERS overrides it.
     maxWorkers: Number(process.env.TDP_TEST_WORKERS ?? 2),
+    // A worker keeps its loaded modules from one file to the next: importing the server's sources again
+    // for each of 140 files took 300 s of the suite's CPU (22 s this way; the suite 1,015 s -> 760 s on
+    // 2 cores). Safe because nothing in TDP holds global state and no test mocks modules, stubs globals
+    // or fakes timers; TDP_TEST_ISOLATE=1 gives each file fresh modules again.
+    isolate: process.env.TDP_TEST_ISOLATE === '1',
   },
 });

@@ -9,7 +9,17 @@ import { type ChildProcess, fork } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { Pool } from 'undici';
 import { connectDatabase } from '../packages/server/src/main.ts';
-import { benchDatabase, percentile, runLoad, sane, sized, smoke, startBenchServer } from './support.ts';
+import { startTemporal, temporalBinary } from '../test/temporal.ts';
+import {
+  benchDatabase,
+  cpuSeconds,
+  percentile,
+  runLoad,
+  sane,
+  sized,
+  smoke,
+  startBenchServer,
+} from './support.ts';
 
 const total = sized('BENCH_E2E_COUNT', 10_000, 300);
 const steadyCount = sized('BENCH_E2E_STEADY', 1_000, 200);
@@ -22,7 +32,7 @@ const settleTimeoutMs = sized(null, 300_000, 60_000);
  * `BENCH_E2E_ONLY=TDP` runs one system, e.g. while profiling it with BENCH_PROFILE=1. A smoke run has TDP
  * alone: the peers would show nothing about whether this bench still works.
  */
-const only = process.env.BENCH_E2E_ONLY ?? (smoke ? 'TDP' : undefined);
+const only = process.env.BENCH_E2E_ONLY ?? (smoke ? 'TDP,TDP (temporal)' : undefined);
 const clients = 16;
 
 interface Workers {
@@ -103,7 +113,14 @@ export interface Figures {
   cpuMsPerJob: number;
   p50: number;
   p99: number;
+  /** The Temporal server's CPU time per job (the TDP (temporal) row). */
+  engineCpuMsPerJob?: number;
+  /** The rate the latency was measured at, jobs/s. */
+  steadyPerSecond: number;
 }
+
+/** The latency phase's rate: 100/s, the same for TDP and its peers. */
+const everyoneAt100 = () => 100;
 
 /** Resolves once `pending()` (jobs of the system not yet finished) reaches zero. */
 async function settle(pending: () => Promise<number>, timeoutMs = settleTimeoutMs) {
@@ -124,6 +141,7 @@ async function measure(
   workers: Workers,
   pending: () => Promise<number>,
   checkpoint: () => Promise<void>,
+  steadyRate: (burstPerSecond: number) => number = everyoneAt100,
 ): Promise<Figures> {
   await runLoad(warm, clients, (i) => submit(i));
   await waitFor(workers, warm);
@@ -144,8 +162,9 @@ async function measure(
   const steadyBase = workers.handled();
   const t0 = performance.now();
   const sends: Promise<void>[] = [];
+  const steadyPerSecond = steadyRate(perSecond);
   for (let i = 0; i < steadyCount; i += 1) {
-    const due = t0 + i * 10;
+    const due = t0 + (i * 1000) / steadyPerSecond;
     const wait = due - performance.now();
     if (wait > 0) await new Promise((r) => setTimeout(r, wait));
     sends.push(submit(warm + total + i, Date.now()));
@@ -154,7 +173,13 @@ async function measure(
   await waitFor(workers, steadyBase + steadyCount);
   const latencies = (await workers.latencies()).sort((a, b) => a - b);
   sane(latencies.length >= steadyCount, `${latencies.length} latencies of ${steadyCount} steady jobs`);
-  return { perSecond, cpuMsPerJob, p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
+  return {
+    perSecond,
+    cpuMsPerJob,
+    p50: percentile(latencies, 50),
+    p99: percentile(latencies, 99),
+    steadyPerSecond,
+  };
 }
 
 /**
@@ -162,7 +187,12 @@ async function measure(
  * settings of the server's own (the sweep bench: on a filled database, with and without the sweep).
  */
 export async function benchTdp(
-  options: { database?: Awaited<ReturnType<typeof benchDatabase>>; serverEnv?: Record<string, string> } = {},
+  options: {
+    database?: Awaited<ReturnType<typeof benchDatabase>>;
+    serverEnv?: Record<string, string>;
+    /** The latency phase's rate from the burst's throughput (100/s by default, as for the peers). */
+    steadyRate?: (burstPerSecond: number) => number;
+  } = {},
 ): Promise<Figures> {
   const database = options.database ?? (await benchDatabase());
   const server = await startBenchServer(database.url, options.serverEnv);
@@ -223,6 +253,7 @@ export async function benchTdp(
           )[0]!.n,
         ),
       database.checkpoint,
+      options.steadyRate,
     );
   } finally {
     await sql.end();
@@ -230,6 +261,43 @@ export async function benchTdp(
     await workers.stop();
     await server.stop();
     if (!options.database) await database.close();
+  }
+}
+
+/**
+ * TDP with Temporal as the engine (docs/temporal.md): a Temporal dev server (in memory) and NATS
+ * JetStream on this machine, the server with TDP_ORCHESTRATOR=temporal. Its row has no target; it also
+ * gives the Temporal server's own CPU per job, over every job of the run (burst, steady and warm-up).
+ * Without the Temporal CLI or NATS the row is left out (under CI it fails).
+ */
+async function benchTdpTemporal(): Promise<Figures | null> {
+  const binary = temporalBinary();
+  const natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
+  if (!binary) {
+    if (process.env.CI) throw new Error('the Temporal CLI is required under CI: run scripts/services.sh');
+    console.log('  TDP (temporal): left out, no Temporal CLI (scripts/services.sh builds it)');
+    return null;
+  }
+  const temporal = await startTemporal(binary);
+  try {
+    const prefix = `e2e${Date.now().toString(36)}`;
+    const before = await cpuSeconds(temporal.pid);
+    const figures = await benchTdp({
+      serverEnv: {
+        NATS_URL: natsUrl,
+        TDP_NATS_SUBJECT_PREFIX: prefix,
+        TDP_ORCHESTRATOR: 'temporal',
+        TEMPORAL_ADDRESS: temporal.address,
+        TEMPORAL_TASK_QUEUE: prefix,
+      },
+      // Below its capacity (at 100/s a slower engine measures its own queue, not its latency): half
+      // the burst's throughput, at most 100/s.
+      steadyRate: (burst) => Math.max(1, Math.min(100, Math.floor(burst / 2))),
+    });
+    const jobs = total + steadyCount + warm;
+    return { ...figures, engineCpuMsPerJob: (((await cpuSeconds(temporal.pid)) - before) * 1000) / jobs };
+  } finally {
+    await temporal.stop();
   }
 }
 
@@ -297,17 +365,19 @@ export async function benchE2e(): Promise<void> {
   for (const [name, run] of [
     ['graphile-worker', benchGraphile],
     ['pg-boss', benchPgBoss],
-    ['TDP', benchTdp],
+    ['TDP', () => benchTdp()],
+    ['TDP (temporal)', benchTdpTemporal],
   ] as const) {
-    if (only && only !== name) continue;
+    if (only && !only.split(',').includes(name)) continue;
     const figures = await run();
+    if (!figures) continue;
     results.push([name, figures]);
     console.log(
-      `  ${name.padEnd(16)} ${figures.perSecond.toFixed(0).padStart(6)} jobs/s  ${figures.cpuMsPerJob.toFixed(2)} CPU ms/job   submit→start p50 ${figures.p50.toFixed(1)} ms  p99 ${figures.p99.toFixed(1)} ms`,
+      `  ${name.padEnd(16)} ${figures.perSecond.toFixed(0).padStart(6)} jobs/s  ${figures.cpuMsPerJob.toFixed(2)} CPU ms/job   submit→start p50 ${figures.p50.toFixed(1)} ms  p99 ${figures.p99.toFixed(1)} ms${figures.engineCpuMsPerJob !== undefined ? `  (Temporal server ${figures.engineCpuMsPerJob.toFixed(2)} CPU ms/job; latency at ${figures.steadyPerSecond}/s)` : ''}`,
     );
   }
   const tdp = results.find(([n]) => n === 'TDP')?.[1];
-  const peers = results.filter(([n]) => n !== 'TDP').map(([, f]) => f);
+  const peers = results.filter(([n]) => !n.startsWith('TDP')).map(([, f]) => f);
   if (!tdp || peers.length === 0) return;
   // Each row: the system's figures and TDP's against them (throughput ratio, p99 ratio).
   console.log('');

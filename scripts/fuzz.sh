@@ -11,4 +11,5 @@ if [ ! -x "$venv/bin/schemathesis" ]; then
   python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet --disable-pip-version-check "schemathesis==$version"
 fi
-exec node --conditions=@tdp/source --import tsx scripts/fuzz/run.ts "$venv/bin/schemathesis" "$@"
+# run.ts starts schemathesis through scripts/fuzz/schemathesis_cli.py with the venv's Python.
+exec node --conditions=@tdp/source --import tsx scripts/fuzz/run.ts "$venv/bin/python" "$@"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The servers TDP's tests use besides its embedded PostgreSQL: Redis (the gateway's multi-node engine)
 # and NATS with JetStream (the event bus), both on 127.0.0.1, plus Debian's Chromium for page tests and
-# a Centrifugo v6 binary (built from the Go module proxy; the tests start it themselves).
+# Centrifugo v6 and Temporal CLI binaries (built from the Go module proxy; the tests start them themselves).
 # Installs from Debian's packages what is missing, starts what is not answering, and waits until both
 # accept connections. Safe to run again: a server already answering is left alone.
 set -euo pipefail
@@ -41,6 +41,16 @@ if ! { [[ -x "$centrifugo_bin" ]] && go version -m "$centrifugo_bin" 2>/dev/null
   go install "github.com/centrifugal/centrifugo/v6@$centrifugo_version"
 fi
 
+# The Temporal CLI, whose `temporal server start-dev` the Temporal engine's tests start (in memory, on
+# 127.0.0.1). The first build compiles Temporal's server: several minutes; then the Go caches serve it.
+temporal_version=v1.5.1
+temporal_bin="${go_bin:-$(go env GOPATH | cut -d: -f1)/bin}/temporal"
+if ! { [[ -x "$temporal_bin" ]] && go version -m "$temporal_bin" 2>/dev/null |
+  grep -Eq "^\s+mod\s+github.com/temporalio/cli\s+$temporal_version\s"; }; then
+  echo "services.sh: building the Temporal CLI $temporal_version (go install)" >&2
+  go install "github.com/temporalio/cli/cmd/temporal@$temporal_version"
+fi
+
 answers() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 wait_for() { # name port
@@ -67,3 +77,4 @@ wait_for nats 4222
 echo "Redis  redis://127.0.0.1:6379"
 echo "NATS   nats://127.0.0.1:4222 (JetStream, data in $state_dir/jetstream)"
 echo "Centrifugo $centrifugo_version $centrifugo_bin"
+echo "Temporal CLI $temporal_version $temporal_bin (the tests start its dev server)"

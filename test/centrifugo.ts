@@ -6,22 +6,16 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { homedir, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '../packages/cli/src/embeddedPostgres.ts';
 import { type CentrifugoSettings, centrifugoConfig, defaultSettings } from '../packages/server/src/main.ts';
+import { goBinary } from './goBinary.ts';
 
 /** Where scripts/services.sh puts it (`go install`: GOBIN, else GOPATH/bin, `~/go/bin` by default); CENTRIFUGO_BIN wins. */
 export function centrifugoBinary(): string | null {
-  const candidates = [
-    process.env.CENTRIFUGO_BIN,
-    process.env.GOBIN ? join(process.env.GOBIN, 'centrifugo') : undefined,
-    process.env.GOPATH ? join(process.env.GOPATH.split(':')[0]!, 'bin', 'centrifugo') : undefined,
-    join(homedir(), 'go', 'bin', 'centrifugo'),
-  ];
-  return candidates.find((path): path is string => Boolean(path && existsSync(path))) ?? null;
+  return goBinary('centrifugo', process.env.CENTRIFUGO_BIN);
 }
 
 /** The binary, or null to skip; under CI a missing binary throws (the test file fails). */

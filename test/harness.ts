@@ -2,9 +2,11 @@
  * A real server on a real database for integration tests, with helpers to create tenants, applications
  * and definitions through the admin and public APIs. Only the clock can be moved by the test.
  */
+
 import { randomBytes } from 'node:crypto';
 import { type Logger, pino } from 'pino';
 import { InProcessBus } from '../packages/server/src/adapters/outbound/bus/inProcessBus.ts';
+import type { TemporalSettings } from '../packages/server/src/adapters/temporal/temporalEngine.ts';
 import type { EventPublisher } from '../packages/server/src/core/outbox/ports.ts';
 import {
   defaultSettings,
@@ -63,6 +65,8 @@ export async function startHarness(
     withoutEventBus?: boolean;
     bodyLimitBytes?: number;
     nats?: { url: string; subjectPrefix: string };
+    /** New executions are driven by this Temporal (TDP_ORCHESTRATOR=temporal); needs `nats`. */
+    temporal?: TemporalSettings;
     /** Another harness's database, to run a second server on the same data (it is not dropped here). */
     sharedDatabaseUrl?: string;
     /** The keyring entry (`generateKeyringEntry`), e.g. another replica's, so their tokens and secrets agree. */
@@ -106,6 +110,8 @@ export async function startHarness(
       allowInsecureCallbacks: options.allowInsecureCallbacks ?? false,
       natsUrl: options.nats?.url ?? null,
       natsSubjectPrefix: options.nats?.subjectPrefix ?? 'tdp',
+      orchestrator: options.temporal ? 'temporal' : 'native',
+      temporal: options.temporal ?? null,
       bodyLimitBytes: options.bodyLimitBytes ?? 1024 * 1024,
       requestDeadlineMs: options.requestDeadlineMs ?? 10_000,
       statementTimeoutMs: 10_000,

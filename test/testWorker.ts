@@ -147,3 +147,15 @@ export const failWith =
   async (command, report) => {
     await report([attemptEvent(command, 'STEP_FAILED', 1, { error })]);
   };
+
+/** A flaky dependency: the first attempt fails retryably (an upstream timeout), every later one completes. */
+export const failFirstThenComplete =
+  (output: unknown, onCall: () => void = () => {}): Handler =>
+  async (command, report) => {
+    onCall();
+    const run =
+      command.attempt === 1
+        ? failWith({ category: 'DEPENDENCY', code: 'UPSTREAM_TIMEOUT', retryable: true })
+        : completeWith(output);
+    await run(command, report);
+  };

@@ -3,7 +3,9 @@
  * temporary embedded PostgreSQL, with real credentials: an application API key, the admin token, a
  * registered worker's key (and its id for the /v1/workers/{id}/… paths), a user token and an execution
  * token. Checks: no 5xx, every response's status, content type and body as documented. Exits with
- * schemathesis's code. Arguments after the schemathesis path go to `schemathesis run` as they are.
+ * schemathesis's code. Its first argument is the Python of schemathesis's venv, which runs
+ * schemathesis_cli.py (schemathesis's command line with an upstream bug worked around: see there); the
+ * arguments after it go to `schemathesis run` as they are.
  */
 import { spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -15,6 +17,7 @@ import { connectDatabase, migrate } from '../../packages/server/src/main.ts';
 import { tdpProcess } from '../../test/tdpProcess.ts';
 
 const configTemplate = fileURLToPath(new URL('./schemathesis.toml', import.meta.url));
+const schemathesisCli = fileURLToPath(new URL('./schemathesis_cli.py', import.meta.url));
 
 /**
  * The config file: the template, and the ids of what the seeding made, so that most requests to
@@ -110,7 +113,7 @@ async function seedCredentials(
   return { env, taskId, applicationId };
 }
 
-async function main(schemathesis: string, extraArgs: string[]): Promise<number> {
+async function main(python: string, extraArgs: string[]): Promise<number> {
   const postgres = await startTemporaryPostgres();
   const directory = await mkdtemp(join(tmpdir(), 'tdp-fuzz-'));
   let server: ReturnType<typeof tdpProcess> | null = null;
@@ -135,8 +138,8 @@ async function main(schemathesis: string, extraArgs: string[]): Promise<number> 
     const reportFile = join(tmpdir(), 'tdp-fuzz-report.txt');
     const run = () =>
       runSchemathesis(
-        schemathesis,
-        ['--config-file', configFile, 'run', `${server!.url}/openapi.json`, ...extraArgs],
+        python,
+        [schemathesisCli, '--config-file', configFile, 'run', `${server!.url}/openapi.json`, ...extraArgs],
         { ...process.env, ...env },
         reportFile,
       );
@@ -161,12 +164,12 @@ async function main(schemathesis: string, extraArgs: string[]): Promise<number> 
  * the report itself when the run failed.
  */
 async function runSchemathesis(
-  schemathesis: string,
+  python: string,
   args: string[],
   env: NodeJS.ProcessEnv,
   reportFile: string,
 ): Promise<{ code: number; output: string }> {
-  const child = spawn(schemathesis, args, {
+  const child = spawn(python, args, {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...env, NO_COLOR: '1' },
   });
@@ -219,12 +222,12 @@ function onlyToolErrors(output: string): boolean {
   return /Runtime Error/.test(output) && !/FAILURES|Failures:/.test(output);
 }
 
-const [schemathesis, ...rest] = process.argv.slice(2);
-if (!schemathesis) {
-  process.stderr.write('usage: run.ts <path to schemathesis> [schemathesis run options]\n');
+const [python, ...rest] = process.argv.slice(2);
+if (!python) {
+  process.stderr.write("usage: run.ts <the Python of schemathesis's venv> [schemathesis run options]\n");
   process.exit(2);
 }
-main(schemathesis, rest).then(
+main(python, rest).then(
   (code) => process.exit(code),
   (error: unknown) => {
     process.stderr.write(`fuzz: ${(error as Error).stack ?? String(error)}\n`);

@@ -55,6 +55,25 @@ const lockedVersion = async (name: string) => {
   return version as string;
 };
 
+/**
+ * A folder holding better-sqlite3's prebuilt binary for this Node, made from the workspace's own build.
+ * Without one, its install script downloads it from GitHub or, where GitHub is out of reach (CI), compiles
+ * SQLite from source: two minutes of both cores, spent testing better-sqlite3's build rather than TDP.
+ * prebuild-install reads the folder from `npm_config_<package>_local_prebuilds`, under the file name it
+ * would download.
+ */
+async function localPrebuilds(project: string): Promise<string> {
+  const folder = join(project, 'prebuilds');
+  await mkdir(folder);
+  const version = await lockedVersion('better-sqlite3');
+  const name = `better-sqlite3-v${version}-node-v${process.versions.modules}-${process.platform}-${process.arch}.tar.gz`;
+  await run('tar', ['-czf', join(folder, name), 'build/Release/better_sqlite3.node'], {
+    cwd: join(root, 'node_modules/better-sqlite3'),
+    env: cleanEnv(),
+  });
+  return folder;
+}
+
 beforeAll(async () => {
   project = await mkdtemp(join(tmpdir(), 'tdp-consumer-'));
   const packs = join(project, 'packs');
@@ -99,7 +118,7 @@ beforeAll(async () => {
   await writeFile(join(project, 'src', 'firstTask.ts'), readmeBlock('### With the SDK', 'ts'));
   await run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund'], {
     cwd: project,
-    env: cleanEnv(),
+    env: cleanEnv({ npm_config_better_sqlite3_local_prebuilds: await localPrebuilds(project) }),
   });
   // No workspace links: every @tdp package is a real folder from its tarball.
   for (const name of packages)
@@ -264,4 +283,36 @@ it('tdp server and tdp worker run from the installed, compiled CLI (a second rep
   const exited = new Promise((resolve) => worker.once('exit', resolve));
   worker.kill('SIGTERM');
   expect(await exited).toBe(0);
+}, 120_000);
+
+it("the Temporal engine's workflow bundles from the installed, compiled server and replays every recorded history", async () => {
+  const histories = join(root, 'packages/server/test/fixtures/temporal-histories');
+  const script = join(project, 'replay-temporal.mjs');
+  // What `tdp server` does with TEMPORAL_ADDRESS set, from dist/ (executionWorkflow.js and its imports),
+  // then the replay test's check: the compiled workflow decides as the one that recorded the histories.
+  await writeFile(
+    script,
+    `import { createRequire } from 'node:module';
+import { readdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+const server = join(process.cwd(), 'node_modules/@tdp/server');
+const { bundleExecutionWorkflow } = await import(join(server, 'dist/adapters/temporal/temporalEngine.js'));
+const fromServer = createRequire(join(server, 'package.json'));
+const { DefaultLogger, Runtime, Worker } = fromServer('@temporalio/worker');
+const { temporal } = createRequire(fromServer.resolve('@temporalio/worker'))('@temporalio/proto');
+Runtime.install({ logger: new DefaultLogger('WARN'), shutdownSignals: [] });
+const code = await bundleExecutionWorkflow();
+const replayed = [];
+for (const name of (await readdir(process.argv[2])).filter((n) => n.endsWith('.json')).sort()) {
+  const json = JSON.parse(await readFile(join(process.argv[2], name), 'utf8'));
+  await Worker.runReplayHistory({ workflowBundle: { code } }, temporal.api.history.v1.History.fromObject(json), name);
+  replayed.push(name);
+}
+console.log(JSON.stringify({ replayed }));
+`,
+  );
+  const { stdout } = await run(process.execPath, [script, histories], { cwd: project, env: cleanEnv() });
+  const expected = (await readdir(histories)).filter((n) => n.endsWith('.json')).sort();
+  expect(expected.length).toBeGreaterThanOrEqual(5);
+  expect(JSON.parse(stdout.trim().split('\n').at(-1)!)).toEqual({ replayed: expected });
 }, 120_000);

@@ -109,7 +109,15 @@ export interface TaskDetail {
     /** A child task (started by a step of kind `task`): its parent. */
     parentTaskId?: string | null;
   };
-  execution: { id: string; number: number; status: string; progress: number; steps: StepView[] };
+  execution: {
+    id: string;
+    number: number;
+    status: string;
+    progress: number;
+    steps: StepView[];
+    /** What decides the next steps: TDP itself, or the Temporal workflow of this id (docs/temporal.md). */
+    orchestration: { engine: 'native' | 'temporal'; workflowId: string | null };
+  };
   dag: { key: string; dependsOn: string[]; capability: string | null; kind: string | null }[];
   attempts: {
     id: string;

@@ -185,6 +185,8 @@ describe('the dashboard in Chromium', () => {
       ['watermark', 'SUCCEEDED'],
     ]);
     expect(await page.locator('svg.dag path.edge').count()).toBe(1);
+    expect(await page.locator('dd[data-engine]').getAttribute('data-engine')).toBe('native');
+    expect(await page.locator('dd[data-engine]').textContent()).toBe('TDP (native)');
     const attempts = await page.locator('.panel:has(h2:text("Attempts")) tbody tr').allTextContents();
     expect(attempts).toHaveLength(2);
     expect(attempts.join(' ')).toContain('node-dashboard');

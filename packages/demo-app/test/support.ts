@@ -34,9 +34,15 @@ export interface DemoWorld {
   close(): Promise<void>;
 }
 
-export async function startDemoWorld(options: { reconcileAfterMs?: number } = {}): Promise<DemoWorld> {
+export async function startDemoWorld(
+  options: {
+    reconcileAfterMs?: number;
+    /** TDP's event bus and engine (e.g. NATS and Temporal); by default the in-process bus, native. */
+    harness?: Pick<Parameters<typeof startHarness>[0] & {}, 'nats' | 'temporal'>;
+  } = {},
+): Promise<DemoWorld> {
   const directory = mkdtempSync(join(tmpdir(), 'tdp-demo-'));
-  const h = await startHarness({ runLoops: true, allowInsecureCallbacks: true });
+  const h = await startHarness({ runLoops: true, allowInsecureCallbacks: true, ...options.harness });
   const app = await h.createApplication();
   const credentials = await ensureDemoApplication(h.url, h.adminToken, app.tenantId, {
     applicationId: app.applicationId,

@@ -294,6 +294,14 @@ export const ExecutionView = Type.Object({
   startedAt: NullableTimestamp,
   completedAt: NullableTimestamp,
   steps: Type.Array(StepView),
+  /**
+   * What decides the next steps, frozen when the execution was made: TDP itself (`native`) or a Temporal
+   * workflow (`temporal`), whose workflow id is the execution id.
+   */
+  orchestration: Type.Object({
+    engine: Type.Union([Type.Literal('native'), Type.Literal('temporal')]),
+    workflowId: Type.Union([Type.String(), Type.Null()]),
+  }),
 });
 export type ExecutionView = Static<typeof ExecutionView>;
 

@@ -73,7 +73,9 @@ export const NewStatusTask = Type.Object(
     productId: Type.Optional(
       Type.Union([Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9._-]+$' }), Type.Null()]),
     ),
-    statusDefinitionVersion: Type.Optional(Type.Union([Type.Integer({ minimum: 1 }), Type.Null()])),
+    statusDefinitionVersion: Type.Optional(
+      Type.Union([Type.Integer({ minimum: 1, maximum: 2_147_483_647 }), Type.Null()]),
+    ),
     knownSteps: Type.Optional(Type.Array(KnownStep, { maxItems: 200 })),
     dynamicRegistrationPolicy: Type.Optional(DynamicRegistrationPolicy),
   },
@@ -282,7 +284,7 @@ export const ClassificationRequest = Type.Object(
       Type.Union([Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9._-]+$' }), Type.Null()]),
     ),
     taskType: Type.Optional(Code),
-    statusDefinitionVersion: Type.Optional(Type.Integer({ minimum: 1 })),
+    statusDefinitionVersion: Type.Optional(Type.Integer({ minimum: 1, maximum: 2_147_483_647 })),
   },
   Strict,
 );

@@ -8,6 +8,7 @@ import {
   type NotificationDeliverySettings,
   notificationDeliveryFrom,
 } from './notificationSettings.ts';
+import { type OrchestratorSettings, orchestratorFrom } from './orchestratorConfig.ts';
 
 export { ConfigError } from './configParsing.ts';
 
@@ -283,7 +284,8 @@ export const defaultSettings: ServerSettings = {
 };
 
 /** Settings, compiled once at the edge; the rest of the server sees only these values. */
-export interface ServerConfig extends ServerSettings {
+/** `orchestrator` (TDP_ORCHESTRATOR) and `temporal` (TEMPORAL_*): orchestratorConfig.ts. */
+export interface ServerConfig extends ServerSettings, OrchestratorSettings {
   databaseUrl: string;
   host: string;
   port: number;
@@ -446,6 +448,8 @@ export function configFromEnv(env: NodeJS.ProcessEnv, overrides: Partial<ServerC
   const centrifugoApiKey = optional(overrides, 'centrifugoApiKey', env.CENTRIFUGO_API_KEY);
   if (centrifugoApiUrl && !centrifugoApiKey)
     throw new ConfigError('CENTRIFUGO_API_KEY is required with CENTRIFUGO_API_URL');
+  const natsUrl = overrides.natsUrl !== undefined ? overrides.natsUrl : env.NATS_URL?.trim() || null;
+  const { orchestrator, temporal } = orchestratorFrom(env, overrides, natsUrl);
   return {
     ...settingsFrom(env, overrides),
     databaseUrl: overrides.databaseUrl ?? required(env, 'DATABASE_URL'),
@@ -458,8 +462,10 @@ export function configFromEnv(env: NodeJS.ProcessEnv, overrides: Partial<ServerC
     adminToken,
     secretKeyring,
     allowInsecureCallbacks: overrides.allowInsecureCallbacks ?? truthy(env.TDP_ALLOW_INSECURE_CALLBACKS),
-    natsUrl: overrides.natsUrl !== undefined ? overrides.natsUrl : env.NATS_URL?.trim() || null,
+    natsUrl,
     natsSubjectPrefix: overrides.natsSubjectPrefix ?? env.TDP_NATS_SUBJECT_PREFIX ?? 'tdp',
+    orchestrator,
+    temporal,
     bodyLimitBytes: overrides.bodyLimitBytes ?? integer(env, 'TDP_BODY_LIMIT_BYTES', 1024 * 1024),
     requestDeadlineMs: overrides.requestDeadlineMs ?? integer(env, 'TDP_REQUEST_DEADLINE_MS', 15_000),
     statementTimeoutMs: overrides.statementTimeoutMs ?? integer(env, 'TDP_STATEMENT_TIMEOUT_MS', 10_000),

@@ -12,6 +12,7 @@ import { connectAdapters, type ServerDependencies } from './composition/adapters
 import { createApi } from './composition/api.ts';
 import { startReportingGrpc } from './composition/grpc.ts';
 import { createLoops, type RunningLoops } from './composition/loops.ts';
+import { startTemporal } from './composition/temporal.ts';
 import { useCaseDeps } from './composition/useCases.ts';
 import type { ServerConfig } from './config.ts';
 import type { ApplicationDeps } from './core/identity/applications.ts';
@@ -69,7 +70,11 @@ export async function startServer(
   const { sql, clock, signal, gateway, nats } = adapters;
   const uses = useCaseDeps(config, adapters);
   const grpc = await startReportingGrpc(config, adapters, uses);
-  const app = await createApi(config, adapters, uses, { grpcPort: grpc?.port ?? null });
+  // Started after the loops (below); the health page asks it whether it is connected.
+  let temporal: ReturnType<typeof startTemporal> = null;
+  const app = await createApi(config, adapters, uses, { grpcPort: grpc?.port ?? null }, () =>
+    temporal ? temporal.connected() : null,
+  );
   // Streams held here hear at once of commands another replica wrote for their workers.
   const unlistenCommands = await listenForCommands(sql, uses.hub);
   // With Centrifugo, this replica's task streams are fed from what every replica committed.
@@ -88,6 +93,7 @@ export async function startServer(
     ? await createLoops(config, adapters, uses)
     : { loops: [], unlisten: async () => {} };
   adapters.health.loops = [...running.loops, ...(follower ? [follower] : [])];
+  temporal = startTemporal(config, adapters, uses);
 
   await app.listen({ host: config.host, port: config.port });
   for (const loop of running.loops) loop.start();
@@ -128,6 +134,7 @@ export async function startServer(
         await gateway.close();
         await Promise.all([app.close(), grpc?.close(config.grpcCloseGraceMs)]);
         await Promise.all([...running.loops, ...(follower ? [follower] : [])].map((loop) => loop.stop()));
+        await temporal?.stop().catch(() => {});
         await signal.handoff?.idle();
         await signal.capacity?.stop();
         await running.unlisten().catch(() => {});

@@ -2,23 +2,11 @@ import { newId } from '@tdp/protocol';
 import { AckPolicy, connect, DeliverPolicy, type NatsConnection } from 'nats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHarness, zipWorkflow } from '../../../test/harness.ts';
+import { natsUrl, requireNats } from '../../../test/nats.ts';
 import { JetStreamPublisher, subjectFor } from '../src/adapters/outbound/nats/jetStreamPublisher.ts';
 
-const natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
-
-async function natsAvailable(): Promise<boolean> {
-  try {
-    const probe = await connect({ servers: natsUrl, timeout: 2_000, reconnect: false });
-    await probe.close();
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 // Under CI a missing NATS server is a failure, not a reason to skip.
-const available = await natsAvailable();
-if (!available && process.env.CI) throw new Error(`NATS is required under CI but ${natsUrl} does not answer`);
+const available = await requireNats();
 
 describe.skipIf(!available)('NATS JetStream publisher', () => {
   const suffix = newId().replaceAll('-', '').slice(-12);

@@ -2,13 +2,11 @@
  * Running the work when things go wrong: a retryable failure retried after its back-off, a worker process
  * killed with SIGKILL mid-attempt, two scheduler replicas racing, and a command stream that reconnects.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import { newId } from '@tdp/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Harness, startHarness } from '../../../test/harness.ts';
-import { completeWith, failWith, startTestWorker } from '../../../test/testWorker.ts';
+import { advanceBeating, type KillableWorker, spawnWorkerProcess } from '../../../test/killableWorker.ts';
+import { completeWith, failFirstThenComplete, failWith, startTestWorker } from '../../../test/testWorker.ts';
 import { connectDatabase } from '../src/main.ts';
 
 let h: Harness;
@@ -62,7 +60,7 @@ beforeAll(async () => {
   sql = connectDatabase({ url: h.databaseUrl, maxConnections: 2 });
 });
 afterAll(async () => {
-  for (const child of workerProcesses) child.kill('SIGKILL');
+  for (const worker of workerProcesses) worker.child.kill('SIGKILL');
   await sql.end();
   await h.close();
 });
@@ -139,49 +137,12 @@ async function twoWorkersHoldingACommand(name: string) {
   return { mine, other, own: own!, foreign: foreign!, commandsOf };
 }
 
-const workerProcesses: ChildProcess[] = [];
-
-/**
- * Moves the clock forward by `ms` in steps of at most 15 s, the `alive` workers beating after each: the
- * lease reaper (every 2 s, any time) never sees them older than their 30 s TTL, while a worker that
- * stopped beating is past it at the end.
- */
-async function advanceBeating(ms: number, alive: { heartbeat(): Promise<unknown> }[]) {
-  for (let left = ms; left > 0; left -= 15_000) {
-    h.clock.advance(Math.min(left, 15_000));
-    for (const worker of alive) await worker.heartbeat();
-  }
-}
-
-/** Runs test/workerProcess.ts as a child process; `next()` resolves with each JSON line it prints. */
-function spawnWorkerProcess(key: string, nodeId: string, capability: string) {
-  const child = spawn(
-    process.execPath,
-    [
-      '--conditions=@tdp/source',
-      '--import',
-      'tsx',
-      fileURLToPath(new URL('../../../test/workerProcess.ts', import.meta.url)),
-      h.url,
-      key,
-      nodeId,
-      capability,
-    ],
-    { stdio: ['ignore', 'pipe', 'inherit'] },
-  );
-  workerProcesses.push(child);
-  const lines = createInterface({ input: child.stdout! })[Symbol.asyncIterator]();
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  return {
-    child,
-    exited,
-    next: async (): Promise<Record<string, unknown>> => {
-      const line = await lines.next();
-      if (line.done) throw new Error('the worker process ended');
-      return JSON.parse(line.value);
-    },
-  };
-}
+const workerProcesses: KillableWorker[] = [];
+const spawnWorker = (key: string, nodeId: string, capability: string) => {
+  const worker = spawnWorkerProcess(h.url, key, nodeId, capability);
+  workerProcesses.push(worker);
+  return worker;
+};
 
 const status = async (id: string) => (await h.request('GET', `/v1/tasks/${id}`, { token: app.apiKey })).body;
 
@@ -193,14 +154,9 @@ describe('failures while running', () => {
       workerKey,
       nodeId: 'node-flaky',
       capabilities: [{ name: 'flaky.op', version: '1' }],
-      handler: async (command, report) => {
+      handler: failFirstThenComplete({ ok: true }, () => {
         calls += 1;
-        const run =
-          command.attempt === 1
-            ? failWith({ category: 'DEPENDENCY', code: 'UPSTREAM_TIMEOUT', retryable: true })
-            : completeWith({ ok: true });
-        await run(command, report);
-      },
+      }),
     });
     try {
       const created = await submit('flaky-wf');
@@ -227,7 +183,7 @@ describe('failures while running', () => {
   it('a worker killed with SIGKILL mid-attempt: the step runs again on another worker, one success is recorded, the late success is STALE', async () => {
     const starts: string[] = [];
     // The first worker is its own process, so it can really die.
-    const dying = spawnWorkerProcess(workerKey, 'node-a', 'slow.op');
+    const dying = spawnWorker(workerKey, 'node-a', 'slow.op');
     const dyingId = (await dying.next()).workerId as string;
     const created = await submit('slow-wf');
     const taskId = created.body.task.id;
@@ -254,7 +210,7 @@ describe('failures while running', () => {
       },
     });
     try {
-      await advanceBeating(31_000, [surviving]);
+      await advanceBeating(h.clock, 31_000, [surviving]);
       await expect
         .poll(async () => (await status(taskId)).execution.steps[0]?.attempt, { timeout: 10_000 })
         .toBe(2);
@@ -379,7 +335,7 @@ describe('failures while running', () => {
       expect(timeline.find((m: any) => m.kind === 'STEP_READY').data).toMatchObject({ delayMs: 60_000 });
 
       // Both workers beat along, or the lease reaper would call them lost.
-      await advanceBeating(61_000, [first, second]);
+      await advanceBeating(h.clock, 61_000, [first, second]);
       await expect
         .poll(async () => (await status(taskId)).task.lifecycleStatus, { timeout: 10_000 })
         .toBe('SUCCEEDED');
@@ -719,7 +675,7 @@ describe('failures while running', () => {
         .poll(async () => (await status(taskId)).execution.steps[0]?.status, { timeout: 10_000 })
         .toBe('RUNNING');
       await h.request('POST', `/v1/tasks/${taskId}:cancel`, { token: app.apiKey });
-      await advanceBeating(30_001, [worker]);
+      await advanceBeating(h.clock, 30_001, [worker]);
       await expect
         .poll(async () => (await status(taskId)).execution.status, { timeout: 10_000 })
         .toBe('CANCELED');

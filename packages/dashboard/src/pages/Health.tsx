@@ -9,10 +9,21 @@ interface Line {
   oldestAgeMs: number | null;
 }
 
+/** The Temporal engine's JetStream bridge (null numbers: JetStream did not answer). */
+interface BridgeLine {
+  pending: number | null;
+  unacked: number | null;
+  oldestAgeMs: number | null;
+  /** This replica's Temporal worker and bridge; null when this replica runs none. */
+  connected: boolean | null;
+}
+
 interface HealthView {
   outbox: Line;
   realtime: Line;
   callbacks: Line;
+  /** Null when Temporal is not set up. */
+  temporalBridge: BridgeLine | null;
   staleSteps: number;
   queuedSteps: { count: number; oldestAgeMs: number | null };
 }
@@ -67,6 +78,7 @@ export function Health() {
           detail={oldest(health.callbacks.oldestAgeMs)}
           bad={slow(health.callbacks.oldestAgeMs)}
         />
+        {health.temporalBridge ? <BridgeCard bridge={health.temporalBridge} slow={slow} /> : null}
         <Card
           title="Callbacks DEAD"
           value={health.callbacks.dead}
@@ -107,6 +119,29 @@ export function Health() {
         </div>
       ) : null}
     </>
+  );
+}
+
+/** What the bridge has still to hand to Temporal, and whether this replica reaches Temporal. */
+function BridgeCard({ bridge, slow }: { bridge: BridgeLine; slow: (ms: number | null) => boolean }) {
+  const unread = bridge.pending === null || bridge.unacked === null;
+  const waiting = unread ? '?' : bridge.pending! + bridge.unacked!;
+  const reach =
+    bridge.connected === null
+      ? 'no Temporal worker in this replica'
+      : bridge.connected
+        ? 'Temporal connected'
+        : 'Temporal not reachable: retrying';
+  const detail = unread ? `JetStream did not answer; ${reach}` : `${oldest(bridge.oldestAgeMs)}; ${reach}`;
+  return (
+    <div data-bridge-connected={String(bridge.connected)} data-bridge-waiting={String(waiting)}>
+      <Card
+        title="Temporal bridge"
+        value={waiting}
+        detail={detail}
+        bad={unread || bridge.connected === false || slow(bridge.oldestAgeMs)}
+      />
+    </div>
   );
 }
 

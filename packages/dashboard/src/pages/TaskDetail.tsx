@@ -84,6 +84,16 @@ export function TaskDetailPage({ taskId, feed }: { taskId: string; feed: LiveFee
           <dd>
             {task.workflowName ?? '—'} · execution #{execution.number} ({execution.status})
           </dd>
+          <dt>Engine</dt>
+          <dd data-engine={execution.orchestration.engine}>
+            {execution.orchestration.workflowId ? (
+              <>
+                Temporal · workflow <span className="mono">{execution.orchestration.workflowId}</span>
+              </>
+            ) : (
+              'TDP (native)'
+            )}
+          </dd>
           {task.parentTaskId ? (
             <>
               <dt>Parent task</dt>

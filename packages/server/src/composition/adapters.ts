@@ -61,7 +61,8 @@ function serverLogger(config: ServerConfig): Logger {
 }
 
 /** The JetStream stream of a subject prefix: `TDP_EVENTS` for `tdp`. */
-const natsStream = (prefix: string) => (prefix === 'tdp' ? 'TDP_EVENTS' : `${prefix.toUpperCase()}_EVENTS`);
+export const natsStream = (prefix: string) =>
+  prefix === 'tdp' ? 'TDP_EVENTS' : `${prefix.toUpperCase()}_EVENTS`;
 
 export async function connectAdapters(config: ServerConfig, overrides: ServerDependencies) {
   const logger = overrides.logger ?? serverLogger(config);
@@ -110,10 +111,7 @@ export async function connectAdapters(config: ServerConfig, overrides: ServerDep
   // Without a bus nothing reaches the outbox loop; the in-process bus is its idle stand-in.
   const publisher: EventPublisher = overrides.publisher ?? nats ?? new InProcessBus();
   const realtimeRows = new ClaimableRows(sql, 'realtime_outbox', realtimeClaimPolicy);
-  const metrics = new Metrics(
-    async () => (await outboxQueue.rows.backlog(clock.now())).oldestAgeSeconds,
-    async () => (await realtimeRows.backlog(clock.now())).oldestAgeSeconds,
-  );
+  const metrics = new Metrics();
   // Submit→start, step durations, backlogs, STALE steps and commit→visible (docs/observability.md).
   const taskMetrics = new TaskMetrics(metrics.registry, new PostgresBacklogReads(sql), () => clock.now());
   const rateLimits = new RateLimits(clock, config.rateLimits, metrics.rateLimited, logger);

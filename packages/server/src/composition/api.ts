@@ -23,6 +23,7 @@ import { registerTelemetryRoutes } from '../adapters/inbound/http/telemetryRoute
 import { registerUserViewRoutes } from '../adapters/inbound/http/userViewRoutes.ts';
 import { listWorkerViews, registerWorkerRoutes } from '../adapters/inbound/http/workerRoutes.ts';
 import { derivedKey } from '../adapters/outbound/tokens/executionCredentials.ts';
+import { JetStreamBridgeBacklog } from '../adapters/temporal/bridgeBacklog.ts';
 import type { ServerConfig } from '../config.ts';
 import { requeueDeadLetters } from '../core/operations/requeueDeadLetters.ts';
 import { decideApproval } from '../core/orchestration/kinds/approval.ts';
@@ -34,7 +35,7 @@ import { archivedTaskError } from '../core/shared/errors.ts';
 import type { Viewer } from '../core/status/ports.ts';
 import { registerDevelopmentFiles } from '../development/developmentFiles.ts';
 import { dashboardPages } from '../wiring/dashboardPages.ts';
-import type { Adapters } from './adapters.ts';
+import { type Adapters, natsStream } from './adapters.ts';
 import type { UseCases } from './useCases.ts';
 
 export const serverVersion = '0.1.0';
@@ -45,6 +46,8 @@ export async function createApi(
   uses: UseCases,
   /** What registration announces of the gRPC reporting adapter. */
   reporting: { grpcPort: number | null } = { grpcPort: null },
+  /** This replica's Temporal engine: connected or not; null when it runs none (the health page). */
+  temporalConnected: () => boolean | null = () => null,
 ): Promise<FastifyInstance> {
   const { authenticator, clock, ids, gateway, schemas, statusReads, workerStore } = a;
   const app = await createHttpApp({
@@ -161,6 +164,14 @@ export async function createApi(
     callbacks: a.callbackQueue,
     pipeline: { outbox: a.outboxQueue.rows, realtime: a.realtimeRows, callbacks: a.callbackQueue.rows },
     charts: a.chartReads,
+    temporalBridge:
+      config.temporal && a.nats
+        ? new JetStreamBridgeBacklog(
+            () => a.nats!.manager(),
+            natsStream(config.natsSubjectPrefix),
+            temporalConnected,
+          )
+        : null,
     adminToken: config.adminToken,
     sessionKey: derivedKey(config.secretKeyring, config.secretKeyring.activeKeyId, 'dashboard-session'),
     realtimeKey: a.realtimeKey,

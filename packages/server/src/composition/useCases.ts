@@ -160,6 +160,7 @@ export function useCaseDeps(config: ServerConfig, a: Adapters) {
     ids,
     signal,
     allowInsecureCallbacks: config.allowInsecureCallbacks,
+    engine: config.orchestrator,
     placement: { ...dispatch, candidates },
     tracing: a.tracing,
   };

@@ -21,6 +21,8 @@ export function outboxFor(task: TaskRecord, event: TaskEventRecord): OutboxRecor
       executionId: event.executionId,
       externalRef: task.externalRef,
       taskVersion: event.taskVersion.toString(),
+      // A step's event names its step and attempt (the Temporal bridge signals the workflow with them).
+      ...(event.stepKey !== null ? { stepKey: event.stepKey, stepAttempt: event.stepAttempt } : {}),
       data: event.payload,
     },
     createdAt: event.occurredAt,

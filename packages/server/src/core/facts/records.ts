@@ -31,7 +31,15 @@ export interface ExecutionSnapshot {
   steps: StepDefinition[];
   /** The W3C trace context of the create (docs/observability.md): placements continue its trace. */
   traceparent?: string;
+  /**
+   * What decides this execution's next steps, frozen at create (a retry's execution keeps it): TDP in the
+   * fact's own transaction (`native`, also when absent), or a Temporal workflow (`temporal`,
+   * docs/temporal.md) that reads the execution and hands its decisions back.
+   */
+  engine?: OrchestrationEngine;
 }
+
+export type OrchestrationEngine = 'native' | 'temporal';
 
 export interface TaskFailure extends StructuredError {
   failedStepId: string | null;

@@ -134,6 +134,10 @@ export function toTaskView({ task, execution, steps }: TaskState): TaskWithExecu
       startedAt: iso(execution.startedAt),
       completedAt: iso(execution.completedAt),
       steps: steps.filter((s) => s.current).map(toStepView),
+      orchestration:
+        execution.snapshot.engine === 'temporal'
+          ? { engine: 'temporal', workflowId: execution.id }
+          : { engine: 'native', workflowId: null },
     },
   };
 }

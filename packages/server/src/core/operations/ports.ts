@@ -283,6 +283,22 @@ export interface Backlog {
   oldestAgeSeconds: number;
 }
 
+/** The Temporal engine's JetStream bridge: the events it still has to hand on (docs/temporal.md). */
+export interface EngineBridgeBacklog {
+  /** Events in JetStream not given to the bridge yet; null when JetStream did not answer. */
+  pending: number | null;
+  /** Given to it and not acked yet: in hand, or failed and waiting to be delivered again. */
+  unacked: number | null;
+  /** How long the oldest of them has waited; null when none waits (or JetStream did not answer). */
+  oldestAgeMs: number | null;
+  /** Whether this replica's Temporal worker and bridge are connected; null when it runs none. */
+  connected: boolean | null;
+}
+
+export interface EngineBridgeReads {
+  backlog(now: Date): Promise<EngineBridgeBacklog>;
+}
+
 /** What the gauges read at each scrape (PostgreSQL's backlogReads.ts). */
 export interface BacklogReads {
   backlog(table: BacklogTable, now: Date): Promise<Backlog>;

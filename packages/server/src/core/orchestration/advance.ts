@@ -10,7 +10,9 @@
  *   then lets the rest of the DAG go on and marks the task DEGRADED.
  */
 import type { StepDefinition, StepStatus } from '@tdp/protocol';
-import { parseMappingReference } from '../definitions/dag.ts';
+// references.ts, not dag.ts: advance also runs inside the Temporal workflow's bundle, where only modules
+// without I/O (and no Node built-ins) may be imported.
+import { parseMappingReference } from '../definitions/references.ts';
 
 export interface StepState {
   key: string;

@@ -24,6 +24,7 @@ import {
   type ResolvedInput,
   resolveInput,
   type StepState,
+  type Transition,
 } from './advance.ts';
 
 /** TDP's own workers report the steps of tasks created here (issue: the worker gateway). */
@@ -79,10 +80,28 @@ export function orchestrate(
   fact: OrchestrationFact,
   at: Date,
 ): Orchestrated {
+  // An execution another engine drives gets its decisions from that engine, later (engineDecisions.ts).
+  const transitions = drivenByEngine(state)
+    ? []
+    : advance(state.execution.snapshot.steps, stepStates(state), fact);
+  return applyTransitions(ids, state, transitions, at);
+}
+
+/** An execution whose next steps a Temporal workflow decides, not the fact's own transaction. */
+export const drivenByEngine = (state: TaskState) => state.execution.snapshot.engine === 'temporal';
+
+/** The current step states, as `advance` reads them. */
+export const stepStates = (state: TaskState): StepState[] =>
+  state.steps.filter((s) => s.current).map((s) => ({ key: s.key, status: s.status, attempt: s.attempt }));
+
+/** Turns transitions into the records of the transaction they are applied in. */
+export function applyTransitions(
+  ids: IdGenerator,
+  state: TaskState,
+  transitions: Transition[],
+  at: Date,
+): Orchestrated {
   const definitions: StepDefinition[] = state.execution.snapshot.steps;
-  const current = state.steps.filter((s) => s.current);
-  const states: StepState[] = current.map((s) => ({ key: s.key, status: s.status, attempt: s.attempt }));
-  const transitions = advance(definitions, states, fact);
   let steps = [...state.steps];
   const changed = new Map<string, StepRecord>();
   const write: Required<
@@ -217,15 +236,17 @@ export function orchestrate(
         };
         steps.push(retry);
         write.newSteps.push(retry);
-        write.timers.push({
-          id: ids.newId(),
-          kind: 'RETRY_DUE',
-          taskId: state.task.id,
-          stepId: retry.id,
-          payload: { stepKey: t.stepKey, attempt: t.attempt },
-          availableAt: new Date(at.getTime() + t.delayMs),
-          createdAt: at,
-        });
+        // An engine waits out the back-off with a timer of its own.
+        if (!drivenByEngine(state))
+          write.timers.push({
+            id: ids.newId(),
+            kind: 'RETRY_DUE',
+            taskId: state.task.id,
+            stepId: retry.id,
+            payload: { stepKey: t.stepKey, attempt: t.attempt },
+            availableAt: new Date(at.getTime() + t.delayMs),
+            createdAt: at,
+          });
         write.timeline.push(
           milestone(
             ids,

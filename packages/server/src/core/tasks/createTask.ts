@@ -9,7 +9,12 @@ import {
 import { newTaskState, newWorkflowRecord, stepSpecsOf } from '../facts/newRecords.ts';
 import { KeyTakenError } from '../facts/ports.ts';
 import { workflowProjection } from '../facts/projections.ts';
-import type { SchedulingRequestRecord, TaskState, WorkerCommandRecord } from '../facts/records.ts';
+import type {
+  OrchestrationEngine,
+  SchedulingRequestRecord,
+  TaskState,
+  WorkerCommandRecord,
+} from '../facts/records.ts';
 import { type FactDeps, type FactSession, inFactTransaction } from '../facts/session.ts';
 import { toTaskView } from '../facts/views.ts';
 import { checkOutboundUrl } from '../identity/outboundUrl.ts';
@@ -27,6 +32,8 @@ export interface CreateTaskDeps extends FactDeps {
   definitions: DefinitionLookup;
   schemas: JsonSchemaValidator;
   allowInsecureCallbacks: boolean;
+  /** The engine new tasks are driven by (`TDP_ORCHESTRATOR`); absent: native. */
+  engine?: OrchestrationEngine;
   /** Places the first steps in the creating transaction when fresh worker candidates are at hand. */
   placement?: InlinePlacement;
 }
@@ -143,6 +150,7 @@ async function createInTransaction(
             version: definition.version,
             steps,
             ...(traceparent ? { traceparent } : {}),
+            ...(deps.engine === 'temporal' ? { engine: deps.engine } : {}),
           },
           steps: stepSpecsOf(steps, platformWorkerProducer),
           externalRef: request.externalRef ?? null,
@@ -154,12 +162,13 @@ async function createInTransaction(
       );
       // The platform coordinates this task: the roots are ready at once, the application hears "created".
       const eventId = deps.ids.newId();
+      const temporal = deps.engine === 'temporal';
       const createdMilestone = milestone(
         deps.ids,
         created,
         'CREATED',
-        `execution #1 of ${definition.name}@${definition.version} created`,
-        {},
+        `execution #1 of ${definition.name}@${definition.version} created${temporal ? `, driven by Temporal workflow ${created.execution.id}` : ''}`,
+        temporal ? { engine: 'temporal', workflowId: created.execution.id } : { engine: 'native' },
         now,
       );
       const started = orchestrate(deps.ids, created, { kind: 'EXECUTION_STARTED' }, now);

@@ -17,6 +17,7 @@ import { pipelineLine } from '../../../core/operations/charts.ts';
 import type {
   CallbackDeliveries,
   DashboardReads,
+  EngineBridgeReads,
   PipelineRows,
   TaskRunReads,
 } from '../../../core/operations/ports.ts';
@@ -35,6 +36,8 @@ export interface DashboardDeps {
   pipeline: { outbox: PipelineRows; realtime: PipelineRows; callbacks: PipelineRows };
   /** The pipeline page's charts (task counts over time, gauge samples). */
   charts: ChartReads;
+  /** The Temporal engine's bridge backlog; null when Temporal is not set up. */
+  temporalBridge?: EngineBridgeReads | null;
   adminToken: string;
   /** Signs operator sessions (derived from the keyring). */
   sessionKey: Uint8Array;
@@ -304,16 +307,18 @@ export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDep
   app.get('/dashboard/api/health', { schema: hidden, onRequest }, async () => {
     const now = deps.clock.now();
     const line = (rows: PipelineRows) => pipelineLine(rows, now);
-    const [outbox, realtime, callbacks, { staleSteps, queued }] = await Promise.all([
+    const [outbox, realtime, callbacks, { staleSteps, queued }, temporalBridge] = await Promise.all([
       line(deps.pipeline.outbox),
       line(deps.pipeline.realtime),
       line(deps.pipeline.callbacks),
       deps.reads.stepHealth(),
+      deps.temporalBridge?.backlog(now) ?? null,
     ]);
     return {
       outbox,
       realtime,
       callbacks,
+      temporalBridge,
       staleSteps,
       queuedSteps: {
         count: queued.count,

@@ -89,27 +89,8 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  constructor(
-    oldestUnpublishedAgeSeconds: () => Promise<number>,
-    oldestUnpublishedRealtimeAgeSeconds: () => Promise<number> = async () => 0,
-  ) {
-    new Gauge({
-      name: 'tdp_realtime_oldest_unpublished_age_seconds',
-      help: 'Age of the oldest realtime projection not yet published',
-      registers: [this.registry],
-      async collect() {
-        this.set(await oldestUnpublishedRealtimeAgeSeconds().catch(() => Number.NaN));
-      },
-    });
+  constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'tdp_' });
-    new Gauge({
-      name: 'tdp_outbox_oldest_unpublished_age_seconds',
-      help: 'Age of the oldest domain event not yet published',
-      registers: [this.registry],
-      async collect() {
-        this.set(await oldestUnpublishedAgeSeconds().catch(() => Number.NaN));
-      },
-    });
   }
 
   instrument(app: FastifyInstance): void {

@@ -1,4 +1,4 @@
-import { connect, type JetStreamClient, type NatsConnection, nanos } from 'nats';
+import { connect, type JetStreamClient, type JetStreamManager, type NatsConnection, nanos } from 'nats';
 import type { DomainEvent, EventPublisher } from '../../../core/outbox/ports.ts';
 
 export interface JetStreamOptions {
@@ -62,6 +62,11 @@ export class JetStreamPublisher implements EventPublisher {
       msgID: event.id,
       timeout: this.timeoutMs,
     });
+  }
+
+  /** JetStream's management API on this connection (the bridge's backlog is read through it). */
+  manager(): Promise<JetStreamManager> {
+    return this.connection.jetstreamManager();
   }
 
   async close(): Promise<void> {

@@ -20,3 +20,13 @@ export async function consumeOnce(
     return true;
   })) as boolean;
 }
+
+/**
+ * Records that `consumer` handled an event, for an effect made outside the database (a call to another
+ * system that is safe to repeat): the consumer looks the row up first and skips a recorded event.
+ */
+export async function recordConsumed(sql: Sql, consumer: string, eventId: string, now: Date): Promise<void> {
+  await sql`
+    INSERT INTO consumer_inbox (consumer, event_id, processed_at) VALUES (${consumer}, ${eventId}, ${now})
+    ON CONFLICT DO NOTHING`;
+}

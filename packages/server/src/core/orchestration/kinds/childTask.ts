@@ -138,6 +138,8 @@ async function createChild(
         name: workflow.name,
         version: workflow.version,
         steps: workflow.steps,
+        // A child is driven by its parent's engine.
+        ...(before.execution.snapshot.engine ? { engine: before.execution.snapshot.engine } : {}),
       },
       steps: stepSpecsOf(workflow.steps, platformWorkerProducer),
       input,

@@ -1,14 +1,15 @@
 /**
  * The sleep step: a durable timer. It waits for `durationMs` from its start, or until the ISO time its
  * `until` reference reads (`$.input.notBefore`); a time already past ends it at once. The wait is a timer
- * row (SLEEP_DUE), so a restart, or another replica, picks it up where it was.
+ * row (SLEEP_DUE), so a restart, or another replica, picks it up where it was; on the Temporal engine it
+ * is a Temporal timer instead (docs/temporal.md).
  */
 import type { StepDefinition } from '@tdp/protocol';
 import type { StepRecord, TaskState } from '../../facts/records.ts';
 import type { FactSession } from '../../facts/session.ts';
 import { resolveInput } from '../advance.ts';
 import { type CoordinatorDeps, failStepAttempt } from '../coordinator.ts';
-import { stepOutputs } from '../platform.ts';
+import { drivenByEngine, stepOutputs } from '../platform.ts';
 import { completePlatformStep, stepTimer, stillWaiting, waitOnStep } from './finishStep.ts';
 
 /** When the sleep ends: from its duration, or the time its reference reads (null: not a time). */
@@ -74,7 +75,9 @@ export async function beginSleep(
       producer: 'tdp:timer',
       milestone: 'SLEEPING',
       message: `step ${step.key} sleeps until ${until.until.toISOString()}`,
-      timers: [stepTimer(deps, before, step, 'SLEEP_DUE', until.until, now)],
+      // An engine-driven execution sleeps on the engine's timer (Temporal's), which wakes it through
+      // `wakeSleepingStep`; the SLEEP_DUE row is the native engine's timer.
+      timers: drivenByEngine(before) ? [] : [stepTimer(deps, before, step, 'SLEEP_DUE', until.until, now)],
     },
   );
 }

@@ -1,0 +1,150 @@
+/**
+ * Temporal as the engine of `temporal` executions (docs/temporal.md): a Temporal worker in this process
+ * runs the execution workflow and its activities, and a client starts, signals and cancels workflows
+ * for the bridge. The workflow code is bundled once when the engine starts (Temporal's sandbox loads a
+ * bundle); its imports are resolved from TDP's TypeScript sources under `@tdp/source`, or from dist/.
+ */
+import { fileURLToPath } from 'node:url';
+import {
+  Client,
+  Connection,
+  WorkflowExecutionAlreadyStartedError,
+  WorkflowIdConflictPolicy,
+  WorkflowIdReusePolicy,
+  WorkflowNotFoundError,
+} from '@temporalio/client';
+import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
+import type { CoordinatedDeps } from '../../core/orchestration/coordinator.ts';
+import { engineActivities } from './activities.ts';
+import {
+  type ExecutionInput,
+  type StepFinished,
+  type StepSleeping,
+  stepFinished,
+  stepSleeping,
+} from './executionWorkflow.ts';
+
+export interface TemporalSettings {
+  address: string;
+  namespace: string;
+  taskQueue: string;
+  /** How often the sweep starts the workflows Temporal may have lost (workflowSweep.ts); 60 s. */
+  sweepIntervalMs?: number;
+  /** An execution unchanged for this long is swept; 60 s. */
+  sweepIdleMs?: number;
+}
+
+/** What the bridge asks of the engine; each call may be made again for the same event. */
+export interface ExecutionDriver {
+  start(input: ExecutionInput): Promise<void>;
+  stepFinished(executionId: string, step: StepFinished): Promise<void>;
+  stepSleeping(executionId: string, step: StepSleeping): Promise<void>;
+  cancel(executionId: string): Promise<void>;
+}
+
+/** Temporal's runtime is one per process and logs to the console at INFO unless installed first. */
+function quietRuntime(): void {
+  try {
+    Runtime.install({ logger: new DefaultLogger('WARN'), shutdownSignals: [] });
+  } catch {
+    // Installed already (another engine in this process): that one's settings hold.
+  }
+}
+
+/**
+ * The execution workflow's code as Temporal's sandbox loads it: one bundle of executionWorkflow and its
+ * imports, resolved from TDP's TypeScript sources under `@tdp/source`, or from dist/ (the replay test
+ * replays recorded histories against this same bundle).
+ */
+export async function bundleExecutionWorkflow(): Promise<string> {
+  const source = import.meta.url.endsWith('.ts');
+  const workflowsPath = fileURLToPath(
+    new URL(`./executionWorkflow.${source ? 'ts' : 'js'}`, import.meta.url),
+  );
+  const { code } = await bundleWorkflowCode({
+    workflowsPath,
+    logger: new DefaultLogger('WARN'),
+    webpackConfigHook: (config) => ({
+      ...config,
+      resolve: { ...config.resolve, conditionNames: [...(source ? ['@tdp/source'] : []), '...'] },
+    }),
+  });
+  return code;
+}
+
+export class TemporalEngine implements ExecutionDriver {
+  private constructor(
+    private readonly settings: TemporalSettings,
+    private readonly client: Client,
+    private readonly connection: Connection,
+    private readonly workerConnection: NativeConnection,
+    private readonly worker: Worker,
+    private readonly running: Promise<void>,
+  ) {}
+
+  static async start(settings: TemporalSettings, deps: CoordinatedDeps): Promise<TemporalEngine> {
+    quietRuntime();
+    const code = await bundleExecutionWorkflow();
+    const workerConnection = await NativeConnection.connect({ address: settings.address });
+    const connection = await Connection.connect({ address: settings.address });
+    try {
+      const worker = await Worker.create({
+        connection: workerConnection,
+        namespace: settings.namespace,
+        taskQueue: settings.taskQueue,
+        workflowBundle: { code },
+        activities: engineActivities(deps),
+        maxCachedWorkflows: 500,
+      });
+      const client = new Client({ connection, namespace: settings.namespace });
+      return new TemporalEngine(settings, client, connection, workerConnection, worker, worker.run());
+    } catch (error) {
+      await connection.close();
+      await workerConnection.close();
+      throw error;
+    }
+  }
+
+  async start(input: ExecutionInput): Promise<void> {
+    try {
+      await this.client.workflow.start('tdpExecution', {
+        workflowId: input.executionId,
+        taskQueue: this.settings.taskQueue,
+        args: [input],
+        // A redelivered create finds the workflow running (kept) or closed (refused): never a second one.
+        workflowIdConflictPolicy: WorkflowIdConflictPolicy.USE_EXISTING,
+        workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
+      });
+    } catch (error) {
+      if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
+    }
+  }
+
+  async stepFinished(executionId: string, step: StepFinished): Promise<void> {
+    await this.ignoringClosed(() => this.client.workflow.getHandle(executionId).signal(stepFinished, step));
+  }
+
+  async stepSleeping(executionId: string, step: StepSleeping): Promise<void> {
+    await this.ignoringClosed(() => this.client.workflow.getHandle(executionId).signal(stepSleeping, step));
+  }
+
+  async cancel(executionId: string): Promise<void> {
+    await this.ignoringClosed(() => this.client.workflow.getHandle(executionId).cancel());
+  }
+
+  /** A workflow that ended has nothing more to hear. */
+  private async ignoringClosed(call: () => Promise<unknown>): Promise<void> {
+    try {
+      await call();
+    } catch (error) {
+      if (!(error instanceof WorkflowNotFoundError)) throw error;
+    }
+  }
+
+  async stop(): Promise<void> {
+    if (this.worker.getState() === 'RUNNING') this.worker.shutdown();
+    await this.running.catch(() => {});
+    await this.workerConnection.close();
+    await this.connection.close();
+  }
+}

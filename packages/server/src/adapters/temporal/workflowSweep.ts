@@ -1,0 +1,72 @@
+/**
+ * The recovery path for a workflow Temporal lost (an in-memory server restarted, a namespace dropped,
+ * a history deleted): every so often, the engine starts the workflow of each unfinished `temporal`
+ * execution that has not moved for a while. A start is safe to repeat — a running workflow is kept
+ * (USE_EXISTING) and a closed one is not run again (REJECT_DUPLICATE) — so for a healthy execution it
+ * changes nothing; a lost one gets a new run, which adopts the execution from TDP's state (the steps
+ * that finished meanwhile are decided first; see executionWorkflow.ts). The sweep walks the executions
+ * by id, `batch` at a time, from where the last round stopped, so a large backlog of long waits costs
+ * one bounded round per interval.
+ */
+import type { Logger } from 'pino';
+import { type LoopRetry, WakeableLoop } from '../../loops/wakeableLoop.ts';
+import type { Sql } from '../outbound/postgres/database.ts';
+import type { ExecutionDriver } from './temporalEngine.ts';
+
+export interface SweepOptions {
+  sql: Sql;
+  driver: Pick<ExecutionDriver, 'start'>;
+  now: () => Date;
+  /** An execution unchanged for this long is looked at. */
+  idleMs: number;
+  batch?: number;
+}
+
+const first = '00000000-0000-0000-0000-000000000000';
+
+export class WorkflowSweep {
+  /** The last execution id looked at; the next round goes on after it (and wraps around). */
+  private after = first;
+
+  constructor(private readonly options: SweepOptions) {}
+
+  /**
+   * One round: asks Temporal to start each workflow (most are running already). A failed start ends the
+   * round with the error, the executions after it left for the next round; `full` when the batch was.
+   */
+  async round(): Promise<{ full: boolean }> {
+    const { sql, driver, idleMs } = this.options;
+    const batch = this.options.batch ?? 200;
+    const idleSince = new Date(this.options.now().getTime() - idleMs);
+    // The index execution_unfinished_on_temporal (migration 029) holds exactly these rows.
+    const rows = await sql<{ id: string; task_id: string }[]>`
+      SELECT e.id, e.task_id FROM execution e
+      JOIN task t ON t.current_execution_id = e.id
+      WHERE e.snapshot->>'engine' = 'temporal'
+        AND e.status NOT IN ('SUCCEEDED', 'FAILED', 'TIMED_OUT', 'CANCELED')
+        AND e.id > ${this.after} AND e.updated_at <= ${idleSince}
+      ORDER BY e.id LIMIT ${batch}`;
+    for (const row of rows) {
+      await driver.start({ taskId: row.task_id, executionId: row.id });
+      this.after = row.id;
+    }
+    if (rows.length < batch) this.after = first;
+    return { full: rows.length === batch };
+  }
+}
+
+/** The sweep as a loop: a round every `intervalMs`, failed rounds backing off as every loop's do. */
+export function createWorkflowSweepLoop(
+  sweep: WorkflowSweep,
+  deps: { logger: Logger; now: () => Date; intervalMs: number; retry: LoopRetry },
+): WakeableLoop {
+  return new WakeableLoop({
+    name: 'temporal-sweep',
+    logger: deps.logger,
+    now: deps.now,
+    maxIdleMs: deps.intervalMs,
+    retry: deps.retry,
+    round: () => sweep.round(),
+    nextDueAt: async () => null,
+  });
+}
