@@ -70,7 +70,8 @@ const writtenByCreate: Record<string, string> = {
   task_event: 'x.task_id = t.id AND x.task_version = 1',
   idempotency: "x.response_body->'task'->>'id' = t.id::text",
   outbox_event: 'x.aggregate_id = t.id AND x.created_at = t.created_at',
-  realtime_outbox: 'x.aggregate_id IN (t.id, t.workflow_id) AND x.created_at = t.created_at',
+  realtime_outbox: `x.created_at = t.created_at AND EXISTS (
+    SELECT 1 FROM jsonb_to_recordset(x.messages) AS m(aggregate_id uuid) WHERE m.aggregate_id IN (t.id, t.workflow_id))`,
   scheduling_request: 'x.task_id = t.id AND x.created_at = t.created_at',
   '"timer"': 'x.task_id = t.id AND x.created_at = t.created_at',
   callback_delivery: 'x.task_id = t.id AND x.created_at = t.created_at',

@@ -297,9 +297,19 @@ async function floorEvent(tx: Sql, e: Execution, tenantId: string, applicationId
     tx`INSERT INTO event_dedup (event_id, task_id, payload_hash, result, created_at) VALUES (${eventId}, ${e.taskId}, 'h', ${tx.json(payload)}, ${now})`,
     tx`INSERT INTO outbox_event (id, tenant_id, application_id, aggregate_id, event_type, payload, available_at, created_at)
        VALUES (${eventId}, ${tenantId}, ${applicationId}, ${e.taskId}, 'STEP_PROGRESS', ${tx.json(payload)}, ${now}, ${now})`,
-    tx`INSERT INTO realtime_outbox (id, tenant_id, aggregate_type, aggregate_id, aggregate_version, channel, projection, payload, available_at, created_at)
-       VALUES (${newId()}, ${tenantId}, 'TASK', ${e.taskId}, ${version}, 'task_user:x', 'USER_SUMMARY', ${tx.json(payload)}, ${now}, ${now}),
-              (${newId()}, ${tenantId}, 'TASK', ${e.taskId}, ${version}, 'task_detail:x', 'TASK_DETAIL', ${tx.json(payload)}, ${now}, ${now})`,
+    tx`INSERT INTO realtime_outbox (id, messages, available_at, created_at)
+       VALUES (${newId()}, ${tx.json(
+         ['task_user:x', 'task_detail:x'].map((channel) => ({
+           id: newId(),
+           tenant_id: tenantId,
+           aggregate_type: 'TASK',
+           aggregate_id: e.taskId,
+           aggregate_version: version.toString(),
+           channel,
+           projection: channel === 'task_user:x' ? 'USER_SUMMARY' : 'TASK_DETAIL',
+           payload,
+         })),
+       )}, ${now}, ${now})`,
   ]);
 }
 

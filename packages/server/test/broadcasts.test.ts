@@ -51,7 +51,7 @@ async function connect(app: App, userId: string, extra: Record<string, unknown> 
 
 const notice = { title: 'Maintenance', message: 'Read-only from 22:00 UTC', severity: 'WARNING' };
 const broadcastRows = async () =>
-  Number((await sql`SELECT count(*) AS n FROM realtime_outbox WHERE aggregate_type = 'BROADCAST'`)[0]!.n);
+  Number((await sql`SELECT count(*) AS n FROM realtime_message WHERE aggregate_type = 'BROADCAST'`)[0]!.n);
 
 describe('broadcasts', () => {
   it("a tenant's notice reaches its people in every application, not another tenant's; a system notice reaches all", async () => {
@@ -242,7 +242,7 @@ describe('broadcasts', () => {
     const listener = await connect(tenantB, 'bea');
     const systemRows = async () =>
       Number(
-        (await sql`SELECT count(*) AS n FROM realtime_outbox WHERE channel = 'task_system:public'`)[0]!.n,
+        (await sql`SELECT count(*) AS n FROM realtime_message WHERE channel = 'task_system:public'`)[0]!.n,
       );
     const cases: [string, string, Record<string, unknown>, Record<string, unknown>][] = [
       ['/v1/broadcasts', tenantB.apiKey, { ...notice, title: 'Once' }, { ...notice, title: 'Twice' }],

@@ -141,7 +141,7 @@ describe.skipIf(!binary)('TDP with a real Centrifugo', () => {
     const unpublished = async () =>
       (
         await tdp.h.server.sql`
-          SELECT count(*)::int AS n FROM realtime_outbox WHERE aggregate_id = ${taskId} AND status <> 'PUBLISHED'`
+          SELECT count(*)::int AS n FROM realtime_message WHERE aggregate_id = ${taskId} AND status <> 'PUBLISHED'`
       )[0]!.n;
     await expect.poll(unpublished).toBe(0);
   });

@@ -84,17 +84,20 @@ const statuses = async (table: 'outbox_event' | 'realtime_outbox', ids: string[]
 
 /** Once the task's rows are published, they are made DEAD with this error; their ids. */
 async function deadRows(table: 'outbox_event' | 'realtime_outbox', taskId: string, error: string) {
+  // A realtime row holds a commit's messages (migration 030): the rows with one of the task's.
+  const ofTask =
+    table === 'realtime_outbox'
+      ? sql`id IN (SELECT outbox_id FROM realtime_message WHERE aggregate_id = ${taskId})`
+      : sql`aggregate_id = ${taskId}`;
   await expect
     .poll(
-      async () =>
-        (await sql`SELECT 1 FROM ${sql(table)} WHERE aggregate_id = ${taskId} AND status <> 'PUBLISHED'`)
-          .length,
+      async () => (await sql`SELECT 1 FROM ${sql(table)} WHERE ${ofTask} AND status <> 'PUBLISHED'`).length,
       { timeout: 10_000 },
     )
     .toBe(0);
   const rows = await sql<{ id: string }[]>`
     UPDATE ${sql(table)} SET status = 'DEAD', attempts = 20, last_error = ${error}, published_at = NULL
-    WHERE aggregate_id = ${taskId} RETURNING id`;
+    WHERE ${ofTask} RETURNING id`;
   expect(rows.length).toBeGreaterThan(0);
   return rows.map((r) => r.id);
 }
@@ -200,8 +203,8 @@ it('requeues DEAD realtime rows: a client following the task gets the message ag
   const channel = `task_user:${app.tenantId}/${app.applicationId}/owner-1`;
   const received = await follow(channel);
   const [row] = await sql<{ id: string; payload: Record<string, unknown> }[]>`
-    SELECT id, payload FROM realtime_outbox
-    WHERE id = ANY(${deadIds}::uuid[]) AND channel = ${channel} ORDER BY aggregate_version DESC LIMIT 1`;
+    SELECT outbox_id AS id, payload FROM realtime_message
+    WHERE outbox_id = ANY(${deadIds}::uuid[]) AND channel = ${channel} ORDER BY aggregate_version DESC LIMIT 1`;
   expect(row).toBeDefined();
 
   // The other application's filter picks none of this task's rows.

@@ -128,7 +128,7 @@ describe('offline notifications', () => {
     // The hand-off fails; the relay's loop takes the rows after the grace, and fails again.
     const summaries = () =>
       sql<{ status: string; attempts: number }[]>`
-        SELECT status, attempts FROM realtime_outbox
+        SELECT status, attempts FROM realtime_message
         WHERE aggregate_id = ${taskId} AND aggregate_version = ${version} AND projection = 'USER_SUMMARY'`;
     for (let round = 0; round < 2; round++) {
       const before = Math.min(...(await summaries()).map((r) => r.attempts));

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase } from '../../../test/database.ts';
 import { PostgresCommittedProjections } from '../src/adapters/outbound/postgres/committedProjections.ts';
 import type { Queryable, Sql } from '../src/adapters/outbound/postgres/database.ts';
+import { insertRealtime } from '../src/adapters/outbound/postgres/realtimeOutbox.ts';
 import { CommittedProjectionFollower } from '../src/core/realtime/follower.ts';
 import type { RealtimeMessage } from '../src/core/realtime/relay.ts';
 import { connectDatabase } from '../src/main.ts';
@@ -25,13 +26,21 @@ afterAll(async () => {
   await database?.drop();
 });
 
-/** One realtime row as a fact's transaction writes it (the columns the follower does not read filled in). */
+/** One realtime row, of one message, as a fact's transaction writes it. */
 const insertRow = (tx: Queryable, label: string) =>
-  tx`
-    INSERT INTO realtime_outbox (id, tenant_id, aggregate_type, aggregate_id, aggregate_version, channel,
-                                 projection, payload, available_at, created_at)
-    VALUES (${newId()}, ${newId()}, 'TASK', ${newId()}, 1, 'task_user:t/a/u', 'summary',
-            ${sql.json({ label })}, now(), now())`;
+  insertRealtime(tx, [
+    {
+      id: newId(),
+      tenantId: newId(),
+      aggregateType: 'TASK',
+      aggregateId: newId(),
+      aggregateVersion: 1n,
+      channel: 'task_user:t/a/u',
+      projection: 'USER_SUMMARY',
+      payload: { label },
+      createdAt: new Date(),
+    },
+  ]);
 
 /** A follower delivering into a list of labels; `gating` is its listening check and grace. */
 function followerWith(

@@ -13,10 +13,10 @@ import { SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { type Harness, startHarness } from '../../../test/harness.ts';
-import { ClaimableRows } from '../src/adapters/outbound/postgres/outboxQueue.ts';
+import { insertRealtime, PostgresRealtimeOutbox } from '../src/adapters/outbound/postgres/realtimeOutbox.ts';
 import { CentrifugoApiPublisher, gatewayPublisher } from '../src/adapters/outbound/realtime/publishers.ts';
 import { realtimeClaimPolicy } from '../src/core/outbox/policy.ts';
-import { type RealtimeRow, relayRealtime, supersededProgress } from '../src/core/realtime/relay.ts';
+import { relayRealtime, supersededProgress } from '../src/core/realtime/relay.ts';
 import { connectDatabase } from '../src/main.ts';
 
 const row = (id: string, channel: string, aggregateId: string, payload: Record<string, unknown>) => ({
@@ -94,7 +94,7 @@ describe('the relay', () => {
     ).body.task.id as string;
   const statuses = async (taskId: string) =>
     (
-      await sql`SELECT status, attempts FROM realtime_outbox WHERE aggregate_id = ${taskId} ORDER BY created_at, id`
+      await sql`SELECT status, attempts FROM realtime_message WHERE aggregate_id = ${taskId} ORDER BY created_at, id`
     ).map((r) => `${r.status}:${r.attempts}`);
 
   async function fakeApi(
@@ -130,13 +130,16 @@ describe('the relay', () => {
     );
     const taskId = await createTask('relay-user');
     const deps = {
-      rows: new ClaimableRows(sql, 'realtime_outbox', realtimeClaimPolicy),
+      rows: new PostgresRealtimeOutbox(sql, realtimeClaimPolicy),
       publisher: new CentrifugoApiPublisher(api.url, 'secret-key'),
       clock: h.clock,
     };
-    // The task's summary (its owner's channel and the operators'), its detail, and its implicit
-    // workflow's summary.
-    expect(await relayRealtime(deps, 100)).toBe(4);
+    // One row, the creating commit's: the task's summary (its owner's channel and the operators'), its
+    // detail, and its implicit workflow's summary.
+    expect(await relayRealtime(deps, 100)).toBe(1);
+    expect(
+      await sql`SELECT jsonb_array_length(messages) AS n FROM realtime_outbox WHERE status <> 'PUBLISHED'`,
+    ).toEqual([{ n: 4 }]);
     expect(await statuses(taskId)).toEqual(['FAILED:1', 'FAILED:1', 'FAILED:1']);
     // Not due yet: nothing is claimed before its back-off ends (at most 1.5 × 2 s for a first failure).
     expect(await relayRealtime(deps, 100)).toBe(0);
@@ -173,8 +176,8 @@ describe('the relay', () => {
       },
     }));
     const taskId = await createTask('relay-user-2');
-    const observer = { dead: (r: RealtimeRow) => dead.push(r.id) };
-    const rows = new ClaimableRows(sql, 'realtime_outbox', realtimeClaimPolicy);
+    const observer = { dead: (message: { id: string }) => dead.push(message.id) };
+    const rows = new PostgresRealtimeOutbox(sql, realtimeClaimPolicy);
     await relayRealtime(
       { rows, publisher: new CentrifugoApiPublisher(refusing.url, 'k'), clock: h.clock, observer },
       100,
@@ -192,6 +195,87 @@ describe('the relay', () => {
     expect(await statuses(second)).toEqual(['DEAD:1', 'DEAD:1', 'DEAD:1']);
     // The task's three messages and its workflow's.
     expect(dead).toHaveLength(5);
+  });
+
+  it('retries only the messages of a row that failed for now; those that went are not sent again', async () => {
+    await drain();
+    let detailFailures = 1;
+    const flaky = await fakeApi((_request, body) => ({
+      status: 200,
+      body: {
+        replies: body.commands.map((c: any) =>
+          c.publish.channel.startsWith('task_detail:') && detailFailures-- > 0
+            ? { error: { code: 100, message: 'internal server error' } }
+            : { publish: {} },
+        ),
+      },
+    }));
+    const taskId = await createTask('relay-user-4');
+    const deps = {
+      rows: new PostgresRealtimeOutbox(sql, realtimeClaimPolicy),
+      publisher: new CentrifugoApiPublisher(flaky.url, 'k'),
+      clock: h.clock,
+    };
+    await relayRealtime(deps, 100);
+    const byChannel = async () =>
+      Object.fromEntries(
+        (
+          await sql`SELECT channel, status, attempts FROM realtime_message WHERE aggregate_id = ${taskId}`
+        ).map((r) => [r.channel.split(':')[0], `${r.status}:${r.attempts}`]),
+      );
+    expect(await byChannel()).toEqual({
+      task_user: 'PUBLISHED:1',
+      task_detail: 'FAILED:1',
+      task_ops: 'PUBLISHED:1',
+    });
+    h.clock.advance(3_001);
+    expect(await relayRealtime(deps, 100)).toBe(1);
+    expect(await byChannel()).toEqual({
+      task_user: 'PUBLISHED:1',
+      task_detail: 'PUBLISHED:2',
+      task_ops: 'PUBLISHED:1',
+    });
+    // The second request carried the detail alone.
+    expect(flaky.received.at(-1).body.commands.map((c: any) => c.publish.channel)).toEqual([
+      `task_detail:${app.tenantId}/${taskId}`,
+    ]);
+  });
+
+  it('sends a round of many messages in requests of at most 1,000, in order', async () => {
+    await drain();
+    const api = await fakeApi((_request, body) => ({
+      status: 200,
+      body: { replies: body.commands.map(() => ({ publish: {} })) },
+    }));
+    const at = h.clock.now();
+    const commit = (n: number) =>
+      Array.from({ length: n }, (_, i) => ({
+        id: newId(),
+        tenantId: app.tenantId,
+        aggregateType: 'TASK' as const,
+        aggregateId: newId(),
+        aggregateVersion: 1n,
+        channel: `task_user:${app.tenantId}/${app.applicationId}/many-${i}`,
+        projection: 'USER_SUMMARY' as const,
+        payload: { kind: 'task.summary', lifecycleStatus: 'RUNNING', index: i },
+        createdAt: at,
+      }));
+    const rows = [commit(700), commit(700)].map((records) => {
+      const outboxId = newId();
+      return records.map((record) => ({ ...record, outboxId }));
+    });
+    for (const records of rows) await insertRealtime(sql, records);
+    const deps = {
+      rows: new PostgresRealtimeOutbox(sql, realtimeClaimPolicy),
+      publisher: new CentrifugoApiPublisher(api.url, 'k'),
+      clock: h.clock,
+    };
+    expect(await relayRealtime(deps, 100)).toBe(2);
+    expect(api.received.map((r) => r.body.commands.length)).toEqual([1_000, 400]);
+    const indexes = api.received.flatMap((r) => r.body.commands.map((c: any) => c.publish.data.index));
+    expect(indexes).toEqual([...rows[0]!, ...rows[1]!].map((r) => r.payload.index));
+    const [left] = await sql`SELECT count(*)::int AS n FROM realtime_outbox WHERE status <> 'PUBLISHED'`;
+    expect(left!.n).toBe(0);
   });
 
   it("publishes through TDP's own gateway run on its own, behind its server API, to a connected SDK client", async () => {
@@ -221,7 +305,7 @@ describe('the relay', () => {
       await subscribed;
       const taskId = await createTask('standalone-user');
       const deps = {
-        rows: new ClaimableRows(sql, 'realtime_outbox', realtimeClaimPolicy),
+        rows: new PostgresRealtimeOutbox(sql, realtimeClaimPolicy),
         publisher: new CentrifugoApiPublisher(`http://${base}/api`, 'gateway-api-key'),
         clock: h.clock,
       };
@@ -251,7 +335,7 @@ describe('the relay', () => {
     try {
       await expect.poll(() => store.connection).toBe('LIVE');
       const taskId = await createTask('crash-user');
-      const rows = new ClaimableRows(sql, 'realtime_outbox', realtimeClaimPolicy);
+      const rows = new PostgresRealtimeOutbox(sql, realtimeClaimPolicy);
       const publisher = gatewayPublisher(h.server.gateway);
       // The first relay publishes, then dies before it can mark the rows.
       const dying = {
@@ -270,7 +354,7 @@ describe('the relay', () => {
       expect(store.summary(taskId)?.taskVersion).toBe(received[0].taskVersion);
       // Its claim lapses; another relay claims the rows again and publishes them a second time.
       h.clock.advance(realtimeClaimPolicy.leaseMs + 1);
-      expect(await relayRealtime({ rows, publisher, clock: h.clock }, 100)).toBe(4);
+      expect(await relayRealtime({ rows, publisher, clock: h.clock }, 100)).toBe(1);
       await expect.poll(() => received.length).toBe(2);
       expect(received[1]).toEqual(received[0]);
       expect(changes).toEqual([]);
@@ -328,7 +412,7 @@ describe('the hand-off after commit', () => {
           })
         ).body.task.id as string;
       const rowsOf = async (taskId: string) =>
-        (await sql`SELECT status, attempts FROM realtime_outbox WHERE aggregate_id = ${taskId}`).map(
+        (await sql`SELECT status, attempts FROM realtime_message WHERE aggregate_id = ${taskId}`).map(
           (r) => `${r.status}:${r.attempts}`,
         );
       // The first hand-off meets a 503: its rows stay PENDING, not claimable for 5 s.

@@ -28,7 +28,7 @@ const counts = async (taskId: string) => {
            (SELECT count(*) FROM task_event WHERE task_id = ${taskId}) AS events,
            (SELECT count(*) FROM event_dedup WHERE task_id = ${taskId}) AS dedup,
            (SELECT count(*) FROM outbox_event WHERE aggregate_id = ${taskId}) AS outbox,
-           (SELECT count(*) FROM realtime_outbox WHERE aggregate_id = ${taskId}) AS realtime`;
+           (SELECT count(*) FROM realtime_message WHERE aggregate_id = ${taskId}) AS realtime`;
   return row!;
 };
 
@@ -159,7 +159,7 @@ describe('identity and idempotency', () => {
       taskVersion: '2',
     });
     const rows =
-      await sql`SELECT projection, payload FROM realtime_outbox WHERE aggregate_id = ${taskId} AND aggregate_version = 2`;
+      await sql`SELECT projection, payload FROM realtime_message WHERE aggregate_id = ${taskId} AND aggregate_version = 2`;
     expect(rows.map((r) => r.projection).sort()).toEqual(['OPERATOR_SUMMARY', 'TASK_DETAIL', 'USER_SUMMARY']);
     expect(rows.find((r) => r.projection === 'USER_SUMMARY')!.payload).toMatchObject({
       lifecycleStatus: 'SUCCEEDED',
@@ -313,7 +313,7 @@ describe('the validation chain', () => {
     expect((await progress(2)).status).toBe(200);
     expect((await progress(3)).status).toBe(200);
     const rows = await sql<{ aggregate_version: string; projection: string; payload: any }[]>`
-      SELECT aggregate_version, projection, payload FROM realtime_outbox
+      SELECT aggregate_version, projection, payload FROM realtime_message
       WHERE aggregate_id = ${taskId} ORDER BY aggregate_version, projection`;
     const last = BigInt(rows.at(-1)!.aggregate_version);
     const marked = rows.filter((r) => r.payload.coalesceKey !== undefined);

@@ -47,7 +47,7 @@ const beat = (items: Record<string, unknown>[], token?: string) =>
   });
 
 const realtimeCount = async (taskId: string) =>
-  Number((await sql`SELECT count(*) AS n FROM realtime_outbox WHERE aggregate_id = ${taskId}`)[0]!.n);
+  Number((await sql`SELECT count(*) AS n FROM realtime_message WHERE aggregate_id = ${taskId}`)[0]!.n);
 
 describe('heartbeats', () => {
   it('plain heartbeats renew the lease without a new task version or a realtime message', async () => {
@@ -310,7 +310,7 @@ describe('the health reconciler', () => {
     );
     expect(changes.map((e: any) => e.payload.health)).toEqual(['STALE', 'HEALTHY']);
     const [summary] =
-      await sql`SELECT payload FROM realtime_outbox WHERE aggregate_id = ${taskId} AND aggregate_version = ${staleVersion} AND projection = 'TASK_DETAIL'`;
+      await sql`SELECT payload FROM realtime_message WHERE aggregate_id = ${taskId} AND aggregate_version = ${staleVersion} AND projection = 'TASK_DETAIL'`;
     expect(summary!.payload.state.health).toBe('STALE');
     h.clock.set(new Date());
   });

@@ -104,7 +104,7 @@ describe('versions', () => {
              (SELECT count(*) FROM task_event e WHERE e.id = ${body.eventId} AND e.task_version = t.version) AS events,
              (SELECT count(*) FROM event_dedup d WHERE d.event_id = ${body.eventId}) AS dedup,
              (SELECT count(*) FROM outbox_event o WHERE o.id = ${body.eventId}) AS outbox,
-             (SELECT count(*) FROM realtime_outbox r WHERE r.aggregate_id = t.id AND r.aggregate_version = t.version) AS realtime
+             (SELECT count(*) FROM realtime_message r WHERE r.aggregate_id = t.id AND r.aggregate_version = t.version) AS realtime
       FROM task t JOIN step s ON s.task_id = t.id AND s.step_key = '01_prepare' WHERE t.id = ${taskId}`;
     expect(row).toMatchObject({
       version,
@@ -270,7 +270,7 @@ describe('projections and reads', () => {
       }),
     );
     const rows =
-      await sql`SELECT channel, projection, payload FROM realtime_outbox WHERE aggregate_id = ${taskId} ORDER BY aggregate_version DESC, projection`;
+      await sql`SELECT channel, projection, payload FROM realtime_message WHERE aggregate_id = ${taskId} ORDER BY aggregate_version DESC, projection`;
     const detail = rows.find((r) => r.projection === 'TASK_DETAIL')!;
     const summary = rows.find((r) => r.projection === 'USER_SUMMARY')!;
     expect(summary.channel).toBe(`task_user:${c.app.tenantId}/${c.app.applicationId}/user-7`);
@@ -302,7 +302,7 @@ describe('projections and reads', () => {
       error: { code: 'DISK_FULL', userMessage: 'Storage is full ([redacted])' },
     });
     const everything = JSON.stringify(
-      await sql`SELECT payload FROM realtime_outbox WHERE aggregate_id = ${taskId}`,
+      await sql`SELECT payload FROM realtime_message WHERE aggregate_id = ${taskId}`,
     );
     expect(everything).not.toContain('secret-trace');
     expect(everything).not.toContain('abc123');
@@ -333,7 +333,7 @@ describe('projections and reads', () => {
       }),
     );
     const [row] =
-      await sql`SELECT payload FROM realtime_outbox WHERE aggregate_id = ${taskId} AND projection = 'USER_SUMMARY' AND aggregate_version = ${BigInt(failed.body.taskVersion)}`;
+      await sql`SELECT payload FROM realtime_message WHERE aggregate_id = ${taskId} AND projection = 'USER_SUMMARY' AND aggregate_version = ${BigInt(failed.body.taskVersion)}`;
     expect(row!.payload.notice).toEqual({
       id: `${taskId}:${failed.body.taskVersion}`,
       kind: 'STEP_FAILED',
@@ -342,7 +342,7 @@ describe('projections and reads', () => {
     });
     // Progress rows carry no notice; every failure and terminal row carries its own.
     const notices =
-      await sql`SELECT payload->'notice'->>'kind' AS kind FROM realtime_outbox WHERE aggregate_id = ${taskId} AND projection = 'USER_SUMMARY' ORDER BY aggregate_version`;
+      await sql`SELECT payload->'notice'->>'kind' AS kind FROM realtime_message WHERE aggregate_id = ${taskId} AND projection = 'USER_SUMMARY' ORDER BY aggregate_version`;
     expect(notices.map((n) => n.kind)).toEqual([null, null, null, 'STEP_FAILED']);
   });
 
@@ -360,7 +360,7 @@ describe('projections and reads', () => {
       await c.report(ctx, c.event(ctx));
     }
     const rows =
-      await sql`SELECT aggregate_id, aggregate_version, payload FROM realtime_outbox WHERE channel = ${`task_user:${c.app.tenantId}/${c.app.applicationId}/user-multi`} ORDER BY created_at, id`;
+      await sql`SELECT aggregate_id, aggregate_version, payload FROM realtime_message WHERE channel = ${`task_user:${c.app.tenantId}/${c.app.applicationId}/user-multi`} ORDER BY created_at, id`;
     const perTask = new Map<string, bigint[]>();
     for (const r of rows)
       perTask.set(r.aggregate_id, [...(perTask.get(r.aggregate_id) ?? []), r.aggregate_version]);
@@ -461,7 +461,7 @@ describe('projections and reads', () => {
     expect(await list(bob)).toEqual([]);
     expect((await h.request('GET', `/v1/tasks/${shared!.taskId}/events`, { token: bob })).status).toBe(404);
     const [removal] =
-      await sql`SELECT channel, payload FROM realtime_outbox WHERE aggregate_id = ${shared!.taskId} AND projection = 'USER_REMOVAL'`;
+      await sql`SELECT channel, payload FROM realtime_message WHERE aggregate_id = ${shared!.taskId} AND projection = 'USER_REMOVAL'`;
     expect(removal).toMatchObject({
       channel: `task_project:${c.app.tenantId}/${c.app.applicationId}/finance`,
       payload: { kind: 'task.removed', taskId: shared!.taskId },
@@ -482,8 +482,8 @@ describe('projections and reads', () => {
     expect((await c.call('POST', acl, grant)).status).toBe(204);
     // What carol's channel carries, in commit order, through the store a page keeps.
     const messages = await sql<{ payload: TaskMessage }[]>`
-      SELECT payload FROM realtime_outbox
-      WHERE aggregate_id = ${taskId} AND channel LIKE '%/carol' ORDER BY created_at, id`;
+      SELECT payload FROM realtime_message
+      WHERE aggregate_id = ${taskId} AND channel LIKE '%/carol' ORDER BY created_at, outbox_id, position`;
     expect(messages.map((m) => m.payload.kind)).toEqual(['task.summary', 'task.removed', 'task.summary']);
     expect(new Set(messages.map((m) => m.payload.taskVersion)).size).toBe(1);
     const store = new TaskStore();

@@ -20,7 +20,8 @@ import { PostgresIdentityStore } from '../adapters/outbound/postgres/identitySto
 import { heartbeatSession } from '../adapters/outbound/postgres/leaseTables.ts';
 import { loadMigrations, migrationsCurrent } from '../adapters/outbound/postgres/migrate.ts';
 import { PostgresNotificationStore } from '../adapters/outbound/postgres/notificationStore.ts';
-import { ClaimableRows, PostgresOutboxQueue } from '../adapters/outbound/postgres/outboxQueue.ts';
+import { PostgresOutboxQueue } from '../adapters/outbound/postgres/outboxQueue.ts';
+import { PostgresRealtimeOutbox } from '../adapters/outbound/postgres/realtimeOutbox.ts';
 import { PostgresRegistryStore } from '../adapters/outbound/postgres/registryStore.ts';
 import { PostgresRetentionStore } from '../adapters/outbound/postgres/retentionStore.ts';
 import { PostgresStatusReads } from '../adapters/outbound/postgres/statusReads.ts';
@@ -110,7 +111,7 @@ export async function connectAdapters(config: ServerConfig, overrides: ServerDep
         });
   // Without a bus nothing reaches the outbox loop; the in-process bus is its idle stand-in.
   const publisher: EventPublisher = overrides.publisher ?? nats ?? new InProcessBus();
-  const realtimeRows = new ClaimableRows(sql, 'realtime_outbox', realtimeClaimPolicy);
+  const realtimeRows = new PostgresRealtimeOutbox(sql, realtimeClaimPolicy);
   const metrics = new Metrics();
   // Submit→start, step durations, backlogs, STALE steps and commit→visible (docs/observability.md).
   const taskMetrics = new TaskMetrics(metrics.registry, new PostgresBacklogReads(sql), () => clock.now());

@@ -228,6 +228,8 @@ export interface RealtimeRecord {
    * their commit wait a few seconds, so the loop only takes those the hand-off could not publish.
    */
   availableAt?: Date;
+  /** The realtime_outbox row that stores it with the other records of its transaction (none: its own). */
+  outboxId?: string;
 }
 
 export interface AclEntry {

@@ -136,6 +136,8 @@ export class FactSession {
   /** Tasks locked in this transaction, as of their last committed fact (no second read). */
   private readonly locked = new Map<string, TaskState>();
   private readonly pending: FactWriteSet[] = [];
+  /** The realtime_outbox row of this transaction's realtime records, once it has one. */
+  private realtimeOutboxId: string | null = null;
   /** Workflows a batch locked with its tasks (`prefetch`), as of the transaction's start. */
   private readonly lockedWorkflows = new Map<string, WorkflowRecord>();
   /** Dedup records of this session's facts, and those read ahead for a batch (null: not seen). */
@@ -261,6 +263,9 @@ export class FactSession {
     // Handed to the publisher after the commit; the relay's loop waits before it may claim them, or
     // they are not stored at all (see RealtimeHandoffMode).
     const handoff = this.options.realtimeHandoff;
+    // One realtime_outbox row holds all the transaction's records.
+    if (given.realtime.length > 0) this.realtimeOutboxId ??= this.ids.newId();
+    for (const record of given.realtime) record.outboxId = this.realtimeOutboxId!;
     if (handoff)
       for (const record of given.realtime) {
         if (handoff.kind === 'durable')

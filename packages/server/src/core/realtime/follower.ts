@@ -23,11 +23,11 @@ export interface CommittedWindow {
 export interface CommittedProjectionReads {
   /** The snapshot of now: what is committed so far. */
   snapshot(): Promise<string>;
-  /** The window's rows in a stable order (writer, then id), at most `limit`. */
+  /** The window's rows (each a commit's messages, in order) in a stable order (writer, then id), at most `limit`. */
   committed(
     window: CommittedWindow,
     limit: number,
-  ): Promise<{ writtenBy: string; id: string; channel: string; payload: unknown }[]>;
+  ): Promise<{ writtenBy: string; id: string; messages: { channel: string; payload: unknown }[] }[]>;
 }
 
 export class CommittedProjectionFollower {
@@ -85,7 +85,9 @@ export class CommittedProjectionFollower {
     this.window ??= { since: this.since, upTo: await this.deps.reads.snapshot(), after: null };
     const rows = await this.deps.reads.committed(this.window, this.deps.batchSize);
     if (rows.length > 0) {
-      const messages: RealtimeMessage[] = rows.map((row) => ({ channel: row.channel, data: row.payload }));
+      const messages: RealtimeMessage[] = rows.flatMap((row) =>
+        row.messages.map((message) => ({ channel: message.channel, data: message.payload })),
+      );
       const outcomes = await this.deps.local.publish(messages);
       for (const outcome of outcomes) if (!outcome.ok) this.deps.onRefused?.(outcome.error);
     }

@@ -1,15 +1,21 @@
 /**
  * The realtime hand-off: a transaction's projections are published right after its commit, from
  * memory, instead of waiting for the relay's loop to claim them back from `realtime_outbox`. Commits
- * that end together are published together (in commit order), and their rows marked PUBLISHED in one
- * statement. The rows were written claimable only a few seconds later, so whatever the hand-off could
- * not publish (the process died, the gateway failed) the loop still claims and publishes: a crash
- * loses nothing, at worst a message arrives twice, which clients ignore by version.
+ * that end together are published together (in commit order), and their rows (one per commit) marked
+ * PUBLISHED in one statement once every message of the row went. The rows were written claimable only a
+ * few seconds later, so whatever the hand-off could not publish (the process died, the gateway failed)
+ * the loop still claims and publishes: a crash loses nothing, at worst a message arrives twice, which
+ * clients ignore by version.
  */
 
 import type { RealtimeRecord } from '../facts/records.ts';
 import type { Clock, Tracing } from '../shared/ports.ts';
-import { type RealtimePublisher, type RelayObserver, supersededProgress } from './relay.ts';
+import {
+  type PublishOutcome,
+  type RealtimePublisher,
+  type RelayObserver,
+  supersededProgress,
+} from './relay.ts';
 
 export interface HandoffRows {
   /** Marks rows PUBLISHED unless the loop has claimed them meanwhile. */
@@ -21,6 +27,8 @@ export class RealtimeHandoff {
   private flushing: Promise<void> | null = null;
   /** Published, not yet marked: marked together, one statement at a time (they batch themselves). */
   private unmarked: string[] = [];
+  /** Per stored row of the records taken: how many are still to publish, and whether one failed. */
+  private readonly rowsInFlight = new Map<string, { left: number; failed: boolean }>();
   private marking: Promise<void> | null = null;
   /** With tracing on: the `traceparent` of the commit each taken row came from. */
   private readonly traceparents = new Map<string, string>();
@@ -44,6 +52,11 @@ export class RealtimeHandoff {
     // Taken right after the commit, in its request: the publication is a span of that request's trace.
     const traceparent = this.deps.tracing?.traceparent();
     if (traceparent) for (const record of records) this.traceparents.set(record.id, traceparent);
+    for (const record of records) {
+      const row = this.rowsInFlight.get(rowOf(record));
+      if (row) row.left += 1;
+      else this.rowsInFlight.set(rowOf(record), { left: 1, failed: false });
+    }
     this.queue.push(...records);
     this.flushing ??= this.flush().finally(() => {
       this.flushing = null;
@@ -94,14 +107,21 @@ export class RealtimeHandoff {
       parents.set(row.id, this.traceparents.get(row.id));
       this.traceparents.delete(row.id);
     }
-    const outcomes = await this.deps.publisher.publish(
-      sending.map((row) => ({ channel: row.channel, data: row.payload })),
-    );
+    let outcomes: PublishOutcome[] = [];
+    try {
+      outcomes = await this.deps.publisher.publish(
+        sending.map((row) => ({ channel: row.channel, data: row.payload })),
+      );
+    } catch (error) {
+      this.deps.onError?.(error);
+    }
     const now = this.deps.clock.now();
-    const done = [...skipped];
+    const failed = new Set<string>();
     for (const [index, row] of sending.entries()) {
-      if (!outcomes[index]?.ok) continue; // left PENDING: the loop retries it with back-off
-      done.push(row.id);
+      if (!outcomes[index]?.ok) {
+        failed.add(row.id); // its stored row stays PENDING: the loop retries it with back-off
+        continue;
+      }
       this.deps.observer?.published?.(row.createdAt, now);
       const parent = parents.get(row.id);
       if (parent)
@@ -114,6 +134,19 @@ export class RealtimeHandoff {
         });
     }
     if (skipped.size > 0) this.deps.observer?.coalesced?.(skipped.size);
+    const done: string[] = [];
+    for (const record of batch) {
+      const id = rowOf(record);
+      const row = this.rowsInFlight.get(id)!;
+      row.left -= 1;
+      if (failed.has(record.id)) row.failed = true;
+      if (row.left > 0) continue;
+      this.rowsInFlight.delete(id);
+      if (!row.failed) done.push(id);
+    }
     if (done.length > 0 && this.deps.rows) this.mark(done);
   }
 }
+
+/** The realtime_outbox row a record is stored in. */
+const rowOf = (record: RealtimeRecord) => record.outboxId ?? record.id;

@@ -1,8 +1,9 @@
 /**
- * The realtime relay (source document 002 §6): claims committed `realtime_outbox` rows with the shared
- * claim mechanism and publishes them, in commit order, through a port (the in-process gateway, or a
- * Centrifugo-compatible HTTP API). A transient failure (timeout, 429, 5xx) is retried with spread-out
- * back-off; a permanent one (the API refused the message) goes DEAD at once. Within a round, a
+ * The realtime relay (source document 002 §6): claims committed `realtime_outbox` rows (one per commit,
+ * holding its messages) with the shared claim mechanism and publishes their messages, in commit order,
+ * through a port (the in-process gateway, or a Centrifugo-compatible HTTP API). A message that failed
+ * for now (timeout, 429, 5xx) is retried with its row, with spread-out back-off; one the API refused goes
+ * DEAD at once, in a row of its own. Messages that went are not sent again. Within a round, a
  * progress-only message superseded by a newer one of the same task on the same channel is not sent:
  * the newer carries everything it said. Terminal, failure and action-required messages always go.
  */
@@ -21,30 +22,44 @@ export interface RealtimePublisher {
   publish(messages: RealtimeMessage[]): Promise<PublishOutcome[]>;
 }
 
-export interface RealtimeRow {
+/** A message as the realtime outbox stores it (the JSON of its row's `messages`, migration 030). */
+export interface StoredRealtimeMessage {
+  id: string;
+  tenant_id: string | null;
+  aggregate_type: string;
+  aggregate_id: string;
+  aggregate_version: string;
+  channel: string;
+  projection: string;
+  payload: unknown;
+}
+
+/** A claimed row: one commit's messages, in order. */
+export interface RealtimeOutboxRow {
   id: string;
   claim_id: string;
   attempts: number;
-  channel: string;
-  aggregate_id: string;
-  payload: unknown;
+  messages: StoredRealtimeMessage[];
   created_at: Date;
 }
 
+/** A row's messages after a round that did not send all of them. */
+export interface RealtimeSettlement {
+  sent: StoredRealtimeMessage[];
+  retry: StoredRealtimeMessage[];
+  refused: StoredRealtimeMessage[];
+}
+
 export interface RealtimeRows {
-  claim<Row extends object>(
-    now: Date,
-    limit: number,
-  ): Promise<(Row & { id: string; claim_id: string; attempts: number })[]>;
+  claimRows(now: Date, limit: number): Promise<RealtimeOutboxRow[]>;
   markPublished(claimId: string, ids: string[], now: Date): Promise<string[]>;
-  markFailed(
+  settle(
     claimId: string,
-    id: string,
-    attempts: number,
+    row: RealtimeOutboxRow,
+    messages: RealtimeSettlement,
     error: string,
     now: Date,
-  ): Promise<'FAILED' | 'DEAD' | null>;
-  markDead(claimId: string, id: string, error: string): Promise<boolean>;
+  ): Promise<'FAILED' | 'DEAD' | 'PUBLISHED' | null>;
 }
 
 export interface RelayObserver {
@@ -52,7 +67,7 @@ export interface RelayObserver {
   published?(committedAt: Date, now: Date): void;
   /** Superseded progress messages that were not sent. */
   coalesced?(count: number): void;
-  dead?(row: RealtimeRow, error: string): void;
+  dead?(message: { id: string; channel: string }, error: string): void;
 }
 
 export interface RelayDeps {
@@ -114,40 +129,67 @@ export function supersededProgress(
   return skipped;
 }
 
+/** At most this many messages in one publish call (one HTTP request to a Centrifugo API). */
+const messagesPerPublish = 1_000;
+
 /** One round; returns how many rows it claimed. */
 export async function relayRealtime(deps: RelayDeps, limit: number): Promise<number> {
-  const rows = await deps.rows.claim<RealtimeRow>(deps.clock.now(), limit);
+  const rows = await deps.rows.claimRows(deps.clock.now(), limit);
   if (rows.length === 0) return 0;
   const claimId = rows[0]!.claim_id;
-  const skipped = supersededProgress(rows.map((row) => ({ ...row, aggregateId: row.aggregate_id })));
-  const sending = rows.filter((row) => !skipped.has(row.id));
-  let outcomes: PublishOutcome[];
+  const messages = rows.flatMap((row) => row.messages.map((message) => ({ row, message })));
+  const skipped = supersededProgress(
+    messages.map(({ message }) => ({ ...message, aggregateId: message.aggregate_id })),
+  );
+  const sending = messages.filter(({ message }) => !skipped.has(message.id));
   const startedAt = deps.clock.now();
-  try {
-    outcomes = await deps.publisher.publish(
-      sending.map((row) => ({ channel: row.channel, data: row.payload })),
-    );
-  } catch (error) {
-    const message = (error as Error).message;
-    outcomes = sending.map(() => ({ ok: false, permanent: false, error: message }));
-  }
-  const done = [...skipped];
-  const now = deps.clock.now();
-  for (const [index, row] of sending.entries()) {
-    const outcome = outcomes[index] ?? { ok: false, permanent: false, error: 'no outcome for the message' };
-    if (outcome.ok) {
-      done.push(row.id);
-      deps.observer?.published?.(row.created_at, now);
-    } else if (outcome.permanent) {
-      if (await deps.rows.markDead(claimId, row.id, outcome.error)) deps.observer?.dead?.(row, outcome.error);
-    } else if (
-      (await deps.rows.markFailed(claimId, row.id, row.attempts, outcome.error.slice(0, 1000), now)) ===
-      'DEAD'
-    ) {
-      deps.observer?.dead?.(row, outcome.error);
+  const outcomes: PublishOutcome[] = [];
+  // A row holds a whole commit: a round of rows after an outage can hold many thousands of messages.
+  for (let start = 0; start < sending.length; start += messagesPerPublish) {
+    const part = sending.slice(start, start + messagesPerPublish);
+    try {
+      const answered = await deps.publisher.publish(
+        part.map(({ message }) => ({ channel: message.channel, data: message.payload })),
+      );
+      for (const index of part.keys())
+        outcomes.push(
+          answered[index] ?? { ok: false, permanent: false, error: 'no outcome for the message' },
+        );
+    } catch (error) {
+      const message = (error as Error).message;
+      outcomes.push(...part.map(() => ({ ok: false as const, permanent: false, error: message })));
     }
   }
-  if (deps.traces) await traceRelayed(deps.traces, sending, done, startedAt, now);
+  const now = deps.clock.now();
+  const settlements = new Map<RealtimeOutboxRow, RealtimeSettlement & { error: string | null }>();
+  for (const row of rows) settlements.set(row, { sent: [], retry: [], refused: [], error: null });
+  for (const { row, message } of messages)
+    if (skipped.has(message.id)) settlements.get(row)!.sent.push(message);
+  const published: { row: RealtimeOutboxRow; message: StoredRealtimeMessage }[] = [];
+  for (const [index, { row, message }] of sending.entries()) {
+    const outcome = outcomes[index]!;
+    const settlement = settlements.get(row)!;
+    if (outcome.ok) {
+      settlement.sent.push(message);
+      published.push({ row, message });
+      continue;
+    }
+    (outcome.permanent ? settlement.refused : settlement.retry).push(message);
+    settlement.error ??= outcome.error.slice(0, 1000);
+  }
+  const done: string[] = [];
+  for (const [row, settlement] of settlements) {
+    if (settlement.error === null) {
+      done.push(row.id);
+      continue;
+    }
+    const became = await deps.rows.settle(claimId, row, settlement, settlement.error, now);
+    if (became === null) continue;
+    const gaveUp = became === 'DEAD' ? [...settlement.retry, ...settlement.refused] : settlement.refused;
+    for (const message of gaveUp) deps.observer?.dead?.(message, settlement.error);
+  }
+  for (const { row } of published) deps.observer?.published?.(row.created_at, now);
+  if (deps.traces) await traceRelayed(deps.traces, published, startedAt, now);
   if (skipped.size > 0) deps.observer?.coalesced?.(skipped.size);
   if (done.length > 0) await deps.rows.markPublished(claimId, done, now);
   return rows.length;
@@ -155,22 +197,22 @@ export async function relayRealtime(deps: RelayDeps, limit: number): Promise<num
 
 async function traceRelayed(
   traces: NonNullable<RelayDeps['traces']>,
-  sending: RealtimeRow[],
-  done: string[],
+  published: { message: StoredRealtimeMessage }[],
   startedAt: Date,
   endedAt: Date,
 ): Promise<void> {
-  const published = sending.filter((row) => done.includes(row.id));
-  const parents = await traces.contexts.ofTasks([...new Set(published.map((row) => row.aggregate_id))]);
-  for (const row of published) {
-    const parent = parents.get(row.aggregate_id);
+  const parents = await traces.contexts.ofTasks([
+    ...new Set(published.map(({ message }) => message.aggregate_id)),
+  ]);
+  for (const { message } of published) {
+    const parent = parents.get(message.aggregate_id);
     if (!parent) continue;
     traces.tracing.recordSpan('tdp.realtime.publish', {
       parent,
       kind: 'client',
       startedAt,
       endedAt,
-      attributes: { taskId: row.aggregate_id, outboxId: row.id, channel: row.channel },
+      attributes: { taskId: message.aggregate_id, outboxId: message.id, channel: message.channel },
     });
   }
 }

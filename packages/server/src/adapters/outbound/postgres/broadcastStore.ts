@@ -1,6 +1,7 @@
-/** Broadcasts: a realtime_outbox row the relay publishes, written with its audit (and idempotency) record. */
+/** Broadcasts: a realtime_outbox row (of one message) the relay publishes, written with its audit (and idempotency) record. */
 import type { IdempotencyRecord, OperatorAuditRecord } from '../../../core/facts/records.ts';
 import type { BroadcastRecord, BroadcastStore } from '../../../core/realtime/broadcasts.ts';
+import type { StoredRealtimeMessage } from '../../../core/realtime/relay.ts';
 import type { Sql } from './database.ts';
 import { findIdempotency } from './eventTables.ts';
 import { insertAudit } from './operatorStore.ts';
@@ -27,11 +28,19 @@ export class PostgresBroadcastStore implements BroadcastStore {
           RETURNING key`;
         if (claimed.length === 0) return 'keyTaken' as const;
       }
+      const message: StoredRealtimeMessage = {
+        id: broadcast.id,
+        tenant_id: broadcast.tenantId,
+        aggregate_type: 'BROADCAST',
+        aggregate_id: broadcast.id,
+        aggregate_version: '1',
+        channel: broadcast.channel,
+        projection: 'BROADCAST',
+        payload: broadcast.payload,
+      };
       await tx`
-        INSERT INTO realtime_outbox (id, tenant_id, aggregate_type, aggregate_id, aggregate_version, channel,
-                                     projection, payload, available_at, created_at)
-        VALUES (${broadcast.id}, ${broadcast.tenantId}, 'BROADCAST', ${broadcast.id}, 1, ${broadcast.channel},
-                'BROADCAST', ${tx.json(broadcast.payload as never)}, ${broadcast.createdAt}, ${broadcast.createdAt})`;
+        INSERT INTO realtime_outbox (id, messages, available_at, created_at)
+        VALUES (${broadcast.id}, ${tx.json([message] as never)}, ${broadcast.createdAt}, ${broadcast.createdAt})`;
       await insertAudit(tx, audit);
       return 'inserted' as const;
     });

@@ -17,8 +17,8 @@ export class PostgresCommittedProjections implements CommittedProjectionReads {
 
   async committed(window: CommittedWindow, limit: number) {
     const after = window.after;
-    return this.sql<{ written_by: string; id: string; channel: string; payload: unknown }[]>`
-      SELECT written_by::text, id, channel, payload FROM realtime_outbox
+    return this.sql<{ written_by: string; id: string; messages: { channel: string; payload: unknown }[] }[]>`
+      SELECT written_by::text, id, messages FROM realtime_outbox
       WHERE written_by >= pg_snapshot_xmin(${window.since}::pg_snapshot)
         AND NOT pg_visible_in_snapshot(written_by, ${window.since}::pg_snapshot)
         AND pg_visible_in_snapshot(written_by, ${window.upTo}::pg_snapshot)
@@ -28,8 +28,7 @@ export class PostgresCommittedProjections implements CommittedProjectionReads {
       rows.map((row) => ({
         writtenBy: row.written_by,
         id: row.id,
-        channel: row.channel,
-        payload: row.payload,
+        messages: row.messages.map((m) => ({ channel: m.channel, payload: m.payload })),
       })),
     );
   }

@@ -27,11 +27,13 @@ export class PostgresDeadLetters implements DeadLetters {
     const name = this.sql(tables[table]);
     const ids = selection.ids ?? null;
     const f = selection.filter ?? {};
-    // A realtime row names no application: its task's does.
+    // A realtime row names no application: the tasks of its messages do.
     const ofApplication =
       table === 'realtime'
-        ? this
-            .sql`(aggregate_type = 'TASK' AND aggregate_id IN (SELECT id FROM task WHERE application_id = ${f.applicationId ?? null}))`
+        ? this.sql`EXISTS (
+            SELECT 1 FROM jsonb_to_recordset(messages) AS m(aggregate_type text, aggregate_id uuid)
+            WHERE m.aggregate_type = 'TASK'
+              AND m.aggregate_id IN (SELECT id FROM task WHERE application_id = ${f.applicationId ?? null}))`
         : this.sql`application_id = ${f.applicationId ?? null}`;
     return this.sql.begin(async (tx) => {
       const requeued = await tx<{ id: string }[]>`

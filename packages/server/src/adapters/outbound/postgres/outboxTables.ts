@@ -3,6 +3,7 @@
  * outbox (realtime_outbox) and the callback deliveries (callback_delivery).
  */
 import type { MergedWrites } from './mergeWrites.ts';
+import { realtimeOutboxInsert } from './realtimeOutbox.ts';
 import { type Column, insertStatement, type RowStatement, type RowValue } from './recordset.ts';
 
 const outboxColumns: Column[] = [
@@ -11,19 +12,6 @@ const outboxColumns: Column[] = [
   ['application_id', 'uuid'],
   ['aggregate_id', 'uuid'],
   ['event_type', 'text'],
-  ['payload', 'jsonb'],
-  ['available_at', 'timestamptz'],
-  ['created_at', 'timestamptz'],
-];
-
-const realtimeColumns: Column[] = [
-  ['id', 'uuid'],
-  ['tenant_id', 'uuid'],
-  ['aggregate_type', 'text'],
-  ['aggregate_id', 'uuid'],
-  ['aggregate_version', 'bigint'],
-  ['channel', 'text'],
-  ['projection', 'text'],
   ['payload', 'jsonb'],
   ['available_at', 'timestamptz'],
   ['created_at', 'timestamptz'],
@@ -63,26 +51,7 @@ export function pushOutboxStatements(w: MergedWrites, statements: RowStatement[]
       ),
     );
   }
-  if (w.realtime.length > 0) {
-    statements.push(
-      insertStatement(
-        'realtime_outbox',
-        realtimeColumns,
-        w.realtime.map((r) => ({
-          id: r.id,
-          tenant_id: r.tenantId,
-          aggregate_type: r.aggregateType,
-          aggregate_id: r.aggregateId,
-          aggregate_version: r.aggregateVersion,
-          channel: r.channel,
-          projection: r.projection,
-          payload: r.payload as RowValue,
-          available_at: r.availableAt ?? r.createdAt,
-          created_at: r.createdAt,
-        })),
-      ),
-    );
-  }
+  if (w.realtime.length > 0) statements.push(realtimeOutboxInsert(w.realtime));
 }
 
 export function pushCallbackStatements(w: MergedWrites, statements: RowStatement[]): void {

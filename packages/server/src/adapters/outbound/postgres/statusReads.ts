@@ -7,6 +7,7 @@ import type {
 } from '../../../core/facts/records.ts';
 import type { StatusReads, Viewer } from '../../../core/status/ports.ts';
 import { type Sql, transaction } from './database.ts';
+import { insertRealtime } from './realtimeOutbox.ts';
 import { type TaskRow, toWorkflow, type WorkflowRow } from './rows.ts';
 import { PostgresTaskStore } from './taskStore.ts';
 import { loadTaskState } from './transactionReads.ts';
@@ -188,15 +189,5 @@ export class PostgresStatusReads implements StatusReads {
       SELECT task_id FROM task_external_ref
       WHERE application_id = ${applicationId} AND ref_type = ${refType} AND ref_value = ${refValue}`;
     return row?.task_id ?? null;
-  }
-}
-
-async function insertRealtime(sql: Sql, rows: RealtimeRecord[]) {
-  for (const r of rows) {
-    await sql`
-      INSERT INTO realtime_outbox (id, tenant_id, aggregate_type, aggregate_id, aggregate_version, channel, projection,
-                                   payload, available_at, created_at)
-      VALUES (${r.id}, ${r.tenantId}, ${r.aggregateType}, ${r.aggregateId}, ${r.aggregateVersion}, ${r.channel},
-              ${r.projection}, ${sql.json(r.payload as never)}, ${r.createdAt}, ${r.createdAt})`;
   }
 }
