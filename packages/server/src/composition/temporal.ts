@@ -48,6 +48,7 @@ export function startTemporal(
           driver: engine,
           now: () => adapters.clock.now(),
           idleMs: temporal.sweepIdleMs ?? 60_000,
+          leaseMs: temporal.sweepIntervalMs ?? 60_000,
         }),
         {
           logger: adapters.logger,
