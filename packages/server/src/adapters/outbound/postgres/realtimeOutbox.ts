@@ -1,7 +1,8 @@
 /**
  * The realtime outbox (migration 030): one row per commit holding that commit's messages in order, on
- * the shared claim mechanism. A row's messages share its fate: published, retried or DEAD together; the
- * relay moves the messages a gateway refused for good to a DEAD row of their own (`settle`).
+ * the shared claim mechanism. A row's messages share its fate: published, retried or DEAD together.
+ * After a round that sent only some of them, the relay splits the row by fate (`settle`), so a message
+ * that went is never sent again and one refused for good waits alone in a DEAD row.
  */
 import { newId } from '@tdp/protocol';
 import type { RealtimeRecord } from '../../../core/facts/records.ts';
@@ -23,7 +24,7 @@ const columns: Column[] = [
   ['created_at', 'timestamptz'],
 ];
 
-export function storedMessage(record: RealtimeRecord): StoredRealtimeMessage {
+function storedMessage(record: RealtimeRecord): StoredRealtimeMessage {
   return {
     id: record.id,
     tenant_id: record.tenantId,
