@@ -110,5 +110,6 @@ describe('an approval step on the task page', () => {
     } finally {
       await sql.end();
     }
-  });
+    // Its waits allow 15 s each (a page under the whole suite's load); the default 30 s did not cover them.
+  }, 90_000);
 });
