@@ -18,9 +18,9 @@ export type ClaimableTable =
 
 export class ClaimableRows {
   constructor(
-    private readonly sql: Sql,
+    protected readonly sql: Sql,
     private readonly table: ClaimableTable,
-    private readonly policy: ClaimPolicy = claimPolicy,
+    protected readonly policy: ClaimPolicy = claimPolicy,
   ) {}
 
   /**

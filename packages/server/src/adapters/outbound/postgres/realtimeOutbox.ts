@@ -75,11 +75,8 @@ export async function insertRealtime(sql: Queryable, records: RealtimeRecord[]):
 }
 
 export class PostgresRealtimeOutbox extends ClaimableRows implements RealtimeRows {
-  constructor(
-    private readonly db: Sql,
-    private readonly claims: ClaimPolicy = claimPolicy,
-  ) {
-    super(db, 'realtime_outbox', claims);
+  constructor(sql: Sql, policy: ClaimPolicy = claimPolicy) {
+    super(sql, 'realtime_outbox', policy);
   }
 
   claimRows(now: Date, limit: number): Promise<RealtimeOutboxRow[]> {
@@ -102,7 +99,7 @@ export class PostgresRealtimeOutbox extends ClaimableRows implements RealtimeRow
     const { sent, retry, refused } = messages;
     if (sent.length === 0 && retry.length === 0)
       return (await this.markDead(claimId, row.id, error)) ? 'DEAD' : null;
-    return this.db.begin(async (tx) => {
+    return this.sql.begin(async (tx) => {
       const [kept] = await tx<{ id: string }[]>`
         UPDATE realtime_outbox SET messages = ${tx.json((retry.length > 0 ? retry : sent) as never)}
         WHERE id = ${row.id} AND claim_id = ${claimId} AND status = 'PUBLISHING' RETURNING id`;
@@ -117,7 +114,7 @@ export class PostgresRealtimeOutbox extends ClaimableRows implements RealtimeRow
                                        published_at)
           VALUES (${newId()}, ${tx.json(part.messages as never)}, ${part.status}, ${row.attempts}, ${now},
                   ${part.error}, ${row.created_at}, ${part.publishedAt})`;
-      const inTransaction = new ClaimableRows(tx as unknown as Sql, 'realtime_outbox', this.claims);
+      const inTransaction = new ClaimableRows(tx as unknown as Sql, 'realtime_outbox', this.policy);
       if (retry.length > 0) return inTransaction.markFailed(claimId, row.id, row.attempts, error, now);
       await inTransaction.markPublished(claimId, [row.id], now);
       return 'PUBLISHED';
