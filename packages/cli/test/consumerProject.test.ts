@@ -78,14 +78,17 @@ beforeAll(async () => {
   project = await mkdtemp(join(tmpdir(), 'tdp-consumer-'));
   const packs = join(project, 'packs');
   await mkdir(packs);
-  await run(
-    'npm',
-    ['pack', ...packages.flatMap((p) => ['-w', `packages/${p}`]), '--pack-destination', packs],
-    {
-      cwd: root,
-      env: cleanEnv(),
-    },
-  );
+  const built = packages.filter((p) => p !== 'dashboard');
+  await run('npm', ['pack', ...built.flatMap((p) => ['-w', `packages/${p}`]), '--pack-destination', packs], {
+    cwd: root,
+    env: cleanEnv(),
+  });
+  // The dashboard's pages as this run's global setup built them: its prepack (`vite build`) empties
+  // dist/ before writing it again, and the page tests running beside this one are served from there.
+  await run('npm', ['pack', '-w', 'packages/dashboard', '--ignore-scripts', '--pack-destination', packs], {
+    cwd: root,
+    env: cleanEnv(),
+  });
   const tarballs: Record<string, string> = {};
   for (const file of await readdir(packs))
     tarballs[`@tdp/${file.replace(/^tdp-|-\d+\.\d+\.\d+\.tgz$/g, '')}`] = `file:${join(packs, file)}`;
