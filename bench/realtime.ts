@@ -101,9 +101,18 @@ async function liveTdp(options: { slowShare?: number; centrifugo?: { binary: str
       centrifugo: centrifugo ? await cpuSeconds(centrifugo.pid) : 0,
     });
     const cpuBefore = await cpu();
+    const histogramsBefore = await serverHistograms(server.base);
     const committed = await offerEvents(pool, server.apiKey, executions);
     await new Promise((resolve) => setTimeout(resolve, 3_000));
     const cpuAfter = await cpu();
+    const histogramsAfter = await serverHistograms(server.base);
+    const during = (series: string) =>
+      quantilesBetween(histogramsBefore.get(series) ?? [], histogramsAfter.get(series) ?? []);
+    const relay = during('tdp_realtime_commit_to_publish_seconds');
+    const phases = (['queue', 'work', 'commit'] as const).map((phase) => {
+      const q = during(`tdp_fact_transaction_seconds{phase="${phase}"}`);
+      return `${phase} <= ${q.p50} / ${q.p99}`;
+    });
     const { latencies, received } = await clients.report();
     await clients.stop();
     sane(committed.count > 0, 'no change committed');
@@ -111,12 +120,11 @@ async function liveTdp(options: { slowShare?: number; centrifugo?: { binary: str
       received > 0 && latencies.length > 0,
       `${received} messages delivered of ${committed.count} changes`,
     );
-    const relay = await relayQuantiles(server.base);
     // Where the time goes, steadier than latency on a shared machine: CPU of each process per change.
     const perChange = (key: keyof typeof cpuAfter) =>
       `${(((cpuAfter[key] - cpuBefore[key]) * 1000) / committed.count).toFixed(2)} ms`;
     console.log(
-      `  (the server's own commit→publish histogram: p50 <= ${relay.p50} ms, p99 <= ${relay.p99} ms; CPU per change: server ${perChange('server')}, PostgreSQL ${perChange('postgres')}${centrifugo ? `, Centrifugo ${perChange('centrifugo')}` : ''})`,
+      `  (the server's own histograms, p50 / p99 in ms: its transactions ${phases.join(', ')}; change→publish <= ${relay.p50} / ${relay.p99}; CPU per change: server ${perChange('server')}, PostgreSQL ${perChange('postgres')}${centrifugo ? `, Centrifugo ${perChange('centrifugo')}` : ''})`,
     );
     return {
       committedPerSecond: committed.count / committed.seconds,
@@ -132,15 +140,33 @@ async function liveTdp(options: { slowShare?: number; centrifugo?: { binary: str
   }
 }
 
-/** Upper bounds of the buckets holding the p50 and p99 of the relay's commit→publish histogram. */
-async function relayQuantiles(base: string): Promise<{ p50: number; p99: number }> {
+type Buckets = { le: number; count: number }[];
+
+/**
+ * The server's histograms from /metrics, by series (name and labels but `le`): each bucket's upper bound
+ * in ms and its cumulative count.
+ */
+async function serverHistograms(base: string): Promise<Map<string, Buckets>> {
   const text = await (await fetch(`${base}/metrics`)).text();
-  const buckets = [
-    ...text.matchAll(/^tdp_realtime_commit_to_publish_seconds_bucket\{le="([^"]+)"\} (\d+)/gm),
-  ].map((m) => ({
-    le: m[1] === '+Inf' ? Number.POSITIVE_INFINITY : Number(m[1]) * 1000,
-    count: Number(m[2]),
-  }));
+  const histograms = new Map<string, Buckets>();
+  for (const m of text.matchAll(/^(\w+)_bucket\{le="([^"]+)"(?:,(.*))?\} (\d+)$/gm)) {
+    const series = m[3] ? `${m[1]}{${m[3]}}` : m[1]!;
+    const buckets = histograms.get(series) ?? [];
+    buckets.push({
+      le: m[2] === '+Inf' ? Number.POSITIVE_INFINITY : Number(m[2]) * 1000,
+      count: Number(m[4]),
+    });
+    histograms.set(series, buckets);
+  }
+  return histograms;
+}
+
+/**
+ * Upper bounds of the buckets holding the p50 and p99 of what a histogram observed between two reads:
+ * the measured run's own, without the set-up's.
+ */
+function quantilesBetween(before: Buckets, after: Buckets): { p50: number; p99: number } {
+  const buckets = after.map((b, i) => ({ le: b.le, count: b.count - (before[i]?.count ?? 0) }));
   const total = buckets.at(-1)?.count ?? 0;
   const bound = (q: number) => buckets.find((b) => b.count >= q * total)?.le ?? Number.NaN;
   return { p50: bound(0.5), p99: bound(0.99) };

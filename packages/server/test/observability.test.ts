@@ -1,6 +1,6 @@
 /**
- * The metrics of docs/observability.md on a real server: a task's run feeds submit→start and step
- * durations; the backlog and STALE gauges are exported; browsers' commit→visible reports feed their
+ * The metrics of docs/observability.md on a real server: a task's run feeds submit→start, step
+ * durations and the phases of its fact transactions; the backlog and STALE gauges are exported; browsers' commit→visible reports feed their
  * histogram, and bad reports are refused with a 4xx problem and change nothing. The alert rules file
  * parses, and every metric its expressions name is one the server exports.
  */
@@ -79,6 +79,14 @@ describe('task metrics', () => {
     expect(count(after, 'tdp_step_duration_seconds_count{status="SUCCEEDED"}')).toBe(
       count(before, 'tdp_step_duration_seconds_count{status="SUCCEEDED"}') + 1,
     );
+    // Its facts were committed in transactions: each observed its phases, a read-write one all three.
+    const grew = (phase: string) =>
+      count(after, `tdp_fact_transaction_seconds_count{phase="${phase}"}`) -
+      count(before, `tdp_fact_transaction_seconds_count{phase="${phase}"}`);
+    expect(grew('work')).toBeGreaterThan(0);
+    expect(grew('queue')).toBe(grew('work'));
+    expect(grew('commit')).toBeGreaterThanOrEqual(grew('work'));
+    expect(sample(after, 'tdp_fact_transaction_seconds_sum{phase="commit"}')).toBeGreaterThan(0);
   });
 
   it('exports the backlogs, their oldest age, DEAD rows and STALE steps', async () => {

@@ -150,7 +150,9 @@ export async function connectAdapters(config: ServerConfig, overrides: ServerDep
     schemas: new AjvJsonSchemaValidator(),
     definitionStore: new PostgresDefinitionStore(sql),
     tasks: new PostgresTaskStore(sql),
-    statusStore: new PostgresFactStore(sql, heartbeatSql),
+    statusStore: new PostgresFactStore(sql, heartbeatSql, (phase, seconds) =>
+      metrics.factTransaction.observe({ phase }, seconds),
+    ),
     registryStore: new PostgresRegistryStore(sql),
     workerStore: new PostgresWorkerStore(sql),
     callbackQueue: new PostgresCallbackQueue(sql),

@@ -250,12 +250,21 @@ export function factStatements(writes: FactWriteSet[]): RowStatement[] {
 
 const retryableCodes = new Set(['40P01', '40001']);
 
+/**
+ * Where a fact transaction's time goes: `queue` waiting for a pooled connection, `work` from then to the
+ * end of the use case's reads and decisions, `commit` its writes and COMMIT (a write-only one has only
+ * `commit`). Its end is when the change is committed, the start of everything realtime measures after.
+ */
+export type TransactionPhase = 'queue' | 'work' | 'commit';
+export type TransactionObserver = (phase: TransactionPhase, seconds: number) => void;
+
 /** The fact store, with the heartbeat path's reads and lease renewals that run outside a transaction. */
 export class PostgresFactStore implements StatusStore {
   /** `heartbeatSql`: the pool heartbeats renew leases on (`leaseTables.ts` `heartbeatSession`). */
   constructor(
     private readonly sql: Sql,
     private readonly heartbeatSql: Sql = sql,
+    private readonly observe: TransactionObserver = () => {},
   ) {}
 
   async renewLeases(updates: HeartbeatUpdate[], now: Date): Promise<Set<string>> {
@@ -305,11 +314,16 @@ export class PostgresFactStore implements StatusStore {
    */
   private async once<T>(work: (tx: FactTransaction) => Promise<T>): Promise<T> {
     let last: Promise<unknown> | null = null;
+    const asked = performance.now();
+    let connected = asked;
+    let worked = asked;
     const value = await transaction(
       this.sql,
       async (sql) => {
+        connected = performance.now();
         const tx = new PostgresFactTransaction(sql, sql);
         const result = await work(tx);
+        worked = performance.now();
         last = tx.sendAtCommit();
         // Observed below, once COMMIT has answered.
         last?.catch(() => {});
@@ -318,6 +332,9 @@ export class PostgresFactStore implements StatusStore {
       beginStatusTransaction,
     );
     if (last) await last;
+    this.observe('queue', (connected - asked) / 1000);
+    this.observe('work', (worked - connected) / 1000);
+    this.observe('commit', (performance.now() - worked) / 1000);
     return value;
   }
 
@@ -325,7 +342,9 @@ export class PostgresFactStore implements StatusStore {
   private async writeOnly<T>(work: (tx: FactTransaction) => Promise<T>): Promise<T> {
     const tx = new PostgresFactTransaction(null, this.sql);
     const value = await work(tx);
+    const sent = performance.now();
     await tx.sendAtCommit();
+    this.observe('commit', (performance.now() - sent) / 1000);
     return value;
   }
 }
