@@ -83,7 +83,9 @@ describe('factStatements: one statement touches a row once', () => {
   const request = (id: string, stepId: string) =>
     ({ id, taskId: 't', stepId, priority: 50, availableAt: at, createdAt: at }) as never;
   const rowsOf = (statements: ReturnType<typeof factStatements>, table: string) =>
-    statements.filter((s) => s.text.includes(table)).map((s) => [s.text.split(' ')[0], JSON.parse(s.rows)]);
+    statements
+      .filter((s) => s.text.includes(table))
+      .map((s) => [/\b(INSERT|UPDATE|DELETE)\b/.exec(s.text)?.[1], JSON.parse(s.rows)]);
 
   it('revokes an attempt inserted by the same batch in its own row, and the others by UPDATE', () => {
     const statements = factStatements([
