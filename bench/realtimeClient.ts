@@ -4,7 +4,8 @@
  * - `tdp`: the `centrifuge` SDK with a connection token (the user's channel is a server-side
  *   subscription); latency from the summary's `updatedAt` (its commit time) to its arrival.
  * - `socketio`: socket.io-client joining the user's room; latency from the message's `sentAt`.
- *   A connection marked `slow` stops reading its socket once subscribed (a frozen tab), and records nothing.
+ *   A connection marked `slow` records nothing, and stops reading its socket (a frozen tab) while the
+ *   process is told to `pause` them, until it is told to `resume`.
  * - `tdp-idle` / `socketio-idle`: connections that only stay open (raw WebSocket with a connect command
  *   for TDP), for the memory measurement.
  *
@@ -25,6 +26,10 @@ interface Start {
 let latencies: number[] = [];
 let received = 0;
 const open: { close(): void }[] = [];
+/** The sockets of the slow connections (their current one: the SDK opens a new one on a reconnect). */
+const slowSockets: (() => WebSocket | null)[] = [];
+let slowPaused = false;
+type RawSocket = { _socket?: { pause(): void; resume(): void } };
 
 function record(sentAt: number) {
   received += 1;
@@ -68,19 +73,15 @@ async function start(message: Start) {
         constructor(address: string, protocols?: string | string[]) {
           super(address, protocols);
           socket = this;
+          // A reconnect while paused stays paused.
+          if (slow && slowPaused) this.once('open', () => (this as unknown as RawSocket)._socket?.pause());
         }
       }
+      if (slow) slowSockets.push(() => socket);
       const client = new Centrifuge(message.url, { websocket: Kept, token: token! });
       if (!slow)
         client.on('publication', (ctx) => record(Date.parse((ctx.data as { updatedAt: string }).updatedAt)));
-      ready.push(
-        new Promise((resolve) =>
-          client.once('subscribed', () => {
-            if (slow) (socket as unknown as { _socket: { pause(): void } } | null)?._socket.pause();
-            resolve();
-          }),
-        ),
-      );
+      ready.push(new Promise((resolve) => client.once('subscribed', () => resolve())));
       client.connect();
       open.push({ close: () => client.disconnect() });
     } else if (message.mode === 'socketio' || message.mode === 'socketio-idle') {
@@ -110,8 +111,16 @@ async function start(message: Start) {
   process.send?.({ type: 'ready' });
 }
 
-process.on('message', (message: Start | { type: 'report' } | { type: 'stop' }) => {
-  if (message.type === 'start')
+process.on('message', (message: Start | { type: 'report' | 'stop' | 'pause' | 'resume' }) => {
+  if (message.type === 'pause' || message.type === 'resume') {
+    slowPaused = message.type === 'pause';
+    for (const socket of slowSockets) {
+      const raw = (socket() as unknown as RawSocket | null)?._socket;
+      if (slowPaused) raw?.pause();
+      else raw?.resume();
+    }
+    process.send?.({ type: message.type });
+  } else if (message.type === 'start')
     void start(message).catch((error) => process.send?.({ type: 'error', error: String(error) }));
   else if (message.type === 'report') {
     process.send?.({ type: 'report', latencies, received });

@@ -53,7 +53,18 @@ export async function openClients(
       return ready;
     }),
   );
+  const tellAll = (type: 'pause' | 'resume') =>
+    Promise.all(
+      children.map((child) => {
+        const answer = waitFor(child, type);
+        child.send({ type });
+        return answer;
+      }),
+    );
   return {
+    /** The `slow` connections stop reading their sockets (until `resumeSlow`). */
+    pauseSlow: () => tellAll('pause'),
+    resumeSlow: () => tellAll('resume'),
     report: async () => {
       const reports = await Promise.all(
         children.map((child) => {
