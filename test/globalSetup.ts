@@ -7,6 +7,7 @@ import { build } from 'vite';
 import type { TestProject } from 'vitest/node';
 import { startTemporaryPostgres } from '../packages/cli/src/embeddedPostgres.ts';
 import { connectDatabase, migrate } from '../packages/server/src/main.ts';
+import { testDashboardDirectory } from './dashboardPages.ts';
 import { unfitUserMessages } from './peopleMessages.ts';
 
 export const templateDatabase = 'tdp_test_template';
@@ -25,6 +26,7 @@ export default async function setup(project: TestProject) {
   await build({
     configFile: new URL('../packages/dashboard/vite.config.ts', import.meta.url).pathname,
     logLevel: 'warn',
+    build: { outDir: testDashboardDirectory, emptyOutDir: true },
   });
   let adminUrl = process.env.DATABASE_URL;
   let stopPostgres = async () => {};

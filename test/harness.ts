@@ -16,6 +16,7 @@ import {
   type ServerSettings,
   startServer,
 } from '../packages/server/src/main.ts';
+import { testDashboardDirectory } from './dashboardPages.ts';
 import { createTestDatabase } from './database.ts';
 
 export class TestClock {
@@ -101,6 +102,7 @@ export async function startHarness(
     {
       ...defaultSettings,
       ...options.settings,
+      dashboardDirectory: testDashboardDirectory,
       databaseUrl: options.serverDatabaseUrl ? options.serverDatabaseUrl(database.url) : database.url,
       host: '127.0.0.1',
       port: 0,

@@ -5,6 +5,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { generateKeyringEntry } from '../packages/server/src/main.ts';
+import { testDashboardDirectory } from './dashboardPages.ts';
 
 const cli = new URL('../packages/cli/src/main.ts', import.meta.url).pathname;
 
@@ -41,6 +42,7 @@ export function tdpProcess(options: {
     ...process.env,
     DATABASE_URL: options.databaseUrl,
     TDP_PORT: String(options.port),
+    TDP_DASHBOARD_DIR: testDashboardDirectory,
     TDP_HOST: '127.0.0.1',
     TDP_ADMIN_TOKEN: adminToken,
     TDP_SECRET_KEYS: generateKeyringEntry('test1'),

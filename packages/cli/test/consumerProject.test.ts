@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { testDashboardDirectory } from '../../../test/dashboardPages.ts';
 import { type DevProcess, startDevProcess } from '../../../test/devProcess.ts';
 import { readmeBlock } from '../../../test/readme.ts';
 import { freePort } from '../src/embeddedPostgres.ts';
@@ -83,9 +84,13 @@ beforeAll(async () => {
     cwd: root,
     env: cleanEnv(),
   });
-  // The dashboard's pages as this run's global setup built them: its prepack (`vite build`) empties
-  // dist/ before writing it again, and the page tests running beside this one are served from there.
-  await run('npm', ['pack', '-w', 'packages/dashboard', '--ignore-scripts', '--pack-destination', packs], {
+  // The dashboard as this run's global setup built it, packed from a folder of its own: the workspace's
+  // dist/ is built again meanwhile by `npm start`'s prestart (start.test.ts), and vite empties it first.
+  const dashboard = join(project, 'dashboard-package');
+  await mkdir(dashboard);
+  await cp(join(root, 'packages/dashboard/package.json'), join(dashboard, 'package.json'));
+  await cp(testDashboardDirectory, join(dashboard, 'dist'), { recursive: true });
+  await run('npm', ['pack', dashboard, '--ignore-scripts', '--pack-destination', packs], {
     cwd: root,
     env: cleanEnv(),
   });

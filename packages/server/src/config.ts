@@ -334,6 +334,8 @@ export interface ServerConfig extends ServerSettings, OrchestratorSettings {
   developmentFiles?: { directory: string; providerToken: string } | null;
   /** Where finished tasks are archived (`TDP_ARCHIVE_DIR`); without it task history is kept. */
   archiveDirectory?: string | null;
+  /** The dashboard's built pages (`TDP_DASHBOARD_DIR`); without it, the installed @tdp/dashboard's. */
+  dashboardDirectory?: string | null;
 }
 
 /** An optional setting: the override if given (null included), else the trimmed variable, else null. */
@@ -494,5 +496,6 @@ export function configFromEnv(env: NodeJS.ProcessEnv, overrides: Partial<ServerC
     realtimeTokenSecret: optional(overrides, 'realtimeTokenSecret', env.TDP_REALTIME_TOKEN_SECRET),
     developmentFiles: overrides.developmentFiles ?? null,
     archiveDirectory: optional(overrides, 'archiveDirectory', env.TDP_ARCHIVE_DIR),
+    dashboardDirectory: optional(overrides, 'dashboardDirectory', env.TDP_DASHBOARD_DIR),
   };
 }

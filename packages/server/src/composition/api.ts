@@ -197,7 +197,7 @@ export async function createApi(
       requeueDead: ({ table, reason }) =>
         requeueDeadLetters(uses.deadLetterRequeue, { table, selection: {}, reason, actor: 'operator' }),
     },
-    pagesDirectory: await dashboardPages(),
+    pagesDirectory: await dashboardPages(config.dashboardDirectory ?? null),
     wsUrl: config.realtimeWsUrl,
   });
   registerTaskRoutes(app, {
