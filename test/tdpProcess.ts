@@ -3,6 +3,8 @@
  * again on the same database, keys and address.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { generateKeyringEntry } from '../packages/server/src/main.ts';
 import { testDashboardDirectory } from './dashboardPages.ts';
@@ -42,7 +44,10 @@ export function tdpProcess(options: {
     ...process.env,
     DATABASE_URL: options.databaseUrl,
     TDP_PORT: String(options.port),
-    TDP_DASHBOARD_DIR: testDashboardDirectory,
+    // The tests' own build when a test run made one (the fuzz runs this without the tests' setup).
+    ...(existsSync(join(testDashboardDirectory, 'index.html'))
+      ? { TDP_DASHBOARD_DIR: testDashboardDirectory }
+      : {}),
     TDP_HOST: '127.0.0.1',
     TDP_ADMIN_TOKEN: adminToken,
     TDP_SECRET_KEYS: generateKeyringEntry('test1'),
