@@ -334,8 +334,7 @@ export interface ServerConfig extends ServerSettings, OrchestratorSettings {
   developmentFiles?: { directory: string; providerToken: string } | null;
   /** Where finished tasks are archived (`TDP_ARCHIVE_DIR`); without it task history is kept. */
   archiveDirectory?: string | null;
-  /** The dashboard's built pages (`TDP_DASHBOARD_DIR`); without it, the installed @tdp/dashboard's. */
-  dashboardDirectory?: string | null;
+  dashboardDirectory?: string | null; // the dashboard's pages (TDP_DASHBOARD_DIR; else @tdp/dashboard's)
 }
 
 /** An optional setting: the override if given (null included), else the trimmed variable, else null. */
