@@ -2,7 +2,9 @@
  * A process of realtime clients for `bench -- realtime`. Told over IPC which connections to open:
  *
  * - `tdp`: the `centrifuge` SDK with a connection token (the user's channel is a server-side
- *   subscription); latency from the summary's `updatedAt` (its commit time) to its arrival.
+ *   subscription); latency from the summary's `updatedAt` (its fact's time, taken as its transaction
+ *   starts) to its arrival, and each arrival's time by task and version (the bench joins them to the
+ *   commit times PostgreSQL recorded).
  * - `socketio`: socket.io-client joining the user's room; latency from the message's `sentAt`.
  *   A connection marked `slow` records nothing, and stops reading its socket (a frozen tab) while the
  *   process is told to `pause` them, until it is told to `resume`.
@@ -24,6 +26,8 @@ interface Start {
 }
 
 let latencies: number[] = [];
+/** `taskId:taskVersion` and the wall-clock time of its arrival, in ms with a fraction. */
+let arrivals: [string, number][] = [];
 let received = 0;
 const open: { close(): void }[] = [];
 /** The sockets of the slow connections (their current one: the SDK opens a new one on a reconnect). */
@@ -80,7 +84,14 @@ async function start(message: Start) {
       if (slow) slowSockets.push(() => socket);
       const client = new Centrifuge(message.url, { websocket: Kept, token: token! });
       if (!slow)
-        client.on('publication', (ctx) => record(Date.parse((ctx.data as { updatedAt: string }).updatedAt)));
+        client.on('publication', (ctx) => {
+          const summary = ctx.data as { taskId: string; taskVersion: string; updatedAt: string };
+          arrivals.push([
+            `${summary.taskId}:${summary.taskVersion}`,
+            performance.timeOrigin + performance.now(),
+          ]);
+          record(Date.parse(summary.updatedAt));
+        });
       ready.push(new Promise((resolve) => client.once('subscribed', () => resolve())));
       client.connect();
       open.push({ close: () => client.disconnect() });
@@ -123,8 +134,9 @@ process.on('message', (message: Start | { type: 'report' | 'stop' | 'pause' | 'r
   } else if (message.type === 'start')
     void start(message).catch((error) => process.send?.({ type: 'error', error: String(error) }));
   else if (message.type === 'report') {
-    process.send?.({ type: 'report', latencies, received });
+    process.send?.({ type: 'report', latencies, arrivals, received });
     latencies = [];
+    arrivals = [];
     received = 0;
   } else {
     for (const connection of open) connection.close();

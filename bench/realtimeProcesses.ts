@@ -68,13 +68,17 @@ export async function openClients(
     report: async () => {
       const reports = await Promise.all(
         children.map((child) => {
-          const answer = waitFor<{ latencies: number[]; received: number }>(child, 'report');
+          const answer = waitFor<{ latencies: number[]; arrivals?: [string, number][]; received: number }>(
+            child,
+            'report',
+          );
           child.send({ type: 'report' });
           return answer;
         }),
       );
       return {
         latencies: reports.flatMap((r) => r.latencies).sort((a, b) => a - b),
+        arrivals: reports.flatMap((r) => r.arrivals ?? []),
         received: reports.reduce((sum, r) => sum + r.received, 0),
       };
     },

@@ -27,7 +27,11 @@ export function sane(ok: boolean, what: string): void {
  * A migrated database of its own on `onServer` (an admin URL), DATABASE_URL's server, or an embedded
  * PostgreSQL of its own.
  */
-export async function benchDatabase(onServer?: string): Promise<{
+export async function benchDatabase(
+  onServer?: string,
+  /** Settings of the temporary server (none is started with `onServer` or DATABASE_URL). */
+  settings?: Record<string, string>,
+): Promise<{
   url: string;
   /** Writes out what a burst left behind (a checkpoint), as a server in its steady state would have. */
   checkpoint(): Promise<void>;
@@ -36,7 +40,7 @@ export async function benchDatabase(onServer?: string): Promise<{
   let adminUrl = onServer ?? process.env.DATABASE_URL;
   let stopServer = async () => {};
   if (!adminUrl) {
-    const postgres = await startTemporaryPostgres();
+    const postgres = await startTemporaryPostgres(settings);
     adminUrl = postgres.adminUrl;
     stopServer = () => postgres.stop();
   }

@@ -17,6 +17,8 @@ export interface EmbeddedPostgresOptions {
   port: number;
   log?: (line: string) => void;
   startTimeoutMs?: number;
+  /** Server settings beyond the defaults (`-c name=value`), e.g. a benchmark's `track_commit_timestamp`. */
+  settings?: Record<string, string>;
 }
 
 export interface EmbeddedPostgres {
@@ -188,6 +190,7 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
       'max_connections=200',
       // Autovacuum keeps PostgreSQL's one-minute nap: with a shorter one, every hot table is re-analysed
       // each round under load, and each round re-plans every pooled connection's statements.
+      ...Object.entries(options.settings ?? {}).flatMap(([name, value]) => ['-c', `${name}=${value}`]),
     ],
     runAs,
     log,
@@ -250,12 +253,13 @@ export async function freePort(): Promise<number> {
 }
 
 /** A throw-away cluster in a temporary folder (tests, benchmarks); `stop()` also deletes its files. */
-export async function startTemporaryPostgres(): Promise<EmbeddedPostgres> {
+export async function startTemporaryPostgres(settings?: Record<string, string>): Promise<EmbeddedPostgres> {
   const home = await mkdtemp(join(tmpdir(), 'tdp-pg-'));
   await chmod(home, 0o755); // the postgres user must reach the data folder when we run as root
   const postgres = await startEmbeddedPostgres({
     dataDirectory: join(home, 'postgres'),
     port: await freePort(),
+    ...(settings ? { settings } : {}),
   });
   return {
     ...postgres,
