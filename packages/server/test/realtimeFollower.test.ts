@@ -42,14 +42,25 @@ const insertRow = (tx: Queryable, label: string) =>
     },
   ]);
 
-/** A follower delivering into a list of labels; `gating` is its listening check and grace. */
+/**
+ * A follower delivering into a list of labels; `gating` is its listening check and grace, and
+ * `beforeSnapshot` runs as each snapshot is about to be taken.
+ */
 function followerWith(
   batchSize: number,
   gating: { listening: () => boolean; idleAfterMs: number; now: () => number } | null = null,
+  beforeSnapshot?: () => Promise<void>,
 ) {
   const delivered: string[] = [];
+  const committed = new PostgresCommittedProjections(sql);
   const follower = new CommittedProjectionFollower({
-    reads: new PostgresCommittedProjections(sql),
+    reads: {
+      snapshot: async () => {
+        await beforeSnapshot?.();
+        return committed.snapshot();
+      },
+      committed: (window, limit) => committed.committed(window, limit),
+    },
     local: {
       publish: async (messages: RealtimeMessage[]) => {
         for (const message of messages) delivered.push((message.data as { label: string }).label);
@@ -152,5 +163,34 @@ describe('the committed-projection follower', () => {
     await insertRow(sql, 'back');
     await drain();
     expect(delivered).toEqual(['within-grace', 'back']);
+  });
+
+  it('reads nothing until its first client (a replica nobody listened to has no stream to resume), and misses nothing of a client that comes as it skips', async () => {
+    let listening = false;
+    let now = 0;
+    let onSnapshot: (() => Promise<void>) | null = null;
+    const { follower, delivered, drain } = followerWith(
+      100,
+      { listening: () => listening, idleAfterMs: 60_000, now: () => now },
+      async () => {
+        const hook = onSnapshot;
+        onSnapshot = null;
+        await hook?.();
+      },
+    );
+    await follower.begin();
+    await insertRow(sql, 'nobody-yet');
+    now += 1_000;
+    await drain();
+    expect(delivered).toEqual([]);
+    // A stream opens while the follower takes its idle snapshot, and a change commits before that
+    // snapshot but after the stream read its state: it must still reach the stream.
+    onSnapshot = async () => {
+      listening = true;
+      await insertRow(sql, 'as-the-client-came');
+    };
+    await drain();
+    await drain();
+    expect(delivered).toEqual(['as-the-client-came']);
   });
 });

@@ -7,7 +7,8 @@
  * whether or not the relay has published it to Centrifugo yet (both come from the same commit).
  *
  * Reading every committed row costs PostgreSQL and this process for every change, so a replica nobody
- * listens to (no client on its gateway for `idleAfterMs`) only moves its start to what is committed now.
+ * listens to (no client on its gateway since it started, or for `idleAfterMs`) only moves its start to
+ * what is committed now.
  * The grace keeps a stream's reconnect within it resumable; a stream that comes back later is told to
  * reset (`stream.reset`), as on another replica.
  */
@@ -51,18 +52,20 @@ export class CommittedProjectionFollower {
     },
   ) {}
 
-  /** When a client was last seen on the gateway (null until the first look: a start reads as usual). */
+  /**
+   * When a client was last seen on the gateway; null until the first one: a replica that nobody has
+   * listened to since it started has no stream to resume, so it reads nothing until one comes.
+   */
   private lastListenedAt: number | null = null;
 
   private idle(): boolean {
     if (!this.deps.listening) return false;
     const now = (this.deps.now ?? Date.now)();
-    this.lastListenedAt ??= now;
     if (this.deps.listening()) {
       this.lastListenedAt = now;
       return false;
     }
-    return now - this.lastListenedAt > (this.deps.idleAfterMs ?? 0);
+    return this.lastListenedAt === null || now - this.lastListenedAt > (this.deps.idleAfterMs ?? 0);
   }
 
   /** Starts at what is committed now (before this replica serves its first stream). */
@@ -77,10 +80,14 @@ export class CommittedProjectionFollower {
       return 0;
     }
     if (this.idle()) {
-      // Nobody to deliver to: what commits until a client comes starts after this snapshot.
-      this.since = await this.deps.reads.snapshot();
-      this.window = null;
-      return 0;
+      // Nobody to deliver to: what commits until a client comes starts after this snapshot. Looked at
+      // again once it is taken: a client that came meanwhile may have read its state before it.
+      const snapshot = await this.deps.reads.snapshot();
+      if (this.idle()) {
+        this.since = snapshot;
+        this.window = null;
+        return 0;
+      }
     }
     this.window ??= { since: this.since, upTo: await this.deps.reads.snapshot(), after: null };
     const rows = await this.deps.reads.committed(this.window, this.deps.batchSize);
