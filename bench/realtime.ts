@@ -138,6 +138,7 @@ async function liveTdp(
     const during = (series: string) =>
       quantilesBetween(histogramsBefore.get(series) ?? [], histogramsAfter.get(series) ?? []);
     const relay = during('tdp_realtime_commit_to_publish_seconds');
+    const handoff = during('tdp_realtime_handoff_seconds');
     const phases = (['queue', 'work', 'commit'] as const).map((phase) => {
       const q = during(`tdp_fact_transaction_seconds{phase="${phase}"}`);
       return `${phase} <= ${q.p50} / ${q.p99}`;
@@ -154,7 +155,7 @@ async function liveTdp(
     const perChange = (key: keyof typeof cpuAfter) =>
       `${(((cpuAfter[key] - cpuBefore[key]) * 1000) / committed.count).toFixed(2)} ms`;
     console.log(
-      `  (the server's own histograms, p50 / p99 in ms: its transactions ${phases.join(', ')}; change→publish <= ${relay.p50} / ${relay.p99}; CPU per change: server ${perChange('server')}, PostgreSQL ${perChange('postgres')}${centrifugo ? `, Centrifugo ${perChange('centrifugo')}` : ''})`,
+      `  (the server's own histograms, p50 / p99 in ms: its transactions ${phases.join(', ')}; change→publish <= ${relay.p50} / ${relay.p99}, commit→publish <= ${handoff.p50} / ${handoff.p99}; CPU per change: server ${perChange('server')}, PostgreSQL ${perChange('postgres')}${centrifugo ? `, Centrifugo ${perChange('centrifugo')}` : ''})`,
     );
     return {
       reading: liveOf(measured.reading, commits),

@@ -87,6 +87,10 @@ describe('task metrics', () => {
     expect(grew('queue')).toBe(grew('work'));
     expect(grew('commit')).toBeGreaterThanOrEqual(grew('work'));
     expect(sample(after, 'tdp_fact_transaction_seconds_sum{phase="commit"}')).toBeGreaterThan(0);
+    // Its realtime messages went out through the hand-off, each timed from its commit.
+    expect(count(after, 'tdp_realtime_handoff_seconds_count')).toBeGreaterThan(
+      count(before, 'tdp_realtime_handoff_seconds_count'),
+    );
   });
 
   it('exports the backlogs, their oldest age, DEAD rows and STALE steps', async () => {

@@ -79,4 +79,29 @@ describe('the realtime hand-off', () => {
     await subject.idle();
     expect(marked.flat()).toEqual(['C']);
   });
+
+  it('times each message it sent from when it was handed over (its commit), apart from its fact time, and only those it sent', async () => {
+    let now = 1_000_000;
+    const observed: { fromFact: number[]; fromCommit: number[] } = { fromFact: [], fromCommit: [] };
+    const subject = new RealtimeHandoff({
+      publisher: {
+        publish: async (messages) => {
+          now += 7; // the gateway takes 7 ms
+          return messages.map((m) =>
+            m.channel === 'refused' ? { ok: false, permanent: false, error: 'busy' } : { ok: true },
+          );
+        },
+      },
+      clock: { now: () => new Date(now) },
+      observer: {
+        published: (committedAt, at) => observed.fromFact.push(at.getTime() - committedAt.getTime()),
+        handedOff: (takenAt, at) => observed.fromCommit.push(at.getTime() - takenAt.getTime()),
+      },
+    });
+    // The fact's time is its transaction's start, 12 ms before the commit handed it over.
+    const fact = (channel: string) => ({ ...record('A', channel), createdAt: new Date(now - 12) });
+    subject.take([fact('a1'), fact('refused')]);
+    await subject.idle();
+    expect(observed).toEqual({ fromFact: [19], fromCommit: [7] });
+  });
 });

@@ -81,6 +81,8 @@ export async function createLoops(config: ServerConfig, a: Adapters, uses: UseCa
   const realtimeObserver = {
     published: (committedAt: Date, now: Date) =>
       metrics.realtimeLatency.observe(Math.max(0, now.getTime() - committedAt.getTime()) / 1000),
+    handedOff: (takenAt: Date, now: Date) =>
+      metrics.realtimeHandoff.observe(Math.max(0, now.getTime() - takenAt.getTime()) / 1000),
     coalesced: (count: number) => metrics.realtimeCoalesced.inc(count),
     dead: (row: { id: string; channel: string }, error: string) => {
       metrics.realtimeDead.inc();

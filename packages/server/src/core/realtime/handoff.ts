@@ -32,6 +32,8 @@ export class RealtimeHandoff {
   private marking: Promise<void> | null = null;
   /** With tracing on: the `traceparent` of the commit each taken row came from. */
   private readonly traceparents = new Map<string, string>();
+  /** When each record was taken, i.e. when its transaction had just committed. */
+  private readonly takenAt = new Map<string, Date>();
 
   constructor(
     private readonly deps: {
@@ -49,10 +51,12 @@ export class RealtimeHandoff {
   /** Committed rows, in commit order. */
   take(records: RealtimeRecord[]): void {
     if (records.length === 0) return;
+    const takenAt = this.deps.clock.now();
     // Taken right after the commit, in its request: the publication is a span of that request's trace.
     const traceparent = this.deps.tracing?.traceparent();
     if (traceparent) for (const record of records) this.traceparents.set(record.id, traceparent);
     for (const record of records) {
+      this.takenAt.set(record.id, takenAt);
       const row = this.rowsInFlight.get(rowOf(record));
       if (row) row.left += 1;
       else this.rowsInFlight.set(rowOf(record), { left: 1, failed: false });
@@ -103,9 +107,12 @@ export class RealtimeHandoff {
     const sending = batch.filter((record) => !skipped.has(record.id));
     const startedAt = this.deps.clock.now();
     const parents = new Map<string, string | undefined>();
+    const taken = new Map<string, Date | undefined>();
     for (const row of batch) {
       parents.set(row.id, this.traceparents.get(row.id));
       this.traceparents.delete(row.id);
+      taken.set(row.id, this.takenAt.get(row.id));
+      this.takenAt.delete(row.id);
     }
     let outcomes: PublishOutcome[] = [];
     try {
@@ -123,6 +130,8 @@ export class RealtimeHandoff {
         continue;
       }
       this.deps.observer?.published?.(row.createdAt, now);
+      const takenAt = taken.get(row.id);
+      if (takenAt) this.deps.observer?.handedOff?.(takenAt, now);
       const parent = parents.get(row.id);
       if (parent)
         this.deps.tracing?.recordSpan('tdp.realtime.publish', {

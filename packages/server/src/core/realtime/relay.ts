@@ -63,8 +63,10 @@ export interface RealtimeRows {
 }
 
 export interface RelayObserver {
-  /** Commit → publish latency of each message sent. */
+  /** Commit → publish latency of each message sent (from its fact's time). */
   published?(committedAt: Date, now: Date): void;
+  /** For a message the hand-off sent: the time from its transaction's end (the hand-off) to then. */
+  handedOff?(takenAt: Date, now: Date): void;
   /** Superseded progress messages that were not sent. */
   coalesced?(count: number): void;
   dead?(message: { id: string; channel: string }, error: string): void;

@@ -40,6 +40,12 @@ export class Metrics {
     buckets: commitBuckets,
     registers: [this.registry],
   });
+  readonly realtimeHandoff = new Histogram({
+    name: 'tdp_realtime_handoff_seconds',
+    help: "Time from a transaction's commit to the publication of its realtime messages to the gateway by the in-memory hand-off",
+    buckets: commitBuckets,
+    registers: [this.registry],
+  });
   readonly factTransaction = new Histogram({
     name: 'tdp_fact_transaction_seconds',
     help: 'Time of a status transaction, by phase: queue (for a pooled connection), work (its reads and decisions), commit (its writes and COMMIT)',
