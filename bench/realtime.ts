@@ -417,12 +417,11 @@ export async function benchRealtime(): Promise<void> {
   const withSlow = slowRun.slowNotReading!;
   line('  all reading', slowRun.reading);
   line('  10% not', withSlow);
-  const fromCommit = (f: Live, g: Live) =>
-    f.fromCommit && g.fromCommit
-      ? ` (from the commit ${f.fromCommit.p99.toFixed(1)} vs ${g.fromCommit.p99.toFixed(1)} ms → ${ratio(f.fromCommit.p99, Math.max(g.fromCommit.p99, 1))})`
-      : '';
+  // Judged like the latency targets, from the commit; from the change's time (its transaction in it) too.
+  const slowRatio = (pick: (f: Live) => number) => ratio(pick(withSlow), Math.max(pick(slowRun.reading), 1));
+  const fromCommit = withSlow.fromCommit && slowRun.reading.fromCommit;
   console.log(
-    `  slow consumers: the other 90%'s p99 ${withSlow.p99.toFixed(0)} ms while 10% do not read vs ${slowRun.reading.p99.toFixed(0)} ms while all read, in alternate parts of one run → ${ratio(withSlow.p99, Math.max(slowRun.reading.p99, 1))} (target <= 1.2)${fromCommit(withSlow, slowRun.reading)}`,
+    `  slow consumers: the other 90%'s ${fromCommit ? `commit → visible p99 ${withSlow.fromCommit!.p99.toFixed(1)} ms while 10% do not read vs ${slowRun.reading.fromCommit!.p99.toFixed(1)} ms while all read, in alternate parts of one run → ${slowRatio((f) => f.fromCommit!.p99)} (target <= 1.2); change → visible ` : ''}p99 ${withSlow.p99.toFixed(0)} vs ${slowRun.reading.p99.toFixed(0)} ms → ${slowRatio((f) => f.p99)}${fromCommit ? '' : ' (target <= 1.2)'}`,
   );
   const viaCentrifugo = binary ? (await liveTdp({ centrifugo: { binary } })).reading : null;
   if (viaCentrifugo) line('TDP Centrifugo', viaCentrifugo);
