@@ -188,9 +188,9 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
       'unix_socket_directories=',
       '-c',
       'max_connections=200',
+      ...Object.entries(options.settings ?? {}).flatMap(([name, value]) => ['-c', `${name}=${value}`]),
       // Autovacuum keeps PostgreSQL's one-minute nap: with a shorter one, every hot table is re-analysed
       // each round under load, and each round re-plans every pooled connection's statements.
-      ...Object.entries(options.settings ?? {}).flatMap(([name, value]) => ['-c', `${name}=${value}`]),
     ],
     runAs,
     log,

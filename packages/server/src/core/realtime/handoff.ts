@@ -30,10 +30,11 @@ export class RealtimeHandoff {
   /** Per stored row of the records taken: how many are still to publish, and whether one failed. */
   private readonly rowsInFlight = new Map<string, { left: number; failed: boolean }>();
   private marking: Promise<void> | null = null;
-  /** With tracing on: the `traceparent` of the commit each taken row came from. */
-  private readonly traceparents = new Map<string, string>();
-  /** When each record was taken, i.e. when its transaction had just committed. */
-  private readonly takenAt = new Map<string, Date>();
+  /**
+   * Each record's take: when (its transaction had just committed) and, with tracing on, the
+   * `traceparent` of the commit it came from.
+   */
+  private readonly taken = new Map<string, { at: Date; traceparent: string | undefined }>();
 
   constructor(
     private readonly deps: {
@@ -51,12 +52,10 @@ export class RealtimeHandoff {
   /** Committed rows, in commit order. */
   take(records: RealtimeRecord[]): void {
     if (records.length === 0) return;
-    const takenAt = this.deps.clock.now();
     // Taken right after the commit, in its request: the publication is a span of that request's trace.
-    const traceparent = this.deps.tracing?.traceparent();
-    if (traceparent) for (const record of records) this.traceparents.set(record.id, traceparent);
+    const take = { at: this.deps.clock.now(), traceparent: this.deps.tracing?.traceparent() };
     for (const record of records) {
-      this.takenAt.set(record.id, takenAt);
+      this.taken.set(record.id, take);
       const row = this.rowsInFlight.get(rowOf(record));
       if (row) row.left += 1;
       else this.rowsInFlight.set(rowOf(record), { left: 1, failed: false });
@@ -106,14 +105,8 @@ export class RealtimeHandoff {
     const skipped = supersededProgress(batch);
     const sending = batch.filter((record) => !skipped.has(record.id));
     const startedAt = this.deps.clock.now();
-    const parents = new Map<string, string | undefined>();
-    const taken = new Map<string, Date | undefined>();
-    for (const row of batch) {
-      parents.set(row.id, this.traceparents.get(row.id));
-      this.traceparents.delete(row.id);
-      taken.set(row.id, this.takenAt.get(row.id));
-      this.takenAt.delete(row.id);
-    }
+    const takes = new Map(batch.map((row) => [row.id, this.taken.get(row.id)]));
+    for (const row of batch) this.taken.delete(row.id);
     let outcomes: PublishOutcome[] = [];
     try {
       outcomes = await this.deps.publisher.publish(
@@ -130,9 +123,9 @@ export class RealtimeHandoff {
         continue;
       }
       this.deps.observer?.published?.(row.createdAt, now);
-      const takenAt = taken.get(row.id);
-      if (takenAt) this.deps.observer?.handedOff?.(takenAt, now);
-      const parent = parents.get(row.id);
+      const take = takes.get(row.id);
+      if (take) this.deps.observer?.handedOff?.(take.at, now);
+      const parent = take?.traceparent;
       if (parent)
         this.deps.tracing?.recordSpan('tdp.realtime.publish', {
           parent,

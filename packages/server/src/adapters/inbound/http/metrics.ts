@@ -36,7 +36,7 @@ export class Metrics {
 
   readonly realtimeLatency = new Histogram({
     name: 'tdp_realtime_commit_to_publish_seconds',
-    help: 'Time from the commit of a realtime projection to its publication to the gateway',
+    help: "Time from a realtime projection's fact time (its transaction's start) to its publication to the gateway",
     buckets: commitBuckets,
     registers: [this.registry],
   });
