@@ -3,8 +3,8 @@
  *
  * Inside the server's core, a use case may use the facts kernel, pure domain modules, its own context's
  * files and ports — never another context's use case. Where a context needs another one's effect, it
- * goes through the coordinator (core/orchestration/coordinator.ts) or a port wired in the composition
- * root.
+ * goes through the coordinator's family (core/orchestration/coordinator.ts, placement.ts, kinds/map.ts)
+ * or a port wired in the composition root.
  */
 const core = '^packages/server/src/core/';
 
@@ -14,6 +14,9 @@ const sharedSurfaces = [
   `${core}shared/`,
   `${core}[^/]+/ports\\.ts$`,
   `${core}orchestration/coordinator\\.ts$`,
+  // Placement (locking the candidate workers, the selector's choice, the attempt and its command): a
+  // create places its roots, the scheduler its requests, through it.
+  `${core}orchestration/placement\\.ts$`,
   // The map step's coordinator: the scheduler places its items, the status service and the lease
   // reaper settle them, as they reach the coordinator for steps.
   `${core}orchestration/kinds/map\\.ts$`,
@@ -23,7 +26,7 @@ const sharedSurfaces = [
 const domainModules = [
   `${core}facts/(records|writeSet|stateMachine|execution|projections|views|outboxEvents|newRecords|taskFamily|notifications)\\.ts$`,
   `${core}definitions/(dag|patterns|references|stepKinds)\\.ts$`,
-  `${core}orchestration/(advance|platform|rerun|kinds/approvalRules|kinds/mapItems)\\.ts$`,
+  `${core}orchestration/(advance|transitionRecords|rerun|kinds/approvalRules|kinds/mapItems)\\.ts$`,
   `${core}scheduling/(selector|attempts)\\.ts$`,
   `${core}identity/(outboundUrl|secretBox|apiKeys|userReach)\\.ts$`,
   `${core}outbox/policy\\.ts$`,
@@ -89,7 +92,7 @@ module.exports = {
       name: 'no-cross-context-use-case',
       severity: 'error',
       comment:
-        "A context's module never imports another context's use case: only the kernel, domain modules, ports and the coordinator.",
+        "A context's module never imports another context's use case: only the kernel, domain modules, ports and the coordinator's family.",
       from: { path: `${core}([^/]+)/` },
       to: {
         path: core,

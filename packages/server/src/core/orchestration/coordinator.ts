@@ -1,46 +1,24 @@
 /**
  * The coordinator: the one home of a fact's consequences inside TDP. Every context that needs one of them
  * — the task's end after its last step, a forced cancel, a step attempt failed on the platform's own
- * account, a ready step placed on a worker — calls it here, inside the fact session it already holds, so
- * the consequence is written in the same transaction as the fact that caused it. What follows a fact is
- * decided by the pure modules (`advance.ts` through `platform.ts`, the scheduler's selector); this file
- * only turns those decisions into facts.
+ * account — calls it here, inside the fact session it already holds, so the consequence is written in
+ * the same transaction as the fact that caused it. What follows a fact is decided by the pure modules
+ * (`advance.ts` through `transitionRecords.ts`); this file only turns those decisions into facts. Its
+ * family: placing a ready step on a worker is `placement.ts` (decided by the scheduler's selector), and
+ * the map step's consequences are `kinds/map.ts`.
  */
 import type { StructuredError } from '@tdp/protocol';
-import { isTerminal } from '../facts/execution.ts';
-import type { StepRecord, TaskState, WorkerCommandRecord } from '../facts/records.ts';
+import type { StepRecord, TaskState } from '../facts/records.ts';
 import type { FactDeps, FactSession } from '../facts/session.ts';
 import { endTask, isRefusal, stepIsFinished, taskAfterStepChange } from '../facts/stateMachine.ts';
-import { type AttemptDeps, issueContext, newAttempt } from '../scheduling/attempts.ts';
-import { selectWorker, type WorkerCandidate } from '../scheduling/selector.ts';
-import { noTracing, type Tracing } from '../shared/ports.ts';
-import {
-  callbackFor,
-  milestone,
-  type Orchestrated,
-  orchestrate,
-  platformWorkerProducer,
-  resolvePlatformInput,
-  stepsToWrite,
-} from './platform.ts';
-
-/** The active span's `traceparent` as a command payload field (none with tracing off). */
-export function traceContext(tracing: Tracing | undefined): { traceparent?: string } {
-  const traceparent = tracing?.traceparent();
-  return traceparent ? { traceparent } : {};
-}
+import type { AttemptDeps } from '../scheduling/attempts.ts';
+import { callbackFor, milestone, type Orchestrated, orchestrate, stepsToWrite } from './transitionRecords.ts';
 
 /** What the coordinator writes with: ids, and the credentials a placed attempt is issued with. */
 export type CoordinatorDeps = AttemptDeps;
 
 /** A use case that opens fact transactions and asks the coordinator for their consequences. */
 export type CoordinatedDeps = FactDeps & CoordinatorDeps;
-
-/** Placing a step also needs to know which workers still count as alive. */
-export interface PlacementDeps {
-  status: CoordinatorDeps & { tracing?: Tracing };
-  heartbeatTtlMs: number;
-}
 
 /** The step as it is once cancelled: finished now (waiting for nothing), one version on. */
 export function cancelledStep(step: StepRecord, now: Date): StepRecord {
@@ -304,183 +282,4 @@ export async function finishTask(
       },
     },
   );
-}
-
-export type Placement =
-  | { kind: 'placed'; command: WorkerCommandRecord }
-  /** The step no longer waits for a worker (it moved on, or its execution ended). */
-  | { kind: 'stale' }
-  | { kind: 'unplaceable'; reasons: string[] }
-  /** Its input could not be resolved (the step was failed, if asked to). */
-  | { kind: 'invalid' };
-
-/**
- * Places one READY step inside the session: chooses a worker among `candidates` (whose running counts it
- * raises), then commits the attempt, the START_ATTEMPT command, the timeout timers, the milestone and the
- * STEP_DISPATCHED fact. The caller locked the task (`before`) and sends the command after the commit.
- */
-export function placeStep(
-  deps: PlacementDeps,
-  session: FactSession,
-  before: TaskState | null,
-  stepId: string,
-  candidates: WorkerCandidate[],
-  failInvalidInput: boolean,
-): Promise<Placement> {
-  // The span continues the create's trace (kept in the snapshot), on whichever replica places the step.
-  const attributes = { taskId: before?.task.id, executionId: before?.execution.id, stepId };
-  return (deps.status.tracing ?? noTracing).inSpan(
-    'tdp.schedule.place',
-    { parent: before?.execution.snapshot.traceparent, attributes },
-    () => placeInSpan(deps, session, before, stepId, candidates, failInvalidInput),
-  );
-}
-
-async function placeInSpan(
-  deps: PlacementDeps,
-  session: FactSession,
-  before: TaskState | null,
-  stepId: string,
-  candidates: WorkerCandidate[],
-  failInvalidInput: boolean,
-): Promise<Placement> {
-  const now = session.now;
-  const step = before?.steps.find((s) => s.id === stepId);
-  if (
-    !before ||
-    !step?.current ||
-    step.status !== 'READY' ||
-    step.attemptId ||
-    isTerminal(before.execution.status)
-  ) {
-    return { kind: 'stale' };
-  }
-  const definition = before.execution.snapshot.steps.find((d) => d.key === step.key)!;
-  const selection = selectWorker(
-    candidates,
-    {
-      capability: step.capability,
-      capabilityVersion: step.capabilityVersion,
-      affinity: definition.affinity,
-    },
-    now,
-    deps.heartbeatTtlMs,
-  );
-  if (!selection.ok) return { kind: 'unplaceable', reasons: selection.reasons };
-  const input = resolvePlatformInput(before, step);
-  if (!input.ok) {
-    if (!failInvalidInput) return { kind: 'invalid' };
-    await failStepAttempt(deps.status, session, before, step, {
-      producer: 'tdp:scheduler',
-      error: { category: 'INPUT', code: input.code, retryable: false, userMessage: input.message },
-      infrastructure: false,
-      workerId: null,
-      milestone: 'INPUT_INVALID',
-    });
-    return { kind: 'invalid' };
-  }
-  const attempt = newAttempt(
-    deps.status,
-    before,
-    step,
-    platformWorkerProducer,
-    null,
-    now,
-    selection.workerId,
-  );
-  const queued: StepRecord = {
-    ...step,
-    status: 'QUEUED',
-    attemptId: attempt.id,
-    version: step.version + 1n,
-    updatedAt: now,
-  };
-  const steps = before.steps.map((s) => (s.id === step.id ? queued : s));
-  const moved = taskAfterStepChange(before.task, before.execution, steps, undefined, now);
-  const after: TaskState = { task: moved.task, execution: moved.execution, steps };
-  const context = await issueContext(deps.status, after, queued, attempt, true);
-  const command: WorkerCommandRecord = {
-    id: deps.status.ids.newId(),
-    workerId: selection.workerId,
-    type: 'START_ATTEMPT',
-    payload: {
-      attemptId: attempt.id,
-      leaseVersion: attempt.leaseVersion,
-      taskId: before.task.id,
-      executionId: before.execution.id,
-      stepId: step.key,
-      attempt: step.attempt,
-      capability: step.capability,
-      capabilityVersion: step.capabilityVersion,
-      input: input.value,
-      executionToken: context.executionToken,
-      heartbeatIntervalSeconds: context.heartbeatIntervalSeconds,
-      timeouts: definition.timeouts,
-      ...traceContext(deps.status.tracing),
-    },
-    createdAt: now,
-  };
-  const chosen = candidates.find((c) => c.workerId === selection.workerId)!;
-  chosen.runningAttempts += 1;
-  chosen.runningByCapability[step.capability] = (chosen.runningByCapability[step.capability] ?? 0) + 1;
-  await session.commit(
-    before,
-    after,
-    {
-      id: deps.status.ids.newId(),
-      type: 'STEP_DISPATCHED',
-      producer: 'tdp:scheduler',
-      payload: { workerId: selection.workerId, nodeId: selection.nodeId, score: selection.score },
-      occurredAt: now,
-      receivedAt: now,
-      stepKey: step.key,
-      stepAttempt: step.attempt,
-      attemptId: attempt.id,
-      stepVersion: queued.version,
-      operationCode: step.operationCode,
-    },
-    {
-      write: {
-        task: after.task,
-        ...(after.execution !== before.execution ? { execution: after.execution } : {}),
-        steps: [queued],
-        attempts: [attempt],
-        closeSchedulingRequests: { stepIds: [step.id], status: 'DISPATCHED' },
-        workerCommands: [command],
-        // Both limits run from the placement; the heartbeat timer re-arms itself while beats arrive.
-        timers: (
-          [
-            ['START_TO_CLOSE', definition.timeouts.startToCloseMs],
-            ['HEARTBEAT_TIMEOUT', definition.timeouts.heartbeatMs],
-          ] as const
-        )
-          .filter(([, limitMs]) => limitMs !== undefined)
-          .map(([kind, limitMs]) => ({
-            id: deps.status.ids.newId(),
-            kind,
-            taskId: before.task.id,
-            stepId: step.id,
-            payload: { attemptId: attempt.id, limitMs },
-            availableAt: new Date(now.getTime() + limitMs!),
-            createdAt: now,
-          })),
-        timeline: [
-          milestone(
-            deps.status.ids,
-            after,
-            'WORKER_SELECTED',
-            `step ${step.key} attempt ${step.attempt} → worker ${selection.workerId} on ${selection.nodeId} (score ${selection.score})`,
-            {
-              stepId: step.key,
-              workerId: selection.workerId,
-              nodeId: selection.nodeId,
-              score: selection.score,
-            },
-            now,
-          ),
-        ],
-      },
-    },
-  );
-  return { kind: 'placed', command };
 }

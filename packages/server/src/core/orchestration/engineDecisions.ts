@@ -13,7 +13,7 @@ import { taskAfterStepChange } from '../facts/stateMachine.ts';
 import type { OrchestrationFact, StepState, Transition } from './advance.ts';
 import { type CoordinatedDeps, finishTask } from './coordinator.ts';
 import { sleepDue } from './kinds/sleep.ts';
-import { applyTransitions, stepStates } from './platform.ts';
+import { applyTransitions, stepStates } from './transitionRecords.ts';
 
 export const temporalProducer = 'tdp:temporal';
 

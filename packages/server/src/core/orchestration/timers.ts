@@ -23,7 +23,7 @@ import { cancelChild, childFinished } from './kinds/childTask.ts';
 import { mapItemRetryDue, mapItemTimedOut } from './kinds/mapTimers.ts';
 import { signalTimedOut } from './kinds/signal.ts';
 import { sleepDue } from './kinds/sleep.ts';
-import { orchestrate } from './platform.ts';
+import { orchestrate } from './transitionRecords.ts';
 
 export interface DueTimer {
   id: string;

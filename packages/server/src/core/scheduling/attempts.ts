@@ -2,8 +2,8 @@
  * Attempts and their execution context: the row that binds one execution instance of a step (its lease,
  * its handle, the events it may send), and what its producer is handed to report with (a signed token,
  * the compact handle, heartbeat settings). Pure record building through the credentials port: used by
- * the coordinator when it places a step, and by the status context when a coordinator activates or
- * registers one.
+ * placement (orchestration/placement.ts) when it starts a step's or a map item's attempt, and by the
+ * status context when a coordinator activates or registers one.
  */
 import type { ExecutionContext } from '@tdp/protocol';
 import type { OperationDefinition } from '../definitions/ports.ts';

@@ -5,7 +5,7 @@ import type { WorkerCandidate } from './selector.ts';
  * The workers as read a moment ago, so that a request creating a task can place its first steps in its
  * own transaction without reading (the scheduler loop, a transaction and a wake-up later, is the path
  * when there is no fresh snapshot). A worker change empties it. Its counts only say which workers may
- * be free: the placing transaction locks those and counts their attempts again (`workersToLock`), so
+ * be free: the placing transaction locks those and counts their attempts again (`lockCandidates`), so
  * capacity is a hard limit; an attempt placed on a worker that ended meanwhile is failed over by the
  * lease loop.
  */

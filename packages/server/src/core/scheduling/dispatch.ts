@@ -1,9 +1,10 @@
 import type { WorkerCommandRecord } from '../facts/records.ts';
 import { inFactTransaction } from '../facts/session.ts';
-import { type CoordinatedDeps, placeStep } from '../orchestration/coordinator.ts';
+import type { CoordinatedDeps } from '../orchestration/coordinator.ts';
 import { isRunningMap, placeMapItems } from '../orchestration/kinds/map.ts';
+import { lockCandidates, placeStep } from '../orchestration/placement.ts';
 import type { WorkerStore } from './ports.ts';
-import { freeSlots, withLockedLoads, workersToLock } from './selector.ts';
+import { freeSlots } from './selector.ts';
 
 export interface DispatchDeps {
   status: CoordinatedDeps;
@@ -40,21 +41,17 @@ export async function dispatchReady(deps: DispatchDeps, limit: number): Promise<
     async (session) => {
       const requests = await session.tx.claimSchedulingRequests(session.now, claimLimit);
       const now = session.now;
-      // Every claimed step's advisory lock, the free workers' capacity (locked before any task, as
-      // every placer does) and the task locks, in one round trip; then no reads until commit.
-      const [, loads] = await Promise.all([
+      // Every claimed step's advisory lock, the free workers' capacity (placement.ts: locked before any
+      // task; none for an empty round) and the task locks, in one round trip; then no reads until commit.
+      const [, reserved] = await Promise.all([
         session.tx.advisoryLocks(requests.map((r) => `dispatch:${r.stepId}`)),
-        session.tx.lockWorkerCapacity(
-          requests.length > 0 ? workersToLock(candidates, now, deps.heartbeatTtlMs) : [],
-          'all',
-        ),
+        lockCandidates(deps, session, requests.length > 0 ? candidates : [], { mode: 'all' }),
         session.prefetch(
           requests.map((r) => r.taskId),
           [],
           { workflows: true },
         ),
       ]);
-      const reserved = withLockedLoads(candidates, loads, now, deps.heartbeatTtlMs);
       const deferred: { id: string; reasons: string[] }[] = [];
       for (const request of requests) {
         const before = await session.lockTask(request.taskId);

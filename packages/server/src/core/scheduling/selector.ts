@@ -107,10 +107,10 @@ export function takesWork(c: WorkerCandidate, now: Date, heartbeatTtlMs: number)
 }
 
 /**
- * Hard capacity (document 000 §4: the dispatch transaction re-checks capacity). Candidates are read
- * outside the placing transaction, so another replica's round, or a create placing its first steps, may
- * have filled a worker since. The placing transaction locks the workers `workersToLock` names
- * (`FactTransaction.lockWorkerCapacity`, held until commit) and places from `withLockedLoads`: the
+ * Hard capacity: the placing transaction re-checks it (orchestration/placement.ts `lockCandidates`).
+ * Candidates are read outside that transaction, so another replica's round, or a create placing its
+ * first steps, may have filled a worker since. The placing transaction locks the workers `workersToLock`
+ * names (`FactTransaction.lockWorkerCapacity`, held until commit) and places from `withLockedLoads`: the
  * next placer's count then includes this one's attempts. The workers are named least loaded first.
  */
 export function workersToLock(

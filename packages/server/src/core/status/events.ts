@@ -22,7 +22,12 @@ import {
 } from '../facts/stateMachine.ts';
 import type { FactWriteSet } from '../facts/writeSet.ts';
 import { cancelIfStopped, finishTask } from '../orchestration/coordinator.ts';
-import { callbackFor, isPlatformTask, orchestrate, stepsToWrite } from '../orchestration/platform.ts';
+import {
+  callbackFor,
+  isPlatformTask,
+  orchestrate,
+  stepsToWrite,
+} from '../orchestration/transitionRecords.ts';
 import { AppError } from '../shared/errors.ts';
 import { reportCoordinatorEvent } from './coordinatorEvents.ts';
 import type { StatusDeps } from './deps.ts';

@@ -7,7 +7,7 @@ import { toTaskView } from '../facts/views.ts';
 import type { ApplicationPrincipal } from '../identity/ports.ts';
 import { cancelledStep } from '../orchestration/coordinator.ts';
 import { stopRunningItems } from '../orchestration/kinds/map.ts';
-import { callbackFor, isPlatformTask, milestone } from '../orchestration/platform.ts';
+import { callbackFor, isPlatformTask, milestone } from '../orchestration/transitionRecords.ts';
 import { AppError } from '../shared/errors.ts';
 
 const finishedSteps = new Set<StepRecord['status']>(['SUCCEEDED', 'FAILED', 'SKIPPED', 'CANCELED']);

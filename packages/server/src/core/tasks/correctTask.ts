@@ -1,5 +1,5 @@
 /**
- * The administrator's correction (`POST /admin/v1/tasks/{id}:correct`, document 002 §4.2): a task's or
+ * The administrator's correction (`POST /admin/v1/tasks/{id}:correct`, docs/operators.md): a task's or
  * one of its current steps' status set by an operator, never disguised as a worker's report. One fact
  * transaction writes the new task version, an immutable `ADMIN_CORRECTED` event with the old and new
  * values, the reason and the operator, a timeline milestone and the operator audit row; the realtime
@@ -12,7 +12,7 @@ import type { TaskState } from '../facts/records.ts';
 import { type FactDeps, inFactTransaction } from '../facts/session.ts';
 import { isRefusal } from '../facts/stateMachine.ts';
 import { toTaskView } from '../facts/views.ts';
-import { milestone } from '../orchestration/platform.ts';
+import { milestone } from '../orchestration/transitionRecords.ts';
 import { AppError } from '../shared/errors.ts';
 import { type CorrectionRequest, correctStepStatus, correctTaskStatus } from './correction.ts';
 

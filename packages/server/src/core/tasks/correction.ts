@@ -1,5 +1,5 @@
 /**
- * An administrator's correction of a task's or a step's status (document 002 §4.2): what it changes,
+ * An administrator's correction of a task's or a step's status (docs/operators.md): what it changes,
  * and whether the state machine allows it. Pure. A correction the machines forbid (a terminal state
  * moved, a step sent back) is refused unless the operator forces it.
  */

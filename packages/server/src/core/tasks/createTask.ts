@@ -19,10 +19,15 @@ import { type FactDeps, type FactSession, inFactTransaction } from '../facts/ses
 import { toTaskView } from '../facts/views.ts';
 import { checkOutboundUrl } from '../identity/outboundUrl.ts';
 import type { ApplicationPrincipal } from '../identity/ports.ts';
-import { type PlacementDeps, placeStep } from '../orchestration/coordinator.ts';
-import { callbackFor, milestone, orchestrate, platformWorkerProducer } from '../orchestration/platform.ts';
+import { lockCandidates, type PlacementDeps, placeStep } from '../orchestration/placement.ts';
+import {
+  callbackFor,
+  milestone,
+  orchestrate,
+  platformWorkerProducer,
+} from '../orchestration/transitionRecords.ts';
 import type { CandidateSource } from '../scheduling/ports.ts';
-import { freeSlots, type WorkerCandidate, withLockedLoads, workersToLock } from '../scheduling/selector.ts';
+import { freeSlots, type WorkerCandidate } from '../scheduling/selector.ts';
 import { fingerprint } from '../shared/canonicalJson.ts';
 import { AppError } from '../shared/errors.ts';
 import { noTracing, type TraceSpan } from '../shared/ports.ts';
@@ -88,8 +93,8 @@ export async function createTask(
       merged.errors,
     );
   }
-  // Placing the roots at once takes a transaction that locks the free workers (`workersToLock`): only with
-  // a fresh snapshot that has a free worker. Otherwise a create without a workflow stays one write.
+  // Placing the roots at once takes a transaction that locks the free workers (`lockCandidates`): only
+  // with a fresh snapshot that has a free worker. Otherwise a create without a workflow stays one write.
   const snapshot = deps.placement ? placeableSnapshot(deps.placement, deps.clock.now()) : null;
   const tracing = deps.tracing ?? noTracing;
   return tracing.inSpan('tdp.task.create', {}, (span) =>
@@ -239,9 +244,9 @@ async function createInTransaction(
 
 /**
  * Places the ready roots of a task being created on workers chosen from the fresh snapshot, as the
- * scheduler would (same selector, same attempt, command and milestone), so the workers hear of it when
- * the create commits. Without a snapshot, for a delayed step, or for a step no worker can take, the step
- * keeps its scheduling request. Returns the task as it stands afterwards.
+ * scheduler would (placement.ts: same lock, selector, attempt, command and milestone), so the workers
+ * hear of it when the create commits. Without a snapshot, for a delayed step, or for a step no worker
+ * can take, the step keeps its scheduling request. Returns the task as it stands afterwards.
  */
 async function placeRoots(
   placement: InlinePlacement,
@@ -252,23 +257,23 @@ async function placeRoots(
 ): Promise<TaskState> {
   // A delayed step waits for its time in the scheduler's queue.
   const due = requests.filter((r) => r.availableAt.getTime() <= session.now.getTime());
-  // One worker for these steps, the least loaded free one no other placer holds, locked without waiting
-  // (so concurrent creates spread over the workers); a step it cannot take keeps its request for the
-  // scheduler.
-  const ttl = placement.heartbeatTtlMs;
-  const toLock =
-    due.length > 0
-      ? workersToLock(snapshot, session.now, ttl, await capabilitiesOf(session, taskId, due))
-      : [];
-  const loads = await session.tx.lockWorkerCapacity(toLock, 'firstFree');
-  const candidates = due.length > 0 ? withLockedLoads(snapshot, loads, session.now, ttl) : null;
-  const commands: WorkerCommandRecord[] = [];
-  for (const request of candidates ? due : []) {
-    const before = await session.lockTask(taskId);
-    const result = await placeStep(placement, session, before, request.stepId, candidates!, false);
-    if (result.kind === 'placed') commands.push(result.command);
+  if (due.length > 0) {
+    // One worker for these steps, the least loaded free one no other placer holds, locked without
+    // waiting (so concurrent creates spread over the workers); a step it cannot take keeps its request
+    // for the scheduler.
+    const capabilities = await capabilitiesOf(session, taskId, due);
+    const candidates = await lockCandidates(placement, session, snapshot, {
+      mode: 'firstFree',
+      capabilities,
+    });
+    const commands: WorkerCommandRecord[] = [];
+    for (const request of due) {
+      const before = await session.lockTask(taskId);
+      const result = await placeStep(placement, session, before, request.stepId, candidates, false);
+      if (result.kind === 'placed') commands.push(result.command);
+    }
+    if (commands.length > 0) session.afterCommit(() => placement.wake(commands));
   }
-  if (commands.length > 0) session.afterCommit(() => placement.wake(commands));
   return (await session.lockTask(taskId))!;
 }
 

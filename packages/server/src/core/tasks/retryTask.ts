@@ -6,8 +6,13 @@ import { type FactDeps, inFactTransaction } from '../facts/session.ts';
 import { isRefusal } from '../facts/stateMachine.ts';
 import { toTaskView } from '../facts/views.ts';
 import type { ApplicationPrincipal } from '../identity/ports.ts';
-import { callbackFor, milestone, orchestrate, platformWorkerProducer } from '../orchestration/platform.ts';
 import { earlierSteps, planRerun, type RerunPlan, reusedStep } from '../orchestration/rerun.ts';
+import {
+  callbackFor,
+  milestone,
+  orchestrate,
+  platformWorkerProducer,
+} from '../orchestration/transitionRecords.ts';
 import { AppError } from '../shared/errors.ts';
 
 export interface RetryRequest {

@@ -27,7 +27,7 @@ import { type UserReach, withinReach } from '../../identity/userReach.ts';
 import { fingerprint } from '../../shared/canonicalJson.ts';
 import { AppError } from '../../shared/errors.ts';
 import { type CoordinatedDeps, type CoordinatorDeps, failStepAttempt } from '../coordinator.ts';
-import { milestone } from '../platform.ts';
+import { milestone } from '../transitionRecords.ts';
 import { approverChannels, canSee, type Decider, deciderKey, mayDecide, tally } from './approvalRules.ts';
 import { completePlatformStep, stepTimer, stillWaiting, waitOnStep } from './finishStep.ts';
 

@@ -6,7 +6,7 @@
  *   task, never by calling the tasks context. Its client task key is `child:<parent step id>:<attempt>`
  *   in the parent's workflow, so a repeated begin finds it instead of starting a second one. The child
  *   belongs to the parent's application and workflow. It inherits the parent's owner, ACL and priority
- *   (document 002 §6.1) and keeps its own versions, events and channels. It has no callback URL, because
+ *   and keeps its own versions, events and channels. It has no callback URL, because
  *   the application hears of the parent.
  * - The child's end: its terminal fact writes CHILD_FINISHED on the parent (facts/taskFamily.ts), and
  *   `childFinished` ends the parent's step in the parent's own transaction. A succeeded child gives its
@@ -23,8 +23,8 @@ import type { FactSession } from '../../facts/session.ts';
 import { shownUserMessage } from '../../facts/views.ts';
 import { resolveInput } from '../advance.ts';
 import { type CoordinatorDeps, failStepAttempt } from '../coordinator.ts';
-import { milestone, orchestrate, platformWorkerProducer, stepOutputs } from '../platform.ts';
 import type { ChildTaskCancel } from '../ports.ts';
+import { milestone, orchestrate, platformWorkerProducer, stepOutputs } from '../transitionRecords.ts';
 import { completePlatformStep, stillWaiting, waitOnStep } from './finishStep.ts';
 
 export interface ChildTaskDeps {

@@ -10,7 +10,7 @@ import type { FactSession } from '../../facts/session.ts';
 import { taskAfterStepChange } from '../../facts/stateMachine.ts';
 import type { FactWriteSet } from '../../facts/writeSet.ts';
 import { type CoordinatorDeps, finishTask } from '../coordinator.ts';
-import { milestone, orchestrate, stepsToWrite } from '../platform.ts';
+import { milestone, orchestrate, stepsToWrite } from '../transitionRecords.ts';
 
 /** Upstream outputs are read as the step's data in this schema (see `stepOutputs`). */
 export const outputSchema = 'tdp.output.v1';

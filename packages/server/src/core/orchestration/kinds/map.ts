@@ -1,9 +1,10 @@
 /**
  * The map step (kind `map`): one capability attempt per item of an array, at most `maxParallel` at once,
  * the outputs in item order as the step's output. This module is the map's coordinator: its begin, the
- * placement of its items on workers, an item's end (from its worker, a lost worker, a timer; the
- * timers are mapTimers.ts). The decisions are pure (mapItems.ts); the scheduler, the status service
- * and the lease reaper reach this module as they reach the coordinator (.dependency-cruiser.cjs).
+ * placement of its items on workers (each chosen and started through placement.ts, as every placement),
+ * an item's end (from its worker, a lost worker, a timer; the timers are mapTimers.ts). The decisions
+ * are pure (mapItems.ts); the scheduler, the status service and the lease reaper reach this module as
+ * they reach the coordinator (.dependency-cruiser.cjs).
  *
  * Storage: items are `map_item` rows, written once in bulk when the map begins; the map step row keeps
  * the counters (`waitingFor`). The map step has one scheduling request for its whole life: due while
@@ -15,10 +16,9 @@ import type { MapItemRecord, StepRecord, TaskState, WorkerCommandRecord } from '
 import type { FactSession } from '../../facts/session.ts';
 import { taskAfterStepChange } from '../../facts/stateMachine.ts';
 import type { FactWriteSet } from '../../facts/writeSet.ts';
-import { issueContext, newAttempt } from '../../scheduling/attempts.ts';
-import { freeSlots, selectWorker, type WorkerCandidate } from '../../scheduling/selector.ts';
-import { type CoordinatorDeps, failStepAttempt, type PlacementDeps } from '../coordinator.ts';
-import { platformWorkerProducer } from '../platform.ts';
+import { freeSlots, type WorkerCandidate } from '../../scheduling/selector.ts';
+import { type CoordinatorDeps, failStepAttempt } from '../coordinator.ts';
+import { chooseWorker, type PlacementDeps, startAttempt } from '../placement.ts';
 import { completePlatformStep, stepTimer, waitOnStep } from './finishStep.ts';
 import {
   countersAfter,
@@ -219,57 +219,29 @@ export async function placeMapItems(
   for (const [i, item] of pending.entries()) {
     const input = inputs[i]!;
     if (!input.ok) continue;
-    const selection = selectWorker(
-      candidates,
-      {
-        capability: step.capability,
-        capabilityVersion: step.capabilityVersion,
-        affinity: definition.affinity,
-      },
-      now,
-      deps.heartbeatTtlMs,
-    );
+    const selection = chooseWorker(deps, candidates, step, definition, now);
     if (!selection.ok) {
       reasons = selection.reasons;
       break;
     }
-    // The item's attempt is bound to the map step, with the item's own attempt number.
+    // The item's attempt is bound to the map step, with the item's own attempt number; its run
+    // continues the task's trace (no span of its own for the round).
     const itemStep: StepRecord = { ...step, attempt: item.attempt + 1 };
-    const attempt = newAttempt(
+    const { attempt, command } = await startAttempt(
       deps.status,
-      before,
-      itemStep,
-      platformWorkerProducer,
-      null,
-      now,
-      selection.workerId,
-      item.index,
-    );
-    const context = await issueContext(deps.status, before, itemStep, attempt, true);
-    commands.push({
-      id: deps.status.ids.newId(),
-      workerId: selection.workerId,
-      type: 'START_ATTEMPT',
-      payload: {
-        attemptId: attempt.id,
-        leaseVersion: attempt.leaseVersion,
-        taskId: before.task.id,
-        executionId: before.execution.id,
-        stepId: step.key,
-        attempt: itemStep.attempt,
-        capability: step.capability,
-        capabilityVersion: step.capabilityVersion,
+      candidates,
+      selection,
+      {
+        state: before,
+        step: itemStep,
+        definition,
         input: input.value,
-        executionToken: context.executionToken,
-        heartbeatIntervalSeconds: context.heartbeatIntervalSeconds,
-        timeouts: definition.timeouts,
-        // An item's run continues the task's trace (no span of its own for the round).
-        ...(before.execution.snapshot.traceparent
-          ? { traceparent: before.execution.snapshot.traceparent }
-          : {}),
+        itemIndex: item.index,
+        traceparent: before.execution.snapshot.traceparent,
       },
-      createdAt: now,
-    });
+      now,
+    );
+    commands.push(command);
     attempts.push(attempt);
     // An item attempt still open after the map step's startToCloseMs fails as timed out (and is retried).
     const limitMs = definition.timeouts.startToCloseMs;
@@ -281,9 +253,6 @@ export async function placeMapItems(
           limitMs,
         }),
       );
-    const chosen = candidates.find((c) => c.workerId === selection.workerId)!;
-    chosen.runningAttempts += 1;
-    chosen.runningByCapability[step.capability] = (chosen.runningByCapability[step.capability] ?? 0) + 1;
     placed.push({
       ...item,
       status: 'RUNNING',

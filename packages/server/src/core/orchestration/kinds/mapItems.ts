@@ -55,7 +55,7 @@ function pick(value: unknown, path: string[]): { found: boolean; value?: unknown
   return { found: true, value: current };
 }
 
-/** Outputs of the current succeeded steps (as platform.ts `stepOutputs`, without importing it twice). */
+/** Outputs of the current succeeded steps (as `stepOutputs` of transitionRecords.ts, not imported twice). */
 function outputsOf(state: TaskState): Record<string, unknown> {
   return Object.fromEntries(
     state.steps.filter((s) => s.current && s.status === 'SUCCEEDED').map((s) => [s.key, s.stateData]),

@@ -9,7 +9,7 @@ import type { StepRecord, TaskState } from '../../facts/records.ts';
 import type { FactSession } from '../../facts/session.ts';
 import { resolveInput } from '../advance.ts';
 import { type CoordinatorDeps, failStepAttempt } from '../coordinator.ts';
-import { drivenByEngine, stepOutputs } from '../platform.ts';
+import { drivenByEngine, stepOutputs } from '../transitionRecords.ts';
 import { completePlatformStep, stepTimer, stillWaiting, waitOnStep } from './finishStep.ts';
 
 /** When the sleep ends: from its duration, or the time its reference reads (null: not a time). */
