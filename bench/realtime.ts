@@ -414,7 +414,7 @@ export async function benchRealtime(): Promise<void> {
   const p99Of = (f: Live) => f.fromCommit?.p99 ?? f.p99;
   const tdp = (await liveTdp()).reading;
   line('TDP', tdp);
-  // Source document 002 §13.3: clients that stop reading must not slow the others down.
+  // Clients that stop reading must not slow the others down (docs/realtime.md, "Slow clients").
   const slowRun = await liveTdp({ slowShare: 0.1 });
   const withSlow = slowRun.slowNotReading!;
   line('  all reading', slowRun.reading);

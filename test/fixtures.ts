@@ -1,6 +1,6 @@
 /** Shared fixtures for tests and benchmarks. */
 
-/** The demo workflow of source document 000: clean a ZIP, then watermark its images. */
+/** The demo workflow: clean a ZIP, then watermark its images. */
 export function zipWorkflow(name = 'zip-clean-watermark', version = '1') {
   return {
     name,

@@ -1,5 +1,5 @@
 /**
- * Binds a `TaskStore` to the realtime gateway through the `centrifuge` SDK (source document 002 §8):
+ * Binds a `TaskStore` to the realtime gateway through the `centrifuge` SDK (docs/realtime.md):
  *
  * - The person's task channel is a server-side subscription of the connection token: its publications
  *   go into the store. The first subscription, and any later one that could not recover what was missed,

@@ -1,5 +1,5 @@
 /**
- * The client-side task store (source document 002 §8, §10): what a page shows of the tasks a person may
+ * The client-side task store (docs/realtime.md): what a page shows of the tasks a person may
  * see, kept right while messages arrive out of order, twice, or during a snapshot load.
  *
  * - Subscribe first, then load the snapshot: messages that arrive meanwhile are buffered and replayed

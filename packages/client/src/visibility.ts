@@ -1,8 +1,8 @@
 /**
- * Commit→visible as people see it (document 002 §14.1's `state_commit_to_visible_seconds`): the task
- * store tells this reporter how long after its commit each live message was shown; a sample of them is
- * sent in small batches to `POST /v1/telemetry/visibility` with the person's user token. The figure
- * includes the browser's clock offset from the server's, so it is read as a distribution, not per user.
+ * Commit→visible as people see it (docs/observability.md): the task store tells this reporter how long
+ * after its commit each live message was shown; a sample of them is sent in small batches to
+ * `POST /v1/telemetry/visibility` with the person's user token. The figure includes the browser's clock
+ * offset from the server's, so it is read as a distribution, not per user.
  */
 
 export interface VisibilityReporterOptions {

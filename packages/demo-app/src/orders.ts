@@ -1,5 +1,5 @@
 /**
- * The demo business application's processing orders (source document 000 §1 and §6), as pure rules:
+ * The demo business application's processing orders, as pure rules:
  * what a valid order is, and how a TDP callback moves an order's projection — never backwards, never
  * by a late result of an older execution, with sequence gaps noticed.
  *
@@ -58,7 +58,7 @@ export interface FieldError {
 const length = (text: string) => [...text].length;
 
 /**
- * Checks a new order exactly as document 000 §1 says: a name of 1–200 characters after trimming; one of
+ * Checks a new order before anything is saved: a name of 1–200 characters after trimming; one of
  * the two modes; a watermark of 1–100 characters for the watermark mode and none for clean-only; a
  * source that is a READY ZIP. All errors at once, per field.
  */

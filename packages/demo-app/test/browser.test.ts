@@ -331,7 +331,7 @@ describe('the demo page in Chromium', () => {
     await screenshot(page, 'demo-failed');
   });
 
-  it('the form shows the validation errors of document 000 §1', async () => {
+  it('the form shows the order validation errors', async () => {
     const page = await openDemo();
     await page.setInputFiles('#file', files.photos);
     await page.locator('#upload-status[data-state="READY"]').waitFor();

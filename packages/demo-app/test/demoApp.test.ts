@@ -1,6 +1,6 @@
 /**
  * The demo business application against a real TDP and the real worker process: uploads, orders with
- * document 000's validation and idempotency, the command outbox, signed callbacks into the inbox, the
+ * their validation and idempotency, the command outbox, signed callbacks into the inbox, the
  * resource-provider contract, cancellation and the reconciler.
  */
 import { randomUUID } from 'node:crypto';

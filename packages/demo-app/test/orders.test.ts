@@ -11,7 +11,7 @@ const ready: AssetFacts = { kind: 'SOURCE_ZIP', state: 'READY' };
 const codes = (result: ReturnType<typeof validateOrder>) =>
   result.ok ? [] : result.errors.map((e) => e.code);
 
-describe('validating an order (document 000 §1)', () => {
+describe('validating an order', () => {
   it('accepts both modes, trimming the name and the watermark, counting characters not bytes', () => {
     const watermarked = validateOrder(
       {
@@ -130,7 +130,7 @@ describe('validating an order (document 000 §1)', () => {
   });
 });
 
-describe('applying callbacks to an order (document 000 §6)', () => {
+describe('applying callbacks to an order', () => {
   const submitting: OrderProjection = {
     status: 'SUBMITTING',
     progress: 0,

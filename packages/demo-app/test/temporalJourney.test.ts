@@ -1,5 +1,5 @@
 /**
- * Document 000's journey on both engines: the demo app's "clean then watermark" order, once with TDP's
+ * One task's whole journey on both engines: the demo app's "clean then watermark" order, once with TDP's
  * native engine and once on Temporal (fed from NATS JetStream), with the real worker process, real ZIPs
  * and images. Both end SUCCEEDED with the same facts, the same callbacks and the same result file.
  */

@@ -1,6 +1,6 @@
 /**
  * The protocol session: the commands of one client connection (connect, subscribe, history, refresh, ...)
- * and the reply errors and close codes they answer with (CENTRIFUGO_COMPAT.md §3-§5).
+ * and the reply errors and close codes they answer with (docs/design/realtime-wire-compatibility.md).
  */
 import type { Channels } from './channels.ts';
 import { channelOptions } from './namespaces.ts';

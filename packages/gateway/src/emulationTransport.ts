@@ -1,8 +1,8 @@
 /**
- * Bidirectional emulation (CENTRIFUGO_COMPAT.md §8), for clients without WebSocket: the SDK's `sse`
- * (`GET /connection/sse?cf_connect=<connect command>`, replies as `data: <reply>` events) and
- * `http_stream` (`POST /connection/http_stream` with the connect command, replies one per line) open a
- * stream of replies and pushes; every later command (pongs too) comes as `POST /emulation` with
+ * Bidirectional emulation (docs/design/realtime-wire-compatibility.md), for clients without WebSocket:
+ * the SDK's `sse` (`GET /connection/sse?cf_connect=<connect command>`, replies as `data: <reply>` events)
+ * and `http_stream` (`POST /connection/http_stream` with the connect command, replies one per line) open
+ * a stream of replies and pushes; every later command (pongs too) comes as `POST /emulation` with
  * `{session, node, data}` and is answered 204, its replies going down the stream.
  */
 import { randomUUID } from 'node:crypto';

@@ -1,7 +1,7 @@
 /**
  * Where channels live: their stream positions, their history and the fan-out of publications between
  * gateway nodes. The memory engine serves one node; the Redis engine lets several nodes serve the same
- * channels (../shared/CENTRIFUGO_COMPAT.md §5).
+ * channels, with the same positions and history (docs/design/realtime-wire-compatibility.md).
  */
 
 export interface Publication {

@@ -1,9 +1,10 @@
 /**
  * A realtime gateway that speaks Centrifugo's JSON client protocol, so that the `centrifuge` SDK
- * connects to it unchanged (../shared/CENTRIFUGO_COMPAT.md): WebSocket and unidirectional SSE clients,
- * connection and subscription JWTs (HMAC, or RS256/ES256 from a JWKS URL), server-side subscriptions,
- * publications with offsets and epochs, history and recovery, token refresh and expiry, ping/pong, and
- * Centrifugo's HTTP server API. Channels live in an engine: memory for one node, Redis for several.
+ * connects to it unchanged and Centrifugo can take its place (docs/design/realtime-wire-compatibility.md):
+ * WebSocket and unidirectional SSE clients, connection and subscription JWTs (HMAC, or RS256/ES256 from
+ * a JWKS URL), server-side subscriptions, publications with offsets and epochs, history and recovery,
+ * token refresh and expiry, ping/pong, and Centrifugo's HTTP server API. Channels live in an engine:
+ * memory for one node, Redis for several.
  *
  * This class only composes the parts: tokens.ts, session.ts and connections.ts (the sessions of this
  * node, whose network connections all send through sendQueue.ts), commands.ts (the protocol),

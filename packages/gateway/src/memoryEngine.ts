@@ -1,8 +1,8 @@
 /**
  * The memory engine: per channel, a stream position `{offset, epoch}` and a bounded history (size and
- * TTL), as Centrifugo keeps them (../shared/CENTRIFUGO_COMPAT.md §5), for a single gateway node. The
- * epoch is random per stream, so a restarted gateway tells clients that their positions are gone
- * instead of pretending to recover.
+ * TTL), as Centrifugo keeps them (docs/design/realtime-wire-compatibility.md), for a single gateway
+ * node. The epoch is random per stream, so a restarted gateway tells clients that their positions are
+ * gone instead of pretending to recover.
  */
 import { randomBytes } from 'node:crypto';
 import {

@@ -1,10 +1,10 @@
 /**
- * The vocabulary of Centrifugo's JSON client protocol that the gateway speaks (CENTRIFUGO_COMPAT.md §3):
- * reply errors, close codes, command shapes and how a publication goes on the wire.
+ * The vocabulary of Centrifugo's JSON client protocol that the gateway speaks: reply errors, close codes,
+ * command shapes and how a publication goes on the wire (docs/design/realtime-wire-compatibility.md).
  */
 import type { Publication } from './engine.ts';
 
-/** Reply errors the SDK knows (CENTRIFUGO_COMPAT.md §3). */
+/** Reply errors the SDK knows, with Centrifugo's codes and messages. */
 export const replyErrors = {
   internal: { code: 100, message: 'internal server error' },
   unknownChannel: { code: 102, message: 'unknown channel' },

@@ -1,5 +1,5 @@
 /**
- * A connection's bounded send queue (source document 002 §13.3), the one send path of every network
+ * A connection's bounded send queue (docs/realtime.md, "Slow clients"), the one send path of every network
  * transport (WebSocket, uni SSE, and the SSE and HTTP-stream emulation): the transport only encodes and
  * writes bytes and says how many its socket has not sent yet (a `Wire`). While the socket keeps up,
  * messages go straight out; once more than `pressureBytes` wait unsent, they are held here instead, and a

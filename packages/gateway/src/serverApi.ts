@@ -1,6 +1,6 @@
 /**
- * Centrifugo's HTTP server API (`POST /api/<method>`, CENTRIFUGO_COMPAT.md §6): publish, broadcast,
- * subscribe, unsubscribe, disconnect, history, info and batch, behind the API key.
+ * Centrifugo's HTTP server API (`POST /api/<method>`, docs/design/realtime-wire-compatibility.md):
+ * publish, broadcast, subscribe, unsubscribe, disconnect, history, info and batch, behind the API key.
  */
 import { randomUUID, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';

@@ -15,7 +15,7 @@ export interface Subscription {
   pushJoinLeave: boolean;
 }
 
-/** What a subscription does besides publications (CENTRIFUGO_COMPAT.md §5; off: TDP's channels). */
+/** What a subscription does besides publications (Centrifugo's namespace options; off: TDP's channels). */
 export interface JoinMode {
   /** Offset and epoch in the reply, and recovery on resubscribe (Centrifugo's `force_recovery`). */
   recoverable: boolean;

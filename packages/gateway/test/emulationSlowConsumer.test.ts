@@ -1,8 +1,9 @@
 /**
- * Slow consumers on the bidirectional emulation (source document 002 §13.3), with the official SDK over
- * `http_stream` and `sse`: a client whose stream stops being read gets the newest progress of each task
- * and every other message, and past its queue's bound is disconnected with 3008 "slow", reconnects and
- * recovers, while a client reading the same channel over the same transport gets everything.
+ * Slow consumers on the bidirectional emulation (packages/gateway/README.md, "Slow clients"), with the
+ * official SDK over `http_stream` and `sse`: a client whose stream stops being read gets the newest
+ * progress of each task and every other message, and past its queue's bound is disconnected with 3008
+ * "slow", reconnects and recovers, while a client reading the same channel over the same transport gets
+ * everything.
  */
 import { createServer, type Server } from 'node:http';
 import { Centrifuge, type PublicationContext } from 'centrifuge';

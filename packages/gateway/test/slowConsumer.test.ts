@@ -1,7 +1,8 @@
 /**
- * Slow consumers (source document 002 §13.3): a raw WebSocket client that stops reading (its socket
- * paused) gets the newest progress of each task and every other message, and is closed with 3008
- * "slow" past its queue's bound, while a client reading the same channel gets everything, undisturbed.
+ * Slow consumers (packages/gateway/README.md, "Slow clients"): a raw WebSocket client that stops reading
+ * (its socket paused) gets the newest progress of each task and every other message, and is closed with
+ * 3008 "slow" past its queue's bound, while a client reading the same channel gets everything,
+ * undisturbed.
  */
 import { createServer, get, type IncomingMessage, type Server } from 'node:http';
 import { Centrifuge, type PublicationContext } from 'centrifuge';

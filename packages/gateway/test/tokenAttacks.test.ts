@@ -1,7 +1,8 @@
 /**
- * Tokens under attack at the gateway, each refused with its Centrifugo code (CENTRIFUGO_COMPAT.md §4):
- * `alg: none`, HMAC signed with the JWKS's public key (HS/RS confusion), an unknown `kid`, expired, not
- * yet valid, a wrong audience or issuer, and a subscription token replayed for another channel or user.
+ * Tokens under attack at the gateway, each refused with its Centrifugo code
+ * (docs/design/realtime-wire-compatibility.md, "Tokens"): `alg: none`, HMAC signed with the JWKS's public
+ * key (HS/RS confusion), an unknown `kid`, expired, not yet valid, a wrong audience or issuer, and a
+ * subscription token replayed for another channel or user.
  * Raw WebSocket frames, so every reply error and close code is seen as sent.
  */
 

@@ -1,5 +1,5 @@
 /**
- * Wire contracts of the status service (source document 002).
+ * Wire contracts of the status service (docs/status.md).
  *
  * Glossary
  * - workflow: a group of independent tasks from one business request; its own version axis.

@@ -1,4 +1,4 @@
--- Status service (source document 002): workflows grouping tasks, step attempts with their execution
+-- Status service (docs/status.md): workflows grouping tasks, step attempts with their execution
 -- instances, the full event log with dedup, ACL, external references, registries and realtime projections.
 
 CREATE TABLE workflow (
@@ -55,7 +55,7 @@ CREATE INDEX task_by_owner ON task (tenant_id, owner_id, updated_at DESC, id) WH
 CREATE INDEX task_by_workflow ON task (workflow_id, id);
 
 -- A step row is one attempt of one step of one execution (task run). `attempt_id` is the execution
--- instance of source document 002 (`executionId` on the wire).
+-- instance producers report for (`executionId` on the wire).
 ALTER TABLE step
   DROP CONSTRAINT step_execution_id_step_key_key,
   ADD COLUMN task_id uuid REFERENCES task (id),
@@ -165,7 +165,7 @@ CREATE TABLE task_external_ref (
   PRIMARY KEY (application_id, ref_type, ref_value)
 );
 
--- Versioned registries (document 002 sections 4.6 and 4.7), per application (= authority scope).
+-- Versioned registries of status and operation definitions, per application (= authority scope).
 CREATE TABLE status_definition (
   application_id  uuid NOT NULL REFERENCES application (id),
   task_type       text NOT NULL,

@@ -1,7 +1,7 @@
--- Access grants (source document 000 §5): short-lived URLs a resource provider issued for one attempt and
+-- Access grants (docs/resource-provider.md): short-lived URLs a resource provider issued for one attempt and
 -- one lease version, to download an input or upload an output. Bytes never pass through TDP; the URL and
 -- its headers are stored sealed. Output allocations are grants too (`purpose` = ARTIFACT): one table, one
--- idempotency rule, instead of the two tables DESIGN.md first sketched.
+-- idempotency rule, rather than a second table for allocations.
 CREATE TABLE access_grant (
   id               uuid PRIMARY KEY,
   attempt_id       uuid NOT NULL REFERENCES attempt (id),

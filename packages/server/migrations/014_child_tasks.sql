@@ -1,5 +1,5 @@
 -- Child tasks (a step of kind "task"): the child records the parent task and the parent's step that
--- started it (document 002 §6.1: each keeps its own versions and end). The index finds a task's children.
+-- started it (each keeps its own versions and end). The index finds a task's children.
 ALTER TABLE task
   ADD COLUMN parent_task_id uuid,
   ADD COLUMN parent_step_id uuid;

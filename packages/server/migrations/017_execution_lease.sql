@@ -1,4 +1,4 @@
--- Execution leases apart from the wide step row (document 002 §15.1). A heartbeat renewed its attempt's
+-- Execution leases apart from the wide step row. A heartbeat renewed its attempt's
 -- lease by rewriting the step row (JSON progress, state data, errors and all), a new row version and
 -- WAL for every beat. The lease is now a narrow row of its own, one per RUNNING current step attempt:
 -- the fact path creates it when the attempt starts, mirrors its health, and deletes it when the attempt
@@ -6,7 +6,8 @@
 -- those two columns and the fill factor leaves room on each page, so every renewal is a HOT update.
 -- The step row keeps the authoritative status and health; readers of a step take the later of its own
 -- heartbeat columns and its lease's. The health reconciler finds overdue attempts here: the table holds
--- only running attempts, so it stays small however many tasks have finished.
+-- only running attempts, so it stays small however many tasks have finished. The reasoning in full:
+-- docs/design/execution-leases.md.
 CREATE TABLE execution_lease (
   attempt_id                uuid PRIMARY KEY,
   task_id                   uuid NOT NULL,

@@ -1,4 +1,4 @@
--- Offline notifications (document 002 §6.8): a terminal failure or an action-required notice is also
+-- Offline notifications (docs/notifications.md): a terminal failure or an action-required notice is also
 -- kept per user as an unread record, written in the transaction of its fact. The unique key makes a
 -- second write of the same notice (a retried or replayed fact) a no-op, so nobody is told twice.
 -- The record is also a delivery row of the shared claim mechanism (outboxQueue.ts): when a webhook is

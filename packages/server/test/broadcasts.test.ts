@@ -1,5 +1,5 @@
 /**
- * Broadcast scopes (source document 002 §6.6) on the real server, its in-process gateway and the relay,
+ * Broadcast scopes (docs/realtime.md) on the real server, its in-process gateway and the relay,
  * seen through the real `centrifuge` SDK: a tenant's notice reaches exactly that tenant's people, a
  * system notice everyone; only the server publishes them; bad input changes nothing. And the detail
  * channel of a task shared with a project or role, for its members.

@@ -1,5 +1,5 @@
 /**
- * The administrator's correction (`POST /admin/v1/tasks/{id}:correct`, document 002 §4.2): a new task
+ * The administrator's correction (`POST /admin/v1/tasks/{id}:correct`, docs/operators.md): a new task
  * version and an immutable ADMIN_CORRECTED event with old and new values, reason and operator, seen live
  * on the task's summary and detail channels, in its timeline and in the operator audit; a correction the
  * state machine forbids is 409 without `force` (nothing changed) and made, audited, with it; bad input

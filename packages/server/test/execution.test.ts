@@ -32,7 +32,7 @@ function execution(status: ExecutionStatus, progress = 0): ExecutionRecord {
 }
 
 describe('execution state machine', () => {
-  it('allows exactly the transitions of the source document', () => {
+  it('allows exactly the intended transitions, and none out of a terminal state', () => {
     const all: ExecutionStatus[] = [
       'CREATED',
       'QUEUED',

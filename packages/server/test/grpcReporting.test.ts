@@ -1,5 +1,5 @@
 /**
- * gRPC reporting (document 002 §3.3.4) has REST's semantics: the same event through REST single, REST
+ * gRPC reporting (docs/grpc.md) has REST's semantics: the same event through REST single, REST
  * batch, gRPC unary and the gRPC stream gets the same answer and taskVersion; an old attempt is refused
  * the same way on all four; a stream cut mid-batch, then a new stream, a new bind and a resend apply
  * each event once; heartbeats by key renew the lease.
@@ -17,8 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Harness, startHarness } from '../../../test/harness.ts';
 import { coordinator, documentSteps } from '../../../test/statusFixture.ts';
 import { TcpProxy } from '../../../test/tcpProxy.ts';
-import { ConfigError, configFromEnv } from '../src/config.ts';
-import { connectDatabase } from '../src/main.ts';
+import { ConfigError, configFromEnv, connectDatabase } from '../src/main.ts';
 
 let h: Harness;
 let c: Awaited<ReturnType<typeof coordinator>>;

@@ -1,5 +1,5 @@
 /**
- * A slow realtime client of a real server's gateway (source document 002 §13.3): the server's
+ * A slow realtime client of a real server's gateway (docs/realtime.md, "Slow clients"): the server's
  * `realtimeClientQueue` setting bounds its queue, and /metrics counts the progress it coalesced and its
  * 3008 disconnect.
  */

@@ -1,6 +1,7 @@
 /**
- * The status service against a real PostgreSQL. Test names quote the correctness list (正确性) of source
- * document 002, section 17, in English; items that belong to other parts of the system say where.
+ * The status service against a real PostgreSQL. Each test name states one correctness rule of the
+ * service (the validation chain: docs/design/event-validation.md); rules that belong to other parts of
+ * the system say where.
  */
 import { newId } from '@tdp/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

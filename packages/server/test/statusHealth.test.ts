@@ -1,5 +1,5 @@
 /**
- * Heartbeats, handles and the health reconciler (document 002 §3.5.1, §5.2 and section 17).
+ * Heartbeats, handles and the health reconciler (docs/design/execution-leases.md).
  */
 import { newId } from '@tdp/protocol';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';

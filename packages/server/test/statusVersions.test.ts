@@ -1,5 +1,6 @@
 /**
- * Versions, projections, reads and health of the status service (document 002, section 17, continued).
+ * Versions, projections and reads of the status service: its correctness rules, continued from
+ * status.test.ts.
  */
 import { type TaskMessage, TaskStore } from '@tdp/client';
 import { newId } from '@tdp/protocol';

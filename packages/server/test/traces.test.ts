@@ -2,7 +2,7 @@
  * One trace across processes (docs/observability.md): `tdp server` and a worker runtime as real
  * processes, each exporting OTLP/HTTP JSON to a small receiver in this test. A task submitted with a
  * callback URL runs to its end; every span from the create to the callback is in one trace, each with
- * its parent in that trace. The server's log lines about the task carry document 002 §14.2's fields.
+ * its parent in that trace. The server's log lines about the task carry the correlation fields.
  * With tracing off, nothing is traced or stored.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -245,7 +245,7 @@ describe.each(['rest', 'grpc'] as const)('tracing on, reports over %s', (transpo
     expect(callbackTraces).toContain(root()!.traceId);
   });
 
-  it("puts document 002 §14.2's fields on the log lines of a task's run", async () => {
+  it("puts the correlation fields on the log lines of a task's run", async () => {
     const { taskId, executionId } = await runTask(system);
     const about = () => system.logLines.filter((line) => line.taskId === taskId);
     await expect

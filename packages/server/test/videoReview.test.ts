@@ -1,8 +1,9 @@
 /**
- * Source document 000's transfer exercise, end to end on a real server, real PostgreSQL and real
- * workers: download a video, extract its frames, detect on every frame in parallel (a map under
- * `maxParallel`), wait for a reviewer to approve, and let the application publish — its own business
- * action, after TDP's signed SUCCEEDED callback. A rejection ends the task without publishing.
+ * The ZIP demo's rules carried over to a second workflow (docs/design/failure-windows.md), end to end on
+ * a real server, real PostgreSQL and real workers: download a video, extract its frames, detect on every
+ * frame in parallel (a map under `maxParallel`), wait for a reviewer to approve, and let the application
+ * publish — its own business action, after TDP's signed SUCCEEDED callback. A rejection ends the task
+ * without publishing.
  */
 import { createServer, type Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -10,7 +11,7 @@ import { type Harness, startHarness } from '../../../test/harness.ts';
 import { completeWith, type StartCommand, startTestWorker } from '../../../test/testWorker.ts';
 import { type CallbackEvent, nodeCallbackHandler } from '../../sdk/src/index.ts';
 
-/** The workflow the closing note shows. */
+/** Video review as one definition: download, extract, a map of detections, then a reviewer's approval. */
 const videoReview = {
   name: 'video-review',
   version: '1',

@@ -1,7 +1,7 @@
 /**
- * The worker's local facts (source document 000 §5): what it was told (the inbox, by command id), what
- * it is doing (attempts with lease version, state and checkpoint) and what it still has to say (the
- * outbox, one sequence per attempt). Each change is one SQLite transaction in WAL mode, so a process
+ * The worker's local facts (docs/design/failure-windows.md): what it was told (the inbox, by command
+ * id), what it is doing (attempts with lease version, state and checkpoint) and what it still has to say
+ * (the outbox, one sequence per attempt). Each change is one SQLite transaction in WAL mode, so a process
  * killed at any point restarts knowing which results were produced and which were delivered.
  *
  * Errors from here are never "offline": the runtime treats them as fatal.

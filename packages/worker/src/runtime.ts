@@ -1,8 +1,8 @@
 /**
  * The worker runtime (`tdp worker`): registers, keeps the command stream open, stores every command and
  * every result locally before acting on it, runs capabilities under a concurrency limit, and delivers
- * results with one sender per process. See docs/workers.md for the protocol and source document 000 §5
- * for why each local fact exists. This class only composes the parts:
+ * results with one sender per process. See docs/workers.md for the protocol and
+ * docs/design/failure-windows.md for why each local fact exists. This class only composes the parts:
  *
  * - session.ts: registration, taking the session back after a restart, the runtime state;
  * - commandIntake.ts: the command stream, the local inbox (each command once) and acknowledgements;

@@ -1,5 +1,5 @@
 /**
- * The bridge from JetStream to Temporal (document 000's journey; docs/temporal.md). A durable pull
+ * The bridge from JetStream to Temporal (docs/temporal.md; docs/design/failure-windows.md). A durable pull
  * consumer reads the domain events of executions the Temporal engine drives — a task created or retried
  * (start the execution's workflow), a step's end or a sleep step's begin (signal it), a cancel (cancel
  * it), 32 at a time.

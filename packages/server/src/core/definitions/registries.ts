@@ -1,6 +1,8 @@
 /**
- * The versioned registries of document 002 §4.6–4.7. A version, once defined, never changes: tasks and
- * executions that bound it keep its meaning. Defining the same content again is a harmless replay.
+ * The versioned registries: status definitions (business status → lifecycle) and operation definitions
+ * (who reports which event types, with which data schemas). A version, once defined, never changes:
+ * tasks and executions that bound it keep its meaning. Defining the same content again is a harmless
+ * replay.
  */
 import type { OperationDefinitionRequest, StatusDefinitionRequest } from '@tdp/protocol';
 import type { StatusDefinition } from '../facts/records.ts';

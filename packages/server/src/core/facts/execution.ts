@@ -1,4 +1,4 @@
-/** The execution state machine (source document 000, section 6) and the lifecycle it maps to. Pure. */
+/** The execution state machine and the lifecycle it maps to. Pure. */
 import type { ExecutionStatus, LifecycleStatus } from '@tdp/protocol';
 import type { ExecutionRecord } from './records.ts';
 

@@ -1,5 +1,5 @@
 /**
- * Offline notifications (document 002 §6.8): the realtime channels only reach people who are connected,
+ * Offline notifications (docs/notifications.md): the realtime channels only reach people who are connected,
  * so a terminal failure and a notice that asks someone to act are also kept as an unread record per
  * user. Recipients are the users who see the task's summary (its owner and the USER entries of its ACL;
  * project and role members are not known to TDP by name, they are told on their channels only). One

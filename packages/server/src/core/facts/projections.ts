@@ -1,6 +1,7 @@
 /**
- * Realtime projections (document 002 §3.3.1, §6): each built from the validated current state through a
- * field whitelist — never from a producer's raw JSON. Summaries carry no step data, inputs or
+ * Realtime projections (docs/realtime.md): each built from the validated current state through a field
+ * whitelist — never from a producer's raw JSON, so nothing the whitelist does not name reaches a browser.
+ * Summaries carry no step data, inputs or
  * diagnostics; details carry steps and their registered data; workflow summaries carry only counts.
  */
 import type { LifecycleStatus } from '@tdp/protocol';

@@ -5,7 +5,7 @@
  * - step: one DAG node inside an execution; its state machine lives in the orchestration context.
  * - task version: rises by one with every recorded fact about the task (the event log's order).
  * - outbox event: a committed fact waiting to be published to the event bus.
- * - workflow: groups the tasks of one business request (document 002); every task belongs to one.
+ * - workflow: groups the tasks of one business request; every task belongs to one.
  * - step attempt: a step row is one attempt of one step; its `attemptId` is the execution instance that
  *   producers report for (`executionId` on the wire, bound into their credential).
  * - lifecycle / business status / phase / health: four separate fields; only lifecycle drives rules.

@@ -1,7 +1,7 @@
 /**
  * The facts kernel: the one write path every context uses, and that uses no context.
  *
- * Glossary (source documents 000 and 002, DESIGN.md §5)
+ * Glossary
  * - fact: an accepted event; it gets the next task version (and step version), a row in the immutable
  *   event log, a dedup record, an outbox event and realtime projections — all in one transaction.
  * - task / execution / step: the durable request, one run of it with a frozen definition, one DAG node

@@ -188,7 +188,8 @@ export function taskAfterStepChange(
     if (progress !== nextExecution.progress) nextExecution = { ...nextExecution, progress, updatedAt: at };
   }
   const lifecycleStatus = lifecycleOf(nextExecution.status);
-  // Document 002 §4.4 (WAIT_FOR_USER): a running task with an approval step waiting for people.
+  // A task whose approval step waits for people is still RUNNING: waiting is not a lifecycle of its own,
+  // so only an unclassified task's business status says it (WAITING_USER_ACTION).
   const waitingForUser =
     lifecycleStatus === 'RUNNING' &&
     current.some((s) => s.status === 'RUNNING' && s.waitingFor?.kind === 'approval');

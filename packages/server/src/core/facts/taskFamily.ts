@@ -1,8 +1,8 @@
 /**
- * A parent task and its child tasks (steps of kind `task`, document 002 §6.1) keep their facts in their
- * own transactions. Each tells the other through a timer row, due at once. The row is written with the
- * fact that causes it, whatever path that fact took (a step's end, a cancel, a forced cancel). The timers
- * loop then applies it to the other task in that task's own transaction.
+ * A parent task and its child tasks (steps of kind `task`) keep their facts in their own transactions.
+ * Each tells the other through a timer row, due at once. The row is written with the fact that causes
+ * it, whatever path that fact took (a step's end, a cancel, a forced cancel). The timers loop then
+ * applies it to the other task in that task's own transaction.
  * - CHILD_FINISHED, on the parent: the child's execution ended, so the parent's waiting step ends too.
  * - CANCEL_CHILD, on the child: the parent's step that waits for it was cancelled, so the child is too.
  */

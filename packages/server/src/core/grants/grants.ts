@@ -1,5 +1,5 @@
 /**
- * Access grants (source document 000 §5, DESIGN.md §4 step 6). A worker asks for a URL to download an
+ * Access grants: file bytes never pass through TDP. A worker asks for a URL to download an
  * input or upload an output; the grant is bound to the attempt and its current lease version, so a worker
  * whose lease moved on gets nothing. TDP asks the application's resource provider (docs/resource-provider.md)
  * with the application's bearer token, checks the answer, stores it sealed and returns it.

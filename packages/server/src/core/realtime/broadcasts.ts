@@ -1,5 +1,5 @@
 /**
- * Broadcasts (source document 002 §6.6): a notice to every person of a tenant (`task_tenant:{tenant}`)
+ * Broadcasts (docs/realtime.md): a notice to every person of a tenant (`task_tenant:{tenant}`)
  * or to everyone (`task_system:public`). Only the server publishes them — an application to its own
  * tenant, the operator to any tenant or to everyone — and the wider the scope, the less a message says:
  * a tenant notice has a title, a message, a severity and an optional link; a system notice a message

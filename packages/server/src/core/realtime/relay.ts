@@ -1,5 +1,5 @@
 /**
- * The realtime relay (source document 002 §6): claims committed `realtime_outbox` rows (one per commit,
+ * The realtime relay: claims committed `realtime_outbox` rows (one per commit,
  * holding its messages) with the shared claim mechanism and publishes their messages, in commit order,
  * through a port (the in-process gateway, or a Centrifugo-compatible HTTP API). A message that failed
  * for now (timeout, 429, 5xx) is retried with its row, with spread-out back-off; one the API refused goes

@@ -14,7 +14,7 @@ export interface IdGenerator {
 
 export const systemClock: Clock = { now: () => new Date() };
 
-/** Attributes of a span: the correlation fields of document 002 §14.2 where known. */
+/** Attributes of a span: the log lines' correlation fields (docs/observability.md) where known. */
 export type SpanAttributes = Record<string, string | number | boolean | undefined>;
 
 export interface TraceSpan {

@@ -1,6 +1,7 @@
 /**
- * The coordinator's own facts about a task it owns (document 002): TASK_COMPLETED and TASK_FAILED, reported
- * with its application key. They end the task's execution; only the coordinator may send them.
+ * The coordinator's own facts about a task it owns: TASK_COMPLETED and TASK_FAILED, reported with its
+ * application key. They end the task's execution; only the coordinator may send them, because a failed
+ * step alone does not say the task failed (it may be optional, or about to be retried).
  */
 import type { EventResult } from '@tdp/protocol';
 import type { StatusDefinition, TaskState } from '../facts/records.ts';

@@ -1,5 +1,5 @@
 /**
- * Heartbeats of execution instances (document 002 §3.5.1, §5.2). The light path only renews the lease
+ * Heartbeats of execution instances (docs/design/execution-leases.md). The light path only renews the lease
  * (no version, no event, no message) for every valid item in one statement; items it did not renew are
  * told apart (duplicate, stale attempt, wrong execution, terminal, not running). A STALE execution that
  * heartbeats again recovers through the full fact path (STEP_HEALTH_CHANGED → HEALTHY, new version).

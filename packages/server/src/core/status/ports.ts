@@ -1,6 +1,6 @@
 /**
- * Status glossary (source document 002, DESIGN.md §5; facts, versions and the coordinator are in
- * core/facts/session.ts)
+ * Status glossary (facts, versions and the coordinator are in core/facts/session.ts; the order of an
+ * event's checks is in docs/design/event-validation.md)
  * - execution credential: a signed token or a compact handle bound to task, step, attempt, execution
  *   instance, operation, producer and allowed event types; revoked when the step attempt ends.
  * - registry: versioned status definitions (business status → lifecycle) and operation definitions

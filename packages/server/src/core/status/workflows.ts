@@ -1,5 +1,5 @@
 /**
- * Workflows for outside coordinators (document 002 §3.1): a workflow is created once per
+ * Workflows for outside coordinators (docs/status.md): a workflow is created once per
  * clientWorkflowKey, each task once per workflow + clientTaskKey; the first tasks and their known steps
  * commit with the workflow, each task with its TASK_CREATED fact at task version 1.
  */

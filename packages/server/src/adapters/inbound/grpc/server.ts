@@ -1,5 +1,5 @@
 /**
- * The gRPC reporting adapter (document 002 §3.3.4; docs/grpc.md): `Reporting` of
+ * The gRPC reporting adapter (docs/grpc.md): `Reporting` of
  * `@tdp/protocol/proto/tdp/reporting/v1/reporting.proto` over @grpc/grpc-js. It authenticates like REST
  * (the metadata's `authorization: Bearer …`), decodes into the REST body, checks it with the same schema
  * and hands it to the same application service as the REST routes: the same validation, dedup,

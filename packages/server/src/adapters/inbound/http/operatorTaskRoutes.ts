@@ -144,7 +144,7 @@ export function registerOperatorTaskRoutes(
       schema: {
         tags,
         security,
-        summary: "Correct a task's or a step's status, with a reason (document 002 §4.2; audited)",
+        summary: "Correct a task's or a step's status, with a reason (audited)",
         description:
           "Sets the task (or, with `stepKey`, its current step) to `lifecycleStatus` (and `businessStatus`), in one fact: a new task version and an immutable `ADMIN_CORRECTED` event with the old and new values, the reason and the operator, published on the task's channels and kept in its timeline and the operator audit. A `businessStatus` the task's status definition does not register is 422 UNKNOWN_BUSINESS_STATUS (a task bound to none takes any). A change the state machine forbids (a terminal status moved, a step sent back) is 409 CORRECTION_FORBIDDEN unless `force` is true. It changes the record only: it stops and starts no work.",
         params: Type.Object({ id: Uuid }),

@@ -1,4 +1,4 @@
-/** Log lines about tasks, with document 002 §14.2's correlation fields (docs/observability.md). */
+/** Log lines about tasks, with the fields that follow one change end to end (docs/observability.md). */
 import type { WorkerEventOutcome } from '@tdp/protocol';
 import type { FastifyBaseLogger } from 'fastify';
 

@@ -1,5 +1,6 @@
 /**
- * The metrics of document 002 §14.1 and §14.3 beyond the HTTP and relay ones (docs/observability.md):
+ * Metrics beyond the HTTP and relay ones (docs/observability.md), chosen to show whether people see the
+ * right state, not only whether the server is up:
  * submit→start and step durations (from committed task changes), the outbox, relay and callback
  * backlogs with their oldest age and DEAD rows, STALE steps, and commit→visible as browsers report it.
  */

@@ -1,5 +1,5 @@
 /**
- * Live status for a plain EventSource (source document 002 §8), with a user token:
+ * Live status for a plain EventSource (docs/realtime.md), with a user token:
  *
  * - `GET /v1/me/task-stream` streams the summaries of the person's tasks (their user channel and those
  *   of their projects and roles, of each application within the token's reach) as server-sent events. The first event is `{kind: "stream.ready",

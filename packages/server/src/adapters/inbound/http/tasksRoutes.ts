@@ -50,7 +50,7 @@ export function registerTaskRoutes(app: FastifyInstance, deps: TaskRouteDeps): v
       const result = await inboundSpan(deps.create.tracing, 'POST /v1/tasks', request, async () => {
         const created = await createTask(deps.create, principalOf(request), key, request.body);
         const { task, execution } = created.body;
-        // Document 002 §14.2's correlation fields, for every line about the task.
+        // The correlation fields (docs/observability.md), for every line about the task.
         request.log.info(
           {
             traceId: traceIdOf(deps.create.tracing),

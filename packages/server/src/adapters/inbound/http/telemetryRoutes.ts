@@ -1,7 +1,7 @@
 /**
  * `POST /v1/telemetry/visibility` (docs/observability.md): a browser's client store reports sampled
- * commit→visible latencies (document 002 §14.1's `state_commit_to_visible_seconds`) with its user token;
- * they feed a histogram and nothing is stored. Small bodies only, a token bucket per user.
+ * commit→visible latencies (how long a committed change took to reach a person's screen) with its user
+ * token; they feed a histogram and nothing is stored. Small bodies only, a token bucket per user.
  */
 import type { FastifyInstance } from 'fastify';
 import type { Histogram } from 'prom-client';

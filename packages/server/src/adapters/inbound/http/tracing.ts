@@ -23,7 +23,7 @@ export function serverSpan<T>(
   return tracing.inSpan(name, { kind: 'server', parent }, () => work());
 }
 
-/** The trace id of the active span (document 002 §14.2's `traceId` log field), or undefined. */
+/** The trace id of the active span (the `traceId` log field, docs/observability.md), or undefined. */
 export function traceIdOf(tracing: Tracing | undefined): string | undefined {
   return tracing?.traceparent()?.split('-')[1];
 }

@@ -1,9 +1,9 @@
 /**
- * The execution leases (migration 017, document 002 §15.1): one narrow row per RUNNING current step
- * attempt, so that heartbeats renew it without rewriting the wide step row. The fact path keeps each
- * lease in line with its step (created when the attempt runs, health mirrored, deleted when it stops);
- * heartbeats touch only `heartbeat_seq` and `last_heartbeat_at`; a step read takes the later of its own
- * heartbeat columns and its lease's (`leasedStepColumns`).
+ * The execution leases (migration 017, docs/design/execution-leases.md): one narrow row per RUNNING
+ * current step attempt, so that heartbeats renew it without rewriting the wide step row. The fact path
+ * keeps each lease in line with its step (created when the attempt runs, health mirrored, deleted when
+ * it stops); heartbeats touch only `heartbeat_seq` and `last_heartbeat_at`; a step read takes the later
+ * of its own heartbeat columns and its lease's (`leasedStepColumns`).
  */
 import type { StepRecord } from '../../../core/facts/records.ts';
 import type { HandleHeartbeat, HeartbeatUpdate } from '../../../core/status/ports.ts';
