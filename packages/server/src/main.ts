@@ -1,42 +1,95 @@
 /**
- * The composition root: the only place that knows every concrete class. It turns a config into a
- * running server (HTTP API + background loops) and gives back a handle that shuts it all down in order:
- * config → adapters (composition/adapters.ts) → use-case dependencies (composition/useCases.ts) → gRPC
- * reporting (composition/grpc.ts) → HTTP API (composition/api.ts) → loops (composition/loops.ts) → listen.
+ * The server: the host and the list of its features, started in this order (a feature may use what an
+ * earlier one provides) and stopped in reverse. A feature lives in `features/<name>/` with its settings,
+ * routes, loops, after-commit subscriptions and stop; adding one is a folder and a line here.
  */
 import type { Gateway } from '@tdp/gateway';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { Sql } from './adapters/outbound/postgres/database.ts';
-import { connectAdapters, type ServerDependencies } from './composition/adapters.ts';
-import { createApi } from './composition/api.ts';
-import { startReportingGrpc } from './composition/grpc.ts';
-import { createLoops, type RunningLoops } from './composition/loops.ts';
-import { startTemporal } from './composition/temporal.ts';
-import { useCaseDeps } from './composition/useCases.ts';
-import type { ServerConfig } from './config.ts';
 import type { ApplicationDeps } from './core/identity/applications.ts';
 import type { DispatchDeps } from './core/scheduling/dispatch.ts';
 import type { StatusDeps } from './core/status/deps.ts';
-import { developmentProviderPath } from './development/developmentFiles.ts';
-import { realtimeTokenSecretFrom } from './realtimeGateway.ts';
-import { listenForCommands } from './wiring/commandWakeup.ts';
-import { FollowerWakeup, projectionFollowLoop, realtimeCommittedChannel } from './wiring/realtimeDelivery.ts';
-import type { ServerHealth } from './wiring/serverHealth.ts';
+import { callbacksFeature } from './features/callbacks/feature.ts';
+import { dashboardFeature } from './features/dashboard/feature.ts';
+import { definitionsFeature } from './features/definitions/feature.ts';
+import { developmentProviderPath } from './features/development/developmentFiles.ts';
+import { developmentFeature } from './features/development/feature.ts';
+import { eventsFeature } from './features/events/feature.ts';
+import { grantsFeature } from './features/grants/feature.ts';
+import { grpcFeature } from './features/grpc/feature.ts';
+import { identityFeature } from './features/identity/feature.ts';
+import { notificationsFeature } from './features/notifications/feature.ts';
+import { operationsFeature } from './features/operations/feature.ts';
+import { orchestrationFeature } from './features/orchestration/feature.ts';
+import { placementFeature } from './features/placement/feature.ts';
+import { realtimeFeature } from './features/realtime/feature.ts';
+import { retentionFeature } from './features/retention/feature.ts';
+import { schedulesFeature } from './features/schedules/feature.ts';
+import { statusFeature } from './features/status/feature.ts';
+import { tasksFeature } from './features/tasks/feature.ts';
+import { temporalFeature } from './features/temporal/feature.ts';
+import type { SettingsOf } from './host/feature.ts';
+import type { ServerHealth } from './host/health.ts';
+import { createHost, type HostSettings, type ServerDependencies } from './host/host.ts';
+import { hostSettings } from './host/hostSettings.ts';
+import { runFeatures } from './host/run.ts';
+import {
+  configurationDoc,
+  readConfiguration,
+  type SettingsSlice,
+  sliceDefaults,
+  unknownVariables,
+} from './host/settings.ts';
 
-export { connectDatabase } from './adapters/outbound/postgres/database.ts';
-export { migrate } from './adapters/outbound/postgres/migrate.ts';
-export { type CentrifugoSettings, centrifugoConfig, tdpChannelNamespaces } from './centrifugoConfig.ts';
-export type { ServerDependencies } from './composition/adapters.ts';
-export { serverVersion } from './composition/api.ts';
-export {
-  ConfigError,
-  configFromEnv,
-  defaultSettings,
-  type ServerConfig,
-  type ServerSettings,
-} from './config.ts';
-export { restoreArchivedTask } from './wiring/retention.ts';
+/** Every feature of the server, in start order. */
+export const features = [
+  identityFeature,
+  definitionsFeature,
+  statusFeature,
+  placementFeature,
+  grantsFeature,
+  eventsFeature,
+  temporalFeature,
+  tasksFeature,
+  orchestrationFeature,
+  callbacksFeature,
+  notificationsFeature,
+  realtimeFeature,
+  schedulesFeature,
+  retentionFeature,
+  operationsFeature,
+  grpcFeature,
+  developmentFeature,
+  dashboardFeature,
+] as const;
+
+/** The server's configuration: the host's settings and every feature's. */
+export type ServerConfig = HostSettings & SettingsOf<typeof features>;
+
+/** The settings that have a default (all but the database, the admin token, the keys, the public URL). */
+export type ServerSettings = Omit<ServerConfig, 'databaseUrl' | 'adminToken' | 'secretKeyring' | 'publicUrl'>;
+
+const slices: SettingsSlice[] = [
+  hostSettings,
+  ...features.flatMap((feature) => (feature.settings ? [feature.settings as SettingsSlice] : [])),
+];
+
+/** Every setting's default, from the settings' schemas. */
+export const defaultSettings = sliceDefaults(slices) as ServerSettings;
+
+/** Reads the server's settings from the environment (the CLI folds its flags into it), under `overrides`. */
+export function configFromEnv(env: NodeJS.ProcessEnv, overrides: Partial<ServerConfig> = {}): ServerConfig {
+  return readConfiguration(slices, env, overrides) as ServerConfig;
+}
+
+/** The `TDP_*` variables in `env` that no setting reads (a misspelt name would be ignored in silence). */
+export const unknownServerVariables = (env: NodeJS.ProcessEnv, alsoKnown: readonly string[] = []) =>
+  unknownVariables(env, slices, alsoKnown);
+
+/** docs/configuration.md, from the settings' schemas. */
+export const configurationReference = () =>
+  configurationDoc([{ name: 'host', settings: hostSettings }, ...features]);
 
 export interface RunningServer {
   app: FastifyInstance;
@@ -62,97 +115,45 @@ export interface RunningServer {
 
 export async function startServer(
   config: ServerConfig,
-  overrides: ServerDependencies = {},
+  dependencies: ServerDependencies = {},
 ): Promise<RunningServer> {
-  // A realtime token secret too short to sign with stops the start before anything is connected.
-  realtimeTokenSecretFrom(config.realtimeTokenSecret);
-  const adapters = await connectAdapters(config, overrides);
-  const { sql, clock, signal, gateway, nats } = adapters;
-  const uses = useCaseDeps(config, adapters);
-  const grpc = await startReportingGrpc(config, adapters, uses);
-  // Started after the loops (below); the health page asks it whether it is connected.
-  let temporal: ReturnType<typeof startTemporal> = null;
-  const app = await createApi(config, adapters, uses, { grpcPort: grpc?.port ?? null }, () =>
-    temporal ? temporal.connected() : null,
-  );
-  // Streams held here hear at once of commands another replica wrote for their workers.
-  const unlistenCommands = await listenForCommands(sql, uses.hub);
-  // With Centrifugo, this replica's task streams are fed from what every replica committed.
-  const follower = await projectionFollowLoop(config, { sql, gateway, clock, logger: adapters.logger });
-  signal.follower = follower
-    ? new FollowerWakeup(
-        follower,
-        () => sql.notify(realtimeCommittedChannel, ''),
-        config.outboxNotifyIntervalMs,
-      )
-    : null;
-  const unlistenFollower = follower
-    ? (await sql.listen(realtimeCommittedChannel, () => follower.wake())).unlisten
-    : async () => {};
-  const running: RunningLoops = config.runLoops
-    ? await createLoops(config, adapters, uses)
-    : { loops: [], unlisten: async () => {} };
-  adapters.health.loops = [...running.loops, ...(follower ? [follower] : [])];
-  temporal = startTemporal(config, adapters, uses);
-
-  await app.listen({ host: config.host, port: config.port });
-  for (const loop of running.loops) loop.start();
-  follower?.start();
-  // Loops that sleep until a row's due time re-plan after a jump. (The scheduler and the lease reaper
-  // run every second or two anyway; waking them at the jump would judge workers before they beat.)
-  clock.onJump?.(() => {
-    for (const loop of [
-      signal.loops.timers,
-      signal.loops.callbacks,
-      signal.loops.outbox,
-      signal.loops.realtime,
-      signal.loops.schedules,
-    ])
-      loop?.wake();
-  });
-  const address = app.server.address();
-  const port = typeof address === 'object' && address ? address.port : config.port;
-  const url = `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${port}`;
-
-  let closing: Promise<void> | null = null;
+  const host = await createHost(config, dependencies);
+  const running = await runFeatures(host, features, config);
   return {
-    app,
-    sql,
-    url,
-    identity: uses.identity,
-    status: uses.status,
-    dispatch: uses.dispatch,
-    logger: adapters.logger,
-    gateway,
-    health: adapters.health,
-    grpcPort: grpc?.port ?? null,
+    app: host.app,
+    sql: host.sql,
+    url: running.url,
+    identity: host.need('identity').applications,
+    status: host.need('status').deps,
+    dispatch: host.need('placement').dispatch,
+    logger: host.logger,
+    gateway: host.need('realtime').gateway,
+    health: host.health,
+    grpcPort: host.need('grpc').port,
     developmentProvider: config.developmentFiles
-      ? { url: `${url}${developmentProviderPath}`, token: config.developmentFiles.providerToken }
+      ? { url: `${running.url}${developmentProviderPath}`, token: config.developmentFiles.providerToken }
       : null,
-    close: () => {
-      closing ??= (async () => {
-        await gateway.close();
-        await Promise.all([app.close(), grpc?.close(config.grpcCloseGraceMs)]);
-        await Promise.all([...running.loops, ...(follower ? [follower] : [])].map((loop) => loop.stop()));
-        await temporal?.stop().catch(() => {});
-        await signal.handoff?.idle();
-        await signal.capacity?.stop();
-        await running.unlisten().catch(() => {});
-        await unlistenCommands().catch(() => {});
-        await unlistenFollower().catch(() => {});
-        await nats?.close().catch(() => {});
-        await Promise.all([
-          sql.end({ timeout: config.shutdownDatabaseTimeoutSeconds }),
-          adapters.heartbeatSql.end({ timeout: config.shutdownDatabaseTimeoutSeconds }),
-        ]);
-      })();
-      return closing;
-    },
+    close: running.stop,
   };
 }
+
+export { connectDatabase } from './adapters/outbound/postgres/database.ts';
+export { migrate } from './adapters/outbound/postgres/migrate.ts';
 export { ensureDevelopmentIdentity } from './core/identity/developmentIdentity.ts';
 export { generateKeyringEntry, parseKeyring } from './core/identity/secretBox.ts';
 export { AppError } from './core/shared/errors.ts';
-export { useDevelopmentProvider } from './development/developmentFiles.ts';
-export { realtimeTokenKey, realtimeTokenSecretFrom, startGatewayServer } from './realtimeGateway.ts';
-export { guardProcess } from './wiring/processGuard.ts';
+export { useDevelopmentProvider } from './features/development/developmentFiles.ts';
+export {
+  type CentrifugoSettings,
+  centrifugoConfig,
+  tdpChannelNamespaces,
+} from './features/realtime/centrifugoConfig.ts';
+export {
+  realtimeTokenKey,
+  realtimeTokenSecretFrom,
+  startGatewayServer,
+} from './features/realtime/gateway.ts';
+export { restoreArchivedTask } from './features/retention/restore.ts';
+export { type ServerDependencies, serverVersion } from './host/host.ts';
+export { guardProcess } from './host/processGuard.ts';
+export { ConfigError } from './host/settings.ts';

@@ -13,10 +13,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { newTokenSecret } from '../../../test/centrifugo.ts';
 import { type Harness, startHarness } from '../../../test/harness.ts';
-import { centrifugoConfig, tdpChannelNamespaces } from '../src/centrifugoConfig.ts';
-import { ConfigError, configFromEnv, defaultSettings } from '../src/config.ts';
-import { startServer } from '../src/main.ts';
-import { realtimeTokenSecretFrom, startGatewayServer } from '../src/realtimeGateway.ts';
+import { centrifugoConfig, tdpChannelNamespaces } from '../src/features/realtime/centrifugoConfig.ts';
+import { realtimeTokenSecretFrom, startGatewayServer } from '../src/features/realtime/gateway.ts';
+import { ConfigError, configFromEnv, defaultSettings, startServer } from '../src/main.ts';
 
 const env = {
   DATABASE_URL: 'postgres://x',

@@ -6,8 +6,8 @@ import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { configFromEnv } from '../src/config.ts';
-import { dashboardPages } from '../src/wiring/dashboardPages.ts';
+import { dashboardPages } from '../src/features/dashboard/dashboardPages.ts';
+import { configFromEnv } from '../src/main.ts';
 
 describe('the dashboard pages directory', () => {
   it('is the configured folder when it holds a build', async () => {

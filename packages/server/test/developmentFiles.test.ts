@@ -16,7 +16,7 @@ import Fastify from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Harness, startHarness } from '../../../test/harness.ts';
 import { readZip, writeZip } from '../../worker/test/zips.ts';
-import { registerDevelopmentFiles } from '../src/development/developmentFiles.ts';
+import { registerDevelopmentFiles } from '../src/features/development/developmentFiles.ts';
 import { configFromEnv, generateKeyringEntry, useDevelopmentProvider } from '../src/main.ts';
 
 const folder = mkdtempSync(join(tmpdir(), 'tdp-dev-files-'));

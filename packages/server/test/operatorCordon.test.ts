@@ -8,7 +8,7 @@ import { newId } from '@tdp/protocol';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { type Harness, startHarness } from '../../../test/harness.ts';
 import { attemptEvent, type StartCommand, startTestWorker } from '../../../test/testWorker.ts';
-import { defaultSettings } from '../src/config.ts';
+import { defaultSettings } from '../src/main.ts';
 
 let h: Harness;
 let app: Awaited<ReturnType<Harness['createApplication']>>;

@@ -1,7 +1,19 @@
 /** The engine settings: what a start refuses, and what it reads when Temporal is set up. */
 import { describe, expect, it } from 'vitest';
-import { ConfigError } from '../src/configParsing.ts';
-import { orchestratorFrom } from '../src/orchestratorConfig.ts';
+import { generateKeyringEntry } from '../src/core/identity/secretBox.ts';
+import { ConfigError, configFromEnv } from '../src/main.ts';
+
+/** The engine settings as the server reads them, beside what every start needs. */
+function orchestratorFrom(env: NodeJS.ProcessEnv, _overrides: object, natsUrl: string | null) {
+  const config = configFromEnv({
+    DATABASE_URL: 'postgres://127.0.0.1/tdp',
+    TDP_ADMIN_TOKEN: 'adm_0123456789abcdef',
+    TDP_SECRET_KEYS: generateKeyringEntry('k1'),
+    ...(natsUrl ? { NATS_URL: natsUrl } : {}),
+    ...env,
+  });
+  return { orchestrator: config.orchestrator, temporal: config.temporal };
+}
 
 const nats = 'nats://127.0.0.1:4222';
 

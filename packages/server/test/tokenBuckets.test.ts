@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { TestClock } from '../../../test/harness.ts';
-import { ConfigError, configFromEnv, defaultSettings } from '../src/config.ts';
 import { TokenBuckets } from '../src/core/shared/tokenBuckets.ts';
+import { ConfigError, configFromEnv, defaultSettings } from '../src/main.ts';
 
 describe('TokenBuckets', () => {
   it('lets a burst through, then one a second, never more than the burst after a long idle', () => {

@@ -1,6 +1,6 @@
 import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
-import { WakeableLoop } from '../src/loops/wakeableLoop.ts';
+import { WakeableLoop } from '../src/host/loops/wakeableLoop.ts';
 
 const idleLoop = () => {
   let rounds = 0;

@@ -5,7 +5,7 @@
  * publishing has stopped here), and for `processFaultUnreadyMs` after an unhandled rejection or uncaught
  * exception the process survived (`processGuard.ts`).
  */
-import type { LoopHealth } from '../loops/wakeableLoop.ts';
+import type { LoopHealth } from './loops/wakeableLoop.ts';
 
 export interface ReadinessReport {
   ready: boolean;

@@ -10,8 +10,6 @@
  * where it takes the `loop_lease` row (migration 031), which also holds the walk's position.
  */
 import { newId } from '@tdp/protocol';
-import type { Logger } from 'pino';
-import { type LoopRetry, WakeableLoop } from '../../loops/wakeableLoop.ts';
 import type { Sql } from '../outbound/postgres/database.ts';
 import type { ExecutionDriver } from './temporalEngine.ts';
 
@@ -81,20 +79,4 @@ export class WorkflowSweep {
     }
     return { full: rows.length === batch };
   }
-}
-
-/** The sweep as a loop: a round every `intervalMs`, failed rounds backing off as every loop's do. */
-export function createWorkflowSweepLoop(
-  sweep: WorkflowSweep,
-  deps: { logger: Logger; now: () => Date; intervalMs: number; retry: LoopRetry },
-): WakeableLoop {
-  return new WakeableLoop({
-    name: 'temporal-sweep',
-    logger: deps.logger,
-    now: deps.now,
-    maxIdleMs: deps.intervalMs,
-    retry: deps.retry,
-    round: () => sweep.round(),
-    nextDueAt: async () => null,
-  });
 }

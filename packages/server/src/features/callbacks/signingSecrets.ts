@@ -1,7 +1,7 @@
-import { openApplicationSecrets } from '../core/identity/applications.ts';
-import type { IdentityStore } from '../core/identity/ports.ts';
-import type { SecretBox } from '../core/identity/secretBox.ts';
-import type { Clock } from '../core/shared/ports.ts';
+import { openApplicationSecrets } from '../../core/identity/applications.ts';
+import type { IdentityStore } from '../../core/identity/ports.ts';
+import type { SecretBox } from '../../core/identity/secretBox.ts';
+import type { Clock } from '../../core/shared/ports.ts';
 
 /**
  * The secrets that sign an application's callbacks: the current one, and the previous one while its

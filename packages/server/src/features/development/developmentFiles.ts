@@ -3,7 +3,8 @@
  * `tdp dev` gives its development application so that a first task can read and write files with no
  * setup. It is an application's resource provider like any other — TDP asks it over HTTP with a bearer
  * token — served by this process only when the configuration names a files folder (`tdp dev` does;
- * `tdp server` never does unless told). Only the composition root imports this module.
+ * `tdp server` never does unless told). Only its feature module and the CLI (through the server's
+ * exports) use it.
  *
  *   POST /dev/resource-provider   the provider: grants on files under the folder, and https:// (and,
  *                                 when insecure URLs are allowed, http://) URLs as inputs
@@ -17,11 +18,11 @@ import { dirname, join } from 'node:path';
 import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { problem, sendProblem } from '../adapters/inbound/http/problems.ts';
-import { tokensEqual } from '../core/identity/apiKeys.ts';
-import { type ApplicationDeps, updateResourceProvider } from '../core/identity/applications.ts';
-import type { ApiKeyAuthenticator } from '../core/identity/authenticate.ts';
-import type { Clock } from '../core/shared/ports.ts';
+import { problem, sendProblem } from '../../adapters/inbound/http/problems.ts';
+import { tokensEqual } from '../../core/identity/apiKeys.ts';
+import { type ApplicationDeps, updateResourceProvider } from '../../core/identity/applications.ts';
+import type { ApiKeyAuthenticator } from '../../core/identity/authenticate.ts';
+import type { Clock } from '../../core/shared/ports.ts';
 import { type FileAccess, fileRef, outputRef, signAccess, verifyAccess } from './fileRefs.ts';
 
 export const developmentProviderPath = '/dev/resource-provider';

@@ -6,7 +6,7 @@
  */
 import { createHmac } from 'node:crypto';
 import { posix } from 'node:path';
-import { tokensEqual } from '../core/identity/apiKeys.ts';
+import { tokensEqual } from '../../core/identity/apiKeys.ts';
 
 export type FileMethod = 'GET' | 'PUT';
 

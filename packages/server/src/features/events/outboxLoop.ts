@@ -1,10 +1,10 @@
 import type { Logger } from 'pino';
-import { type DispatchObserver, dispatchOutboxBatch } from '../core/outbox/dispatchOutbox.ts';
-import type { EventPublisher, OutboxQueue } from '../core/outbox/ports.ts';
-import type { Clock } from '../core/shared/ports.ts';
-import { type Paced, pace, WakeableLoop } from './wakeableLoop.ts';
+import { type DispatchObserver, dispatchOutboxBatch } from '../../core/outbox/dispatchOutbox.ts';
+import type { EventPublisher, OutboxQueue } from '../../core/outbox/ports.ts';
+import type { Clock } from '../../core/shared/ports.ts';
+import { type Paced, pace, WakeableLoop } from '../../host/loops/wakeableLoop.ts';
 
-/** Publishes committed domain events (`pacing`: `defaultSettings.loops.outbox`, measured there). */
+/** Publishes committed domain events (`pacing`: the events feature's `outboxLoop`, measured there). */
 export function createOutboxLoop(
   deps: {
     queue: OutboxQueue;

@@ -1,8 +1,5 @@
-/**
- * The offline notifications' webhook settings (docs/notifications.md), read from `TDP_NOTIFICATION_*`.
- * Apart from config.ts only for its length; it parses with config.ts's own helpers, so its errors read
- * like every other setting's.
- */
+/** The offline notifications' webhook settings (docs/notifications.md), read from `TDP_NOTIFICATION_*`. */
+import { ConfigError, integerVariable } from '../../host/settings.ts';
 
 /** With a webhook URL, each notification is POSTed there, signed like callbacks, retried, then DEAD. */
 export interface NotificationDeliverySettings {
@@ -20,19 +17,26 @@ export const defaultNotificationDelivery: NotificationDeliverySettings = {
   timeoutMs: 10_000,
 };
 
-export function notificationDeliveryFrom(
-  env: NodeJS.ProcessEnv,
-  integer: (env: NodeJS.ProcessEnv, name: string, fallback: number) => number,
-  problem: (message: string) => Error,
-): NotificationDeliverySettings {
+export const notificationDeliveryVariables = [
+  'TDP_NOTIFICATION_WEBHOOK_URL',
+  'TDP_NOTIFICATION_MAX_ATTEMPTS',
+  'TDP_NOTIFICATION_MAX_BACKOFF_SECONDS',
+  'TDP_NOTIFICATION_TIMEOUT_MS',
+];
+
+export function notificationDeliveryFrom(env: NodeJS.ProcessEnv): NotificationDeliverySettings {
   const defaults = defaultNotificationDelivery;
   const webhookUrl = env.TDP_NOTIFICATION_WEBHOOK_URL?.trim() || null;
   if (webhookUrl && !/^https?:\/\/\S+$/.test(webhookUrl))
-    throw problem('TDP_NOTIFICATION_WEBHOOK_URL must be an http(s) URL');
+    throw new ConfigError('TDP_NOTIFICATION_WEBHOOK_URL must be an http(s) URL');
   return {
     webhookUrl,
-    maxAttempts: integer(env, 'TDP_NOTIFICATION_MAX_ATTEMPTS', defaults.maxAttempts),
-    maxBackoffSeconds: integer(env, 'TDP_NOTIFICATION_MAX_BACKOFF_SECONDS', defaults.maxBackoffSeconds),
-    timeoutMs: integer(env, 'TDP_NOTIFICATION_TIMEOUT_MS', defaults.timeoutMs),
+    maxAttempts: integerVariable(env, 'TDP_NOTIFICATION_MAX_ATTEMPTS', defaults.maxAttempts),
+    maxBackoffSeconds: integerVariable(
+      env,
+      'TDP_NOTIFICATION_MAX_BACKOFF_SECONDS',
+      defaults.maxBackoffSeconds,
+    ),
+    timeoutMs: integerVariable(env, 'TDP_NOTIFICATION_TIMEOUT_MS', defaults.timeoutMs),
   };
 }

@@ -1,8 +1,8 @@
 /** The operations context's `BulkTaskActions` port, over the tasks context's own cancel and retry. */
-import type { BulkJobTask, BulkTaskActions, BulkTaskOutcome } from '../core/operations/ports.ts';
-import { AppError } from '../core/shared/errors.ts';
-import { type CancelDeps, cancelTaskChanged } from '../core/tasks/cancelTask.ts';
-import { retryTask } from '../core/tasks/retryTask.ts';
+import type { BulkJobTask, BulkTaskActions, BulkTaskOutcome } from '../../core/operations/ports.ts';
+import { AppError } from '../../core/shared/errors.ts';
+import { type CancelDeps, cancelTaskChanged } from '../../core/tasks/cancelTask.ts';
+import { retryTask } from '../../core/tasks/retryTask.ts';
 
 /** A bulk job acts for the task's own application (the use cases check the task is its). */
 const principalOf = (task: BulkJobTask) => ({

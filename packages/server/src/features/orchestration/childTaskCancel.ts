@@ -1,7 +1,7 @@
 /** The orchestration context's `ChildTaskCancel` port, over the tasks context's own cancel. */
-import type { ChildTaskCancel } from '../core/orchestration/ports.ts';
-import { AppError } from '../core/shared/errors.ts';
-import { type CancelDeps, cancelTask } from '../core/tasks/cancelTask.ts';
+import type { ChildTaskCancel } from '../../core/orchestration/ports.ts';
+import { AppError } from '../../core/shared/errors.ts';
+import { type CancelDeps, cancelTask } from '../../core/tasks/cancelTask.ts';
 
 export function childTaskCancel(deps: CancelDeps): ChildTaskCancel {
   return {

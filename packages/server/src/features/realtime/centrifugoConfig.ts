@@ -5,16 +5,17 @@
  * and recovery the embedded gateway gives the same channels. `tdp centrifugo-config` prints it, and the
  * tests start Centrifugo with it.
  */
-import { ConfigError, type ServerSettings } from './config.ts';
-import { channels } from './core/facts/projections.ts';
-import { channelHistory, realtimeTokenSecretFrom } from './realtimeGateway.ts';
+import { channels } from '../../core/facts/projections.ts';
+import { ConfigError } from '../../host/settings.ts';
+import { channelHistory, realtimeTokenSecretFrom } from './gateway.ts';
+import type { RealtimeSettings } from './settings.ts';
 
 export interface CentrifugoSettings {
   /** TDP_REALTIME_TOKEN_SECRET: Centrifugo's `client.token.hmac_secret_key`. */
   tokenSecret: string;
   /** CENTRIFUGO_API_KEY: Centrifugo's `http_api.key`. */
   apiKey: string;
-  realtimeHistory: ServerSettings['realtimeHistory'];
+  realtimeHistory: RealtimeSettings['realtimeHistory'];
   /** Origins of the pages that connect (Centrifugo refuses a browser's WebSocket from any other). */
   allowedOrigins?: string[];
   /** Several Centrifugo nodes share channels and history through Redis (`prefix` keeps them apart). */

@@ -1,18 +1,18 @@
 import type { Logger } from 'pino';
-import { PostgresCommittedProjections } from '../adapters/outbound/postgres/committedProjections.ts';
-import type { Sql } from '../adapters/outbound/postgres/database.ts';
-import { CentrifugoApiPublisher, gatewayPublisher } from '../adapters/outbound/realtime/publishers.ts';
-import type { ServerConfig } from '../config.ts';
-import type { RealtimeHandoffMode } from '../core/facts/ports.ts';
-import { CommittedProjectionFollower } from '../core/realtime/follower.ts';
-import type { RealtimePublisher } from '../core/realtime/relay.ts';
-import type { Clock } from '../core/shared/ports.ts';
-import { createProjectionFollowLoop } from '../loops/runLoops.ts';
-import type { WakeableLoop } from '../loops/wakeableLoop.ts';
+import { PostgresCommittedProjections } from '../../adapters/outbound/postgres/committedProjections.ts';
+import type { Sql } from '../../adapters/outbound/postgres/database.ts';
+import { CentrifugoApiPublisher, gatewayPublisher } from '../../adapters/outbound/realtime/publishers.ts';
+import type { RealtimeHandoffMode } from '../../core/facts/ports.ts';
+import { CommittedProjectionFollower } from '../../core/realtime/follower.ts';
+import type { RealtimePublisher } from '../../core/realtime/relay.ts';
+import type { Clock } from '../../core/shared/ports.ts';
+import type { LoopRetry, WakeableLoop } from '../../host/loops/wakeableLoop.ts';
+import { createProjectionFollowLoop } from './loops.ts';
+import type { RealtimeSettings } from './settings.ts';
 
 /** Where realtime messages go: a Centrifugo-compatible server API when configured, else this gateway. */
 export function realtimePublisher(
-  config: Pick<ServerConfig, 'centrifugoApiUrl' | 'centrifugoApiKey'>,
+  config: Pick<RealtimeSettings, 'centrifugoApiUrl' | 'centrifugoApiKey'>,
   gateway: Parameters<typeof gatewayPublisher>[0],
 ): RealtimePublisher {
   return config.centrifugoApiUrl && config.centrifugoApiKey
@@ -26,7 +26,7 @@ export function realtimePublisher(
  * the process, and its clients then reload snapshots, so its rows are not stored at all.
  */
 export function realtimeHandoffMode(
-  config: Pick<ServerConfig, 'redisUrl' | 'centrifugoApiUrl' | 'realtimeHandoffGraceMs'>,
+  config: Pick<RealtimeSettings, 'redisUrl' | 'centrifugoApiUrl' | 'realtimeHandoffGraceMs'>,
 ): RealtimeHandoffMode {
   return config.redisUrl || config.centrifugoApiUrl
     ? { kind: 'durable', graceMs: config.realtimeHandoffGraceMs }
@@ -40,7 +40,7 @@ export function realtimeHandoffMode(
 const followerIdleAfterMs = 5 * 60_000;
 
 /** True when Centrifugo (or another gateway reached over HTTP), not this process, serves the browsers. */
-export const publishesElsewhere = (config: Pick<ServerConfig, 'centrifugoApiUrl' | 'centrifugoApiKey'>) =>
+export const publishesElsewhere = (config: Pick<RealtimeSettings, 'centrifugoApiUrl' | 'centrifugoApiKey'>) =>
   Boolean(config.centrifugoApiUrl && config.centrifugoApiKey);
 
 /**
@@ -50,9 +50,11 @@ export const publishesElsewhere = (config: Pick<ServerConfig, 'centrifugoApiUrl'
  */
 export async function projectionFollowLoop(
   config: Pick<
-    ServerConfig,
-    'centrifugoApiUrl' | 'centrifugoApiKey' | 'realtimeFollowPollMs' | 'loopRetry' | 'loops'
-  >,
+    RealtimeSettings,
+    'centrifugoApiUrl' | 'centrifugoApiKey' | 'realtimeFollowPollMs' | 'realtimeLoop'
+  > & {
+    loopRetry: LoopRetry;
+  },
   deps: {
     sql: Sql;
     gateway: Parameters<typeof gatewayPublisher>[0] & { stats(): { num_clients: number } };
@@ -62,7 +64,7 @@ export async function projectionFollowLoop(
 ): Promise<WakeableLoop | null> {
   if (!publishesElsewhere(config)) return null;
   const logger = deps.logger.child({ loop: 'realtime-follow' });
-  const batchSize = config.loops.realtime.batchSize;
+  const batchSize = config.realtimeLoop.batchSize;
   const follower = new CommittedProjectionFollower({
     reads: new PostgresCommittedProjections(deps.sql),
     local: gatewayPublisher(deps.gateway),

@@ -9,9 +9,10 @@ import {
   RedisEngine,
   readCentrifugoConfig,
 } from '@tdp/gateway';
-import { derivedKey } from './adapters/outbound/tokens/executionCredentials.ts';
-import { ConfigError, defaultSettings, type ServerConfig } from './config.ts';
-import { parseKeyring } from './core/identity/secretBox.ts';
+import { derivedKey } from '../../adapters/outbound/tokens/executionCredentials.ts';
+import { type Keyring, parseKeyring } from '../../core/identity/secretBox.ts';
+import { ConfigError } from '../../host/settings.ts';
+import { defaultRealtimeSettings, type RealtimeSettings } from './settings.ts';
 
 /**
  * History kept per channel: enough for a page that was away for a few minutes to catch up. Channels of
@@ -21,7 +22,7 @@ import { parseKeyring } from './core/identity/secretBox.ts';
  * role's channel, and the tenant's and the system's broadcasts — keep theirs for whoever comes back.
  */
 export const channelHistory =
-  ({ size, followedSize, ttlMs }: ServerConfig['realtimeHistory']) =>
+  ({ size, followedSize, ttlMs }: RealtimeSettings['realtimeHistory']) =>
   (channel: string): HistoryOptions =>
     channel.startsWith('task_detail:') || channel.startsWith('workflow_summary:')
       ? { size: followedSize, ttlMs, whileFollowed: true }
@@ -33,7 +34,7 @@ export const channelHistory =
  */
 export function createGateway(
   config: Pick<
-    ServerConfig,
+    RealtimeSettings,
     | 'redisUrl'
     | 'gatewayApiKey'
     | 'realtimeJwksUrl'
@@ -70,7 +71,7 @@ export function createGateway(
     ...(engine ? { engine } : {}),
     ...(config.gatewayApiKey ? { apiKey: config.gatewayApiKey } : {}),
     ...(config.realtimeJwksUrl ? { jwksUrl: config.realtimeJwksUrl } : {}),
-    // A page follows at most a few task details at once (source document 002 §7).
+    // A page follows at most a few task details at once: each costs the server a channel's history.
     channelLimits: [{ prefix: 'task_detail:', max: config.taskDetailSubscriptionLimit }],
     clientQueue: config.realtimeClientQueue,
     ...(observer ? { observer } : {}),
@@ -90,10 +91,7 @@ export function realtimeTokenSecretFrom(value: string | null | undefined): strin
  * The key of realtime tokens: the shared secret when one is set (`TDP_REALTIME_TOKEN_SECRET`, the bytes
  * Centrifugo's `hmac_secret_key` is), else derived from the keyring, so `tdp server` and `tdp gateway` agree.
  */
-export const realtimeTokenKey = (
-  keyring: ServerConfig['secretKeyring'] | null,
-  secret: string | null = null,
-): Uint8Array => {
+export const realtimeTokenKey = (keyring: Keyring | null, secret: string | null = null): Uint8Array => {
   if (secret) return new TextEncoder().encode(secret);
   if (!keyring) throw new ConfigError('realtime tokens need TDP_SECRET_KEYS or TDP_REALTIME_TOKEN_SECRET');
   return derivedKey(keyring, keyring.activeKeyId, 'realtime-token');
@@ -159,9 +157,9 @@ export async function startGatewayServer(
       ...(config.redis?.prefix ? { redisPrefix: config.redis.prefix } : {}),
       gatewayApiKey: apiKey,
       realtimeJwksUrl: env.TDP_REALTIME_JWKS_URL?.trim() || fromConfig.jwksUrl || null,
-      realtimeHistory: defaultSettings.realtimeHistory,
-      taskDetailSubscriptionLimit: defaultSettings.taskDetailSubscriptionLimit,
-      realtimeClientQueue: defaultSettings.realtimeClientQueue,
+      realtimeHistory: defaultRealtimeSettings.realtimeHistory,
+      taskDetailSubscriptionLimit: defaultRealtimeSettings.taskDetailSubscriptionLimit,
+      realtimeClientQueue: defaultRealtimeSettings.realtimeClientQueue,
     },
     hmacKey,
     Date.now,

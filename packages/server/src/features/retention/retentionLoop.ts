@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
-import { type SweepDeps, sweepOnce } from '../core/retention/sweep.ts';
-import { type LoopRetry, WakeableLoop } from './wakeableLoop.ts';
+import { type SweepDeps, sweepOnce } from '../../core/retention/sweep.ts';
+import { type LoopRetry, WakeableLoop } from '../../host/loops/wakeableLoop.ts';
 
 /**
  * The retention sweep (docs/retention.md): rounds follow one another while some table's walk has not

@@ -1,7 +1,7 @@
 /** The schedules context's `ScheduledTasks` port, over the tasks context's own create path. */
-import type { ScheduledTasks, ScheduleRecord } from '../core/schedules/ports.ts';
-import { type CreateTaskDeps, createTask } from '../core/tasks/createTask.ts';
-import type { TaskStore } from '../core/tasks/ports.ts';
+import type { ScheduledTasks, ScheduleRecord } from '../../core/schedules/ports.ts';
+import { type CreateTaskDeps, createTask } from '../../core/tasks/createTask.ts';
+import type { TaskStore } from '../../core/tasks/ports.ts';
 
 export function scheduledTasks(create: CreateTaskDeps, tasks: TaskStore): ScheduledTasks {
   return {

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
-import type { Clock } from '../core/shared/ports.ts';
-import type { HealthReconciler } from '../core/status/healthReconciler.ts';
-import { type LoopRetry, WakeableLoop } from './wakeableLoop.ts';
+import type { Clock } from '../../core/shared/ports.ts';
+import type { HealthReconciler } from '../../core/status/healthReconciler.ts';
+import { type LoopRetry, WakeableLoop } from '../../host/loops/wakeableLoop.ts';
 
 /** Runs the health reconciler every `intervalMs`; a failed round restarts its grace period. */
 export function createHealthLoop(deps: {

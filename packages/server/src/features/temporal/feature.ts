@@ -1,96 +1,32 @@
-import type { Logger } from 'pino';
-import type { TemporalBridge } from '../adapters/temporal/temporalBridge.ts';
-import type { TemporalEngine } from '../adapters/temporal/temporalEngine.ts';
-import type { ServerConfig } from '../config.ts';
-import type { WakeableLoop } from '../loops/wakeableLoop.ts';
-import { type Adapters, natsStream } from './adapters.ts';
-import type { UseCases } from './useCases.ts';
-
 /**
- * The Temporal engine's worker, its JetStream bridge and the sweep that starts the workflows Temporal
- * lost (workflowSweep.ts), in every replica that runs the loops while
+ * The Temporal engine: its worker, its JetStream bridge and the sweep that starts the workflows Temporal
+ * lost (`adapters/temporal/workflowSweep.ts`), in every replica that runs the loops while
  * TEMPORAL_ADDRESS is set (docs/temporal.md). Started in the background and tried again until Temporal
- * answers: the server serves meanwhile, tasks are created and their events wait in JetStream.
+ * answers: the server serves meanwhile, tasks are created and their events wait in JetStream. It
+ * provides the engine new executions are driven by (`TDP_ORCHESTRATOR`).
  */
-export function startTemporal(
-  config: ServerConfig,
-  adapters: Adapters,
-  uses: UseCases,
-): { stop(): Promise<void>; connected(): boolean } | null {
-  const { temporal, natsUrl } = config;
-  if (!temporal || !config.runLoops || !natsUrl) return null;
-  let stopped = false;
-  let wake = () => {};
-  let running: Running | null = null;
-  const connect = async () => {
-    // Loaded here, not with the server: Temporal's SDK (with its native core) takes a second and 50 MB
-    // to import, which a server without Temporal should not pay.
-    const [{ TemporalEngine }, { TemporalBridge }, { createWorkflowSweepLoop, WorkflowSweep }] =
-      await Promise.all([
-        import('../adapters/temporal/temporalEngine.ts'),
-        import('../adapters/temporal/temporalBridge.ts'),
-        import('../adapters/temporal/workflowSweep.ts'),
-      ]);
-    const engine = await TemporalEngine.start(temporal, uses.status);
-    try {
-      const bridge = await TemporalBridge.start({
-        natsUrl,
-        stream: natsStream(config.natsSubjectPrefix),
-        subjectPrefix: config.natsSubjectPrefix,
-        sql: adapters.sql,
-        driver: engine,
-        logger: adapters.logger,
-        now: () => adapters.clock.now(),
-      });
-      const sweep = createWorkflowSweepLoop(
-        new WorkflowSweep({
-          sql: adapters.sql,
-          driver: engine,
-          now: () => adapters.clock.now(),
-          idleMs: temporal.sweepIdleMs ?? 60_000,
-          leaseMs: temporal.sweepIntervalMs ?? 60_000,
-        }),
-        {
-          logger: adapters.logger,
-          now: () => adapters.clock.now(),
-          intervalMs: temporal.sweepIntervalMs ?? 60_000,
-          retry: config.loopRetry,
-        },
-      );
-      sweep.start();
-      return { bridge, engine, sweep };
-    } catch (error) {
-      await engine.stop();
-      throw error;
-    }
-  };
-  const starting = (async () => {
-    for (let attempt = 0; !stopped; attempt += 1) {
-      try {
-        running = await connect();
-        if (stopped) {
-          await stopBoth(running);
-          running = null;
-        }
-        return;
-      } catch (error) {
-        retrying(adapters.logger, temporal.address, error);
-        await new Promise<void>((resolve) => {
-          wake = resolve;
-          setTimeout(resolve, Math.min(30_000, 500 * 2 ** Math.min(attempt, 6)));
-        });
-      }
-    }
-  })();
-  return {
-    connected: () => running !== null,
-    stop: async () => {
-      stopped = true;
-      wake();
-      await starting;
-      if (running) await stopBoth(running);
-    },
-  };
+import type { Logger } from 'pino';
+import type { TemporalBridge } from '../../adapters/temporal/temporalBridge.ts';
+import type { TemporalEngine, TemporalSettings } from '../../adapters/temporal/temporalEngine.ts';
+import type { WorkflowSweep } from '../../adapters/temporal/workflowSweep.ts';
+import { defineFeature } from '../../host/feature.ts';
+import type { Host } from '../../host/host.ts';
+import { WakeableLoop } from '../../host/loops/wakeableLoop.ts';
+import { type OrchestrationEngineName, temporalSettings } from './settings.ts';
+
+export interface Engine {
+  /** The engine new executions are driven by. */
+  newExecutions: OrchestrationEngineName;
+  /** Temporal is set up (TEMPORAL_ADDRESS), whether or not this replica runs its worker. */
+  configured: boolean;
+  /** Whether this replica's Temporal engine is connected; null when it runs none (the health page). */
+  connected(): boolean | null;
+}
+
+declare module '../../host/provisions.ts' {
+  interface Provisions {
+    engine: Engine;
+  }
 }
 
 interface Running {
@@ -99,7 +35,117 @@ interface Running {
   sweep: WakeableLoop;
 }
 
-async function stopBoth(running: Running) {
+export const temporalFeature = defineFeature({
+  name: 'temporal',
+  settings: temporalSettings,
+  start(host, { orchestrator, temporal }) {
+    const events = host.need('events');
+    const natsUrl = events.natsUrl;
+    if (!temporal || !host.settings.runLoops || !natsUrl) {
+      host.provide('engine', {
+        newExecutions: orchestrator,
+        configured: temporal !== null,
+        connected: () => null,
+      });
+      return {};
+    }
+    let stopped = false;
+    let wake = () => {};
+    let running: Running | null = null;
+    const starting = (async () => {
+      for (let attempt = 0; !stopped; attempt += 1) {
+        try {
+          running = await connect(host, temporal, {
+            natsUrl,
+            stream: events.stream,
+            subjectPrefix: events.subjectPrefix,
+          });
+          if (stopped) {
+            await stopAll(running);
+            running = null;
+          }
+          return;
+        } catch (error) {
+          retrying(host.logger, temporal.address, error);
+          await new Promise<void>((resolve) => {
+            wake = resolve;
+            setTimeout(resolve, Math.min(30_000, 500 * 2 ** Math.min(attempt, 6)));
+          });
+        }
+      }
+    })();
+    host.provide('engine', {
+      newExecutions: orchestrator,
+      configured: true,
+      connected: () => running !== null,
+    });
+    return {
+      stop: async () => {
+        stopped = true;
+        wake();
+        await starting;
+        if (running) await stopAll(running);
+      },
+    };
+  },
+});
+
+async function connect(
+  host: Host,
+  temporal: TemporalSettings,
+  bus: { natsUrl: string; stream: string; subjectPrefix: string },
+): Promise<Running> {
+  // Loaded here, not with the server: Temporal's SDK (with its native core) takes a second and 50 MB
+  // to import, which a server without Temporal should not pay.
+  const [{ TemporalEngine }, { TemporalBridge }, { WorkflowSweep }] = await Promise.all([
+    import('../../adapters/temporal/temporalEngine.ts'),
+    import('../../adapters/temporal/temporalBridge.ts'),
+    import('../../adapters/temporal/workflowSweep.ts'),
+  ]);
+  const now = () => host.clock.now();
+  const engine = await TemporalEngine.start(temporal, host.need('status').deps);
+  try {
+    const bridge = await TemporalBridge.start({
+      ...bus,
+      sql: host.sql,
+      driver: engine,
+      logger: host.logger,
+      now,
+    });
+    const intervalMs = temporal.sweepIntervalMs ?? 60_000;
+    const sweep = sweepLoop(
+      new WorkflowSweep({
+        sql: host.sql,
+        driver: engine,
+        now,
+        idleMs: temporal.sweepIdleMs ?? 60_000,
+        leaseMs: intervalMs,
+      }),
+      host,
+      intervalMs,
+    );
+    sweep.start();
+    return { bridge, engine, sweep };
+  } catch (error) {
+    await engine.stop();
+    throw error;
+  }
+}
+
+/** The sweep's rounds: with several replicas, one of them sweeps per interval (it holds the lease). */
+function sweepLoop(sweep: WorkflowSweep, host: Host, intervalMs: number): WakeableLoop {
+  return new WakeableLoop({
+    name: 'temporal-sweep',
+    logger: host.logger,
+    now: () => host.clock.now(),
+    maxIdleMs: intervalMs,
+    retry: host.settings.loopRetry,
+    round: () => sweep.round(),
+    nextDueAt: async () => null,
+  });
+}
+
+async function stopAll(running: Running) {
   await running.sweep.stop();
   await running.bridge.stop();
   await running.engine.stop();

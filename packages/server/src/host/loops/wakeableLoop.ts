@@ -1,5 +1,4 @@
 import type { Logger } from 'pino';
-import { defaultSettings, type LoopPacing, type ServerSettings } from '../config.ts';
 
 export interface LoopRound {
   /** True when the round filled its batch: more work is likely waiting, so run again at once. */
@@ -21,7 +20,7 @@ export interface WakeableLoopOptions {
    * woken. Under a stream of commits this gathers many rows per round instead of one round per commit.
    */
   batchWindowMs?: number;
-  /** The back-off after failed rounds (default: `defaultSettings.loopRetry`, 1 s doubling to 30 s). */
+  /** The back-off after failed rounds (default: `defaultLoopRetry`, 1 s doubling to 30 s). */
   retry?: LoopRetry;
   /** A monotonic clock in ms for the loop's own health (`now` may be a test's frozen clock). */
   monotonicMs?: () => number;
@@ -36,8 +35,25 @@ export interface LoopHealth {
   lastRoundAgoMs: number | null;
 }
 
-export type LoopRetry = ServerSettings['loopRetry'];
-/** A loop's pacing (`ServerSettings.loops`, where the measured batch sizes are explained) and back-off. */
+/** A failed round is retried after `firstMs`, doubling up to `maxMs`. */
+export interface LoopRetry {
+  firstMs: number;
+  maxMs: number;
+}
+
+export const defaultLoopRetry: LoopRetry = { firstMs: 1_000, maxMs: 30_000 };
+
+/** How one background loop paces itself (each feature's settings give its loops' measured values). */
+export interface LoopPacing {
+  /** Rows one round takes at most; a full round runs the next one at once. */
+  batchSize: number;
+  /** The longest sleep between rounds, a safety net for missed wake-ups. */
+  maxIdleMs: number;
+  /** After a round that was not full, wait at least this long, even when woken (gathers rows). */
+  batchWindowMs: number;
+}
+
+/** A loop's pacing and back-off. */
 export type Paced = { pacing: LoopPacing; retry: LoopRetry };
 
 /** The options a `Paced` loop gives its `WakeableLoop` (its batch size is the loop's own business). */
@@ -147,7 +163,7 @@ export class WakeableLoop {
   private async run(): Promise<void> {
     const window = this.options.batchWindowMs ?? 0;
     const maxIdle = this.options.maxIdleMs;
-    const retry = this.options.retry ?? defaultSettings.loopRetry;
+    const retry = this.options.retry ?? defaultLoopRetry;
     let failures = 0;
     while (this.running) {
       this.wakeRequested = false;

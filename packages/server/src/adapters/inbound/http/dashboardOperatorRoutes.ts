@@ -5,14 +5,20 @@
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { DeadLetterTable } from '../../../core/operations/ports.ts';
+import { type RequeueDeps, requeueDeadLetters } from '../../../core/operations/requeueDeadLetters.ts';
+import { type DrainWorkerDeps, drainWorkerSession } from '../../../core/scheduling/drainWorker.ts';
+import { type OperatorActionDeps, setWorkerCordon } from '../../../core/scheduling/operatorActions.ts';
 import { AppError } from '../../../core/shared/errors.ts';
 
+/** The use cases behind the dashboard's operator actions, as the admin API has them. */
 export interface DashboardOperatorActions {
-  drainWorker(request: { workerId: string; reason: string }): Promise<unknown>;
-  cordonWorker(request: { workerId: string; cordoned: boolean; reason: string }): Promise<unknown>;
-  /** The oldest DEAD rows of the table, up to the requeue limit. */
-  requeueDead(request: { table: DeadLetterTable; reason: string }): Promise<unknown>;
+  workerDrain: DrainWorkerDeps;
+  operatorActions: OperatorActionDeps;
+  requeue: RequeueDeps;
 }
+
+/** The dashboard acts as the operator. */
+const actor = 'operator';
 
 const tables: DeadLetterTable[] = ['outbox', 'realtime', 'callbacks'];
 
@@ -36,7 +42,8 @@ export function registerDashboardOperatorRoutes(
   const options = { schema: { hide: true }, onRequest: deps.onRequest };
   app.post<{ Params: { id: string } }>('/dashboard/api/workers/:id/drain', options, async (request, reply) =>
     reply.code(202).send(
-      await deps.actions.drainWorker({
+      await drainWorkerSession(deps.actions.workerDrain, {
+        actor,
         workerId: workerIdOf(request.params.id),
         reason: reasonOf(request.body),
       }),
@@ -47,7 +54,8 @@ export function registerDashboardOperatorRoutes(
       `/dashboard/api/workers/:id/${cordoned ? 'cordon' : 'uncordon'}`,
       options,
       async (request) =>
-        deps.actions.cordonWorker({
+        setWorkerCordon(deps.actions.operatorActions, {
+          actor,
           workerId: workerIdOf(request.params.id),
           cordoned,
           reason: reasonOf(request.body),
@@ -60,7 +68,12 @@ export function registerDashboardOperatorRoutes(
       const table = request.params.table as DeadLetterTable;
       if (!tables.includes(table))
         throw new AppError('VALIDATION_FAILED', `table must be one of ${tables.join(', ')}`);
-      return deps.actions.requeueDead({ table, reason: reasonOf(request.body) });
+      return requeueDeadLetters(deps.actions.requeue, {
+        table,
+        selection: {},
+        reason: reasonOf(request.body),
+        actor,
+      });
     },
   );
 }

@@ -21,11 +21,17 @@ import type {
   PipelineRows,
   TaskRunReads,
 } from '../../../core/operations/ports.ts';
-import { AppError } from '../../../core/shared/errors.ts';
+import { type ApprovalDeps, decideApproval } from '../../../core/orchestration/kinds/approval.ts';
+import { type SignalDeps, sendSignal } from '../../../core/orchestration/kinds/signal.ts';
+import type { ArchivedTasks } from '../../../core/retention/ports.ts';
+import { listAllSchedules, type ScheduleDeps } from '../../../core/schedules/schedules.ts';
+import type { WorkerDeps } from '../../../core/scheduling/workers.ts';
+import { AppError, archivedTaskError } from '../../../core/shared/errors.ts';
 import type { Clock } from '../../../core/shared/ports.ts';
 import { registerDashboardChartRoutes } from './dashboardChartRoutes.ts';
 import { type DashboardOperatorActions, registerDashboardOperatorRoutes } from './dashboardOperatorRoutes.ts';
 import { callbackLogOf, timelineOf } from './runRoutes.ts';
+import { listWorkerViews } from './workerRoutes.ts';
 
 export interface DashboardDeps {
   reads: DashboardReads;
@@ -44,37 +50,21 @@ export interface DashboardDeps {
   /** Signs the operator's realtime connection tokens (the gateway's key). */
   realtimeKey: Uint8Array;
   clock: Clock;
-  task(taskId: string): Promise<TaskState | null>;
+  /** Tasks as the status service reads them; an archived one answers with its tombstone (410). */
+  tasks: { task(taskId: string): Promise<TaskState | null> };
+  archived: ArchivedTasks;
   unschedulableReasons(taskId: string): Promise<Map<string, string[]>>;
-  listWorkers(): Promise<Record<string, unknown>[]>;
+  workers: WorkerDeps;
   /** Every application's schedules with their next fire times. */
-  listSchedules(): Promise<Record<string, unknown>[]>;
-  /** The operator's decision on a waiting approval step (with a reason; audited with the decision). */
-  decide(request: OperatorDecision): Promise<unknown>;
-  /** The operator's signal to a task (with a reason; kept with the fact). */
-  signal(request: OperatorSignal): Promise<unknown>;
+  schedules: ScheduleDeps;
+  /** The operator's decisions on waiting approval steps and signals to tasks (with a reason; audited). */
+  approvals: ApprovalDeps & SignalDeps;
   /** Drain, cordon, requeue dead letters (with a reason; audited). */
   operatorActions: DashboardOperatorActions;
   /** Built pages (packages/dashboard/dist); null when they are not built. */
   pagesDirectory: string | null;
   wsUrl?: string | null;
   sessionTtlSeconds?: number;
-}
-
-export interface OperatorSignal {
-  taskId: string;
-  name: string;
-  payload: unknown;
-  reason: string;
-  idempotencyKey: string;
-}
-
-export interface OperatorDecision {
-  taskId: string;
-  stepKey: string;
-  decision: 'APPROVE' | 'REJECT';
-  reason: string;
-  idempotencyKey: string;
 }
 
 const cookieName = 'tdp_operator';
@@ -197,7 +187,9 @@ export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDep
     async (request) => {
       const id = request.params.id;
       if (!/^[0-9a-f-]{36}$/i.test(id)) throw new AppError('TASK_NOT_FOUND', `task ${id} does not exist`);
-      const state = await deps.task(id);
+      const state = await deps.tasks.task(id);
+      const tombstone = state ? null : await deps.archived.find(id);
+      if (tombstone) throw archivedTaskError(tombstone);
       if (!state) throw new AppError('TASK_NOT_FOUND', `task ${id} does not exist`);
       const view = toTaskView(state);
       const [reasons, attempts, timeline, callbacks] = await Promise.all([
@@ -257,13 +249,11 @@ export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDep
       throw new AppError('ROUTE_NOT_FOUND', `no such action ${action}; approve or reject`);
     if (!reason || reason.length > 2000 || typeof idempotencyKey !== 'string' || idempotencyKey.length > 255)
       throw new AppError('VALIDATION_FAILED', 'send a reason (up to 2000 characters) and an idempotencyKey');
-    const view = await deps.decide({
-      taskId: id,
-      stepKey: key,
-      decision: action === 'approve' ? 'APPROVE' : 'REJECT',
-      reason,
-      idempotencyKey,
-    });
+    const { view } = await decideApproval(
+      deps.approvals,
+      { decider: { kind: 'operator', reason }, reach: null },
+      { taskId: id, stepKey: key, decision: action === 'approve' ? 'APPROVE' : 'REJECT', idempotencyKey },
+    );
     return reply.code(200).send(view);
   });
 
@@ -277,20 +267,18 @@ export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDep
     if (!/^[0-9a-f-]{36}$/i.test(id)) throw new AppError('TASK_NOT_FOUND', `task ${id} does not exist`);
     if (!reason || reason.length > 2000 || typeof idempotencyKey !== 'string' || idempotencyKey.length > 255)
       throw new AppError('VALIDATION_FAILED', 'send a reason (up to 2000 characters) and an idempotencyKey');
-    const sent = await deps.signal({
-      taskId: id,
-      name,
-      payload: request.body.payload ?? null,
-      reason,
-      idempotencyKey,
-    });
-    return reply.code(200).send(sent);
+    const { body } = await sendSignal(
+      deps.approvals,
+      { kind: 'operator', reason },
+      { taskId: id, name, payload: request.body.payload ?? null, idempotencyKey },
+    );
+    return reply.code(200).send(body);
   });
 
   registerDashboardOperatorRoutes(app, { onRequest, actions: deps.operatorActions });
 
   app.get('/dashboard/api/workers', { schema: hidden, onRequest }, async () => {
-    const [workers, queued] = await Promise.all([deps.listWorkers(), deps.reads.queuedSteps()]);
+    const [workers, queued] = await Promise.all([listWorkerViews(deps.workers), deps.reads.queuedSteps()]);
     return {
       workers,
       queued: queued.map((q) => ({
@@ -345,7 +333,7 @@ export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDep
   });
 
   app.get('/dashboard/api/schedules', { schema: hidden, onRequest }, async () => ({
-    items: await deps.listSchedules(),
+    items: await listAllSchedules(deps.schedules),
   }));
 
   // The pages: the build's files (the app routes on the client with `#/…`, so no fallback is needed).

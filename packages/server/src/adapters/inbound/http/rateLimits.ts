@@ -8,13 +8,16 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { Counter } from 'prom-client';
 import { Type } from 'typebox';
-import type { RateLimitedCredential, ServerSettings } from '../../../config.ts';
 import { ApiKeyAuthenticator } from '../../../core/identity/authenticate.ts';
 import type { ApplicationPrincipal, IdentityStore } from '../../../core/identity/ports.ts';
 import { AppError } from '../../../core/shared/errors.ts';
 import type { Clock } from '../../../core/shared/ports.ts';
 import { type BucketPolicy, TokenBuckets } from '../../../core/shared/tokenBuckets.ts';
 import type { UserPrincipal, UserTokens } from '../../../core/status/ports.ts';
+
+/** The credentials with a token bucket each: an application's API key or user tokens, a worker key, an execution token. */
+export type RateLimitedCredential = 'application' | 'worker' | 'execution';
+export type RateLimitPolicies = Record<RateLimitedCredential, BucketPolicy>;
 
 /** A 429 RATE_LIMITED with the headers that tell the client when to come back. */
 export class RateLimitedError extends AppError {
@@ -47,7 +50,7 @@ export class RateLimits {
 
   constructor(
     clock: Clock,
-    private readonly policies: ServerSettings['rateLimits'],
+    private readonly policies: RateLimitPolicies,
     private readonly refusals: Counter<'credential'>,
     private readonly logger: Logger,
     /** Runs of refusals remembered at most (forgetting one only logs its next refusal again). */

@@ -1,0 +1,73 @@
+/**
+ * The operator dashboard: its API (`/dashboard/api`, behind a session cookie from the admin token) and
+ * its built pages (`/dashboard/`). It reads across tenants and acts through the same use cases as the
+ * admin API.
+ */
+import { Type } from 'typebox';
+import { registerDashboardRoutes } from '../../adapters/inbound/http/dashboardRoutes.ts';
+import { derivedKey } from '../../adapters/outbound/tokens/executionCredentials.ts';
+import { JetStreamBridgeBacklog } from '../../adapters/temporal/bridgeBacklog.ts';
+import { defineFeature } from '../../host/feature.ts';
+import { setting, settingsSlice } from '../../host/settings.ts';
+import { dashboardPages } from './dashboardPages.ts';
+
+const settings = settingsSlice(
+  Type.Object({
+    dashboardDirectory: setting.optionalString({
+      env: 'TDP_DASHBOARD_DIR',
+      description: "The dashboard's built pages; unset: the installed `@tdp/dashboard`'s.",
+    }),
+  }),
+);
+
+export const dashboardFeature = defineFeature({
+  name: 'dashboard',
+  settings,
+  async start(host, settings) {
+    // A wrong TDP_DASHBOARD_DIR stops the start rather than serving no dashboard.
+    const pagesDirectory = await dashboardPages(settings.dashboardDirectory ?? null);
+    const { secretKeyring } = host.settings;
+    return {
+      routes: async (app) => {
+        const placement = host.need('placement');
+        const operations = host.need('operations');
+        const events = host.need('events');
+        const realtime = host.need('realtime');
+        const callbacks = host.need('callbacks').queue;
+        const engine = host.need('engine');
+        registerDashboardRoutes(app, {
+          reads: operations.dashboardReads,
+          runs: host.need('tasks').store,
+          callbacks,
+          pipeline: { outbox: events.outbox.rows, realtime: realtime.rows, callbacks: callbacks.rows },
+          charts: operations.chartReads,
+          temporalBridge:
+            engine.configured && events.nats
+              ? new JetStreamBridgeBacklog(
+                  () => events.nats!.manager(),
+                  events.stream,
+                  () => engine.connected(),
+                )
+              : null,
+          adminToken: host.settings.adminToken,
+          sessionKey: derivedKey(secretKeyring, secretKeyring.activeKeyId, 'dashboard-session'),
+          realtimeKey: realtime.key,
+          clock: host.clock,
+          tasks: host.need('status').reads,
+          archived: host.need('retention').archived,
+          unschedulableReasons: (taskId) => placement.workerStore.pendingReasons(taskId),
+          workers: placement.workers,
+          schedules: host.need('schedules'),
+          approvals: host.need('status').deps,
+          operatorActions: {
+            workerDrain: placement.workerDrain,
+            operatorActions: operations.actions,
+            requeue: operations.requeue,
+          },
+          pagesDirectory,
+          wsUrl: realtime.wsUrl,
+        });
+      },
+    };
+  },
+});

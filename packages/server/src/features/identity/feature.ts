@@ -1,0 +1,129 @@
+/**
+ * Identity: tenants, applications and their API keys, user views, the per-credential rate limits, and
+ * the authenticator every API-key route uses (each request is charged to its application there).
+ */
+import { Type } from 'typebox';
+import { registerAdminRoutes } from '../../adapters/inbound/http/adminRoutes.ts';
+import {
+  RateLimitedAuthenticator,
+  type RateLimitedCredential,
+  type RateLimitPolicies,
+  RateLimits,
+  rateLimitedUserTokens,
+} from '../../adapters/inbound/http/rateLimits.ts';
+import { registerUserViewRoutes } from '../../adapters/inbound/http/userViewRoutes.ts';
+import { PostgresIdentityStore } from '../../adapters/outbound/postgres/identityStore.ts';
+import { JoseUserTokens } from '../../adapters/outbound/tokens/userTokens.ts';
+import type { ApplicationDeps } from '../../core/identity/applications.ts';
+import type { ApiKeyAuthenticator } from '../../core/identity/authenticate.ts';
+import type { IdentityStore } from '../../core/identity/ports.ts';
+import type { UserTokens } from '../../core/status/ports.ts';
+import { defineFeature } from '../../host/feature.ts';
+import { ConfigError, integerVariable, setting, settingsSlice } from '../../host/settings.ts';
+
+export interface Identity {
+  store: IdentityStore;
+  applications: ApplicationDeps;
+  /** Authenticates API keys and charges each request to its application. */
+  authenticator: ApiKeyAuthenticator;
+  rateLimits: RateLimits;
+  /** User tokens, each verified one charged to its application. */
+  userTokens: UserTokens;
+  /** The ids of a tenant's applications (realtime scopes, notifications). */
+  applicationsOf(tenantId: string): Promise<string[]>;
+}
+
+declare module '../../host/provisions.ts' {
+  interface Provisions {
+    identity: Identity;
+  }
+}
+
+// Far above what one process serves (`bench -- create`, `-- events`, `-- e2e` stay under ~3,000
+// requests/s per credential on a developer machine): a limit against a runaway client, not a quota.
+const defaultRateLimits: RateLimitPolicies = {
+  application: { perSecond: 10_000, burst: 20_000 },
+  worker: { perSecond: 10_000, burst: 20_000 },
+  execution: { perSecond: 1_000, burst: 2_000 },
+};
+
+const credentials: RateLimitedCredential[] = ['application', 'worker', 'execution'];
+const rateLimitVariable = (credential: RateLimitedCredential) => `TDP_RATE_LIMIT_${credential.toUpperCase()}`;
+
+/** `TDP_RATE_LIMIT_<CREDENTIAL>_PER_SECOND` and `_BURST` for each credential, over the defaults. */
+function rateLimitsFrom(env: NodeJS.ProcessEnv): RateLimitPolicies {
+  const policies = { ...defaultRateLimits };
+  for (const credential of credentials) {
+    const name = rateLimitVariable(credential);
+    const fallback = defaultRateLimits[credential];
+    const perSecond = integerVariable(env, `${name}_PER_SECOND`, fallback.perSecond);
+    const burst = integerVariable(env, `${name}_BURST`, fallback.burst);
+    if (perSecond > 0 && burst < 1) throw new ConfigError(`${name}_BURST must be at least 1`);
+    policies[credential] = { perSecond, burst };
+  }
+  return policies;
+}
+
+const settings = settingsSlice(
+  Type.Object({
+    apiKeyCacheMs: setting.value({
+      default: 5_000,
+      description: 'An API key, once read, is trusted this long (a revocation takes effect within it).',
+    }),
+    rateLimits: setting.custom<RateLimitPolicies>({
+      variables: credentials.flatMap((c) => [
+        `${rateLimitVariable(c)}_PER_SECOND`,
+        `${rateLimitVariable(c)}_BURST`,
+      ]),
+      typeName: 'integer ≥ 0',
+      default: defaultRateLimits,
+      description:
+        'Token buckets per credential in each process (docs/rate-limits.md): requests with an application key or its user tokens, a worker key, an execution token. `PER_SECOND=0` is no limit. Defaults: application and worker 10,000/s with bursts of 20,000, execution 1,000/s with 2,000.',
+      parse: (env) =>
+        Object.keys(env).some((name) => name.startsWith('TDP_RATE_LIMIT_')) ? rateLimitsFrom(env) : undefined,
+    }),
+  }),
+);
+
+export const identityFeature = defineFeature({
+  name: 'identity',
+  settings,
+  start(host, { apiKeyCacheMs, rateLimits: policies }) {
+    const { clock, ids, secrets, logger } = host;
+    const store = new PostgresIdentityStore(host.sql);
+    const rateLimits = new RateLimits(clock, policies, host.metrics.rateLimited, logger);
+    const applications: ApplicationDeps = {
+      store,
+      secrets,
+      clock,
+      ids,
+      allowInsecureUrls: host.settings.allowInsecureCallbacks,
+    };
+    const identity: Identity = {
+      store,
+      applications,
+      authenticator: new RateLimitedAuthenticator(store, clock, apiKeyCacheMs, rateLimits),
+      rateLimits,
+      userTokens: rateLimitedUserTokens(new JoseUserTokens(host.settings.secretKeyring), rateLimits),
+      applicationsOf: async (tenantId) => (await store.listApplications(tenantId)).map((a) => a.id),
+    };
+    host.provide('identity', identity);
+    const { adminToken } = host.settings;
+    return {
+      routes: async (app) => {
+        const definitions = host.need('definitions');
+        registerAdminRoutes(app, {
+          adminToken,
+          applications,
+          authenticator: identity.authenticator,
+          registries: { registries: definitions.registryStore, clock, schemas: definitions.schemas },
+        });
+        registerUserViewRoutes(app, {
+          adminToken,
+          identity: { store, clock, ids },
+          authenticator: identity.authenticator,
+        });
+      },
+    };
+  },
+});

@@ -1,0 +1,104 @@
+/**
+ * Notifications: durable per-person records of terminal failures and actions required, read and marked
+ * through `/v1/me/notifications`, and POSTed to a webhook when one is configured (signed like callbacks,
+ * retried, then DEAD).
+ */
+import { Type } from 'typebox';
+import { registerNotificationRoutes } from '../../adapters/inbound/http/notificationRoutes.ts';
+import { callbackPoster } from '../../adapters/outbound/http/callbackPoster.ts';
+import {
+  PostgresNotificationDeliveries,
+  PostgresNotificationStore,
+} from '../../adapters/outbound/postgres/notificationStore.ts';
+import { defineFeature } from '../../host/feature.ts';
+import type { LoopPacing } from '../../host/loops/wakeableLoop.ts';
+import { setting, settingsSlice } from '../../host/settings.ts';
+import {
+  defaultNotificationDelivery,
+  type NotificationDeliverySettings,
+  notificationDeliveryFrom,
+  notificationDeliveryVariables,
+} from './deliverySettings.ts';
+
+const settings = settingsSlice(
+  Type.Object({
+    notificationDelivery: setting.custom<NotificationDeliverySettings>({
+      variables: notificationDeliveryVariables,
+      typeName: 'URL; integers ≥ 0',
+      default: defaultNotificationDelivery,
+      description:
+        'The webhook each notification is POSTed to (docs/notifications.md), its attempts (12), longest back-off (3,600 s) and timeout (10,000 ms); no URL, no delivery.',
+      parse: (env) =>
+        notificationDeliveryVariables.some((name) => env[name]?.trim())
+          ? notificationDeliveryFrom(env)
+          : undefined,
+    }),
+    notificationPageLimit: setting.value({
+      default: 200,
+      description: 'At most this many notifications in one page of `GET /v1/me/notifications`.',
+    }),
+    notificationsLoop: setting.value<LoopPacing>({
+      default: { batchSize: 50, maxIdleMs: 5_000, batchWindowMs: 10 },
+      description: "The notification delivery loop's pacing.",
+    }),
+  }),
+);
+
+export const notificationsFeature = defineFeature({
+  name: 'notifications',
+  settings,
+  start(host, settings) {
+    const { clock, logger } = host;
+    const delivery = settings.notificationDelivery;
+    const deliveries =
+      host.settings.runLoops && delivery.webhookUrl
+        ? new PostgresNotificationDeliveries(host.sql, delivery.webhookUrl, {
+            leaseMs: delivery.timeoutMs * 2,
+            maxAttempts: delivery.maxAttempts,
+            maxBackoffSeconds: delivery.maxBackoffSeconds,
+          })
+        : null;
+    const { signingSecrets, deliveryLoop } = host.need('callbacks');
+    const loop = deliveries
+      ? deliveryLoop({
+          name: 'notifications',
+          queue: deliveries,
+          rows: deliveries.rows,
+          clock,
+          logger: logger.child({ loop: 'notifications' }),
+          signingSecrets: (applicationId) => signingSecrets.of(applicationId),
+          post: callbackPoster(delivery.timeoutMs),
+          ended: (notification, outcome) =>
+            logger.info(
+              { taskId: notification.taskId, notificationId: notification.id, outcome },
+              'notification delivery',
+            ),
+          pacing: settings.notificationsLoop,
+          retry: host.settings.loopRetry,
+        })
+      : null;
+    if (loop) {
+      host.afterCommit.subscribe({
+        committed: (work) => {
+          if (work.notifications) loop.wake();
+        },
+      });
+      host.clock.onJump?.(() => loop.wake());
+    }
+    return {
+      loops: loop ? [loop] : [],
+      routes: async (app) => {
+        const identity = host.need('identity');
+        registerNotificationRoutes(app, {
+          inbox: {
+            store: new PostgresNotificationStore(host.sql),
+            clock,
+            applicationsOf: identity.applicationsOf,
+          },
+          userTokens: identity.userTokens,
+          pageLimit: settings.notificationPageLimit,
+        });
+      },
+    };
+  },
+});

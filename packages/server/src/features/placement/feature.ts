@@ -1,0 +1,211 @@
+/**
+ * Placement: workers (registration, keys, heartbeats, drains, command streams) and placing ready steps
+ * on them — the scheduler's rounds, the lease reaper for lost workers, the durable command hub, and the
+ * wake-ups that follow a commit: new scheduling requests wake the scheduler, freed capacity retries the
+ * steps waiting for a worker, new commands reach the stream that holds their worker (here or, by a
+ * NOTIFY, on another replica).
+ */
+import { defaultWorkerConcurrency } from '@tdp/protocol';
+import { Type } from 'typebox';
+import { registerWorkerRoutes } from '../../adapters/inbound/http/workerRoutes.ts';
+import { PostgresWorkerStore } from '../../adapters/outbound/postgres/workerStore.ts';
+import { CandidateSnapshot } from '../../core/scheduling/candidateSnapshot.ts';
+import { CommandHub } from '../../core/scheduling/commands.ts';
+import type { DispatchDeps } from '../../core/scheduling/dispatch.ts';
+import type { DrainWorkerDeps } from '../../core/scheduling/drainWorker.ts';
+import type { WorkerDeps } from '../../core/scheduling/workers.ts';
+import { TtlCache } from '../../core/shared/ttlCache.ts';
+import { defineFeature } from '../../host/feature.ts';
+import type { LoopPacing } from '../../host/loops/wakeableLoop.ts';
+import { setting, settingsSlice } from '../../host/settings.ts';
+import { CapacityWakeup } from './capacityWakeup.ts';
+import { CommandWakeup, commandChannel, listenForCommands } from './commandWakeup.ts';
+import { createLeaseLoop, createSchedulerLoop } from './loops.ts';
+
+export interface Placement {
+  workerStore: PostgresWorkerStore;
+  hub: CommandHub;
+  candidates: CandidateSnapshot;
+  workers: WorkerDeps;
+  workerDrain: DrainWorkerDeps;
+  dispatch: DispatchDeps;
+}
+
+declare module '../../host/provisions.ts' {
+  interface Provisions {
+    placement: Placement;
+  }
+}
+
+const settings = settingsSlice(
+  Type.Object({
+    workerHeartbeatTtlMs: setting.integer({
+      env: 'TDP_WORKER_HEARTBEAT_TTL_MS',
+      default: 30_000,
+      description: 'A worker whose heartbeats stop for this long is not given new work.',
+    }),
+    workerHeartbeatsPerTtl: setting.value({
+      default: 3,
+      description: 'Workers are asked to beat this many times per `workerHeartbeatTtlMs`.',
+    }),
+    workerDefaultMaxConcurrency: setting.value({
+      default: defaultWorkerConcurrency,
+      description:
+        "Attempts at once on a worker whose registration names no `maxConcurrency` (the runtime's default).",
+    }),
+    workerCredentialsCacheMs: setting.value({
+      default: 5_000,
+      description: 'How long a worker credential, once read, is reused.',
+    }),
+    workerOwnersCacheMs: setting.value({
+      default: 10 * 60_000,
+      description: "How long a worker's owner, once read, is reused.",
+    }),
+    workerCandidatesMaxAgeMs: setting.value({
+      default: 1_000,
+      description: 'Age up to which task creation places steps from the last read of the workers.',
+    }),
+    retryUnplaceableMs: setting.integer({
+      env: 'TDP_RETRY_UNPLACEABLE_MS',
+      default: 5_000,
+      description: 'A scheduling request no worker can take is tried again after this long.',
+    }),
+    capacityRetryMinIntervalMs: setting.value({
+      default: 50,
+      description: 'Freed worker capacity retries the steps waiting for a worker at most this often.',
+    }),
+    leaseCheckIntervalMs: setting.integer({
+      env: 'TDP_LEASE_CHECK_INTERVAL_MS',
+      default: 2_000,
+      description: 'How often the lease loop looks for silent worker sessions.',
+    }),
+    commandResendAfterMs: setting.value({
+      default: 30_000,
+      description: "A worker command not acknowledged by then is sent again on the worker's stream.",
+    }),
+    commandPollIntervalMs: setting.value({
+      default: 1_000,
+      description:
+        "How often an open command stream reads its worker's open commands (other replicas' commands).",
+    }),
+    schedulerLoop: setting.value<LoopPacing>({
+      // A round locks its tasks and writes its attempts together, so a bigger round costs little more
+      // than a small one; 50 measured best in `bench -- e2e` (20: −25 %, 100: −7 %).
+      default: { batchSize: 50, maxIdleMs: 1_000, batchWindowMs: 2 },
+      description: "The scheduler loop's pacing.",
+    }),
+  }),
+);
+
+export const placementFeature = defineFeature({
+  name: 'placement',
+  settings,
+  async start(host, settings) {
+    const { clock, logger, afterCommit } = host;
+    const workerStore = new PostgresWorkerStore(host.sql);
+    const hub = new CommandHub();
+    // Streams held here hear at once of commands another replica wrote for their workers.
+    const commandWakeup = new CommandWakeup(hub, (payload) => host.sql.notify(commandChannel, payload));
+    const capacity = new CapacityWakeup(
+      () => workerStore.retryDeferred(clock.now()),
+      // When this replica runs no scheduler, another replica's places them.
+      () => host.loops.wake('scheduler'),
+      settings.capacityRetryMinIntervalMs,
+      (error) => logger.warn({ err: error }, 'could not retry the steps waiting for a worker'),
+    );
+    const candidates = new CandidateSnapshot(
+      () => workerStore.candidates(),
+      settings.workerCandidatesMaxAgeMs,
+      () => performance.now(),
+      (error) => logger.warn({ err: error }, 'could not read the worker candidates'),
+    );
+    // A worker registered or changed: as when capacity frees, the put-back requests are retried now
+    // (through the same coalescing wake-up, so a burst of registrations is one update).
+    const workersChanged = () => {
+      candidates.invalidate();
+      capacity.freed();
+    };
+    const workers: WorkerDeps = {
+      clock,
+      workers: workerStore,
+      heartbeatIntervalSeconds: Math.max(
+        1,
+        Math.floor(settings.workerHeartbeatTtlMs / (settings.workerHeartbeatsPerTtl * 1000)),
+      ),
+      heartbeatTtlMs: settings.workerHeartbeatTtlMs,
+      defaultMaxConcurrency: settings.workerDefaultMaxConcurrency,
+      credentials: new TtlCache(clock, settings.workerCredentialsCacheMs),
+      owners: new TtlCache(clock, settings.workerOwnersCacheMs),
+      workersChanged,
+    };
+    // The operator's drain: this process's stream sends the command at once, another replica's is told.
+    const workerDrain: DrainWorkerDeps = {
+      clock,
+      workers: workerStore,
+      delivered: (commands) => {
+        hub.deliver(commands);
+        commandWakeup.committed(commands.map((c) => c.workerId));
+      },
+      workersChanged,
+    };
+    const dispatch: DispatchDeps = {
+      status: host.need('status').deps,
+      workers: workerStore,
+      heartbeatTtlMs: settings.workerHeartbeatTtlMs,
+      wake: (commands) => hub.deliver(commands),
+      retryUnplaceableMs: settings.retryUnplaceableMs,
+      workersEnded: () => candidates.invalidate(),
+      roundDone: (full) => candidates.schedulerRound(full),
+      capacity,
+    };
+    host.provide('placement', { workerStore, hub, candidates, workers, workerDrain, dispatch });
+    afterCommit.subscribe({
+      committed: (work) => {
+        if (work.scheduling) host.loops.wake('scheduler');
+        if (work.commandsFor.length > 0) commandWakeup.committed(work.commandsFor);
+        if (work.capacityFreed) capacity.freed();
+      },
+    });
+    const unlistenCommands = await listenForCommands(host.sql, hub);
+    const loop = { logger, clock, retry: host.settings.loopRetry };
+    return {
+      loops: host.settings.runLoops
+        ? [
+            createSchedulerLoop({
+              ...dispatch,
+              ...loop,
+              logger: logger.child({ loop: 'scheduler' }),
+              pacing: settings.schedulerLoop,
+            }),
+            createLeaseLoop({
+              ...dispatch,
+              ...loop,
+              logger: logger.child({ loop: 'leases' }),
+              intervalMs: settings.leaseCheckIntervalMs,
+            }),
+          ]
+        : [],
+      routes: async (app) => {
+        const identity = host.need('identity');
+        registerWorkerRoutes(app, {
+          workers,
+          workerDrain,
+          grants: host.need('grants'),
+          hub,
+          inbox: host.need('status').deps,
+          keepAliveMs: host.settings.sseKeepAliveMs,
+          resendAfterMs: settings.commandResendAfterMs,
+          commandPollIntervalMs: settings.commandPollIntervalMs,
+          adminToken: host.settings.adminToken,
+          authenticator: identity.authenticator,
+          rateLimits: identity.rateLimits,
+          grpcPort: host.need('grpc').port,
+        });
+      },
+      stop: async () => {
+        await capacity.stop();
+        await unlistenCommands().catch(() => {});
+      },
+    };
+  },
+});

@@ -1,0 +1,89 @@
+/** The realtime feature's settings: the gateway, Centrifugo, the hand-off and the relay. */
+import { type Static, Type } from 'typebox';
+import type { BucketPolicy } from '../../core/shared/tokenBuckets.ts';
+import type { LoopPacing } from '../../host/loops/wakeableLoop.ts';
+import { ConfigError, setting, settingsSlice, sliceDefaults } from '../../host/settings.ts';
+
+export const realtimeSettings = settingsSlice(
+  Type.Object({
+    redisUrl: setting.optionalString({
+      env: 'REDIS_URL',
+      description:
+        'The in-process gateway keeps its channels in Redis, so several nodes serve them; unset: in memory.',
+    }),
+    gatewayApiKey: setting.optionalString({
+      env: 'TDP_GATEWAY_API_KEY',
+      description: "Enables the gateway's server API (`/api/<method>`, header `X-API-Key`).",
+    }),
+    realtimeJwksUrl: setting.optionalString({
+      env: 'TDP_REALTIME_JWKS_URL',
+      description: 'Realtime tokens signed with RS256/ES256 by these keys are accepted too.',
+    }),
+    centrifugoApiUrl: setting.optionalString({
+      env: 'CENTRIFUGO_API_URL',
+      description: 'Publish through this Centrifugo-compatible server API instead of the in-process gateway.',
+    }),
+    centrifugoApiKey: setting.optionalString({
+      env: 'CENTRIFUGO_API_KEY',
+      description: "Centrifugo's `http_api.key` (required with `CENTRIFUGO_API_URL`).",
+    }),
+    realtimeWsUrl: setting.optionalString({
+      env: 'TDP_REALTIME_WS_URL',
+      description: "The WebSocket URL handed out with connection tokens (default: this server's).",
+    }),
+    realtimeTokenSecret: setting.optionalString({
+      env: 'TDP_REALTIME_TOKEN_SECRET',
+      description:
+        "Realtime tokens' HMAC secret, shared with Centrifugo (at least 32 bytes); unset: a key derived from `TDP_SECRET_KEYS`.",
+    }),
+    realtimeHistory: setting.value({
+      default: { size: 300, followedSize: 100, ttlMs: 10 * 60_000 },
+      description:
+        'History the gateway keeps per channel (`followedSize`: task and workflow channels, while followed).',
+    }),
+    taskDetailSubscriptionLimit: setting.value({
+      default: 20,
+      description: 'Task details one realtime client follows at once at most.',
+    }),
+    realtimeClientQueue: setting.value({
+      // Centrifugo's client_queue_max_size (1 MiB) and write timeout (1 s).
+      default: { pressureBytes: 64 * 1024, maxBytes: 1024 * 1024, closeGraceMs: 1_000 },
+      description:
+        "Each connection's send queue: past `pressureBytes` unsent its progress messages coalesce to each task's newest; past `maxBytes` it is closed as slow (3008) and cut `closeGraceMs` later if it does not read as far as the close.",
+    }),
+    realtimeHandoffGraceMs: setting.integer({
+      env: 'TDP_REALTIME_HANDOFF_GRACE_MS',
+      default: 5_000,
+      description:
+        'With a durable gateway, the relay loop takes what the hand-off did not publish after this long.',
+    }),
+    realtimeFollowPollMs: setting.integer({
+      env: 'TDP_REALTIME_FOLLOW_POLL_MS',
+      default: 1_000,
+      description:
+        'With Centrifugo: how often each replica reads the realtime rows other replicas committed, for its own task streams, should no NOTIFY wake it.',
+    }),
+    realtimeLoop: setting.value<LoopPacing>({
+      default: { batchSize: 200, maxIdleMs: 1_000, batchWindowMs: 2 },
+      description: "The relay loop's pacing.",
+    }),
+    visibilityReportMaxSamples: setting.value({
+      default: 50,
+      description: 'Samples one `POST /v1/telemetry/visibility` may carry (docs/observability.md).',
+    }),
+    visibilityReportRate: setting.value<BucketPolicy>({
+      // A browser reports at most every few seconds; a burst covers a reconnect's catch-up.
+      default: { perSecond: 0.5, burst: 5 },
+      description:
+        'Visibility reports per user (a token bucket per application and user); `perSecond: 0` is no limit.',
+    }),
+  }),
+  (settings) => {
+    if (settings.centrifugoApiUrl && !settings.centrifugoApiKey)
+      throw new ConfigError('CENTRIFUGO_API_KEY is required with CENTRIFUGO_API_URL');
+  },
+);
+
+export type RealtimeSettings = Static<(typeof realtimeSettings)['schema']>;
+
+export const defaultRealtimeSettings = sliceDefaults([realtimeSettings]) as RealtimeSettings;

@@ -1,0 +1,90 @@
+/** Schedules: cron schedules that start tasks through the tasks feature's own create path. */
+import type { Logger } from 'pino';
+import { Type } from 'typebox';
+import { registerScheduleRoutes } from '../../adapters/inbound/http/scheduleRoutes.ts';
+import { PostgresScheduleStore } from '../../adapters/outbound/postgres/scheduleStore.ts';
+import { type FireDeps, fireDueSchedules } from '../../core/schedules/fireSchedules.ts';
+import type { ScheduleDeps } from '../../core/schedules/schedules.ts';
+import { defineFeature } from '../../host/feature.ts';
+import { type LoopPacing, type Paced, pace, WakeableLoop } from '../../host/loops/wakeableLoop.ts';
+import { setting, settingsSlice } from '../../host/settings.ts';
+import { scheduledTasks } from './scheduledTasks.ts';
+
+declare module '../../host/provisions.ts' {
+  interface Provisions {
+    schedules: ScheduleDeps;
+  }
+}
+
+const settings = settingsSlice(
+  Type.Object({
+    scheduleMisfireGraceMs: setting.value({
+      default: 60_000,
+      description: 'A fire handled later than this after its time is "missed" (docs/schedules.md).',
+    }),
+    scheduleListedFireTimes: setting.value({
+      default: 5,
+      description: "How many upcoming fire times a schedule's view lists.",
+    }),
+    scheduleListLimit: setting.value({
+      default: 500,
+      description: 'At most this many schedules in `GET /v1/schedules`.',
+    }),
+    schedulesLoop: setting.value<LoopPacing>({
+      // A round holds its due schedules while it creates their tasks; queued (QUEUE_ONE) fires are
+      // looked at again every maxIdleMs, so that bounds how long one waits after its previous task ends.
+      default: { batchSize: 20, maxIdleMs: 1_000, batchWindowMs: 0 },
+      description: "The schedule loop's pacing.",
+    }),
+  }),
+);
+
+/** Starts the tasks of due schedules (and queued QUEUE_ONE fires); sleeps until the next fire time. */
+function createScheduleLoop(deps: FireDeps & Paced & { logger: Logger }): WakeableLoop {
+  const batch = deps.pacing.batchSize;
+  return new WakeableLoop({
+    name: 'schedules',
+    logger: deps.logger,
+    now: () => deps.clock.now(),
+    ...pace(deps),
+    round: async () => ({ full: (await fireDueSchedules(deps, batch)) === batch }),
+    nextDueAt: () => deps.schedules.nextDueAt(),
+  });
+}
+
+export const schedulesFeature = defineFeature({
+  name: 'schedules',
+  settings,
+  start(host, settings) {
+    const store = new PostgresScheduleStore(host.sql);
+    const definitions = host.need('definitions');
+    const schedules: ScheduleDeps = {
+      schedules: store,
+      definitions: definitions.catalog,
+      schemas: definitions.schemas,
+      clock: host.clock,
+      ids: host.ids,
+      listedFireTimes: settings.scheduleListedFireTimes,
+      listLimit: settings.scheduleListLimit,
+    };
+    host.provide('schedules', schedules);
+    const tasks = host.need('tasks');
+    const loop = host.settings.runLoops
+      ? createScheduleLoop({
+          schedules: store,
+          tasks: scheduledTasks(tasks.create, tasks.store),
+          clock: host.clock,
+          misfireGraceMs: settings.scheduleMisfireGraceMs,
+          logger: host.logger.child({ loop: 'schedules' }),
+          pacing: settings.schedulesLoop,
+          retry: host.settings.loopRetry,
+        })
+      : null;
+    if (loop) host.clock.onJump?.(() => loop.wake());
+    return {
+      loops: loop ? [loop] : [],
+      routes: async (app) =>
+        registerScheduleRoutes(app, { authenticator: host.need('identity').authenticator, schedules }),
+    };
+  },
+});

@@ -1,0 +1,80 @@
+/**
+ * Tasks: creating (idempotent, with its first steps placed in the same transaction when a worker is
+ * free), cancelling, retrying, listing tasks, and a task's run log.
+ */
+import { Type } from 'typebox';
+import { registerRunRoutes } from '../../adapters/inbound/http/runRoutes.ts';
+import { registerTaskRoutes } from '../../adapters/inbound/http/tasksRoutes.ts';
+import { PostgresTaskStore } from '../../adapters/outbound/postgres/taskStore.ts';
+import type { CancelDeps } from '../../core/tasks/cancelTask.ts';
+import type { CreateTaskDeps } from '../../core/tasks/createTask.ts';
+import { defineFeature } from '../../host/feature.ts';
+import { setting, settingsSlice } from '../../host/settings.ts';
+
+export interface Tasks {
+  create: CreateTaskDeps;
+  cancel: CancelDeps;
+  store: PostgresTaskStore;
+}
+
+declare module '../../host/provisions.ts' {
+  interface Provisions {
+    tasks: Tasks;
+  }
+}
+
+const settings = settingsSlice(
+  Type.Object({
+    cancelGraceMs: setting.value({
+      default: 30_000,
+      description:
+        'After a cancel, running attempts get this long to stop before the execution is cancelled anyway.',
+    }),
+  }),
+);
+
+export const tasksFeature = defineFeature({
+  name: 'tasks',
+  settings,
+  start(host, settings) {
+    const { clock, ids } = host;
+    const definitions = host.need('definitions');
+    const placement = host.need('placement');
+    const facts = { store: host.facts, clock, ids, signal: host.afterCommit };
+    const tasks: Tasks = {
+      create: {
+        ...facts,
+        definitions: definitions.catalog,
+        schemas: definitions.schemas,
+        allowInsecureCallbacks: host.settings.allowInsecureCallbacks,
+        engine: host.need('engine').newExecutions,
+        placement: { ...placement.dispatch, candidates: placement.candidates },
+        tracing: host.tracing,
+      },
+      cancel: { ...facts, cancelGraceMs: settings.cancelGraceMs },
+      store: new PostgresTaskStore(host.sql),
+    };
+    host.provide('tasks', tasks);
+    return {
+      routes: async (app) => {
+        const { authenticator } = host.need('identity');
+        const { archived } = host.need('retention');
+        registerTaskRoutes(app, {
+          authenticator,
+          tasks: tasks.store,
+          unschedulableReasons: (taskId) => placement.workerStore.pendingReasons(taskId),
+          create: tasks.create,
+          cancel: tasks.cancel,
+          archived,
+        });
+        registerRunRoutes(app, {
+          authenticator,
+          runs: tasks.store,
+          callbacks: host.need('callbacks').queue,
+          clock,
+          archived,
+        });
+      },
+    };
+  },
+});
