@@ -4,9 +4,16 @@
  * Inside the server's core, a use case may use the facts kernel, pure domain modules, its own context's
  * files and ports — never another context's use case. Where a context needs another one's effect, it
  * goes through the coordinator's family (core/orchestration/coordinator.ts, placement.ts, kinds/map.ts)
- * or a port wired in the composition root.
+ * or a port a feature module wires.
+ *
+ * Around the core, the server is composed by feature: `features/<name>/` builds its part from what the
+ * host gives it, `host/` is what every feature plugs into and knows none of them, and the core and the
+ * adapters know neither.
  */
 const core = '^packages/server/src/core/';
+const server = '^packages/server/src/';
+/** The ring that assembles the server: the host, the features and the list of them. */
+const ring = `${server}(host/|features/|main\\.ts$)`;
 
 /** Modules of one context that any context may use: pure domain logic (no I/O) and ports. */
 const sharedSurfaces = [
@@ -51,19 +58,35 @@ module.exports = {
     {
       name: 'core-not-to-outer-layers',
       severity: 'error',
-      comment: 'The core never imports adapters, loops, the composition root or configuration.',
+      comment: "The core never imports adapters, the host, a feature or the server's entry point.",
       from: { path: core },
-      to: {
-        path: '^packages/server/src/(adapters|loops|composition|wiring|development)/|^packages/server/src/(main|config|realtimeGateway|centrifugoConfig)\\.ts$',
-      },
+      to: { path: [`${server}adapters/`, ring] },
     },
     {
-      name: 'development-only-from-composition',
+      name: 'adapters-not-to-the-ring',
+      severity: 'error',
+      comment: 'Adapters translate for the core; they never import the host, a feature or the entry point.',
+      from: { path: `${server}adapters/` },
+      to: { path: ring },
+    },
+    {
+      name: 'host-imports-no-feature',
+      severity: 'error',
+      comment: 'The host is what every feature plugs into: it knows none of them (features add to its provisions).',
+      from: { path: `${server}host/` },
+      to: { path: [`${server}features/`, `${server}main\\.ts$`] },
+    },
+    {
+      name: 'features-share-types-only',
       severity: 'error',
       comment:
-        'The development resource provider (tdp dev) is switched on by the composition root alone: no route, loop or adapter depends on it.',
-      from: { path: '^packages/server/src/(adapters|loops|wiring)/' },
-      to: { path: '^packages/server/src/development/' },
+        "A feature uses another feature's values through the host's provisions; it may import its exported types, never its code.",
+      from: { path: `${server}features/([^/]+)/` },
+      to: {
+        path: `${server}features/`,
+        pathNot: `${server}features/$1/`,
+        dependencyTypesNot: ['type-only'],
+      },
     },
     {
       name: 'core-not-to-infrastructure',

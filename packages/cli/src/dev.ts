@@ -25,6 +25,7 @@ import {
 import { freePort, startEmbeddedPostgres } from './embeddedPostgres.ts';
 import { writeSamples } from './samples.ts';
 import { onShutdownSignal } from './signals.ts';
+import { reportUnknownVariables } from './variables.ts';
 
 const preferredPostgresPort = 54329;
 const preferredDemoPort = 8090;
@@ -109,6 +110,8 @@ export async function runDev(env: NodeJS.ProcessEnv): Promise<number> {
     await stopPostgres();
     throw error;
   }
+
+  reportUnknownVariables(env, server.logger);
 
   let identity: Awaited<ReturnType<typeof ensureDevelopmentIdentity>>;
   let files: Awaited<ReturnType<typeof useDevelopmentProvider>>;

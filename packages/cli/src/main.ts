@@ -26,6 +26,7 @@ import {
 import { runDev } from './dev.ts';
 import { onShutdownSignal } from './signals.ts';
 import { startTracing } from './tracing.ts';
+import { reportUnknownVariables } from './variables.ts';
 
 const usage = `Usage: tdp <command> [options]
 
@@ -94,6 +95,7 @@ async function main(argv: string[]): Promise<number> {
       // A net for faults nothing handled: logged, and /readyz fails for a while (see processGuard.ts).
       guardProcess({ logger: server.logger, onFault: (kind) => server.health.processFault(kind) });
       server.logger.info({ url: server.url }, 'TDP server listening');
+      reportUnknownVariables(env, server.logger);
       await onShutdownSignal(async () => {
         await server.close();
         await tracing?.shutdown();

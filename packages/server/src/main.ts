@@ -35,6 +35,7 @@ import { createHost, type HostSettings, type ServerDependencies } from './host/h
 import { hostSettings } from './host/hostSettings.ts';
 import { runFeatures } from './host/run.ts';
 import {
+  checkConfiguration,
   configurationDoc,
   readConfiguration,
   type SettingsSlice,
@@ -117,6 +118,8 @@ export async function startServer(
   config: ServerConfig,
   dependencies: ServerDependencies = {},
 ): Promise<RunningServer> {
+  // A configuration an embedder built is checked as one read from the environment, before anything connects.
+  checkConfiguration(slices, config);
   const host = await createHost(config, dependencies);
   const running = await runFeatures(host, features, config);
   return {

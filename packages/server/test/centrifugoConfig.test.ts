@@ -32,8 +32,10 @@ describe('TDP_REALTIME_TOKEN_SECRET', () => {
 
   it('refuses a secret shorter than 32 bytes before connecting anything, without showing it', async () => {
     const short = 'only-thirty-one-bytes-long-1234';
-    // The database URL leads nowhere: the start must stop before it is tried.
-    const config = configFromEnv({ ...env, TDP_REALTIME_TOKEN_SECRET: short });
+    // Read from the environment, it is refused at once.
+    expect(() => configFromEnv({ ...env, TDP_REALTIME_TOKEN_SECRET: short })).toThrow(ConfigError);
+    // Given by an embedder, the start refuses it before it connects anything: the database URL leads nowhere.
+    const config = { ...configFromEnv(env), realtimeTokenSecret: short };
     const started = startServer(config).then(
       () => 'started',
       (error: Error) => error,

@@ -203,7 +203,7 @@ describe('a stuck loop', () => {
 });
 
 describe('the process guard', () => {
-  const guard = new URL('../src/wiring/processGuard.ts', import.meta.url).pathname;
+  const guard = new URL('../src/host/processGuard.ts', import.meta.url).pathname;
   /** Runs `body` in a node process with the guard installed: its exit code and what it logged. */
   const run = (body: string) =>
     new Promise<{ code: number | null; output: string }>((resolve) => {

@@ -1,5 +1,5 @@
 /**
- * The development resource provider (src/development/, docs/resource-provider.md): served only when the
+ * The development resource provider (src/features/development/, docs/resource-provider.md): served only when the
  * configuration names a files folder (`tdp dev`), registered for an application unless it has its own
  * provider, granting files under the folder (outputs in tasks/<task id>/) and https:// — in development
  * http:// — URLs as inputs; its file URLs are signed, bounded and expire. End to end: a real task whose

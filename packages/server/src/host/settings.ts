@@ -25,13 +25,23 @@ interface Described {
   env?: string;
 }
 
+/** One of several variables of a setting, as docs/configuration.md lists it. */
+interface OwnVariable {
+  type?: string;
+  default: string;
+  description: string;
+}
+
 /**
  * A setting read by a function of the whole environment: several variables, or a format of its own.
  * `parse` returns undefined when none of its variables is set (the default then applies).
  */
 interface CustomOptions<T> extends Described {
-  /** Every variable `parse` reads (for the docs and for knowing the server's own variables). */
-  variables: string[];
+  /**
+   * Every variable `parse` reads (for the docs and for knowing the server's own variables): names that
+   * share the setting's description and default, or each with its own.
+   */
+  variables: string[] | Record<string, OwnVariable>;
   /** How docs/configuration.md names its type. */
   typeName: string;
   default?: T;
@@ -59,7 +69,10 @@ export const setting = {
 /** One feature's settings: its schema and the checks that span several settings. */
 export interface SettingsSlice<S extends TObject = TObject> {
   schema: S;
-  /** Refuses a combination (throws `ConfigError`); sees the whole configuration, read and defaulted. */
+  /**
+   * Refuses a value or a combination (throws `ConfigError`), or completes a setting derived from others
+   * (it may assign to `settings`); sees the whole configuration, read and defaulted.
+   */
   check?: (settings: Static<S>, all: Readonly<Record<string, unknown>>) => void;
 }
 
@@ -76,7 +89,7 @@ interface SettingSchema {
   description?: string;
   form?: FlagForm;
   anyOf?: { type: string }[];
-  variables?: string[];
+  variables?: string[] | Record<string, OwnVariable>;
   typeName?: string;
   defaultText?: string;
   parse?: (env: NodeJS.ProcessEnv) => unknown;
@@ -143,8 +156,16 @@ export function readConfiguration(
   for (const slice of slices) Object.assign(all, readSlice(slice, env, overrides));
   // Values an embedder passes beside the slices' own (a test's extra field) are kept as given.
   for (const [key, value] of Object.entries(overrides)) if (!(key in all)) all[key] = value;
-  for (const slice of slices) slice.check?.(all as never, all);
+  checkConfiguration(slices, all);
   return all;
+}
+
+/**
+ * Every slice's checks over a whole configuration (which they may complete): `readConfiguration` runs
+ * them, and a server runs them again on the configuration it is given, before it connects anything.
+ */
+export function checkConfiguration(slices: readonly SettingsSlice[], all: Record<string, unknown>): void {
+  for (const slice of slices) slice.check?.(all as never, all);
 }
 
 /** Every setting's default: what a configuration holds before the environment is read. */
@@ -193,14 +214,20 @@ export function settingVariables(slices: readonly SettingsSlice[]): SettingVaria
   for (const slice of slices)
     for (const [field, raw] of Object.entries(slice.schema.properties as TProperties)) {
       const schema = asSetting(raw);
-      const names = schema.variables ?? (schema.env ? [schema.env] : []);
+      const listed = schema.variables;
+      const own = listed && !Array.isArray(listed) ? listed : null;
+      const names = own ? Object.keys(own) : Array.isArray(listed) ? listed : schema.env ? [schema.env] : [];
       for (const variable of names)
         variables.push({
           variable,
           field,
-          type: typeName(schema),
-          default: names.length > 1 ? '—' : defaultText(schema),
-          description: (schema.description ?? '').replace(/\s+/g, ' ').trim(),
+          type: own?.[variable]?.type ?? typeName(schema),
+          default: own?.[variable]
+            ? quoted(own[variable].default)
+            : names.length > 1
+              ? '—'
+              : defaultText(schema),
+          description: (own?.[variable]?.description ?? schema.description ?? '').replace(/\s+/g, ' ').trim(),
         });
     }
   return variables;
@@ -217,6 +244,9 @@ export function unknownVariables(
     .filter((name) => name.startsWith('TDP_') && !known.has(name))
     .sort();
 }
+
+/** A default as the docs show it: in backticks, or `—` for none. */
+const quoted = (value: string) => (value === '—' ? value : `\`${value}\``);
 
 const cell = (text: string) => text.replaceAll('|', '\\|');
 

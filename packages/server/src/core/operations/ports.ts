@@ -265,7 +265,7 @@ export interface BulkJobStore {
 }
 
 /**
- * The tasks context's cancel and retry, as a bulk job uses them (a port: wired in the composition root
+ * The tasks context's cancel and retry, as a bulk job uses them (a port: wired in the operations feature
  * over the use cases). The answer says whether the task was changed or left as it was, and why.
  */
 export interface BulkTaskActions {

@@ -1,6 +1,6 @@
 /**
  * The tasks context's cancel, for a child task whose parent step was cancelled (orchestration never calls
- * another context's use case; wired in the composition root, `wiring/childTasks.ts`).
+ * another context's use case; wired in the orchestration feature, `features/orchestration/childTaskCancel.ts`).
  */
 export interface ChildTaskCancel {
   /** Cancels the task as its application would; a task that has already ended is left as it is. */

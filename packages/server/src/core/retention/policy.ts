@@ -10,7 +10,7 @@ import { type ClaimPolicy, claimPolicy } from '../outbox/policy.ts';
 
 const dayMs = 86_400_000;
 
-/** The windows, in days, one setting per table (`ServerSettings.retention`). */
+/** The windows, in days, one setting per table (the retention feature's `retention` setting). */
 export interface RetentionWindows {
   /** A finished task's history (`TDP_RETENTION_DAYS`). */
   taskDays: number;

@@ -33,7 +33,7 @@ export interface SpanOptions {
 
 /**
  * Traces (docs/observability.md) behind a port, so the core never imports OpenTelemetry. With tracing off
- * the composition root gives `noTracing`: no span, no traceparent, nothing stored.
+ * the host gives `noTracing`: no span, no traceparent, nothing stored.
  */
 export interface Tracing {
   /** Runs `work` in a span that ends when it settles (a throw marks the span as an error). */

@@ -48,6 +48,11 @@ const defaultRateLimits: RateLimitPolicies = {
 };
 
 const credentials: RateLimitedCredential[] = ['application', 'worker', 'execution'];
+const credentialNames: Record<RateLimitedCredential, string> = {
+  application: "an application's API key or its user tokens",
+  worker: 'a worker key',
+  execution: 'an execution token',
+};
 const rateLimitVariable = (credential: RateLimitedCredential) => `TDP_RATE_LIMIT_${credential.toUpperCase()}`;
 
 /** `TDP_RATE_LIMIT_<CREDENTIAL>_PER_SECOND` and `_BURST` for each credential, over the defaults. */
@@ -71,14 +76,29 @@ const settings = settingsSlice(
       description: 'An API key, once read, is trusted this long (a revocation takes effect within it).',
     }),
     rateLimits: setting.custom<RateLimitPolicies>({
-      variables: credentials.flatMap((c) => [
-        `${rateLimitVariable(c)}_PER_SECOND`,
-        `${rateLimitVariable(c)}_BURST`,
-      ]),
+      variables: Object.fromEntries(
+        credentials.flatMap((credential) => {
+          const name = rateLimitVariable(credential);
+          const { perSecond, burst } = defaultRateLimits[credential];
+          const whose = credentialNames[credential];
+          return [
+            [
+              `${name}_PER_SECOND`,
+              {
+                default: `${perSecond}`,
+                description: `Requests per second with ${whose} (\`0\`: no limit).`,
+              },
+            ],
+            [
+              `${name}_BURST`,
+              { default: `${burst}`, description: `The burst allowed above that rate with ${whose}.` },
+            ],
+          ];
+        }),
+      ),
       typeName: 'integer ≥ 0',
       default: defaultRateLimits,
-      description:
-        'Token buckets per credential in each process (docs/rate-limits.md): requests with an application key or its user tokens, a worker key, an execution token. `PER_SECOND=0` is no limit. Defaults: application and worker 10,000/s with bursts of 20,000, execution 1,000/s with 2,000.',
+      description: 'Token buckets per credential in each process (docs/rate-limits.md).',
       parse: (env) =>
         Object.keys(env).some((name) => name.startsWith('TDP_RATE_LIMIT_')) ? rateLimitsFrom(env) : undefined,
     }),

@@ -17,12 +17,26 @@ export const defaultNotificationDelivery: NotificationDeliverySettings = {
   timeoutMs: 10_000,
 };
 
-export const notificationDeliveryVariables = [
-  'TDP_NOTIFICATION_WEBHOOK_URL',
-  'TDP_NOTIFICATION_MAX_ATTEMPTS',
-  'TDP_NOTIFICATION_MAX_BACKOFF_SECONDS',
-  'TDP_NOTIFICATION_TIMEOUT_MS',
-];
+export const notificationDeliveryVariables = {
+  TDP_NOTIFICATION_WEBHOOK_URL: {
+    type: 'URL',
+    default: '—',
+    description:
+      'Each notification is POSTed there, signed like callbacks (docs/notifications.md); unset: none is.',
+  },
+  TDP_NOTIFICATION_MAX_ATTEMPTS: {
+    default: `${defaultNotificationDelivery.maxAttempts}`,
+    description: 'Attempts at one notification before it is DEAD.',
+  },
+  TDP_NOTIFICATION_MAX_BACKOFF_SECONDS: {
+    default: `${defaultNotificationDelivery.maxBackoffSeconds}`,
+    description: 'The longest wait between two attempts.',
+  },
+  TDP_NOTIFICATION_TIMEOUT_MS: {
+    default: `${defaultNotificationDelivery.timeoutMs}`,
+    description: 'A POST unanswered by then fails (and is retried).',
+  },
+};
 
 export function notificationDeliveryFrom(env: NodeJS.ProcessEnv): NotificationDeliverySettings {
   const defaults = defaultNotificationDelivery;

@@ -24,12 +24,11 @@ const settings = settingsSlice(
   Type.Object({
     notificationDelivery: setting.custom<NotificationDeliverySettings>({
       variables: notificationDeliveryVariables,
-      typeName: 'URL; integers ≥ 0',
+      typeName: 'integer ≥ 0',
       default: defaultNotificationDelivery,
-      description:
-        'The webhook each notification is POSTed to (docs/notifications.md), its attempts (12), longest back-off (3,600 s) and timeout (10,000 ms); no URL, no delivery.',
+      description: 'The webhook offline notifications are POSTed to, and its retries.',
       parse: (env) =>
-        notificationDeliveryVariables.some((name) => env[name]?.trim())
+        Object.keys(notificationDeliveryVariables).some((name) => env[name]?.trim())
           ? notificationDeliveryFrom(env)
           : undefined,
     }),

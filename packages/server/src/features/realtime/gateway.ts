@@ -12,7 +12,9 @@ import {
 import { derivedKey } from '../../adapters/outbound/tokens/executionCredentials.ts';
 import { type Keyring, parseKeyring } from '../../core/identity/secretBox.ts';
 import { ConfigError } from '../../host/settings.ts';
-import { defaultRealtimeSettings, type RealtimeSettings } from './settings.ts';
+import { defaultRealtimeSettings, type RealtimeSettings, realtimeTokenSecretFrom } from './settings.ts';
+
+export { realtimeTokenSecretFrom };
 
 /**
  * History kept per channel: enough for a page that was away for a few minutes to catch up. Channels of
@@ -77,14 +79,6 @@ export function createGateway(
     ...(observer ? { observer } : {}),
   });
   return gateway;
-}
-
-/** `TDP_REALTIME_TOKEN_SECRET`: null when unset, else at least 32 bytes (as Centrifugo asks of HS256). */
-export function realtimeTokenSecretFrom(value: string | null | undefined): string | null {
-  const secret = value?.trim() || null;
-  if (secret && Buffer.byteLength(secret) < 32)
-    throw new ConfigError('TDP_REALTIME_TOKEN_SECRET must be at least 32 bytes (it signs realtime tokens)');
-  return secret;
 }
 
 /**

@@ -4,6 +4,14 @@ import type { BucketPolicy } from '../../core/shared/tokenBuckets.ts';
 import type { LoopPacing } from '../../host/loops/wakeableLoop.ts';
 import { ConfigError, setting, settingsSlice, sliceDefaults } from '../../host/settings.ts';
 
+/** `TDP_REALTIME_TOKEN_SECRET`: null when unset, else at least 32 bytes (as Centrifugo asks of HS256). */
+export function realtimeTokenSecretFrom(value: string | null | undefined): string | null {
+  const secret = value?.trim() || null;
+  if (secret && Buffer.byteLength(secret) < 32)
+    throw new ConfigError('TDP_REALTIME_TOKEN_SECRET must be at least 32 bytes (it signs realtime tokens)');
+  return secret;
+}
+
 export const realtimeSettings = settingsSlice(
   Type.Object({
     redisUrl: setting.optionalString({
@@ -79,6 +87,7 @@ export const realtimeSettings = settingsSlice(
     }),
   }),
   (settings) => {
+    realtimeTokenSecretFrom(settings.realtimeTokenSecret);
     if (settings.centrifugoApiUrl && !settings.centrifugoApiKey)
       throw new ConfigError('CENTRIFUGO_API_KEY is required with CENTRIFUGO_API_URL');
   },

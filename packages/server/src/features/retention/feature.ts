@@ -70,6 +70,19 @@ const windowVariables: Record<keyof RetentionWindows, string> = {
   bulkJobDays: 'TDP_RETENTION_BULK_JOB_DAYS',
 };
 
+const windowDescriptions: Record<keyof RetentionWindows, string> = {
+  taskDays: "A finished task's history (archived first when `TDP_ARCHIVE_DIR` is set).",
+  outboxDays: 'Published domain events.',
+  realtimeDays: 'Published realtime messages.',
+  callbackDays: 'Delivered callbacks.',
+  idempotencyDays: 'Answers kept for `Idempotency-Key` retries (must outlive the longest retry).',
+  consumerInboxDays: 'Events a consumer has applied.',
+  commandDays: 'Worker commands the worker acknowledged.',
+  timerDays: 'Timers that fired.',
+  grantDays: 'Expired access grants.',
+  bulkJobDays: 'Finished bulk jobs.',
+};
+
 function retentionFrom(env: NodeJS.ProcessEnv): RetentionSettings {
   const retention = { ...defaultRetention };
   for (const [window, name] of Object.entries(windowVariables) as [keyof RetentionWindows, string][])
@@ -84,8 +97,20 @@ function retentionFrom(env: NodeJS.ProcessEnv): RetentionSettings {
 const settings = settingsSlice(
   Type.Object({
     retention: setting.custom<RetentionSettings>({
-      variables: ['TDP_RETENTION_SWEEP', ...Object.values(windowVariables)],
-      typeName: '`on`/`off`; days',
+      variables: {
+        TDP_RETENTION_SWEEP: {
+          type: '`on` or `off`',
+          default: 'on',
+          description: '`off`: this replica leaves the retention sweep to the others.',
+        },
+        ...Object.fromEntries(
+          (Object.entries(windowVariables) as [keyof RetentionWindows, string][]).map(([window, name]) => [
+            name,
+            { default: `${defaultRetention[window]}`, description: windowDescriptions[window] },
+          ]),
+        ),
+      },
+      typeName: 'days',
       default: defaultRetention,
       description:
         "Whether this replica sweeps (`off` leaves it to the others), and each table's window in days (docs/retention.md): task history 30, outbox, realtime, callbacks, commands, timers and grants 7, idempotency, consumer inbox and bulk jobs 30.",

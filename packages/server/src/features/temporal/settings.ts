@@ -39,17 +39,26 @@ export const temporalSettings = settingsSlice(
       },
     }),
     temporal: setting.custom<TemporalSettings | null>({
-      variables: [
-        'TEMPORAL_ADDRESS',
-        'TEMPORAL_NAMESPACE',
-        'TEMPORAL_TASK_QUEUE',
-        'TEMPORAL_SWEEP_INTERVAL_MS',
-        'TEMPORAL_SWEEP_IDLE_MS',
-      ],
-      typeName: 'address; name; name; ms; ms',
+      variables: {
+        TEMPORAL_ADDRESS: {
+          type: 'host:port',
+          default: '—',
+          description: 'Where Temporal answers (docs/temporal.md); unset: no Temporal engine.',
+        },
+        TEMPORAL_NAMESPACE: { type: 'string', default: 'default', description: 'Its namespace.' },
+        TEMPORAL_TASK_QUEUE: { type: 'string', default: 'tdp-executions', description: 'Its task queue.' },
+        TEMPORAL_SWEEP_INTERVAL_MS: {
+          default: '60000',
+          description: 'How often the sweep looks for workflows Temporal lost (at least 100).',
+        },
+        TEMPORAL_SWEEP_IDLE_MS: {
+          default: '60000',
+          description: 'An execution unchanged for this long is looked at by the sweep.',
+        },
+      },
+      typeName: 'integer ≥ 0',
       default: null,
-      description:
-        'Where the Temporal engine runs (docs/temporal.md): its address, namespace (`default`) and task queue (`tdp-executions`), and its sweep for lost workflows: every 60,000 ms, for executions idle 60,000 ms.',
+      description: 'Where the Temporal engine runs, and its sweep for lost workflows.',
       parse: temporalFrom,
     }),
   }),

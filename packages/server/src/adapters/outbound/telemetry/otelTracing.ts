@@ -1,7 +1,7 @@
 /**
  * The `Tracing` port on the OpenTelemetry API. It records only once an SDK registered a tracer provider
  * (`tdp server` does when OTEL_EXPORTER_OTLP_ENDPOINT is set, see packages/cli/src/tracing.ts); the
- * composition root uses it only then, so with tracing off not even the API is called.
+ * host uses it only then, so with tracing off not even the API is called.
  */
 import {
   type Context,
