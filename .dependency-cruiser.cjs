@@ -72,7 +72,8 @@ module.exports = {
     {
       name: 'host-imports-no-feature',
       severity: 'error',
-      comment: 'The host is what every feature plugs into: it knows none of them (features add to its provisions).',
+      comment:
+        'The host is what every feature plugs into: it knows none of them (features add to its provisions).',
       from: { path: `${server}host/` },
       to: { path: [`${server}features/`, `${server}main\\.ts$`] },
     },
