@@ -3,7 +3,7 @@
  *
  * Inside the server's core, a use case may use the facts kernel, pure domain modules, its own context's
  * files and ports — never another context's use case. Where a context needs another one's effect, it
- * goes through the coordinator's family (core/orchestration/coordinator.ts, placement.ts, kinds/map.ts)
+ * goes through the coordinator's family (core/orchestration/consequences.ts, placement.ts, kinds/map.ts)
  * or a port a feature module wires.
  *
  * Around the core, the server is composed by feature: `features/<name>/` builds its part from what the
@@ -20,7 +20,7 @@ const sharedSurfaces = [
   `${core}facts/`, // the kernel
   `${core}shared/`,
   `${core}[^/]+/ports\\.ts$`,
-  `${core}orchestration/coordinator\\.ts$`,
+  `${core}orchestration/consequences\\.ts$`,
   // Placement (locking the candidate workers, the selector's choice, the attempt and its command): a
   // create places its roots, the scheduler its requests, through it.
   `${core}orchestration/placement\\.ts$`,
@@ -34,7 +34,7 @@ const domainModules = [
   `${core}facts/(records|writeSet|stateMachine|execution|projections|views|outboxEvents|newRecords|taskFamily|notifications)\\.ts$`,
   `${core}definitions/(dag|patterns|references|stepKinds)\\.ts$`,
   `${core}orchestration/(advance|transitionRecords|rerun|kinds/approvalRules|kinds/mapItems)\\.ts$`,
-  `${core}scheduling/(selector|attempts)\\.ts$`,
+  `${core}workers/(selector|attempts)\\.ts$`,
   `${core}identity/(outboundUrl|secretBox|apiKeys|userReach)\\.ts$`,
   `${core}outbox/policy\\.ts$`,
   `${core}schedules/firePolicy\\.ts$`,

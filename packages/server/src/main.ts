@@ -8,8 +8,8 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { Sql } from './adapters/outbound/postgres/database.ts';
 import type { ApplicationDeps } from './core/identity/applications.ts';
-import type { DispatchDeps } from './core/scheduling/dispatch.ts';
 import type { StatusDeps } from './core/status/deps.ts';
+import type { DispatchDeps } from './core/workers/dispatch.ts';
 import { callbacksFeature } from './features/callbacks/feature.ts';
 import { dashboardFeature } from './features/dashboard/feature.ts';
 import { definitionsFeature } from './features/definitions/feature.ts';
@@ -22,13 +22,13 @@ import { identityFeature } from './features/identity/feature.ts';
 import { notificationsFeature } from './features/notifications/feature.ts';
 import { operationsFeature } from './features/operations/feature.ts';
 import { orchestrationFeature } from './features/orchestration/feature.ts';
-import { placementFeature } from './features/placement/feature.ts';
 import { realtimeFeature } from './features/realtime/feature.ts';
 import { retentionFeature } from './features/retention/feature.ts';
 import { schedulesFeature } from './features/schedules/feature.ts';
 import { statusFeature } from './features/status/feature.ts';
 import { tasksFeature } from './features/tasks/feature.ts';
 import { temporalFeature } from './features/temporal/feature.ts';
+import { workersFeature } from './features/workers/feature.ts';
 import type { SettingsOf } from './host/feature.ts';
 import type { ServerHealth } from './host/health.ts';
 import { createHost, type HostSettings, type ServerDependencies } from './host/host.ts';
@@ -48,7 +48,7 @@ export const features = [
   identityFeature,
   definitionsFeature,
   statusFeature,
-  placementFeature,
+  workersFeature,
   grantsFeature,
   eventsFeature,
   temporalFeature,
@@ -128,7 +128,7 @@ export async function startServer(
     url: running.url,
     identity: host.need('identity').applications,
     status: host.need('status').deps,
-    dispatch: host.need('placement').dispatch,
+    dispatch: host.need('workers').dispatch,
     logger: host.logger,
     gateway: host.need('realtime').gateway,
     health: host.health,

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { CandidateSnapshot } from '../src/core/scheduling/candidateSnapshot.ts';
-import type { WorkerCandidate } from '../src/core/scheduling/selector.ts';
+import { CandidateSnapshot } from '../src/core/workers/candidateSnapshot.ts';
+import type { WorkerCandidate } from '../src/core/workers/selector.ts';
 
 const worker = (workerId: string): WorkerCandidate => ({
   workerId,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { CapacityWakeup } from '../src/features/placement/capacityWakeup.ts';
+import { CapacityWakeup } from '../src/features/workers/capacityWakeup.ts';
 
 function wakeup(retryDeferred: () => Promise<number>) {
   const woken: number[] = [];

@@ -5,7 +5,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import type { WorkerCommandRecord } from '../src/core/facts/records.ts';
-import { CommandHub, CommandStream } from '../src/core/scheduling/commands.ts';
+import { CommandHub, CommandStream } from '../src/core/workers/commands.ts';
 
 const command = (id: string): WorkerCommandRecord => ({
   id,

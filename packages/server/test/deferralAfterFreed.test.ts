@@ -9,7 +9,7 @@ import { newId } from '@tdp/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Harness, startHarness } from '../../../test/harness.ts';
 import { attemptEvent, startTestWorker } from '../../../test/testWorker.ts';
-import { dispatchReady } from '../src/core/scheduling/dispatch.ts';
+import { dispatchReady } from '../src/core/workers/dispatch.ts';
 
 let harness: Harness;
 beforeAll(async () => {

@@ -6,7 +6,7 @@ import {
   type WorkerCandidate,
   withLockedLoads,
   workersToLock,
-} from '../src/core/scheduling/selector.ts';
+} from '../src/core/workers/selector.ts';
 
 const now = new Date('2026-01-01T00:00:00Z');
 const worker = (overrides: Partial<WorkerCandidate> = {}): WorkerCandidate => ({

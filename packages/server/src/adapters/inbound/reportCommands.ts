@@ -4,12 +4,12 @@
  * same answer. Adapters only authenticate, decode and map these answers to their protocol.
  */
 import { type BatchItemResult, errorCatalogue, type WorkerEvent } from '@tdp/protocol';
-import type { WorkerOwner } from '../../core/scheduling/ports.ts';
 import { AppError } from '../../core/shared/errors.ts';
 import type { StatusDeps } from '../../core/status/deps.ts';
 import { reportTaskEvents } from '../../core/status/events.ts';
 import type { EventCredential, ReportedEvent } from '../../core/status/reportedEvents.ts';
 import { recordWorkerEvents } from '../../core/status/workerInbox.ts';
+import type { WorkerOwner } from '../../core/workers/ports.ts';
 import type { Caller } from './http/statusRouteContext.ts';
 
 type EventBody = Record<string, unknown> & { executionHandle?: string; executionToken?: string };

@@ -2,7 +2,7 @@
  * The activities of the execution workflow: TDP's engine use cases (core/orchestration/
  * engineDecisions.ts), called by Temporal in this process.
  */
-import type { CoordinatedDeps } from '../../core/orchestration/coordinator.ts';
+import type { FactConsequenceDeps } from '../../core/orchestration/consequences.ts';
 import {
   applyEngineDecision,
   type EngineDecision,
@@ -18,7 +18,7 @@ export interface EngineActivities {
   wakeStep(sleeping: SleepingStep): Promise<void>;
 }
 
-export function engineActivities(deps: CoordinatedDeps): EngineActivities {
+export function engineActivities(deps: FactConsequenceDeps): EngineActivities {
   return {
     readExecution: (taskId, executionId) => readForEngine(deps, taskId, executionId),
     applyDecision: (decision) => applyEngineDecision(deps, decision),

@@ -14,7 +14,7 @@ import {
   WorkflowNotFoundError,
 } from '@temporalio/client';
 import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
-import type { CoordinatedDeps } from '../../core/orchestration/coordinator.ts';
+import type { FactConsequenceDeps } from '../../core/orchestration/consequences.ts';
 import { engineActivities } from './activities.ts';
 import {
   type ExecutionInput,
@@ -82,7 +82,7 @@ export class TemporalEngine implements ExecutionDriver {
     private readonly running: Promise<void>,
   ) {}
 
-  static async start(settings: TemporalSettings, deps: CoordinatedDeps): Promise<TemporalEngine> {
+  static async start(settings: TemporalSettings, deps: FactConsequenceDeps): Promise<TemporalEngine> {
     quietRuntime();
     const code = await bundleExecutionWorkflow();
     const workerConnection = await NativeConnection.connect({ address: settings.address });

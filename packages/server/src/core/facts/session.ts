@@ -10,7 +10,7 @@
  * - fact session: one transaction's view of the facts it commits — locked tasks, dedup records and
  *   attempts read once, deferred writes, and what the background loops must be woken for.
  * - coordinator: the application that owns the task; only it ends a task (TASK_COMPLETED / TASK_FAILED).
- *   Inside TDP, core/orchestration/coordinator.ts decides the consequences of a fact and writes them into
+ *   Inside TDP, core/orchestration/consequences.ts decides the consequences of a fact and writes them into
  *   the same session.
  *
  * Every fact — a producer's event, the coordinator's end of

@@ -11,7 +11,7 @@ import type { TaskState } from '../facts/records.ts';
 import { inFactTransaction } from '../facts/session.ts';
 import { taskAfterStepChange } from '../facts/stateMachine.ts';
 import type { OrchestrationFact, StepState, Transition } from './advance.ts';
-import { type CoordinatedDeps, finishTask } from './coordinator.ts';
+import { type FactConsequenceDeps, finishTask } from './consequences.ts';
 import { sleepDue } from './kinds/sleep.ts';
 import { applyTransitions, stepStates } from './transitionRecords.ts';
 
@@ -33,7 +33,7 @@ export interface EngineView {
 }
 
 export async function readForEngine(
-  deps: CoordinatedDeps,
+  deps: FactConsequenceDeps,
   taskId: string,
   executionId: string,
 ): Promise<EngineView> {
@@ -88,7 +88,7 @@ export interface EngineDecision {
 export type DecisionOutcome = 'APPLIED' | 'ALREADY_APPLIED' | 'STALE' | 'OVER';
 
 export async function applyEngineDecision(
-  deps: CoordinatedDeps,
+  deps: FactConsequenceDeps,
   decision: EngineDecision,
 ): Promise<{ outcome: DecisionOutcome; ended: boolean }> {
   return inFactTransaction(deps, async (session) => {
@@ -149,7 +149,7 @@ export interface SleepingStep {
  * The engine's timer for a sleep step fired: the step wakes (STEP_COMPLETED), as SLEEP_DUE wakes it
  * natively. Nothing, if the step has moved on or woke already (an activity run again).
  */
-export async function wakeSleepingStep(deps: CoordinatedDeps, sleeping: SleepingStep): Promise<void> {
+export async function wakeSleepingStep(deps: FactConsequenceDeps, sleeping: SleepingStep): Promise<void> {
   await inFactTransaction(deps, async (session) => {
     const before = await session.lockTask(sleeping.taskId);
     if (!before || before.execution.id !== sleeping.executionId || isTerminal(before.execution.status))

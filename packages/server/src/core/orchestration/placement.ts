@@ -1,6 +1,6 @@
 /**
- * Placement: the one home of putting ready work on workers, in the coordinator's family. Every placer —
- * a create placing its roots (tasks/createTask.ts), the scheduler's round (scheduling/dispatch.ts), a map
+ * Placement: the one home of putting ready work on workers, beside the consequences. Every placer —
+ * a create placing its roots (tasks/createTask.ts), the scheduler's round (workers/dispatch.ts), a map
  * placing its items (kinds/map.ts) — goes through it inside the fact session it holds:
  *
  * 1. `lockCandidates`: capacity is re-checked in the placing transaction. The candidates were read
@@ -9,7 +9,7 @@
  *    (`FactTransaction.lockWorkerCapacity`, an advisory lock per worker held until commit), before any
  *    task, and placed from their open-attempt counts as read under the lock (`withLockedLoads`): the next
  *    placer's count then includes this one's attempts.
- * 2. `chooseWorker`: the pure selector (`scheduling/selector.ts`) decides: hard filters, then the score.
+ * 2. `chooseWorker`: the pure selector (`workers/selector.ts`) decides: hard filters, then the score.
  * 3. `startAttempt`: the attempt on the chosen worker and its START_ATTEMPT command; the worker's counts
  *    are raised in the candidates, so the next choice in the same transaction sees the attempt.
  *
@@ -21,21 +21,21 @@ import { isTerminal } from '../facts/execution.ts';
 import type { AttemptRecord, StepRecord, TaskState, WorkerCommandRecord } from '../facts/records.ts';
 import type { FactSession } from '../facts/session.ts';
 import { taskAfterStepChange } from '../facts/stateMachine.ts';
-import { issueContext, newAttempt } from '../scheduling/attempts.ts';
+import { noTracing, type Tracing } from '../shared/ports.ts';
+import { issueContext, newAttempt } from '../workers/attempts.ts';
 import {
   type Selection,
   selectWorker,
   type WorkerCandidate,
   withLockedLoads,
   workersToLock,
-} from '../scheduling/selector.ts';
-import { noTracing, type Tracing } from '../shared/ports.ts';
-import { type CoordinatorDeps, failStepAttempt } from './coordinator.ts';
+} from '../workers/selector.ts';
+import { type ConsequenceDeps, failStepAttempt } from './consequences.ts';
 import { milestone, platformWorkerProducer, resolvePlatformInput } from './transitionRecords.ts';
 
-/** Placing writes with the coordinator's deps (ids, credentials), and knows which workers still count. */
+/** Placing writes with the consequences' deps (ids, credentials), and knows which workers still count. */
 export interface PlacementDeps {
-  status: CoordinatorDeps & { tracing?: Tracing };
+  status: ConsequenceDeps & { tracing?: Tracing };
   heartbeatTtlMs: number;
 }
 

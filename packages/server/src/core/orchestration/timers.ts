@@ -16,7 +16,7 @@
 import { isTerminal } from '../facts/execution.ts';
 import type { StepRecord, TaskState, TimerRecord } from '../facts/records.ts';
 import { type FactSession, inFactTransaction } from '../facts/session.ts';
-import { type CoordinatedDeps, failStepAttempt, forceCancel } from './coordinator.ts';
+import { type FactConsequenceDeps, failStepAttempt, forceCancel } from './consequences.ts';
 import { approvalTimedOut } from './kinds/approval.ts';
 import { beginStep, type KindDeps } from './kinds/begin.ts';
 import { cancelChild, childFinished } from './kinds/childTask.ts';
@@ -36,8 +36,8 @@ export interface DueTimer {
 const open = (step: StepRecord | undefined, attemptId: unknown): step is StepRecord =>
   !!step?.current && step.attemptId === attemptId && (step.status === 'QUEUED' || step.status === 'RUNNING');
 
-/** What firing a timer needs: the coordinator, and what the kinds' begins need (`KindDeps`). */
-export type TimerDeps = CoordinatedDeps & KindDeps;
+/** What firing a timer needs: the consequences, and what the kinds' begins need (`KindDeps`). */
+export type TimerDeps = FactConsequenceDeps & KindDeps;
 
 export async function fireTimer(deps: TimerDeps, timer: DueTimer): Promise<void> {
   // The tasks context cancels the child in a transaction of its own (it locks the child itself).
@@ -135,7 +135,7 @@ export async function fireTimer(deps: TimerDeps, timer: DueTimer): Promise<void>
 
 /** Fails the step's attempt as timed out; its worker (if one holds it) is told to cancel it. */
 async function timedOut(
-  deps: CoordinatedDeps,
+  deps: FactConsequenceDeps,
   session: FactSession,
   before: TaskState,
   step: StepRecord,
@@ -157,7 +157,12 @@ async function timedOut(
   });
 }
 
-async function retryReady(deps: CoordinatedDeps, session: FactSession, before: TaskState, step: StepRecord) {
+async function retryReady(
+  deps: FactConsequenceDeps,
+  session: FactSession,
+  before: TaskState,
+  step: StepRecord,
+) {
   const orchestrated = orchestrate(deps.ids, before, { kind: 'RETRY_DUE', stepKey: step.key }, session.now);
   const ready = orchestrated.changedSteps.find((s) => s.id === step.id);
   if (!ready) return;

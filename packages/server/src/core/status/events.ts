@@ -21,7 +21,7 @@ import {
   taskAfterStepChange,
 } from '../facts/stateMachine.ts';
 import type { FactWriteSet } from '../facts/writeSet.ts';
-import { cancelIfStopped, finishTask } from '../orchestration/coordinator.ts';
+import { cancelIfStopped, finishTask } from '../orchestration/consequences.ts';
 import {
   callbackFor,
   isPlatformTask,

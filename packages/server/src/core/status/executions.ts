@@ -10,8 +10,8 @@ import type { StepRecord, TaskState } from '../facts/records.ts';
 import { type FactSession, inFactTransaction } from '../facts/session.ts';
 import { stepIsFinished, taskAfterStepChange } from '../facts/stateMachine.ts';
 import type { ApplicationPrincipal } from '../identity/ports.ts';
-import { issueContext, newAttempt } from '../scheduling/attempts.ts';
 import { AppError } from '../shared/errors.ts';
+import { issueContext, newAttempt } from '../workers/attempts.ts';
 import type { StatusDeps } from './deps.ts';
 import type { ExecutionClaims } from './ports.ts';
 

@@ -1,9 +1,10 @@
 /**
  * The Health Reconciler: marks RUNNING steps whose heartbeats stopped as STALE (never FAILED — that is
- * the coordinator's decision). It claims overdue tasks with SKIP LOCKED, rechecks each step under the
- * task lock, and writes STEP_HEALTH_CHANGED through the fact path. After the server starts, and after any
- * period in which it could not reach the database, it waits a grace period before judging anyone: the
- * missing heartbeats may be its own outage's, not the workers'. Each cycle changes at most `maxPerCycle`.
+ * for the step's timeout, the lease reaper or the task's coordinator to decide). It claims overdue tasks
+ * with SKIP LOCKED, rechecks each step under the task lock, and writes STEP_HEALTH_CHANGED through the
+ * fact path. After the server starts, and after any period in which it could not reach the database, it
+ * waits a grace period before judging anyone: the missing heartbeats may be its own outage's, not the
+ * workers'. Each cycle changes at most `maxPerCycle`.
  */
 
 import { inFactTransaction } from '../facts/session.ts';

@@ -4,7 +4,7 @@
  * like any other fact. Command acknowledgements sent with them are written in the same commit.
  */
 import type { ErrorCode, EventResult, WorkerEvent } from '@tdp/protocol';
-import type { WorkerOwner } from '../scheduling/ports.ts';
+import type { WorkerOwner } from '../workers/ports.ts';
 import type { StatusDeps } from './deps.ts';
 import { reportTaskEvents } from './events.ts';
 import { claimsOfAttempt } from './executionClaims.ts';

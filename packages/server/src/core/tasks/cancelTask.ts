@@ -5,7 +5,7 @@ import { type FactDeps, inFactTransaction } from '../facts/session.ts';
 import { endTask, isRefusal } from '../facts/stateMachine.ts';
 import { toTaskView } from '../facts/views.ts';
 import type { ApplicationPrincipal } from '../identity/ports.ts';
-import { cancelledStep } from '../orchestration/coordinator.ts';
+import { cancelledStep } from '../orchestration/consequences.ts';
 import { stopRunningItems } from '../orchestration/kinds/map.ts';
 import { callbackFor, isPlatformTask, milestone } from '../orchestration/transitionRecords.ts';
 import { AppError } from '../shared/errors.ts';

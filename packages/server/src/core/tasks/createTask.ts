@@ -26,11 +26,11 @@ import {
   orchestrate,
   platformWorkerProducer,
 } from '../orchestration/transitionRecords.ts';
-import type { CandidateSource } from '../scheduling/ports.ts';
-import { freeSlots, type WorkerCandidate } from '../scheduling/selector.ts';
 import { fingerprint } from '../shared/canonicalJson.ts';
 import { AppError } from '../shared/errors.ts';
 import { noTracing, type TraceSpan } from '../shared/ports.ts';
+import type { CandidateSource } from '../workers/ports.ts';
+import { freeSlots, type WorkerCandidate } from '../workers/selector.ts';
 import { applyStepConstraints } from './snapshot.ts';
 
 export interface CreateTaskDeps extends FactDeps {

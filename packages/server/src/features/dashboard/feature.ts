@@ -29,7 +29,7 @@ export const dashboardFeature = defineFeature({
     const { secretKeyring } = host.settings;
     return {
       routes: async (app) => {
-        const placement = host.need('placement');
+        const workers = host.need('workers');
         const operations = host.need('operations');
         const events = host.need('events');
         const realtime = host.need('realtime');
@@ -55,12 +55,12 @@ export const dashboardFeature = defineFeature({
           clock: host.clock,
           tasks: host.need('status').reads,
           archived: host.need('retention').archived,
-          unschedulableReasons: (taskId) => placement.workerStore.pendingReasons(taskId),
-          workers: placement.workers,
+          unschedulableReasons: (taskId) => workers.workerStore.pendingReasons(taskId),
+          workers: workers.registration,
           schedules: host.need('schedules'),
           approvals: host.need('status').deps,
           operatorActions: {
-            workerDrain: placement.workerDrain,
+            workerDrain: workers.workerDrain,
             operatorActions: operations.actions,
             requeue: operations.requeue,
           },

@@ -36,7 +36,7 @@ export const grantsFeature = defineFeature({
   start(host, settings) {
     const { secrets } = host;
     const identity = host.need('identity').store;
-    const { workerStore } = host.need('placement');
+    const { workerStore } = host.need('workers');
     host.provide('grants', {
       grants: new PostgresGrantStore(host.sql),
       provider: httpResourceProvider(settings.resourceProviderTimeoutMs),

@@ -78,7 +78,7 @@ export const grpcFeature = defineFeature({
       {
         status: status.deps,
         callers,
-        workers: host.need('placement').workers,
+        workers: host.need('workers').registration,
         rateLimits: identity.rateLimits,
         logger: host.logger,
         streamWindow: settings.grpcStreamWindow,

@@ -14,7 +14,7 @@ import { PostgresDeadLetters } from '../../adapters/outbound/postgres/deadLetter
 import { PostgresOperatorStore } from '../../adapters/outbound/postgres/operatorStore.ts';
 import type { BulkJobDeps } from '../../core/operations/bulkJobs.ts';
 import type { RequeueDeps } from '../../core/operations/requeueDeadLetters.ts';
-import type { OperatorActionDeps } from '../../core/scheduling/operatorActions.ts';
+import type { OperatorActionDeps } from '../../core/workers/operatorActions.ts';
 import { defineFeature } from '../../host/feature.ts';
 import { setting, settingsSlice } from '../../host/settings.ts';
 import { bulkTaskActions } from './bulkTaskActions.ts';
@@ -79,7 +79,7 @@ export const operationsFeature = defineFeature({
   settings,
   start(host, settings) {
     const { clock, ids, sql, logger } = host;
-    const { workerDrain } = host.need('placement');
+    const { workerDrain } = host.need('workers');
     const cancel = host.need('tasks').cancel;
     const audit = new PostgresOperatorStore(sql);
     const operations: Operations = {

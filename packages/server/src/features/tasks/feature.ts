@@ -39,7 +39,7 @@ export const tasksFeature = defineFeature({
   start(host, settings) {
     const { clock, ids } = host;
     const definitions = host.need('definitions');
-    const placement = host.need('placement');
+    const workers = host.need('workers');
     const facts = { store: host.facts, clock, ids, signal: host.afterCommit };
     const tasks: Tasks = {
       create: {
@@ -48,7 +48,7 @@ export const tasksFeature = defineFeature({
         schemas: definitions.schemas,
         allowInsecureCallbacks: host.settings.allowInsecureCallbacks,
         engine: host.need('engine').newExecutions,
-        placement: { ...placement.dispatch, candidates: placement.candidates },
+        placement: { ...workers.dispatch, candidates: workers.candidates },
         tracing: host.tracing,
       },
       cancel: { ...facts, cancelGraceMs: settings.cancelGraceMs },
@@ -62,7 +62,7 @@ export const tasksFeature = defineFeature({
         registerTaskRoutes(app, {
           authenticator,
           tasks: tasks.store,
-          unschedulableReasons: (taskId) => placement.workerStore.pendingReasons(taskId),
+          unschedulableReasons: (taskId) => workers.workerStore.pendingReasons(taskId),
           create: tasks.create,
           cancel: tasks.cancel,
           archived,

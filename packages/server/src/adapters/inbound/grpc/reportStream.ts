@@ -8,11 +8,11 @@
 import { status as GrpcStatus, type ServerDuplexStream } from '@grpc/grpc-js';
 import { errorCatalogue, type WorkerEvent } from '@tdp/protocol';
 import type { Logger } from 'pino';
-import type { WorkerOwner } from '../../../core/scheduling/ports.ts';
-import { requireWorker, type WorkerDeps } from '../../../core/scheduling/workers.ts';
 import { AppError } from '../../../core/shared/errors.ts';
 import type { StatusDeps } from '../../../core/status/deps.ts';
 import { recordHeartbeats } from '../../../core/status/heartbeats.ts';
+import type { WorkerOwner } from '../../../core/workers/ports.ts';
+import { requireWorker, type WorkerDeps } from '../../../core/workers/workers.ts';
 import type { RateLimits } from '../http/rateLimits.ts';
 import type { Caller } from '../http/statusRouteContext.ts';
 import { logReportedEvents } from '../http/taskLogs.ts';

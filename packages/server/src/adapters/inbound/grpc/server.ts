@@ -18,11 +18,11 @@ import {
 import { loadSync } from '@grpc/proto-loader';
 import { reportingProtoOptions, reportingProtoPath, reportingServiceName } from '@tdp/protocol';
 import type { Logger } from 'pino';
-import { authenticateWorkerKey, type WorkerDeps } from '../../../core/scheduling/workers.ts';
 import { AppError } from '../../../core/shared/errors.ts';
 import type { StatusDeps } from '../../../core/status/deps.ts';
 import { reportTaskEvent } from '../../../core/status/events.ts';
 import { recordHeartbeats } from '../../../core/status/heartbeats.ts';
+import { authenticateWorkerKey, type WorkerDeps } from '../../../core/workers/workers.ts';
 import type { RateLimits } from '../http/rateLimits.ts';
 import type { StatusCallers } from '../http/statusRouteContext.ts';
 import { credentialFor, decodeReportedEvent } from '../reportCommands.ts';

@@ -6,9 +6,9 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { DeadLetterTable } from '../../../core/operations/ports.ts';
 import { type RequeueDeps, requeueDeadLetters } from '../../../core/operations/requeueDeadLetters.ts';
-import { type DrainWorkerDeps, drainWorkerSession } from '../../../core/scheduling/drainWorker.ts';
-import { type OperatorActionDeps, setWorkerCordon } from '../../../core/scheduling/operatorActions.ts';
 import { AppError } from '../../../core/shared/errors.ts';
+import { type DrainWorkerDeps, drainWorkerSession } from '../../../core/workers/drainWorker.ts';
+import { type OperatorActionDeps, setWorkerCordon } from '../../../core/workers/operatorActions.ts';
 
 /** The use cases behind the dashboard's operator actions, as the admin API has them. */
 export interface DashboardOperatorActions {

@@ -25,9 +25,9 @@ import { type ApprovalDeps, decideApproval } from '../../../core/orchestration/k
 import { type SignalDeps, sendSignal } from '../../../core/orchestration/kinds/signal.ts';
 import type { ArchivedTasks } from '../../../core/retention/ports.ts';
 import { listAllSchedules, type ScheduleDeps } from '../../../core/schedules/schedules.ts';
-import type { WorkerDeps } from '../../../core/scheduling/workers.ts';
 import { AppError, archivedTaskError } from '../../../core/shared/errors.ts';
 import type { Clock } from '../../../core/shared/ports.ts';
+import type { WorkerDeps } from '../../../core/workers/workers.ts';
 import { registerDashboardChartRoutes } from './dashboardChartRoutes.ts';
 import { type DashboardOperatorActions, registerDashboardOperatorRoutes } from './dashboardOperatorRoutes.ts';
 import { callbackLogOf, timelineOf } from './runRoutes.ts';

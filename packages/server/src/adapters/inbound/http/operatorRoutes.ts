@@ -6,13 +6,13 @@
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import type { OperatorAudit } from '../../../core/operations/ports.ts';
+import { AppError } from '../../../core/shared/errors.ts';
 import {
   drainNode,
   type OperatorActionDeps,
   setNodeCordon,
   setWorkerCordon,
-} from '../../../core/scheduling/operatorActions.ts';
-import { AppError } from '../../../core/shared/errors.ts';
+} from '../../../core/workers/operatorActions.ts';
 import { requireAdmin } from './auth.ts';
 import { emptyBodyAsObject, problemResponses, Uuid } from './schemas.ts';
 

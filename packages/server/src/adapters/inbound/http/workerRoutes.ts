@@ -17,17 +17,17 @@ import { Type } from 'typebox';
 import { type GrantDeps, type GrantRequest, renewGrant, requestGrant } from '../../../core/grants/grants.ts';
 import { tokensEqual } from '../../../core/identity/apiKeys.ts';
 import type { ApiKeyAuthenticator } from '../../../core/identity/authenticate.ts';
-import { type CommandHub, CommandStream } from '../../../core/scheduling/commands.ts';
-import { type DrainWorkerDeps, drainWorkerSession } from '../../../core/scheduling/drainWorker.ts';
+import { AppError } from '../../../core/shared/errors.ts';
+import type { StatusDeps } from '../../../core/status/deps.ts';
+import { type CommandHub, CommandStream } from '../../../core/workers/commands.ts';
+import { type DrainWorkerDeps, drainWorkerSession } from '../../../core/workers/drainWorker.ts';
 import {
   authenticateWorkerKey,
   issueWorkerKey,
   registerWorker,
   requireWorker,
   type WorkerDeps,
-} from '../../../core/scheduling/workers.ts';
-import { AppError } from '../../../core/shared/errors.ts';
-import type { StatusDeps } from '../../../core/status/deps.ts';
+} from '../../../core/workers/workers.ts';
 import { reportWorkerEvents } from '../reportCommands.ts';
 import { requireAdmin } from './auth.ts';
 import type { RateLimits } from './rateLimits.ts';

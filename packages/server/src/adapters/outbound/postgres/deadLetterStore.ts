@@ -4,7 +4,7 @@
  * the audit record (with the ids requeued) is written in the same transaction.
  */
 import type { DeadLetterSelection, DeadLetters, DeadLetterTable } from '../../../core/operations/ports.ts';
-import type { OperatorAuditRecord } from '../../../core/scheduling/ports.ts';
+import type { OperatorAuditRecord } from '../../../core/workers/ports.ts';
 import type { Sql } from './database.ts';
 import { insertAudit } from './operatorStore.ts';
 

@@ -9,7 +9,7 @@ import type {
   OperatorAuditRecord,
   OperatorWorkerStore,
   StatusChange,
-} from '../../../core/scheduling/ports.ts';
+} from '../../../core/workers/ports.ts';
 import type { Queryable, Sql, TxSql } from './database.ts';
 
 export async function insertAudit(tx: Queryable, audit: OperatorAuditRecord): Promise<void> {

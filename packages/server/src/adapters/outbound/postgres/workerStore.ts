@@ -4,8 +4,8 @@ import type {
   WorkerCommand,
   WorkerSession,
   WorkerStore,
-} from '../../../core/scheduling/ports.ts';
-import type { WorkerCandidate } from '../../../core/scheduling/selector.ts';
+} from '../../../core/workers/ports.ts';
+import type { WorkerCandidate } from '../../../core/workers/selector.ts';
 import type { Sql } from './database.ts';
 import { drainSession, insertAudit } from './operatorStore.ts';
 

@@ -26,7 +26,7 @@ import { taskAfterStepChange } from '../../facts/stateMachine.ts';
 import { type UserReach, withinReach } from '../../identity/userReach.ts';
 import { fingerprint } from '../../shared/canonicalJson.ts';
 import { AppError } from '../../shared/errors.ts';
-import { type CoordinatedDeps, type CoordinatorDeps, failStepAttempt } from '../coordinator.ts';
+import { type ConsequenceDeps, type FactConsequenceDeps, failStepAttempt } from '../consequences.ts';
 import { milestone } from '../transitionRecords.ts';
 import { approverChannels, canSee, type Decider, deciderKey, mayDecide, tally } from './approvalRules.ts';
 import { completePlatformStep, stepTimer, stillWaiting, waitOnStep } from './finishStep.ts';
@@ -43,7 +43,7 @@ const waitingApproval = (step: StepRecord | undefined): ApprovalWaiting | null =
 
 /** The approval step begins: it waits for its approvers, who are told once. */
 export async function beginApproval(
-  deps: CoordinatorDeps,
+  deps: ConsequenceDeps,
   session: FactSession,
   before: TaskState,
   step: StepRecord,
@@ -90,7 +90,7 @@ export interface DecisionRequest {
   idempotencyKey: string;
 }
 
-export type ApprovalDeps = CoordinatedDeps & { schemas: JsonSchemaValidator };
+export type ApprovalDeps = FactConsequenceDeps & { schemas: JsonSchemaValidator };
 
 /** Who decides and, for a user, the reach of the token they came with (null: the operator). */
 export interface DecidingParty {
@@ -328,7 +328,7 @@ async function record(
 
 /** The approval's time ran out while it waited: `onTimeout` decides what the step becomes. */
 export async function approvalTimedOut(
-  deps: CoordinatorDeps,
+  deps: ConsequenceDeps,
   session: FactSession,
   before: TaskState,
   step: StepRecord | undefined,

@@ -5,15 +5,15 @@
 import { stepKind } from '@tdp/protocol';
 import type { StepRecord, TaskState } from '../../facts/records.ts';
 import type { FactSession } from '../../facts/session.ts';
-import type { CoordinatorDeps } from '../coordinator.ts';
+import type { ConsequenceDeps } from '../consequences.ts';
 import { beginApproval } from './approval.ts';
 import { beginChildTask, type ChildTaskDeps } from './childTask.ts';
 import { beginMap } from './map.ts';
 import { beginSignal } from './signal.ts';
 import { beginSleep } from './sleep.ts';
 
-/** What the kinds' begins need besides the coordinator: the child task's workflow and cancel. */
-export type KindDeps = CoordinatorDeps & ChildTaskDeps;
+/** What the kinds' begins need besides the consequences: the child task's workflow and cancel. */
+export type KindDeps = ConsequenceDeps & ChildTaskDeps;
 
 export async function beginStep(
   deps: KindDeps,

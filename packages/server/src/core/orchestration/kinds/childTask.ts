@@ -22,7 +22,7 @@ import type { StepRecord, TaskState } from '../../facts/records.ts';
 import type { FactSession } from '../../facts/session.ts';
 import { shownUserMessage } from '../../facts/views.ts';
 import { resolveInput } from '../advance.ts';
-import { type CoordinatorDeps, failStepAttempt } from '../coordinator.ts';
+import { type ConsequenceDeps, failStepAttempt } from '../consequences.ts';
 import type { ChildTaskCancel } from '../ports.ts';
 import { milestone, orchestrate, platformWorkerProducer, stepOutputs } from '../transitionRecords.ts';
 import { completePlatformStep, stillWaiting, waitOnStep } from './finishStep.ts';
@@ -40,7 +40,7 @@ export const childTaskKey = (step: StepRecord) => `child:${step.id}:${step.attem
 
 /** The step fails on the platform's own account, not retryable (a new attempt would fail the same way). */
 function failStep(
-  deps: CoordinatorDeps,
+  deps: ConsequenceDeps,
   session: FactSession,
   before: TaskState,
   step: StepRecord,
@@ -89,7 +89,7 @@ async function prepareChild(
 }
 
 export async function beginChildTask(
-  deps: CoordinatorDeps & ChildTaskDeps,
+  deps: ConsequenceDeps & ChildTaskDeps,
   session: FactSession,
   before: TaskState,
   step: StepRecord,
@@ -114,7 +114,7 @@ export async function beginChildTask(
  * orchestration) in the parent's transaction; returns its id.
  */
 async function createChild(
-  deps: CoordinatorDeps,
+  deps: ConsequenceDeps,
   session: FactSession,
   before: TaskState,
   step: StepRecord,
@@ -190,7 +190,7 @@ async function createChild(
 }
 
 function waitForChild(
-  deps: CoordinatorDeps,
+  deps: ConsequenceDeps,
   session: FactSession,
   before: TaskState,
   step: StepRecord,
@@ -214,7 +214,7 @@ function waitForChild(
 
 /** CHILD_FINISHED: the child of the parent's waiting step ended; the step ends with it. */
 export async function childFinished(
-  deps: CoordinatorDeps,
+  deps: ConsequenceDeps,
   session: FactSession,
   before: TaskState,
   step: StepRecord | undefined,

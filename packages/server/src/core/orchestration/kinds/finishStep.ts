@@ -1,7 +1,7 @@
 /**
  * The facts of a step the platform runs itself (sleep, signal, approval, map, child task): it starts
  * waiting, or it succeeds with an output — each with the orchestration that follows, in the session's
- * transaction. Failing one is `failStepAttempt` (coordinator.ts) with no worker.
+ * transaction. Failing one is `failStepAttempt` (consequences.ts) with no worker.
  */
 import type { WaitingFor } from '@tdp/protocol';
 import type { ChannelNotice } from '../../facts/projections.ts';
@@ -9,7 +9,7 @@ import type { StepRecord, TaskState, TimerRecord } from '../../facts/records.ts'
 import type { FactSession } from '../../facts/session.ts';
 import { taskAfterStepChange } from '../../facts/stateMachine.ts';
 import type { FactWriteSet } from '../../facts/writeSet.ts';
-import { type CoordinatorDeps, finishTask } from '../coordinator.ts';
+import { type ConsequenceDeps, finishTask } from '../consequences.ts';
 import { milestone, orchestrate, stepsToWrite } from '../transitionRecords.ts';
 
 /** Upstream outputs are read as the step's data in this schema (see `stepOutputs`). */
@@ -28,7 +28,7 @@ export interface PlatformStepOutcome {
 
 /** The step succeeds with `output`; what follows (next steps, the task's end) is in the same transaction. */
 export async function completePlatformStep(
-  deps: CoordinatorDeps,
+  deps: ConsequenceDeps,
   session: FactSession,
   before: TaskState,
   step: StepRecord,
@@ -95,7 +95,7 @@ export async function completePlatformStep(
 
 /** The step waits for `waitingFor` (shown on the task), with the timers that end the wait. */
 export async function waitOnStep(
-  deps: CoordinatorDeps,
+  deps: ConsequenceDeps,
   session: FactSession,
   before: TaskState,
   step: StepRecord,
@@ -155,7 +155,7 @@ export async function waitOnStep(
 
 /** A timer on the step, due at `at`. */
 export function stepTimer(
-  deps: CoordinatorDeps,
+  deps: ConsequenceDeps,
   state: TaskState,
   step: StepRecord,
   kind: TimerRecord['kind'],

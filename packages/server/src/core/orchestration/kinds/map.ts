@@ -1,10 +1,10 @@
 /**
  * The map step (kind `map`): one capability attempt per item of an array, at most `maxParallel` at once,
- * the outputs in item order as the step's output. This module is the map's coordinator: its begin, the
+ * the outputs in item order as the step's output. This module holds the map step's consequences: its begin, the
  * placement of its items on workers (each chosen and started through placement.ts, as every placement),
  * an item's end (from its worker, a lost worker, a timer; the timers are mapTimers.ts). The decisions
  * are pure (mapItems.ts); the scheduler, the status service and the lease reaper reach this module as
- * they reach the coordinator (.dependency-cruiser.cjs).
+ * they reach the consequences (.dependency-cruiser.cjs).
  *
  * Storage: items are `map_item` rows, written once in bulk when the map begins; the map step row keeps
  * the counters (`waitingFor`). The map step has one scheduling request for its whole life: due while
@@ -16,8 +16,8 @@ import type { MapItemRecord, StepRecord, TaskState, WorkerCommandRecord } from '
 import type { FactSession } from '../../facts/session.ts';
 import { taskAfterStepChange } from '../../facts/stateMachine.ts';
 import type { FactWriteSet } from '../../facts/writeSet.ts';
-import { freeSlots, type WorkerCandidate } from '../../scheduling/selector.ts';
-import { type CoordinatorDeps, failStepAttempt } from '../coordinator.ts';
+import { freeSlots, type WorkerCandidate } from '../../workers/selector.ts';
+import { type ConsequenceDeps, failStepAttempt } from '../consequences.ts';
 import { chooseWorker, type PlacementDeps, startAttempt } from '../placement.ts';
 import { completePlatformStep, stepTimer, waitOnStep } from './finishStep.ts';
 import {
@@ -47,7 +47,7 @@ export const isRunningMap = (step: StepRecord | undefined): step is StepRecord =
   !!step?.current && step.status === 'RUNNING' && step.waitingFor?.kind === 'map';
 
 /** The map's request for placement, due `at` (one row per step: created, or made due again). */
-export function placementRequest(deps: CoordinatorDeps, state: TaskState, step: StepRecord, at: Date) {
+export function placementRequest(deps: ConsequenceDeps, state: TaskState, step: StepRecord, at: Date) {
   return {
     id: deps.ids.newId(),
     taskId: state.task.id,
@@ -60,7 +60,7 @@ export function placementRequest(deps: CoordinatorDeps, state: TaskState, step: 
 
 /** STEP_BEGIN of a map: its items are written, or it fails (no array) or succeeds at once (empty). */
 export async function beginMap(
-  deps: CoordinatorDeps,
+  deps: ConsequenceDeps,
   session: FactSession,
   before: TaskState,
   step: StepRecord,
@@ -114,7 +114,7 @@ function withCounters(step: StepRecord, counters: MapCounters, at: Date): StepRe
 
 /** Commits the map's counters as one fact (MAP_PROGRESS): the step row and the task's next version. */
 async function commitProgress(
-  deps: CoordinatorDeps,
+  deps: ConsequenceDeps,
   session: FactSession,
   before: TaskState,
   step: StepRecord,
@@ -285,7 +285,7 @@ export async function placeMapItems(
  * failed under FAIL_ALL), but for the attempts in `settled` (ended in this transaction already).
  */
 export async function stopRunningItems(
-  deps: Pick<CoordinatorDeps, 'ids'>,
+  deps: Pick<ConsequenceDeps, 'ids'>,
   session: FactSession,
   stepIds: string[],
   reason: string,
@@ -317,7 +317,7 @@ export type ItemOutcome = 'APPLIED' | 'DUPLICATE' | 'STALE';
  * transaction. `known`: items the caller read already in this transaction.
  */
 export async function settleMapItems(
-  deps: CoordinatorDeps,
+  deps: ConsequenceDeps,
   session: FactSession,
   before: TaskState,
   step: StepRecord,

@@ -1,7 +1,7 @@
 /**
  * Fan-out over data (kind `map`), the decisions: which array a map runs over, each item's input, what
  * a finished item attempt does to its item (retry or not), the map's counters, and when the map is over
- * and with what output. Pure: the map's coordinator (kinds/map.ts) reads and writes the rows.
+ * and with what output. Pure: the map step's consequences (kinds/map.ts) reads and writes the rows.
  *
  * Glossary
  * - item: one element of the array at `map.items`; one capability attempt at a time runs it.

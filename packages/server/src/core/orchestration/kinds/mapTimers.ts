@@ -4,12 +4,12 @@
  */
 import type { StepRecord, TaskState } from '../../facts/records.ts';
 import type { FactSession } from '../../facts/session.ts';
-import type { CoordinatorDeps } from '../coordinator.ts';
+import type { ConsequenceDeps } from '../consequences.ts';
 import { isRunningMap, placementRequest, settleMapItems } from './map.ts';
 
 /** MAP_ITEM_RETRY_DUE: an item's back-off has passed; it is pending again and the map asks for a slot. */
 export async function mapItemRetryDue(
-  deps: CoordinatorDeps,
+  deps: ConsequenceDeps,
   session: FactSession,
   before: TaskState,
   step: StepRecord | undefined,
@@ -30,7 +30,7 @@ export async function mapItemRetryDue(
  * (retried under the step's policy); its worker is told to stop it.
  */
 export async function mapItemTimedOut(
-  deps: CoordinatorDeps,
+  deps: ConsequenceDeps,
   session: FactSession,
   before: TaskState,
   step: StepRecord | undefined,

@@ -12,11 +12,11 @@ import { type FactDeps, type FactSession, inFactTransaction } from '../../facts/
 import type { ApplicationPrincipal } from '../../identity/ports.ts';
 import { fingerprint } from '../../shared/canonicalJson.ts';
 import { AppError } from '../../shared/errors.ts';
-import { type CoordinatorDeps, failStepAttempt } from '../coordinator.ts';
+import { type ConsequenceDeps, failStepAttempt } from '../consequences.ts';
 import { completePlatformStep, stepTimer, stillWaiting, waitOnStep } from './finishStep.ts';
 
 export async function beginSignal(
-  deps: CoordinatorDeps,
+  deps: ConsequenceDeps,
   session: FactSession,
   before: TaskState,
   step: StepRecord,
@@ -52,7 +52,7 @@ export async function beginSignal(
 
 /** SIGNAL_TIMEOUT: the wait ends without the signal; the step fails (its failure policy decides). */
 export async function signalTimedOut(
-  deps: CoordinatorDeps,
+  deps: ConsequenceDeps,
   session: FactSession,
   before: TaskState,
   step: StepRecord | undefined,
@@ -73,7 +73,7 @@ export async function signalTimedOut(
 }
 
 function signalled(
-  deps: CoordinatorDeps,
+  deps: ConsequenceDeps,
   session: FactSession,
   before: TaskState,
   step: StepRecord,
@@ -96,7 +96,7 @@ export type SignalSender =
 const senderKey = (sender: SignalSender) =>
   sender.kind === 'operator' ? 'operator' : `application:${sender.principal.applicationId}`;
 
-export interface SignalDeps extends FactDeps, CoordinatorDeps {
+export interface SignalDeps extends FactDeps, ConsequenceDeps {
   schemas: JsonSchemaValidator;
 }
 

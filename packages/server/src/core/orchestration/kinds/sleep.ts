@@ -8,7 +8,7 @@ import type { StepDefinition } from '@tdp/protocol';
 import type { StepRecord, TaskState } from '../../facts/records.ts';
 import type { FactSession } from '../../facts/session.ts';
 import { resolveInput } from '../advance.ts';
-import { type CoordinatorDeps, failStepAttempt } from '../coordinator.ts';
+import { type ConsequenceDeps, failStepAttempt } from '../consequences.ts';
 import { drivenByEngine, stepOutputs } from '../transitionRecords.ts';
 import { completePlatformStep, stepTimer, stillWaiting, waitOnStep } from './finishStep.ts';
 
@@ -38,7 +38,7 @@ export function sleepUntil(
 }
 
 export async function beginSleep(
-  deps: CoordinatorDeps,
+  deps: ConsequenceDeps,
   session: FactSession,
   before: TaskState,
   step: StepRecord,
@@ -84,7 +84,7 @@ export async function beginSleep(
 
 /** SLEEP_DUE: the step's time has come (nothing, if it has moved on). */
 export async function sleepDue(
-  deps: CoordinatorDeps,
+  deps: ConsequenceDeps,
   session: FactSession,
   before: TaskState,
   step: StepRecord | undefined,
@@ -94,7 +94,7 @@ export async function sleepDue(
 }
 
 function sleptUntil(
-  deps: CoordinatorDeps,
+  deps: ConsequenceDeps,
   session: FactSession,
   before: TaskState,
   step: StepRecord,

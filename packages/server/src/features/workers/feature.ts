@@ -1,6 +1,5 @@
 /**
- * Placement: workers (registration, keys, heartbeats, drains, command streams) and placing ready steps
- * on them — the scheduler's rounds, the lease reaper for lost workers, the durable command hub, and the
+ * Workers: registration, keys, heartbeats, drains and command streams, and placing ready steps on them — the scheduler's rounds, the lease reaper for lost workers, the durable command hub, and the
  * wake-ups that follow a commit: new scheduling requests wake the scheduler, freed capacity retries the
  * steps waiting for a worker, new commands reach the stream that holds their worker (here or, by a
  * NOTIFY, on another replica).
@@ -9,12 +8,12 @@ import { defaultWorkerConcurrency } from '@tdp/protocol';
 import { Type } from 'typebox';
 import { registerWorkerRoutes } from '../../adapters/inbound/http/workerRoutes.ts';
 import { PostgresWorkerStore } from '../../adapters/outbound/postgres/workerStore.ts';
-import { CandidateSnapshot } from '../../core/scheduling/candidateSnapshot.ts';
-import { CommandHub } from '../../core/scheduling/commands.ts';
-import type { DispatchDeps } from '../../core/scheduling/dispatch.ts';
-import type { DrainWorkerDeps } from '../../core/scheduling/drainWorker.ts';
-import type { WorkerDeps } from '../../core/scheduling/workers.ts';
 import { TtlCache } from '../../core/shared/ttlCache.ts';
+import { CandidateSnapshot } from '../../core/workers/candidateSnapshot.ts';
+import { CommandHub } from '../../core/workers/commands.ts';
+import type { DispatchDeps } from '../../core/workers/dispatch.ts';
+import type { DrainWorkerDeps } from '../../core/workers/drainWorker.ts';
+import type { WorkerDeps } from '../../core/workers/workers.ts';
 import { defineFeature } from '../../host/feature.ts';
 import type { LoopPacing } from '../../host/loops/wakeableLoop.ts';
 import { setting, settingsSlice } from '../../host/settings.ts';
@@ -22,18 +21,19 @@ import { CapacityWakeup } from './capacityWakeup.ts';
 import { CommandWakeup, commandChannel, listenForCommands } from './commandWakeup.ts';
 import { createLeaseLoop, createSchedulerLoop } from './loops.ts';
 
-export interface Placement {
+export interface Workers {
   workerStore: PostgresWorkerStore;
   hub: CommandHub;
   candidates: CandidateSnapshot;
-  workers: WorkerDeps;
+  /** Registration, keys and heartbeats of worker sessions. */
+  registration: WorkerDeps;
   workerDrain: DrainWorkerDeps;
   dispatch: DispatchDeps;
 }
 
 declare module '../../host/provisions.ts' {
   interface Provisions {
-    placement: Placement;
+    workers: Workers;
   }
 }
 
@@ -97,8 +97,8 @@ const settings = settingsSlice(
   }),
 );
 
-export const placementFeature = defineFeature({
-  name: 'placement',
+export const workersFeature = defineFeature({
+  name: 'workers',
   settings,
   async start(host, settings) {
     const { clock, logger, afterCommit } = host;
@@ -125,7 +125,7 @@ export const placementFeature = defineFeature({
       candidates.invalidate();
       capacity.freed();
     };
-    const workers: WorkerDeps = {
+    const registration: WorkerDeps = {
       clock,
       workers: workerStore,
       heartbeatIntervalSeconds: Math.max(
@@ -158,7 +158,7 @@ export const placementFeature = defineFeature({
       roundDone: (full) => candidates.schedulerRound(full),
       capacity,
     };
-    host.provide('placement', { workerStore, hub, candidates, workers, workerDrain, dispatch });
+    host.provide('workers', { workerStore, hub, candidates, registration, workerDrain, dispatch });
     afterCommit.subscribe({
       committed: (work) => {
         if (work.scheduling) host.loops.wake('scheduler');
@@ -188,7 +188,7 @@ export const placementFeature = defineFeature({
       routes: async (app) => {
         const identity = host.need('identity');
         registerWorkerRoutes(app, {
-          workers,
+          workers: registration,
           workerDrain,
           grants: host.need('grants'),
           hub,

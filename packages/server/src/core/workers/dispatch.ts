@@ -1,13 +1,13 @@
 import type { WorkerCommandRecord } from '../facts/records.ts';
 import { inFactTransaction } from '../facts/session.ts';
-import type { CoordinatedDeps } from '../orchestration/coordinator.ts';
+import type { FactConsequenceDeps } from '../orchestration/consequences.ts';
 import { isRunningMap, placeMapItems } from '../orchestration/kinds/map.ts';
 import { lockCandidates, placeStep } from '../orchestration/placement.ts';
 import type { WorkerStore } from './ports.ts';
 import { freeSlots } from './selector.ts';
 
 export interface DispatchDeps {
-  status: CoordinatedDeps;
+  status: FactConsequenceDeps;
   workers: WorkerStore;
   heartbeatTtlMs: number;
   /** Called after the commit with the commands it wrote, for the workers' open streams. */

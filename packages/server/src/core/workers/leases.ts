@@ -7,7 +7,7 @@
  */
 
 import { inFactTransaction } from '../facts/session.ts';
-import { failStepAttempt } from '../orchestration/coordinator.ts';
+import { failStepAttempt } from '../orchestration/consequences.ts';
 import { isRunningMap, settleMapItems } from '../orchestration/kinds/map.ts';
 import type { DispatchDeps } from './dispatch.ts';
 

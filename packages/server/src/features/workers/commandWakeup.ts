@@ -1,5 +1,5 @@
 import type { Sql } from '../../adapters/outbound/postgres/database.ts';
-import type { CommandHub } from '../../core/scheduling/commands.ts';
+import type { CommandHub } from '../../core/workers/commands.ts';
 
 /** The PostgreSQL channel every process LISTENs on for workers that have new commands. */
 export const commandChannel = 'tdp_worker_commands';

@@ -1,8 +1,8 @@
-/** The placement feature's loops: the scheduler's dispatch rounds and the lease reaper. */
+/** The workers feature's loops: the scheduler's dispatch rounds and the lease reaper. */
 import type { Logger } from 'pino';
-import { type DispatchDeps, dispatchReady } from '../../core/scheduling/dispatch.ts';
-import { reapLostWorkers } from '../../core/scheduling/leases.ts';
 import type { Clock } from '../../core/shared/ports.ts';
+import { type DispatchDeps, dispatchReady } from '../../core/workers/dispatch.ts';
+import { reapLostWorkers } from '../../core/workers/leases.ts';
 import { type LoopRetry, type Paced, pace, WakeableLoop } from '../../host/loops/wakeableLoop.ts';
 
 /** Places ready steps on workers; woken by every commit and by worker changes, else every second. */

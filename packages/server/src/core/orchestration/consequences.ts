@@ -1,5 +1,5 @@
 /**
- * The coordinator: the one home of a fact's consequences inside TDP. Every context that needs one of them
+ * The consequences: the one home of what a fact makes happen inside TDP. Every context that needs one of them
  * — the task's end after its last step, a forced cancel, a step attempt failed on the platform's own
  * account — calls it here, inside the fact session it already holds, so the consequence is written in
  * the same transaction as the fact that caused it. What follows a fact is decided by the pure modules
@@ -11,14 +11,14 @@ import type { StructuredError } from '@tdp/protocol';
 import type { StepRecord, TaskState } from '../facts/records.ts';
 import type { FactDeps, FactSession } from '../facts/session.ts';
 import { endTask, isRefusal, stepIsFinished, taskAfterStepChange } from '../facts/stateMachine.ts';
-import type { AttemptDeps } from '../scheduling/attempts.ts';
+import type { AttemptDeps } from '../workers/attempts.ts';
 import { callbackFor, milestone, type Orchestrated, orchestrate, stepsToWrite } from './transitionRecords.ts';
 
-/** What the coordinator writes with: ids, and the credentials a placed attempt is issued with. */
-export type CoordinatorDeps = AttemptDeps;
+/** What the consequences write with: ids, and the credentials a placed attempt is issued with. */
+export type ConsequenceDeps = AttemptDeps;
 
-/** A use case that opens fact transactions and asks the coordinator for their consequences. */
-export type CoordinatedDeps = FactDeps & CoordinatorDeps;
+/** A use case that opens fact transactions and asks for their consequences. */
+export type FactConsequenceDeps = FactDeps & ConsequenceDeps;
 
 /** The step as it is once cancelled: finished now (waiting for nothing), one version on. */
 export function cancelledStep(step: StepRecord, now: Date): StepRecord {
@@ -38,7 +38,7 @@ export function cancelledStep(step: StepRecord, now: Date): StepRecord {
  * they have all stopped — their last facts arrive, `cancelIfStopped` — or when the grace period ends.)
  */
 export async function forceCancel(
-  deps: CoordinatorDeps,
+  deps: ConsequenceDeps,
   session: FactSession,
   before: TaskState,
 ): Promise<void> {
@@ -95,7 +95,7 @@ export async function forceCancel(
 
 /** After a step of a cancelling execution stopped: cancel the execution once nothing is running. */
 export async function cancelIfStopped(
-  deps: CoordinatorDeps,
+  deps: ConsequenceDeps,
   session: FactSession,
   state: TaskState,
 ): Promise<void> {
@@ -121,7 +121,7 @@ export interface PlatformFailure {
 }
 
 export async function failStepAttempt(
-  deps: CoordinatorDeps,
+  deps: ConsequenceDeps,
   session: FactSession,
   before: TaskState,
   step: StepRecord,
@@ -213,7 +213,7 @@ export async function failStepAttempt(
 
 /** The orchestrator, as the platform tasks' coordinator, ends the task: its own fact after the step's. */
 export async function finishTask(
-  deps: CoordinatorDeps,
+  deps: ConsequenceDeps,
   session: FactSession,
   current: TaskState,
   end: NonNullable<Orchestrated['end']>,
