@@ -1,4 +1,4 @@
--- "Approve before the result is published" (issue 21): such an order's task waits for its owner's
+-- "Approve before the result is published": such an order's task waits for its owner's
 -- approval after processing; the app publishes the result itself once TDP reports the task SUCCEEDED,
 -- and a rejection ends the order REJECTED.
 ALTER TABLE demo.processing_order

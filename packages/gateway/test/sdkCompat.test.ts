@@ -1,5 +1,5 @@
 /**
- * The gateway as the official `centrifuge` SDK expects Centrifugo to behave (issue 23 item 2): a token
+ * The gateway as the official `centrifuge` SDK expects Centrifugo to behave: a token
  * without `sub`, connecting and subscribing without tokens where the options allow it, client publish,
  * presence and join/leave per namespace, and the protobuf subprotocol refused at the handshake. Codes
  * are Centrifugo's (centrifugal/centrifugo internal/client/handler.go, centrifuge client.go).

@@ -1,5 +1,5 @@
 /**
- * Decisions on approval steps (issue 21): `POST /v1/tasks/{id}/steps/{key}:approve` and `:reject` with a
+ * Decisions on approval steps: `POST /v1/tasks/{id}/steps/{key}:approve` and `:reject` with a
  * user token and an Idempotency-Key; the operator's, with a reason, from the dashboard or the admin API.
  */
 import { type Static, Type } from 'typebox';

@@ -3,7 +3,7 @@
  * (`{ "kind": "sleep", "sleep": { "durationMs": 500 } }`). A step without `kind` is a capability step.
  *
  * Glossary
- * - capability: work a registered worker does (the only kind before issue 21).
+ * - capability: work a registered worker does (the first kind).
  * - approval: waits for people to approve or reject; the decisions are the step's output.
  * - signal: waits for a named signal sent to the task (`POST /v1/tasks/{id}/signals/{name}`).
  * - sleep: a durable timer, for a duration or until a time read from the input.

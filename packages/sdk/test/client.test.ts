@@ -226,7 +226,7 @@ describe('status workflows, access and tokens', () => {
     const connection = await tdp.createConnectionToken('user-7');
     expect(connection.token.split('.')).toHaveLength(3);
     expect(connection.url).toMatch(/^ws:\/\//);
-    // The person's own channel, and the broadcasts of their tenant and of the system (issue 23).
+    // The person's own channel, and the broadcasts of their tenant and of the system.
     expect(connection.channels).toHaveLength(3);
     expect(connection.channels).toEqual(
       expect.arrayContaining([expect.stringMatching(/^task_tenant:/), 'task_system:public']),

@@ -1,4 +1,4 @@
--- Step kinds (issue 21): a running approval, signal, sleep, map or child-task step records what it waits
+-- Step kinds: a running approval, signal, sleep, map or child-task step records what it waits
 -- for, shown on the task as `waitingFor`. Signals sent to a task are kept until a signal step takes them
 -- (one sent before its step is reached waits for it). The request's Idempotency-Key is kept with the
 -- other idempotency records, so a repeat stores nothing.

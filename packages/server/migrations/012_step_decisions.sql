@@ -1,4 +1,4 @@
--- Approval steps (issue 21): each decision on an approval step is one immutable row, written in the
+-- Approval steps: each decision on an approval step is one immutable row, written in the
 -- same transaction as the step fact it causes. One decision per person per step attempt; the
 -- idempotency key is the decider's own, so a retried request finds its first answer.
 CREATE TABLE step_decision (

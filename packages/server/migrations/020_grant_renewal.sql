@@ -1,4 +1,4 @@
--- Grants that last as long as the work (issue 22 item 7). A grant row is now written before the
+-- Grants that last as long as the work. A grant row is now written before the
 -- resource provider is asked (state RESERVED, no answer yet) and completed with its answer (ISSUED), so a
 -- request retried after a crash finds its reservation and asks the provider again with the same
 -- allocation key instead of allocating a second output. A grant is renewed in place: a new URL and expiry

@@ -1,5 +1,5 @@
 /**
- * Grants that last as long as the work (issue 22 item 7), against a real server and a real HTTP resource
+ * Grants that last as long as the work, against a real server and a real HTTP resource
  * provider that counts its allocations by the idempotency key TDP sends: a replayed grant past its due
  * time is renewed (a new URL for the same grant), a worker's renewal is its own idempotent request, and
  * an output allocation retried after the server was SIGKILLed mid-ask is allocated once.

@@ -1,5 +1,5 @@
 /**
- * A grant an attempt still needs, kept valid for as long as it is held (issue 22 item 7): before it
+ * A grant an attempt still needs, kept valid for as long as it is held: before it
  * expires (`grantRenewal`), it is renewed with a request of its own, and the transfer that uses it
  * takes the renewed URL. It is released when its transfer is done or the attempt ends.
  */

@@ -1,5 +1,5 @@
 /**
- * Grants renewed during a long step (issue 22 item 7): a real server, a real worker runtime, and a file
+ * Grants renewed during a long step: a real server, a real worker runtime, and a file
  * store whose URLs last 3 s and refuse anything after (test/fileStore.ts). A step that allocates its
  * output, works longer than that and then uploads succeeds on a renewed URL; a download that breaks
  * off after the URL expired resumes where it stopped on a renewed one.

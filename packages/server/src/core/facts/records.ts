@@ -286,7 +286,7 @@ export interface TimerRecord {
   createdAt: Date;
 }
 
-/** One decision on an approval step (issue 21): immutable once written, one per decider and attempt. */
+/** One decision on an approval step: immutable once written, one per decider and attempt. */
 export interface StepDecisionRecord {
   id: string;
   taskId: string;

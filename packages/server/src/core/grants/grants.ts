@@ -4,7 +4,7 @@
  * whose lease moved on gets nothing. TDP asks the application's resource provider (docs/resource-provider.md)
  * with the application's bearer token, checks the answer, stores it sealed and returns it.
  *
- * A grant lasts as long as the work (issue 22 item 7):
+ * A grant lasts as long as the work:
  * - the grant row is reserved before the provider is asked, and the provider gets an idempotency key
  *   derived from the attempt and the worker's key (for an output: its relative path), so a request
  *   retried after a crash asks again with the same key and the provider returns the same allocation;

@@ -1,5 +1,5 @@
 /**
- * Approval steps (`kind: "approval"`, issue 21): the step waits for people.
+ * Approval steps (`kind: "approval"`): the step waits for people.
  * - begin: the step waits with `waitingFor: { kind: 'approval', approvers, required, decisions, since,
  *   timeoutAt? }`; an unclassified task's business status is WAITING_USER_ACTION while it waits
  *   (stateMachine.ts); the approvers' summary channels get a notice with `requiresAction: true` with

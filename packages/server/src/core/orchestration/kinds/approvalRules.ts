@@ -1,5 +1,5 @@
 /**
- * The rules of an approval step (issue 21), pure: who may decide, what the decisions so far add up to,
+ * The rules of an approval step, pure: who may decide, what the decisions so far add up to,
  * and whose summary channels are told that the task needs them. The use cases are in approval.ts.
  */
 import type { ApprovalDecision, ApprovalOptions } from '@tdp/protocol';
