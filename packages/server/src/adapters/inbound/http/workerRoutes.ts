@@ -1,11 +1,7 @@
 import {
-  AccessGrant,
-  ArtifactGrantRequest,
   CommandAcks,
-  GrantRenewalRequest,
   Labels,
   NoContent,
-  ResourceGrantRequest,
   WorkerEventsBatch,
   WorkerEventsBatchReply,
   WorkerHeartbeat,
@@ -14,7 +10,7 @@ import {
 } from '@tdp/protocol';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
-import { type GrantDeps, type GrantRequest, renewGrant, requestGrant } from '../../../core/grants/grants.ts';
+import type { GrantDeps } from '../../../core/grants/grants.ts';
 import { tokensEqual } from '../../../core/identity/apiKeys.ts';
 import type { ApiKeyAuthenticator } from '../../../core/identity/authenticate.ts';
 import { AppError } from '../../../core/shared/errors.ts';
@@ -31,9 +27,10 @@ import {
 import { reportWorkerEvents } from '../reportCommands.ts';
 import { requireAdmin } from './auth.ts';
 import type { RateLimits } from './rateLimits.ts';
-import { emptyBodyAsObject, eventStream, IdempotencyKeyHeader, problemResponses, Uuid } from './schemas.ts';
+import { emptyBodyAsObject, eventStream, problemResponses, Uuid } from './schemas.ts';
 import { logReportedEvents } from './taskLogs.ts';
 import { inboundSpan, traceIdOf } from './tracing.ts';
+import { registerWorkerGrantRoutes } from './workerGrantRoutes.ts';
 
 function bearer(request: FastifyRequest): string | null {
   return /^Bearer\s+(\S+)$/i.exec(request.headers.authorization ?? '')?.[1] ?? null;
@@ -397,83 +394,7 @@ export function registerWorkerRoutes(
     },
   );
 
-  const grantRoute = (
-    path: string,
-    summary: string,
-    body: ReturnType<typeof Type.Object>,
-    toRequest: (body: Record<string, unknown>, idempotencyKey: string) => GrantRequest,
-  ) =>
-    app.post<{ Params: { id: string }; Body: Record<string, unknown> }>(
-      path,
-      {
-        schema: {
-          tags,
-          security,
-          summary,
-          params: Type.Object({ id: Uuid }),
-          headers: IdempotencyKeyHeader,
-          body,
-          response: { 200: AccessGrant, ...problemResponses },
-        },
-      },
-      async (request) =>
-        requestGrant(
-          deps.grants,
-          await workerCredential(request),
-          request.params.id,
-          toRequest(request.body, request.headers['idempotency-key'] as string),
-        ),
-    );
-
-  grantRoute(
-    '/v1/attempts/:id/grants',
-    "A short-lived URL to download or overwrite a resource, from the application's resource provider",
-    ResourceGrantRequest,
-    (body, idempotencyKey) => ({
-      leaseVersion: body.leaseVersion as number,
-      idempotencyKey,
-      purpose: body.access as 'DOWNLOAD' | 'UPLOAD',
-      resourceRef: body.resourceRef as string,
-      ...(body.scope ? { scope: body.scope as string } : {}),
-    }),
-  );
-
-  grantRoute(
-    '/v1/attempts/:id/artifacts',
-    'Allocates an output artifact: the provider names the new resource and gives a PUT URL with a size limit',
-    ArtifactGrantRequest,
-    (body, idempotencyKey) => ({
-      leaseVersion: body.leaseVersion as number,
-      idempotencyKey,
-      purpose: 'ARTIFACT',
-      artifact: {
-        relativePath: body.relativePath as string,
-        artifactType: body.artifactType as string,
-        mediaType: body.mediaType as string,
-        maxBytes: body.maxBytes as number,
-      },
-    }),
-  );
-
-  app.post<{ Params: { id: string; grantId: string }; Body: GrantRenewalRequest }>(
-    '/v1/attempts/:id/grants/:grantId(^[0-9a-fA-F-]{36})::renew',
-    {
-      schema: {
-        tags,
-        security,
-        summary: 'Renews a grant the attempt still needs: a new URL and expiry for the same resource',
-        params: Type.Object({ id: Uuid, grantId: Uuid }),
-        headers: IdempotencyKeyHeader,
-        body: GrantRenewalRequest,
-        response: { 200: AccessGrant, ...problemResponses },
-      },
-    },
-    async (request) =>
-      renewGrant(deps.grants, await workerCredential(request), request.params.id, request.params.grantId, {
-        leaseVersion: request.body.leaseVersion,
-        renewalKey: request.headers['idempotency-key'] as string,
-      }),
-  );
+  registerWorkerGrantRoutes(app, { grants: deps.grants, workerCredential, tags, security });
 }
 
 /** Worker sessions as `GET /v1/workers` and the dashboard show them, with their heartbeat age. */
