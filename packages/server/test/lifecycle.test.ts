@@ -48,9 +48,10 @@ describe.skipIf(!natsAnswers)('a server with every feature on', () => {
     });
     expect(harness.server.grpcPort).toBeGreaterThan(0);
     expect((await harness.request('GET', '/readyz')).status).toBe(200);
-    const loops = harness.server.health.loops.map((loop) => loop.health().name).sort();
+    const loops = harness.server.health.loops.map((loop) => loop.health().name);
+    // Every loop of the features on here runs (a new feature's own loops may join them).
     expect(loops).toEqual(
-      [
+      expect.arrayContaining([
         'bulkJobs',
         'callbacks',
         'chart-sampler',
@@ -63,7 +64,7 @@ describe.skipIf(!natsAnswers)('a server with every feature on', () => {
         'scheduler',
         'schedules',
         'timers',
-      ].sort(),
+      ]),
     );
 
     await harness.close();
