@@ -25,7 +25,7 @@ import { type Clock, type IdGenerator, noTracing, systemClock, type Tracing } fr
 import { AfterCommitHub } from './afterCommit.ts';
 import { ServerHealth } from './health.ts';
 import type { hostSettings } from './hostSettings.ts';
-import type { WakeableLoop } from './loops/wakeableLoop.ts';
+import { type LoopRound, WakeableLoop, type WakeableLoopOptions } from './loops/wakeableLoop.ts';
 import type { Provisions } from './provisions.ts';
 
 export const serverVersion = '0.1.0';
@@ -53,11 +53,15 @@ export class LoopRegistry {
   wake(name: string): void {
     this.byName.get(name)?.wake();
   }
-
-  all(): WakeableLoop[] {
-    return [...this.byName.values()];
-  }
 }
+
+/** A loop as a feature declares it: its name, its pacing, its round and, if it has one, its next due time. */
+export type LoopOptions = Omit<WakeableLoopOptions, 'logger' | 'now' | 'retry' | 'round' | 'nextDueAt'> & {
+  /** One round, with the loop's own logger (`{ loop: name }`). */
+  round(logger: Logger): Promise<LoopRound>;
+  /** When the next row becomes due; without it the loop sleeps its `maxIdleMs` unless woken. */
+  nextDueAt?: () => Promise<Date | null>;
+};
 
 export interface Host {
   readonly settings: HostSettings;
@@ -78,6 +82,8 @@ export interface Host {
   readonly health: ServerHealth;
   readonly afterCommit: AfterCommitHub;
   readonly loops: LoopRegistry;
+  /** A loop of this process on the host's clock, with its logger and the host's back-off after failures. */
+  loop(options: LoopOptions): WakeableLoop;
   readonly app: FastifyInstance;
   /** Hands a value to the features started after this one (and to every feature's routes). */
   provide<K extends keyof Provisions>(key: K, value: Provisions[K]): void;
@@ -154,6 +160,17 @@ export async function createHost(settings: HostSettings, dependencies: ServerDep
     health,
     afterCommit: new AfterCommitHub(),
     loops: new LoopRegistry(),
+    loop: ({ round, nextDueAt, ...options }) => {
+      const loopLogger = logger.child({ loop: options.name });
+      return new WakeableLoop({
+        ...options,
+        logger: loopLogger,
+        now: () => clock.now(),
+        retry: settings.loopRetry,
+        round: () => round(loopLogger),
+        nextDueAt: nextDueAt ?? (async () => null),
+      });
+    },
     app,
     provide: (key, value) => {
       if (provisions.has(key)) throw new Error(`two features provide "${key}"`);

@@ -2,11 +2,12 @@
 import { Type } from 'typebox';
 import { callbackPoster } from '../../adapters/outbound/http/callbackPoster.ts';
 import { PostgresCallbackQueue } from '../../adapters/outbound/postgres/callbackQueue.ts';
+import type { ClaimableRows } from '../../adapters/outbound/postgres/outboxQueue.ts';
 import { PostgresTraceContexts } from '../../adapters/outbound/postgres/traceContexts.ts';
+import { type CallbackSenderDeps, sendDueCallbacks } from '../../core/callbacks/sendCallbacks.ts';
 import { defineFeature } from '../../host/feature.ts';
-import type { LoopPacing } from '../../host/loops/wakeableLoop.ts';
+import type { LoopPacing, WakeableLoop } from '../../host/loops/wakeableLoop.ts';
 import { setting, settingsSlice } from '../../host/settings.ts';
-import { createCallbackLoop } from './callbackLoop.ts';
 import { CallbackSigningSecrets } from './signingSecrets.ts';
 
 export interface Callbacks {
@@ -14,8 +15,11 @@ export interface Callbacks {
   /** The secrets that sign an application's deliveries (notifications are signed the same way). */
   signingSecrets: CallbackSigningSecrets;
   /** A loop sending another queue's deliveries as callbacks are sent (the notifications' webhook). */
-  deliveryLoop: typeof createCallbackLoop;
+  deliveryLoop(name: string, pacing: LoopPacing, sender: DeliverySender): WakeableLoop;
 }
+
+/** What a delivery loop sends from: a queue of signed deliveries and its claimable rows. */
+export type DeliverySender = CallbackSenderDeps & { rows: ClaimableRows };
 
 declare module '../../host/provisions.ts' {
   interface Provisions {
@@ -55,17 +59,27 @@ export const callbacksFeature = defineFeature({
       clock,
       settings.callbackSecretsCacheMs,
     );
-    host.provide('callbacks', { queue, signingSecrets, deliveryLoop: createCallbackLoop });
+    const deliveryLoop = (name: string, pacing: LoopPacing, sender: DeliverySender) =>
+      host.loop({
+        name,
+        ...pacing,
+        round: async (loopLogger) => {
+          const report = await sendDueCallbacks(sender, pacing.batchSize);
+          if (report.dead > 0) loopLogger.warn({ report }, `${name} went DEAD`);
+          return { full: report.claimed === pacing.batchSize };
+        },
+        nextDueAt: () => sender.rows.nextDueAt(),
+      });
+    host.provide('callbacks', { queue, signingSecrets, deliveryLoop });
     if (!host.settings.runLoops) return {};
     // With tracing on, a delivery finds its task's trace in its execution snapshot.
     const traces = host.settings.tracing
       ? { traces: { tracing: host.tracing, contexts: new PostgresTraceContexts(host.sql) } }
       : {};
-    const loop = createCallbackLoop({
+    const loop = deliveryLoop('callbacks', settings.callbacksLoop, {
       queue,
       rows: queue.rows,
       clock,
-      logger: logger.child({ loop: 'callbacks' }),
       signingSecrets: (applicationId) => signingSecrets.of(applicationId),
       post: callbackPoster(settings.callbackTimeoutMs),
       ...traces,
@@ -80,8 +94,6 @@ export const callbacksFeature = defineFeature({
           },
           'callback delivery',
         ),
-      pacing: settings.callbacksLoop,
-      retry: host.settings.loopRetry,
     });
     host.afterCommit.subscribe({
       committed: (work) => {

@@ -7,11 +7,11 @@ import { Type } from 'typebox';
 import { InProcessBus } from '../../adapters/outbound/bus/inProcessBus.ts';
 import { JetStreamPublisher } from '../../adapters/outbound/nats/jetStreamPublisher.ts';
 import { PostgresOutboxQueue } from '../../adapters/outbound/postgres/outboxQueue.ts';
+import { type DispatchObserver, dispatchOutboxBatch } from '../../core/outbox/dispatchOutbox.ts';
 import type { EventPublisher } from '../../core/outbox/ports.ts';
 import { defineFeature } from '../../host/feature.ts';
 import type { LoopPacing } from '../../host/loops/wakeableLoop.ts';
 import { setting, settingsSlice } from '../../host/settings.ts';
-import { createOutboxLoop } from './outboxLoop.ts';
 
 /** The PostgreSQL channel outbox loops in every process LISTEN on. */
 const outboxChannel = 'tdp_outbox';
@@ -69,27 +69,35 @@ export const eventsFeature = defineFeature({
     const publisher: EventPublisher = given ?? nats ?? new InProcessBus();
     const outbox = new PostgresOutboxQueue(host.sql);
     host.provide('events', { nats, natsUrl: settings.natsUrl, stream, subjectPrefix: prefix, outbox });
+    const batchSize = settings.outboxLoop.batchSize;
+    const observer: DispatchObserver = {
+      published: (_event, committedAt, now) => {
+        metrics.outboxPublished.inc();
+        metrics.outboxLatency.observe(Math.max(0, now.getTime() - committedAt.getTime()) / 1000);
+      },
+      failed: (event, error, outcome) => {
+        metrics.outboxFailed.labels(outcome ?? 'LOST_CLAIM').inc();
+        logger.warn(
+          { eventId: event.id, eventType: event.type, err: error, outcome },
+          'outbox publication failed',
+        );
+      },
+    };
+    // Publishes committed domain events, a batch a round.
     const loop = host.settings.runLoops
-      ? createOutboxLoop({
-          queue: outbox,
-          publisher,
-          clock,
-          logger: logger.child({ loop: 'outbox' }),
-          pacing: settings.outboxLoop,
-          retry: host.settings.loopRetry,
-          observer: {
-            published: (_event, committedAt, now) => {
-              metrics.outboxPublished.inc();
-              metrics.outboxLatency.observe(Math.max(0, now.getTime() - committedAt.getTime()) / 1000);
-            },
-            failed: (event, error, outcome) => {
-              metrics.outboxFailed.labels(outcome ?? 'LOST_CLAIM').inc();
-              logger.warn(
-                { eventId: event.id, eventType: event.type, err: error, outcome },
-                'outbox publication failed',
-              );
-            },
+      ? host.loop({
+          name: 'outbox',
+          ...settings.outboxLoop,
+          round: async (loopLogger) => {
+            const report = await dispatchOutboxBatch(
+              { queue: outbox, publisher, clock, observer },
+              batchSize,
+            );
+            if (report.failed + report.dead + report.lostClaims > 0)
+              loopLogger.warn({ report }, 'outbox round had failures');
+            return { full: report.claimed === batchSize };
           },
+          nextDueAt: () => outbox.nextDueAt(),
         })
       : null;
     // The NOTIFY is sent outside the writing transaction (one inside every commit would serialise

@@ -59,12 +59,10 @@ export const notificationsFeature = defineFeature({
         : null;
     const { signingSecrets, deliveryLoop } = host.need('callbacks');
     const loop = deliveries
-      ? deliveryLoop({
-          name: 'notifications',
+      ? deliveryLoop('notifications', settings.notificationsLoop, {
           queue: deliveries,
           rows: deliveries.rows,
           clock,
-          logger: logger.child({ loop: 'notifications' }),
           signingSecrets: (applicationId) => signingSecrets.of(applicationId),
           post: callbackPoster(delivery.timeoutMs),
           ended: (notification, outcome) =>
@@ -72,8 +70,6 @@ export const notificationsFeature = defineFeature({
               { taskId: notification.taskId, notificationId: notification.id, outcome },
               'notification delivery',
             ),
-          pacing: settings.notificationsLoop,
-          retry: host.settings.loopRetry,
         })
       : null;
     if (loop) {

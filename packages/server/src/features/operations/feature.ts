@@ -12,13 +12,13 @@ import { PostgresChartReads } from '../../adapters/outbound/postgres/chartReads.
 import { PostgresDashboardReads } from '../../adapters/outbound/postgres/dashboardReads.ts';
 import { PostgresDeadLetters } from '../../adapters/outbound/postgres/deadLetterStore.ts';
 import { PostgresOperatorStore } from '../../adapters/outbound/postgres/operatorStore.ts';
-import type { BulkJobDeps } from '../../core/operations/bulkJobs.ts';
+import { type BulkJobDeps, type BulkJobRunnerDeps, runBulkJobRound } from '../../core/operations/bulkJobs.ts';
+import { type ChartSamplerDeps, sampleMinute } from '../../core/operations/charts.ts';
 import type { RequeueDeps } from '../../core/operations/requeueDeadLetters.ts';
 import type { OperatorActionDeps } from '../../core/workers/operatorActions.ts';
 import { defineFeature } from '../../host/feature.ts';
 import { setting, settingsSlice } from '../../host/settings.ts';
 import { bulkTaskActions } from './bulkTaskActions.ts';
-import { createBulkJobLoop, createChartSamplerLoop } from './loops.ts';
 
 export interface Operations {
   actions: OperatorActionDeps;
@@ -78,7 +78,7 @@ export const operationsFeature = defineFeature({
   name: 'operations',
   settings,
   start(host, settings) {
-    const { clock, ids, sql, logger } = host;
+    const { clock, ids, sql } = host;
     const { workerDrain } = host.need('workers');
     const cancel = host.need('tasks').cancel;
     const audit = new PostgresOperatorStore(sql);
@@ -105,33 +105,43 @@ export const operationsFeature = defineFeature({
       taskLimit: settings.bulkJobTaskLimit,
       started: () => host.loops.wake('bulkJobs'),
     };
-    const retry = host.settings.loopRetry;
     const loops = () => {
-      const bulkJobLoop = createBulkJobLoop({
+      const runner: BulkJobRunnerDeps = {
         jobs: jobStore,
         actions: bulkTaskActions(cancel),
         clock,
         ids,
         batchSize: settings.bulkJobBatchSize,
         claimMs: settings.bulkJobClaimMs,
-        logger: logger.child({ loop: 'bulkJobs' }),
-        pollMs: settings.bulkJobPollMs,
-        retry,
+      };
+      // Bulk jobs run on any replica, a job held by one claim at a time: woken when one is created here,
+      // else looking every `bulkJobPollMs` for one created elsewhere or whose claim expired.
+      const bulkJobLoop = host.loop({
+        name: 'bulkJobs',
+        maxIdleMs: settings.bulkJobPollMs,
+        round: async () => ({ full: await runBulkJobRound(runner) }),
+        nextDueAt: () => jobStore.nextDueAt(clock.now()),
       });
       // A job whose claim expires at a test clock's jump is taken over at once.
       clock.onJump?.(() => bulkJobLoop.wake());
       const { outbox } = host.need('events');
       const { rows: realtime } = host.need('realtime');
       const { queue: callbacks } = host.need('callbacks');
-      const chartSampler = createChartSamplerLoop({
+      const sampler: ChartSamplerDeps = {
         samples: operations.chartReads,
         pipeline: { outbox: outbox.rows, realtime, callbacks: callbacks.rows },
         steps: operations.dashboardReads,
         clock,
         retentionMs: settings.chartSampleRetentionMs,
-        logger: logger.child({ loop: 'chart-sampler' }),
-        intervalMs: settings.chartSampleIntervalMs,
-        retry,
+      };
+      // Each minute's gauge sample (the first replica to look writes it), looked for well under a minute.
+      const chartSampler = host.loop({
+        name: 'chart-sampler',
+        maxIdleMs: settings.chartSampleIntervalMs,
+        round: async () => {
+          await sampleMinute(sampler);
+          return { full: false };
+        },
       });
       return [bulkJobLoop, chartSampler];
     };

@@ -10,7 +10,7 @@ import { defineFeature } from '../../host/feature.ts';
 import type { LoopPacing } from '../../host/loops/wakeableLoop.ts';
 import { setting, settingsSlice } from '../../host/settings.ts';
 import { childTaskCancel } from './childTaskCancel.ts';
-import { createTimerLoop } from './timerLoop.ts';
+import { fireDueTimers } from './timers.ts';
 
 const settings = settingsSlice(
   Type.Object({
@@ -31,13 +31,13 @@ export const orchestrationFeature = defineFeature({
       definitions: host.need('definitions').catalog,
       children: childTaskCancel(host.need('tasks').cancel),
     };
-    const loop = createTimerLoop({
-      status: timers,
-      timers: new ClaimableRows(host.sql, 'timer'),
-      logger: host.logger.child({ loop: 'timers' }),
-      clock: host.clock,
-      pacing: settings.timersLoop,
-      retry: host.settings.loopRetry,
+    const rows = new ClaimableRows(host.sql, 'timer');
+    const { batchSize } = settings.timersLoop;
+    const loop = host.loop({
+      name: 'timers',
+      ...settings.timersLoop,
+      round: async () => ({ full: (await fireDueTimers(timers, rows, host.clock, batchSize)) === batchSize }),
+      nextDueAt: () => rows.nextDueAt(),
     });
     host.afterCommit.subscribe({
       committed: (work) => {

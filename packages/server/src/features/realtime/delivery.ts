@@ -6,8 +6,8 @@ import type { RealtimeHandoffMode } from '../../core/facts/ports.ts';
 import { CommittedProjectionFollower } from '../../core/realtime/follower.ts';
 import type { RealtimePublisher } from '../../core/realtime/relay.ts';
 import type { Clock } from '../../core/shared/ports.ts';
-import type { LoopRetry, WakeableLoop } from '../../host/loops/wakeableLoop.ts';
-import { createProjectionFollowLoop } from './loops.ts';
+import type { LoopOptions } from '../../host/host.ts';
+import type { WakeableLoop } from '../../host/loops/wakeableLoop.ts';
 import type { RealtimeSettings } from './settings.ts';
 
 /** Where realtime messages go: a Centrifugo-compatible server API when configured, else this gateway. */
@@ -49,40 +49,41 @@ export const publishesElsewhere = (config: Pick<RealtimeSettings, 'centrifugoApi
  * Whether this replica runs the background loops or not, since it serves streams either way.
  */
 export async function projectionFollowLoop(
-  config: Pick<
+  settings: Pick<
     RealtimeSettings,
     'centrifugoApiUrl' | 'centrifugoApiKey' | 'realtimeFollowPollMs' | 'realtimeLoop'
-  > & {
-    loopRetry: LoopRetry;
-  },
+  >,
   deps: {
     sql: Sql;
     gateway: Parameters<typeof gatewayPublisher>[0] & { stats(): { num_clients: number } };
     clock: Clock;
     logger: Logger;
+    loop: (options: LoopOptions) => WakeableLoop;
   },
 ): Promise<WakeableLoop | null> {
-  if (!publishesElsewhere(config)) return null;
-  const logger = deps.logger.child({ loop: 'realtime-follow' });
-  const batchSize = config.realtimeLoop.batchSize;
+  if (!publishesElsewhere(settings)) return null;
+  const batchSize = settings.realtimeLoop.batchSize;
   const follower = new CommittedProjectionFollower({
     reads: new PostgresCommittedProjections(deps.sql),
     local: gatewayPublisher(deps.gateway),
     batchSize,
-    onRefused: (error) => logger.warn({ error }, "this replica's gateway refused a realtime message"),
+    onRefused: (error) =>
+      deps.logger.warn(
+        { loop: 'realtime-follow', error },
+        "this replica's gateway refused a realtime message",
+      ),
     // Its clients are this replica's task streams (browsers are on Centrifugo).
     listening: () => deps.gateway.stats().num_clients > 0,
     idleAfterMs: followerIdleAfterMs,
     now: () => deps.clock.now().getTime(),
   });
   await follower.begin();
-  return createProjectionFollowLoop({
-    follower,
-    batchSize,
-    pollMs: config.realtimeFollowPollMs,
-    logger,
-    clock: deps.clock,
-    retry: config.loopRetry,
+  // Woken by this process's commits (and other replicas' NOTIFYs), else every `realtimeFollowPollMs`.
+  return deps.loop({
+    name: 'realtime-follow',
+    maxIdleMs: settings.realtimeFollowPollMs,
+    batchWindowMs: 0,
+    round: async () => ({ full: (await follower.round()) === batchSize }),
   });
 }
 

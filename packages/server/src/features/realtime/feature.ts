@@ -19,6 +19,7 @@ import { PostgresTraceContexts } from '../../adapters/outbound/postgres/traceCon
 import { CentrifugoPresence } from '../../adapters/outbound/realtime/centrifugoPresence.ts';
 import { realtimeClaimPolicy } from '../../core/outbox/policy.ts';
 import { RealtimeHandoff } from '../../core/realtime/handoff.ts';
+import { type RelayDeps, relayRealtime } from '../../core/realtime/relay.ts';
 import type { Viewer } from '../../core/status/ports.ts';
 import { defineFeature } from '../../host/feature.ts';
 import {
@@ -30,7 +31,6 @@ import {
   realtimePublisher,
 } from './delivery.ts';
 import { createGateway, realtimeTokenKey, realtimeTokenSecretFrom } from './gateway.ts';
-import { createRealtimeLoop } from './loops.ts';
 import { realtimeSettings } from './settings.ts';
 
 export interface Realtime {
@@ -94,16 +94,17 @@ export const realtimeFeature = defineFeature({
     const traces = host.settings.tracing
       ? { traces: { tracing: host.tracing, contexts: new PostgresTraceContexts(sql) } }
       : {};
+    const relayDeps: RelayDeps = { rows, publisher, observer, ...traces, clock };
     const relay = host.settings.runLoops
-      ? createRealtimeLoop({
-          rows,
-          publisher,
-          observer,
-          ...traces,
-          clock,
-          logger: logger.child({ loop: 'realtime' }),
-          pacing: settings.realtimeLoop,
-          retry: host.settings.loopRetry,
+      ? host.loop({
+          name: 'realtime',
+          ...settings.realtimeLoop,
+          // Publishes committed realtime rows in commit order: what the hand-off could not.
+          round: async () => ({
+            full:
+              (await relayRealtime(relayDeps, settings.realtimeLoop.batchSize)) ===
+              settings.realtimeLoop.batchSize,
+          }),
         })
       : null;
     // Where the loops run, a transaction's realtime rows are published right after its commit.
@@ -120,10 +121,7 @@ export const realtimeFeature = defineFeature({
         })
       : null;
     // With Centrifugo, this replica's task streams are fed from what every replica committed.
-    const follower = await projectionFollowLoop(
-      { ...settings, loopRetry: host.settings.loopRetry },
-      { sql, gateway, clock, logger },
-    );
+    const follower = await projectionFollowLoop(settings, { sql, gateway, clock, logger, loop: host.loop });
     const followerWakeup = follower
       ? new FollowerWakeup(
           follower,

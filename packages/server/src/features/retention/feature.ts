@@ -6,9 +6,9 @@ import { Type } from 'typebox';
 import { FileArchive } from '../../adapters/outbound/archive/fileArchive.ts';
 import { PostgresRetentionStore } from '../../adapters/outbound/postgres/retentionStore.ts';
 import { type RetentionWindows, windowsProblem } from '../../core/retention/policy.ts';
+import { type SweepDeps, sweepOnce } from '../../core/retention/sweep.ts';
 import { defineFeature } from '../../host/feature.ts';
 import { ConfigError, integerVariable, setting, settingsSlice } from '../../host/settings.ts';
-import { createRetentionLoop } from './retentionLoop.ts';
 
 export interface Retention {
   /** Tombstones of archived tasks (their reads answer 410). */
@@ -139,7 +139,7 @@ export const retentionFeature = defineFeature({
     if (!host.settings.runLoops || !settings.retention.sweep) return {};
     const { metrics } = host;
     const logger = host.logger.child({ loop: 'retention' });
-    const loop = createRetentionLoop({
+    const sweep: SweepDeps = {
       store: archived,
       archive: settings.archiveDirectory ? new FileArchive(settings.archiveDirectory) : null,
       clock: host.clock,
@@ -155,9 +155,22 @@ export const retentionFeature = defineFeature({
           logger.error({ err: error, reason }, 'retention sweep stopped; nothing was deleted in this batch');
         },
       },
-      logger,
-      intervalMs: settings.retention.sweepIntervalMs,
-      retry: host.settings.loopRetry,
+    };
+    /** The tables this replica has walked to their end in its current pass. */
+    const walked = new Set<string>();
+    // Rounds follow one another while some table's walk has not reached its end (a table walked to its
+    // end waits for the others), then the sweep rests. A failed round backs off and deletes nothing.
+    const loop = host.loop({
+      name: 'retention',
+      maxIdleMs: settings.retention.sweepIntervalMs,
+      round: async () => {
+        const report = await sweepOnce(sweep, walked);
+        if (report.archivedTasks > 0 || Object.values(report.swept).some((n) => n > 0))
+          logger.info({ report }, 'retention round');
+        // Every table walked to its end: the pass is over, the next one starts after the rest.
+        if (!report.more) walked.clear();
+        return { full: report.more };
+      },
     });
     return { loops: [loop] };
   },

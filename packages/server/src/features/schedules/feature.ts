@@ -1,12 +1,11 @@
 /** Schedules: cron schedules that start tasks through the tasks feature's own create path. */
-import type { Logger } from 'pino';
 import { Type } from 'typebox';
 import { registerScheduleRoutes } from '../../adapters/inbound/http/scheduleRoutes.ts';
 import { PostgresScheduleStore } from '../../adapters/outbound/postgres/scheduleStore.ts';
 import { type FireDeps, fireDueSchedules } from '../../core/schedules/fireSchedules.ts';
 import type { ScheduleDeps } from '../../core/schedules/schedules.ts';
 import { defineFeature } from '../../host/feature.ts';
-import { type LoopPacing, type Paced, pace, WakeableLoop } from '../../host/loops/wakeableLoop.ts';
+import type { LoopPacing } from '../../host/loops/wakeableLoop.ts';
 import { setting, settingsSlice } from '../../host/settings.ts';
 import { scheduledTasks } from './scheduledTasks.ts';
 
@@ -39,19 +38,6 @@ const settings = settingsSlice(
   }),
 );
 
-/** Starts the tasks of due schedules (and queued QUEUE_ONE fires); sleeps until the next fire time. */
-function createScheduleLoop(deps: FireDeps & Paced & { logger: Logger }): WakeableLoop {
-  const batch = deps.pacing.batchSize;
-  return new WakeableLoop({
-    name: 'schedules',
-    logger: deps.logger,
-    now: () => deps.clock.now(),
-    ...pace(deps),
-    round: async () => ({ full: (await fireDueSchedules(deps, batch)) === batch }),
-    nextDueAt: () => deps.schedules.nextDueAt(),
-  });
-}
-
 export const schedulesFeature = defineFeature({
   name: 'schedules',
   settings,
@@ -69,15 +55,20 @@ export const schedulesFeature = defineFeature({
     };
     host.provide('schedules', schedules);
     const tasks = host.need('tasks');
+    const firing: FireDeps = {
+      schedules: store,
+      tasks: scheduledTasks(tasks.create, tasks.store),
+      clock: host.clock,
+      misfireGraceMs: settings.scheduleMisfireGraceMs,
+    };
+    const { batchSize } = settings.schedulesLoop;
+    // Starts the tasks of due schedules (and queued QUEUE_ONE fires); sleeps until the next fire time.
     const loop = host.settings.runLoops
-      ? createScheduleLoop({
-          schedules: store,
-          tasks: scheduledTasks(tasks.create, tasks.store),
-          clock: host.clock,
-          misfireGraceMs: settings.scheduleMisfireGraceMs,
-          logger: host.logger.child({ loop: 'schedules' }),
-          pacing: settings.schedulesLoop,
-          retry: host.settings.loopRetry,
+      ? host.loop({
+          name: 'schedules',
+          ...settings.schedulesLoop,
+          round: async () => ({ full: (await fireDueSchedules(firing, batchSize)) === batchSize }),
+          nextDueAt: () => store.nextDueAt(),
         })
       : null;
     if (loop) host.clock.onJump?.(() => loop.wake());

@@ -13,7 +13,6 @@ import type { StatusDeps } from '../../core/status/deps.ts';
 import { HealthReconciler } from '../../core/status/healthReconciler.ts';
 import { defineFeature } from '../../host/feature.ts';
 import { setting, settingsSlice } from '../../host/settings.ts';
-import { createHealthLoop } from './healthLoop.ts';
 
 export interface Status {
   deps: StatusDeps;
@@ -85,21 +84,28 @@ export const statusFeature = defineFeature({
     const reads = new PostgresStatusReads(host.sql);
     host.provide('status', { deps, reads });
     const { adminToken } = host.settings;
+    const reconciler = new HealthReconciler(deps, {
+      graceMs: settings.healthGraceMs,
+      maxPerCycle: settings.healthMaxPerCycle,
+    });
+    // Every `healthCheckIntervalMs`; a failed round restarts the reconciler's grace period.
+    const healthLoop = () =>
+      host.loop({
+        name: 'health',
+        maxIdleMs: settings.healthCheckIntervalMs,
+        round: async (logger) => {
+          try {
+            const marked = await reconciler.reconcile();
+            if (marked > 0) logger.info({ marked }, 'steps marked STALE');
+            return { full: false };
+          } catch (error) {
+            reconciler.databaseFailed();
+            throw error;
+          }
+        },
+      });
     return {
-      loops: host.settings.runLoops
-        ? [
-            createHealthLoop({
-              reconciler: new HealthReconciler(deps, {
-                graceMs: settings.healthGraceMs,
-                maxPerCycle: settings.healthMaxPerCycle,
-              }),
-              logger: host.logger.child({ loop: 'health' }),
-              clock: host.clock,
-              intervalMs: settings.healthCheckIntervalMs,
-              retry: host.settings.loopRetry,
-            }),
-          ]
-        : [],
+      loops: host.settings.runLoops ? [healthLoop()] : [],
       routes: async (app) => {
         const identity = host.need('identity');
         registerOperatorApprovalRoutes(app, { adminToken, approvals: deps });

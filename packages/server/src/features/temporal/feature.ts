@@ -8,10 +8,9 @@
 import type { Logger } from 'pino';
 import type { TemporalBridge } from '../../adapters/temporal/temporalBridge.ts';
 import type { TemporalEngine, TemporalSettings } from '../../adapters/temporal/temporalEngine.ts';
-import type { WorkflowSweep } from '../../adapters/temporal/workflowSweep.ts';
 import { defineFeature } from '../../host/feature.ts';
 import type { Host } from '../../host/host.ts';
-import { WakeableLoop } from '../../host/loops/wakeableLoop.ts';
+import type { WakeableLoop } from '../../host/loops/wakeableLoop.ts';
 import { type OrchestrationEngineName, temporalSettings } from './settings.ts';
 
 export interface Engine {
@@ -113,36 +112,25 @@ async function connect(
       now,
     });
     const intervalMs = temporal.sweepIntervalMs ?? 60_000;
-    const sweep = sweepLoop(
-      new WorkflowSweep({
-        sql: host.sql,
-        driver: engine,
-        now,
-        idleMs: temporal.sweepIdleMs ?? 60_000,
-        leaseMs: intervalMs,
-      }),
-      host,
-      intervalMs,
-    );
+    const workflows = new WorkflowSweep({
+      sql: host.sql,
+      driver: engine,
+      now,
+      idleMs: temporal.sweepIdleMs ?? 60_000,
+      leaseMs: intervalMs,
+    });
+    // With several replicas, one of them sweeps per interval: the one that holds the lease.
+    const sweep = host.loop({
+      name: 'temporal-sweep',
+      maxIdleMs: intervalMs,
+      round: () => workflows.round(),
+    });
     sweep.start();
     return { bridge, engine, sweep };
   } catch (error) {
     await engine.stop();
     throw error;
   }
-}
-
-/** The sweep's rounds: with several replicas, one of them sweeps per interval (it holds the lease). */
-function sweepLoop(sweep: WorkflowSweep, host: Host, intervalMs: number): WakeableLoop {
-  return new WakeableLoop({
-    name: 'temporal-sweep',
-    logger: host.logger,
-    now: () => host.clock.now(),
-    maxIdleMs: intervalMs,
-    retry: host.settings.loopRetry,
-    round: () => sweep.round(),
-    nextDueAt: async () => null,
-  });
 }
 
 async function stopAll(running: Running) {

@@ -11,15 +11,15 @@ import { PostgresWorkerStore } from '../../adapters/outbound/postgres/workerStor
 import { TtlCache } from '../../core/shared/ttlCache.ts';
 import { CandidateSnapshot } from '../../core/workers/candidateSnapshot.ts';
 import { CommandHub } from '../../core/workers/commands.ts';
-import type { DispatchDeps } from '../../core/workers/dispatch.ts';
+import { type DispatchDeps, dispatchReady } from '../../core/workers/dispatch.ts';
 import type { DrainWorkerDeps } from '../../core/workers/drainWorker.ts';
+import { reapLostWorkers } from '../../core/workers/leases.ts';
 import type { WorkerDeps } from '../../core/workers/workers.ts';
 import { defineFeature } from '../../host/feature.ts';
 import type { LoopPacing } from '../../host/loops/wakeableLoop.ts';
 import { setting, settingsSlice } from '../../host/settings.ts';
 import { CapacityWakeup } from './capacityWakeup.ts';
 import { CommandWakeup, commandChannel, listenForCommands } from './commandWakeup.ts';
-import { createLeaseLoop, createSchedulerLoop } from './loops.ts';
 
 export interface Workers {
   workerStore: PostgresWorkerStore;
@@ -167,24 +167,27 @@ export const workersFeature = defineFeature({
       },
     });
     const unlistenCommands = await listenForCommands(host.sql, hub);
-    const loop = { logger, clock, retry: host.settings.loopRetry };
+    const { batchSize } = settings.schedulerLoop;
+    const loops = () => [
+      // Places ready steps on workers; woken by commits and by worker changes, else every second.
+      host.loop({
+        name: 'scheduler',
+        ...settings.schedulerLoop,
+        round: async () => ({ full: (await dispatchReady(dispatch, batchSize)) === batchSize }),
+      }),
+      // Ends silent worker sessions and retries what they held.
+      host.loop({
+        name: 'leases',
+        maxIdleMs: settings.leaseCheckIntervalMs,
+        round: async (loopLogger) => {
+          const reaped = await reapLostWorkers(dispatch);
+          if (reaped > 0) loopLogger.warn({ reaped }, 'attempts of lost workers failed over');
+          return { full: false };
+        },
+      }),
+    ];
     return {
-      loops: host.settings.runLoops
-        ? [
-            createSchedulerLoop({
-              ...dispatch,
-              ...loop,
-              logger: logger.child({ loop: 'scheduler' }),
-              pacing: settings.schedulerLoop,
-            }),
-            createLeaseLoop({
-              ...dispatch,
-              ...loop,
-              logger: logger.child({ loop: 'leases' }),
-              intervalMs: settings.leaseCheckIntervalMs,
-            }),
-          ]
-        : [],
+      loops: host.settings.runLoops ? loops() : [],
       routes: async (app) => {
         const identity = host.need('identity');
         registerWorkerRoutes(app, {

@@ -53,16 +53,6 @@ export interface LoopPacing {
   batchWindowMs: number;
 }
 
-/** A loop's pacing and back-off. */
-export type Paced = { pacing: LoopPacing; retry: LoopRetry };
-
-/** The options a `Paced` loop gives its `WakeableLoop` (its batch size is the loop's own business). */
-export const pace = ({ pacing, retry }: Paced) => ({
-  maxIdleMs: pacing.maxIdleMs,
-  batchWindowMs: pacing.batchWindowMs,
-  retry,
-});
-
 /**
  * Runs `round` until stopped. It sleeps until the next due time, or until `wake()` (an in-process commit
  * or a NOTIFY) says there is new work. Errors back off (1 s doubling to 30 s); the loop never dies of them.
