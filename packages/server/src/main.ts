@@ -71,10 +71,12 @@ export type ServerConfig = HostSettings & SettingsOf<typeof features>;
 /** The settings that have a default (all but the database, the admin token, the keys, the public URL). */
 export type ServerSettings = Omit<ServerConfig, 'databaseUrl' | 'adminToken' | 'secretKeyring' | 'publicUrl'>;
 
-const slices: SettingsSlice[] = [
-  hostSettings,
-  ...features.flatMap((feature) => (feature.settings ? [feature.settings as SettingsSlice] : [])),
+/** The host's settings and each feature's, in the order docs/configuration.md lists them. */
+const configured: { name: string; settings?: SettingsSlice }[] = [
+  { name: 'host', settings: hostSettings },
+  ...features,
 ];
+const slices = configured.flatMap(({ settings }) => (settings ? [settings] : []));
 
 /** Every setting's default, from the settings' schemas. */
 export const defaultSettings = sliceDefaults(slices) as ServerSettings;
@@ -89,8 +91,7 @@ export const unknownServerVariables = (env: NodeJS.ProcessEnv, alsoKnown: readon
   unknownVariables(env, slices, alsoKnown);
 
 /** docs/configuration.md, from the settings' schemas. */
-export const configurationReference = () =>
-  configurationDoc([{ name: 'host', settings: hostSettings }, ...features]);
+export const configurationReference = () => configurationDoc(configured);
 
 export interface RunningServer {
   app: FastifyInstance;

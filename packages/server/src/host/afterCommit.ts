@@ -17,17 +17,14 @@ export interface AfterCommitListener {
  */
 export class AfterCommitHub implements OutboxSignal {
   private readonly listeners: AfterCommitListener[] = [];
+  /** Read by every fact transaction: kept as the subscribers declare them, not looked up per commit. */
+  domainEvents = false;
+  realtimeHandoff: RealtimeHandoffMode | undefined = undefined;
 
   subscribe(listener: AfterCommitListener): void {
     this.listeners.push(listener);
-  }
-
-  get domainEvents(): boolean {
-    return this.listeners.some((listener) => listener.publishesDomainEvents);
-  }
-
-  get realtimeHandoff(): RealtimeHandoffMode | undefined {
-    return this.listeners.find((listener) => listener.realtimeHandoff)?.realtimeHandoff;
+    if (listener.publishesDomainEvents) this.domainEvents = true;
+    this.realtimeHandoff ??= listener.realtimeHandoff;
   }
 
   committed(work: CommittedWork): void {

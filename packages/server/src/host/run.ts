@@ -28,7 +28,7 @@ export async function runFeatures(
   try {
     for (const feature of features)
       running.push({ name: feature.name, ...(await feature.start(host, settings as never)) });
-    for (const { name, routes } of running) if (routes) await host.app.register(routes, { name } as never);
+    for (const { routes } of running) if (routes) await host.app.register(routes);
     const loops = running.flatMap((feature) => feature.loops ?? []);
     for (const loop of loops) host.loops.add(loop);
     host.health.loops = loops;

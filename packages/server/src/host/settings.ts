@@ -135,7 +135,7 @@ function readSetting(key: string, schema: SettingSchema, env: NodeJS.ProcessEnv,
 }
 
 /** Reads one slice from the environment, over the defaults, under the overrides. */
-export function readSlice<S extends TObject>(
+function readSlice<S extends TObject>(
   slice: SettingsSlice<S>,
   env: NodeJS.ProcessEnv,
   overrides: Readonly<Record<string, unknown>>,

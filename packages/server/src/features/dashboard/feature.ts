@@ -35,6 +35,7 @@ export const dashboardFeature = defineFeature({
         const realtime = host.need('realtime');
         const callbacks = host.need('callbacks').queue;
         const engine = host.need('engine');
+        const status = host.need('status');
         registerDashboardRoutes(app, {
           reads: operations.dashboardReads,
           runs: host.need('tasks').store,
@@ -53,12 +54,12 @@ export const dashboardFeature = defineFeature({
           sessionKey: derivedKey(secretKeyring, secretKeyring.activeKeyId, 'dashboard-session'),
           realtimeKey: realtime.key,
           clock: host.clock,
-          tasks: host.need('status').reads,
+          tasks: status.reads,
           archived: host.need('retention').archived,
           unschedulableReasons: (taskId) => workers.workerStore.pendingReasons(taskId),
           workers: workers.registration,
           schedules: host.need('schedules'),
-          approvals: host.need('status').deps,
+          approvals: status.deps,
           operatorActions: {
             workerDrain: workers.workerDrain,
             operatorActions: operations.actions,
