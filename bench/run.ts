@@ -7,6 +7,7 @@ import { benchCreate } from './create.ts';
 import { benchE2e } from './e2e.ts';
 import { benchEvents } from './events.ts';
 import { benchGrowth } from './growth.ts';
+import { benchIsolation } from './isolation.ts';
 import { benchMap } from './map.ts';
 import { benchRealtime } from './realtime.ts';
 import { smoke } from './support.ts';
@@ -23,6 +24,7 @@ const benchmarks: Record<string, () => Promise<void>> = {
   map: benchMap,
   realtime: benchRealtime,
   watermark: benchWatermark,
+  isolation: benchIsolation,
   names: benchNames,
 };
 

@@ -44,21 +44,33 @@ async function inParallel<T>(items: T[], concurrency: number, work: (item: T) =>
   );
 }
 
+/**
+ * A ZIP of `count` photo-like JPEGs at `path`: 25 distinct photos, used again and again, so that there are
+ * hundreds of files of realistic size without minutes of encoding.
+ */
+export async function writePhotosZip(
+  path: string,
+  count: number,
+): Promise<{ files: Buffer[]; bytes: number }> {
+  const distinct = await Promise.all(Array.from({ length: Math.min(25, count) }, (_, i) => photo(i + 1)));
+  const files = Array.from({ length: count }, (_, i) => distinct[i % distinct.length]!);
+  const zip = new yazl.ZipFile();
+  for (const [i, file] of files.entries())
+    zip.addBuffer(file, `photos/${String(i).padStart(4, '0')}.jpg`, { compress: false });
+  zip.end();
+  const chunks: Buffer[] = [];
+  for await (const chunk of zip.outputStream) chunks.push(chunk as Buffer);
+  const archive = Buffer.concat(chunks);
+  await writeFile(path, archive);
+  return { files, bytes: archive.length };
+}
+
 export async function benchWatermark(): Promise<void> {
   const directory = await mkdtemp(join(tmpdir(), 'tdp-bench-watermark-'));
   try {
-    // 25 distinct photos, each used 20 times: 500 files of realistic size without minutes of encoding.
-    const distinct = await Promise.all(Array.from({ length: Math.min(25, count) }, (_, i) => photo(i + 1)));
-    const files = Array.from({ length: count }, (_, i) => distinct[i % distinct.length]!);
     const source = join(directory, 'photos.zip');
-    const zip = new yazl.ZipFile();
-    for (const [i, file] of files.entries())
-      zip.addBuffer(file, `photos/${String(i).padStart(4, '0')}.jpg`, { compress: false });
-    zip.end();
-    const chunks: Buffer[] = [];
-    for await (const chunk of zip.outputStream) chunks.push(chunk as Buffer);
-    await writeFile(source, Buffer.concat(chunks));
-    const megabytes = (Buffer.concat(chunks).length / 2 ** 20).toFixed(0);
+    const { files, bytes } = await writePhotosZip(source, count);
+    const megabytes = (bytes / 2 ** 20).toFixed(0);
     console.log(
       `watermark: ${count} JPEGs of ${width}×${height} (${megabytes} MB zipped), 2 at a time, text "${text}"`,
     );

@@ -75,6 +75,8 @@ export async function startHarness(
     logger?: Logger;
     healthGraceMs?: number;
     allowInsecureCallbacks?: boolean;
+    /** TDP_EGRESS_ALLOW (default: loopback, where the tests' receivers listen; [] for the policy's own). */
+    egressAllow?: string[];
     /** Rewrites the database URL the server uses (e.g. through a proxy); tests still get the direct URL. */
     serverDatabaseUrl?: (url: string) => string;
     /** Enables the in-process gateway's server API with this key. */
@@ -101,6 +103,8 @@ export async function startHarness(
   const server = await startServer(
     {
       ...defaultSettings,
+      // Every test client is 127.0.0.1, one address for all: tests of the throttle turn it on.
+      authFailureLimit: 0,
       ...options.settings,
       dashboardDirectory: testDashboardDirectory,
       databaseUrl: options.serverDatabaseUrl ? options.serverDatabaseUrl(database.url) : database.url,
@@ -110,6 +114,8 @@ export async function startHarness(
       adminToken,
       secretKeyring: parseKeyring(options.keyringEntry ?? generateKeyringEntry('test1')),
       allowInsecureCallbacks: options.allowInsecureCallbacks ?? false,
+      // The tests' receivers and providers listen on 127.0.0.1: allowed here, as `tdp dev` allows them.
+      egressAllow: options.egressAllow ?? ['127.0.0.0/8'],
       natsUrl: options.nats?.url ?? null,
       natsSubjectPrefix: options.nats?.subjectPrefix ?? 'tdp',
       orchestrator: options.temporal ? 'temporal' : 'native',

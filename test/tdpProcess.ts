@@ -52,6 +52,7 @@ export function tdpProcess(options: {
     TDP_ADMIN_TOKEN: adminToken,
     TDP_SECRET_KEYS: generateKeyringEntry('test1'),
     TDP_ALLOW_INSECURE_CALLBACKS: 'true',
+    TDP_EGRESS_ALLOW: '127.0.0.0/8',
     TDP_LOG_LEVEL: 'warn',
     TDP_GATEWAY_API_KEY: 'gateway-api-key-for-tests',
     NATS_URL: '',

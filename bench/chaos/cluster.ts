@@ -12,12 +12,16 @@ import pg from 'pg';
 import {
   type EmbeddedPostgres,
   freePort,
+  newPostgresPassword,
   startEmbeddedPostgres,
 } from '../../packages/cli/src/embeddedPostgres.ts';
 
 export const monitorName = 'chaos-monitor';
 
 export class ChaosCluster {
+  /** Kept for the restarts: each start sets it again. */
+  private readonly password = newPostgresPassword();
+
   private constructor(
     private readonly home: string,
     readonly port: number,
@@ -33,7 +37,7 @@ export class ChaosCluster {
   }
 
   urlFor(database: string): string {
-    return `postgres://postgres@127.0.0.1:${this.port}/${database}`;
+    return `postgres://postgres:${this.password}@127.0.0.1:${this.port}/${database}`;
   }
 
   /** A fresh database for one system in one scenario. */
@@ -57,6 +61,7 @@ export class ChaosCluster {
     this.postgres = await startEmbeddedPostgres({
       dataDirectory: join(this.home, 'postgres'),
       port: this.port,
+      password: this.password,
     });
   }
 

@@ -1,6 +1,7 @@
 /**
  * A worker process of the chaos suite, for one system: `tdp` (the `tdp worker` runtime with one
- * I/O-bound capability instead of the built-in ones), `pgboss` or `graphile` (each peer's own worker).
+ * I/O-bound capability, capabilities.ts, instead of the built-in ones), `pgboss` or `graphile` (each
+ * peer's own worker).
  * Every job sleeps `CHAOS_SLEEP_MS` and then prints one JSON line `{ done, job, at }` on stdout — the
  * key, the system's id of the job and the time — so the suite sees every execution, even of a process
  * it later SIGKILLs.
@@ -10,8 +11,6 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startWorkerFromEnv } from '@tdp/worker/main';
-import { Type } from 'typebox';
-import { defineCapability } from '../../packages/worker/src/sdk.ts';
 
 const system = process.argv[2] as 'tdp' | 'pgboss' | 'graphile';
 const sleepMs = Number(process.env.CHAOS_SLEEP_MS ?? 50);
@@ -30,19 +29,11 @@ async function work(payload: Payload, job: string): Promise<void> {
 }
 
 async function runTdp() {
-  const chaosSleep = defineCapability({
-    name: 'chaos.sleep',
-    version: '1',
-    input: Type.Object({ key: Type.String(), sentAt: Type.Number() }),
-    output: Type.Object({}),
-    run: async (ctx, input) => {
-      await work(input, ctx.taskId);
-      return {};
-    },
-  });
-  await startWorkerFromEnv({ ...process.env, TDP_WORKER_CONCURRENCY: String(concurrency) }, [
-    chaosSleep,
-  ] as never);
+  // Its attempts run in capability runners, as every `tdp worker`'s do.
+  await startWorkerFromEnv(
+    { ...process.env, TDP_WORKER_CONCURRENCY: String(concurrency) },
+    new URL('./capabilities.ts', import.meta.url),
+  );
 }
 
 async function runPgBoss() {

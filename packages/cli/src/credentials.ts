@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { readFile, writeFile } from 'node:fs/promises';
+import { chmod, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { DemoCredentials } from '@tdp/demo-app';
 
@@ -14,6 +14,8 @@ export interface DevCredentials {
   callbackSecret?: string;
   /** The dev worker's key (tdpw_…). */
   workerKey?: string;
+  /** The embedded PostgreSQL's superuser password (every connection to it needs it). */
+  postgresPassword?: string;
   /** The demo business application's own TDP application and provider token. */
   demo?: DemoCredentials;
 }
@@ -32,7 +34,10 @@ export async function loadCredentials(home: string): Promise<DevCredentials | nu
 }
 
 export async function saveCredentials(home: string, credentials: DevCredentials): Promise<void> {
-  await writeFile(credentialsPath(home), `${JSON.stringify(credentials, null, 2)}\n`, { mode: 0o600 });
+  const path = credentialsPath(home);
+  await writeFile(path, `${JSON.stringify(credentials, null, 2)}\n`, { mode: 0o600 });
+  // The mode above is for a new file, less the umask: a file from before is made 0600 too.
+  await chmod(path, 0o600);
 }
 
 export function newAdminToken(): string {

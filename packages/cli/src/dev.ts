@@ -3,6 +3,7 @@ import { mkdir } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
 import { type DemoApp, ensureDemoApplication, registerDemoProvider, startDemoApp } from '@tdp/demo-app';
+import { loopbackAllowList, splitAllowList } from '@tdp/egress/policy';
 import {
   configFromEnv,
   connectDatabase,
@@ -14,7 +15,6 @@ import {
   useDevelopmentProvider,
 } from '@tdp/server';
 import { builtinCapabilities } from '@tdp/worker';
-import { jsonLogger, type RunningWorker, startWorkerFromEnv } from '@tdp/worker/main';
 import {
   credentialsPath,
   type DevCredentials,
@@ -22,7 +22,8 @@ import {
   newAdminToken,
   saveCredentials,
 } from './credentials.ts';
-import { freePort, startEmbeddedPostgres } from './embeddedPostgres.ts';
+import { type DevWorker, startDevWorker } from './devWorker.ts';
+import { freePort, newPostgresPassword, startEmbeddedPostgres } from './embeddedPostgres.ts';
 import { writeSamples } from './samples.ts';
 import { onShutdownSignal } from './signals.ts';
 import { reportUnknownVariables } from './variables.ts';
@@ -60,6 +61,7 @@ export async function runDev(env: NodeJS.ProcessEnv): Promise<number> {
     ...previous,
     adminToken: env.TDP_ADMIN_TOKEN ?? previous?.adminToken ?? newAdminToken(),
     secretKeys: env.TDP_SECRET_KEYS ?? previous?.secretKeys ?? generateKeyringEntry('dev1'),
+    postgresPassword: previous?.postgresPassword ?? newPostgresPassword(),
   };
   await saveCredentials(home, credentials);
 
@@ -71,7 +73,12 @@ export async function runDev(env: NodeJS.ProcessEnv): Promise<number> {
     const requestedPort = env.TDP_PG_PORT ? Number(env.TDP_PG_PORT) : preferredPostgresPort;
     const port = (await portIsFree(requestedPort)) ? requestedPort : await freePort();
     say(`Starting embedded PostgreSQL on 127.0.0.1:${port} (data in ${resolve(home, 'postgres')})…`);
-    const postgres = await startEmbeddedPostgres({ dataDirectory: resolve(home, 'postgres'), port });
+    // Its superuser's password is the remembered one (a .tdp from before gets one on this start).
+    const postgres = await startEmbeddedPostgres({
+      dataDirectory: resolve(home, 'postgres'),
+      port,
+      password: credentials.postgresPassword,
+    });
     stopPostgres = () => postgres.stop();
     try {
       await ensureDatabase(postgres.adminUrl, 'tdp');
@@ -84,6 +91,16 @@ export async function runDev(env: NodeJS.ProcessEnv): Promise<number> {
     demoDatabaseUrl = postgres.urlFor('tdp_demo');
   }
 
+  // Callbacks and storage on the developer's own machine are the point of `tdp dev`: loopback is allowed
+  // unless TDP_EGRESS_ALLOW says otherwise (docs/security.md). The server's own address stays reachable,
+  // for the development provider is served from it.
+  const egressAllow =
+    env.TDP_EGRESS_ALLOW !== undefined
+      ? [
+          ...splitAllowList(env.TDP_EGRESS_ALLOW),
+          `${env.TDP_HOST?.trim() || '127.0.0.1'}:${env.TDP_PORT?.trim() || '8080'}`,
+        ]
+      : [...loopbackAllowList];
   // The development application's files (its resource provider, served by the server: no setup).
   const filesDirectory = join(home, 'files');
   await mkdir(filesDirectory, { recursive: true });
@@ -101,6 +118,7 @@ export async function runDev(env: NodeJS.ProcessEnv): Promise<number> {
         adminToken: credentials.adminToken,
         secretKeyring: parseKeyring(credentials.secretKeys),
         allowInsecureCallbacks: env.TDP_ALLOW_INSECURE_CALLBACKS !== 'false',
+        egressAllow,
         developmentFiles: { directory: filesDirectory, providerToken: randomBytes(32).toString('base64url') },
         // Finished tasks past their retention go to the data folder's archive (docs/retention.md).
         archiveDirectory: env.TDP_ARCHIVE_DIR || join(home, 'archive'),
@@ -138,10 +156,12 @@ export async function runDev(env: NodeJS.ProcessEnv): Promise<number> {
   });
   await saveCredentials(home, credentials);
 
-  // A worker with the built-in capabilities, in this process, on its own key and local database.
-  let worker: RunningWorker;
+  // A worker with the built-in capabilities, in a process of its own, on its own key and local database.
+  let worker: DevWorker;
   try {
-    worker = await startDevWorker(server.url, home, credentials);
+    worker = await startDevWorker(server.url, home, credentials, {
+      TDP_EGRESS_ALLOW: egressAllow.join(','),
+    });
   } catch (error) {
     await server.close();
     await stopPostgres();
@@ -155,7 +175,7 @@ export async function runDev(env: NodeJS.ProcessEnv): Promise<number> {
   try {
     demo = await startDemo(env, home, server.url, credentials, demoDatabaseUrl!);
   } catch (error) {
-    await worker.drain();
+    await worker.stop();
     await server.close();
     await stopPostgres();
     throw error;
@@ -171,7 +191,10 @@ export async function runDev(env: NodeJS.ProcessEnv): Promise<number> {
   say(`  API key       ${identity.apiKey}`);
   say(`  Admin token   ${credentials.adminToken}`);
   say(
-    `  Worker        ${worker.runtime.id} (${builtinCapabilities.map((c) => `${c.name}@${c.version}`).join(', ')})`,
+    `  Worker        ${worker.workerId} (${builtinCapabilities.map((c) => `${c.name}@${c.version}`).join(', ')})`,
+  );
+  say(
+    `  Egress        callbacks and storage may reach ${env.TDP_EGRESS_ALLOW === undefined ? 'loopback (127.0.0.0/8, ::1) and' : `${egressAllow.join(', ')} and`} public addresses (TDP_EGRESS_ALLOW)`,
   );
   say(`  Credentials   ${credentialsPath(home)}`);
   say(`  Sample ZIPs   ${join(home, 'samples')} (${samples.map((sample) => sample.name).join(', ')})`);
@@ -189,7 +212,7 @@ export async function runDev(env: NodeJS.ProcessEnv): Promise<number> {
 
   await onShutdownSignal(async () => {
     await demo.close();
-    await worker.drain();
+    await worker.stop();
     await server.close();
     await stopPostgres();
   });
@@ -229,39 +252,4 @@ async function startDemo(
     throw error;
   }
   return demo;
-}
-
-/** Starts the dev worker with the remembered worker key, issuing a new one when there is none (or it is refused). */
-async function startDevWorker(
-  url: string,
-  home: string,
-  credentials: DevCredentials,
-): Promise<RunningWorker> {
-  const issue = async () => {
-    const response = await fetch(`${url}/admin/v1/worker-credentials`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${credentials.adminToken}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ label: 'tdp dev' }),
-    });
-    if (!response.ok) throw new Error(`could not issue a worker key: ${response.status}`);
-    credentials.workerKey = ((await response.json()) as { key: string }).key;
-    await saveCredentials(home, credentials);
-  };
-  if (!credentials.workerKey) await issue();
-  const env = {
-    TDP_URL: url,
-    TDP_WORKER_KEY: credentials.workerKey,
-    TDP_WORKER_DB: join(home, 'worker.db'),
-    TDP_NODE_ID: 'dev',
-    TDP_WORKER_NAME: 'tdp dev worker',
-  };
-  // The banner says the worker is up; only its warnings and errors are printed.
-  const logger = { ...jsonLogger, info: () => {} };
-  try {
-    return await startWorkerFromEnv(env, builtinCapabilities, logger);
-  } catch (error) {
-    if ((error as Error).name !== 'RejectedError') throw error;
-    await issue();
-    return startWorkerFromEnv({ ...env, TDP_WORKER_KEY: credentials.workerKey }, builtinCapabilities, logger);
-  }
 }

@@ -4,10 +4,27 @@
  * We start the binaries ourselves instead of through the package's class because the class installs
  * process-wide SIGINT/SIGTERM hooks that stop PostgreSQL and exit at once, before in-flight requests
  * finish. Here PostgreSQL runs in its own process group (Ctrl-C reaches only us) and is stopped last.
+ *
+ * No connection is trusted: the superuser `postgres` has a password and pg_hba.conf asks every local and
+ * TCP connection for it (SCRAM-SHA-256). The password is set in single-user mode before each start — no
+ * listener is open then — so a cluster made before this rule (with `trust`, no password) gets it on its
+ * next start with its data untouched, and the caller's password (credentials.json) is always the one.
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { access, chmod, chown, constants, cp, mkdir, mkdtemp, rename, rm, stat } from 'node:fs/promises';
+import { createHash, randomBytes } from 'node:crypto';
+import {
+  access,
+  chmod,
+  chown,
+  constants,
+  cp,
+  mkdir,
+  mkdtemp,
+  rename,
+  rm,
+  stat,
+  writeFile,
+} from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { arch, platform, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -19,10 +36,15 @@ export interface EmbeddedPostgresOptions {
   startTimeoutMs?: number;
   /** Server settings beyond the defaults (`-c name=value`), e.g. a benchmark's `track_commit_timestamp`. */
   settings?: Record<string, string>;
+  /**
+   * The superuser's password, set at every start (`tdp dev` keeps it in credentials.json). Left out: a
+   * new one for this start only (a throw-away cluster).
+   */
+  password?: string;
 }
 
 export interface EmbeddedPostgres {
-  /** postgres://postgres@127.0.0.1:<port>/postgres */
+  /** postgres://postgres:<password>@127.0.0.1:<port>/postgres */
   adminUrl: string;
   urlFor(database: string): string;
   dataDirectory: string;
@@ -147,8 +169,78 @@ async function exited(child: ChildProcess): Promise<number | null> {
   return new Promise((resolve) => child.once('exit', (code) => resolve(code)));
 }
 
+/** A password for the embedded PostgreSQL's superuser (URL-safe: it goes into connection URLs as is). */
+export function newPostgresPassword(): string {
+  return randomBytes(24).toString('base64url');
+}
+
+/** Every connection, over TCP or a socket, gives the password; nothing is trusted. */
+const passwordOnly = `# Written by TDP's embedded PostgreSQL at each start: every connection needs the password.
+# TYPE  DATABASE     USER  ADDRESS        METHOD
+local   all          all                  scram-sha-256
+host    all          all   127.0.0.1/32   scram-sha-256
+host    all          all   ::1/128        scram-sha-256
+local   replication  all                  scram-sha-256
+host    replication  all   127.0.0.1/32   scram-sha-256
+host    replication  all   ::1/128        scram-sha-256
+`;
+
+/**
+ * Sets the superuser's password in single-user mode (no listener, no socket: nobody else can connect
+ * meanwhile), then makes pg_hba.conf ask every connection for it. The password goes in on stdin, never on
+ * a command line, and what the backend prints is not logged (only a failure's tail).
+ */
+async function requirePassword(
+  postgres: string,
+  dataDirectory: string,
+  password: string,
+  runAs: RunAs | null,
+  log: (line: string) => void,
+): Promise<void> {
+  const single = spawn(
+    postgres,
+    [
+      '--single',
+      '-j',
+      '-D',
+      dataDirectory,
+      '-c',
+      'listen_addresses=',
+      '-c',
+      'unix_socket_directories=',
+      '-c',
+      'password_encryption=scram-sha-256',
+      'postgres',
+    ],
+    { ...(runAs ?? {}), stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, LC_ALL: 'C', LANG: 'C' } },
+  );
+  let output = '';
+  const keep = (chunk: Buffer) => {
+    output = (output + chunk.toString()).slice(-4000);
+  };
+  single.stdout.on('data', keep);
+  single.stderr.on('data', keep);
+  const ended = new Promise<number | null>((resolvePromise, reject) => {
+    single.once('error', reject);
+    single.once('exit', (code) => resolvePromise(code));
+  });
+  single.stdin.end(`ALTER ROLE postgres WITH PASSWORD '${password.replaceAll("'", "''")}';\n`);
+  const code = await ended;
+  // A cluster stopped abruptly is recovered here: say so, as the server would have.
+  for (const line of output.split('\n')) if (/database system was/.test(line)) log(`${line}\n`);
+  if (code !== 0 || /\b(ERROR|FATAL|PANIC):/.test(output))
+    throw new Error(
+      `could not set the embedded PostgreSQL's password (exit ${code}): ${output.trim().slice(-2000)}`,
+    );
+  const hba = join(dataDirectory, 'pg_hba.conf');
+  await writeFile(hba, passwordOnly, { mode: 0o600 });
+  await chmod(hba, 0o600);
+  if (runAs) await chown(hba, runAs.uid, runAs.gid);
+}
+
 export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): Promise<EmbeddedPostgres> {
   const log = options.log ?? (() => {});
+  const password = options.password ?? newPostgresPassword();
   const runAs = postgresUser();
   const { initdb, postgres } = await reachableBinaries(await binaries(), runAs);
   const dataDirectory = await clusterDirectory(options.dataDirectory, runAs);
@@ -161,6 +253,7 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
     await mkdir(dataDirectory, { recursive: true });
     await chmod(dataDirectory, 0o700);
     if (runAs) await chown(dataDirectory, runAs.uid, runAs.gid);
+    // `trust` lasts only until the password is set below, before any listener opens.
     const init = run(
       initdb,
       [`--pgdata=${dataDirectory}`, '--auth=trust', '--username=postgres', '--encoding=UTF8', '--locale=C'],
@@ -174,6 +267,7 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
     const code = await exited(init);
     if (code !== 0) throw new Error(`initdb failed (exit ${code}): ${stderr.trim().slice(-2000)}`);
   }
+  await requirePassword(postgres, dataDirectory, password, runAs, log);
 
   const server = run(
     postgres,
@@ -218,7 +312,8 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
     });
   });
 
-  const urlFor = (database: string) => `postgres://postgres@127.0.0.1:${options.port}/${database}`;
+  const urlFor = (database: string) =>
+    `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${options.port}/${database}`;
   let stopping: Promise<void> | null = null;
   return {
     adminUrl: urlFor('postgres'),

@@ -24,6 +24,7 @@ import {
   startServer,
 } from '@tdp/server';
 import { runDev } from './dev.ts';
+import type { WorkerProcessMessage } from './devWorker.ts';
 import { onShutdownSignal } from './signals.ts';
 import { startTracing } from './tracing.ts';
 import { reportUnknownVariables } from './variables.ts';
@@ -124,7 +125,20 @@ async function main(argv: string[]): Promise<number> {
       // goes in before the worker registers: a SIGTERM as soon as the server sees it READY (a supervisor
       // stopping it at once) drains it once started, instead of killing it mid-start.
       const signalled = onShutdownSignal(async () => (await started).drain());
-      const worker = await started;
+      // Started by `tdp dev` (an IPC channel): it hears how the start went, and its going away drains us.
+      const parent = process.send?.bind(process);
+      const worker = await started.catch((error: Error) => {
+        parent?.({
+          type: 'tdp-worker-failed',
+          name: error.name,
+          message: error.message,
+        } satisfies WorkerProcessMessage);
+        throw error;
+      });
+      if (parent) {
+        parent({ type: 'tdp-worker-ready', workerId: worker.id } satisfies WorkerProcessMessage);
+        process.once('disconnect', () => void worker.drain().then(() => process.exit(0)));
+      }
       await Promise.race([signalled, worker.runtime.done]);
       await tracing?.shutdown();
       return 0;

@@ -185,6 +185,7 @@ const credentials = async () =>
     adminToken: string;
     callbackSecret: string;
     secretKeys: string;
+    postgresPassword: string;
   };
 
 it('a backend and a worker of another project run a task through the installed packages', async () => {
@@ -241,13 +242,13 @@ it("the README's first task with the SDK, compiled as written, ends SUCCEEDED wi
 }, 180_000);
 
 it('tdp server and tdp worker run from the installed, compiled CLI (a second replica on the same database)', async () => {
-  const { adminToken, secretKeys } = await credentials();
+  const { adminToken, secretKeys, postgresPassword } = await credentials();
   const bin = join(project, 'node_modules/@tdp/cli/bin/tdp.js');
   const port = await freePort();
   const server = spawn(process.execPath, [bin, 'server'], {
     cwd: project,
     env: cleanEnv({
-      DATABASE_URL: `postgres://postgres@127.0.0.1:${pgPort}/tdp`,
+      DATABASE_URL: `postgres://postgres:${postgresPassword}@127.0.0.1:${pgPort}/tdp`,
       TDP_ADMIN_TOKEN: adminToken,
       TDP_SECRET_KEYS: secretKeys,
       TDP_PORT: String(port),

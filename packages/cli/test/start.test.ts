@@ -2,9 +2,10 @@
  * The Quickstart promise: `npm start` boots the whole system on embedded PostgreSQL, answers /readyz,
  * accepts a task with the printed key, shuts down cleanly on Ctrl-C, and a second start reuses the data.
  */
-import { access, chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { access, chmod, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDevProcess } from '../../../test/devProcess.ts';
 import { freePort } from '../src/embeddedPostgres.ts';
@@ -54,6 +55,28 @@ describe('npm start', () => {
     await access(join(home, 'samples', 'holiday-photos.zip'));
     const credentials = JSON.parse(await readFile(join(home, 'credentials.json'), 'utf8'));
     expect(credentials.apiKey).toBe(apiKey);
+    // Local files are the user's alone: the credentials, the worker's database (execution tokens, every
+    // tenant's inputs), the files folder.
+    const modeOf = async (path: string) => ((await stat(path)).mode & 0o777).toString(8);
+    for (const file of ['credentials.json', 'worker.db', 'worker.db-wal', 'worker.db-shm'])
+      expect(await modeOf(join(home, file)), file).toBe('600');
+    expect(await modeOf(join(home, 'files'))).toBe('700');
+    // The embedded PostgreSQL asks for the password credentials.json keeps; without it, nothing.
+    const asPostgres = async (password: string) => {
+      const sql = postgres(`postgres://postgres:${password}@127.0.0.1:${pgPort}/tdp`, {
+        max: 1,
+        onnotice: () => {},
+      });
+      try {
+        return (await sql`SELECT 1 AS one`)[0]?.one === 1;
+      } catch {
+        return false;
+      } finally {
+        await sql.end({ timeout: 1 });
+      }
+    };
+    expect(credentials.postgresPassword).toMatch(/^[\w-]{32}$/);
+    expect([await asPostgres(credentials.postgresPassword), await asPostgres('')]).toEqual([true, false]);
     // The demo app: its page, with its own TDP application remembered for the next start.
     const demo = `http://127.0.0.1:${demoPort}`;
     expect(first.output()).toContain(`Demo app      ${demo}`);

@@ -1,4 +1,8 @@
-/** The dashboard's calls to `/dashboard/api`: same-origin, the session cookie does the rest. */
+/**
+ * The dashboard's calls to `/dashboard/api`: same-origin, the session cookie does the rest. A call that
+ * changes something also sends the session's CSRF token, which the server hands the page at login and
+ * on `/me` (another site's page can neither read it nor set the header).
+ */
 import { useEffect, useRef, useState } from 'react';
 
 export class ApiError extends Error {
@@ -18,15 +22,23 @@ export const whenUnauthenticated = (handler: () => void) => {
   onUnauthenticated = handler;
 };
 
+/** The session's CSRF token, as the last login or `/me` answered it. */
+let csrfToken = '';
+
 export async function api<T>(path: string, init: { method?: string; body?: unknown } = {}): Promise<T> {
+  const method = init.method ?? 'GET';
+  const headers: Record<string, string> = {};
+  if (init.body !== undefined) headers['content-type'] = 'application/json';
+  if (method !== 'GET' && csrfToken) headers['x-csrf-token'] = csrfToken;
   const response = await fetch(`/dashboard/api${path}`, {
-    method: init.method ?? 'GET',
+    method,
     credentials: 'same-origin',
-    headers: init.body === undefined ? {} : { 'content-type': 'application/json' },
+    headers,
     ...(init.body === undefined ? {} : { body: JSON.stringify(init.body) }),
   });
   const text = await response.text();
   const data = text ? (JSON.parse(text) as Record<string, unknown>) : {};
+  if (typeof data.csrfToken === 'string') csrfToken = data.csrfToken;
   if (!response.ok) {
     if (response.status === 401 && path !== '/login') onUnauthenticated();
     throw new ApiError(

@@ -26,6 +26,11 @@ export interface DemoAppConfig {
   callbackSecret: string;
   /** The bearer token TDP sends to the resource-provider endpoint. */
   providerToken: string;
+  /**
+   * Signs visitors' cookies (base64url, made at setup and kept with the credentials); unset: a new one
+   * per start, which forgets every visitor.
+   */
+  visitorKey?: string;
   /** Signs file URLs; a new one per start is fine (grants live 15 minutes). */
   signingKey?: Buffer;
   maxUploadBytes?: number;
@@ -47,6 +52,12 @@ export const demoWorkflows = {
   cleanThenWatermark: 'demo-archive-clean-watermark',
   version: '1',
 } as const;
+
+/** TDP's realtime endpoint is on TDP's own host: the page connects there with ws: or wss:. */
+function realtimeOriginsOf(tdpUrl: string): string[] {
+  const { host } = new URL(tdpUrl);
+  return [`ws://${host}`, `wss://${host}`];
+}
 
 export async function startDemoApp(config: DemoAppConfig): Promise<DemoApp> {
   const sql = connectDemoDatabase(config.databaseUrl);
@@ -83,6 +94,8 @@ export async function startDemoApp(config: DemoAppConfig): Promise<DemoApp> {
     tdp,
     publicUrl: () => publicUrl,
     providerToken: config.providerToken,
+    visitorKey: config.visitorKey ? Buffer.from(config.visitorKey, 'base64url') : randomBytes(32),
+    realtimeOrigins: realtimeOriginsOf(config.tdpUrl),
   });
   const address = await app.listen({ host: config.host ?? '127.0.0.1', port: config.port });
   const url = address.replace('[::1]', 'localhost');

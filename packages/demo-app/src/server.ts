@@ -1,9 +1,9 @@
 /** The demo app's HTTP surface: its JSON API, the endpoints TDP calls, the signed file URLs and its page. */
-import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import helmet from '@fastify/helmet';
 import multipart from '@fastify/multipart';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { approvalState, decideOrder } from './approvals.ts';
@@ -18,9 +18,16 @@ import {
   receiveCallback,
   uploadAsset,
 } from './useCases.ts';
+import {
+  csrfTokenOf,
+  fromOwnPage,
+  newVisitorId,
+  signedVisitor,
+  visitorCookie,
+  visitorOf,
+} from './visitors.ts';
 
 const webDirectory = join(dirname(fileURLToPath(import.meta.url)), '..', 'web');
-const userCookie = 'demo_user';
 
 function sendProblem(reply: FastifyReply, status: number, code: string, detail: string, extra: object = {}) {
   return reply
@@ -29,13 +36,19 @@ function sendProblem(reply: FastifyReply, status: number, code: string, detail: 
     .send({ type: `urn:tdp-demo:problem:${code}`, title: code, status, code, detail, ...extra });
 }
 
-/** The visitor: a random id in a cookie (the demo has no accounts; each browser is one user). */
-function userOf(request: FastifyRequest, reply: FastifyReply): string {
-  const cookie = request.headers.cookie ?? '';
-  const match = new RegExp(`(?:^|;\\s*)${userCookie}=([A-Za-z0-9_-]{1,64})`).exec(cookie);
-  if (match) return match[1]!;
-  const user = `visitor-${randomBytes(6).toString('hex')}`;
-  reply.header('set-cookie', `${userCookie}=${user}; Path=/; HttpOnly; SameSite=Lax; Max-Age=31536000`);
+/**
+ * The visitor: a random id in a signed cookie (the demo has no accounts; each browser is one user). A
+ * missing or forged cookie gets a new visitor.
+ */
+function userOf(key: Buffer, request: FastifyRequest, reply: FastifyReply): string {
+  const known = visitorOf(key, request);
+  if (known) return known;
+  const user = newVisitorId();
+  const secure = request.protocol === 'https' ? '; Secure' : '';
+  reply.header(
+    'set-cookie',
+    `${visitorCookie}=${signedVisitor(key, user)}; Path=/; HttpOnly; SameSite=Lax; Max-Age=31536000${secure}`,
+  );
   return user;
 }
 
@@ -44,11 +57,43 @@ export interface DemoServerOptions {
   tdp: TdpPort;
   publicUrl: () => string;
   providerToken: string;
+  /** Signs visitors' cookies and derives their CSRF tokens. */
+  visitorKey: Buffer;
+  /** Where the page's live connection goes (TDP's realtime endpoint), for its Content Security Policy. */
+  realtimeOrigins: string[];
 }
+
+/**
+ * The page's policy: scripts and styles from this app only, never inline; its live connection to TDP;
+ * never in a frame.
+ */
+const securityHeaders = (realtimeOrigins: string[]) => ({
+  contentSecurityPolicy: {
+    useDefaults: false,
+    directives: {
+      defaultSrc: ["'self'"],
+      scriptSrc: ["'self'"],
+      scriptSrcAttr: ["'none'"],
+      styleSrc: ["'self'"],
+      imgSrc: ["'self'", 'data:'],
+      connectSrc: ["'self'", ...realtimeOrigins],
+      objectSrc: ["'none'"],
+      baseUri: ["'none'"],
+      formAction: ["'self'"],
+      frameAncestors: ["'none'"],
+    },
+  },
+  xFrameOptions: { action: 'deny' as const },
+  referrerPolicy: { policy: 'no-referrer' as const },
+  strictTransportSecurity: false,
+});
 
 export async function buildDemoServer(options: DemoServerOptions): Promise<FastifyInstance> {
   const { deps, tdp } = options;
   const app = Fastify({ logger: false, bodyLimit: 1_048_576 });
+  const key = options.visitorKey;
+  const visitor = (request: FastifyRequest, reply: FastifyReply) => userOf(key, request, reply);
+  await app.register(helmet, securityHeaders(options.realtimeOrigins));
   // One byte over the limit reaches the file store, which refuses it (busboy would truncate silently).
   await app.register(multipart, { limits: { fileSize: deps.maxUploadBytes + 1, files: 1 } });
   // Callbacks are verified against the exact bytes received.
@@ -84,8 +129,21 @@ export async function buildDemoServer(options: DemoServerOptions): Promise<Fasti
     sendProblem(reply, 404, 'NOT_FOUND', `no route ${request.method} ${request.url}`),
   );
 
+  // A visitor's changes come from the demo's own page (its origin, its CSRF token): another site's form or
+  // `text/plain` POST, which the browser would send with the visitor's cookie, is refused.
+  app.addHook('onRequest', async (request, reply) => {
+    if (request.method === 'GET' || request.method === 'HEAD' || !request.url.startsWith('/api/')) return;
+    if (!fromOwnPage(key, request))
+      return sendProblem(
+        reply,
+        403,
+        'CSRF_REJECTED',
+        'this request must come from the demo page itself; reload the page and try again',
+      );
+  });
+
   app.post('/api/assets', async (request, reply) => {
-    const user = userOf(request, reply);
+    const user = visitor(request, reply);
     if (!request.isMultipart())
       return sendProblem(
         reply,
@@ -105,14 +163,14 @@ export async function buildDemoServer(options: DemoServerOptions): Promise<Fasti
 
   app.get<{ Params: { id: string } }>('/api/assets/:id', async (request, reply) => {
     const asset = await findAsset(deps.sql, request.params.id);
-    if (!asset || asset.owner_id !== userOf(request, reply))
+    if (!asset || asset.owner_id !== visitor(request, reply))
       return sendProblem(reply, 404, 'ASSET_NOT_FOUND', 'no such asset');
     return assetView(asset);
   });
 
   app.get<{ Params: { id: string } }>('/api/assets/:id/content', async (request, reply) => {
     const asset = await findAsset(deps.sql, request.params.id);
-    if (!asset || asset.owner_id !== userOf(request, reply) || asset.state !== 'READY')
+    if (!asset || asset.owner_id !== visitor(request, reply) || asset.state !== 'READY')
       return sendProblem(reply, 404, 'ASSET_NOT_FOUND', 'no such asset, or it is not ready');
     return reply
       .type(asset.media_type || 'application/zip')
@@ -122,7 +180,7 @@ export async function buildDemoServer(options: DemoServerOptions): Promise<Fasti
   });
 
   app.post<{ Body: Record<string, unknown> }>('/api/orders', async (request, reply) => {
-    const user = userOf(request, reply);
+    const user = visitor(request, reply);
     const key = request.headers['idempotency-key'];
     if (typeof key !== 'string' || key.length < 1 || key.length > 200)
       return sendProblem(
@@ -138,21 +196,21 @@ export async function buildDemoServer(options: DemoServerOptions): Promise<Fasti
 
   app.get('/api/orders', async (request, reply) => {
     const rows = await deps.sql<OrderRow[]>`
-      SELECT * FROM demo.processing_order WHERE owner_id = ${userOf(request, reply)}
+      SELECT * FROM demo.processing_order WHERE owner_id = ${visitor(request, reply)}
       ORDER BY created_at DESC LIMIT 100`;
     return { items: rows.map(orderView) };
   });
 
   app.get<{ Params: { id: string } }>('/api/orders/:id', async (request, reply) => {
     const order = await findOrder(deps.sql, request.params.id);
-    if (!order || order.owner_id !== userOf(request, reply))
+    if (!order || order.owner_id !== visitor(request, reply))
       return sendProblem(reply, 404, 'ORDER_NOT_FOUND', 'no such order');
     return orderView(order);
   });
 
   app.get<{ Params: { id: string } }>('/api/orders/:id/timeline', async (request, reply) => {
     const order = await findOrder(deps.sql, request.params.id);
-    if (!order || order.owner_id !== userOf(request, reply))
+    if (!order || order.owner_id !== visitor(request, reply))
       return sendProblem(reply, 404, 'ORDER_NOT_FOUND', 'no such order');
     const events = await deps.sql<{ at: Date; kind: string; detail: object }[]>`
       SELECT at, kind, detail FROM demo.order_event WHERE order_id = ${order.id} ORDER BY id`;
@@ -160,21 +218,21 @@ export async function buildDemoServer(options: DemoServerOptions): Promise<Fasti
   });
 
   app.post<{ Params: { id: string } }>('/api/orders/:id/cancel', async (request, reply) =>
-    orderView(await cancelOrder(deps, userOf(request, reply), request.params.id)),
+    orderView(await cancelOrder(deps, visitor(request, reply), request.params.id)),
   );
 
   app.get<{ Params: { id: string } }>('/api/orders/:id/approval', async (request, reply) =>
-    approvalState(deps, tdp, userOf(request, reply), request.params.id),
+    approvalState(deps, tdp, visitor(request, reply), request.params.id),
   );
 
   for (const decision of ['approve', 'reject'] as const)
     app.post<{ Params: { id: string } }>(`/api/orders/:id/${decision}`, async (request, reply) =>
-      decideOrder(deps, tdp, userOf(request, reply), request.params.id, decision),
+      decideOrder(deps, tdp, visitor(request, reply), request.params.id, decision),
     );
 
   // The page's realtime token comes from here: the backend holds the TDP key, the browser never does.
   app.get('/api/realtime/token', async (request, reply) => {
-    const user = userOf(request, reply);
+    const user = visitor(request, reply);
     const token = await tdp.client.connectionToken(user);
     return { token: token.token, url: token.url, userId: user };
   });
@@ -222,10 +280,11 @@ export async function buildDemoServer(options: DemoServerOptions): Promise<Fasti
       .header('cache-control', 'no-cache')
       .send(await readFile(join(webDirectory, file)));
   // The visitor's cookie is set with the page, before its scripts ask for orders and a realtime token
-  // at the same time (each would otherwise mint a different visitor).
+  // at the same time (each would otherwise mint a different visitor); the page carries its CSRF token.
   app.get('/', async (request, reply) => {
-    userOf(request, reply);
-    return page('index.html', 'text/html; charset=utf-8')(request, reply);
+    const token = csrfTokenOf(key, visitor(request, reply));
+    const html = (await readFile(join(webDirectory, 'index.html'), 'utf8')).replace('{{csrfToken}}', token);
+    return reply.type('text/html; charset=utf-8').header('cache-control', 'no-store').send(html);
   });
   app.get('/app.js', page('app.js', 'text/javascript; charset=utf-8'));
   app.get('/style.css', page('style.css', 'text/css; charset=utf-8'));

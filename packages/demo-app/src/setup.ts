@@ -11,6 +11,8 @@ export interface DemoCredentials {
   apiKey: string;
   callbackSecret: string;
   providerToken: string;
+  /** Signs the demo's visitor cookies (base64url); made here, kept with the rest. */
+  visitorKey?: string;
 }
 
 async function call(url: string, token: string, method: string, body?: unknown) {
@@ -47,6 +49,8 @@ export async function ensureDemoApplication(
       providerToken: randomBytes(24).toString('base64url'),
     };
   }
+  // Credentials remembered before visitors' cookies were signed get their key now.
+  credentials.visitorKey ??= randomBytes(32).toString('base64url');
   for (const definition of workflowDefinitions()) {
     const published = await call(`${tdpUrl}/v1/workflow-definitions`, credentials.apiKey, 'POST', definition);
     if (published.status !== 200 && published.status !== 201)

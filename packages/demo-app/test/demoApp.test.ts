@@ -20,7 +20,7 @@ let alice: ReturnType<typeof visitor>;
 beforeAll(async () => {
   world = await startDemoWorld();
   sql = postgres(world.h.databaseUrl, { max: 2, onnotice: () => {} });
-  alice = visitor(world.demo.url, 'alice');
+  alice = visitor(world, 'alice');
 });
 afterAll(async () => {
   await sql.end();
@@ -197,7 +197,7 @@ describe('bad input changes nothing', () => {
       expect(answer.body.errors.map((e: { code: string }) => e.code).sort()).toEqual(codes.sort());
     }
     // Another visitor's upload is not a source Alice may use.
-    const bob = visitor(world.demo.url, 'bob');
+    const bob = visitor(world, 'bob');
     const bobs = await bob.upload('holiday-photos.zip', world.samples.photos);
     const foreign = await alice.order(randomUUID(), {
       name: 'x',
@@ -279,7 +279,7 @@ describe('the endpoints TDP calls', () => {
   it('grants only the order’s own assets, to TDP’s token, through signed URLs that cannot be altered', async () => {
     const [order] = await sql<{ task_id: string; source_asset_id: string }[]>`
       SELECT task_id, source_asset_id FROM demo.processing_order WHERE task_id IS NOT NULL LIMIT 1`;
-    const bob = visitor(world.demo.url, 'bob');
+    const bob = visitor(world, 'bob');
     const other = (await bob.upload('holiday-photos.zip', world.samples.photos)).body.id as string;
     const ask = (resourceRef: string, token = 'provider-token-for-tests') =>
       fetch(`${world.demo.url}/tdp/grants`, {

@@ -21,6 +21,7 @@ import {
   registerDemoProvider,
   startDemoApp,
 } from '../src/index.ts';
+import { csrfHeader, csrfTokenOf, signedVisitor, visitorCookie } from '../src/visitors.ts';
 
 export interface DemoWorld {
   h: Harness;
@@ -93,14 +94,19 @@ export async function startDemoWorld(
   };
 }
 
-/** A browser-like client of the demo app: one visitor (cookie), JSON in and out. */
-export function visitor(baseUrl: string, user: string) {
-  const cookie = `demo_user=${user}`;
+/**
+ * A browser-like client of the demo app: one visitor (the cookie the app signs for `user`, and the CSRF
+ * token its page carries), JSON in and out.
+ */
+export function visitor(world: Pick<DemoWorld, 'demo' | 'credentials'>, user: string) {
+  const key = Buffer.from(world.credentials.visitorKey!, 'base64url');
+  const cookie = `${visitorCookie}=${signedVisitor(key, user)}`;
   const call = async (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) => {
-    const response = await fetch(`${baseUrl}${path}`, {
+    const response = await fetch(`${world.demo.url}${path}`, {
       method,
       headers: {
         cookie,
+        ...(method === 'GET' ? {} : { [csrfHeader]: csrfTokenOf(key, user) }),
         ...(body !== undefined && !(body instanceof FormData) ? { 'content-type': 'application/json' } : {}),
         ...headers,
       },

@@ -51,7 +51,7 @@ const oneProgressInARow = (item: string, i: number, all: string[]) =>
   !/progress/i.test(item) || item !== all[i - 1];
 
 async function journey(world: DemoWorld): Promise<Journey> {
-  const alice = visitor(world.demo.url, 'alice');
+  const alice = visitor(world, 'alice');
   const upload = await alice.upload('holiday-photos.zip', world.samples.photos);
   expect(upload.status).toBe(201);
   const created = await alice.order(randomUUID(), {

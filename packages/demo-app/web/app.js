@@ -7,7 +7,11 @@ let sourceAssetId = null;
 let idempotencyKey = null; // one per order being placed, reused if the same submit is retried
 const openTimelines = new Set();
 
+// Sent with every change: the server refuses changes without it (another site's page cannot read it).
+const csrfToken = document.querySelector('meta[name="csrf-token"]').content;
+
 async function api(method, path, body, headers = {}) {
+  if (method !== 'GET') headers = { ...headers, 'x-csrf-token': csrfToken };
   const response = await fetch(path, {
     method,
     headers: body instanceof FormData ? headers : { 'content-type': 'application/json', ...headers },

@@ -2,6 +2,7 @@
  * The protocol session: the commands of one client connection (connect, subscribe, history, refresh, ...)
  * and the reply errors and close codes they answer with (docs/design/realtime-wire-compatibility.md).
  */
+import { JsonShapeError, parseCheckedJson } from '@tdp/protocol';
 import type { Channels } from './channels.ts';
 import { channelOptions } from './namespaces.ts';
 import type { ChannelOptions, GatewayOptions } from './options.ts';
@@ -10,6 +11,7 @@ import {
   type Command,
   closes,
   type HistoryRequest,
+  jsonRefused,
   type RecoverRequest,
   type ReplyError,
   replyErrors,
@@ -38,6 +40,7 @@ export interface CommandsDependencies {
     | 'insecure'
     | 'allowAnonymousConnectWithoutToken'
     | 'channelMaxLength'
+    | 'jsonMaxDepth'
   >;
 }
 
@@ -50,7 +53,14 @@ export class Commands {
     const afters: (() => void)[] = [];
     for (const line of frame.split('\n')) {
       if (line.trim() === '') continue;
-      const command = JSON.parse(line) as Command;
+      let command: Command;
+      try {
+        command = parseCheckedJson(line, this.deps.options.jsonMaxDepth) as Command;
+      } catch (error) {
+        if (!(error instanceof JsonShapeError)) throw error; // malformed: the transport's bad request
+        session.close(jsonRefused(error.fault.code));
+        return;
+      }
       if (Object.keys(command).length === 0) {
         session.pingSentAt = null; // a pong
         continue;
@@ -92,6 +102,7 @@ export class Commands {
       } else if (insecure || allowAnonymousConnectWithoutToken) claims = { sub: '' };
       else return close(closes.badRequest); // Centrifugo: "client credentials not found"
       session.user = typeof claims.sub === 'string' ? claims.sub : '';
+      if (request.token) session.tokenClaims = claims;
       if (claims.info !== undefined) session.info = claims.info;
       this.armExpiry(session, claims);
       await this.deps.ready;
@@ -181,6 +192,7 @@ export class Commands {
       const claims = await tokens.verify(token);
       if (claims === 'expired') return close(closes.expired);
       if (!claims || (claims.sub ?? '') !== session.user) return close(closes.invalidToken);
+      session.tokenClaims = claims;
       this.armExpiry(session, claims);
       return answer('refresh', expiry(claims, tokens.now()));
     }

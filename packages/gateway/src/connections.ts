@@ -89,6 +89,20 @@ export class Connections {
     return [...this.sessions.values()].filter((s) => s.user === user);
   }
 
+  /**
+   * Closes this node's connections whose connection token `picks` (3005, as an expired one: the SDK
+   * reconnects with a new token, which is checked again); how many were closed.
+   */
+  disconnectWhere(picks: (claims: Record<string, unknown>) => boolean): number {
+    let closed = 0;
+    for (const session of [...this.sessions.values()]) {
+      if (session.tokenClaims === null || !picks(session.tokenClaims)) continue;
+      session.close(closes.expired);
+      closed += 1;
+    }
+    return closed;
+  }
+
   /** How many channels starting with `prefix` a session follows; null when it is not on this node. */
   subscriptionCount(client: string, prefix: string): number | null {
     const session = this.sessions.get(client);

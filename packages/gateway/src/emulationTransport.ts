@@ -32,6 +32,7 @@ export class EmulationTransport {
   constructor(
     private readonly connections: Connections,
     private readonly commands: Commands,
+    private readonly jsonMaxDepth: number | undefined,
   ) {}
 
   /** `/connection/sse` (GET) or `/connection/http_stream` (POST): opens a stream with its connect. */
@@ -93,7 +94,7 @@ export class EmulationTransport {
       response.writeHead(204).end();
       return;
     }
-    const body = await readJsonPost(request, response, bodyLimit);
+    const body = await readJsonPost(request, response, bodyLimit, this.jsonMaxDepth);
     if (!body) return;
     if (typeof body.session !== 'string' || typeof body.data !== 'string') {
       response.writeHead(400).end();

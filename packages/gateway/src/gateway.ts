@@ -72,8 +72,8 @@ export class Gateway {
     this.originAllowed = originCheck(options.allowedOrigins);
     const commands = new Commands({ tokens, channels: this.channels, ready: this.ready, options });
     this.webSocket = new WebSocketTransport(this.connections, commands, this.originAllowed);
-    this.sse = new SseTransport(this.connections, commands);
-    this.emulation = new EmulationTransport(this.connections, commands);
+    this.sse = new SseTransport(this.connections, commands, options.jsonMaxDepth);
+    this.emulation = new EmulationTransport(this.connections, commands, options.jsonMaxDepth);
     this.api = new ServerApi({
       options,
       engine: this.engine,
@@ -140,6 +140,23 @@ export class Gateway {
       user,
       handlers,
     );
+  }
+
+  /**
+   * Ends `user`'s subscription to `channel` (only `client`'s when given) on every node, as the server
+   * API's `unsubscribe` does: the client is told (push `unsubscribe`, code 2000) and gets no more of it.
+   */
+  async unsubscribe(user: string, channel: string, client?: string): Promise<void> {
+    await this.ready;
+    await this.engine.sendControl({ kind: 'unsubscribe', user, channel, ...(client ? { client } : {}) });
+  }
+
+  /**
+   * Closes the connections of this node whose connection token `picks` (e.g. one minted by a revoked
+   * key): the SDK reconnects with a new token. Only this node's: each node is told for itself.
+   */
+  disconnectWhere(picks: (claims: Record<string, unknown>) => boolean): number {
+    return this.connections.disconnectWhere(picks);
   }
 
   /**

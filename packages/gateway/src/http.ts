@@ -1,4 +1,11 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import {
+  errorCatalogue,
+  JsonShapeError,
+  type JsonShapeFault,
+  parseCheckedJson,
+  problemType,
+} from '@tdp/protocol';
 
 /** The request's URL (its path and query; the host is irrelevant). */
 export const requestUrl = (request: IncomingMessage): URL => new URL(request.url ?? '/', 'http://x');
@@ -15,14 +22,30 @@ export async function readBody(request: IncomingMessage, limit: number): Promise
   return Buffer.concat(chunks).toString('utf8');
 }
 
+/** 400 for JSON past TDP's limits, as a problem naming its code (JSON_TOO_DEEP, …) like TDP's API. */
+export function refuseJson(response: ServerResponse, fault: JsonShapeFault): void {
+  const entry = errorCatalogue[fault.code];
+  const body = {
+    type: problemType(fault.code),
+    title: entry.title,
+    status: entry.status,
+    code: fault.code,
+    detail: fault.detail,
+    retryable: entry.retryable,
+  };
+  response.writeHead(entry.status, { 'content-type': 'application/problem+json' }).end(JSON.stringify(body));
+}
+
 /**
  * A POST's JSON object body (an empty body is `{}`); null once it has answered a wrong method (405), a
- * body past `limit` (413) or one that is not a JSON object (400).
+ * body past `limit` (413), JSON past `maxDepth` or with an unpaired surrogate (400 problem, refuseJson)
+ * or one that is not a JSON object (400).
  */
 export async function readJsonPost(
   request: IncomingMessage,
   response: ServerResponse,
   limit: number,
+  maxDepth: number | undefined,
 ): Promise<Record<string, unknown> | null> {
   if (request.method !== 'POST') {
     response.writeHead(405).end();
@@ -34,11 +57,12 @@ export async function readJsonPost(
     return null;
   }
   try {
-    const body: unknown = text.trim() === '' ? {} : JSON.parse(text);
+    const body: unknown = text.trim() === '' ? {} : parseCheckedJson(text, maxDepth);
     if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new Error('not an object');
     return body as Record<string, unknown>;
-  } catch {
-    response.writeHead(400).end();
+  } catch (error) {
+    if (error instanceof JsonShapeError) refuseJson(response, error.fault);
+    else response.writeHead(400).end();
     return null;
   }
 }

@@ -50,6 +50,13 @@ export interface GatewayOptions {
   audience?: string;
   /** Tokens must carry this `iss` (Centrifugo's `token_issuer`); unchecked when unset. */
   issuer?: string;
+  /** Tokens without `exp` are refused (Centrifugo accepts them: a token that never dies). */
+  requireExpiry?: boolean;
+  /**
+   * A last word on a token whose signature and times are good (e.g. is the key that minted it still
+   * usable?): false refuses it like a bad token. Asked on connect, subscribe and each refresh.
+   */
+  acceptToken?: (claims: Record<string, unknown>) => Promise<boolean>;
   /** The key of the HTTP server API (`/api/<method>`); without one the API answers 404. */
   apiKey?: string;
   /**
@@ -91,6 +98,13 @@ export interface GatewayOptions {
   allowedOrigins?: string[];
   /** Centrifugo's `channel.max_length`: a longer channel in a client's subscribe is error 107. */
   channelMaxLength?: number;
+  /**
+   * JSON a client sends (commands, connect requests, emulation and server API bodies) may nest objects
+   * and arrays this deep (default 64); deeper, or with an unpaired surrogate in a string or key, it is a
+   * bad request: the connection is closed with 3501 and a reason naming the code (`JSON_TOO_DEEP`,
+   * `JSON_UNPAIRED_SURROGATE`), an HTTP request answered 400 (`@tdp/protocol`'s jsonLimits.ts).
+   */
+  jsonMaxDepth?: number;
   /** Centrifugo's `health.enabled`: `GET /health` answers 200 `{}`. */
   health?: boolean;
   /** At most `max` subscriptions per connection to channels starting with `prefix` (error 106 past it). */

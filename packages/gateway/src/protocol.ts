@@ -2,6 +2,7 @@
  * The vocabulary of Centrifugo's JSON client protocol that the gateway speaks: reply errors, close codes,
  * command shapes and how a publication goes on the wire (docs/design/realtime-wire-compatibility.md).
  */
+import type { JsonFaultCode } from '@tdp/protocol';
 import type { Publication } from './engine.ts';
 
 /** Reply errors the SDK knows, with Centrifugo's codes and messages. */
@@ -36,6 +37,9 @@ export const closes = {
   notAvailable: [3508, 'not available'],
   permissionDenied: [3507, 'permission denied'],
 } as const satisfies Record<string, Close>;
+
+/** A bad request for JSON past TDP's limits: the reason names the code (`JSON_TOO_DEEP`, …). */
+export const jsonRefused = (code: JsonFaultCode): Close => [closes.badRequest[0], `bad request: ${code}`];
 
 /** This gateway's version in `connect` replies and the server API's `info`. */
 export const version = '0.1.0';

@@ -17,7 +17,7 @@ const bodyLimit = 1024 * 1024;
 type Method = (body: Record<string, unknown>) => Promise<Record<string, unknown>>;
 
 export interface ServerApiDependencies {
-  options: Pick<GatewayOptions, 'apiKey' | 'name' | 'channels'>;
+  options: Pick<GatewayOptions, 'apiKey' | 'name' | 'channels' | 'jsonMaxDepth'>;
   engine: Engine;
   channels: Channels;
   /** The gateway's publish (it waits for the engine to be running). */
@@ -50,7 +50,7 @@ export class ServerApi {
       response.writeHead(401).end();
       return;
     }
-    const body = await readJsonPost(request, response, bodyLimit);
+    const body = await readJsonPost(request, response, bodyLimit, this.deps.options.jsonMaxDepth);
     if (!body) return;
     const handler = this.method(method);
     if (!handler) {

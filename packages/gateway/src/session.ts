@@ -39,6 +39,8 @@ export class Session {
   user: string | null = null;
   /** The connection token's `info`, shown to others in presence and join/leave. */
   info: unknown = undefined;
+  /** The claims of the connection token (the last refreshed one): what `disconnectWhere` asks about. */
+  tokenClaims: Record<string, unknown> | null = null;
   readonly subscriptions = new Map<string, Subscription>();
   readonly openedAt = Date.now();
   /** When (Date.now()) the session is closed with 3005 unless its token is refreshed; null: never. */

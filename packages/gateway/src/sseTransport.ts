@@ -4,9 +4,10 @@
  * a disconnect event.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { JsonShapeError, parseCheckedJson } from '@tdp/protocol';
 import type { Commands } from './commands.ts';
 import type { Connections } from './connections.ts';
-import { readBody, requestUrl, streamWire } from './http.ts';
+import { readBody, refuseJson, requestUrl, streamWire } from './http.ts';
 import { type Close, closes } from './protocol.ts';
 
 /** The largest connect request a POST may carry. */
@@ -36,6 +37,7 @@ export class SseTransport {
   constructor(
     private readonly connections: Connections,
     private readonly commands: Commands,
+    private readonly jsonMaxDepth: number | undefined,
   ) {}
 
   async open(request: IncomingMessage, response: ServerResponse): Promise<void> {
@@ -53,9 +55,10 @@ export class SseTransport {
         response.writeHead(413).end();
         return;
       }
-      if (text.trim() !== '') connect = JSON.parse(text) as Record<string, unknown>;
-    } catch {
-      response.writeHead(400).end();
+      if (text.trim() !== '') connect = parseCheckedJson(text, this.jsonMaxDepth) as Record<string, unknown>;
+    } catch (error) {
+      if (error instanceof JsonShapeError) refuseJson(response, error.fault);
+      else response.writeHead(400).end();
       return;
     }
     response.writeHead(200, {

@@ -20,7 +20,10 @@ export class TokenVerifier {
   private readonly jwks: JWTVerifyGetKey | null;
 
   constructor(
-    private readonly options: Pick<GatewayOptions, 'hmacKey' | 'jwksUrl' | 'now' | 'audience' | 'issuer'>,
+    private readonly options: Pick<
+      GatewayOptions,
+      'hmacKey' | 'jwksUrl' | 'now' | 'audience' | 'issuer' | 'requireExpiry' | 'acceptToken'
+    >,
   ) {
     this.secret =
       typeof options.hmacKey === 'string' ? new TextEncoder().encode(options.hmacKey) : options.hmacKey;
@@ -34,7 +37,8 @@ export class TokenVerifier {
 
   /**
    * The token's claims; 'expired' for one expired or not yet valid (Centrifugo answers both with 109, so
-   * the SDK fetches a new token); null for anything else wrong with it, a wrong audience or issuer too.
+   * the SDK fetches a new token); null for anything else wrong with it, a wrong audience or issuer too,
+   * no `exp` with `requireExpiry`, and a token `acceptToken` refuses.
    */
   async verify(token: string | undefined): Promise<Claims | 'expired' | null> {
     if (!token) return null;
@@ -52,8 +56,10 @@ export class TokenVerifier {
           currentDate,
           ...(this.options.audience ? { audience: this.options.audience } : {}),
           ...(this.options.issuer ? { issuer: this.options.issuer } : {}),
+          ...(this.options.requireExpiry ? { requiredClaims: ['exp'] } : {}),
         },
       );
+      if (this.options.acceptToken && !(await this.options.acceptToken(payload))) return null;
       return payload as Claims;
     } catch (error) {
       const notYetValid = error instanceof joseErrors.JWTClaimValidationFailed && error.claim === 'nbf';

@@ -7,12 +7,28 @@
  */
 export const errorCatalogue = {
   MALFORMED_JSON: { status: 400, retryable: false, title: 'The request body is not valid JSON' },
+  // JSON that parses but TDP refuses (packages/protocol/src/jsonLimits.ts), on every route that takes JSON.
+  JSON_TOO_DEEP: {
+    status: 400,
+    retryable: false,
+    title: 'The JSON nests objects and arrays deeper than the limit (64 by default)',
+  },
+  JSON_UNPAIRED_SURROGATE: {
+    status: 400,
+    retryable: false,
+    title: 'A string or key of the JSON holds an unpaired UTF-16 surrogate',
+  },
   VALIDATION_FAILED: { status: 400, retryable: false, title: 'The request does not match its schema' },
   IDEMPOTENCY_KEY_REQUIRED: { status: 400, retryable: false, title: 'An Idempotency-Key header is required' },
   CRON_EXPRESSION_INVALID: { status: 400, retryable: false, title: 'The cron expression does not parse' },
   UNAUTHENTICATED: { status: 401, retryable: false, title: 'Missing or invalid credentials' },
   FORBIDDEN: { status: 403, retryable: false, title: 'The credentials do not allow this operation' },
   NOT_AN_APPROVER: { status: 403, retryable: false, title: 'You may not decide on this approval step' },
+  CSRF_REJECTED: {
+    status: 403,
+    retryable: false,
+    title: "A browser request from another site, or without the session's CSRF token",
+  },
   ROUTE_NOT_FOUND: { status: 404, retryable: false, title: 'No such endpoint' },
   TENANT_NOT_FOUND: { status: 404, retryable: false, title: 'Tenant not found' },
   APPLICATION_NOT_FOUND: { status: 404, retryable: false, title: 'Application not found' },
@@ -248,6 +264,32 @@ export const errorCatalogue = {
     retryable: true,
     title: 'Too many requests for this credential; retry after Retry-After seconds',
   },
+  AUTH_THROTTLED: {
+    status: 429,
+    retryable: true,
+    title: 'Too many failed authentications from this address; retry after Retry-After seconds',
+  },
+  CONNECTION_LIMIT: {
+    status: 429,
+    retryable: true,
+    title: 'This address holds too many open connections; close one and retry',
+  },
+  TASKS_IN_FLIGHT_LIMIT: {
+    status: 429,
+    retryable: true,
+    title: 'The application has as many unfinished tasks as it may; retry after Retry-After seconds',
+  },
+  MAP_ITEMS_LIMIT: {
+    status: 422,
+    retryable: false,
+    title: 'A map step has more items than one step or one task may run',
+  },
+  SCHEDULE_LIMIT: { status: 422, retryable: false, title: 'The application has as many schedules as it may' },
+  SCHEDULE_TOO_FREQUENT: {
+    status: 422,
+    retryable: false,
+    title: 'The schedule would fire more often than the minimum interval allows',
+  },
   WORKFLOW_DEFINITION_INVALID: { status: 422, retryable: false, title: 'The workflow definition is invalid' },
   UNKNOWN_WORKFLOW: {
     status: 422,
@@ -265,6 +307,12 @@ export const errorCatalogue = {
     title: "The input does not match the workflow's input schema",
   },
   CALLBACK_URL_INVALID: { status: 422, retryable: false, title: 'The callback URL is not acceptable' },
+  // A URL TDP would call on a tenant's behalf names an address the egress policy refuses (docs/security.md).
+  EGRESS_REFUSED: {
+    status: 422,
+    retryable: false,
+    title: 'The URL names an address TDP does not connect to (egress policy)',
+  },
   STEP_CONSTRAINTS_INVALID: { status: 422, retryable: false, title: 'The step constraints are invalid' },
   INTERNAL_ERROR: { status: 500, retryable: true, title: 'Internal error' },
   DATABASE_UNAVAILABLE: { status: 503, retryable: true, title: 'The database is unavailable' },

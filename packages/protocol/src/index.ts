@@ -3,6 +3,7 @@ export * from './errors.ts';
 export * from './grants.ts';
 export * from './grpc.ts';
 export * from './ids.ts';
+export * from './jsonLimits.ts';
 export * from './messages.ts';
 export * from './schedules.ts';
 export * from './schemas.ts';

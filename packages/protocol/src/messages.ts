@@ -57,6 +57,9 @@ const sentences: Record<string, string> = {
   DOWNLOAD_FAILED: 'An input file could not be downloaded. Check that it still exists, then retry.',
   UPLOAD_FAILED: 'The result could not be saved to the application’s storage. Retry in a few minutes.',
   OUTPUT_TOO_LARGE: 'The result is larger than the application’s storage accepts.',
+  DOWNLOAD_TOO_LARGE: 'An input file is larger than this worker accepts. Contact the application’s support.',
+  EGRESS_REFUSED:
+    'A file of this step is at an address TDP does not connect to. Contact the application’s support.',
   CAPABILITY_CRASHED: 'The step failed unexpectedly. Retry; if it fails again, contact support.',
   CAPABILITY_NOT_FOUND: 'No worker can run this step. Contact support.',
 };

@@ -403,7 +403,7 @@ export class TdpClient {
     });
   }
 
-  /** The worker sessions TDP knows, with their capabilities and state. */
+  /** The worker sessions that serve your tenant (a capability its workflows run), with their state. */
   listWorkers(options: CallOptions = {}): Promise<WorkerSummary[]> {
     return this.call({ ...options, method: 'GET', path: '/v1/workers', retry: 'read' });
   }

@@ -22,7 +22,8 @@ const base64url = (value: unknown) => Buffer.from(JSON.stringify(value)).toStrin
 const seconds = (date: Date) => Math.floor(date.getTime() / 1000);
 
 describe('user and execution tokens, offline', () => {
-  const users = new JoseUserTokens(keyring);
+  // Only key k1 is usable: tokens minted by any other key are refused.
+  const users = new JoseUserTokens(keyring, async (keyId) => keyId === 'k1');
   const executions = new JoseExecutionCredentials(keyring);
   const now = new Date();
   const later = new Date(now.getTime() + 600_000);
@@ -30,6 +31,7 @@ describe('user and execution tokens, offline', () => {
     kind: 'user' as const,
     applicationId: newId(),
     tenantId: newId(),
+    keyId: 'k1',
     viewer: { userId: 'u1', projects: [], roles: [] },
     userView: 'APPLICATION' as const,
   };
@@ -61,7 +63,13 @@ describe('user and execution tokens, offline', () => {
       .digest('base64url');
     return `${signingInput}.${signature}`;
   };
-  const userClaims = { app: principal.applicationId, ten: principal.tenantId, sub: 'u1', aud: 'tdp:user' };
+  const userClaims = {
+    app: principal.applicationId,
+    ten: principal.tenantId,
+    sub: 'u1',
+    aud: 'tdp:user',
+    akid: 'k1',
+  };
 
   it('accepts its own tokens, of the active key and of an older key still in the keyring', async () => {
     expect(await users.verify(await users.sign(principal, later), now)).toMatchObject({
@@ -74,7 +82,7 @@ describe('user and execution tokens, offline', () => {
     expect(await users.verify(old, now)).not.toBeNull();
   });
 
-  it('refuses alg none, another algorithm, an unknown or missing kid, expired and not yet valid', async () => {
+  it('refuses alg none, another algorithm, an unknown or missing kid, expired, not yet valid, without exp, of an unusable key', async () => {
     const exp = seconds(later);
     const refused = [
       `${base64url({ alg: 'none', kid: 'new' })}.${base64url({ ...userClaims, exp })}.`,
@@ -83,6 +91,11 @@ describe('user and execution tokens, offline', () => {
       forge('user-token', 'new', { alg: 'HS256', kid: undefined }, { ...userClaims, exp }),
       forge('user-token', 'new', { alg: 'HS256' }, { ...userClaims, exp: seconds(now) - 1 }),
       forge('user-token', 'new', { alg: 'HS256' }, { ...userClaims, exp, nbf: seconds(now) + 60 }),
+      // No expiry: a token must say when it dies.
+      forge('user-token', 'new', { alg: 'HS256' }, userClaims),
+      // Minted by a key that is no longer usable, or not saying which key minted it.
+      forge('user-token', 'new', { alg: 'HS256' }, { ...userClaims, exp, akid: 'k2' }),
+      forge('user-token', 'new', { alg: 'HS256' }, { ...userClaims, exp, akid: undefined }),
     ];
     for (const [index, token] of refused.entries())
       expect(await users.verify(token, now), `case ${index}`).toBeNull();

@@ -6,7 +6,7 @@
  * input is an http:// URL runs on a real worker and its output lands in the folder.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -31,7 +31,12 @@ let inputsUrl: string;
 const ask = (body: Record<string, unknown>, token = providerToken) =>
   h.request('POST', '/dev/resource-provider', { token, body });
 
+let umask = 0;
+
 beforeAll(async () => {
+  // A folder from before, open to all, and the loosest umask: the modes checked below are the server's.
+  chmodSync(folder, 0o755);
+  umask = process.umask(0);
   h = await startHarness({
     runLoops: true,
     allowInsecureCallbacks: true,
@@ -51,6 +56,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  process.umask(umask);
   await worker?.drain();
   await new Promise((resolve) => inputs?.close(resolve));
   await plain?.close();
@@ -138,6 +144,7 @@ describe('the development resource provider', () => {
       providerToken,
       signingKey: randomBytes(32),
       authenticator: { authenticate: async () => null } as never,
+      servesApplication: async () => false,
       clock: { now: () => new Date() },
       allowInsecureUrls: false,
       grantTtlMs: 60_000,
@@ -165,6 +172,8 @@ describe('the development resource provider', () => {
       database: join(folder, 'worker.db'),
       handleSignals: false,
       logger: silentLogger,
+      // The http:// input is served on 127.0.0.1, as `tdp dev` allows (TDP_EGRESS_ALLOW's default there).
+      egressAllow: ['127.0.0.0/8'],
     });
     await h.request('POST', '/v1/workflow-definitions', {
       token: app.apiKey,
@@ -199,5 +208,71 @@ describe('the development resource provider', () => {
     expect(ref).toBe(`tasks/${taskId}/clean/archive.zip`);
     const cleaned = await readZip(join(folder, ref));
     expect([...cleaned.keys()]).toEqual(['a.txt']);
+  });
+});
+
+describe("the development files are the development application's alone", () => {
+  const modeOf = (path: string) => (statSync(path).mode & 0o777).toString(8);
+  const download = (ref: string, token: string) =>
+    fetch(`${h.url}/dev/files/${ref}`, { headers: { authorization: `Bearer ${token}` } });
+
+  it('keeps the folder 0700 and writes files 0600 in 0700 folders', () => {
+    expect(modeOf(folder)).toBe('700');
+    // Written by the PUT above (and by the real task's worker).
+    expect(modeOf(join(folder, 'tasks/task-1/clean/out.zip'))).toBe('600');
+    expect([modeOf(join(folder, 'tasks/task-1')), modeOf(join(folder, 'tasks/task-1/clean'))]).toEqual([
+      '700',
+      '700',
+    ]);
+  });
+
+  it("serves them only to the application it is the provider of: to another one's key they do not exist", async () => {
+    expect((await download('photos.zip', app.apiKey)).status).toBe(200);
+    const otherTenant = await h.createApplication();
+    const sameTenant = await h.createApplicationIn(app.tenantId);
+    for (const other of [otherTenant, sameTenant])
+      for (const ref of ['photos.zip', 'missing.zip']) {
+        const refused = await download(ref, other.apiKey);
+        // The same answer as for a file that is not there: nothing tells it exists.
+        expect([refused.status, ((await refused.json()) as { code: string }).code], ref).toEqual([
+          404,
+          'FILE_NOT_FOUND',
+        ]);
+      }
+  });
+
+  it('never reads or writes through a link out of the folder, nor a path with .., absolute or NUL', async () => {
+    const outside = mkdtempSync(join(tmpdir(), 'tdp-dev-files-outside-'));
+    writeFileSync(join(outside, 'secret.txt'), 'not yours');
+    symlinkSync(join(outside, 'secret.txt'), join(folder, 'leak.txt'));
+    symlinkSync(outside, join(folder, 'out'));
+    // A link that stays inside the folder is a file like any other.
+    mkdirSync(join(folder, 'inner'));
+    symlinkSync(join(folder, 'photos.zip'), join(folder, 'inner', 'photos.zip'));
+    expect((await download('inner/photos.zip', app.apiKey)).status).toBe(200);
+
+    for (const ref of ['leak.txt', 'out/secret.txt']) {
+      expect((await download(ref, app.apiKey)).status, ref).toBe(404);
+      expect((await ask({ purpose: 'DOWNLOAD', resourceRef: ref })).body.code, ref).toBe('FILE_NOT_FOUND');
+    }
+    for (const ref of [
+      '..%2F..%2Fetc%2Fpasswd',
+      '%2Fetc%2Fpasswd',
+      'photos.zip%00.txt',
+      'a/../../etc/passwd',
+    ])
+      expect((await download(ref, app.apiKey)).status, ref).toBe(404);
+    expect((await ask({ purpose: 'DOWNLOAD', resourceRef: 'photos.zip\0' })).status).toBe(400);
+
+    // An upload granted into a linked folder is refused, and nothing lands outside.
+    const upload = await ask({ purpose: 'UPLOAD', resourceRef: 'out/planted.txt' });
+    const put = await fetch(upload.body.url, { method: 'PUT', body: 'planted' });
+    expect([put.status, ((await put.json()) as { code: string }).code]).toEqual([403, 'FORBIDDEN']);
+    const nested = await ask({ purpose: 'UPLOAD', resourceRef: 'out/deeper/planted.txt' });
+    expect((await fetch(nested.body.url, { method: 'PUT', body: 'planted' })).status).toBe(403);
+    expect([existsSync(join(outside, 'planted.txt')), existsSync(join(outside, 'deeper'))]).toEqual([
+      false,
+      false,
+    ]);
   });
 });

@@ -46,7 +46,8 @@ const schedule = async (on: Harness, id: string, token = app.apiKey) =>
 const pause = (id: string) => h.request('POST', `/v1/schedules/${id}:pause`, { token: app.apiKey });
 
 beforeAll(async () => {
-  h = await startHarness({ runLoops: true });
+  // One test fires every second: below the default minimum interval (60 s), allowed here.
+  h = await startHarness({ runLoops: true, settings: { scheduleMinIntervalSeconds: 1 } });
   sql = connectDatabase({ url: h.databaseUrl, maxConnections: 2 });
   app = await h.createApplication();
   const published = await h.request('POST', '/v1/workflow-definitions', {

@@ -1,18 +1,13 @@
 /**
- * A custom capability, run by the TDP worker runtime: `text.shout@1` upper-cases a text, reporting
- * progress on the way. Run it next to `npm start`:
- *
- *   TDP_WORKER_KEY=tdpw_… node --conditions=@tdp/source --import tsx packages/worker/examples/shout.ts
- *
- * (`npm start` prints an admin token; `POST /admin/v1/worker-credentials` with it issues a worker key.)
- * Then publish a workflow with a step `{ key: 'shout', capability: 'text.shout', capabilityVersion: '1',
- * inputMapping: { text: '$.input.text' } }` and submit a task with `input: { text: 'hello' }`.
+ * A custom capability: `text.shout@1` upper-cases a text, reporting progress on the way. It lives in a
+ * module of its own, because the worker runs each attempt in a capability runner process that imports
+ * this module (shoutWorker.ts starts the worker).
  */
 
-import { CapabilityError, defineCapability, startWorker } from '@tdp/worker';
+import { CapabilityError, defineCapability } from '@tdp/worker';
 import { Type } from 'typebox';
 
-const shout = defineCapability({
+export const shout = defineCapability({
   name: 'text.shout',
   version: '1',
   input: Type.Object({ text: Type.String({ maxLength: 10_000 }) }),
@@ -26,12 +21,4 @@ const shout = defineCapability({
     ctx.log.info('shouted', { length: input.text.length });
     return { shouted: input.text.toUpperCase() };
   },
-});
-
-// SIGTERM or Ctrl-C drains: running attempts finish (or are handed back), then the process exits.
-await startWorker({
-  url: process.env.TDP_URL ?? 'http://127.0.0.1:8080',
-  key: process.env.TDP_WORKER_KEY ?? '',
-  capabilities: [shout],
-  database: process.env.TDP_WORKER_DB ?? '.tdp/shout-worker.db',
 });

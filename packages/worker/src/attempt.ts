@@ -3,20 +3,22 @@
  * checkpoints, files through grants), the output checked, and the final event — or, if the runtime
  * stopped, nothing, so that a restart can resume it.
  */
-import { mkdir, rm } from 'node:fs/promises';
+import { rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { failureSentence } from '@tdp/protocol';
 import { Check, Errors } from 'typebox/value';
-import { type Grant, RequestError, UnavailableError, type WorkerClient } from './client.ts';
+import { type Grant, RejectedError, RequestError, UnavailableError, type WorkerClient } from './client.ts';
 import { type HeldGrant, holdGrant } from './heldGrant.ts';
+import { inProcess } from './isolation/runnerPool.ts';
 import type { EventDraft, LocalAttempt } from './localStore.ts';
 import { backoffMs } from './loops.ts';
 import { defaultGrantRenewal, type Logger, type WorkerOptions } from './options.ts';
 import { type AbortReason, failureDraft, failureOf } from './outcomes.ts';
+import { privateDirectory } from './privateFiles.ts';
 import { ProgressThrottle } from './progress.ts';
 import { type AttemptLogger, type Capability, type CapabilityContext, CapabilityError } from './sdk.ts';
-import { downloadTo, uploadFrom } from './transfer.ts';
+import { downloadTo, type Transfers, uploadFrom } from './transfer.ts';
 
 /** An attempt being run; its controller is how the rest of the runtime stops it. */
 export interface Running {
@@ -29,6 +31,7 @@ export interface Running {
 
 export interface AttemptDeps {
   options: WorkerOptions;
+  transfers: Transfers;
   logger: Logger;
   /** The capability the attempt names, if this worker has it. */
   capability: Capability | undefined;
@@ -74,13 +77,16 @@ export async function runAttempt(running: Running, resumed: boolean, deps: Attem
     store.record(local.attemptId, draft);
     deps.wakeSender();
   });
-  const workDirectory = join(options.workDirectory ?? join(tmpdir(), 'tdp-worker'), local.attemptId);
-  await mkdir(workDirectory, { recursive: true });
+  // The attempt's files are this user's alone (0700), and so is the folder of all attempts.
+  const workRoot = options.workDirectory ?? join(tmpdir(), 'tdp-worker');
+  await privateDirectory(workRoot);
+  const workDirectory = join(workRoot, local.attemptId);
+  await privateDirectory(workDirectory);
   const held = new Set<HeldGrant>();
   const ctx = capabilityContext(running, resumed, progress, workDirectory, held, deps);
   let draft: EventDraft;
   try {
-    const output = await capability.run(ctx, local.input as never);
+    const output = await (options.runners ?? inProcess).run(capability, ctx, local.input);
     if (controller.signal.aborted) throw new Error(String(controller.signal.reason));
     if (!Check(capability.output, output)) {
       const first = Errors(capability.output, output)[0];
@@ -178,7 +184,13 @@ function capabilityContext(
       const path = join(workDirectory, `input-${files}`);
       const holding = hold(grant);
       try {
-        await downloadTo(holding.fresh, path, controller.signal, deps.options.downloadResumes ?? 3);
+        await downloadTo(
+          deps.transfers,
+          holding.fresh,
+          path,
+          controller.signal,
+          deps.options.downloadResumes ?? 3,
+        );
       } finally {
         release(holding);
       }
@@ -201,7 +213,13 @@ function capabilityContext(
         resourceRef: grant.resourceRef,
         upload: async () => {
           try {
-            const bytes = await uploadFrom(await holding.fresh(), path, spec.mediaType, controller.signal);
+            const bytes = await uploadFrom(
+              deps.transfers,
+              await holding.fresh(),
+              path,
+              spec.mediaType,
+              controller.signal,
+            );
             return { resourceRef: grant.resourceRef, bytes };
           } finally {
             release(holding);
@@ -245,7 +263,9 @@ async function askTdp(running: Running, deps: AttemptDeps, ask: () => Promise<Gr
  * refusal's code; the request and TDP's answer go to the failure's `detail` only.
  */
 function grantFailure(running: Running, error: unknown): CapabilityError {
-  if (error instanceof UnavailableError)
+  // TDP out of reach, or refusing the worker's key (the runtime waits for one that works): not the
+  // step's fault, so it runs again. A refusal of the grant itself (its code) is final, below.
+  if (error instanceof UnavailableError || error instanceof RejectedError)
     return new CapabilityError('GRANT_UNAVAILABLE', failureSentence('GRANT_UNAVAILABLE'), {
       retryable: true,
       category: 'RESOURCE',

@@ -1,7 +1,9 @@
 /**
  * The worker side of TDP's worker protocol (docs/workers.md) over HTTP. Failures are sorted into what the
  * runtime does about them: `RejectedError` (401/403: the key or session is not accepted — the session
- * ends) and `UnavailableError` (network errors, timeouts, 429 and 5xx: try again later).
+ * ends, or the worker waits for a key that works), `UnavailableError` (network errors, timeouts, 429 and
+ * 5xx: try again later) and `RequestError` (any other refusal, and a 5xx whose problem says it is not
+ * retryable, such as a resource provider's unusable answer: asking again gets the same answer).
  *
  * Failover: the client knows one or more server URLs (replicas on one database) and talks to one at a
  * time. When that one does not answer (a network error, a timeout, a 5xx), the same request goes at once
@@ -90,7 +92,7 @@ export class WorkerClient {
   constructor(
     /** One URL, several separated by commas, or a list (replicas of one deployment). */
     baseUrls: string | readonly string[],
-    private readonly workerKey: string,
+    private workerKey: string,
     private readonly timeoutMs = 15_000,
     /**
      * A command stream from which nothing arrives this long (the server sends a keep-alive every 15 s)
@@ -106,6 +108,19 @@ export class WorkerClient {
         prefix: url.pathname.replace(/\/$/, ''),
       };
     });
+  }
+
+  /**
+   * The worker key from now on (a refused key replaced, runtime.ts `setWorkerKey`). An open command
+   * stream keeps the key it was opened with until it reconnects.
+   */
+  setKey(workerKey: string): void {
+    this.workerKey = workerKey;
+  }
+
+  /** Every server URL it was given (replicas of one deployment). */
+  get servers(): string[] {
+    return this.endpoints.map((e) => e.base);
   }
 
   /** The server in use now. */
@@ -170,13 +185,19 @@ export class WorkerClient {
     } catch (error) {
       throw new UnavailableError(`${method} ${path}: ${(error as Error).message}`, { cause: error });
     }
-    if (status === 401 || status === 403)
+    if (status >= 200 && status < 300) return parseJson(text);
+    const problem = problemOf(text);
+    if (status === 401 || (status === 403 && refusesTheKey(problem)))
       throw new RejectedError(status, `${method} ${path} answered ${status}: ${text}`);
     if (status === 429) throw new UnavailableError(`${method} ${path} answered 429`, { serverDown: false });
-    if (status >= 500) throw new UnavailableError(`${method} ${path} answered ${status}`);
-    if (status < 200 || status >= 300)
-      throw new RequestError(status, parseJson(text), `${method} ${path} answered ${status}: ${text}`);
-    return parseJson(text);
+    // TDP answered, and says asking again gets the same answer (a provider's unusable grant): final.
+    if (status >= 500 && problem?.retryable !== false)
+      throw new UnavailableError(`${method} ${path} answered ${status}`, {
+        // A 502 problem of TDP's own is about what is behind it (a resource provider): another replica
+        // would ask the same one.
+        serverDown: !(status === 502 && problem?.code),
+      });
+    throw new RequestError(status, problem, `${method} ${path} answered ${status}: ${text}`);
   }
 
   /** Closes the kept-alive connections (once the runtime has stopped using the client). */
@@ -213,6 +234,16 @@ export class WorkerClient {
       traceparent ? { traceparent } : undefined,
     )) as WorkerEventsBatchReply;
     return answer.results;
+  }
+
+  /** `sendEvents` as a reporting transport: a 2xx answer means the acknowledgements were written. */
+  async report(
+    workerId: string,
+    events: Record<string, unknown>[],
+    commandAcks: string[],
+    traceparent?: string,
+  ): Promise<{ outcomes: WorkerEventOutcome[]; acked: boolean }> {
+    return { outcomes: await this.sendEvents(workerId, events, commandAcks, traceparent), acked: true };
   }
 
   /** A short-lived URL for the attempt's resource (docs/resource-provider.md); the key makes it idempotent. */
@@ -339,6 +370,20 @@ export class WorkerClient {
       clearTimeout(watchdog);
     }
   }
+}
+
+/** TDP's problem+json, when the body is one. */
+function problemOf(text: string): { code?: string; detail?: string; retryable?: boolean } | null {
+  const body = parseJson(text);
+  return body && typeof body === 'object' && typeof body.code === 'string' ? body : null;
+}
+
+/**
+ * A 403 about the worker key itself (the key or session refused), not about what was asked: a refusal
+ * with a code of its own (the resource provider refused the grant) is the request's answer.
+ */
+function refusesTheKey(problem: { code?: string } | null): boolean {
+  return !problem || problem.code === 'FORBIDDEN' || problem.code === 'UNAUTHENTICATED';
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: the caller states the shape it expects

@@ -109,16 +109,13 @@ export class CommandIntake {
         failures = 0;
         if (unacked.length > pending.length) this.ackSoon = true;
       } catch (error) {
-        if (error instanceof RejectedError) {
-          // Commands of an ended session: nothing to acknowledge any more.
-          store.markAcked(pending);
-          continue;
-        }
-        if (!(error instanceof UnavailableError)) {
+        if (!(error instanceof UnavailableError) && !(error instanceof RejectedError)) {
           // 400: a command that is not this session's (e.g. from before a re-registration).
           store.markAcked(pending);
           continue;
         }
+        // Not written (the server busy, or the key refused: the runtime gets a session back meanwhile):
+        // kept, and sent again.
         failures += 1;
         await lifecycle.sleep(backoffMs(failures));
         this.ackSoon = true;

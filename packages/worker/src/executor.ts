@@ -11,9 +11,12 @@ import type { RuntimeParts } from './loops.ts';
 import { type AbortReason, canceledDraft, handedBackDraft, leaseLostDraft } from './outcomes.ts';
 import type { Capability } from './sdk.ts';
 import { inWorkerSpan } from './tracing.ts';
+import type { Transfers } from './transfer.ts';
 
 export interface ExecutorDeps extends RuntimeParts {
   maxConcurrency: number;
+  /** Downloads' and uploads' connections (transfer.ts). */
+  transfers: Transfers;
   /** The outbox has something new. */
   wakeSender: () => void;
   /** Stops the runtime (after a local database error). */
@@ -68,6 +71,7 @@ export class Executor {
         this.deps.options.store.saveTraceparent(local.attemptId, traceparent);
       return runAttempt(running, resumed, {
         options: this.deps.options,
+        transfers: this.deps.transfers,
         logger,
         capability: this.capabilityOf(local),
         finish: (draft) => this.finish(local.attemptId, draft),

@@ -8,7 +8,13 @@
  * every unanswered request fails as UnavailableError, the sender sends the batch again on a new stream
  * (binding again: a key dies with its stream), and the server's dedup applies each event once.
  */
-import { type ClientDuplexStream, credentials, loadPackageDefinition, Metadata } from '@grpc/grpc-js';
+import {
+  type ClientDuplexStream,
+  credentials,
+  status as GrpcStatus,
+  loadPackageDefinition,
+  Metadata,
+} from '@grpc/grpc-js';
 import { loadSync } from '@grpc/proto-loader';
 import {
   eventMessageOf,
@@ -16,18 +22,27 @@ import {
   reportingProtoPath,
   type WorkerEventOutcome,
 } from '@tdp/protocol';
-import { UnavailableError } from './client.ts';
+import { RejectedError, UnavailableError } from './client.ts';
+
+/** A report's answer: each event's outcome, and whether the server wrote the acknowledgements sent with it. */
+export interface EventsReport {
+  outcomes: WorkerEventOutcome[];
+  /** False: the request that carried them was refused before its commit; they are still to be sent. */
+  acked: boolean;
+}
 
 /** What the runtime reports through: REST's WorkerClient or GrpcReporting. */
 export interface ReportingTransport {
-  sendEvents(
+  report(
     workerId: string,
     events: Record<string, unknown>[],
-    commandAcks?: string[],
+    commandAcks: string[],
     /** The W3C trace context of the report (REST sends it as the `traceparent` header). */
     traceparent?: string,
-  ): Promise<WorkerEventOutcome[]>;
+  ): Promise<EventsReport>;
   attemptHeartbeats(items: { executionToken: string; heartbeatSeq: number }[]): Promise<void>;
+  /** The worker key from now on (REST's client is given it by the runtime itself). */
+  setKey?(workerKey: string): void;
 }
 
 export interface StreamProblem {
@@ -89,7 +104,7 @@ export class ReportStreamClient {
   private unsent: object[] = [];
   private window = 0;
   private nextId = 1;
-  private broken: Error | null = null;
+  private broken: UnavailableError | RejectedError | null = null;
   readonly ready: Promise<void>;
 
   constructor(client: ReportingClient, bearer: string | null) {
@@ -120,9 +135,17 @@ export class ReportStreamClient {
       }
       this.release();
     });
-    const breakWith = (error: Error) => {
+    const breakWith = (error: Error & { code?: number }) => {
       if (this.broken) return;
-      this.broken = new UnavailableError(`gRPC report stream: ${error.message}`, { cause: error });
+      // The worker key refused (when the stream opens, or on a later batch): as REST's 401/403.
+      const refused =
+        error.code === GrpcStatus.UNAUTHENTICATED || error.code === GrpcStatus.PERMISSION_DENIED;
+      this.broken = refused
+        ? new RejectedError(
+            error.code === GrpcStatus.UNAUTHENTICATED ? 401 : 403,
+            `gRPC report stream: ${error.message}`,
+          )
+        : new UnavailableError(`gRPC report stream: ${error.message}`, { cause: error });
       failed(this.broken);
       for (const entry of this.pending.values()) entry.reject(this.broken);
       this.pending.clear();
@@ -200,8 +223,15 @@ export class GrpcReporting implements ReportingTransport {
   constructor(
     /** `host:port`, or a function giving it once known (the server announces its port at registration). */
     private readonly address: string | (() => string | null),
-    private readonly workerKey: string,
+    private workerKey: string,
   ) {}
+
+  /** The worker key from now on: the open stream (opened with the old one) is closed, the next opens anew. */
+  setKey(workerKey: string): void {
+    this.workerKey = workerKey;
+    this.stream?.close();
+    this.stream = null;
+  }
 
   private open(): ReportStreamClient {
     if (this.stream && !this.stream.isBroken) return this.stream;
@@ -234,6 +264,22 @@ export class GrpcReporting implements ReportingTransport {
   /** Drops a binding, unless another bind has replaced it meanwhile (then that one stays). */
   private forget(keys: Map<string, Promise<number | StreamProblem>>, id: string, key: Promise<unknown>) {
     if (keys.get(id) === key) keys.delete(id);
+  }
+
+  /**
+   * The acknowledgements ride on the first event; the server writes them in that event's commit, so they
+   * count as written only when that event was accepted. Refused (a bind or a check before the commit),
+   * they are left for the next report or the REST acknowledgement loop: acknowledging twice is harmless,
+   * never acknowledging makes the server resend the command every `commandResendAfterMs`.
+   */
+  async report(
+    workerId: string,
+    events: Record<string, unknown>[],
+    commandAcks: string[],
+    traceparent?: string,
+  ): Promise<EventsReport> {
+    const outcomes = await this.sendEvents(workerId, events, commandAcks, traceparent);
+    return { outcomes, acked: commandAcks.length === 0 || outcomes[0]?.ok === true };
   }
 
   async sendEvents(

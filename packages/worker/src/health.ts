@@ -1,7 +1,9 @@
 /**
  * The worker's health endpoint, for an orchestrator's probes: `GET /healthz` answers 200 while the
- * runtime has not stopped on a local error (liveness), `GET /readyz` 200 only while it takes work
- * (registered, not draining). Both answer the runtime's status as JSON; nothing secret is in it.
+ * runtime has not stopped on a local error and TDP accepts its key (liveness: a worker whose key is
+ * refused keeps its results and waits, but someone has to give it a key), `GET /readyz` 200 only while
+ * it takes work (registered, not draining). Both answer the runtime's status as JSON; nothing secret is
+ * in it.
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -17,7 +19,11 @@ export async function serveHealth(runtime: WorkerRuntime, port: number, host: st
     const status = runtime.status();
     const path = (request.url ?? '').split('?')[0];
     const healthy =
-      path === '/healthz' ? status.state !== 'FAILED' : path === '/readyz' ? status.state === 'READY' : null;
+      path === '/healthz'
+        ? status.state !== 'FAILED' && status.state !== 'KEY_REFUSED'
+        : path === '/readyz'
+          ? status.state === 'READY'
+          : null;
     if (request.method !== 'GET' || healthy === null) {
       response.writeHead(404, { 'content-type': 'application/json' }).end('{"status":"not found"}');
       return;

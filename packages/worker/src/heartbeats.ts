@@ -11,6 +11,8 @@ import type { Session } from './session.ts';
 export interface HeartbeatDeps extends RuntimeParts {
   executor: Executor;
   sessionLost: (reason: string) => Promise<void>;
+  /** The worker key is refused: attempt heartbeats wait (the runtime tries the key again). */
+  keyRefused: () => boolean;
 }
 
 export class Heartbeats {
@@ -46,7 +48,7 @@ export class Heartbeats {
           (r) =>
             r.local.executionToken && now - r.lastBeatAt >= (r.local.heartbeatIntervalSeconds ?? 10) * 1000,
         );
-      if (due.length === 0) continue;
+      if (due.length === 0 || this.deps.keyRefused()) continue;
       for (const r of due) r.lastBeatAt = now;
       await (this.deps.options.reporting ?? this.deps.options.client)
         .attemptHeartbeats(due.map((r) => ({ executionToken: r.local.executionToken!, heartbeatSeq: now })))

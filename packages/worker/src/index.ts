@@ -7,7 +7,7 @@ export {
   watermarkArchive,
   watermarkImage,
 } from './capabilities/imageWatermark.ts';
-export { builtinCapabilities } from './capabilities/index.ts';
+export { builtinCapabilities, builtinCapabilityModule } from './capabilities/index.ts';
 export { RejectedError, UnavailableError, WorkerClient } from './client.ts';
 export {
   GrpcReporting,

@@ -7,6 +7,7 @@
  * Errors from here are never "offline": the runtime treats them as fatal.
  */
 import Database from 'better-sqlite3';
+import { privateDatabaseFile } from './privateFiles.ts';
 
 export type AttemptState = 'RUNNING' | 'FINISHED';
 
@@ -130,6 +131,8 @@ export class LocalStore {
     private readonly newId: () => string,
     private readonly now: () => number = Date.now,
   ) {
+    // Execution tokens and every tenant's inputs: the file (and its -wal, -shm) is this user's alone.
+    privateDatabaseFile(path);
     this.db = new Database(path);
     this.db.pragma('journal_mode = WAL');
     // FULL: a result the worker wrote survives a power cut, not only a killed process.
@@ -164,7 +167,8 @@ export class LocalStore {
 
   /**
    * Records a received command once. A START_ATTEMPT also records its attempt, in the same transaction.
-   * Returns false for a command already in the inbox (the server sent it again).
+   * Returns false for a command already in the inbox (the server sent it again): it is acknowledged
+   * again, since the server sends again only what it has no acknowledgement of.
    */
   receive(
     workerId: string,
@@ -176,7 +180,10 @@ export class LocalStore {
           'INSERT INTO inbox (command_id, worker_id, type, payload, received_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING',
         )
         .run(command.commandId, workerId, command.type, JSON.stringify(command.payload), this.now());
-      if (inserted.changes === 0) return false;
+      if (inserted.changes === 0) {
+        this.db.prepare('UPDATE inbox SET acked = 0 WHERE command_id = ?').run(command.commandId);
+        return false;
+      }
       if (command.type === 'START_ATTEMPT') {
         const p = command.payload as {
           attemptId: string;
@@ -230,7 +237,7 @@ export class LocalStore {
     ).map((r) => r.command_id);
   }
 
-  markAcked(commandIds: string[]): void {
+  markAcked(commandIds: readonly string[]): void {
     const mark = this.db.prepare('UPDATE inbox SET acked = 1 WHERE command_id = ?');
     this.db.transaction(() => {
       for (const id of commandIds) mark.run(id);
@@ -301,16 +308,17 @@ export class LocalStore {
     })();
   }
 
-  /** Undelivered events, oldest first. */
-  unsent(limit: number): OutboxEvent[] {
+  /** Undelivered events, oldest first (but those of the sessions named: set aside for now). */
+  unsent(limit: number, exceptSessions: ReadonlySet<string> = new Set()): OutboxEvent[] {
     return (
       this.db
         .prepare(
           `SELECT o.event_id, o.attempt_id, o.worker_id, o.body, a.trace_parent
            FROM outbox o LEFT JOIN attempt a ON a.attempt_id = o.attempt_id
-           WHERE o.sent_at IS NULL ORDER BY o.created_at, o.seq LIMIT ?`,
+           WHERE o.sent_at IS NULL AND o.worker_id NOT IN (SELECT value FROM json_each(?))
+           ORDER BY o.created_at, o.seq LIMIT ?`,
         )
-        .all(limit) as {
+        .all(JSON.stringify([...exceptSessions]), limit) as {
         event_id: string;
         attempt_id: string;
         worker_id: string;

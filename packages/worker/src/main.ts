@@ -13,13 +13,20 @@
  *   TDP_WORKER_TRANSPORT    how events and attempt heartbeats are reported: `rest` (default) or `grpc`
  *   TDP_GRPC_URL            with grpc: the server's gRPC address, host:port (default: the port the server
  *                           announces at registration, on TDP_URL's host)
+ *   TDP_EGRESS_ALLOW        what downloads and uploads may reach beyond public addresses: CIDRs and
+ *                           host:port pairs, comma-separated (default none; TDP_URL's servers always)
+ *   TDP_WORKER_MAX_DOWNLOAD_BYTES  a larger input file fails its step (default 1 GiB)
+ *   TDP_WORKER_MEMORY_LIMIT_MB  each capability runner's memory (default 2048)
+ *   TDP_WORKER_TIME_LIMIT_MS    each attempt's time before its runner is killed (default 3600000)
+ *
+ * Every attempt runs in a capability runner process (isolation/), never in the worker's own.
  *
  * Programs of their own use `startWorker()` from `@tdp/worker` (start.ts); this is its environment form.
  */
 
-import { builtinCapabilities } from './capabilities/index.ts';
+import { builtinCapabilityModule } from './capabilities/index.ts';
+import { capabilitiesOf } from './isolation/capabilityModule.ts';
 import { jsonLogger, type Logger } from './options.ts';
-import type { Capability } from './sdk.ts';
 import {
   type RunningWorker,
   type StartWorkerOptions,
@@ -31,21 +38,37 @@ import {
 export { jsonLogger } from './options.ts';
 export { type RunningWorker, WorkerConfigError, withCapabilityLimits } from './start.ts';
 
-/** The worker as `tdp worker` runs it: options from the environment; the caller handles signals. */
+/**
+ * The worker as `tdp worker` runs it: options from the environment; the caller handles signals. The
+ * capabilities are a module's (isolated: each attempt in a runner process), the built-in ones unless
+ * said otherwise.
+ */
 export async function startWorkerFromEnv(
   env: NodeJS.ProcessEnv,
-  capabilities: Capability[] = builtinCapabilities,
+  capabilityModule: string | URL = builtinCapabilityModule,
   logger: Logger = jsonLogger,
 ): Promise<RunningWorker> {
   const number = (value: string | undefined) => (value?.trim() ? Number(value) : undefined);
   const transport = env.TDP_WORKER_TRANSPORT?.trim();
   const concurrency = number(env.TDP_WORKER_CONCURRENCY);
   const healthPort = number(env.TDP_WORKER_HEALTH_PORT);
+  const maxDownloadBytes = number(env.TDP_WORKER_MAX_DOWNLOAD_BYTES);
+  const memoryLimitMb = number(env.TDP_WORKER_MEMORY_LIMIT_MB);
+  const timeLimitMs = number(env.TDP_WORKER_TIME_LIMIT_MS);
   try {
+    const capabilities = withCapabilityLimits(
+      [...(await capabilitiesOf(capabilityModule)).values()],
+      env.TDP_WORKER_CAPABILITY_CONCURRENCY,
+    );
     return await startWorker({
       url: env.TDP_URL ?? 'http://127.0.0.1:8080',
       key: env.TDP_WORKER_KEY ?? '',
-      capabilities: withCapabilityLimits(capabilities, env.TDP_WORKER_CAPABILITY_CONCURRENCY),
+      capabilities,
+      capabilityModule,
+      limits: {
+        ...(memoryLimitMb !== undefined ? { memoryLimitMb } : {}),
+        ...(timeLimitMs !== undefined ? { timeLimitMs } : {}),
+      },
       handleSignals: false,
       logger,
       ...(env.TDP_WORKER_DB ? { database: env.TDP_WORKER_DB } : {}),
@@ -55,6 +78,8 @@ export async function startWorkerFromEnv(
       ...(env.TDP_WORKER_NAME ? { name: env.TDP_WORKER_NAME } : {}),
       ...(transport ? { transport: transport as 'rest' | 'grpc' } : {}),
       ...(env.TDP_GRPC_URL?.trim() ? { grpcUrl: env.TDP_GRPC_URL.trim() } : {}),
+      ...(env.TDP_EGRESS_ALLOW?.trim() ? { egressAllow: env.TDP_EGRESS_ALLOW } : {}),
+      ...(maxDownloadBytes !== undefined ? { maxDownloadBytes } : {}),
     });
   } catch (error) {
     // The same check, named by the variable that set the option.
@@ -70,4 +95,7 @@ const variables: Partial<Record<keyof StartWorkerOptions, string>> = {
   concurrency: 'TDP_WORKER_CONCURRENCY',
   healthPort: 'TDP_WORKER_HEALTH_PORT',
   transport: 'TDP_WORKER_TRANSPORT',
+  egressAllow: 'TDP_EGRESS_ALLOW',
+  maxDownloadBytes: 'TDP_WORKER_MAX_DOWNLOAD_BYTES',
+  limits: 'TDP_WORKER_MEMORY_LIMIT_MB or TDP_WORKER_TIME_LIMIT_MS:',
 };

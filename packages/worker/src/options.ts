@@ -1,6 +1,7 @@
 import type { GrantRenewalPolicy } from '@tdp/protocol';
 import type { WorkerClient } from './client.ts';
 import type { ReportingTransport } from './grpcReporting.ts';
+import type { CapabilityRunners } from './isolation/runnerPool.ts';
 import type { LocalStore } from './localStore.ts';
 import type { Capability } from './sdk.ts';
 
@@ -36,6 +37,8 @@ export interface WorkerOptions {
   reporting?: ReportingTransport;
   store: LocalStore;
   capabilities: Capability[];
+  /** Where attempts run: capability runner processes (isolation), or in this process by default. */
+  runners?: CapabilityRunners;
   name?: string;
   nodeId?: string;
   labels?: Record<string, string>;
@@ -47,6 +50,8 @@ export interface WorkerOptions {
   progressIntervalMs?: number;
   /** Where attempts keep their files (one folder each, removed when the attempt ends). */
   workDirectory?: string;
+  /** While TDP refuses the worker key, it is tried again this often (default 5 s; keyRefusal.ts). */
+  keyRetryMs?: number;
   /** How long a grant request keeps trying while TDP is unreachable (a restart) before the step fails. */
   grantRetryMs?: number;
   /** What the server acknowledged stays in the local SQLite this long, then is pruned (default 24 h). */
@@ -58,6 +63,13 @@ export interface WorkerOptions {
   grantRenewal?: GrantRenewalPolicy;
   /** How many times a download broken off midway resumes (a Range request, on a renewed URL if due). */
   downloadResumes?: number;
+  /**
+   * What downloads and uploads may reach beyond public addresses (`@tdp/egress`: CIDRs and `host:port`
+   * pairs, `TDP_EGRESS_ALLOW`); the TDP servers of `client` are always allowed. Default: none.
+   */
+  egressAllow?: readonly string[];
+  /** A download larger than this fails with `DOWNLOAD_TOO_LARGE` (default 1 GiB). */
+  maxDownloadBytes?: number;
 }
 
 export const defaultGrantRenewal: GrantRenewalPolicy = { remainingFraction: 0.25, remainingMs: 60_000 };

@@ -1,7 +1,12 @@
 /**
  * The single sender of a process: delivers the local outbox in batches of up to 200 events, which also
  * acknowledge the commands received so far. Network errors, 429 and 5xx back off while attempts keep
- * running (the events wait with their event ids, so a resend is applied once).
+ * running (the events wait with their event ids, so a resend is applied once). An event is marked sent
+ * only once the server answered it, and an acknowledgement only once the server wrote it.
+ *
+ * A 401/403 sends nothing more until a key works (runtime.ts, keyRefusal.ts): the batch stays in the
+ * outbox. Events of an earlier session the current key does not own (after a new key) are set aside,
+ * still unsent, so that they hold up nothing; they are tried again when the key changes or works again.
  */
 import { RejectedError, UnavailableError } from './client.ts';
 import type { LocalStore, OutboxEvent } from './localStore.ts';
@@ -11,6 +16,8 @@ import { inWorkerSpan } from './tracing.ts';
 export interface SenderDeps extends RuntimeParts {
   /** The server no longer leases this attempt to us: it is stopped (its events are only a record). */
   leaseLost: (attemptId: string) => void;
+  /** A 401/403 on the current session's events: resolves once the session (or a new one) is accepted. */
+  sessionLost: (reason: string) => Promise<void>;
 }
 
 /** The local SQLite forgets acknowledged rows after this long (`localRetentionMs`), looked at this often. */
@@ -20,6 +27,8 @@ const pruneEveryMs = 10 * 60_000;
 export class Sender {
   private readonly wakeup = new Wakeup();
   private lastPruneAt = 0;
+  /** Sessions whose events the server refuses with the current key: kept, not sent for now. */
+  private readonly parked = new Set<string>();
 
   constructor(private readonly deps: SenderDeps) {}
 
@@ -28,12 +37,18 @@ export class Sender {
     this.wakeup.wake();
   }
 
+  /** The key changed or works again: events set aside are tried again. */
+  retryParked(): void {
+    this.parked.clear();
+    this.wake();
+  }
+
   async loop(): Promise<void> {
     const { store } = this.deps.options;
     const { lifecycle, logger } = this.deps;
     let failures = 0;
     while (!lifecycle.stopped) {
-      const batch = store.unsent(200);
+      const batch = store.unsent(200, this.parked);
       if (batch.length === 0) {
         this.pruneNowAndThen();
         await lifecycle.sleep(1_000, this.wakeup);
@@ -44,9 +59,8 @@ export class Sender {
         failures = 0;
       } catch (error) {
         if (error instanceof RejectedError) {
-          // The key is refused, or the session these events belong to is not ours: they cannot be sent.
-          logger.error({ err: error.message }, 'events refused by the server; dropping them');
-          store.markSent(batch.map((e) => e.eventId));
+          // Nothing of the batch is marked: it goes again once the key (or a new session) is accepted.
+          await this.deps.sessionLost(error.message);
           continue;
         }
         if (!(error instanceof UnavailableError)) throw error;
@@ -92,21 +106,35 @@ export class Sender {
     }
     for (const [workerId, events] of byWorker) {
       // Commands received so far are acknowledged along with the current session's events.
-      const acks = workerId === this.deps.session.workerId ? store.unacked().slice(0, 1000) : [];
+      const current = workerId === this.deps.session.workerId;
+      const acks = current ? store.unacked().slice(0, 1000) : [];
       const reporting = this.deps.options.reporting ?? this.deps.options.client;
-      const outcomes = await inWorkerSpan(
-        'tdp.worker.report',
-        events.find((e) => e.traceparent)?.traceparent,
-        { events: events.length },
-        (traceparent) =>
-          reporting.sendEvents(
-            workerId,
-            events.map((e) => e.body),
-            acks,
-            traceparent,
-          ),
-      );
-      if (acks.length > 0) store.markAcked(acks);
+      let report: Awaited<ReturnType<typeof reporting.report>>;
+      try {
+        report = await inWorkerSpan(
+          'tdp.worker.report',
+          events.find((e) => e.traceparent)?.traceparent,
+          { events: events.length },
+          (traceparent) =>
+            reporting.report(
+              workerId,
+              events.map((e) => e.body),
+              acks,
+              traceparent,
+            ),
+        );
+      } catch (error) {
+        if (current || !(error instanceof RejectedError)) throw error;
+        // An earlier session, not this key's: its events wait (unsent) for a key that owns it.
+        this.parked.add(workerId);
+        this.deps.logger.warn(
+          { workerId, events: events.length },
+          'events of an earlier session refused with this key; kept until its key works',
+        );
+        continue;
+      }
+      const { outcomes } = report;
+      if (acks.length > 0 && report.acked) store.markAcked(acks);
       for (const outcome of outcomes) {
         if (outcome.ok) continue;
         const event = events.find((e) => e.eventId === outcome.eventId);

@@ -85,6 +85,17 @@ export class Session {
     return port ? Number(port) : null;
   }
 
+  /** Whether the server still holds this session (accepts its heartbeat); false when it refuses it. */
+  async stillHeld(): Promise<boolean> {
+    try {
+      await this.heartbeat();
+      return this.currentId !== null;
+    } catch (error) {
+      if (error instanceof RejectedError) return false;
+      throw error;
+    }
+  }
+
   async heartbeat(): Promise<void> {
     if (!this.currentId) return;
     await this.options.client.heartbeat(this.currentId, this.runtimeState);

@@ -6,11 +6,14 @@
 import { mkdirSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { dirname, resolve } from 'node:path';
+import { egressPolicy } from '@tdp/egress/policy';
 import { type GrantRenewalPolicy, newId } from '@tdp/protocol';
 import { builtinCapabilities } from './capabilities/index.ts';
 import { serverUrls, WorkerClient } from './client.ts';
 import { GrpcReporting, grpcAddressOf } from './grpcReporting.ts';
 import { type HealthServer, serveHealth } from './health.ts';
+import { capabilitiesOf } from './isolation/capabilityModule.ts';
+import { RunnerPool } from './isolation/runnerPool.ts';
 import { LocalStore } from './localStore.ts';
 import { jsonLogger, type Logger } from './options.ts';
 import { WorkerRuntime } from './runtime.ts';
@@ -32,8 +35,21 @@ export interface StartWorkerOptions {
   url: string | readonly string[];
   /** A worker key, `tdpw_…` (POST /admin/v1/worker-credentials). */
   key: string;
+  /**
+   * The capabilities as objects. Alone, their attempts run inside this process: give them so only for
+   * code as trusted as the worker itself (tests, say), else give `capabilityModule`.
+   */
   // biome-ignore lint/suspicious/noExplicitAny: capabilities of any input and output types run side by side
-  capabilities: readonly Capability<any, any>[];
+  capabilities?: readonly Capability<any, any>[];
+  /**
+   * The module that exports the capabilities (a path, a file URL, a package name): each attempt then runs
+   * in a capability runner, a child process with memory and time limits, so that nothing a capability
+   * does — a crash, unbounded memory, an endless loop, `process.exit` — takes down the worker or touches
+   * another attempt. `tdp worker` always runs so.
+   */
+  capabilityModule?: string | URL;
+  /** With `capabilityModule`: each runner's memory (MiB, default 2048) and each attempt's time (ms, default 1 h). */
+  limits?: { memoryLimitMb?: number; timeLimitMs?: number };
   /** The local SQLite file that keeps commands and results across restarts (default `./.tdp/worker.db`). */
   database?: string;
   /** Attempts run at once, all capabilities together (default 10; each capability may limit its own). */
@@ -64,6 +80,13 @@ export interface StartWorkerOptions {
   grantRenewal?: GrantRenewalPolicy;
   /** With `grpc`: the server's gRPC address, `host:port` (default: the port it announces, on url's host). */
   grpcUrl?: string;
+  /**
+   * What downloads and uploads may reach beyond public addresses: CIDRs and `host:port` pairs
+   * (`TDP_EGRESS_ALLOW`; docs/security.md). The TDP servers in `url` are always allowed. Default: none.
+   */
+  egressAllow?: string | readonly string[];
+  /** A download larger than this fails with `DOWNLOAD_TOO_LARGE` (default 1 GiB). */
+  maxDownloadBytes?: number;
 }
 
 export interface RunningWorker {
@@ -98,8 +121,32 @@ export async function startWorker(options: StartWorkerOptions): Promise<RunningW
   } catch {
     throw new WorkerConfigError('must be the TDP server’s URL, or its replicas’ URLs', 'url');
   }
+  let egressAllow: string[];
+  try {
+    egressAllow = egressPolicy(options.egressAllow ?? []).allowList.slice();
+  } catch (error) {
+    throw new WorkerConfigError((error as Error).message, 'egressAllow');
+  }
+  const maxDownloadBytes = options.maxDownloadBytes;
+  if (maxDownloadBytes !== undefined && !(Number.isSafeInteger(maxDownloadBytes) && maxDownloadBytes >= 1))
+    throw new WorkerConfigError(`must be a positive integer, got ${maxDownloadBytes}`, 'maxDownloadBytes');
+  const limits = options.limits ?? {};
+  for (const [name, value] of Object.entries(limits))
+    if (value !== undefined && !(Number.isInteger(value) && value >= 1))
+      throw new WorkerConfigError(`${name} must be a positive integer, got ${value}`, 'limits');
   const logger = options.logger ?? jsonLogger;
-  const capabilities = withCapabilityLimits([...options.capabilities], undefined);
+  if (!options.capabilities && !options.capabilityModule)
+    throw new WorkerConfigError('give capabilityModule (or capabilities)', 'capabilities');
+  // With a module, objects given too are its capabilities as registered (with their limits, say).
+  const capabilities = withCapabilityLimits(
+    options.capabilities
+      ? [...options.capabilities]
+      : [...(await capabilitiesOf(options.capabilityModule!)).values()],
+    undefined,
+  );
+  const runners = options.capabilityModule
+    ? new RunnerPool({ module: options.capabilityModule, ...limits })
+    : undefined;
   const dbPath = resolve(options.database ?? '.tdp/worker.db');
   mkdirSync(dirname(dbPath), { recursive: true });
   const store = new LocalStore(dbPath, newId);
@@ -116,6 +163,7 @@ export async function startWorker(options: StartWorkerOptions): Promise<RunningW
     ...(reporting ? { reporting } : {}),
     store,
     capabilities,
+    ...(runners ? { runners } : {}),
     logger,
     ...(options.name ? { name: options.name } : {}),
     ...(options.nodeId ? { nodeId: options.nodeId } : {}),
@@ -123,12 +171,15 @@ export async function startWorker(options: StartWorkerOptions): Promise<RunningW
     ...(options.concurrency ? { maxConcurrency: options.concurrency } : {}),
     ...(options.drainGraceMs !== undefined ? { drainGraceMs: options.drainGraceMs } : {}),
     ...(options.grantRenewal ? { grantRenewal: options.grantRenewal } : {}),
+    egressAllow,
+    ...(maxDownloadBytes !== undefined ? { maxDownloadBytes } : {}),
   });
   let health = null as HealthServer | null;
   // Once: the runtime stopping by itself (a DRAIN the server sent) and a drain by signal both close.
   let closing: Promise<void> | null = null;
   const close = () =>
     (closing ??= (async () => {
+      await runners?.close();
       store.close();
       reporting?.close();
       await client.close();
@@ -171,6 +222,8 @@ export async function startWorker(options: StartWorkerOptions): Promise<RunningW
     // before the worker has registered and taken work.
     if (healthPort !== undefined)
       health = await serveHealth(runtime, healthPort, options.healthHost ?? '127.0.0.1');
+    // A capability module that does not load fails the start, before the worker takes work.
+    await runners?.warm();
     await runtime.start();
   })();
   try {
@@ -188,6 +241,7 @@ export async function startWorker(options: StartWorkerOptions): Promise<RunningW
       db: dbPath,
       server: client.server,
       transport,
+      isolation: runners ? 'process' : 'none',
       ...(health ? { health: health.url } : {}),
     },
     'worker ready',

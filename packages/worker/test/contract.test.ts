@@ -150,6 +150,8 @@ beforeAll(async () => {
     nodeId: 'node-contract',
     progressIntervalMs: 0,
     workDirectory: join(directory, 'work'),
+    // The test storage listens on 127.0.0.1, which the egress policy refuses unless allowed.
+    egressAllow: ['127.0.0.0/8'],
   });
   await runtime.start();
 });

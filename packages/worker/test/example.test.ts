@@ -1,4 +1,4 @@
-/** The documented custom-capability example (packages/worker/examples/shout.ts) runs as written. */
+/** The documented custom-capability example (packages/worker/examples/shout.ts, shoutWorker.ts) runs as written. */
 import { spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -14,7 +14,7 @@ beforeAll(async () => {
 });
 afterAll(() => h.close());
 
-it('examples/shout.ts: a custom capability on the runtime, driven by a real task', async () => {
+it('examples/shoutWorker.ts: a custom capability in runner processes, driven by a real task', async () => {
   const app = await h.createApplication();
   const workerKey = (
     await h.request('POST', '/admin/v1/worker-credentials', { token: h.adminToken, body: {} })
@@ -40,7 +40,7 @@ it('examples/shout.ts: a custom capability on the runtime, driven by a real task
       '--conditions=@tdp/source',
       '--import',
       'tsx',
-      fileURLToPath(new URL('../examples/shout.ts', import.meta.url)),
+      fileURLToPath(new URL('../examples/shoutWorker.ts', import.meta.url)),
     ],
     {
       env: {

@@ -86,6 +86,8 @@ beforeAll(async () => {
     capabilities: [slowWriter, reader],
     nodeId: 'node-renewal',
     workDirectory: join(directory, 'work'),
+    // The test storage listens on 127.0.0.1, which the egress policy refuses unless allowed.
+    egressAllow: ['127.0.0.0/8'],
     // The defaults (25% or 60 s left): a 3 s grant is renewed at half its life.
   });
   await runtime.start();

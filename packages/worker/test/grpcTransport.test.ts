@@ -206,19 +206,14 @@ describe('worker runtime over gRPC', () => {
       TDP_WORKER_DB: join(directory, 'main.db'),
       TDP_NODE_ID: 'node-grpc-main',
     };
-    const capability = defineCapability({
-      name: 'test.grpc-main',
-      version: '1',
-      input: Type.Object({}),
-      output: Type.Object({ via: Type.String() }),
-      run: async () => ({ via: 'grpc' }),
-    });
+    // The environment form runs a capability module's attempts in runner processes.
+    const capabilities = new URL('./fixtures/capabilities.ts', import.meta.url);
     await expect(
-      startWorkerFromEnv({ ...env, TDP_WORKER_TRANSPORT: 'carrier-pigeon' }, [capability]),
+      startWorkerFromEnv({ ...env, TDP_WORKER_TRANSPORT: 'carrier-pigeon' }, capabilities),
     ).rejects.toThrow(WorkerConfigError);
     const worker = await startWorkerFromEnv(
       { ...env, TDP_WORKER_TRANSPORT: 'grpc' },
-      [capability],
+      capabilities,
       silentLogger,
     );
     try {

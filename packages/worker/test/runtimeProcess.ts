@@ -72,6 +72,8 @@ const runtime = new WorkerRuntime({
   maxConcurrency: 4,
   drainGraceMs: 1_000,
   progressIntervalMs: 50,
+  // The test storage listens on 127.0.0.1, which the egress policy refuses unless allowed.
+  egressAllow: ['127.0.0.0/8'],
 });
 process.once('SIGTERM', () => {
   runtime.drain().then(

@@ -4,6 +4,7 @@
  * by name, the HTTP app, and the provisions features hand one another.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { createEgress, type Egress } from '@tdp/egress';
 import { newId } from '@tdp/protocol';
 import type { FastifyInstance } from 'fastify';
 import { type Logger, pino } from 'pino';
@@ -75,6 +76,8 @@ export interface Host {
   /** The facts kernel's store: the one write path of every feature. */
   readonly facts: PostgresFactStore;
   readonly secrets: SecretBox;
+  /** The egress policy of requests made on a tenant's behalf, and its connections (`@tdp/egress`). */
+  readonly egress: Egress;
   readonly metrics: Metrics;
   /** Submit→start, step durations, backlogs, STALE steps and commit→visible (docs/observability.md). */
   readonly taskMetrics: TaskMetrics;
@@ -127,7 +130,16 @@ export async function createHost(settings: HostSettings, dependencies: ServerDep
     rawHandler: (request, response) => rawHandler?.(request, response) ?? false,
     logger,
     bodyLimitBytes: settings.bodyLimitBytes,
+    trustProxy: settings.trustProxy,
+    jsonMaxDepth: settings.jsonMaxDepth,
     requestDeadlineMs: settings.requestDeadlineMs,
+    listener: {
+      headersTimeoutMs: settings.headersTimeoutMs,
+      requestReadTimeoutMs: settings.requestReadTimeoutMs,
+      keepAliveTimeoutMs: settings.keepAliveTimeoutMs,
+      maxConnectionsPerIp: settings.maxConnectionsPerIp,
+      connectionRefused: () => metrics.quotaRefused.inc({ code: 'CONNECTION_LIMIT' }),
+    },
     publicUrl: settings.publicUrl,
     version: serverVersion,
   });
@@ -141,6 +153,7 @@ export async function createHost(settings: HostSettings, dependencies: ServerDep
   });
   registerHealthRoutes(app, { metrics: metrics.registry, readiness: () => health.check() });
   const provisions = new Map<string, unknown>();
+  const egress = createEgress(settings.egressAllow);
   return {
     settings,
     dependencies,
@@ -153,6 +166,7 @@ export async function createHost(settings: HostSettings, dependencies: ServerDep
       metrics.factTransaction.observe({ phase }, seconds),
     ),
     secrets: new SecretBox(settings.secretKeyring),
+    egress,
     metrics,
     taskMetrics: new TaskMetrics(metrics.registry, new PostgresBacklogReads(sql), () => clock.now()),
     // With tracing off, the no-op port: no span is made and no traceparent is stored or sent.
@@ -185,7 +199,7 @@ export async function createHost(settings: HostSettings, dependencies: ServerDep
     },
     close: async () => {
       const timeout = settings.shutdownDatabaseTimeoutSeconds;
-      await Promise.all([sql.end({ timeout }), heartbeatSql.end({ timeout })]);
+      await Promise.all([sql.end({ timeout }), heartbeatSql.end({ timeout }), egress.close()]);
     },
   };
 }

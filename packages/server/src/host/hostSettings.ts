@@ -1,8 +1,12 @@
 /** The host's settings: the database, the HTTP listener, the keys every feature shares, the loops' net. */
+import { egressPolicy, splitAllowList } from '@tdp/egress/policy';
+import { defaultJsonMaxDepth, jsonMaxDepthCeiling } from '@tdp/protocol';
 import { Type } from 'typebox';
+import type { TrustProxy } from '../adapters/inbound/http/app.ts';
 import { type Keyring, parseKeyring } from '../core/identity/secretBox.ts';
 import { defaultLoopRetry, type LoopRetry } from './loops/wakeableLoop.ts';
 import { ConfigError, setting, settingsSlice } from './settings.ts';
+import { parseTrustProxy } from './trustProxy.ts';
 
 const tracingVariables = ['OTEL_EXPORTER_OTLP_ENDPOINT', 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT'];
 
@@ -49,6 +53,15 @@ export const hostSettings = settingsSlice(
       description: 'The address the API listens on.',
     }),
     port: setting.integer({ env: 'TDP_PORT', default: 8080, description: 'The port the API listens on.' }),
+    trustProxy: setting.custom<TrustProxy>({
+      variables: ['TDP_TRUST_PROXY'],
+      typeName: 'addresses, CIDRs or a hop count',
+      default: false,
+      defaultText: 'none',
+      description:
+        'The proxies whose `X-Forwarded-For`, `-Proto` and `-Host` count (comma-separated addresses, CIDRs, `loopback`, `linklocal`, `uniquelocal`; or a number of hops): a request they say came over TLS gets `Secure` cookies, and `request.ip` is the client behind them.',
+      parse: (env) => parseTrustProxy(env.TDP_TRUST_PROXY),
+    }),
     publicUrl: setting.custom<string>({
       variables: ['TDP_PUBLIC_URL'],
       typeName: 'URL',
@@ -84,15 +97,53 @@ export const hostSettings = settingsSlice(
       description:
         'Accepts plain-http and loopback URLs for callbacks and resource providers (development only).',
     }),
+    egressAllow: setting.custom<string[]>({
+      variables: ['TDP_EGRESS_ALLOW'],
+      typeName: 'CIDRs and `host:port` pairs, comma-separated',
+      default: [],
+      defaultText: 'none (`tdp dev`: `127.0.0.0/8,::1/128`)',
+      description:
+        'What requests made on a tenant’s behalf (callbacks, notification webhooks, resource-provider calls) may reach beyond public addresses; loopback, private, link-local and other special addresses are refused unless named here (docs/security.md).',
+      parse: (env) => (env.TDP_EGRESS_ALLOW?.trim() ? splitAllowList(env.TDP_EGRESS_ALLOW) : undefined),
+    }),
     bodyLimitBytes: setting.integer({
       env: 'TDP_BODY_LIMIT_BYTES',
       default: 1024 * 1024,
       description: 'The largest request body the API reads.',
     }),
+    jsonMaxDepth: setting.integer({
+      env: 'TDP_JSON_MAX_DEPTH',
+      default: defaultJsonMaxDepth,
+      description:
+        'JSON nested deeper (objects and arrays) is refused with 400 `JSON_TOO_DEEP`: request bodies, gRPC reports and realtime client commands (1 to 1000).',
+    }),
     requestDeadlineMs: setting.integer({
       env: 'TDP_REQUEST_DEADLINE_MS',
       default: 15_000,
       description: 'A request still unanswered after this long gets a 503 `REQUEST_TIMEOUT`.',
+    }),
+    headersTimeoutMs: setting.integer({
+      env: 'TDP_HEADERS_TIMEOUT_MS',
+      default: 10_000,
+      description:
+        "A connection that has not sent a request's headers within this long is closed (408): a slow client holds no socket for long.",
+    }),
+    requestReadTimeoutMs: setting.integer({
+      env: 'TDP_REQUEST_READ_TIMEOUT_MS',
+      default: 30_000,
+      description:
+        'A connection that has not sent a whole request (headers and body) within this long is closed (408).',
+    }),
+    keepAliveTimeoutMs: setting.integer({
+      env: 'TDP_KEEP_ALIVE_TIMEOUT_MS',
+      default: 5_000,
+      description: 'An idle keep-alive connection between requests is closed after this long.',
+    }),
+    maxConnectionsPerIp: setting.integer({
+      env: 'TDP_MAX_CONNECTIONS_PER_IP',
+      default: 1_024,
+      description:
+        'Open TCP connections one client address may hold to the API (and the embedded realtime gateway); one more is answered 429 `CONNECTION_LIMIT` and closed (`0`: no limit). Behind a proxy every client has its address.',
     }),
     notifyIntervalMs: setting.value({
       default: 100,
@@ -147,8 +198,15 @@ export const hostSettings = settingsSlice(
     }),
   }),
   (settings) => {
+    try {
+      egressPolicy(settings.egressAllow);
+    } catch (error) {
+      throw new ConfigError(`TDP_EGRESS_ALLOW: ${(error as Error).message}`);
+    }
     if (settings.adminToken.length < 16)
       throw new ConfigError('TDP_ADMIN_TOKEN must be at least 16 characters');
+    if (settings.jsonMaxDepth < 1 || settings.jsonMaxDepth > jsonMaxDepthCeiling)
+      throw new ConfigError(`TDP_JSON_MAX_DEPTH must be between 1 and ${jsonMaxDepthCeiling}`);
     settings.publicUrl ??= `http://${settings.host === '0.0.0.0' ? '127.0.0.1' : settings.host}:${settings.port}`;
   },
 );

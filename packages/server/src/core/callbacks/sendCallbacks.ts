@@ -37,6 +37,11 @@ export interface CallbackSenderDeps {
   queue: CallbackQueue;
   /** The secrets that sign for an application now (current first). */
   signingSecrets(applicationId: string): Promise<string[]>;
+  /**
+   * Posts one delivery. It throws when no HTTP answer came; an error with `permanent: true` (an address
+   * the egress policy refuses) can never succeed, and the delivery is DEAD at once. The error's message
+   * is the delivery's `lastError`, which the application reads.
+   */
   post(url: string, body: string, headers: Record<string, string>): Promise<{ status: number }>;
   clock: Clock;
   random?: () => number;
@@ -118,11 +123,16 @@ async function deliverAndRecord(
     );
     return 'FAILED';
   } catch (error) {
+    const message = (error as Error).message.slice(0, 500);
+    if ((error as { permanent?: boolean }).permanent) {
+      await deps.queue.dead(delivery.claimId, delivery.id, message);
+      return 'DEAD';
+    }
     await deps.queue.failed(
       delivery.claimId,
       delivery.id,
       delivery.attempts,
-      (error as Error).message.slice(0, 500),
+      message,
       deps.clock.now(),
       jitter(deps),
     );

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { AppError } from '../shared/errors.ts';
 import type { Clock, IdGenerator } from '../shared/ports.ts';
 import { generateApiKey } from './apiKeys.ts';
-import { checkOutboundUrl } from './outboundUrl.ts';
+import { checkOutboundUrl, type LiteralEgressCheck, refuseLiteralEgress } from './outboundUrl.ts';
 import type { ApiKeyRecord, Application, IdentityStore } from './ports.ts';
 import type { SecretBox } from './secretBox.ts';
 
@@ -13,6 +13,8 @@ export interface ApplicationDeps {
   ids: IdGenerator;
   /** Allows http:// resource-provider URLs (development only). */
   allowInsecureUrls: boolean;
+  /** The egress policy, for refusing a provider URL on a refused address at once; absent: none at input. */
+  egress?: LiteralEgressCheck;
 }
 
 export interface ResourceProviderSettings {
@@ -44,6 +46,7 @@ function sealResourceProvider(
       { path: '/resourceProvider/url', message: problem },
     ]);
   }
+  refuseLiteralEgress(deps.egress, settings.url, '/resourceProvider/url');
   return {
     resourceProviderUrl: settings.url,
     resourceProviderTokenSealed: deps.secrets.seal(

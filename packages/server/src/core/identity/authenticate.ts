@@ -5,8 +5,9 @@ import type { ApiKeyRecord, ApplicationPrincipal, IdentityStore } from './ports.
 
 /**
  * Resolves `Authorization: Bearer <api key>` to an application principal. Key rows are cached for a few
- * seconds because every request authenticates; a revocation made through this process drops the entry at
- * once, one made elsewhere takes effect within `cacheTtlMs`.
+ * seconds because every request authenticates; a revocation drops the entry at once, in every replica
+ * (the identity feature's revocations call `forget`), and `cacheTtlMs` is only the net under a lost
+ * notification.
  */
 export class ApiKeyAuthenticator {
   private readonly cache: TtlCache<ApiKeyRecord>;
@@ -32,6 +33,15 @@ export class ApiKeyAuthenticator {
       keyId: record.id,
       userView: record.userView,
     };
+  }
+
+  /**
+   * Whether the key that minted a token (a user or realtime token's `akid`) is still usable: the same
+   * cached row as `authenticate`, so the check costs no query per request.
+   */
+  async keyActive(keyId: string): Promise<boolean> {
+    const record = await this.cache.get(keyId, () => this.store.findApiKey(keyId));
+    return record !== null && keyIsUsable(record, this.clock.now());
   }
 
   forget(keyId?: string): void {

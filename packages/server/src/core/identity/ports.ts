@@ -94,3 +94,29 @@ export interface IdentityStore {
   ): Promise<void>;
   listIdentityAudit(tenantId: string, action: string): Promise<IdentityAuditRecord[]>;
 }
+
+/**
+ * A credential or a view taken away. Announced by the replica that made the change and heard by every
+ * replica at once (its caches forget the credential; its streams and realtime subscriptions end).
+ */
+export type Revocation =
+  | { kind: 'apiKey'; keyId: string }
+  | { kind: 'workerKey'; keyId: string }
+  | {
+      kind: 'taskAccess';
+      tenantId: string;
+      applicationId: string;
+      taskId: string;
+      principalType: 'USER' | 'PROJECT' | 'ROLE';
+      principalId: string;
+    };
+
+export interface Revocations {
+  /** Applies the revocation in this process, then tells the other replicas. */
+  announce(revocation: Revocation): Promise<void>;
+  /**
+   * Calls `listener` for every revocation, this replica's (`here`: true) and the others'. Work that
+   * reaches every replica by itself (Centrifugo's server API, the gateway's engine) is done `here` only.
+   */
+  subscribe(listener: (revocation: Revocation, here: boolean) => void): void;
+}

@@ -12,10 +12,17 @@ import type { StepRecord, TaskState } from '../facts/records.ts';
 import type { FactDeps, FactSession } from '../facts/session.ts';
 import { endTask, isRefusal, stepIsFinished, taskAfterStepChange } from '../facts/stateMachine.ts';
 import type { AttemptDeps } from '../workers/attempts.ts';
+import type { MapItemLimits } from './kinds/mapItems.ts';
 import { callbackFor, milestone, type Orchestrated, orchestrate, stepsToWrite } from './transitionRecords.ts';
 
-/** What the consequences write with: ids, and the credentials a placed attempt is issued with. */
-export type ConsequenceDeps = AttemptDeps;
+/** What the consequences write with: ids, the credentials a placed attempt is issued with, the map limits. */
+export type ConsequenceDeps = AttemptDeps & MapQuota;
+
+/** The limits a map step's items must keep (kinds/map.ts), and who counts its refusals; absent: none. */
+export interface MapQuota {
+  mapItemLimits?: MapItemLimits;
+  quotaRefused?: (code: 'MAP_ITEMS_LIMIT') => void;
+}
 
 /** A use case that opens fact transactions and asks for their consequences. */
 export type FactConsequenceDeps = FactDeps & ConsequenceDeps;

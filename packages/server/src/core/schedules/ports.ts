@@ -34,6 +34,8 @@ export interface ScheduleStore {
   /** False when the application already has a schedule with this idempotency key. */
   insert(schedule: ScheduleRecord): Promise<boolean>;
   findByKey(applicationId: string, idempotencyKey: string): Promise<ScheduleRecord | null>;
+  /** How many schedules the application has (paused ones too), counted up to `atMost`. */
+  countForApplication(applicationId: string, atMost: number): Promise<number>;
   get(applicationId: string, id: string): Promise<ScheduleRecord | null>;
   list(applicationId: string, limit: number): Promise<ScheduleRecord[]>;
   /** Every application's schedules, for operators. */

@@ -10,7 +10,7 @@ import type { ApplicationPrincipal } from '../identity/ports.ts';
 import { fingerprint } from '../shared/canonicalJson.ts';
 import { AppError } from '../shared/errors.ts';
 import type { Clock, IdGenerator } from '../shared/ports.ts';
-import { cronProblem, isKnownTimeZone, nextFireAfter, nextFiresAfter } from './cron.ts';
+import { type CronSpec, cronProblem, isKnownTimeZone, nextFireAfter, nextFiresAfter } from './cron.ts';
 import { fireInput } from './firePolicy.ts';
 import type { ScheduleRecord, ScheduleStore } from './ports.ts';
 
@@ -23,6 +23,38 @@ export interface ScheduleDeps {
   /** How many upcoming fire times a schedule's view lists. */
   listedFireTimes: number;
   listLimit: number;
+  /** Schedules one application may have, and the shortest time between two fires (`0`: no limit). */
+  limits?: { perApplication: number; minIntervalSeconds: number };
+}
+
+/** Fire times looked at for the minimum interval: enough for any cron's densest stretch to show. */
+const firesChecked = 100;
+
+/** SCHEDULE_TOO_FREQUENT's message when two of the next fires are closer than `minIntervalSeconds`. */
+function tooFrequent(spec: CronSpec, now: Date, minIntervalSeconds: number): string | null {
+  if (minIntervalSeconds <= 0) return null;
+  const fires = nextFiresAfter(spec, now, firesChecked);
+  for (let i = 1; i < fires.length; i++) {
+    const gapSeconds = (fires[i]!.getTime() - fires[i - 1]!.getTime()) / 1000;
+    if (gapSeconds < minIntervalSeconds)
+      return `cron: fires ${gapSeconds} s apart at ${fires[i - 1]!.toISOString()}; schedules may fire at most once every ${minIntervalSeconds} s`;
+  }
+  return null;
+}
+
+/** A new schedule must keep the application's limits (422; checked before the insert, not under a lock). */
+async function checkLimits(
+  deps: ScheduleDeps,
+  applicationId: string,
+  spec: CronSpec,
+  now: Date,
+): Promise<void> {
+  if (!deps.limits) return;
+  const frequent = tooFrequent(spec, now, deps.limits.minIntervalSeconds);
+  if (frequent) throw new AppError('SCHEDULE_TOO_FREQUENT', frequent, [{ path: '/cron', message: frequent }]);
+  const most = deps.limits.perApplication;
+  if (most > 0 && (await deps.schedules.countForApplication(applicationId, most)) >= most)
+    throw new AppError('SCHEDULE_LIMIT', `the application has ${most} schedules, its limit`);
 }
 
 export interface CreateScheduleResult {
@@ -65,6 +97,7 @@ export async function createSchedule(
   const id = deps.ids.newId();
   const now = deps.clock.now();
   const spec = { cron: request.cron, timeZone: request.timeZone, startAt, endAt };
+  await checkLimits(deps, principal.applicationId, spec, now);
   // The input as its first fire's task would get it (the placeholders filled in).
   const firstInput = fireInput(input, { scheduleId: id, fireAt: nextFireAfter(spec, now) ?? now });
   requireValidInput(deps.schemas, definition, firstInput);

@@ -28,3 +28,17 @@ export function archivedTaskError(tombstone: {
       `an operator can bring it back with: tdp archive restore --task ${tombstone.taskId}`,
   );
 }
+
+/**
+ * A refusal for now (a quota, a throttle: 429): the caller may try again after `retryAfterSeconds`,
+ * which the HTTP adapters send as `Retry-After`.
+ */
+export class RetryLaterError extends AppError {
+  constructor(
+    code: ErrorCode,
+    detail: string,
+    readonly retryAfterSeconds: number,
+  ) {
+    super(code, detail);
+  }
+}

@@ -53,7 +53,8 @@ export async function grantAccess(
 
 /**
  * Revokes access; the principal's channel gets a removal tombstone (same transaction) so clients drop the
- * task. It carries the entry's new ACL version, which a later re-grant's summary exceeds.
+ * task. It carries the entry's new ACL version, which a later re-grant's summary exceeds. Then every
+ * replica hears of it: live detail subscriptions and watch sets of whoever no longer sees the task end.
  */
 export async function revokeAccess(
   deps: ReadDeps,
@@ -87,6 +88,14 @@ export async function revokeAccess(
       `${principalType} ${principalId} has no access to task ${taskId}`,
     );
   }
+  await deps.revocations?.announce({
+    kind: 'taskAccess',
+    tenantId: state.task.tenantId,
+    applicationId: state.task.applicationId,
+    taskId,
+    principalType,
+    principalId,
+  });
 }
 
 export async function attachExternalRef(

@@ -1,9 +1,10 @@
 import type { JsonSchemaValidator, RegistryLookup } from '../definitions/ports.ts';
 import type { FactDeps } from '../facts/session.ts';
 import type { SecretBox } from '../identity/secretBox.ts';
+import type { MapQuota } from '../orchestration/consequences.ts';
 import type { ExecutionCredentials, StatusStore } from './ports.ts';
 
-export interface StatusDeps extends FactDeps {
+export interface StatusDeps extends FactDeps, MapQuota {
   store: StatusStore;
   registries: RegistryLookup;
   schemas: JsonSchemaValidator;

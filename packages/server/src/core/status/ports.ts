@@ -154,6 +154,8 @@ export interface UserPrincipal {
   kind: 'user';
   applicationId: string;
   tenantId: string;
+  /** The API key that minted the token: the token works only while the key does. */
+  keyId: string;
   viewer: Viewer;
   /** The user view of the minting application when the token was signed (core/identity/userReach.ts). */
   userView: UserView;

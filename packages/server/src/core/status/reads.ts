@@ -7,7 +7,7 @@ import type { StructuredError, TaskEventView, TaskSummary, TaskWithExecution } f
 import { summaryPayload, workflowPayload } from '../facts/projections.ts';
 import type { TaskEventRecord, TaskState } from '../facts/records.ts';
 import { shownUserMessage, toTaskView } from '../facts/views.ts';
-import type { ApplicationPrincipal } from '../identity/ports.ts';
+import type { ApplicationPrincipal, Revocations } from '../identity/ports.ts';
 import { withinReach } from '../identity/userReach.ts';
 import type { ArchivedTasks } from '../retention/ports.ts';
 import { AppError, archivedTaskError } from '../shared/errors.ts';
@@ -22,6 +22,8 @@ export interface ReadDeps {
   ids: IdGenerator;
   /** Tombstones of archived tasks: a reader who could see one gets 410 TASK_ARCHIVED, not 404. */
   archived?: ArchivedTasks;
+  /** A revoked view is announced to every replica (live subscriptions and watch sets drop the task). */
+  revocations?: Pick<Revocations, 'announce'>;
 }
 
 /**

@@ -17,8 +17,9 @@ import type {
 } from '../facts/records.ts';
 import { type FactDeps, type FactSession, inFactTransaction } from '../facts/session.ts';
 import { toTaskView } from '../facts/views.ts';
-import { checkOutboundUrl } from '../identity/outboundUrl.ts';
+import { checkOutboundUrl, type LiteralEgressCheck, refuseLiteralEgress } from '../identity/outboundUrl.ts';
 import type { ApplicationPrincipal } from '../identity/ports.ts';
+import { inputMapItemsProblem, type MapItemLimits } from '../orchestration/kinds/mapItems.ts';
 import { lockCandidates, type PlacementDeps, placeStep } from '../orchestration/placement.ts';
 import {
   callbackFor,
@@ -27,20 +28,35 @@ import {
   platformWorkerProducer,
 } from '../orchestration/transitionRecords.ts';
 import { fingerprint } from '../shared/canonicalJson.ts';
-import { AppError } from '../shared/errors.ts';
+import { AppError, RetryLaterError } from '../shared/errors.ts';
 import { noTracing, type TraceSpan } from '../shared/ports.ts';
 import type { CandidateSource } from '../workers/ports.ts';
 import { freeSlots, type WorkerCandidate } from '../workers/selector.ts';
+import type { TasksInFlight } from './ports.ts';
 import { applyStepConstraints } from './snapshot.ts';
 
 export interface CreateTaskDeps extends FactDeps {
   definitions: DefinitionLookup;
   schemas: JsonSchemaValidator;
   allowInsecureCallbacks: boolean;
+  /** The egress policy, for refusing a callbackUrl on a refused address at once; absent: none at input. */
+  egress?: LiteralEgressCheck;
   /** The engine new tasks are driven by (`TDP_ORCHESTRATOR`); absent: native. */
   engine?: OrchestrationEngine;
   /** Places the first steps in the creating transaction when fresh worker candidates are at hand. */
   placement?: InlinePlacement;
+  /** The application's limit of unfinished tasks; absent: none. */
+  inFlight?: InFlightLimit;
+  /** The limits of map items, checked here when a map runs over the task's input. */
+  mapItemLimits?: MapItemLimits;
+}
+
+export interface InFlightLimit {
+  tasks: TasksInFlight;
+  /** Unfinished tasks an application may have (`0`: no limit). */
+  limit: number;
+  /** What the refusal's `Retry-After` says: when finished tasks may have made room. */
+  retryAfterSeconds: number;
 }
 
 export interface InlinePlacement extends PlacementDeps {
@@ -76,6 +92,7 @@ export async function createTask(
         { path: '/callbackUrl', message: problem },
       ]);
     }
+    refuseLiteralEgress(deps.egress, request.callbackUrl, '/callbackUrl');
   }
   const definition = await publishedWorkflow(
     deps.definitions,
@@ -93,6 +110,20 @@ export async function createTask(
       merged.errors,
     );
   }
+  if (deps.mapItemLimits) {
+    const tooMany = inputMapItemsProblem(merged.steps, input, deps.mapItemLimits);
+    if (tooMany) throw new AppError('MAP_ITEMS_LIMIT', tooMany);
+  }
+  if (deps.inFlight && (await overInFlight(deps.inFlight, principal.applicationId))) {
+    // A retry of a create that was accepted is answered as always, at the limit too.
+    const replayed = await replay(deps, principal, idempotencyKey, fingerprint(request));
+    if (replayed) return replayed;
+    throw new RetryLaterError(
+      'TASKS_IN_FLIGHT_LIMIT',
+      `the application has ${deps.inFlight.limit} unfinished tasks, its limit; retry once some have finished`,
+      deps.inFlight.retryAfterSeconds,
+    );
+  }
   // Placing the roots at once takes a transaction that locks the free workers (`lockCandidates`): only
   // with a fresh snapshot that has a free worker. Otherwise a create without a workflow stays one write.
   const snapshot = deps.placement ? placeableSnapshot(deps.placement, deps.clock.now()) : null;
@@ -100,6 +131,16 @@ export async function createTask(
   return tracing.inSpan('tdp.task.create', {}, (span) =>
     createInTransaction(deps, principal, idempotencyKey, request, definition, merged.steps, snapshot, span),
   );
+}
+
+/**
+ * At the limit, a create is refused before its transaction (429, retry later). Counted outside it (and
+ * the count may be a second old, inFlightCounts.ts), so concurrent creates may pass the limit by a few:
+ * a bound against a runaway client, not an exact count.
+ */
+async function overInFlight(inFlight: InFlightLimit, applicationId: string): Promise<boolean> {
+  if (inFlight.limit <= 0) return false;
+  return (await inFlight.tasks.countInFlight(applicationId, inFlight.limit)) >= inFlight.limit;
 }
 
 /** The create's one transaction (its span's `traceparent` is kept in the execution's snapshot). */

@@ -15,3 +15,8 @@ export interface TaskStore {
   getTask(applicationId: string, taskId: string): Promise<TaskState | null>;
   listTasks(applicationId: string, filter: TaskListFilter): Promise<TaskState[]>;
 }
+
+/** An application's unfinished (PENDING or RUNNING) tasks, counted up to `atMost` (the limit). */
+export interface TasksInFlight {
+  countInFlight(applicationId: string, atMost: number): Promise<number>;
+}

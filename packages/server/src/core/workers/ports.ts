@@ -41,6 +41,8 @@ export type { OperatorAuditRecord } from '../facts/records.ts';
 export interface WorkerStore {
   findCredential(id: string): Promise<{ id: string; secretHash: Buffer; revokedAt: Date | null } | null>;
   insertCredential(id: string, secretHash: Buffer, label: string | null, at: Date): Promise<void>;
+  /** False when there is no such worker key. */
+  revokeCredential(id: string, at: Date): Promise<boolean>;
   upsertNode(
     node: {
       id: string;
@@ -67,7 +69,11 @@ export interface WorkerStore {
    */
   drainWorker(command: WorkerCommandRecord, audit: OperatorAuditRecord): Promise<DrainOutcome | null>;
   candidates(): Promise<WorkerCandidate[]>;
-  listWorkers(): Promise<
+  /**
+   * The live sessions; with `servingTenant`, only those offering a capability (name and version) a step
+   * of one of that tenant's published workflows runs: the workers that serve it.
+   */
+  listWorkers(filter?: { servingTenant?: string }): Promise<
     (WorkerSession & {
       nodeLabels: Record<string, string>;
       nodeStatus: string;

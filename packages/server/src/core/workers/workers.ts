@@ -19,7 +19,7 @@ export interface WorkerDeps {
   defaultMaxConcurrency: number;
   /** A worker registered or changed: unplaceable requests may fit now. */
   workersChanged: () => void;
-  /** Worker key rows, read by every worker request (there is no revocation yet to wait for). */
+  /** Worker key rows, read by every worker request; a revoked key is forgotten at once (every replica). */
   credentials: TtlCache<WorkerCredential>;
   /**
    * Which key each worker session belongs to, for the requests an ended session may still make (its
@@ -34,6 +34,16 @@ export async function issueWorkerKey(deps: WorkerDeps, label: string | null) {
   const generated = generateApiKey('tdpw');
   await deps.workers.insertCredential(generated.keyId, generated.secretHash, label, deps.clock.now());
   return { id: generated.keyId, key: generated.plaintext };
+}
+
+/**
+ * Revokes a worker key now. The caller announces it (core/identity/ports.ts `Revocations`): every
+ * replica forgets the key and ends its command streams, and its next request is 401.
+ */
+export async function revokeWorkerKey(deps: WorkerDeps, keyId: string): Promise<void> {
+  if (!(await deps.workers.revokeCredential(keyId, deps.clock.now())))
+    throw new AppError('API_KEY_NOT_FOUND', `there is no worker key ${keyId}`);
+  deps.credentials.delete(keyId);
 }
 
 export async function authenticateWorkerKey(deps: WorkerDeps, plaintext: string): Promise<string | null> {

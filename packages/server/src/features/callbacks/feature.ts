@@ -81,7 +81,7 @@ export const callbacksFeature = defineFeature({
       rows: queue.rows,
       clock,
       signingSecrets: (applicationId) => signingSecrets.of(applicationId),
-      post: callbackPoster(settings.callbackTimeoutMs),
+      post: callbackPoster(settings.callbackTimeoutMs, host.egress),
       ...traces,
       ended: (delivery, outcome, traceId) =>
         logger.info(

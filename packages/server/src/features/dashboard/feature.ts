@@ -1,10 +1,12 @@
 /**
- * The operator dashboard: its API (`/dashboard/api`, behind a session cookie from the admin token) and
+ * The operator dashboard: its API (`/dashboard/api`, behind a server-side session opened with the admin
+ * token) and
  * its built pages (`/dashboard/`). It reads across tenants and acts through the same use cases as the
  * admin API.
  */
 import { Type } from 'typebox';
 import { registerDashboardRoutes } from '../../adapters/inbound/http/dashboardRoutes.ts';
+import { PostgresOperatorSessionStore } from '../../adapters/outbound/postgres/operatorSessionStore.ts';
 import { derivedKey } from '../../adapters/outbound/tokens/executionCredentials.ts';
 import { JetStreamBridgeBacklog } from '../../adapters/temporal/bridgeBacklog.ts';
 import { defineFeature } from '../../host/feature.ts';
@@ -16,6 +18,16 @@ const settings = settingsSlice(
     dashboardDirectory: setting.optionalString({
       env: 'TDP_DASHBOARD_DIR',
       description: "The dashboard's built pages; unset: the installed `@tdp/dashboard`'s.",
+    }),
+    dashboardSessionIdleSeconds: setting.integer({
+      env: 'TDP_DASHBOARD_SESSION_IDLE_SECONDS',
+      default: 30 * 60,
+      description: 'A dashboard session not used for this long ends (the operator logs in again).',
+    }),
+    dashboardSessionLifetimeSeconds: setting.integer({
+      env: 'TDP_DASHBOARD_SESSION_LIFETIME_SECONDS',
+      default: 8 * 3600,
+      description: 'A dashboard session ends this long after its login, however busy.',
     }),
   }),
 );
@@ -51,7 +63,15 @@ export const dashboardFeature = defineFeature({
                 )
               : null,
           adminToken: host.settings.adminToken,
-          sessionKey: derivedKey(secretKeyring, secretKeyring.activeKeyId, 'dashboard-session'),
+          sessions: {
+            store: new PostgresOperatorSessionStore(host.sql),
+            clock: host.clock,
+            policy: {
+              idleTimeoutSeconds: settings.dashboardSessionIdleSeconds,
+              lifetimeSeconds: settings.dashboardSessionLifetimeSeconds,
+            },
+            csrfKey: derivedKey(secretKeyring, secretKeyring.activeKeyId, 'dashboard-csrf'),
+          },
           realtimeKey: realtime.key,
           clock: host.clock,
           tasks: status.reads,

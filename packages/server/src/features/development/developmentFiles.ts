@@ -8,13 +8,17 @@
  *
  *   POST /dev/resource-provider   the provider: grants on files under the folder, and https:// (and,
  *                                 when insecure URLs are allowed, http://) URLs as inputs
- *   GET  /dev/files/<ref>         a file: with a signed URL (workers) or an application's API key (you)
+ *   GET  /dev/files/<ref>         a file: with a signed URL (workers) or an API key of the application the
+ *                                 provider serves (you); another application's key finds nothing
  *   PUT  /dev/files/<ref>         a worker's output, with a signed URL, at most its granted bytes
+ *
+ * The folder is its user's alone (0700, files written 0600), and nothing is served or written through a
+ * link that leads out of it.
  */
 import { randomUUID } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
-import { mkdir, rename, rm, stat } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+import { chmod, mkdir, realpath, rename, rm, stat } from 'node:fs/promises';
+import { dirname, join, sep } from 'node:path';
 import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
@@ -36,6 +40,8 @@ export interface DevelopmentFilesDeps {
   /** Signs the file URLs (derived from the server's keyring, so they outlive a restart). */
   signingKey: Uint8Array;
   authenticator: ApiKeyAuthenticator;
+  /** Whether this provider is the application's resource provider (its files are that application's). */
+  servesApplication: (applicationId: string) => Promise<boolean>;
   clock: Clock;
   /** Whether http:// URLs are accepted as inputs (development: TDP_ALLOW_INSECURE_CALLBACKS). */
   allowInsecureUrls: boolean;
@@ -68,13 +74,46 @@ async function text(stream: NodeJS.ReadableStream): Promise<string> {
 const bearer = (request: FastifyRequest) =>
   /^Bearer\s+(\S+)$/i.exec(request.headers.authorization ?? '')?.[1];
 
+const privateDirectoryMode = 0o700;
+const privateFileMode = 0o600;
+
+/** `path` is `root` or inside it (both real paths). */
+const within = (root: string, path: string) => path === root || path.startsWith(`${root}${sep}`);
+
+/** The folder exists, and only its user may enter it (whatever the umask, and if it was made before). */
+export async function privateFilesFolder(directory: string): Promise<void> {
+  await mkdir(directory, { recursive: true, mode: privateDirectoryMode });
+  await chmod(directory, privateDirectoryMode);
+}
+
 export function registerDevelopmentFiles(app: FastifyInstance, deps: DevelopmentFilesDeps): void {
   const pathOf = (ref: string) => join(deps.directory, ...ref.split('/'));
-  const exists = (ref: string) =>
-    stat(pathOf(ref)).then(
-      (s) => s.isFile(),
-      () => false,
-    );
+  const root = () => realpath(deps.directory);
+  /** The real path of the file `ref` names, when it is a file inside the folder once every link is followed. */
+  const fileOf = async (ref: string): Promise<string | null> => {
+    const real = await realpath(pathOf(ref)).catch(() => null);
+    if (!real || !within(await root(), real)) return null;
+    return (await stat(real)).isFile() ? real : null;
+  };
+  const exists = async (ref: string) => (await fileOf(ref)) !== null;
+  /**
+   * The folder `target` goes in, made if missing: its nearest existing ancestor must be inside the
+   * folder once links are followed (a link out of it is refused, nothing is made there).
+   */
+  const folderFor = async (target: string): Promise<boolean> => {
+    const top = await root();
+    let existing = dirname(target);
+    for (;;) {
+      const real = await realpath(existing).catch(() => null);
+      if (real) {
+        if (!within(top, real)) return false;
+        break;
+      }
+      existing = dirname(existing);
+    }
+    await mkdir(dirname(target), { recursive: true, mode: privateDirectoryMode });
+    return within(top, await realpath(dirname(target)));
+  };
 
   /** The provider's answer to one grant request (docs/resource-provider.md). */
   async function grant(body: GrantBody, base: string) {
@@ -159,15 +198,19 @@ export function registerDevelopmentFiles(app: FastifyInstance, deps: Development
       const query = request.query as Record<string, string | undefined>;
       const signed = ref && query.signature ? verifyAccess(deps.signingKey, ref, query, Date.now()) : null;
       const token = bearer(request);
-      const allowed =
-        signed?.method === 'GET' ||
-        (!query.signature && token && (await deps.authenticator.authenticate(token)));
-      if (!allowed)
+      const principal =
+        !signed && !query.signature && token ? await deps.authenticator.authenticate(token) : null;
+      if (signed?.method !== 'GET' && !principal)
         return sendProblem(
           reply.header('www-authenticate', 'Bearer'),
           problem('UNAUTHENTICATED', 'send an API key, or use a signed URL', undefined, request.url),
         );
-      if (!ref || !(await exists(ref)))
+      // The files are the application's this provider serves: to any other application (of this tenant
+      // or another) they do not exist, as its tasks do not.
+      const mine =
+        signed?.method === 'GET' || (principal && (await deps.servesApplication(principal.applicationId)));
+      const file = ref && mine ? await fileOf(ref) : null;
+      if (!ref || !file)
         return sendProblem(
           reply,
           problem('FILE_NOT_FOUND', 'no such file in the files folder', undefined, request.url),
@@ -176,7 +219,7 @@ export function registerDevelopmentFiles(app: FastifyInstance, deps: Development
       return reply
         .type(name.endsWith('.zip') ? 'application/zip' : 'application/octet-stream')
         .header('content-disposition', `attachment; filename*=UTF-8''${encodeURIComponent(name)}`)
-        .send(createReadStream(pathOf(ref)));
+        .send(createReadStream(file));
     });
 
     scope.put(`${filesPath}*`, { schema: { hide: true } }, async (request, reply) => {
@@ -206,9 +249,18 @@ export function registerDevelopmentFiles(app: FastifyInstance, deps: Development
           );
         },
       });
+      if (!(await folderFor(target)))
+        return sendProblem(
+          reply,
+          problem('FORBIDDEN', 'the path leads out of the files folder', undefined, request.url),
+        );
       try {
-        await mkdir(dirname(target), { recursive: true });
-        await pipeline(request.body as NodeJS.ReadableStream, meter, createWriteStream(partial));
+        await pipeline(
+          request.body as NodeJS.ReadableStream,
+          meter,
+          createWriteStream(partial, { flags: 'wx', mode: privateFileMode }),
+        );
+        await chmod(partial, privateFileMode);
         await rename(partial, target);
       } catch (error) {
         await rm(partial, { force: true });

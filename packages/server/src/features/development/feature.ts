@@ -5,9 +5,11 @@
  */
 import { Type } from 'typebox';
 import { derivedKey } from '../../adapters/outbound/tokens/executionCredentials.ts';
+import { tokensEqual } from '../../core/identity/apiKeys.ts';
+import { openApplicationSecrets } from '../../core/identity/applications.ts';
 import { defineFeature } from '../../host/feature.ts';
 import { setting, settingsSlice } from '../../host/settings.ts';
-import { registerDevelopmentFiles } from './developmentFiles.ts';
+import { privateFilesFolder, registerDevelopmentFiles } from './developmentFiles.ts';
 
 const settings = settingsSlice(
   Type.Object({
@@ -34,18 +36,28 @@ export const developmentFeature = defineFeature({
     const files = settings.developmentFiles;
     if (!files) return {};
     const { secretKeyring } = host.settings;
+    const identity = host.need('identity');
+    // The application this provider serves is the one registered with its token (`tdp dev`'s own).
+    const servesApplication = async (applicationId: string) => {
+      const application = await identity.store.getApplication(applicationId);
+      const token = application && openApplicationSecrets(host.secrets, application).resourceProviderToken;
+      return token ? tokensEqual(token, files.providerToken) : false;
+    };
     return {
-      routes: async (app) =>
+      routes: async (app) => {
+        await privateFilesFolder(files.directory);
         registerDevelopmentFiles(app, {
           directory: files.directory,
           providerToken: files.providerToken,
           signingKey: derivedKey(secretKeyring, secretKeyring.activeKeyId, 'development-files'),
-          authenticator: host.need('identity').authenticator,
+          authenticator: identity.authenticator,
+          servesApplication,
           clock: host.clock,
           allowInsecureUrls: host.settings.allowInsecureCallbacks,
           grantTtlMs: settings.developmentFilesGrantTtlMs,
           maxBytes: settings.developmentFilesMaxBytes,
-        }),
+        });
+      },
     };
   },
 });

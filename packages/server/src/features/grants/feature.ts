@@ -39,7 +39,7 @@ export const grantsFeature = defineFeature({
     const { workerStore } = host.need('workers');
     host.provide('grants', {
       grants: new PostgresGrantStore(host.sql),
-      provider: httpResourceProvider(settings.resourceProviderTimeoutMs),
+      provider: httpResourceProvider(settings.resourceProviderTimeoutMs, host.egress),
       secrets,
       clock: host.clock,
       ids: host.ids,

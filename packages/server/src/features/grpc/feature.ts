@@ -84,6 +84,7 @@ export const grpcFeature = defineFeature({
         streamWindow: settings.grpcStreamWindow,
         streamMaxBindings: settings.grpcStreamMaxBindings,
         streamRoundSize: settings.grpcStreamRoundSize,
+        jsonMaxDepth: host.settings.jsonMaxDepth,
       },
       { host: host.settings.host, port: settings.grpcPort },
     );

@@ -1,9 +1,11 @@
 /**
- * Identity: tenants, applications and their API keys, user views, the per-credential rate limits, and
- * the authenticator every API-key route uses (each request is charged to its application there).
+ * Identity: tenants, applications and their API keys, user views, the per-credential rate limits, the
+ * throttle of failed authentications per client address, and the authenticator every API-key route
+ * uses (each request is charged to its application there).
  */
 import { Type } from 'typebox';
 import { registerAdminRoutes } from '../../adapters/inbound/http/adminRoutes.ts';
+import { throttleAuthFailures } from '../../adapters/inbound/http/authFailures.ts';
 import {
   RateLimitedAuthenticator,
   type RateLimitedCredential,
@@ -13,10 +15,11 @@ import {
 } from '../../adapters/inbound/http/rateLimits.ts';
 import { registerUserViewRoutes } from '../../adapters/inbound/http/userViewRoutes.ts';
 import { PostgresIdentityStore } from '../../adapters/outbound/postgres/identityStore.ts';
+import { PostgresRevocations } from '../../adapters/outbound/postgres/revocationChannel.ts';
 import { JoseUserTokens } from '../../adapters/outbound/tokens/userTokens.ts';
 import type { ApplicationDeps } from '../../core/identity/applications.ts';
 import type { ApiKeyAuthenticator } from '../../core/identity/authenticate.ts';
-import type { IdentityStore } from '../../core/identity/ports.ts';
+import type { IdentityStore, Revocations } from '../../core/identity/ports.ts';
 import type { UserTokens } from '../../core/status/ports.ts';
 import { defineFeature } from '../../host/feature.ts';
 import { ConfigError, integerVariable, setting, settingsSlice } from '../../host/settings.ts';
@@ -31,6 +34,8 @@ export interface Identity {
   userTokens: UserTokens;
   /** The ids of a tenant's applications (realtime scopes, notifications). */
   applicationsOf(tenantId: string): Promise<string[]>;
+  /** Revoked keys and views, heard by every replica at once (each feature subscribes to its part). */
+  revocations: Revocations;
 }
 
 declare module '../../host/provisions.ts' {
@@ -71,6 +76,17 @@ function rateLimitsFrom(env: NodeJS.ProcessEnv): RateLimitPolicies {
 
 const settings = settingsSlice(
   Type.Object({
+    authFailureLimit: setting.integer({
+      env: 'TDP_AUTH_FAILURE_LIMIT',
+      default: 20,
+      description:
+        'Refused credentials (401) from one client address within the window, after which its requests with a credential get 429 `AUTH_THROTTLED` until the window ends (`0`: no limit).',
+    }),
+    authFailureWindowSeconds: setting.integer({
+      env: 'TDP_AUTH_FAILURE_WINDOW_SECONDS',
+      default: 60,
+      description: 'The window of `TDP_AUTH_FAILURE_LIMIT`, from the first failure.',
+    }),
     apiKeyCacheMs: setting.value({
       default: 5_000,
       description: 'An API key, once read, is trusted this long (a revocation takes effect within it).',
@@ -108,24 +124,39 @@ const settings = settingsSlice(
 export const identityFeature = defineFeature({
   name: 'identity',
   settings,
-  start(host, { apiKeyCacheMs, rateLimits: policies }) {
+  async start(host, { apiKeyCacheMs, rateLimits: policies, authFailureLimit, authFailureWindowSeconds }) {
     const { clock, ids, secrets, logger } = host;
+    // Global hooks, before any feature registers a route: every credential checked over HTTP is covered.
+    const failures = { failures: authFailureLimit, windowSeconds: authFailureWindowSeconds };
+    throttleAuthFailures(host.app, failures, () => host.metrics.quotaRefused.inc({ code: 'AUTH_THROTTLED' }));
     const store = new PostgresIdentityStore(host.sql);
     const rateLimits = new RateLimits(clock, policies, host.metrics.rateLimited, logger);
+    const revocations = new PostgresRevocations(host.sql, logger);
+    await revocations.start();
     const applications: ApplicationDeps = {
       store,
       secrets,
       clock,
       ids,
       allowInsecureUrls: host.settings.allowInsecureCallbacks,
+      egress: host.egress.policy,
     };
+    const authenticator = new RateLimitedAuthenticator(store, clock, apiKeyCacheMs, rateLimits);
+    // A revoked key is forgotten by every replica's cache at once; its user tokens check it on each use.
+    revocations.subscribe((revocation) => {
+      if (revocation.kind === 'apiKey') authenticator.forget(revocation.keyId);
+    });
     const identity: Identity = {
       store,
       applications,
-      authenticator: new RateLimitedAuthenticator(store, clock, apiKeyCacheMs, rateLimits),
+      authenticator,
       rateLimits,
-      userTokens: rateLimitedUserTokens(new JoseUserTokens(host.settings.secretKeyring), rateLimits),
+      userTokens: rateLimitedUserTokens(
+        new JoseUserTokens(host.settings.secretKeyring, (keyId) => authenticator.keyActive(keyId)),
+        rateLimits,
+      ),
       applicationsOf: async (tenantId) => (await store.listApplications(tenantId)).map((a) => a.id),
+      revocations,
     };
     host.provide('identity', identity);
     const { adminToken } = host.settings;
@@ -136,6 +167,7 @@ export const identityFeature = defineFeature({
           adminToken,
           applications,
           authenticator: identity.authenticator,
+          revocations,
           registries: { registries: definitions.registryStore, clock, schemas: definitions.schemas },
         });
         registerUserViewRoutes(app, {
@@ -144,6 +176,7 @@ export const identityFeature = defineFeature({
           authenticator: identity.authenticator,
         });
       },
+      stop: () => revocations.stop(),
     };
   },
 });

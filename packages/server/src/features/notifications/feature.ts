@@ -3,6 +3,7 @@
  * through `/v1/me/notifications`, and POSTed to a webhook when one is configured (signed like callbacks,
  * retried, then DEAD).
  */
+import { egressPolicy } from '@tdp/egress/policy';
 import { Type } from 'typebox';
 import { registerNotificationRoutes } from '../../adapters/inbound/http/notificationRoutes.ts';
 import { callbackPoster } from '../../adapters/outbound/http/callbackPoster.ts';
@@ -12,7 +13,7 @@ import {
 } from '../../adapters/outbound/postgres/notificationStore.ts';
 import { defineFeature } from '../../host/feature.ts';
 import type { LoopPacing } from '../../host/loops/wakeableLoop.ts';
-import { setting, settingsSlice } from '../../host/settings.ts';
+import { ConfigError, setting, settingsSlice } from '../../host/settings.ts';
 import {
   defaultNotificationDelivery,
   type NotificationDeliverySettings,
@@ -41,6 +42,16 @@ const settings = settingsSlice(
       description: "The notification delivery loop's pacing.",
     }),
   }),
+  (settings, all) => {
+    // The webhook goes through the egress policy like every delivery: one it would refuse is a mistake
+    // better told at start than found in a DEAD delivery.
+    const { webhookUrl } = settings.notificationDelivery;
+    const allow = (all.egressAllow as string[] | undefined) ?? [];
+    if (webhookUrl && egressPolicy(allow).refusedLiteral(webhookUrl))
+      throw new ConfigError(
+        'TDP_NOTIFICATION_WEBHOOK_URL names an address the egress policy refuses; add it to TDP_EGRESS_ALLOW',
+      );
+  },
 );
 
 export const notificationsFeature = defineFeature({
@@ -64,7 +75,7 @@ export const notificationsFeature = defineFeature({
           rows: deliveries.rows,
           clock,
           signingSecrets: (applicationId) => signingSecrets.of(applicationId),
-          post: callbackPoster(delivery.timeoutMs),
+          post: callbackPoster(delivery.timeoutMs, host.egress),
           ended: (notification, outcome) =>
             logger.info(
               { taskId: notification.taskId, notificationId: notification.id, outcome },

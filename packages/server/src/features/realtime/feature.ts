@@ -17,6 +17,7 @@ import { PostgresRealtimeOutbox } from '../../adapters/outbound/postgres/realtim
 import { PostgresStreamSessions } from '../../adapters/outbound/postgres/streamSessionStore.ts';
 import { PostgresTraceContexts } from '../../adapters/outbound/postgres/traceContexts.ts';
 import { CentrifugoPresence } from '../../adapters/outbound/realtime/centrifugoPresence.ts';
+import { CentrifugoUnsubscribe } from '../../adapters/outbound/realtime/centrifugoUnsubscribe.ts';
 import { realtimeClaimPolicy } from '../../core/outbox/policy.ts';
 import { RealtimeHandoff } from '../../core/realtime/handoff.ts';
 import { type RelayDeps, relayRealtime } from '../../core/realtime/relay.ts';
@@ -31,6 +32,7 @@ import {
   realtimePublisher,
 } from './delivery.ts';
 import { createGateway, realtimeTokenKey, realtimeTokenSecretFrom } from './gateway.ts';
+import { realtimeRevocations } from './revocations.ts';
 import { realtimeSettings } from './settings.ts';
 
 export interface Realtime {
@@ -59,11 +61,19 @@ export const realtimeFeature = defineFeature({
       host.settings.secretKeyring,
       realtimeTokenSecretFrom(settings.realtimeTokenSecret),
     );
+    const identity = host.need('identity');
     const gateway = createGateway(
-      settings,
+      { ...settings, jsonMaxDepth: host.settings.jsonMaxDepth },
       key,
       () => clock.now().getTime(),
-      {},
+      {
+        // Every token TDP mints says when it dies, and one an application's key minted names the key
+        // (`akid`): it works only while the key does (the check is the authenticator's cached row).
+        requireExpiry: true,
+        acceptToken: async (claims) =>
+          claims.akid === undefined ||
+          (typeof claims.akid === 'string' && (await identity.authenticator.keyActive(claims.akid))),
+      },
       {
         coalesced: () => metrics.realtimeSlowCoalesced.inc(),
         slowDisconnect: () => metrics.realtimeSlowDisconnects.inc(),
@@ -147,7 +157,6 @@ export const realtimeFeature = defineFeature({
     return {
       loops: [...(relay ? [relay] : []), ...(follower ? [follower] : [])],
       routes: async (app) => {
-        const identity = host.need('identity');
         const status = host.need('status').reads;
         // What realtime tokens and the task stream read: tasks, their ACL, and the tenant's applications.
         const reads = {
@@ -155,6 +164,16 @@ export const realtimeFeature = defineFeature({
           canView: (taskId: string, viewer: Viewer) => status.canView(taskId, viewer),
           applicationsOf: identity.applicationsOf,
         };
+        identity.revocations.subscribe(
+          realtimeRevocations({
+            gateway,
+            centrifugo: publishesElsewhere(settings)
+              ? new CentrifugoUnsubscribe(settings.centrifugoApiUrl!, settings.centrifugoApiKey!)
+              : null,
+            canView: reads.canView,
+            logger,
+          }),
+        );
         gateway.attach(app.server);
         // The gateway's connections end first: they would hold the listener open.
         app.addHook('preClose', closeGateway);
@@ -200,6 +219,7 @@ export const realtimeFeature = defineFeature({
           clock,
           reads,
           keepAliveMs: host.settings.sseKeepAliveMs,
+          revocations: identity.revocations,
           // …and the task streams are known to every replica, so a watch-set PUT may reach any of them.
           shared: publishesElsewhere(settings) ? new PostgresStreamSessions(sql) : null,
         });

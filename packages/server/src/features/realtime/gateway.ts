@@ -46,6 +46,8 @@ export function createGateway(
   > & {
     /** Redis keys' prefix (a Centrifugo config's `engine.redis.prefix`; default the gateway's own). */
     redisPrefix?: string;
+    /** How deep clients' JSON may nest (the server's `TDP_JSON_MAX_DEPTH`; default the gateway's, 64). */
+    jsonMaxDepth?: number;
   },
   hmacKey: Uint8Array | string,
   now: () => number,
@@ -76,6 +78,7 @@ export function createGateway(
     // A page follows at most a few task details at once: each costs the server a channel's history.
     channelLimits: [{ prefix: 'task_detail:', max: config.taskDetailSubscriptionLimit }],
     clientQueue: config.realtimeClientQueue,
+    ...(config.jsonMaxDepth !== undefined ? { jsonMaxDepth: config.jsonMaxDepth } : {}),
     ...(observer ? { observer } : {}),
   });
   return gateway;

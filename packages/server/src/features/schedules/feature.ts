@@ -25,6 +25,18 @@ const settings = settingsSlice(
       default: 5,
       description: "How many upcoming fire times a schedule's view lists.",
     }),
+    schedulesPerApplication: setting.integer({
+      env: 'TDP_SCHEDULES_PER_APPLICATION',
+      default: 1_000,
+      description:
+        'Schedules one application may have (paused ones count); one more is refused with 422 `SCHEDULE_LIMIT` (`0`: no limit).',
+    }),
+    scheduleMinIntervalSeconds: setting.integer({
+      env: 'TDP_SCHEDULE_MIN_INTERVAL_SECONDS',
+      default: 60,
+      description:
+        'The shortest time between two fires of a schedule; a cron that fires more often is refused with 422 `SCHEDULE_TOO_FREQUENT` (`0`: no limit).',
+    }),
     scheduleListLimit: setting.value({
       default: 500,
       description: 'At most this many schedules in `GET /v1/schedules`.',
@@ -52,6 +64,10 @@ export const schedulesFeature = defineFeature({
       ids: host.ids,
       listedFireTimes: settings.scheduleListedFireTimes,
       listLimit: settings.scheduleListLimit,
+      limits: {
+        perApplication: settings.schedulesPerApplication,
+        minIntervalSeconds: settings.scheduleMinIntervalSeconds,
+      },
     };
     host.provide('schedules', schedules);
     const tasks = host.need('tasks');

@@ -53,6 +53,18 @@ const settings = settingsSlice(
       default: 5_000,
       description: 'How often the health reconciler looks for steps whose heartbeats stopped.',
     }),
+    mapItemsPerStep: setting.integer({
+      env: 'TDP_MAP_ITEMS_PER_STEP',
+      default: 10_000,
+      description:
+        'Items one map step may run over; more is refused at create (a list from the input) or fails the step with `MAP_ITEMS_LIMIT` (`0`: no limit).',
+    }),
+    mapItemsPerTask: setting.integer({
+      env: 'TDP_MAP_ITEMS_PER_TASK',
+      default: 50_000,
+      description:
+        "Items a task's map steps may run over together, checked as `TDP_MAP_ITEMS_PER_STEP` (`0`: no limit).",
+    }),
     healthMaxPerCycle: setting.integer({
       env: 'TDP_HEALTH_MAX_PER_CYCLE',
       default: 100,
@@ -78,6 +90,9 @@ export const statusFeature = defineFeature({
       credentialTtlMs: settings.executionCredentialTtlMs,
       defaultHeartbeatIntervalSeconds: settings.heartbeatIntervalSeconds,
       defaultHeartbeatTimeoutSeconds: settings.heartbeatTimeoutSeconds,
+      // The consequences of every fact are written with these deps: the map step's limits live here.
+      mapItemLimits: { perStep: settings.mapItemsPerStep, perTask: settings.mapItemsPerTask },
+      quotaRefused: (code) => host.metrics.quotaRefused.inc({ code }),
       tracing: host.tracing,
       observer: host.taskMetrics,
     };
@@ -112,7 +127,13 @@ export const statusFeature = defineFeature({
         registerStatusRoutes(app, {
           authenticator: identity.authenticator,
           status: deps,
-          reads: { reads, clock: host.clock, ids: host.ids, archived: host.need('retention').archived },
+          reads: {
+            reads,
+            clock: host.clock,
+            ids: host.ids,
+            archived: host.need('retention').archived,
+            revocations: identity.revocations,
+          },
           userTokens: identity.userTokens,
           rateLimits: identity.rateLimits,
         });

@@ -10,6 +10,7 @@ import type { CancelDeps } from '../../core/tasks/cancelTask.ts';
 import type { CreateTaskDeps } from '../../core/tasks/createTask.ts';
 import { defineFeature } from '../../host/feature.ts';
 import { setting, settingsSlice } from '../../host/settings.ts';
+import { RecentInFlightCounts } from './inFlightCounts.ts';
 
 export interface Tasks {
   create: CreateTaskDeps;
@@ -25,6 +26,16 @@ declare module '../../host/provisions.ts' {
 
 const settings = settingsSlice(
   Type.Object({
+    tasksInFlightLimit: setting.integer({
+      env: 'TDP_TASKS_IN_FLIGHT_LIMIT',
+      default: 100_000,
+      description:
+        'Unfinished (pending or running) tasks one application may have; a create beyond gets 429 `TASKS_IN_FLIGHT_LIMIT` (`0`: no limit).',
+    }),
+    tasksInFlightRetryAfterSeconds: setting.value({
+      default: 5,
+      description: "The `Retry-After` of a create refused for the application's tasks in flight.",
+    }),
     cancelGraceMs: setting.value({
       default: 30_000,
       description:
@@ -41,18 +52,26 @@ export const tasksFeature = defineFeature({
     const definitions = host.need('definitions');
     const workers = host.need('workers');
     const facts = { store: host.facts, clock, ids, signal: host.afterCommit };
+    const store = new PostgresTaskStore(host.sql);
     const tasks: Tasks = {
       create: {
         ...facts,
         definitions: definitions.catalog,
         schemas: definitions.schemas,
         allowInsecureCallbacks: host.settings.allowInsecureCallbacks,
+        egress: host.egress.policy,
         engine: host.need('engine').newExecutions,
         placement: { ...workers.dispatch, candidates: workers.candidates },
         tracing: host.tracing,
+        inFlight: {
+          tasks: new RecentInFlightCounts(store),
+          limit: settings.tasksInFlightLimit,
+          retryAfterSeconds: settings.tasksInFlightRetryAfterSeconds,
+        },
+        mapItemLimits: host.need('status').deps.mapItemLimits,
       },
       cancel: { ...facts, cancelGraceMs: settings.cancelGraceMs },
-      store: new PostgresTaskStore(host.sql),
+      store,
     };
     host.provide('tasks', tasks);
     return {

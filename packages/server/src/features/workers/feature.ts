@@ -159,6 +159,10 @@ export const workersFeature = defineFeature({
       capacity,
     };
     host.provide('workers', { workerStore, hub, candidates, registration, workerDrain, dispatch });
+    // A worker key revoked on any replica is forgotten here at once (REST and gRPC read this cache).
+    host.need('identity').revocations.subscribe((revocation) => {
+      if (revocation.kind === 'workerKey') registration.credentials.delete(revocation.keyId);
+    });
     afterCommit.subscribe({
       committed: (work) => {
         if (work.scheduling) host.loops.wake('scheduler');
@@ -203,6 +207,7 @@ export const workersFeature = defineFeature({
           authenticator: identity.authenticator,
           rateLimits: identity.rateLimits,
           grpcPort: host.need('grpc').port,
+          revocations: identity.revocations,
         });
       },
       stop: async () => {

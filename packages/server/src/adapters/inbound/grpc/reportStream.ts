@@ -2,7 +2,8 @@
  * One `Report` stream: BindExecution gives a key valid only on this stream (it dies with it, and is
  * never stored), then events and heartbeats come by key. Requests that arrive while a round runs are
  * taken together in the next round (up to `roundSize`), as one REST batch would be, so a fast client is
- * answered in few transactions. Flow control: at most `window` requests may be unanswered; a client that sends more has
+ * answered in few transactions. The credential is checked when the stream opens and again before each
+ * round: a revoked one ends the stream with its refusal. Flow control: at most `window` requests may be unanswered; a client that sends more has
  * broken the contract and the stream ends with RESOURCE_EXHAUSTED.
  */
 import { status as GrpcStatus, type ServerDuplexStream } from '@grpc/grpc-js';
@@ -67,6 +68,14 @@ export interface ReportStreamDeps {
   maxBindings: number;
   /** Requests one round takes at most (one transaction). */
   roundSize: number;
+  /**
+   * Checks the stream's credential again (cached, and forgotten at once when it is revoked): throws the
+   * refusal once it is no longer valid. Before every round, so a revoked key's stream ends at its next
+   * message.
+   */
+  recheck: () => Promise<void>;
+  /** JSON in an event nesting deeper is refused with JSON_TOO_DEEP. */
+  jsonMaxDepth: number;
 }
 
 export class ReportStream {
@@ -129,6 +138,12 @@ export class ReportStream {
         // One turn of the event loop first: requests already on the socket join this round, which would
         // otherwise be the burst's first request alone (a transaction for one event).
         await new Promise((resolve) => setImmediate(resolve));
+        try {
+          await this.deps.recheck();
+        } catch (error) {
+          this.fail(error);
+          return;
+        }
         const round = this.queue.splice(0, this.deps.roundSize);
         await this.answer(caller, round);
       }
@@ -212,7 +227,7 @@ export class ReportStream {
           const event = {
             attemptId: binding.attemptId,
             leaseVersion: binding.leaseVersion,
-            ...eventBody(request.event!.event),
+            ...eventBody(request.event!.event, this.deps.jsonMaxDepth),
           };
           checkWorkerEvent(event);
           const group = workerEvents.get(binding.worker.id) ?? { worker: binding.worker, items: [] };
@@ -220,7 +235,7 @@ export class ReportStream {
           workerEvents.set(binding.worker.id, group);
         } else {
           const body = {
-            ...eventBody(request.event!.event),
+            ...eventBody(request.event!.event, this.deps.jsonMaxDepth),
             ...(binding.kind === 'token'
               ? { executionToken: binding.token }
               : { executionHandle: binding.handle }),

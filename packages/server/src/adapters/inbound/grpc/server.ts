@@ -49,6 +49,8 @@ export interface GrpcReportingDeps {
   streamMaxBindings: number;
   /** Requests one round of a stream takes at most (one transaction). */
   streamRoundSize: number;
+  /** JSON in an event nesting deeper is refused with JSON_TOO_DEEP, as REST's body parser does. */
+  jsonMaxDepth: number;
 }
 
 export interface RunningGrpc {
@@ -94,7 +96,7 @@ export async function startGrpcReporting(
     'ReportEvent',
     async (request, metadata) => {
       const body = {
-        ...eventBody(request.event),
+        ...eventBody(request.event, deps.jsonMaxDepth),
         ...(request.executionHandle !== undefined ? { executionHandle: request.executionHandle } : {}),
       };
       checkSingleEvent(body);
@@ -155,6 +157,8 @@ export async function startGrpcReporting(
           window: deps.streamWindow,
           maxBindings: deps.streamMaxBindings,
           roundSize: deps.streamRoundSize,
+          recheck: () => streamCaller(call.metadata).then(() => {}),
+          jsonMaxDepth: deps.jsonMaxDepth,
         },
         call,
         streamCaller(call.metadata),

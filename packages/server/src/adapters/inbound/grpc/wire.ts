@@ -11,6 +11,7 @@ import {
   FullTaskEvent,
   HeartbeatItem,
   type HeartbeatResult,
+  jsonShapeFault,
   problemType,
   TaskEventRequest,
   WorkerEvent,
@@ -74,8 +75,11 @@ const copied = [
   'producerId',
 ] as const;
 
-/** The REST body of an event message (what `JSON.parse` of the same event would give). */
-export function eventBody(message: EventMessage | undefined): Record<string, unknown> {
+/**
+ * The REST body of an event message (what `JSON.parse` of the same event would give), within the JSON
+ * limits REST's body parser holds it to (its JSON fields and its strings; jsonLimits.ts).
+ */
+export function eventBody(message: EventMessage | undefined, jsonMaxDepth: number): Record<string, unknown> {
   if (!message) throw new AppError('VALIDATION_FAILED', "/ must have required property 'event'");
   const body: Record<string, unknown> = {
     eventId: message.eventId,
@@ -87,6 +91,8 @@ export function eventBody(message: EventMessage | undefined): Record<string, unk
   if (message.error) body.error = withoutSyntheticOneofs(message.error);
   if (message.data) body.data = { schema: message.data.schema, value: json(message.data.valueJson, '/data') };
   if (message.outputJson !== undefined) body.output = json(message.outputJson, '/output');
+  const fault = jsonShapeFault(body, jsonMaxDepth);
+  if (fault) throw new AppError(fault.code, `the event: ${fault.detail}`);
   return body;
 }
 

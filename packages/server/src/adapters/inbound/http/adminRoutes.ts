@@ -12,7 +12,7 @@ import {
   updateResourceProvider,
 } from '../../../core/identity/applications.ts';
 import type { ApiKeyAuthenticator } from '../../../core/identity/authenticate.ts';
-import type { Application } from '../../../core/identity/ports.ts';
+import type { Application, Revocations } from '../../../core/identity/ports.ts';
 import { createTenant } from '../../../core/identity/tenants.ts';
 import { AppError } from '../../../core/shared/errors.ts';
 import type { Clock } from '../../../core/shared/ports.ts';
@@ -77,6 +77,8 @@ export function registerAdminRoutes(
     adminToken: string;
     applications: ApplicationDeps;
     authenticator: ApiKeyAuthenticator;
+    /** A revoked key is forgotten by every replica, and the tokens it minted stop working at once. */
+    revocations: Pick<Revocations, 'announce'>;
     registries: { registries: RegistryStore; clock: Clock; schemas: JsonSchemaValidator };
   },
 ): void {
@@ -284,7 +286,7 @@ export function registerAdminRoutes(
     },
     async (request, reply) => {
       await revokeApiKey(deps.applications, request.params.id, request.params.keyId);
-      deps.authenticator.forget(request.params.keyId);
+      await deps.revocations.announce({ kind: 'apiKey', keyId: request.params.keyId });
       return reply.code(204).send();
     },
   );

@@ -1,28 +1,63 @@
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import helmet from '@fastify/helmet';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
+import { jsonShapeFault } from '@tdp/protocol';
 import { Ajv } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import type { Logger } from 'pino';
 import secureJson from 'secure-json-parse';
+import { AppError, RetryLaterError } from '../../../core/shared/errors.ts';
+import { limitConnectionsPerAddress } from './connectionLimits.ts';
 import { clientErrorResponse, problem, sendProblem, toProblem } from './problems.ts';
 import { RateLimitedError } from './rateLimits.ts';
 import { ProblemSchema, problemResponses } from './schemas.ts';
+import { allowInlineStyles, securityHeaders } from './securityHeaders.ts';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
+
+/**
+ * The proxies whose X-Forwarded-For/-Proto/-Host the server believes (so `request.protocol` and
+ * `request.ip` are the client's): false for none, a hop count, or addresses, CIDRs and proxy-addr's
+ * names (`loopback`, `linklocal`, `uniquelocal`) separated by commas.
+ */
+export type TrustProxy = false | number | string;
 
 export interface HttpOptions {
   logger: Logger;
   bodyLimitBytes: number;
+  /** Bodies nesting deeper are refused with JSON_TOO_DEEP (jsonLimits.ts in the protocol). */
+  jsonMaxDepth: number;
   /** A request still unanswered after this long gets a 503 REQUEST_TIMEOUT. */
   requestDeadlineMs: number;
   publicUrl: string;
   version: string;
   /** Answers some requests before Fastify sees them (the realtime gateway's HTTP endpoints); true if it did. */
   rawHandler?: (request: IncomingMessage, response: ServerResponse) => boolean;
+  /** Which proxies' X-Forwarded-* headers count (Fastify's trustProxy); false: none. */
+  trustProxy?: TrustProxy;
+  /** Read deadlines and connection limits of the listener (absent: those of `defaultListenerLimits`). */
+  listener?: ListenerLimits;
 }
+
+/** How long a client may take to send a request, and how many connections one address may hold. */
+export interface ListenerLimits {
+  headersTimeoutMs: number;
+  requestReadTimeoutMs: number;
+  keepAliveTimeoutMs: number;
+  maxConnectionsPerIp: number;
+  /** Told of each connection refused for the per-address limit (a metric). */
+  connectionRefused?: () => void;
+}
+
+export const defaultListenerLimits: ListenerLimits = {
+  headersTimeoutMs: 10_000,
+  requestReadTimeoutMs: 30_000,
+  keepAliveTimeoutMs: 5_000,
+  maxConnectionsPerIp: 0,
+};
 
 /**
  * The longest path parameter the router takes: a 255-character value (an external reference), each
@@ -36,16 +71,31 @@ const longestPathParameter = 255 * 12;
  */
 export async function createHttpApp(options: HttpOptions): Promise<FastifyInstance> {
   const rawHandler = options.rawHandler;
+  const limits = options.listener ?? defaultListenerLimits;
   const app = Fastify({
-    ...(rawHandler
-      ? {
-          serverFactory: (handler: (request: IncomingMessage, response: ServerResponse) => void) =>
-            createServer((request, response) => {
-              if (!rawHandler(request, response)) handler(request, response);
-            }),
-        }
-      : {}),
+    // A slow client (headers or body a byte at a time) is cut at its read deadline, checked every
+    // second at most (Node's default check runs every 30 s, so a stalled socket lived ~80 s).
+    serverFactory: (handler: (request: IncomingMessage, response: ServerResponse) => void) => {
+      const server = createServer(
+        {
+          headersTimeout: limits.headersTimeoutMs,
+          requestTimeout: limits.requestReadTimeoutMs,
+          keepAliveTimeout: limits.keepAliveTimeoutMs,
+          connectionsCheckingInterval: Math.min(1_000, limits.headersTimeoutMs),
+        },
+        (request, response) => {
+          if (!rawHandler?.(request, response)) handler(request, response);
+        },
+      );
+      limitConnectionsPerAddress(server, limits.maxConnectionsPerIp, () => limits.connectionRefused?.());
+      return server;
+    },
     loggerInstance: options.logger as FastifyBaseLogger,
+    // A hop count as a function: Fastify's types take no number.
+    trustProxy:
+      typeof options.trustProxy === 'number'
+        ? (_address: string, hop: number) => hop < (options.trustProxy as number)
+        : (options.trustProxy ?? false),
     bodyLimit: options.bodyLimitBytes,
     routerOptions: { maxParamLength: longestPathParameter },
     // The router's own refusals (a malformed URL, a path parameter too long) are problems like any other.
@@ -55,7 +105,8 @@ export async function createHttpApp(options: HttpOptions): Promise<FastifyInstan
       if (socket.writable) socket.write(clientErrorResponse(error as { code?: string }));
       socket.destroy(error);
     },
-    requestTimeout: options.requestDeadlineMs * 2,
+    requestTimeout: limits.requestReadTimeoutMs,
+    keepAliveTimeout: limits.keepAliveTimeoutMs,
     connectionTimeout: options.requestDeadlineMs * 2,
     genReqId: (request) => {
       const given = request.headers['x-request-id'];
@@ -101,21 +152,29 @@ export async function createHttpApp(options: HttpOptions): Promise<FastifyInstan
     route.schema = { ...schema, response: { ...problemResponses, ...schema.response } };
   });
 
-  // JSON bodies, parsed safely (no __proto__ / constructor poisoning); an empty body is "no body", which
-  // endpoints with optional bodies accept and the others reject through their schema.
+  // JSON bodies, parsed safely (no __proto__ / constructor poisoning) and within TDP's limits (depth,
+  // no unpaired surrogate: jsonLimits.ts), for every route before any handler; an empty body is "no
+  // body", which endpoints with optional bodies accept and the others reject through their schema.
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
     const text = String(body);
     if (text.trim() === '') return done(null, undefined);
+    let value: unknown;
     try {
-      done(null, secureJson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' }));
+      value = secureJson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' });
     } catch (error) {
-      done(
+      return done(
         Object.assign(error as Error, { statusCode: 400, code: 'FST_ERR_CTP_INVALID_JSON_BODY' }),
         undefined,
       );
     }
+    const fault = jsonShapeFault(value, options.jsonMaxDepth);
+    if (fault) return done(new AppError(fault.code, fault.detail), undefined);
+    done(null, value);
   });
+
+  // Security headers on every answer (CSP, nosniff, no referrer, no framing); the dashboard widens its CSP.
+  await app.register(helmet, securityHeaders());
 
   await app.register(swagger, {
     openapi: {
@@ -150,7 +209,8 @@ export async function createHttpApp(options: HttpOptions): Promise<FastifyInstan
       buildLocalReference: (json, _baseUri, _fragment, i) => (json.$id as string) ?? `def-${i}`,
     },
   });
-  await app.register(swaggerUi, { routePrefix: '/docs' });
+  // Swagger UI injects its own <style> elements: the docs pages alone may have inline styles (not scripts).
+  await app.register(swaggerUi, { routePrefix: '/docs', transformStaticCSP: allowInlineStyles });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
   app.addHook('onResponse', async (request, reply) => {
@@ -210,6 +270,7 @@ export async function createHttpApp(options: HttpOptions): Promise<FastifyInstan
     if (body.status >= 500) request.log.error({ err: error, code: body.code }, 'request failed');
     if (reply.sent) return;
     if (error instanceof RateLimitedError) reply.headers(error.headers());
+    else if (error instanceof RetryLaterError) reply.header('retry-after', String(error.retryAfterSeconds));
     return sendProblem(reply, body);
   });
 

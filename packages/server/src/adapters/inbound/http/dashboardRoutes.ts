@@ -1,17 +1,27 @@
 /**
  * The operator dashboard's API (`/dashboard/api`) and its built pages (`/dashboard/`). An operator logs
- * in with the admin token once; the answer is a short-lived session cookie (HttpOnly, SameSite=Strict),
- * so the token never lives in the browser. Everything here reads across tenants: it is the operator's
- * view of tasks, workers and the pipeline's health.
+ * in with the admin token once; the answer is a session cookie (HttpOnly, SameSite=Strict, and `Secure`
+ * with the `__Host-` prefix over TLS) naming a session kept on the server, so the token never lives in
+ * the browser and logging out ends the session at once. Every state change also needs the page's origin
+ * and the session's CSRF token (browserRequests.ts). Everything here reads across tenants: it is the
+ * operator's view of tasks, workers and the pipeline's health.
  */
 import { timingSafeEqual } from 'node:crypto';
 import fastifyStatic from '@fastify/static';
 import type { StructuredError } from '@tdp/protocol';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { jwtVerify, SignJWT } from 'jose';
+import { SignJWT } from 'jose';
 import { channels } from '../../../core/facts/projections.ts';
 import type { TaskState } from '../../../core/facts/records.ts';
 import { publicError, toTaskView } from '../../../core/facts/views.ts';
+import {
+  closeOperatorSession,
+  csrfTokenMatches,
+  type OperatorSessionDeps,
+  openOperatorSession,
+  csrfTokenOf as sessionCsrfToken,
+  useOperatorSession,
+} from '../../../core/identity/operatorSessions.ts';
 import type { ChartReads } from '../../../core/operations/charts.ts';
 import { pipelineLine } from '../../../core/operations/charts.ts';
 import type {
@@ -28,9 +38,18 @@ import { listAllSchedules, type ScheduleDeps } from '../../../core/schedules/sch
 import { AppError, archivedTaskError } from '../../../core/shared/errors.ts';
 import type { Clock } from '../../../core/shared/ports.ts';
 import type { WorkerDeps } from '../../../core/workers/workers.ts';
+import {
+  changesState,
+  cookieOf,
+  csrfRejected,
+  csrfTokenOf,
+  overTls,
+  refuseCrossSite,
+} from './browserRequests.ts';
 import { registerDashboardChartRoutes } from './dashboardChartRoutes.ts';
 import { type DashboardOperatorActions, registerDashboardOperatorRoutes } from './dashboardOperatorRoutes.ts';
 import { callbackLogOf, timelineOf } from './runRoutes.ts';
+import { originOf, securityHeaders } from './securityHeaders.ts';
 import { listWorkerViews } from './workerRoutes.ts';
 
 export interface DashboardDeps {
@@ -45,8 +64,8 @@ export interface DashboardDeps {
   /** The Temporal engine's bridge backlog; null when Temporal is not set up. */
   temporalBridge?: EngineBridgeReads | null;
   adminToken: string;
-  /** Signs operator sessions (derived from the keyring). */
-  sessionKey: Uint8Array;
+  /** The operators' sessions, kept on the server. */
+  sessions: OperatorSessionDeps;
   /** Signs the operator's realtime connection tokens (the gateway's key). */
   realtimeKey: Uint8Array;
   clock: Clock;
@@ -64,10 +83,11 @@ export interface DashboardDeps {
   /** Built pages (packages/dashboard/dist); null when they are not built. */
   pagesDirectory: string | null;
   wsUrl?: string | null;
-  sessionTtlSeconds?: number;
 }
 
+/** Over TLS the cookie is `__Host-` (Secure, Path=/, no Domain: no other host or plain-http page can set it). */
 const cookieName = 'tdp_operator';
+const secureCookieName = `__Host-${cookieName}`;
 const statuses = ['PENDING', 'RUNNING', 'SUCCEEDED', 'FAILED', 'CANCELLED', 'TIMED_OUT'] as const;
 
 const sameSecret = (given: string, expected: string) => {
@@ -86,54 +106,66 @@ function operatorError(error: StructuredError | null | undefined) {
 }
 
 export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDeps): void {
-  const ttl = deps.sessionTtlSeconds ?? 8 * 3600;
   const nowSeconds = () => Math.floor(deps.clock.now().getTime() / 1000);
+  const sessionIdOf = (request: FastifyRequest) =>
+    cookieOf(request, secureCookieName) ?? cookieOf(request, cookieName);
+  const sessionCookie = (request: FastifyRequest, value: string, maxAgeSeconds: number) =>
+    overTls(request)
+      ? `${secureCookieName}=${value}; Path=/; Secure; HttpOnly; SameSite=Strict; Max-Age=${maxAgeSeconds}`
+      : `${cookieName}=${value}; Path=/dashboard; HttpOnly; SameSite=Strict; Max-Age=${maxAgeSeconds}`;
+  const requireCsrfToken = (request: FastifyRequest, sessionId: string) => {
+    if (!csrfTokenMatches(deps.sessions, sessionId, csrfTokenOf(request))) throw csrfRejected();
+  };
 
+  /** Every route but login and logout: a live session, and for a state change its origin and token. */
   const operator = async (request: FastifyRequest): Promise<void> => {
-    const cookie = request.headers.cookie ?? '';
-    const token = new RegExp(`(?:^|;\\s*)${cookieName}=([^;]+)`).exec(cookie)?.[1];
-    if (!token) throw new AppError('UNAUTHENTICATED', 'log in to the dashboard with the admin token');
-    try {
-      await jwtVerify(token, deps.sessionKey, {
-        audience: 'tdp-dashboard',
-        currentDate: deps.clock.now(),
-      });
-    } catch {
-      throw new AppError('UNAUTHENTICATED', 'the dashboard session expired; log in again');
-    }
+    if (changesState(request)) refuseCrossSite(request);
+    const id = sessionIdOf(request);
+    if (!id) throw new AppError('UNAUTHENTICATED', 'log in to the dashboard with the admin token');
+    if (!(await useOperatorSession(deps.sessions, id)))
+      throw new AppError('UNAUTHENTICATED', 'the dashboard session ended; log in again');
+    if (changesState(request)) requireCsrfToken(request, id);
   };
   const onRequest = async (request: FastifyRequest) => operator(request);
   const hidden = { hide: true };
 
+  // The live feed's WebSocket may be on another origin (Centrifugo): the pages' policy lets them reach it.
+  const realtimeOrigin = deps.wsUrl ? originOf(deps.wsUrl) : null;
+  if (realtimeOrigin)
+    app.addHook('onRequest', async (_request, reply) => reply.helmet(securityHeaders([realtimeOrigin])));
+
   app.post<{ Body: { token?: unknown } }>(
     '/dashboard/api/login',
-    { schema: hidden },
+    { schema: hidden, config: { credentialInBody: true } },
     async (request, reply) => {
+      refuseCrossSite(request);
       const token = typeof request.body?.token === 'string' ? request.body.token : '';
       if (!token || !sameSecret(token, deps.adminToken))
         throw new AppError('UNAUTHENTICATED', 'that is not the admin token');
-      const session = await new SignJWT({ role: 'operator' })
-        .setProtectedHeader({ alg: 'HS256' })
-        .setAudience('tdp-dashboard')
-        .setIssuedAt(nowSeconds())
-        .setExpirationTime(nowSeconds() + ttl)
-        .sign(deps.sessionKey);
+      const session = await openOperatorSession(deps.sessions);
+      const maxAge = Math.floor((session.expiresAt.getTime() - deps.clock.now().getTime()) / 1000);
       return reply
-        .header(
-          'set-cookie',
-          `${cookieName}=${session}; Path=/dashboard; HttpOnly; SameSite=Strict; Max-Age=${ttl}`,
-        )
-        .send({ expiresAt: new Date((nowSeconds() + ttl) * 1000).toISOString() });
+        .header('set-cookie', sessionCookie(request, session.id, maxAge))
+        .send({ expiresAt: session.expiresAt.toISOString(), csrfToken: session.csrfToken });
     },
   );
 
-  app.post('/dashboard/api/logout', { schema: hidden }, async (_request, reply) =>
-    reply
-      .header('set-cookie', `${cookieName}=; Path=/dashboard; HttpOnly; SameSite=Strict; Max-Age=0`)
-      .send({ ok: true }),
-  );
+  // Ends the session on the server (its cookie is refused from now on, wherever a copy of it is).
+  app.post('/dashboard/api/logout', { schema: hidden }, async (request, reply) => {
+    refuseCrossSite(request);
+    const id = sessionIdOf(request);
+    if (id && (await useOperatorSession(deps.sessions, id))) {
+      requireCsrfToken(request, id);
+      await closeOperatorSession(deps.sessions, id);
+    }
+    return reply.header('set-cookie', sessionCookie(request, '', 0)).send({ ok: true });
+  });
 
-  app.get('/dashboard/api/me', { schema: hidden, onRequest }, async () => ({ role: 'operator' }));
+  // The page asks on load: a page opened with a live session gets the token it sends with each change.
+  app.get('/dashboard/api/me', { schema: hidden, onRequest }, async (request) => ({
+    role: 'operator',
+    csrfToken: sessionCsrfToken(deps.sessions, sessionIdOf(request)!),
+  }));
 
   /** The operator's live feed: every task's summary, on one channel only operators get a token for. */
   app.get('/dashboard/api/realtime-token', { schema: hidden, onRequest }, async (request) => {
@@ -144,7 +176,7 @@ export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDep
       .sign(deps.realtimeKey);
     return {
       token,
-      url: deps.wsUrl ?? `ws://${request.headers.host}/connection/websocket`,
+      url: deps.wsUrl ?? `${overTls(request) ? 'wss' : 'ws'}://${request.host}/connection/websocket`,
       channel: channels.operator,
     };
   });

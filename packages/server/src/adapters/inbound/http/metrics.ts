@@ -1,5 +1,14 @@
 import type { FastifyInstance } from 'fastify';
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { AppError } from '../../../core/shared/errors.ts';
+
+/** The codes of quota and throttle refusals a route throws (the others are counted where they happen). */
+const quotaCodes = new Set<string>([
+  'TASKS_IN_FLIGHT_LIMIT',
+  'MAP_ITEMS_LIMIT',
+  'SCHEDULE_LIMIT',
+  'SCHEDULE_TOO_FREQUENT',
+]);
 
 /** Fine where realtime's targets are (tens of milliseconds): a p99 read from them must be useful. */
 const commitBuckets = [
@@ -82,6 +91,13 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly quotaRefused = new Counter({
+    name: 'tdp_quota_refused_total',
+    help: 'Requests, connections and map steps refused by a quota or throttle, by code (AUTH_THROTTLED, CONNECTION_LIMIT, TASKS_IN_FLIGHT_LIMIT, MAP_ITEMS_LIMIT, SCHEDULE_LIMIT, SCHEDULE_TOO_FREQUENT)',
+    labelNames: ['code'] as const,
+    registers: [this.registry],
+  });
+
   readonly retentionSwept = new Counter({
     name: 'tdp_retention_rows_swept_total',
     help: 'Rows the retention sweep deleted, by table (archived task history included)',
@@ -112,6 +128,11 @@ export class Metrics {
   }
 
   instrument(app: FastifyInstance): void {
+    // A use case's quota refusal reaches the error handler as its AppError: counted here, once.
+    app.addHook('onError', async (_request, _reply, error) => {
+      if (error instanceof AppError && quotaCodes.has(error.code))
+        this.quotaRefused.inc({ code: error.code });
+    });
     app.addHook('onResponse', async (request, reply) => {
       this.httpDuration
         .labels(request.method, request.routeOptions.url ?? 'unmatched', String(reply.statusCode))

@@ -21,7 +21,8 @@ import { problemResponses, Uuid } from './schemas.ts';
  * (and those of the projects and roles the backend says they act in) within the application's reach (its
  * own; every application's of the tenant with the tenant-wide user view), the tenant's broadcast channel
  * and the system's; and subscription tokens for one task's detail channel, after checking the user — as
- * themselves, or through one of those projects or roles — may see it.
+ * themselves, or through one of those projects or roles — may see it. Both name the API key that minted
+ * them (`akid`): the gateway refuses them once that key is revoked.
  */
 export function registerRealtimeRoutes(
   app: FastifyInstance,
@@ -107,7 +108,7 @@ export function registerRealtimeRoutes(
         channels.system,
       ];
       return {
-        token: await sign({ sub: request.body.userId, channels: userChannels }),
+        token: await sign({ sub: request.body.userId, channels: userChannels, akid: caller.keyId }),
         url: deps.wsUrl ?? `ws://${request.headers.host}/connection/websocket`,
         channels: userChannels,
       };
@@ -181,7 +182,10 @@ export function registerRealtimeRoutes(
         const following = clientId ? deps.detailSubscriptions?.(clientId) : null;
         if (following != null && following >= detailLimit) throw limitReached(following);
       }
-      return { token: await sign({ sub: request.body.userId, channel }, issuedAt), channel };
+      return {
+        token: await sign({ sub: request.body.userId, channel, akid: caller.keyId }, issuedAt),
+        channel,
+      };
     },
   );
 }

@@ -164,6 +164,7 @@ export function registerTaskStatusRoutes(
           kind: 'user',
           applicationId: principal.applicationId,
           tenantId: principal.tenantId,
+          keyId: principal.keyId,
           viewer: {
             userId: request.body.userId,
             projects: request.body.projects ?? [],

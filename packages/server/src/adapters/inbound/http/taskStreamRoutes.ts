@@ -7,7 +7,9 @@
  *   `Last-Event-ID` gets what it missed, or `{kind: "stream.reset"}` when that is gone (then reload
  *   `GET /v1/me/tasks`).
  * - `PUT /v1/me/task-watch-set` names up to 20 tasks whose details the stream also carries. It is bound
- *   to the user and the stream (`sessionId`), checked against the task ACL, and expires unless renewed.
+ *   to the user and the stream (`sessionId`), checked against the task ACL, and expires unless renewed;
+ *   a task whose view is revoked leaves it at once (every replica hears of the revocation), and a
+ *   revoked API key ends the streams of the user tokens it minted.
  *
  * Streams live in the process that serves them. With `shared` sessions (when Centrifugo serves the
  * browsers and the replicas scale out), a watch-set PUT may reach any replica: it is checked there,
@@ -20,6 +22,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import { channels } from '../../../core/facts/projections.ts';
 import type { TaskState } from '../../../core/facts/records.ts';
+import type { Revocations } from '../../../core/identity/ports.ts';
 import { reachedApplications, withinReach } from '../../../core/identity/userReach.ts';
 import type { SharedStreamSessions, StreamSessionRecord } from '../../../core/realtime/streamSessions.ts';
 import { AppError } from '../../../core/shared/errors.ts';
@@ -42,6 +45,11 @@ export interface TaskStreamDeps {
   keepAliveMs: number;
   /** Streams every replica knows of, so a watch-set PUT may reach any of them (null: this one's only). */
   shared?: SharedStreamSessions | null;
+  /**
+   * Revocations heard by every replica: a revoked API key ends the streams of the user tokens it minted,
+   * a revoked view of a task drops it from the watch sets of those who no longer see it.
+   */
+  revocations?: Pick<Revocations, 'subscribe'>;
 }
 
 interface StreamSession {
@@ -52,6 +60,8 @@ interface StreamSession {
   watchExpiry: NodeJS.Timeout | null;
   /** Shared: the expiry of the stored watch set applied last (a stored one that differs is newer). */
   appliedWatchUntil: number | null;
+  /** Ends the stream (the EventSource reconnects, and its token is checked again). */
+  end(): void;
 }
 
 const watchLimit = 20;
@@ -98,6 +108,36 @@ export function registerTaskStreamRoutes(app: FastifyInstance, deps: TaskStreamD
     );
     session.watchExpiry.unref();
   }
+
+  /** Whether the stream's person still sees the task (as when the watch set was PUT). */
+  async function stillSees(session: StreamSession, taskId: string): Promise<boolean> {
+    const task = await deps.reads.task(taskId);
+    return (
+      task !== null &&
+      withinReach(session.user, task.task) &&
+      (await deps.reads.canView(taskId, session.user.viewer))
+    );
+  }
+
+  /** A revoked view: the task leaves the watch sets of the streams here whose person no longer sees it. */
+  async function dropRevoked(tenantId: string, taskId: string): Promise<void> {
+    for (const session of sessions.values()) {
+      if (session.user.tenantId !== tenantId || !session.watched.has(taskId)) continue;
+      if (await stillSees(session, taskId)) continue;
+      session.watched.delete(taskId);
+      session.client.unsubscribe(channels.detail(tenantId, taskId));
+    }
+  }
+
+  deps.revocations?.subscribe((revocation) => {
+    if (revocation.kind === 'apiKey') {
+      for (const session of sessions.values()) if (session.user.keyId === revocation.keyId) session.end();
+    } else if (revocation.kind === 'taskAccess') {
+      void dropRevoked(revocation.tenantId, revocation.taskId).catch((error) =>
+        app.log.warn({ err: error }, 'could not drop a revoked task from the watch sets'),
+      );
+    }
+  });
 
   const shared = deps.shared;
   if (shared) {
@@ -210,6 +250,7 @@ export function registerTaskStreamRoutes(app: FastifyInstance, deps: TaskStreamD
         watched: new Set(),
         watchExpiry: null,
         appliedWatchUntil: null,
+        end: () => raw.end(),
       };
       sessions.set(session.id, session);
       const keepAlive = setInterval(() => raw.write(': keep-alive\n\n'), deps.keepAliveMs);

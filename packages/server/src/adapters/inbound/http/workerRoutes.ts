@@ -13,6 +13,7 @@ import { Type } from 'typebox';
 import type { GrantDeps } from '../../../core/grants/grants.ts';
 import { tokensEqual } from '../../../core/identity/apiKeys.ts';
 import type { ApiKeyAuthenticator } from '../../../core/identity/authenticate.ts';
+import type { Revocations } from '../../../core/identity/ports.ts';
 import { AppError } from '../../../core/shared/errors.ts';
 import type { StatusDeps } from '../../../core/status/deps.ts';
 import { type CommandHub, CommandStream } from '../../../core/workers/commands.ts';
@@ -22,6 +23,7 @@ import {
   issueWorkerKey,
   registerWorker,
   requireWorker,
+  revokeWorkerKey,
   type WorkerDeps,
 } from '../../../core/workers/workers.ts';
 import { reportWorkerEvents } from '../reportCommands.ts';
@@ -56,6 +58,8 @@ export function registerWorkerRoutes(
     rateLimits: RateLimits;
     /** The gRPC reporting port registration announces (null: off). */
     grpcPort: number | null;
+    /** A revoked worker key is told to every replica, whose command streams of it end. */
+    revocations: Pick<Revocations, 'announce' | 'subscribe'>;
   },
 ): void {
   const tags = ['workers'];
@@ -64,6 +68,12 @@ export function registerWorkerRoutes(
   const streams = new Set<import('node:http').ServerResponse>();
   app.addHook('preClose', async () => {
     for (const stream of streams) stream.end();
+  });
+  // The open streams by worker key: a revoked key's end at once (its next request is 401).
+  const streamsOfKey = new Map<string, Set<import('node:http').ServerResponse>>();
+  deps.revocations.subscribe((revocation) => {
+    if (revocation.kind !== 'workerKey') return;
+    for (const stream of streamsOfKey.get(revocation.keyId) ?? []) stream.end();
   });
 
   async function workerCredential(request: FastifyRequest): Promise<string> {
@@ -92,6 +102,27 @@ export function registerWorkerRoutes(
     },
     async (request, reply) =>
       reply.code(201).send(await issueWorkerKey(deps.workers, request.body.label ?? null)),
+  );
+
+  app.delete<{ Params: { id: string } }>(
+    '/admin/v1/worker-credentials/:id',
+    {
+      onRequest: requireAdmin(deps.adminToken),
+      schema: {
+        tags: ['admin'],
+        security: [{ adminToken: [] }],
+        summary: 'Revoke a worker key now',
+        description:
+          "Every replica forgets it at once: the key's command streams end and its next request is 401.",
+        params: Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) }),
+        response: { 204: Type.Null(), ...problemResponses },
+      },
+    },
+    async (request, reply) => {
+      await revokeWorkerKey(deps.workers, request.params.id);
+      await deps.revocations.announce({ kind: 'workerKey', keyId: request.params.id });
+      return reply.code(204).send();
+    },
   );
 
   app.put<{
@@ -220,6 +251,8 @@ export function registerWorkerRoutes(
         security: [{ apiKey: [] }, { adminToken: [] }],
         summary:
           'Worker sessions with capabilities, labels, state and heartbeat age (API key or admin token)',
+        description:
+          "With an API key, only the workers that serve the key's tenant: those offering a capability (name and version) that a step of one of its published workflows runs. The admin token sees the whole fleet.",
         response: {
           200: Type.Array(
             Type.Object(
@@ -232,10 +265,11 @@ export function registerWorkerRoutes(
     },
     async (request) => {
       const token = bearer(request);
-      const allowed =
-        token && (tokensEqual(token, deps.adminToken) || (await deps.authenticator.authenticate(token)));
-      if (!allowed) throw new AppError('UNAUTHENTICATED', 'send an API key or the admin token');
-      return listWorkerViews(deps.workers);
+      if (token && tokensEqual(token, deps.adminToken)) return listWorkerViews(deps.workers);
+      const principal = token ? await deps.authenticator.authenticate(token) : null;
+      if (!principal) throw new AppError('UNAUTHENTICATED', 'send an API key or the admin token');
+      // The fleet is the operator's: an application sees the workers that can run its tenant's steps.
+      return listWorkerViews(deps.workers, { servingTenant: principal.tenantId });
     },
   );
 
@@ -252,7 +286,8 @@ export function registerWorkerRoutes(
       },
     },
     async (request, reply) => {
-      await requireWorker(deps.workers, await workerCredential(request), request.params.id);
+      const credentialId = await workerCredential(request);
+      await requireWorker(deps.workers, credentialId, request.params.id);
       const workerId = request.params.id;
       reply.hijack();
       const raw = reply.raw;
@@ -290,8 +325,12 @@ export function registerWorkerRoutes(
       );
       const keepAlive = setInterval(() => raw.write(': keep-alive\n\n'), deps.keepAliveMs);
       streams.add(raw);
+      const ofKey = streamsOfKey.get(credentialId) ?? new Set();
+      streamsOfKey.set(credentialId, ofKey.add(raw));
       raw.on('close', () => {
         streams.delete(raw);
+        ofKey.delete(raw);
+        if (ofKey.size === 0 && streamsOfKey.get(credentialId) === ofKey) streamsOfKey.delete(credentialId);
         closed = true;
         stream.close();
         clearInterval(keepAlive);
@@ -398,9 +437,9 @@ export function registerWorkerRoutes(
 }
 
 /** Worker sessions as `GET /v1/workers` and the dashboard show them, with their heartbeat age. */
-export async function listWorkerViews(deps: WorkerDeps) {
+export async function listWorkerViews(deps: WorkerDeps, filter: { servingTenant?: string } = {}) {
   const now = deps.clock.now().getTime();
-  return (await deps.workers.listWorkers()).map((w) => ({
+  return (await deps.workers.listWorkers(filter)).map((w) => ({
     id: w.id,
     name: w.name,
     instanceId: w.instanceId,

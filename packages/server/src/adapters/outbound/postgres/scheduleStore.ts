@@ -71,6 +71,13 @@ export class PostgresScheduleStore implements ScheduleStore {
     return row ? toRecord(row) : null;
   }
 
+  async countForApplication(applicationId: string, atMost: number): Promise<number> {
+    const [row] = await this.sql<{ n: number }[]>`
+      SELECT count(*)::int AS n FROM (
+        SELECT 1 FROM schedule WHERE application_id = ${applicationId} LIMIT ${atMost}) AS own`;
+    return row?.n ?? 0;
+  }
+
   async get(applicationId: string, id: string): Promise<ScheduleRecord | null> {
     const [row] = await this.sql<ScheduleRow[]>`
       SELECT * FROM schedule WHERE application_id = ${applicationId} AND id = ${id}`;

@@ -1,13 +1,23 @@
 import type { TaskState } from '../../../core/facts/records.ts';
 import type { TaskRunReads, TimelineEntry } from '../../../core/operations/ports.ts';
-import type { TaskListFilter, TaskStore } from '../../../core/tasks/ports.ts';
+import type { TaskListFilter, TaskStore, TasksInFlight } from '../../../core/tasks/ports.ts';
 import type { Sql } from './database.ts';
 import { type ExecutionRow, type StepRow, type TaskRow, toExecution, toStep, toTask } from './rows.ts';
 import { loadTaskState } from './transactionReads.ts';
 
 /** Reads of tasks for the public API (writes go through the fact store). */
-export class PostgresTaskStore implements TaskStore, TaskRunReads {
+export class PostgresTaskStore implements TaskStore, TaskRunReads, TasksInFlight {
   constructor(private readonly sql: Sql) {}
+
+  async countInFlight(applicationId: string, atMost: number): Promise<number> {
+    // Stops at the limit: a create costs at most `atMost` entries of the partial index (migration 033).
+    const [row] = await this.sql<{ n: number }[]>`
+      SELECT count(*)::int AS n FROM (
+        SELECT 1 FROM task
+        WHERE application_id = ${applicationId} AND lifecycle_status IN ('PENDING', 'RUNNING')
+        LIMIT ${atMost}) AS in_flight`;
+    return row?.n ?? 0;
+  }
 
   async isApplicationTask(applicationId: string, taskId: string): Promise<boolean> {
     const [row] = await this

@@ -62,6 +62,12 @@ export class PostgresWorkerStore implements WorkerStore {
       .sql`INSERT INTO worker_credential (id, secret_hash, label, created_at) VALUES (${id}, ${secretHash}, ${label}, ${at})`;
   }
 
+  async revokeCredential(id: string, at: Date) {
+    const rows = await this.sql`
+      UPDATE worker_credential SET revoked_at = coalesce(revoked_at, ${at}) WHERE id = ${id} RETURNING id`;
+    return rows.length > 0;
+  }
+
   async upsertNode(
     node: {
       id: string;
@@ -163,12 +169,26 @@ export class PostgresWorkerStore implements WorkerStore {
     }));
   }
 
-  async listWorkers() {
+  async listWorkers(filter: { servingTenant?: string } = {}) {
+    const tenant = filter.servingTenant;
     const rows = await this.sql<
       (WorkerRow & { labels: Record<string, string>; management_status: string })[]
     >`
       SELECT w.*, ${openAttempts(this.sql)}, n.labels, n.management_status FROM worker w JOIN worker_node n ON n.id = w.node_id
-      WHERE w.ended_at IS NULL ORDER BY w.node_id, w.id`;
+      WHERE w.ended_at IS NULL
+        ${
+          tenant === undefined
+            ? this.sql``
+            : this.sql`AND EXISTS (
+                SELECT 1
+                FROM workflow_definition d
+                CROSS JOIN LATERAL jsonb_array_elements(d.steps) AS step
+                CROSS JOIN LATERAL jsonb_array_elements(w.capabilities) AS offered
+                WHERE d.tenant_id = ${tenant}
+                  AND step->>'capability' = offered->>'name'
+                  AND step->>'capabilityVersion' = offered->>'version')`
+        }
+      ORDER BY w.node_id, w.id`;
     return rows.map((r) => ({
       ...toSession(r),
       nodeLabels: r.labels,

@@ -5,15 +5,24 @@ import { derivedKey } from './executionCredentials.ts';
 
 const audience = 'tdp:user';
 
-/** HS256 tokens for an application's end users (`sub` = user), signed with a derived key. */
+/**
+ * HS256 tokens for an application's end users (`sub` = user), signed with a derived key. Each carries
+ * its expiry (a token without `exp` is refused) and the id of the API key that minted it (`akid`): it
+ * works only while that key does.
+ */
 export class JoseUserTokens implements UserTokens {
-  constructor(private readonly keyring: Keyring) {}
+  constructor(
+    private readonly keyring: Keyring,
+    /** Whether the API key is still usable (cached; forgotten at once when it is revoked). */
+    private readonly keyActive: (keyId: string) => Promise<boolean>,
+  ) {}
 
   async sign(principal: UserPrincipal, expiresAt: Date): Promise<string> {
     const kid = this.keyring.activeKeyId;
     return new SignJWT({
       app: principal.applicationId,
       ten: principal.tenantId,
+      akid: principal.keyId,
       prj: principal.viewer.projects,
       rol: principal.viewer.roles,
       // Only the wider view is written: a token without it shows the application's tasks alone.
@@ -35,12 +44,15 @@ export class JoseUserTokens implements UserTokens {
           audience,
           algorithms: ['HS256'],
           currentDate: now,
+          requiredClaims: ['exp', 'sub'],
         },
       );
+      if (typeof payload.akid !== 'string' || !(await this.keyActive(payload.akid))) return null;
       return {
         kind: 'user',
         applicationId: String(payload.app),
         tenantId: String(payload.ten),
+        keyId: payload.akid,
         viewer: {
           userId: String(payload.sub),
           projects: (payload.prj as string[]) ?? [],

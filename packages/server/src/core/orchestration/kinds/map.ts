@@ -27,8 +27,10 @@ import {
   itemInput,
   type MapCounters,
   mapFailure,
+  mapItemsProblem,
   mapOutput,
   mapVerdict,
+  otherMapItems,
   resolveMapItems,
   roomFor,
   settleItem,
@@ -79,6 +81,20 @@ export async function beginMap(
     return;
   }
   const total = resolved.items.length;
+  const limits = deps.mapItemLimits;
+  const tooMany = limits && mapItemsProblem(step.key, total, total + otherMapItems(before, step.id), limits);
+  if (tooMany) {
+    // Not retryable: the same list fails the same way. Counted as a refusal, as a create's is.
+    deps.quotaRefused?.('MAP_ITEMS_LIMIT');
+    await failStepAttempt(deps, session, before, step, {
+      producer: 'tdp:orchestrator',
+      error: { category: 'INPUT', code: 'MAP_ITEMS_LIMIT', retryable: false, userMessage: tooMany },
+      infrastructure: false,
+      workerId: null,
+      milestone: 'INPUT_INVALID',
+    });
+    return;
+  }
   if (total === 0) {
     await completePlatformStep(deps, session, before, step, [], {
       producer: 'tdp:orchestrator',

@@ -85,6 +85,57 @@ export function resolveMapItems(state: TaskState, definition: StepDefinition): M
 
 const describe = (value: unknown) => (value === null ? 'null' : typeof value);
 
+/** How many items one map step, and a task's map steps together, may have (`0`: no limit). */
+export interface MapItemLimits {
+  perStep: number;
+  perTask: number;
+}
+
+/** MAP_ITEMS_LIMIT's message when `items` of step `key`, `taskItems` with the task's other maps, pass a limit. */
+export function mapItemsProblem(
+  key: string,
+  items: number,
+  taskItems: number,
+  limits: MapItemLimits,
+): string | null {
+  if (limits.perStep > 0 && items > limits.perStep)
+    return `step ${key} maps over ${items} items; a map step may have at most ${limits.perStep}`;
+  if (limits.perTask > 0 && taskItems > limits.perTask)
+    return `step ${key} maps over ${items} items, ${taskItems} with the task's other map steps; a task may have at most ${limits.perTask}`;
+  return null;
+}
+
+/** At create: the maps over the task's own input are counted at once (those over outputs when they begin). */
+export function inputMapItemsProblem(
+  steps: StepDefinition[],
+  input: unknown,
+  limits: MapItemLimits,
+): string | null {
+  let taskItems = 0;
+  for (const step of steps) {
+    const source = step.map ? parseMappingReference(step.map.items) : null;
+    if (!source || source === 'invalid' || source.kind !== 'input') continue;
+    const found = pick(input, source.path);
+    if (!found.found || !Array.isArray(found.value)) continue;
+    taskItems += found.value.length;
+    const problem = mapItemsProblem(step.key, found.value.length, taskItems, limits);
+    if (problem) return problem;
+  }
+  return null;
+}
+
+/** The items of the execution's other current map steps (begun ones; a pending map has none yet). */
+export function otherMapItems(state: TaskState, stepId: string): number {
+  let total = 0;
+  for (const step of state.steps) {
+    if (!step.current || step.id === stepId || step.executionId !== state.execution.id) continue;
+    const definition = state.execution.snapshot.steps.find((d) => d.key === step.key);
+    if (!definition?.map) continue;
+    total += step.waitingFor?.kind === 'map' ? step.waitingFor.total : (step.progress?.total ?? 0);
+  }
+  return total;
+}
+
 export type ItemInput =
   | { ok: true; value: Record<string, unknown> }
   | { ok: false; code: 'INPUT_MAPPING_MISSING'; message: string };

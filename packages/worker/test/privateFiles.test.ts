@@ -1,0 +1,124 @@
+/**
+ * The worker's files are its user's alone (issue 38): its SQLite (execution tokens, every tenant's inputs)
+ * and its -wal/-shm files are 0600, the attempts' work directories 0700 — whatever the umask, and also when
+ * they exist from before this rule.
+ */
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { newId } from '@tdp/protocol';
+import Database from 'better-sqlite3';
+import { Type } from 'typebox';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { type Harness, startHarness } from '../../../test/harness.ts';
+import { defineCapability, LocalStore, WorkerClient, WorkerRuntime } from '../src/index.ts';
+
+const directory = mkdtempSync(join(tmpdir(), 'tdp-private-files-test-'));
+const modeOf = (path: string) => statSync(path).mode & 0o777;
+const workRoot = join(directory, 'work');
+let umask = 0;
+let h: Harness;
+
+beforeAll(async () => {
+  // The loosest umask: every mode below is the one the worker asked for, not one the umask trimmed.
+  umask = process.umask(0);
+  h = await startHarness({ runLoops: true });
+});
+afterAll(async () => {
+  process.umask(umask);
+  await h?.close();
+});
+
+const startCommand = () => ({
+  commandId: newId(),
+  type: 'START_ATTEMPT',
+  payload: {
+    attemptId: newId(),
+    leaseVersion: 1,
+    taskId: newId(),
+    stepId: newId(),
+    attempt: 1,
+    capability: 'x',
+    capabilityVersion: '1',
+    input: { secret: 'an input' },
+    executionToken: 'a token',
+  },
+});
+
+it('creates the local database and its -wal and -shm files 0600', () => {
+  const path = join(directory, 'new.db');
+  const store = new LocalStore(path, newId);
+  try {
+    store.receive(newId(), startCommand());
+    for (const file of [path, `${path}-wal`, `${path}-shm`]) {
+      expect(existsSync(file), file).toBe(true);
+      expect(modeOf(file).toString(8), file).toBe('600');
+    }
+  } finally {
+    store.close();
+  }
+});
+
+it('tightens a database left world-readable by an earlier worker when it opens it', () => {
+  const path = join(directory, 'old.db');
+  const old = new Database(path);
+  old.pragma('journal_mode = WAL');
+  old.exec('CREATE TABLE t (x)');
+  old.close();
+  chmodSync(path, 0o644);
+  const store = new LocalStore(path, newId);
+  try {
+    store.receive(newId(), startCommand());
+    for (const file of [path, `${path}-wal`, `${path}-shm`])
+      expect(modeOf(file).toString(8), file).toBe('600');
+  } finally {
+    store.close();
+  }
+});
+
+/** What the probe capability saw of its work directory and of the folder of all of them. */
+const seen: { directory: number; root: number }[] = [];
+const probe = defineCapability({
+  name: 'test.private-files',
+  version: '1',
+  input: Type.Object({}),
+  output: Type.Object({}),
+  run: async (ctx) => {
+    seen.push({ directory: modeOf(ctx.workDirectory), root: modeOf(workRoot) });
+    return {};
+  },
+});
+
+it("runs each attempt in a 0700 directory, in a 0700 folder (an existing one's mode is tightened)", async () => {
+  mkdirSync(workRoot, { mode: 0o755 });
+  const app = await h.createApplication();
+  const workerKey = (
+    await h.request('POST', '/admin/v1/worker-credentials', { token: h.adminToken, body: {} })
+  ).body.key;
+  await h.request('POST', '/v1/workflow-definitions', {
+    token: app.apiKey,
+    body: {
+      name: 'private',
+      version: '1',
+      steps: [{ key: 'only', capability: 'test.private-files', capabilityVersion: '1' }],
+    },
+  });
+  const client = new WorkerClient(h.url, workerKey, 5_000);
+  const store = new LocalStore(join(directory, 'attempts.db'), newId);
+  const runtime = new WorkerRuntime({ client, store, capabilities: [probe], workDirectory: workRoot });
+  await runtime.start();
+  try {
+    const created = await h.request('POST', '/v1/tasks', {
+      token: app.apiKey,
+      headers: { 'idempotency-key': newId() },
+      body: { workflowName: 'private', workflowVersion: '1', name: 'private', input: {} },
+    });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    await expect.poll(() => seen.length, { timeout: 15_000 }).toBe(1);
+    expect(seen[0]).toEqual({ directory: 0o700, root: 0o700 });
+  } finally {
+    await runtime.stop();
+    await client.close();
+    store.close();
+  }
+});
