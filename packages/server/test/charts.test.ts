@@ -71,7 +71,10 @@ beforeAll(async () => {
   // Without loops, a task is placed only at its create, from the worker snapshot of the last second;
   // under a loaded CI, a submit can come later than that and its step would wait for a scheduler that
   // does not run here. The snapshot stays fresh for the test (a worker change still renews it).
-  h = await startHarness({ settings: { workerCandidatesMaxAgeMs: 600_000 } });
+  // The test clock moves by tens of minutes: the operator's session must outlast it.
+  h = await startHarness({
+    settings: { workerCandidatesMaxAgeMs: 600_000, dashboardSessionIdleSeconds: 86_400 },
+  });
   h.clock.set(at(0));
   app = await setUp(h);
   cookie = await operatorCookie(h);

@@ -5,7 +5,7 @@
  * answer 410, and `tdp archive restore` brings one back row for row.
  */
 import { spawn } from 'node:child_process';
-import { mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
@@ -193,6 +193,10 @@ describe('retention sweep', () => {
       if (archiveDay === 'a-file') continue;
       for (const batch of await readdir(join(archiveDir, archiveDay))) {
         const folder = join(archiveDir, archiveDay, batch);
+        // Every tenant's history, private to the server's user.
+        expect((await stat(join(archiveDir, archiveDay))).mode & 0o777).toBe(0o700);
+        expect((await stat(folder)).mode & 0o777).toBe(0o700);
+        expect((await stat(join(folder, 'manifest.json'))).mode & 0o777).toBe(0o600);
         const manifest = JSON.parse(await readFile(join(folder, 'manifest.json'), 'utf8'));
         for (const entry of manifest.tables) {
           if (!entry.file) continue;

@@ -42,7 +42,8 @@ export class FileArchive implements ArchiveWriter {
 
   async write(batch: ArchiveBatch, tables: TableLines[]): Promise<ArchiveManifest> {
     const folder = this.batchFolder(batch.archiveDay, batch.batchId);
-    await mkdir(folder, { recursive: true });
+    // Every tenant's history: readable by the server's own user only, whatever the umask.
+    await mkdir(folder, { recursive: true, mode: 0o700 });
     const entries: FileEntry[] = [];
     for (const { table, lines } of tables) {
       const content = ndjson(lines);
@@ -114,7 +115,7 @@ export class FileArchive implements ArchiveWriter {
 /** Writes under a temporary name, flushes to disk, then renames into place. */
 async function writeDurably(path: string, bytes: Buffer): Promise<void> {
   const temporary = `${path}.tmp`;
-  const handle = await open(temporary, 'w');
+  const handle = await open(temporary, 'w', 0o600);
   try {
     await handle.writeFile(bytes);
     await handle.sync();

@@ -37,8 +37,20 @@ export class PostgresRevocations implements Revocations {
     this.unlisten = listening.unlisten;
   }
 
+  /**
+   * Stops listening. Its UNLISTEN waits at most a second: with a database that stopped answering it
+   * would wait forever, and the pools are ended right after the features stop anyway.
+   */
   async stop(): Promise<void> {
-    await this.unlisten?.().catch(() => {});
+    if (!this.unlisten) return;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      this.unlisten().catch(() => {}),
+      new Promise((resolve) => {
+        timer = setTimeout(resolve, 1_000);
+      }),
+    ]);
+    clearTimeout(timer);
   }
 
   async announce(revocation: Revocation): Promise<void> {
