@@ -34,7 +34,18 @@ const run = async (
 const root = new URL('../../../', import.meta.url).pathname;
 const fixture = new URL('./consumer/', import.meta.url).pathname;
 /** Every package a consumer may install, in the order `npm pack` builds them. */
-const packages = ['protocol', 'egress', 'client', 'worker', 'sdk', 'gateway', 'dashboard', 'server', 'demo-app', 'cli'];
+const packages = [
+  'protocol',
+  'egress',
+  'client',
+  'worker',
+  'sdk',
+  'gateway',
+  'dashboard',
+  'server',
+  'demo-app',
+  'cli',
+];
 
 let project: string;
 let tdp: DevProcess | null = null;
