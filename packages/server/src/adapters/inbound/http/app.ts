@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import helmet from '@fastify/helmet';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { jsonShapeFault } from '@tdp/protocol';
@@ -14,7 +13,7 @@ import { limitConnectionsPerAddress } from './connectionLimits.ts';
 import { clientErrorResponse, problem, sendProblem, toProblem } from './problems.ts';
 import { RateLimitedError } from './rateLimits.ts';
 import { ProblemSchema, problemResponses } from './schemas.ts';
-import { allowInlineStyles, securityHeaders } from './securityHeaders.ts';
+import { allowInlineStyles, securityHeaders, sendSecurityHeaders } from './securityHeaders.ts';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
 
@@ -174,7 +173,7 @@ export async function createHttpApp(options: HttpOptions): Promise<FastifyInstan
   });
 
   // Security headers on every answer (CSP, nosniff, no referrer, no framing); the dashboard widens its CSP.
-  await app.register(helmet, securityHeaders());
+  sendSecurityHeaders(app, securityHeaders());
 
   await app.register(swagger, {
     openapi: {

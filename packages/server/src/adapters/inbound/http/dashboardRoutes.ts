@@ -49,7 +49,7 @@ import {
 import { registerDashboardChartRoutes } from './dashboardChartRoutes.ts';
 import { type DashboardOperatorActions, registerDashboardOperatorRoutes } from './dashboardOperatorRoutes.ts';
 import { callbackLogOf, timelineOf } from './runRoutes.ts';
-import { originOf, securityHeaders } from './securityHeaders.ts';
+import { originOf, securityHeaders, sendSecurityHeaders } from './securityHeaders.ts';
 import { listWorkerViews } from './workerRoutes.ts';
 
 export interface DashboardDeps {
@@ -131,8 +131,7 @@ export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDep
 
   // The live feed's WebSocket may be on another origin (Centrifugo): the pages' policy lets them reach it.
   const realtimeOrigin = deps.wsUrl ? originOf(deps.wsUrl) : null;
-  if (realtimeOrigin)
-    app.addHook('onRequest', async (_request, reply) => reply.helmet(securityHeaders([realtimeOrigin])));
+  if (realtimeOrigin) sendSecurityHeaders(app, securityHeaders([realtimeOrigin]));
 
   app.post<{ Body: { token?: unknown } }>(
     '/dashboard/api/login',

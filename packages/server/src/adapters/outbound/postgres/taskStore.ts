@@ -10,7 +10,9 @@ export class PostgresTaskStore implements TaskStore, TaskRunReads, TasksInFlight
   constructor(private readonly sql: Sql) {}
 
   async countInFlight(applicationId: string, atMost: number): Promise<number> {
-    // Stops at the limit: a create costs at most `atMost` entries of the partial index (migration 033).
+    // Stops at the limit. Read at most once a second per application (inFlightCounts.ts), so it goes by
+    // the application's index and no index of its own: one on lifecycle_status would turn the task's
+    // status changes, HOT updates today, into index writes on every task.
     const [row] = await this.sql<{ n: number }[]>`
       SELECT count(*)::int AS n FROM (
         SELECT 1 FROM task

@@ -1,0 +1,34 @@
+/** The failure windows behind AUTH_THROTTLED: closed after N failures, open again when the window ends. */
+import { describe, expect, it } from 'vitest';
+import { FailureWindows } from '../src/adapters/inbound/http/authFailures.ts';
+
+describe('failed authentications per address', () => {
+  it('close an address after its Nth failure for the rest of the window, and no other address', () => {
+    let now = 1_000_000;
+    const windows = new FailureWindows({ failures: 3, windowSeconds: 60 }, () => now);
+    windows.failed('10.0.0.1');
+    windows.failed('10.0.0.1');
+    expect(windows.closedFor('10.0.0.1')).toBe(0);
+    now += 10_000;
+    windows.failed('10.0.0.1');
+    // The window runs from the first failure: 50 s are left.
+    expect(windows.closedFor('10.0.0.1')).toBe(50_000);
+    expect(windows.closedFor('10.0.0.2')).toBe(0);
+    now += 50_000;
+    expect(windows.closedFor('10.0.0.1')).toBe(0);
+    // A new window starts from nothing.
+    windows.failed('10.0.0.1');
+    expect(windows.closedFor('10.0.0.1')).toBe(0);
+  });
+
+  it('stay bounded under a spray of addresses, keeping the newest windows', () => {
+    let now = 0;
+    const windows = new FailureWindows({ failures: 1, windowSeconds: 3_600 }, () => now);
+    for (let i = 0; i < 100_010; i += 1) {
+      now += 1;
+      windows.failed(`address-${i}`);
+    }
+    expect(windows.closedFor('address-100009')).toBeGreaterThan(0);
+    expect(windows.closedFor('address-0')).toBe(0);
+  });
+});
