@@ -62,6 +62,8 @@ export async function startDevWorker(
   let stopping = false;
   let child = started.child;
   let failures = 0;
+  /** A restart under way: a stop waits for it, then stops the worker it started. */
+  let starting: Promise<void> | null = null;
   const restartLater = (what: string) => {
     failures += 1;
     // One that keeps ending waits longer each time.
@@ -69,13 +71,19 @@ export async function startDevWorker(
     process.stderr.write(`tdp dev: the worker ${what}; starting it again in ${delay} ms\n`);
     setTimeout(() => {
       if (stopping) return;
-      spawnWorker(env()).then(
-        (next) => {
-          child = next.child;
-          watch(child);
-        },
-        (error: unknown) => restartLater(`did not start (${(error as Error).message})`),
-      );
+      starting = spawnWorker(env())
+        .then(
+          (next) => {
+            child = next.child;
+            if (!stopping) watch(child);
+          },
+          (error: unknown) => {
+            if (!stopping) restartLater(`did not start (${(error as Error).message})`);
+          },
+        )
+        .finally(() => {
+          starting = null;
+        });
     }, delay).unref();
   };
   const watch = (current: ChildProcess) => {
@@ -92,6 +100,7 @@ export async function startDevWorker(
     workerId: started.workerId,
     stop: async () => {
       stopping = true;
+      await starting;
       if (child.exitCode !== null || child.signalCode !== null) return;
       const exited = new Promise((resolve) => child.once('exit', resolve));
       child.kill('SIGTERM');

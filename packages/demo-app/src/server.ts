@@ -132,7 +132,9 @@ export async function buildDemoServer(options: DemoServerOptions): Promise<Fasti
   // A visitor's changes come from the demo's own page (its origin, its CSRF token): another site's form or
   // `text/plain` POST, which the browser would send with the visitor's cookie, is refused.
   app.addHook('onRequest', async (request, reply) => {
-    if (request.method === 'GET' || request.method === 'HEAD' || !request.url.startsWith('/api/')) return;
+    // By the route matched, not the raw URL: `/%61pi/…` reaches the same route as `/api/…`.
+    const route = request.routeOptions.url ?? '';
+    if (request.method === 'GET' || request.method === 'HEAD' || !route.startsWith('/api/')) return;
     if (!fromOwnPage(key, request))
       return sendProblem(
         reply,

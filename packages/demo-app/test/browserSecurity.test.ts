@@ -102,8 +102,14 @@ describe('CSRF on the demo app', () => {
       { origin: world.demo.url, 'x-csrf-token': 'A'.repeat(43) },
     ];
     for (const headers of attempts)
-      for (const action of ['approve', 'reject', 'cancel']) {
-        const refused = await fromElsewhere(`/api/orders/${id}/${action}`, headers);
+      for (const path of [
+        '/api/orders/ID/approve',
+        '/api/orders/ID/reject',
+        '/api/orders/ID/cancel',
+        '/%61pi/orders/ID/approve',
+      ]) {
+        const action = path.replace('ID', id);
+        const refused = await fromElsewhere(action, headers);
         expect(
           [
             refused.status,

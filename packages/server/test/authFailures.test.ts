@@ -32,3 +32,13 @@ describe('failed authentications per address', () => {
     expect(windows.closedFor('address-0')).toBe(0);
   });
 });
+
+describe('the client a per-address limit counts', () => {
+  it('is an IPv4 address, mapped or not, and an IPv6 /64', async () => {
+    const { clientOf } = await import('../src/adapters/inbound/http/clientAddress.ts');
+    expect(clientOf('203.0.113.7')).toBe('203.0.113.7');
+    expect(clientOf('::ffff:203.0.113.7')).toBe('203.0.113.7');
+    expect(clientOf('2001:db8:1:2:aaaa::1')).toBe(clientOf('2001:db8:1:2:bbbb:cccc:dddd:eeee'));
+    expect(clientOf('2001:db8:1:2::1')).not.toBe(clientOf('2001:db8:1:3::1'));
+  });
+});

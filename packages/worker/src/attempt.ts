@@ -83,7 +83,10 @@ export async function runAttempt(running: Running, resumed: boolean, deps: Attem
   const workDirectory = join(workRoot, local.attemptId);
   await privateDirectory(workDirectory);
   const held = new Set<HeldGrant>();
-  const ctx = capabilityContext(running, resumed, progress, workDirectory, held, deps);
+  // Transfers end with the attempt: a runner killed mid-download leaves no download running here.
+  const ended = new AbortController();
+  const transferSignal = AbortSignal.any([controller.signal, ended.signal]);
+  const ctx = capabilityContext(running, resumed, progress, workDirectory, held, transferSignal, deps);
   let draft: EventDraft;
   try {
     const output = await (options.runners ?? inProcess).run(capability, ctx, local.input);
@@ -114,6 +117,8 @@ export async function runAttempt(running: Running, resumed: boolean, deps: Attem
         { attemptId: local.attemptId, taskId: local.taskId, code: failure.code, detail: failure.detail },
         'attempt failed',
       );
+  } finally {
+    ended.abort('ENDED');
   }
   // The attempt is over: no grant of it needs renewing any more.
   for (const grant of held) grant.release();
@@ -130,6 +135,7 @@ function capabilityContext(
   progress: ProgressThrottle,
   workDirectory: string,
   held: Set<HeldGrant>,
+  transferSignal: AbortSignal,
   deps: AttemptDeps,
 ): CapabilityContext {
   const { local, controller } = running;
@@ -188,7 +194,7 @@ function capabilityContext(
           deps.transfers,
           holding.fresh,
           path,
-          controller.signal,
+          transferSignal,
           deps.options.downloadResumes ?? 3,
         );
       } finally {
@@ -218,7 +224,7 @@ function capabilityContext(
               await holding.fresh(),
               path,
               spec.mediaType,
-              controller.signal,
+              transferSignal,
             );
             return { resourceRef: grant.resourceRef, bytes };
           } finally {

@@ -32,6 +32,7 @@ const capabilities = [
   'hostile.loop',
   'hostile.segfault',
   'hostile.deaf',
+  'hostile.bad-progress',
 ];
 
 beforeAll(async () => {
@@ -107,6 +108,7 @@ describe('a capability that misbehaves', () => {
       'hostile.segfault': 'CAPABILITY_CRASHED',
       'hostile.allocate': 'CAPABILITY_OUT_OF_MEMORY',
       'hostile.loop': 'CAPABILITY_TIMED_OUT',
+      'hostile.bad-progress': 'CAPABILITY_CRASHED',
     };
     const normal = await submit('test.shout', { text: 'beside them', delayMs: 1_000 });
     const tasks = await Promise.all(

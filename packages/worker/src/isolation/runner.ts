@@ -44,7 +44,9 @@ function contextFor(message: Extract<ToRunner, { type: 'run' }>, signal: AbortSi
     signal,
     progress: (percent, update) =>
       send({ type: 'progress', attemptId, percent, ...(update ? { update } : {}) }),
-    saveCheckpoint: (data) => send({ type: 'checkpoint', attemptId, data }),
+    // As JSON, as the worker stores it: a checkpoint that is not JSON fails here, in the capability.
+    saveCheckpoint: (data) =>
+      send({ type: 'checkpoint', attemptId, data: JSON.parse(JSON.stringify(data ?? null)) }),
     log: { info: log('info'), warn: log('warn'), error: log('error') },
     download: (resourceRef) => call(attemptId, 'download', resourceRef),
     allocateOutput: async (spec): Promise<OutputFile> => {

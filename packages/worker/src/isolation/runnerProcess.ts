@@ -36,7 +36,7 @@ export interface RunnerSpawn {
   limits: RunnerLimits;
 }
 
-type KillReason = 'TIMED_OUT' | 'OUT_OF_MEMORY' | 'ABORTED' | 'CLOSED';
+type KillReason = 'TIMED_OUT' | 'OUT_OF_MEMORY' | 'ABORTED' | 'REFUSED' | 'CLOSED';
 
 interface Exit {
   code: number | null;
@@ -57,6 +57,8 @@ export class RunnerProcess {
   /** Settles when the process has ended and its stderr is read. */
   readonly exited: Promise<Exit>;
   private ended = false;
+  /** The running attempt's way to hear that the runner ended (one exit reaction, not one per run). */
+  private onExit: ((exit: Exit) => void) | null = null;
 
   constructor(private readonly spawn: RunnerSpawn) {
     this.child = fork(spawn.entry, [spawn.module], {
@@ -73,7 +75,9 @@ export class RunnerProcess {
     this.exited = new Promise((resolve) => {
       this.child.once('close', (code, signal) => {
         this.ended = true;
-        resolve({ code, signal, stderrTail: this.stderrTail });
+        const exit = { code, signal, stderrTail: this.stderrTail };
+        this.onExit?.(exit);
+        resolve(exit);
       });
       this.child.once('error', () => this.child.kill('SIGKILL'));
     });
@@ -109,6 +113,7 @@ export class RunnerProcess {
         settled = true;
         for (const timer of timers) clearTimeout(timer);
         clearInterval(memoryWatch);
+        this.onExit = null;
         this.child.off('message', onMessage);
         signal.removeEventListener('abort', onAbort);
         outcome();
@@ -120,6 +125,23 @@ export class RunnerProcess {
         );
       const onMessage = (message: FromRunner) => {
         if (message.type === 'ready' || message.attemptId !== attemptId || settled) return;
+        try {
+          handle(message);
+        } catch (error) {
+          // What the runner sent could not be taken (a checkpoint that is not JSON, a malformed
+          // progress): the runner is ended, its attempt fails; this process, serving others, goes on.
+          this.kill('REFUSED');
+          settle(() =>
+            reject(
+              capabilityFailure(
+                'CAPABILITY_CRASHED',
+                `the runner sent what the worker could not take: ${(error as Error).message}`,
+              ),
+            ),
+          );
+        }
+      };
+      const handle = (message: Exclude<FromRunner, { type: 'ready' }>) => {
         switch (message.type) {
           case 'progress':
             ctx.progress(message.percent, message.update);
@@ -163,12 +185,15 @@ export class RunnerProcess {
       };
       const memoryWatch = setInterval(() => {
         void residentBytes(this.child.pid).then((bytes) => {
-          if (bytes !== null && bytes > limits.memoryLimitMb * 1024 * 1024) this.kill('OUT_OF_MEMORY');
+          // A reading that comes back after the attempt ended is not the next attempt's to answer for.
+          if (!settled && bytes !== null && bytes > limits.memoryLimitMb * 1024 * 1024)
+            this.kill('OUT_OF_MEMORY');
         });
       }, memoryCheckMs);
       timers.push(setTimeout(() => this.kill('TIMED_OUT'), limits.timeLimitMs));
       this.child.on('message', onMessage);
-      void this.exited.then((exit) => settle(() => reject(this.failureOf(exit))));
+      this.onExit = (exit) => settle(() => reject(this.failureOf(exit)));
+      if (this.ended) void this.exited.then((exit) => settle(() => reject(this.failureOf(exit))));
       signal.addEventListener('abort', onAbort, { once: true });
       const { taskId, stepId, attempt, workDirectory, checkpoint } = ctx;
       this.send({

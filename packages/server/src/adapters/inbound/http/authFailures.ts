@@ -6,7 +6,8 @@
  *
  * A request presents a credential when it carries `Authorization` (API keys, user tokens, worker keys,
  * execution tokens, the admin token) or goes to a route whose config says `credentialInBody` (the
- * dashboard's login). The counts are this process's, as the per-credential buckets are (rateLimits.ts):
+ * dashboard's login). A client is an address, or an IPv6 /64 (clientAddress.ts). The counts are this
+ * process's, as the per-credential buckets are (rateLimits.ts):
  * a replica's count is its own.
  *
  * The check runs on every authenticated request, so it is synchronous: a map lookup, none at all while no
@@ -14,6 +15,7 @@
  * benchmark's CPU.)
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { clientOf } from './clientAddress.ts';
 import { problem, sendProblem } from './problems.ts';
 
 export interface AuthFailurePolicy {
@@ -88,7 +90,7 @@ export function throttleAuthFailures(
   if (policy.failures <= 0) return;
   const windows = new FailureWindows(policy);
   app.addHook('onRequest', (request, reply, done) => {
-    const closedMs = presentsCredential(request) ? windows.closedFor(request.ip) : 0;
+    const closedMs = presentsCredential(request) ? windows.closedFor(clientOf(request.ip)) : 0;
     if (closedMs === 0) return done();
     refused();
     sendProblem(
@@ -102,7 +104,7 @@ export function throttleAuthFailures(
     );
   });
   app.addHook('onResponse', (request, reply, done) => {
-    if (reply.statusCode === 401 && presentsCredential(request)) windows.failed(request.ip);
+    if (reply.statusCode === 401 && presentsCredential(request)) windows.failed(clientOf(request.ip));
     done();
   });
 }

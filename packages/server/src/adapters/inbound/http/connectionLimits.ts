@@ -1,10 +1,12 @@
 /**
  * Open TCP connections per client address on a listener. One client cannot hold every socket of the
  * process: the connection over the limit is answered 429 CONNECTION_LIMIT before its request is read,
- * and closed. Counted per socket address in this process (a proxy in front is one address).
+ * and closed. Counted per client (clientAddress.ts: an IPv6 /64 is one) in this process (a proxy in front
+ * is one address).
  */
 import type { Server } from 'node:http';
 import type { Socket } from 'node:net';
+import { clientOf } from './clientAddress.ts';
 import { problem } from './problems.ts';
 
 /** Sent to a refused connection: a client may try again once one of its connections has closed. */
@@ -36,7 +38,7 @@ export function limitConnectionsPerAddress(server: Server, max: number, refused:
   const serve = server.listeners('connection') as ((socket: Socket) => void)[];
   server.removeAllListeners('connection');
   server.on('connection', (socket: Socket) => {
-    const address = socket.remoteAddress ?? '';
+    const address = clientOf(socket.remoteAddress ?? '');
     const count = open.get(address) ?? 0;
     if (count >= max) {
       refused();
