@@ -7,7 +7,7 @@ import { mkdirSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { dirname, resolve } from 'node:path';
 import { egressPolicy } from '@tdp/egress/policy';
-import { type GrantRenewalPolicy, newId } from '@tdp/protocol';
+import { defaultWorkerConcurrency, type GrantRenewalPolicy, newId } from '@tdp/protocol';
 import { builtinCapabilities } from './capabilities/index.ts';
 import { serverUrls, WorkerClient } from './client.ts';
 import { GrpcReporting, grpcAddressOf } from './grpcReporting.ts';
@@ -223,7 +223,8 @@ export async function startWorker(options: StartWorkerOptions): Promise<RunningW
     if (healthPort !== undefined)
       health = await serveHealth(runtime, healthPort, options.healthHost ?? '127.0.0.1');
     // A capability module that does not load fails the start, before the worker takes work.
-    await runners?.warm();
+    // As many runners as attempts can run at once, up to the CPUs (more start as attempts need them).
+    await runners?.warm(Math.min(options.concurrency ?? defaultWorkerConcurrency, availableParallelism()));
     await runtime.start();
   })();
   try {

@@ -61,11 +61,17 @@ export class RunnerPool implements CapabilityRunners {
     this.idleMs = options.idleMs ?? 60_000;
   }
 
-  /** Starts one runner and waits for it: a module that does not load fails the worker's start. */
-  async warm(): Promise<void> {
-    const runner = this.spawn();
-    await runner.ready;
-    this.release(runner);
+  /**
+   * Starts `count` runners side by side and waits for them: a module that does not load fails the
+   * worker's start, and the first attempts after a (re)start do not each wait for a runner to boot.
+   */
+  async warm(count = 1): Promise<void> {
+    const runners = Array.from({ length: Math.max(1, count) }, () => this.spawn());
+    try {
+      await Promise.all(runners.map((runner) => runner.ready));
+    } finally {
+      for (const runner of runners) this.release(runner);
+    }
   }
 
   async run(capability: Capability, ctx: CapabilityContext, input: unknown): Promise<unknown> {
