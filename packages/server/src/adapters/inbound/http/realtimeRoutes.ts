@@ -109,7 +109,11 @@ export function registerRealtimeRoutes(
       ];
       return {
         token: await sign({ sub: request.body.userId, channels: userChannels, akid: caller.keyId }),
-        url: deps.wsUrl ?? `ws://${request.headers.host}/connection/websocket`,
+        // wss:// for a page served over TLS (a trusted proxy's word, TDP_TRUST_PROXY): a browser refuses
+        // a plain ws:// connection from an https page.
+        url:
+          deps.wsUrl ??
+          `${request.protocol === 'https' ? 'wss' : 'ws'}://${request.host}/connection/websocket`,
         channels: userChannels,
       };
     },
