@@ -3,7 +3,9 @@
  *
  *   TDP_URL                 the TDP server (default http://127.0.0.1:8080), or several replicas separated
  *                           by commas: the worker moves to the next when the one it uses does not answer
- *   TDP_WORKER_KEY          a worker key, tdpw_… (POST /admin/v1/worker-credentials) — required
+ *   TDP_WORKER_KEY          a worker key, tdpw_… (POST /admin/v1/worker-credentials) — required, unless
+ *   TDP_WORKER_KEY_FILE     a file holding it: read at start, and again while TDP refuses the key (a
+ *                           rotation: write the new key to the file, then revoke the old one)
  *   TDP_WORKER_DB           the local SQLite file (default ./.tdp/worker.db)
  *   TDP_WORKER_CONCURRENCY  attempts run at once, all capabilities together (default 10)
  *   TDP_WORKER_CAPABILITY_CONCURRENCY  per capability, e.g. `archive.clean=2,image.watermark=1`
@@ -24,6 +26,7 @@
  * Programs of their own use `startWorker()` from `@tdp/worker` (start.ts); this is its environment form.
  */
 
+import { readFile } from 'node:fs/promises';
 import { builtinCapabilityModule } from './capabilities/index.ts';
 import { capabilitiesOf } from './isolation/capabilityModule.ts';
 import { jsonLogger, type Logger } from './options.ts';
@@ -55,14 +58,19 @@ export async function startWorkerFromEnv(
   const maxDownloadBytes = number(env.TDP_WORKER_MAX_DOWNLOAD_BYTES);
   const memoryLimitMb = number(env.TDP_WORKER_MEMORY_LIMIT_MB);
   const timeLimitMs = number(env.TDP_WORKER_TIME_LIMIT_MS);
+  const keyFile = env.TDP_WORKER_KEY_FILE?.trim();
   try {
     const capabilities = withCapabilityLimits(
       [...(await capabilitiesOf(capabilityModule)).values()],
       env.TDP_WORKER_CAPABILITY_CONCURRENCY,
     );
-    return await startWorker({
+    const worker = await startWorker({
       url: env.TDP_URL ?? 'http://127.0.0.1:8080',
-      key: env.TDP_WORKER_KEY ?? '',
+      key: keyFile
+        ? await readKeyFile(keyFile).catch(() => {
+            throw new WorkerConfigError(`TDP_WORKER_KEY_FILE: cannot read ${keyFile}`);
+          })
+        : (env.TDP_WORKER_KEY ?? ''),
       capabilities,
       capabilityModule,
       limits: {
@@ -81,6 +89,8 @@ export async function startWorkerFromEnv(
       ...(env.TDP_EGRESS_ALLOW?.trim() ? { egressAllow: env.TDP_EGRESS_ALLOW } : {}),
       ...(maxDownloadBytes !== undefined ? { maxDownloadBytes } : {}),
     });
+    if (keyFile) followKeyFile(worker, keyFile, logger);
+    return worker;
   } catch (error) {
     // The same check, named by the variable that set the option.
     const variable = error instanceof WorkerConfigError && error.option && variables[error.option];
@@ -90,7 +100,7 @@ export async function startWorkerFromEnv(
 }
 
 const variables: Partial<Record<keyof StartWorkerOptions, string>> = {
-  key: 'TDP_WORKER_KEY',
+  key: 'TDP_WORKER_KEY (or TDP_WORKER_KEY_FILE)',
   url: 'TDP_URL',
   concurrency: 'TDP_WORKER_CONCURRENCY',
   healthPort: 'TDP_WORKER_HEALTH_PORT',
@@ -99,3 +109,28 @@ const variables: Partial<Record<keyof StartWorkerOptions, string>> = {
   maxDownloadBytes: 'TDP_WORKER_MAX_DOWNLOAD_BYTES',
   limits: 'TDP_WORKER_MEMORY_LIMIT_MB or TDP_WORKER_TIME_LIMIT_MS:',
 };
+
+const readKeyFile = async (path: string) => (await readFile(path, 'utf8')).trim();
+
+/**
+ * With TDP_WORKER_KEY_FILE, a rotation needs no restart: while TDP refuses the key (it was revoked), the
+ * file is read again every few seconds, and a new key in it is taken at once. Results wait in the outbox
+ * meanwhile (runtime.ts).
+ */
+function followKeyFile(worker: RunningWorker, path: string, logger: Logger, everyMs = 2_000): void {
+  let current: string | null = null;
+  const timer = setInterval(() => {
+    if (worker.runtime.status().state !== 'KEY_REFUSED') return;
+    readKeyFile(path).then(
+      (key) => {
+        if (key === current || !key.startsWith('tdpw_')) return;
+        current = key;
+        logger.info({ keyFile: path }, 'a new worker key in the key file; trying it');
+        worker.runtime.setWorkerKey(key);
+      },
+      (error: unknown) => logger.warn({ keyFile: path, err: error as Error }, 'could not read the key file'),
+    );
+  }, everyMs);
+  timer.unref();
+  void worker.done.finally(() => clearInterval(timer));
+}
