@@ -125,6 +125,7 @@ describe('callbacks and webhooks', () => {
 
   it('log the same for a refused open, closed and non-HTTP port', async () => {
     const egress = createEgress([]);
+    const before = receiver.connections + notHttp.connections;
     try {
       const logged = await Promise.all(
         [receiver.port, closedPort, notHttp.port].map((port) =>
@@ -133,7 +134,7 @@ describe('callbacks and webhooks', () => {
       );
       expect(new Set(logged).size).toBe(1);
       expect(logged[0]).not.toMatch(/\d{2,}|ECONN|fetch/);
-      expect(receiver.connections + notHttp.connections).toBe(0);
+      expect(receiver.connections + notHttp.connections).toBe(before);
     } finally {
       await egress.close();
     }

@@ -4,7 +4,6 @@
  * stopped, nothing, so that a restart can resume it.
  */
 import { rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { failureSentence } from '@tdp/protocol';
 import { Check, Errors } from 'typebox/value';
@@ -13,7 +12,7 @@ import { type HeldGrant, holdGrant } from './heldGrant.ts';
 import { inProcess } from './isolation/runnerPool.ts';
 import type { EventDraft, LocalAttempt } from './localStore.ts';
 import { backoffMs } from './loops.ts';
-import { defaultGrantRenewal, type Logger, type WorkerOptions } from './options.ts';
+import { defaultGrantRenewal, type Logger, type WorkerOptions, workRootOf } from './options.ts';
 import { type AbortReason, failureDraft, failureOf } from './outcomes.ts';
 import { privateDirectory } from './privateFiles.ts';
 import { ProgressThrottle } from './progress.ts';
@@ -77,10 +76,8 @@ export async function runAttempt(running: Running, resumed: boolean, deps: Attem
     store.record(local.attemptId, draft);
     deps.wakeSender();
   });
-  // The attempt's files are this user's alone (0700), and so is the folder of all attempts.
-  const workRoot = options.workDirectory ?? join(tmpdir(), 'tdp-worker');
-  await privateDirectory(workRoot);
-  const workDirectory = join(workRoot, local.attemptId);
+  // The attempt's files are this user's alone (0700), as the folder of all attempts is (runtime start).
+  const workDirectory = join(workRootOf(options), local.attemptId);
   await privateDirectory(workDirectory);
   const held = new Set<HeldGrant>();
   // Transfers end with the attempt: a runner killed mid-download leaves no download running here.

@@ -64,13 +64,14 @@ export async function startWorkerFromEnv(
       [...(await capabilitiesOf(capabilityModule)).values()],
       env.TDP_WORKER_CAPABILITY_CONCURRENCY,
     );
+    const startKey = keyFile
+      ? await readKeyFile(keyFile).catch(() => {
+          throw new WorkerConfigError(`TDP_WORKER_KEY_FILE: cannot read ${keyFile}`);
+        })
+      : (env.TDP_WORKER_KEY ?? '');
     const worker = await startWorker({
       url: env.TDP_URL ?? 'http://127.0.0.1:8080',
-      key: keyFile
-        ? await readKeyFile(keyFile).catch(() => {
-            throw new WorkerConfigError(`TDP_WORKER_KEY_FILE: cannot read ${keyFile}`);
-          })
-        : (env.TDP_WORKER_KEY ?? ''),
+      key: startKey,
       capabilities,
       capabilityModule,
       limits: {
@@ -89,7 +90,7 @@ export async function startWorkerFromEnv(
       ...(env.TDP_EGRESS_ALLOW?.trim() ? { egressAllow: env.TDP_EGRESS_ALLOW } : {}),
       ...(maxDownloadBytes !== undefined ? { maxDownloadBytes } : {}),
     });
-    if (keyFile) followKeyFile(worker, keyFile, logger);
+    if (keyFile) followKeyFile(worker, keyFile, startKey, logger);
     return worker;
   } catch (error) {
     // The same check, named by the variable that set the option.
@@ -107,7 +108,7 @@ const variables: Partial<Record<keyof StartWorkerOptions, string>> = {
   transport: 'TDP_WORKER_TRANSPORT',
   egressAllow: 'TDP_EGRESS_ALLOW',
   maxDownloadBytes: 'TDP_WORKER_MAX_DOWNLOAD_BYTES',
-  limits: 'TDP_WORKER_MEMORY_LIMIT_MB or TDP_WORKER_TIME_LIMIT_MS:',
+  limits: 'TDP_WORKER_MEMORY_LIMIT_MB or TDP_WORKER_TIME_LIMIT_MS',
 };
 
 const readKeyFile = async (path: string) => (await readFile(path, 'utf8')).trim();
@@ -117,8 +118,15 @@ const readKeyFile = async (path: string) => (await readFile(path, 'utf8')).trim(
  * file is read again every few seconds, and a new key in it is taken at once. Results wait in the outbox
  * meanwhile (runtime.ts).
  */
-function followKeyFile(worker: RunningWorker, path: string, logger: Logger, everyMs = 2_000): void {
-  let current: string | null = null;
+function followKeyFile(
+  worker: RunningWorker,
+  path: string,
+  startKey: string,
+  logger: Logger,
+  everyMs = 2_000,
+): void {
+  // The key refused is the one in use: only a different one is worth trying.
+  let current = startKey;
   const timer = setInterval(() => {
     if (worker.runtime.status().state !== 'KEY_REFUSED') return;
     readKeyFile(path).then(

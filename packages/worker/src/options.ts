@@ -1,3 +1,5 @@
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { GrantRenewalPolicy } from '@tdp/protocol';
 import type { WorkerClient } from './client.ts';
 import type { ReportingTransport } from './grpcReporting.ts';
@@ -71,5 +73,9 @@ export interface WorkerOptions {
   /** A download larger than this fails with `DOWNLOAD_TOO_LARGE` (default 1 GiB). */
   maxDownloadBytes?: number;
 }
+
+/** The folder of all attempts' work directories. */
+export const workRootOf = (options: Pick<WorkerOptions, 'workDirectory'>) =>
+  options.workDirectory ?? join(tmpdir(), 'tdp-worker');
 
 export const defaultGrantRenewal: GrantRenewalPolicy = { remainingFraction: 0.25, remainingMs: 60_000 };

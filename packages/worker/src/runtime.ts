@@ -28,7 +28,8 @@ import { Executor } from './executor.ts';
 import { drain, Heartbeats } from './heartbeats.ts';
 import { defaultKeyRetryMs, KeyRefusal } from './keyRefusal.ts';
 import { backoffMs, Lifecycle } from './loops.ts';
-import { type Logger, silentLogger, type WorkerOptions } from './options.ts';
+import { type Logger, silentLogger, type WorkerOptions, workRootOf } from './options.ts';
+import { privateDirectory } from './privateFiles.ts';
 import { Sender } from './sender.ts';
 import { Session } from './session.ts';
 import { type Transfers, workerTransfers } from './transfer.ts';
@@ -138,6 +139,8 @@ export class WorkerRuntime {
 
   /** Registers (or takes back its session after a restart) and starts every loop. */
   async start(): Promise<void> {
+    // The folder of all attempts' files is this user's alone (0700), whatever made it before.
+    await privateDirectory(workRootOf(this.options));
     await this.session.open();
     this.executor.recover();
     void this.guard('stream', () => this.intake.streamLoop());

@@ -68,27 +68,44 @@ export async function downloadTo(
     const grant = await grantOf();
     const range: Record<string, string> = written > 0 ? { range: `bytes=${written}-` } : {};
     // The file opens once storage answers 2xx: appended to on a 206 after a break, else written anew.
-    const out: { file: WriteStream | null; error: Error | null } = { file: null, error: null };
+    const out: { file: WriteStream | null; error: Error | null; tooLarge: boolean } = {
+      file: null,
+      error: null,
+      tooLarge: false,
+    };
     let status = 0;
     try {
       ({ status } = await egressRequest(transfers.egress.agent, grant.url, {
         method: 'GET',
         headers: { ...grant.headers, ...range },
         redirects: downloadRedirects,
-        maxBodyBytes: transfers.maxDownloadBytes - written,
+        // Storage that ignores Range sends the whole file again: the cap is the file's, checked on the
+        // appended part below.
+        maxBodyBytes: transfers.maxDownloadBytes,
         idleTimeoutMs: transferIdleMs,
         signal,
         onResponse: (answered) => {
           if (answered < 200 || answered > 299) return null;
-          const file = createWriteStream(path, { flags: written > 0 && answered === 206 ? 'a' : 'w' });
+          const appending = written > 0 && answered === 206;
+          const file = createWriteStream(path, { flags: appending ? 'a' : 'w' });
           file.on('error', (error) => {
             out.error ??= error;
           });
           out.file = file;
+          let received = appending ? written : 0;
           return (chunk) => {
             if (out.error) throw out.error;
+            received += chunk.length;
+            if (received > transfers.maxDownloadBytes) {
+              out.tooLarge = true;
+              throw new EgressError('EGRESS_TOO_LARGE');
+            }
             file.write(chunk);
-            if (file.writableLength > maxUnwrittenBytes) throw new Error('the disk does not keep up');
+            // Recorded as the file's failure, so the step says the disk failed, not the network.
+            if (file.writableLength > maxUnwrittenBytes) {
+              out.error = new Error('the disk does not keep up');
+              throw out.error;
+            }
           };
         },
       }));
@@ -96,6 +113,7 @@ export async function downloadTo(
     } catch (error) {
       await closeFile(out.file).catch(() => undefined);
       if (signal.aborted) throw error;
+      if (out.tooLarge) throw transferRefused(new EgressError('EGRESS_TOO_LARGE'));
       if (error instanceof EgressError && !error.retryable) throw transferRefused(error);
       if (tries >= resumes)
         throw downloadFailed(

@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Harness, startHarness } from '../../../test/harness.ts';
 import { type RunningWorker, startWorker } from '../src/index.ts';
 import type { Logger } from '../src/options.ts';
+import { endedTask, submitTask } from './support.ts';
 
 let h: Harness;
 let app: Awaited<ReturnType<Harness['createApplication']>>;
@@ -76,29 +77,9 @@ afterAll(async () => {
   await h?.close();
 });
 
-async function submit(capability: string, input: Record<string, unknown> = {}): Promise<string> {
-  const created = await h.request('POST', '/v1/tasks', {
-    token: app.apiKey,
-    headers: { 'idempotency-key': newId() },
-    body: { workflowName: capability.replace('.', '-'), workflowVersion: '1', name: capability, input },
-  });
-  expect(created.status).toBe(201);
-  return created.body.task.id;
-}
-
-async function finished(taskId: string) {
-  let view: any;
-  await expect
-    .poll(
-      async () => {
-        view = (await h.request('GET', `/v1/tasks/${taskId}`, { token: app.apiKey })).body;
-        return view.task.lifecycleStatus;
-      },
-      { timeout: 30_000, interval: 100 },
-    )
-    .toMatch(/SUCCEEDED|FAILED|CANCELLED/);
-  return view;
-}
+const submit = (capability: string, input: Record<string, unknown> = {}) =>
+  submitTask(h, app.apiKey, capability.replace('.', '-'), input);
+const finished = (taskId: string) => endedTask(h, app.apiKey, taskId);
 
 describe('a capability that misbehaves', () => {
   it('fails its own attempt with its code while the others finish and the worker keeps serving', async () => {

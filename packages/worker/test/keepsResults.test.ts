@@ -22,6 +22,7 @@ import { UnavailableError } from '../src/client.ts';
 import { serveHealth } from '../src/health.ts';
 import { defineCapability, GrpcReporting, LocalStore, WorkerClient, WorkerRuntime } from '../src/index.ts';
 import type { Logger } from '../src/options.ts';
+import { submitTask, taskView } from './support.ts';
 
 let h: Harness;
 let app: Awaited<ReturnType<Harness['createApplication']>>;
@@ -121,16 +122,9 @@ const workerKey = async () =>
     id: string;
     key: string;
   };
-const submit = async (workflowName: string, input: Record<string, unknown>) =>
-  (
-    await h.request('POST', '/v1/tasks', {
-      token: app.apiKey,
-      headers: { 'idempotency-key': newId() },
-      body: { workflowName, workflowVersion: '1', name: workflowName, input },
-    })
-  ).body.task.id as string;
-const task = async (taskId: string) =>
-  (await h.request('GET', `/v1/tasks/${taskId}`, { token: app.apiKey })).body;
+const submit = (workflowName: string, input: Record<string, unknown>) =>
+  submitTask(h, app.apiKey, workflowName, input);
+const task = (taskId: string) => taskView(h, app.apiKey, taskId);
 const stepStatus = async (taskId: string) => (await task(taskId)).execution.steps[0]?.status;
 const completions = async (taskId: string) =>
   (

@@ -6,11 +6,11 @@ import { mkdtempSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { newId } from '@tdp/protocol';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { type Harness, startHarness } from '../../../test/harness.ts';
 import { silentLogger } from '../src/index.ts';
 import { startWorkerFromEnv, WorkerConfigError } from '../src/main.ts';
+import { endedTask, submitTask } from './support.ts';
 
 let h: Harness;
 let app: Awaited<ReturnType<Harness['createApplication']>>;
@@ -47,15 +47,9 @@ const issueKey = async () =>
   };
 
 async function shouted(text: string): Promise<string> {
-  const created = await h.request('POST', '/v1/tasks', {
-    token: app.apiKey,
-    headers: { 'idempotency-key': newId() },
-    body: { workflowName: 'shout', workflowVersion: '1', name: text, input: { text, delayMs: 0 } },
-  });
-  const taskId = created.body.task.id as string;
-  const view = async () => (await h.request('GET', `/v1/tasks/${taskId}`, { token: app.apiKey })).body;
-  await expect.poll(async () => (await view()).task.lifecycleStatus, { timeout: 30_000 }).toBe('SUCCEEDED');
-  return (await view()).execution.steps[0].data.shouted;
+  const view = await endedTask(h, app.apiKey, await submitTask(h, app.apiKey, 'shout', { text, delayMs: 0 }));
+  expect(view.task.lifecycleStatus).toBe('SUCCEEDED');
+  return view.execution.steps[0].data.shouted;
 }
 
 it('takes a rotated key from its key file without a restart', { timeout: 90_000 }, async () => {

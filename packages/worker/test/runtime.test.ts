@@ -14,7 +14,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Harness, startHarness } from '../../../test/harness.ts';
 import { TcpProxy } from '../../../test/tcpProxy.ts';
 import { backoffMs, defineCapability, LocalStore, WorkerClient, WorkerRuntime } from '../src/index.ts';
-import { killAllWorkerProcesses, startWorkerProcess, stopWorkerProcess } from './support.ts';
+import {
+  killAllWorkerProcesses,
+  startWorkerProcess,
+  stopWorkerProcess,
+  submitTask,
+  taskView,
+} from './support.ts';
 
 let h: Harness;
 let app: Awaited<ReturnType<Harness['createApplication']>>;
@@ -79,17 +85,10 @@ const startWorker = (baseUrl: string, dbPath: string, nodeId: string) =>
   startWorkerProcess(baseUrl, workerKey, dbPath, nodeId);
 const stopWorker = stopWorkerProcess;
 
-const submit = async (workflowName: string, input: Record<string, unknown>) =>
-  (
-    await h.request('POST', '/v1/tasks', {
-      token: app.apiKey,
-      headers: { 'idempotency-key': newId() },
-      body: { workflowName, workflowVersion: '1', name: workflowName, input },
-    })
-  ).body.task.id as string;
+const submit = (workflowName: string, input: Record<string, unknown>) =>
+  submitTask(h, app.apiKey, workflowName, input);
 
-const task = async (taskId: string) =>
-  (await h.request('GET', `/v1/tasks/${taskId}`, { token: app.apiKey })).body;
+const task = (taskId: string) => taskView(h, app.apiKey, taskId);
 
 const events = async (taskId: string) =>
   (await h.request('GET', `/v1/tasks/${taskId}/events?limit=500`, { token: app.apiKey })).body.items as {

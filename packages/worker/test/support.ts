@@ -1,6 +1,9 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { newId } from '@tdp/protocol';
+import { expect } from 'vitest';
+import type { Harness } from '../../../test/harness.ts';
 
 const children = new Set<ChildProcess>();
 
@@ -116,4 +119,36 @@ export async function startWorkerProgramProcess(options: {
     child.once('exit', () => reject(new Error('the worker ended before registering')));
   });
   return { child, workerId, exited };
+}
+
+/** Submits a task of `workflowName`@1 for the application of `apiKey` (a fresh idempotency key); its id. */
+export async function submitTask(
+  h: Harness,
+  apiKey: string,
+  workflowName: string,
+  input: Record<string, unknown>,
+): Promise<string> {
+  const created = await h.request('POST', '/v1/tasks', {
+    token: apiKey,
+    headers: { 'idempotency-key': newId() },
+    body: { workflowName, workflowVersion: '1', name: workflowName, input },
+  });
+  expect(created.status, JSON.stringify(created.body)).toBe(201);
+  return created.body.task.id as string;
+}
+
+/** `GET /v1/tasks/{id}`: the task and its execution. */
+export async function taskView(h: Harness, apiKey: string, taskId: string) {
+  return (await h.request('GET', `/v1/tasks/${taskId}`, { token: apiKey })).body;
+}
+
+/** The task's view once it has ended (SUCCEEDED, FAILED or CANCELLED), waiting up to `timeoutMs`. */
+export async function endedTask(h: Harness, apiKey: string, taskId: string, timeoutMs = 30_000) {
+  await expect
+    .poll(async () => (await taskView(h, apiKey, taskId)).task.lifecycleStatus, {
+      timeout: timeoutMs,
+      interval: 100,
+    })
+    .toMatch(/^(SUCCEEDED|FAILED|CANCELLED)$/);
+  return taskView(h, apiKey, taskId);
 }

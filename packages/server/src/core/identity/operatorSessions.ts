@@ -5,8 +5,9 @@
  * timeout, or at its absolute expiry, whichever comes first. Its CSRF token is derived from the id with
  * a server key: a page of the same origin reads it once (login, `/me`), another origin never can.
  */
-import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, randomBytes } from 'node:crypto';
 import type { Clock } from '../shared/ports.ts';
+import { tokensEqual } from './apiKeys.ts';
 
 export interface OperatorSessionRow {
   idHash: Buffer;
@@ -82,7 +83,5 @@ export function csrfTokenMatches(
   id: string,
   given: string,
 ): boolean {
-  const expected = Buffer.from(csrfTokenOf(deps, id));
-  const actual = Buffer.from(given);
-  return actual.length === expected.length && timingSafeEqual(actual, expected);
+  return tokensEqual(given, csrfTokenOf(deps, id));
 }

@@ -6,6 +6,7 @@
 import { Type } from 'typebox';
 import { InProcessBus } from '../../adapters/outbound/bus/inProcessBus.ts';
 import { JetStreamPublisher } from '../../adapters/outbound/nats/jetStreamPublisher.ts';
+import { stopListening } from '../../adapters/outbound/postgres/database.ts';
 import { PostgresOutboxQueue } from '../../adapters/outbound/postgres/outboxQueue.ts';
 import { type DispatchObserver, dispatchOutboxBatch } from '../../core/outbox/dispatchOutbox.ts';
 import type { EventPublisher } from '../../core/outbox/ports.ts';
@@ -121,7 +122,7 @@ export const eventsFeature = defineFeature({
     return {
       loops: loop ? [loop] : [],
       stop: async () => {
-        await listener?.unlisten().catch(() => {});
+        await stopListening(listener?.unlisten);
         await nats?.close().catch(() => {});
       },
     };

@@ -12,6 +12,7 @@ import { registerRealtimeRoutes } from '../../adapters/inbound/http/realtimeRout
 import { registerTaskStreamRoutes } from '../../adapters/inbound/http/taskStreamRoutes.ts';
 import { registerTelemetryRoutes } from '../../adapters/inbound/http/telemetryRoutes.ts';
 import { PostgresBroadcastStore } from '../../adapters/outbound/postgres/broadcastStore.ts';
+import { stopListening } from '../../adapters/outbound/postgres/database.ts';
 import { PostgresDetailLeases } from '../../adapters/outbound/postgres/detailLeaseStore.ts';
 import { PostgresRealtimeOutbox } from '../../adapters/outbound/postgres/realtimeOutbox.ts';
 import { PostgresStreamSessions } from '../../adapters/outbound/postgres/streamSessionStore.ts';
@@ -227,7 +228,7 @@ export const realtimeFeature = defineFeature({
       stop: async () => {
         await closeGateway();
         await handoff?.idle();
-        await followerListener?.unlisten().catch(() => {});
+        await stopListening(followerListener?.unlisten);
       },
     };
   },

@@ -7,6 +7,7 @@
 import { defaultWorkerConcurrency } from '@tdp/protocol';
 import { Type } from 'typebox';
 import { registerWorkerRoutes } from '../../adapters/inbound/http/workerRoutes.ts';
+import { stopListening } from '../../adapters/outbound/postgres/database.ts';
 import { PostgresWorkerStore } from '../../adapters/outbound/postgres/workerStore.ts';
 import { TtlCache } from '../../core/shared/ttlCache.ts';
 import { CandidateSnapshot } from '../../core/workers/candidateSnapshot.ts';
@@ -212,7 +213,7 @@ export const workersFeature = defineFeature({
       },
       stop: async () => {
         await capacity.stop();
-        await unlistenCommands().catch(() => {});
+        await stopListening(unlistenCommands);
       },
     };
   },

@@ -135,12 +135,28 @@ export async function startGrpcReporting(
   async function streamCaller(metadata: Metadata): Promise<StreamCaller> {
     const token = bearerOf(metadata);
     if (token?.startsWith('tdpw_')) {
-      const credentialId = await authenticateWorkerKey(deps.workers, token);
-      if (!credentialId) throw new AppError('UNAUTHENTICATED', 'the worker key is not valid');
+      const credentialId = await workerCredential(token);
       deps.rateLimits.charge('worker', credentialId);
       return { kind: 'worker', credentialId };
     }
     return { kind: 'status', who: await deps.callers.callerOf(token, 'Reporting/Report') };
+  }
+
+  async function workerCredential(token: string): Promise<string> {
+    const credentialId = await authenticateWorkerKey(deps.workers, token);
+    if (!credentialId) throw new AppError('UNAUTHENTICATED', 'the worker key is not valid');
+    return credentialId;
+  }
+
+  /**
+   * Before each round of a stream: is its key still valid (revocation at once)? Checked through the
+   * credential caches, charging nothing (the stream's requests are charged as they come). Other tokens
+   * (an execution token, which dies with its attempt) are checked when the stream opens.
+   */
+  async function recheckStream(metadata: Metadata): Promise<void> {
+    const token = bearerOf(metadata);
+    if (token?.startsWith('tdpw_')) await workerCredential(token);
+    else if (token?.startsWith('tdp_')) await deps.callers.callerOf(token, 'Reporting/Report');
   }
 
   const server = new Server();
@@ -157,7 +173,7 @@ export async function startGrpcReporting(
           window: deps.streamWindow,
           maxBindings: deps.streamMaxBindings,
           roundSize: deps.streamRoundSize,
-          recheck: () => streamCaller(call.metadata).then(() => {}),
+          recheck: () => recheckStream(call.metadata),
           jsonMaxDepth: deps.jsonMaxDepth,
         },
         call,

@@ -37,8 +37,8 @@ export interface HttpOptions {
   rawHandler?: (request: IncomingMessage, response: ServerResponse) => boolean;
   /** Which proxies' X-Forwarded-* headers count (Fastify's trustProxy); false: none. */
   trustProxy?: TrustProxy;
-  /** Read deadlines and connection limits of the listener (absent: those of `defaultListenerLimits`). */
-  listener?: ListenerLimits;
+  /** Read deadlines and connection limits of the listener. */
+  listener: ListenerLimits;
 }
 
 /** How long a client may take to send a request, and how many connections one address may hold. */
@@ -50,13 +50,6 @@ export interface ListenerLimits {
   /** Told of each connection refused for the per-address limit (a metric). */
   connectionRefused?: () => void;
 }
-
-export const defaultListenerLimits: ListenerLimits = {
-  headersTimeoutMs: 10_000,
-  requestReadTimeoutMs: 30_000,
-  keepAliveTimeoutMs: 5_000,
-  maxConnectionsPerIp: 0,
-};
 
 /**
  * The longest path parameter the router takes: a 255-character value (an external reference), each
@@ -70,7 +63,7 @@ const longestPathParameter = 255 * 12;
  */
 export async function createHttpApp(options: HttpOptions): Promise<FastifyInstance> {
   const rawHandler = options.rawHandler;
-  const limits = options.listener ?? defaultListenerLimits;
+  const limits = options.listener;
   const app = Fastify({
     // A slow client (headers or body a byte at a time) is cut at its read deadline, checked every
     // second at most (Node's default check runs every 30 s, so a stalled socket lived ~80 s).
@@ -104,9 +97,6 @@ export async function createHttpApp(options: HttpOptions): Promise<FastifyInstan
       if (socket.writable) socket.write(clientErrorResponse(error as { code?: string }));
       socket.destroy(error);
     },
-    requestTimeout: limits.requestReadTimeoutMs,
-    keepAliveTimeout: limits.keepAliveTimeoutMs,
-    connectionTimeout: options.requestDeadlineMs * 2,
     genReqId: (request) => {
       const given = request.headers['x-request-id'];
       return typeof given === 'string' && /^[\w.-]{1,128}$/.test(given) ? given : randomUUID();

@@ -43,9 +43,13 @@ export class FailureWindows {
     private readonly now: () => number = Date.now,
   ) {}
 
+  /** No address has failed in a window still open (the common case: nothing to look up). */
+  get empty(): boolean {
+    return this.windows.size === 0;
+  }
+
   /** Milliseconds until the address may present a credential again; 0 when it may now. */
   closedFor(address: string): number {
-    if (this.windows.size === 0) return 0;
     const window = this.windows.get(address);
     if (!window) return 0;
     const left = window.endsAt - this.now();
@@ -90,7 +94,8 @@ export function throttleAuthFailures(
   if (policy.failures <= 0) return;
   const windows = new FailureWindows(policy);
   app.addHook('onRequest', (request, reply, done) => {
-    const closedMs = presentsCredential(request) ? windows.closedFor(clientOf(request.ip)) : 0;
+    const closedMs =
+      !windows.empty && presentsCredential(request) ? windows.closedFor(clientOf(request.ip)) : 0;
     if (closedMs === 0) return done();
     refused();
     sendProblem(

@@ -65,3 +65,10 @@ export function cookieOf(request: FastifyRequest, name: string): string | null {
 
 /** Whether the request came over TLS (directly, or through a trusted proxy that says so). */
 export const overTls = (request: FastifyRequest) => request.protocol === 'https';
+
+/**
+ * Where a page connects for live status: the configured URL, else this server's own gateway, wss:// for
+ * a request that came over TLS (a browser refuses ws:// from an https page).
+ */
+export const realtimeUrlOf = (request: FastifyRequest, configured: string | null | undefined) =>
+  configured ?? `${overTls(request) ? 'wss' : 'ws'}://${request.host}/connection/websocket`;

@@ -7,25 +7,16 @@
 import type { Server } from 'node:http';
 import type { Socket } from 'node:net';
 import { clientOf } from './clientAddress.ts';
-import { problem } from './problems.ts';
+import { problem, rawProblemResponse } from './problems.ts';
 
 /** Sent to a refused connection: a client may try again once one of its connections has closed. */
 const retryAfterSeconds = 1;
 
-function refusal(): string {
-  const body = JSON.stringify(
-    problem('CONNECTION_LIMIT', 'this address holds too many open connections; close one and retry'),
-  );
-  return [
-    `HTTP/1.1 429 Too Many Requests`,
-    'Content-Type: application/problem+json; charset=utf-8',
-    `Content-Length: ${Buffer.byteLength(body)}`,
-    `Retry-After: ${retryAfterSeconds}`,
-    'Connection: close',
-    '',
-    body,
-  ].join('\r\n');
-}
+/** The answer to a refused connection, the same every time. */
+const refusal = rawProblemResponse(
+  problem('CONNECTION_LIMIT', 'this address holds too many open connections; close one and retry'),
+  [`Retry-After: ${retryAfterSeconds}`],
+);
 
 /**
  * Refuses a connection from an address that already holds `max` of them (`max` 0: no limit). The
@@ -43,7 +34,7 @@ export function limitConnectionsPerAddress(server: Server, max: number, refused:
     if (count >= max) {
       refused();
       socket.on('error', () => {});
-      socket.end(refusal());
+      socket.end(refusal);
       // A client that never reads its answer does not keep the socket: it is cut after a moment.
       setTimeout(() => socket.destroy(), 1_000).unref();
       return;

@@ -44,6 +44,7 @@ import {
   csrfRejected,
   csrfTokenOf,
   overTls,
+  realtimeUrlOf,
   refuseCrossSite,
 } from './browserRequests.ts';
 import { registerDashboardChartRoutes } from './dashboardChartRoutes.ts';
@@ -175,7 +176,7 @@ export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDep
       .sign(deps.realtimeKey);
     return {
       token,
-      url: deps.wsUrl ?? `${overTls(request) ? 'wss' : 'ws'}://${request.host}/connection/websocket`,
+      url: realtimeUrlOf(request, deps.wsUrl),
       channel: channels.operator,
     };
   });

@@ -51,11 +51,17 @@ export function clientErrorResponse(error: { code?: string }): string {
       : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
         ? problem('REQUEST_TIMEOUT', 'the request did not arrive within its deadline')
         : problem('VALIDATION_FAILED', 'the request is not valid HTTP');
+  return rawProblemResponse(body);
+}
+
+/** A problem as a whole raw HTTP/1.1 answer, for a socket Fastify never sees; the connection closes. */
+export function rawProblemResponse(body: Problem, headers: string[] = []): string {
   const text = JSON.stringify(body);
   return [
     `HTTP/1.1 ${body.status} ${body.title}`,
     'Content-Type: application/problem+json; charset=utf-8',
     `Content-Length: ${Buffer.byteLength(text)}`,
+    ...headers,
     'Connection: close',
     '',
     text,

@@ -13,6 +13,7 @@ import {
 import { AppError } from '../../../core/shared/errors.ts';
 import type { Clock } from '../../../core/shared/ports.ts';
 import type { Viewer } from '../../../core/status/ports.ts';
+import { realtimeUrlOf } from './browserRequests.ts';
 import { problemResponses, Uuid } from './schemas.ts';
 
 /**
@@ -109,11 +110,7 @@ export function registerRealtimeRoutes(
       ];
       return {
         token: await sign({ sub: request.body.userId, channels: userChannels, akid: caller.keyId }),
-        // wss:// for a page served over TLS (a trusted proxy's word, TDP_TRUST_PROXY): a browser refuses
-        // a plain ws:// connection from an https page.
-        url:
-          deps.wsUrl ??
-          `${request.protocol === 'https' ? 'wss' : 'ws'}://${request.host}/connection/websocket`,
+        url: realtimeUrlOf(request, deps.wsUrl),
         channels: userChannels,
       };
     },

@@ -114,6 +114,22 @@ function coalescedTcp(url: string, answerDeadlineMs: number): { socket?: () => S
  * connection that stops answering (a COMMIT that never settles) is destroyed at its answer deadline
  * (`answerDeadline.ts`), which closes it and so ends the transaction the same way.
  */
+/**
+ * Stops a LISTEN at a stop: its UNLISTEN waits at most `withinMs`. With a database that stopped
+ * answering it would wait forever, and the pools are ended right after the features stop anyway.
+ */
+export async function stopListening(unlisten: (() => Promise<void>) | undefined, withinMs = 1_000) {
+  if (!unlisten) return;
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    unlisten().catch(() => {}),
+    new Promise((resolve) => {
+      timer = setTimeout(resolve, withinMs);
+    }),
+  ]);
+  clearTimeout(timer);
+}
+
 export async function transaction<T>(sql: Sql, work: (tx: TxSql) => Promise<T>, begin = 'BEGIN'): Promise<T> {
   const reserved = await sql.reserve();
   const watch = new ConnectionWatch();

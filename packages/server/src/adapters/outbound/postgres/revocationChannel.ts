@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Revocation, Revocations } from '../../../core/identity/ports.ts';
-import type { Sql } from './database.ts';
+import { type Sql, stopListening } from './database.ts';
 
 export const revocationChannel = 'tdp_revocations';
 
@@ -37,20 +37,8 @@ export class PostgresRevocations implements Revocations {
     this.unlisten = listening.unlisten;
   }
 
-  /**
-   * Stops listening. Its UNLISTEN waits at most a second: with a database that stopped answering it
-   * would wait forever, and the pools are ended right after the features stop anyway.
-   */
   async stop(): Promise<void> {
-    if (!this.unlisten) return;
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([
-      this.unlisten().catch(() => {}),
-      new Promise((resolve) => {
-        timer = setTimeout(resolve, 1_000);
-      }),
-    ]);
-    clearTimeout(timer);
+    await stopListening(this.unlisten ?? undefined);
   }
 
   async announce(revocation: Revocation): Promise<void> {
