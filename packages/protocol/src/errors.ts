@@ -29,8 +29,27 @@ export const errorCatalogue = {
     retryable: false,
     title: "A browser request from another site, or without the session's CSRF token",
   },
+  // Operator single sign-on (docs/operators.md): the provider's answer, the provider itself, the roles.
+  SSO_REJECTED: {
+    status: 400,
+    retryable: false,
+    title: 'The single sign-on answer was refused (wrong state, nonce or issuer, or a refused code)',
+  },
+  SSO_NO_ROLE: { status: 403, retryable: false, title: "No role maps to the signed-in person's groups" },
+  SSO_UNAVAILABLE: {
+    status: 502,
+    retryable: true,
+    title: 'The single sign-on provider could not be reached or failed',
+  },
   ROUTE_NOT_FOUND: { status: 404, retryable: false, title: 'No such endpoint' },
   TENANT_NOT_FOUND: { status: 404, retryable: false, title: 'Tenant not found' },
+  OPERATOR_NOT_FOUND: { status: 404, retryable: false, title: 'Operator not found' },
+  OPERATOR_TOKEN_NOT_FOUND: { status: 404, retryable: false, title: 'Operator token not found' },
+  OPERATOR_EMAIL_TAKEN: {
+    status: 409,
+    retryable: false,
+    title: 'Another operator account has this email',
+  },
   APPLICATION_NOT_FOUND: { status: 404, retryable: false, title: 'Application not found' },
   API_KEY_NOT_FOUND: { status: 404, retryable: false, title: 'API key not found' },
   TASK_NOT_FOUND: { status: 404, retryable: false, title: 'Task not found' },

@@ -21,6 +21,7 @@ import { grpcFeature } from './features/grpc/feature.ts';
 import { identityFeature } from './features/identity/feature.ts';
 import { notificationsFeature } from './features/notifications/feature.ts';
 import { operationsFeature } from './features/operations/feature.ts';
+import { operatorsFeature } from './features/operators/feature.ts';
 import { orchestrationFeature } from './features/orchestration/feature.ts';
 import { realtimeFeature } from './features/realtime/feature.ts';
 import { retentionFeature } from './features/retention/feature.ts';
@@ -46,6 +47,7 @@ import {
 /** Every feature of the server, in start order. */
 export const features = [
   identityFeature,
+  operatorsFeature,
   definitionsFeature,
   statusFeature,
   workersFeature,

@@ -33,6 +33,37 @@ describe('failed authentications per address', () => {
   });
 });
 
+describe('the failed-authentication hooks', () => {
+  it('count the 400s and 403s of a sign-in route (single sign-on) as failures, and no other route’s', async () => {
+    const { default: Fastify } = await import('fastify');
+    const { throttleAuthFailures } = await import('../src/adapters/inbound/http/authFailures.ts');
+    const app = Fastify();
+    throttleAuthFailures(app, { failures: 3, windowSeconds: 60 }, () => {});
+    // A login whose refusals are 400s but which is not a sign-in: its 400s are bad requests, not guesses.
+    app.get('/login-form', { config: { credentialInBody: true } }, async (_request, reply) =>
+      reply.code(400).send(),
+    );
+    app.get<{ Querystring: { status: string } }>(
+      '/sso',
+      { config: { credentialInBody: true, countsAsSignIn: true } },
+      async (request, reply) => reply.code(Number(request.query.status)).send(),
+    );
+    try {
+      for (let i = 0; i < 5; i += 1) expect((await app.inject('/login-form')).statusCode).toBe(400);
+      expect((await app.inject('/sso?status=302')).statusCode).toBe(302);
+      expect((await app.inject('/sso?status=502')).statusCode).toBe(502);
+      expect((await app.inject('/sso?status=400')).statusCode).toBe(400);
+      expect((await app.inject('/sso?status=403')).statusCode).toBe(403);
+      expect((await app.inject('/sso?status=400')).statusCode).toBe(400);
+      // The third refused sign-in closed the address to every route that takes a credential.
+      expect((await app.inject('/sso?status=302')).statusCode).toBe(429);
+      expect((await app.inject('/login-form')).statusCode).toBe(429);
+    } finally {
+      await app.close();
+    }
+  });
+});
+
 describe('the client a per-address limit counts', () => {
   it('is an IPv4 address, mapped or not, and an IPv6 /64', async () => {
     const { clientOf } = await import('../src/adapters/inbound/http/clientAddress.ts');

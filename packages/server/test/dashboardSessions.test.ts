@@ -98,8 +98,9 @@ describe('dashboard sessions, kept on the server', () => {
 
   it('the page learns its CSRF token from /me, and the cookie holds no token of any kind', async () => {
     const session = await login();
-    const answer = (await (await me(session)).json()) as { role: string; csrfToken: string };
-    expect(answer).toEqual({ role: 'operator', csrfToken: session.csrfToken });
+    const answer = (await (await me(session)).json()) as { csrfToken: string; operator: unknown };
+    expect(answer.csrfToken).toBe(session.csrfToken);
+    expect(answer.operator).toEqual({ id: null, displayName: 'bootstrap admin token', email: null });
     // An opaque random id (no JWT, nothing readable).
     expect(session.cookie).toMatch(/^tdp_operator=[A-Za-z0-9_-]{43}$/);
   });

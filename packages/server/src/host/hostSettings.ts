@@ -72,7 +72,14 @@ export const hostSettings = settingsSlice(
     adminToken: setting.requiredString({
       env: 'TDP_ADMIN_TOKEN',
       description:
-        "The operator's bearer token for the admin API and the dashboard (at least 16 characters).",
+        'The bootstrap admin token (at least 16 characters): a platform-wide admin for the admin API and the dashboard, to create the first operator accounts ([operators](operators.md)).',
+    }),
+    adminTokenEnabled: setting.flag({
+      env: 'TDP_ADMIN_TOKEN_ENABLED',
+      default: true,
+      form: 'unless-false',
+      description:
+        '`false` switches the bootstrap admin token off once operators have accounts: it then opens nothing, the sessions it opened included.',
     }),
     secretKeyring: setting.custom<Keyring>({
       variables: ['TDP_SECRET_KEYS'],

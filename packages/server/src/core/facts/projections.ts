@@ -32,6 +32,8 @@ export const channels = {
   workflow: (tenantId: string, workflowId: string) => `workflow_summary:${tenantId}/${workflowId}`,
   /** Every task's summary, for the operator dashboard (its tokens come only from an operator session). */
   operator: 'task_ops:all',
+  /** One tenant's task summaries, for the operators whose roles are bound to that tenant. */
+  operatorTenant: (tenantId: string) => `task_ops:${tenantId}`,
   /** Notices to every person of a tenant, and to everyone (core/realtime/broadcasts.ts). */
   tenant: (tenantId: string) => `task_tenant:${tenantId}`,
   system: 'task_system:public',
@@ -292,6 +294,13 @@ export function taskProjections(
   const summary = { ...summaryPayload(state, notice), ...marker };
   const targeted = channelNotice ? summaryPayload(state, channelNotice.notice) : summary;
   const told = new Set(channelNotice?.channels ?? []);
+  const operatorSummary = {
+    ...targeted,
+    tenantId: state.task.tenantId,
+    applicationId: state.task.applicationId,
+    workflowName: state.task.workflowName,
+    executionNumber: state.execution.number,
+  };
   return [
     ...summaryChannels(state, acl).map((channel) => ({
       ...base,
@@ -307,19 +316,13 @@ export function taskProjections(
       projection: 'TASK_DETAIL',
       payload: { ...detailPayload(state, event, notice, at), ...marker },
     },
-    {
+    ...[channels.operator, channels.operatorTenant(state.task.tenantId)].map((channel) => ({
       ...base,
       id: newId(),
-      channel: channels.operator,
-      projection: 'OPERATOR_SUMMARY',
-      payload: {
-        ...targeted,
-        tenantId: state.task.tenantId,
-        applicationId: state.task.applicationId,
-        workflowName: state.task.workflowName,
-        executionNumber: state.execution.number,
-      },
-    },
+      channel,
+      projection: 'OPERATOR_SUMMARY' as const,
+      payload: operatorSummary,
+    })),
   ];
 }
 

@@ -404,13 +404,29 @@ export interface StatusDefinition {
   createdAt: Date;
 }
 
+/**
+ * Who did an operator action: the operator (null: the bootstrap admin token), by the name they had
+ * then, and the public id of the session or personal token they used.
+ */
+export interface OperatorActor {
+  operatorId: string | null;
+  name: string;
+  credentialId: string | null;
+}
+
 /** One operator action, audited (`operator_audit`): who did what to which subject, and why. */
 export interface OperatorAuditRecord {
   id: string;
   action: string;
   subjectId: string;
-  actor: string;
+  actor: OperatorActor;
   reason: string;
   details: Record<string, unknown>;
+  /** The tenant and task the action was about, when it was about one. */
+  tenantId?: string | null;
+  taskId?: string | null;
+  /** The subject as it was, and as the action left it (when the action changed a record). */
+  before?: unknown;
+  after?: unknown;
   createdAt: Date;
 }

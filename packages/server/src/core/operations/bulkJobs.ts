@@ -6,6 +6,8 @@
  * resumable: its cursor moves one task at a time under the replica's claim, and a claim that expires
  * (the replica died) lets another replica carry on from the cursor.
  */
+import { operatorProducer } from '../facts/operatorActor.ts';
+import type { OperatorActor } from '../facts/records.ts';
 import { fingerprint } from '../shared/canonicalJson.ts';
 import { AppError } from '../shared/errors.ts';
 import type { Clock, IdGenerator } from '../shared/ports.ts';
@@ -44,7 +46,9 @@ export async function startBulkJob(
   action: BulkAction,
   idempotencyKey: string,
   request: BulkJobRequest,
-  actor: string,
+  actor: OperatorActor,
+  /** The tenants the operator may act on: the job matches tasks of these only. */
+  tenants: 'all' | string[],
 ): Promise<{ job: BulkJobRecord; replayed: boolean }> {
   const requestHash = fingerprint({ action, ...request });
   const existing = await deps.jobs.findByKey(idempotencyKey);
@@ -57,8 +61,9 @@ export async function startBulkJob(
     idempotencyKey,
     requestHash,
     filter: request.filter,
+    tenantIds: tenants === 'all' ? null : tenants,
     reason: request.reason,
-    actor,
+    actor: operatorProducer(actor),
     status: 'RUNNING',
     matched: 0,
     done: 0,
@@ -76,6 +81,7 @@ export async function startBulkJob(
     actor,
     reason: request.reason,
     details: { filter: request.filter, idempotencyKey },
+    tenantId: tenants !== 'all' && tenants.length === 1 ? tenants[0] : null,
     createdAt: now,
   });
   if (created.kind === 'tooMany') {

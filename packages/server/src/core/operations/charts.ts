@@ -68,7 +68,7 @@ export interface MetricSample {
 
 export interface ChartReads {
   /** Every bucket of the window, oldest first (a bucket without tasks or samples is still there). */
-  buckets(window: ChartWindow): Promise<ChartBucket[]>;
+  buckets(window: ChartWindow, tenants: 'all' | string[]): Promise<ChartBucket[]>;
 }
 
 export interface MetricSamples {
@@ -134,10 +134,15 @@ export async function sampleMinute(deps: ChartSamplerDeps): Promise<boolean> {
 }
 
 /** The series of a range, column by column (the form chart libraries take): times in Unix seconds. */
-export async function chartSeries(deps: { charts: ChartReads; clock: Clock }, range: ChartRange) {
+/** The series of the range; task counts over `tenants` (the platform's gauges only for `all`). */
+export async function chartSeries(
+  deps: { charts: ChartReads; clock: Clock },
+  range: ChartRange,
+  tenants: 'all' | string[] = 'all',
+) {
   const now = deps.clock.now();
   const window = chartWindow(range, now);
-  const buckets = await deps.charts.buckets(window);
+  const buckets = await deps.charts.buckets(window, tenants);
   const column = <K extends keyof ChartBucket>(key: K) => buckets.map((bucket) => bucket[key]);
   return {
     range,

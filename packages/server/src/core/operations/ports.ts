@@ -51,6 +51,8 @@ export interface DashboardTaskFilter {
   status?: string;
   applicationId?: string;
   workflow?: string;
+  /** The tenants the reader sees (`all`: every tenant). */
+  tenants: 'all' | string[];
   limit: number;
 }
 
@@ -128,13 +130,21 @@ export interface DashboardReads {
   /** Running steps gone stale, and the steps waiting for a worker (with the oldest's creation). */
   stepHealth(): Promise<{ staleSteps: number; queued: { count: number; oldest: Date | null } }>;
   /** Every published workflow definition, by name then newest first. */
-  workflowDefinitions(): Promise<DashboardWorkflowDefinition[]>;
+  workflowDefinitions(tenants: 'all' | string[]): Promise<DashboardWorkflowDefinition[]>;
 }
 
 /** A page of the operator audit, newest first; `before` continues after the last row of a page. */
 export interface AuditQuery {
   subjectId?: string;
   action?: string;
+  operatorId?: string;
+  tenantId?: string;
+  taskId?: string;
+  /** Created at or after, and before. */
+  from?: Date;
+  to?: Date;
+  /** The tenants the caller reaches: rows of other tenants, and the platform's own, are left out. */
+  tenants: 'all' | string[];
   before?: { createdAt: Date; id: string };
   limit: number;
 }
@@ -148,6 +158,11 @@ export interface AuditPage {
 /** The operator audit, as the admin API reads it. */
 export interface OperatorAudit {
   auditPage(query: AuditQuery): Promise<AuditPage>;
+}
+
+/** Records an operator action that is not written with a fact of its own (an identity change). */
+export interface OperatorAuditLog {
+  record(audit: OperatorAuditRecord): Promise<void>;
 }
 
 export type DeadLetterTable = 'outbox' | 'realtime' | 'callbacks';
@@ -203,7 +218,10 @@ export interface BulkJobRecord {
   idempotencyKey: string;
   requestHash: string;
   filter: BulkTaskFilter;
+  /** The tenants the job may touch (its operator's reach when it was created); null: every tenant. */
+  tenantIds: string[] | null;
   reason: string;
+  /** The producer of the cancels and retries it makes: `operator:<name>`. */
   actor: string;
   status: BulkJobStatus;
   matched: number;

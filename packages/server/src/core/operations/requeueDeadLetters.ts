@@ -6,6 +6,7 @@
  * why, what was asked and which rows moved; the table's loop is woken so they go at once.
  */
 import { newId } from '@tdp/protocol';
+import type { OperatorActor } from '../facts/records.ts';
 import type { Clock } from '../shared/ports.ts';
 import type { DeadLetterSelection, DeadLetters, DeadLetterTable } from './ports.ts';
 
@@ -22,7 +23,7 @@ export interface RequeueDeps {
 
 export async function requeueDeadLetters(
   deps: RequeueDeps,
-  request: { table: DeadLetterTable; selection: DeadLetterSelection; reason: string; actor: string },
+  request: { table: DeadLetterTable; selection: DeadLetterSelection; reason: string; actor: OperatorActor },
 ): Promise<{ table: DeadLetterTable; requeued: string[]; auditId: string }> {
   const now = deps.clock.now();
   const { ids, filter } = request.selection;

@@ -9,7 +9,7 @@
  * more; the same key with another request is IDEMPOTENCY_KEY_REUSED (the `idempotency` table, as tasks).
  */
 import { channels } from '../facts/projections.ts';
-import type { IdempotencyRecord, OperatorAuditRecord } from '../facts/records.ts';
+import type { IdempotencyRecord, OperatorActor, OperatorAuditRecord } from '../facts/records.ts';
 import { fingerprint } from '../shared/canonicalJson.ts';
 import { AppError } from '../shared/errors.ts';
 import type { Clock, IdGenerator } from '../shared/ports.ts';
@@ -82,8 +82,16 @@ export interface BroadcastDeps {
 
 export const broadcastActions = { tenant: 'BROADCAST_TENANT', system: 'BROADCAST_SYSTEM' } as const;
 
-/** Who sent it, as the audit names them: `operator`, or `application:<id>`. */
-export type BroadcastActor = string;
+/** Who sent it: an application (`application:<id>`), or an operator (named in the audit). */
+export type BroadcastActor = { application: string } | { operator: OperatorActor };
+
+/** Whose idempotency keys the request's is among. */
+const keyOwner = (actor: BroadcastActor) =>
+  'application' in actor ? `application:${actor.application}` : 'operator';
+const auditActor = (actor: BroadcastActor): OperatorActor =>
+  'application' in actor
+    ? { operatorId: null, name: `application:${actor.application}`, credentialId: null }
+    : actor.operator;
 
 export async function broadcastToTenant(
   deps: BroadcastDeps,
@@ -128,11 +136,12 @@ async function send(
     payload: (id: string, sentAt: string) => BroadcastMessage;
   },
 ): Promise<BroadcastResult> {
-  const { actor, idempotencyKey: key } = what.request;
+  const { idempotencyKey: key } = what.request;
+  const owner = keyOwner(what.request.actor);
   // The scope is part of the request: the same key for another tenant is another request.
   const requestHash = fingerprint({ tenantId, notice: what.request.notice });
   if (key) {
-    const earlier = await deps.store.findIdempotency(actor, action, key);
+    const earlier = await deps.store.findIdempotency(owner, action, key);
     if (earlier) return replay(earlier, requestHash);
   }
   const createdAt = deps.clock.now();
@@ -149,7 +158,8 @@ async function send(
     id: deps.ids.newId(),
     action,
     subjectId: tenantId ?? 'system',
-    actor,
+    actor: auditActor(what.request.actor),
+    tenantId,
     // What was said is why it was sent.
     reason: what.request.notice.message,
     details: { broadcastId: id, channel, message: broadcast.payload },
@@ -157,7 +167,7 @@ async function send(
   };
   const idempotency: IdempotencyRecord | null = key
     ? {
-        principal: actor,
+        principal: owner,
         operation: action,
         key,
         requestHash,
@@ -168,7 +178,7 @@ async function send(
     : null;
   if ((await deps.store.insert(broadcast, audit, idempotency)) === 'keyTaken') {
     // A concurrent request with the same key committed first: its answer is this one's.
-    const earlier = await deps.store.findIdempotency(actor, action, key!);
+    const earlier = await deps.store.findIdempotency(owner, action, key!);
     if (!earlier) throw new Error('idempotency key taken but its record is missing');
     return replay(earlier, requestHash);
   }

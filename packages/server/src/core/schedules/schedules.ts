@@ -154,7 +154,11 @@ export async function listSchedules(deps: ScheduleDeps, principal: ApplicationPr
 /** Every application's schedules with their application, for the operator dashboard. */
 export async function listAllSchedules(deps: ScheduleDeps) {
   const rows = await deps.schedules.listAll(deps.listLimit);
-  return rows.map((row) => ({ ...toScheduleView(deps, row), applicationId: row.applicationId }));
+  return rows.map((row) => ({
+    ...toScheduleView(deps, row),
+    applicationId: row.applicationId,
+    tenantId: row.tenantId,
+  }));
 }
 
 /** Pausing stops the fires; the fire time is kept only for reading. */

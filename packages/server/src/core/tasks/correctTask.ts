@@ -8,7 +8,8 @@
  */
 import type { TaskWithExecution } from '@tdp/protocol';
 import type { RegistryLookup } from '../definitions/ports.ts';
-import type { TaskState } from '../facts/records.ts';
+import { operatorNamed, operatorProducer } from '../facts/operatorActor.ts';
+import type { OperatorActor, TaskState } from '../facts/records.ts';
 import { type FactDeps, inFactTransaction } from '../facts/session.ts';
 import { isRefusal } from '../facts/stateMachine.ts';
 import { toTaskView } from '../facts/views.ts';
@@ -27,7 +28,7 @@ export async function correctTask(
   deps: CorrectDeps,
   taskId: string,
   request: CorrectionRequest,
-  actor: string,
+  actor: OperatorActor,
 ): Promise<{ task: TaskWithExecution; eventId: string; auditId: string; forced: boolean }> {
   return inFactTransaction(deps, async (session) => {
     const before = await session.lockTask(taskId);
@@ -57,8 +58,8 @@ export async function correctTask(
       {
         id: eventId,
         type: correctionEventType,
-        producer: actor,
-        payload: { ...details, reason: request.reason, operator: actor },
+        producer: operatorProducer(actor),
+        payload: { ...details, reason: request.reason, operator: operatorNamed(actor) },
         occurredAt: now,
         receivedAt: now,
         ...(step ? { stepKey: step.key, stepAttempt: step.attempt, stepVersion: step.version } : {}),
@@ -73,7 +74,7 @@ export async function correctTask(
               deps.ids,
               after,
               correctionEventType,
-              `${target} corrected by ${actor}${forced ? ' (forced)' : ''}: ${describe(old)} → ${describe(corrected)}: ${request.reason}`,
+              `${target} corrected by ${actor.name}${forced ? ' (forced)' : ''}: ${describe(old)} → ${describe(corrected)}: ${request.reason}`,
               details,
               now,
             ),
@@ -86,6 +87,10 @@ export async function correctTask(
               actor,
               reason: request.reason,
               details,
+              tenantId: before.task.tenantId,
+              taskId,
+              before: old,
+              after: corrected,
               createdAt: now,
             },
           ],

@@ -6,7 +6,7 @@
  * Draining a session the operator drained already is idempotent: the same answer, nothing written.
  */
 import { newId } from '@tdp/protocol';
-import type { WorkerCommandRecord } from '../facts/records.ts';
+import type { OperatorActor, WorkerCommandRecord } from '../facts/records.ts';
 import { AppError } from '../shared/errors.ts';
 import type { Clock } from '../shared/ports.ts';
 import type { OperatorAuditRecord, WorkerStore } from './ports.ts';
@@ -24,7 +24,7 @@ export interface DrainWorkerDeps {
 
 export async function drainWorkerSession(
   deps: DrainWorkerDeps,
-  request: { workerId: string; reason: string; actor: string },
+  request: { workerId: string; reason: string; actor: OperatorActor },
 ): Promise<{ workerId: string; commandId: string; auditId: string }> {
   const now = deps.clock.now();
   const command: WorkerCommandRecord = {

@@ -10,7 +10,7 @@
  * set it.
  */
 import { newId } from '@tdp/protocol';
-import type { WorkerCommandRecord } from '../facts/records.ts';
+import type { OperatorActor, WorkerCommandRecord } from '../facts/records.ts';
 import { AppError } from '../shared/errors.ts';
 import type { Clock } from '../shared/ports.ts';
 import type { OperatorAuditRecord, OperatorWorkerStore } from './ports.ts';
@@ -34,7 +34,7 @@ export interface OperatorActionDeps {
 
 export interface OperatorRequest {
   reason: string;
-  actor: string;
+  actor: OperatorActor;
 }
 
 const auditOf = (

@@ -1,35 +1,36 @@
 /**
- * The operator dashboard: its API (`/dashboard/api`, behind a server-side session opened with the admin
- * token) and
- * its built pages (`/dashboard/`). It reads across tenants and acts through the same use cases as the
- * admin API.
+ * The operator dashboard: sign-in (password, single sign-on, the bootstrap token), its API
+ * (`/dashboard/api`, behind the signed-in operator's server-side session, scoped to the tenants their
+ * roles reach) and its built pages (`/dashboard/`). It acts through the same use cases as the admin API.
  */
 import { Type } from 'typebox';
 import { registerDashboardRoutes } from '../../adapters/inbound/http/dashboardRoutes.ts';
-import { PostgresOperatorSessionStore } from '../../adapters/outbound/postgres/operatorSessionStore.ts';
+import {
+  dashboardGate,
+  registerDashboardSessionRoutes,
+  setSessionCookie,
+} from '../../adapters/inbound/http/dashboardSessionRoutes.ts';
+import { registerDashboardSsoRoutes } from '../../adapters/inbound/http/dashboardSsoRoutes.ts';
+import { OidcSignIn } from '../../adapters/outbound/oidc/oidcSignIn.ts';
+import { taskTenantLookup } from '../../adapters/outbound/postgres/taskTenants.ts';
 import { derivedKey } from '../../adapters/outbound/tokens/executionCredentials.ts';
 import { JetStreamBridgeBacklog } from '../../adapters/temporal/bridgeBacklog.ts';
+import { signInWithSso } from '../../core/identity/operatorSignIn.ts';
+import { rolesForGroups } from '../../core/identity/ssoRoles.ts';
 import { defineFeature } from '../../host/feature.ts';
 import { setting, settingsSlice } from '../../host/settings.ts';
 import { dashboardPages } from './dashboardPages.ts';
+import { checkSsoSettings, oidcSignInSettings, ssoSettingProperties } from './ssoSettings.ts';
 
 const settings = settingsSlice(
   Type.Object({
+    ...ssoSettingProperties,
     dashboardDirectory: setting.optionalString({
       env: 'TDP_DASHBOARD_DIR',
       description: "The dashboard's built pages; unset: the installed `@tdp/dashboard`'s.",
     }),
-    dashboardSessionIdleSeconds: setting.integer({
-      env: 'TDP_DASHBOARD_SESSION_IDLE_SECONDS',
-      default: 30 * 60,
-      description: 'A dashboard session not used for this long ends (the operator logs in again).',
-    }),
-    dashboardSessionLifetimeSeconds: setting.integer({
-      env: 'TDP_DASHBOARD_SESSION_LIFETIME_SECONDS',
-      default: 8 * 3600,
-      description: 'A dashboard session ends this long after its login, however busy.',
-    }),
   }),
+  checkSsoSettings,
 );
 
 export const dashboardFeature = defineFeature({
@@ -38,9 +39,41 @@ export const dashboardFeature = defineFeature({
   async start(host, settings) {
     // A wrong TDP_DASHBOARD_DIR stops the start rather than serving no dashboard.
     const pagesDirectory = await dashboardPages(settings.dashboardDirectory ?? null);
-    const { secretKeyring } = host.settings;
+    const { adminToken, adminTokenEnabled, secretKeyring } = host.settings;
     return {
       routes: async (app) => {
+        const operators = host.need('operators');
+        const oidc = oidcSignInSettings(settings);
+        const ssoEnabled = oidc !== null;
+        const gate = dashboardGate(operators.sessions, ssoEnabled);
+        registerDashboardSsoRoutes(app, {
+          sso: oidc ? new OidcSignIn(oidc) : null,
+          // The groups say which roles single sign-on gives, afresh at each sign-in.
+          signIn: (identity) =>
+            signInWithSso(operators.signIn, identity, rolesForGroups(settings.oidcRoleMap, identity.groups)),
+          setSessionCookie: (request, reply, session) =>
+            setSessionCookie(
+              request,
+              reply,
+              session.id,
+              Math.floor((session.expiresAt.getTime() - host.clock.now().getTime()) / 1000),
+            ),
+          cookieKey: derivedKey(secretKeyring, secretKeyring.activeKeyId, 'dashboard-sso'),
+          clock: host.clock,
+        });
+        registerDashboardSessionRoutes(
+          app,
+          {
+            sessions: operators.sessions,
+            signIn: operators.signIn,
+            bootstrapToken: adminTokenEnabled ? adminToken : null,
+            ssoEnabled,
+            realtimeKey: host.need('realtime').key,
+            clock: host.clock,
+            wsUrl: host.need('realtime').wsUrl,
+          },
+          gate,
+        );
         const workers = host.need('workers');
         const operations = host.need('operations');
         const events = host.need('events');
@@ -62,18 +95,12 @@ export const dashboardFeature = defineFeature({
                   () => engine.connected(),
                 )
               : null,
-          adminToken: host.settings.adminToken,
-          sessions: {
-            store: new PostgresOperatorSessionStore(host.sql),
-            clock: host.clock,
-            policy: {
-              idleTimeoutSeconds: settings.dashboardSessionIdleSeconds,
-              lifetimeSeconds: settings.dashboardSessionLifetimeSeconds,
-            },
-            csrfKey: derivedKey(secretKeyring, secretKeyring.activeKeyId, 'dashboard-csrf'),
-          },
-          realtimeKey: realtime.key,
+          gate,
+          audit: operations.audit,
+          accounts: operators.accounts,
+          tokens: operators.tokens,
           clock: host.clock,
+          taskTenant: taskTenantLookup(host.sql),
           tasks: status.reads,
           archived: host.need('retention').archived,
           unschedulableReasons: (taskId) => workers.workerStore.pendingReasons(taskId),

@@ -15,6 +15,7 @@ import {
 } from '../../adapters/inbound/http/rateLimits.ts';
 import { registerUserViewRoutes } from '../../adapters/inbound/http/userViewRoutes.ts';
 import { PostgresIdentityStore } from '../../adapters/outbound/postgres/identityStore.ts';
+import { PostgresOperatorStore } from '../../adapters/outbound/postgres/operatorStore.ts';
 import { PostgresRevocations } from '../../adapters/outbound/postgres/revocationChannel.ts';
 import { JoseUserTokens } from '../../adapters/outbound/tokens/userTokens.ts';
 import type { ApplicationDeps } from '../../core/identity/applications.ts';
@@ -159,19 +160,20 @@ export const identityFeature = defineFeature({
       revocations,
     };
     host.provide('identity', identity);
-    const { adminToken } = host.settings;
     return {
       routes: async (app) => {
         const definitions = host.need('definitions');
+        const { gate } = host.need('operators');
         registerAdminRoutes(app, {
-          adminToken,
+          gate,
+          audit: new PostgresOperatorStore(host.sql),
           applications,
           authenticator: identity.authenticator,
           revocations,
           registries: { registries: definitions.registryStore, clock, schemas: definitions.schemas },
         });
         registerUserViewRoutes(app, {
-          adminToken,
+          gate,
           identity: { store, clock, ids },
           authenticator: identity.authenticator,
         });

@@ -4,6 +4,7 @@
  * pipeline charts (sampled every minute).
  */
 import { Type } from 'typebox';
+import { registerAuditRoutes } from '../../adapters/inbound/http/auditRoutes.ts';
 import { registerDeadLetterRoutes } from '../../adapters/inbound/http/deadLetterRoutes.ts';
 import { registerOperatorRoutes } from '../../adapters/inbound/http/operatorRoutes.ts';
 import { registerOperatorTaskRoutes } from '../../adapters/inbound/http/operatorTaskRoutes.ts';
@@ -12,8 +13,10 @@ import { PostgresChartReads } from '../../adapters/outbound/postgres/chartReads.
 import { PostgresDashboardReads } from '../../adapters/outbound/postgres/dashboardReads.ts';
 import { PostgresDeadLetters } from '../../adapters/outbound/postgres/deadLetterStore.ts';
 import { PostgresOperatorStore } from '../../adapters/outbound/postgres/operatorStore.ts';
+import { taskTenantLookup } from '../../adapters/outbound/postgres/taskTenants.ts';
 import { type BulkJobDeps, type BulkJobRunnerDeps, runBulkJobRound } from '../../core/operations/bulkJobs.ts';
 import { type ChartSamplerDeps, sampleMinute } from '../../core/operations/charts.ts';
+import type { OperatorAudit } from '../../core/operations/ports.ts';
 import type { RequeueDeps } from '../../core/operations/requeueDeadLetters.ts';
 import type { OperatorActionDeps } from '../../core/workers/operatorActions.ts';
 import { defineFeature } from '../../host/feature.ts';
@@ -25,6 +28,8 @@ export interface Operations {
   requeue: RequeueDeps;
   dashboardReads: PostgresDashboardReads;
   chartReads: PostgresChartReads;
+  /** The operator audit, as the admin API and the dashboard read it. */
+  audit: OperatorAudit;
 }
 
 declare module '../../host/provisions.ts' {
@@ -93,6 +98,7 @@ export const operationsFeature = defineFeature({
       },
       dashboardReads: new PostgresDashboardReads(sql),
       chartReads: new PostgresChartReads(sql),
+      audit,
     };
     host.provide('operations', operations);
     // Bulk cancel and retry: jobs started by the routes, run by the bulk job loop of any replica through
@@ -145,14 +151,16 @@ export const operationsFeature = defineFeature({
       });
       return [bulkJobLoop, chartSampler];
     };
-    const { adminToken } = host.settings;
     return {
       loops: host.settings.runLoops ? loops() : [],
       routes: async (app) => {
-        registerDeadLetterRoutes(app, { adminToken, requeue: operations.requeue });
-        registerOperatorRoutes(app, { adminToken, actions: operations.actions, audit });
+        const { gate } = host.need('operators');
+        registerDeadLetterRoutes(app, { gate, requeue: operations.requeue });
+        registerOperatorRoutes(app, { gate, actions: operations.actions });
+        registerAuditRoutes(app, { path: '/admin/v1/audit', gate, audit });
         registerOperatorTaskRoutes(app, {
-          adminToken,
+          gate,
+          taskTenant: taskTenantLookup(host.sql),
           jobs,
           correct: {
             store: host.facts,

@@ -196,7 +196,7 @@ export const realtimeFeature = defineFeature({
               : null,
         });
         registerBroadcastRoutes(app, {
-          adminToken: host.settings.adminToken,
+          gate: host.need('operators').gate,
           authenticator: identity.authenticator,
           broadcasts: {
             store: new PostgresBroadcastStore(sql),

@@ -8,6 +8,7 @@ import { registerOperatorApprovalRoutes } from '../../adapters/inbound/http/appr
 import { registerSignalRoutes } from '../../adapters/inbound/http/signalRoutes.ts';
 import { registerStatusRoutes } from '../../adapters/inbound/http/statusRoutes.ts';
 import { PostgresStatusReads } from '../../adapters/outbound/postgres/statusReads.ts';
+import { taskTenantLookup } from '../../adapters/outbound/postgres/taskTenants.ts';
 import { JoseExecutionCredentials } from '../../adapters/outbound/tokens/executionCredentials.ts';
 import type { StatusDeps } from '../../core/status/deps.ts';
 import { HealthReconciler } from '../../core/status/healthReconciler.ts';
@@ -98,7 +99,6 @@ export const statusFeature = defineFeature({
     };
     const reads = new PostgresStatusReads(host.sql);
     host.provide('status', { deps, reads });
-    const { adminToken } = host.settings;
     const reconciler = new HealthReconciler(deps, {
       graceMs: settings.healthGraceMs,
       maxPerCycle: settings.healthMaxPerCycle,
@@ -123,7 +123,9 @@ export const statusFeature = defineFeature({
       loops: host.settings.runLoops ? [healthLoop()] : [],
       routes: async (app) => {
         const identity = host.need('identity');
-        registerOperatorApprovalRoutes(app, { adminToken, approvals: deps });
+        const { gate } = host.need('operators');
+        const taskTenant = taskTenantLookup(host.sql);
+        registerOperatorApprovalRoutes(app, { gate, taskTenant, approvals: deps });
         registerStatusRoutes(app, {
           authenticator: identity.authenticator,
           status: deps,
@@ -137,7 +139,12 @@ export const statusFeature = defineFeature({
           userTokens: identity.userTokens,
           rateLimits: identity.rateLimits,
         });
-        registerSignalRoutes(app, { authenticator: identity.authenticator, adminToken, signals: deps });
+        registerSignalRoutes(app, {
+          authenticator: identity.authenticator,
+          gate,
+          taskTenant,
+          signals: deps,
+        });
       },
     };
   },

@@ -204,7 +204,7 @@ export const workersFeature = defineFeature({
           keepAliveMs: host.settings.sseKeepAliveMs,
           resendAfterMs: settings.commandResendAfterMs,
           commandPollIntervalMs: settings.commandPollIntervalMs,
-          adminToken: host.settings.adminToken,
+          operators: host.need('operators'),
           authenticator: identity.authenticator,
           rateLimits: identity.rateLimits,
           grpcPort: host.need('grpc').port,

@@ -1,8 +1,7 @@
-import { OperationDefinitionRequest, StatusDefinitionRequest } from '@tdp/protocol';
-import type { FastifyInstance } from 'fastify';
+import { newId } from '@tdp/protocol';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import type { JsonSchemaValidator, RegistryStore } from '../../../core/definitions/ports.ts';
-import { defineOperation, defineStatuses } from '../../../core/definitions/registries.ts';
 import {
   type ApplicationDeps,
   createApplication,
@@ -12,11 +11,14 @@ import {
   updateResourceProvider,
 } from '../../../core/identity/applications.ts';
 import type { ApiKeyAuthenticator } from '../../../core/identity/authenticate.ts';
+import type { OperatorRole } from '../../../core/identity/operatorAccess.ts';
 import type { Application, Revocations } from '../../../core/identity/ports.ts';
 import { createTenant } from '../../../core/identity/tenants.ts';
+import type { OperatorAuditLog } from '../../../core/operations/ports.ts';
 import { AppError } from '../../../core/shared/errors.ts';
 import type { Clock } from '../../../core/shared/ports.ts';
-import { requireAdmin } from './auth.ts';
+import { actorOfRequest, type OperatorGate, reachOf, requireTenantRole, seesTenant } from './operatorAuth.ts';
+import { registerRegistryAdminRoutes } from './registryAdminRoutes.ts';
 import { emptyBodyAsObject, problemResponses, Uuid } from './schemas.ts';
 
 const Timestamp = Type.String({ format: 'date-time' });
@@ -74,7 +76,9 @@ const iso = (d: Date | null) => d?.toISOString() ?? null;
 export function registerAdminRoutes(
   app: FastifyInstance,
   deps: {
-    adminToken: string;
+    gate: OperatorGate;
+    /** Where each change is recorded with the operator who made it. */
+    audit: OperatorAuditLog;
     applications: ApplicationDeps;
     authenticator: ApiKeyAuthenticator;
     /** A revoked key is forgotten by every replica, and the tokens it minted stop working at once. */
@@ -82,25 +86,56 @@ export function registerAdminRoutes(
     registries: { registries: RegistryStore; clock: Clock; schemas: JsonSchemaValidator };
   },
 ): void {
-  const onRequest = requireAdmin(deps.adminToken);
+  // Tenants are created platform-wide; a tenant's applications and keys by its admins; reads by anyone
+  // who sees the tenant.
+  const viewers = deps.gate('viewer', 'tenants');
+  const admins = deps.gate('admin', 'tenants');
   const security = [{ adminToken: [] }];
   const tags = ['admin'];
   const { store, clock } = deps.applications;
 
-  const getApplication = async (id: string) => {
+  /** The application, if the operator holds `least` in its tenant (one they cannot see does not exist). */
+  const applicationFor = async (request: FastifyRequest, id: string, least: OperatorRole) => {
     const application = await store.getApplication(id);
-    if (!application) throw new AppError('APPLICATION_NOT_FOUND', `application ${id} does not exist`);
+    const missing = () => new AppError('APPLICATION_NOT_FOUND', `application ${id} does not exist`);
+    if (!application) throw missing();
+    requireTenantRole(request, least, application.tenantId, missing);
     return application;
   };
+  const tenantFor = (request: FastifyRequest, tenantId: string, least: OperatorRole) =>
+    requireTenantRole(
+      request,
+      least,
+      tenantId,
+      () => new AppError('TENANT_NOT_FOUND', `tenant ${tenantId} does not exist`),
+    );
+  /** Records an identity change with who made it (after it committed: these changes are idempotent to redo). */
+  const audited = (
+    request: FastifyRequest,
+    action: string,
+    subjectId: string,
+    tenantId: string | null,
+    details: Record<string, unknown> = {},
+  ) =>
+    deps.audit.record({
+      id: newId(),
+      action,
+      subjectId,
+      actor: actorOfRequest(request),
+      reason: action.toLowerCase().replaceAll('_', ' '),
+      details,
+      tenantId,
+      createdAt: clock.now(),
+    });
 
   app.post<{ Body: { name: string } }>(
     '/admin/v1/tenants',
     {
-      onRequest,
+      onRequest: deps.gate('admin', 'platform'),
       schema: {
         tags,
         security,
-        summary: 'Create a tenant',
+        summary: 'Create a tenant (platform-wide admin; audited)',
         body: Type.Object(
           { name: Type.String({ minLength: 1, maxLength: 200 }) },
           { additionalProperties: false },
@@ -110,6 +145,7 @@ export function registerAdminRoutes(
     },
     async (request, reply) => {
       const tenant = await createTenant(deps.applications, request.body.name);
+      await audited(request, 'TENANT_CREATED', tenant.id, tenant.id, { name: tenant.name });
       return reply.code(201).send({ ...tenant, createdAt: tenant.createdAt.toISOString() });
     },
   );
@@ -117,10 +153,20 @@ export function registerAdminRoutes(
   app.get(
     '/admin/v1/tenants',
     {
-      onRequest,
-      schema: { tags, security, summary: 'List tenants', response: { 200: Type.Array(TenantView) } },
+      onRequest: viewers,
+      schema: {
+        tags,
+        security,
+        summary: 'List the tenants the caller sees',
+        response: { 200: Type.Array(TenantView) },
+      },
     },
-    async () => (await store.listTenants()).map((t) => ({ ...t, createdAt: t.createdAt.toISOString() })),
+    async (request) => {
+      const reach = reachOf(request);
+      return (await store.listTenants())
+        .filter((t) => seesTenant(reach, t.id))
+        .map((t) => ({ ...t, createdAt: t.createdAt.toISOString() }));
+    },
   );
 
   app.post<{
@@ -129,7 +175,7 @@ export function registerAdminRoutes(
   }>(
     '/admin/v1/tenants/:tenantId/applications',
     {
-      onRequest,
+      onRequest: viewers,
       schema: {
         tags,
         security,
@@ -154,10 +200,14 @@ export function registerAdminRoutes(
       },
     },
     async (request, reply) => {
+      tenantFor(request, request.params.tenantId, 'admin');
       const created = await createApplication(deps.applications, {
         tenantId: request.params.tenantId,
         name: request.body.name,
         ...(request.body.resourceProvider ? { resourceProvider: request.body.resourceProvider } : {}),
+      });
+      await audited(request, 'APPLICATION_CREATED', created.application.id, request.params.tenantId, {
+        name: created.application.name,
       });
       return reply.code(201).send({
         application: applicationView(created.application, clock.now()),
@@ -170,7 +220,7 @@ export function registerAdminRoutes(
   app.get<{ Params: { tenantId: string } }>(
     '/admin/v1/tenants/:tenantId/applications',
     {
-      onRequest,
+      onRequest: viewers,
       schema: {
         tags,
         security,
@@ -179,14 +229,18 @@ export function registerAdminRoutes(
         response: { 200: Type.Array(ApplicationView), ...problemResponses },
       },
     },
-    async (request) =>
-      (await store.listApplications(request.params.tenantId)).map((a) => applicationView(a, clock.now())),
+    async (request) => {
+      tenantFor(request, request.params.tenantId, 'viewer');
+      return (await store.listApplications(request.params.tenantId)).map((a) =>
+        applicationView(a, clock.now()),
+      );
+    },
   );
 
   app.get<{ Params: { id: string } }>(
     '/admin/v1/applications/:id',
     {
-      onRequest,
+      onRequest: viewers,
       schema: {
         tags,
         security,
@@ -199,7 +253,7 @@ export function registerAdminRoutes(
       },
     },
     async (request) => {
-      const application = await getApplication(request.params.id);
+      const application = await applicationFor(request, request.params.id, 'viewer');
       const keys = await store.listApiKeys(application.id);
       return {
         application: applicationView(application, clock.now()),
@@ -217,7 +271,7 @@ export function registerAdminRoutes(
   app.put<{ Params: { id: string }; Body: { url: string; bearerToken: string } | null }>(
     '/admin/v1/applications/:id/resource-provider',
     {
-      onRequest,
+      onRequest: admins,
       schema: {
         tags,
         security,
@@ -227,17 +281,20 @@ export function registerAdminRoutes(
         response: { 200: ApplicationView, ...problemResponses },
       },
     },
-    async (request) =>
-      applicationView(
-        await updateResourceProvider(deps.applications, request.params.id, request.body),
-        clock.now(),
-      ),
+    async (request) => {
+      const { tenantId } = await applicationFor(request, request.params.id, 'admin');
+      const updated = await updateResourceProvider(deps.applications, request.params.id, request.body);
+      await audited(request, 'RESOURCE_PROVIDER_SET', request.params.id, tenantId, {
+        url: updated.resourceProviderUrl,
+      });
+      return applicationView(updated, clock.now());
+    },
   );
 
   app.post<{ Params: { id: string }; Body: { overlapSeconds?: number; label?: string } | undefined }>(
     '/admin/v1/applications/:id/api-keys',
     {
-      onRequest,
+      onRequest: admins,
       preValidation: emptyBodyAsObject,
       schema: {
         tags,
@@ -260,11 +317,16 @@ export function registerAdminRoutes(
       },
     },
     async (request, reply) => {
+      const { tenantId } = await applicationFor(request, request.params.id, 'admin');
       const result = await rotateApiKey(deps.applications, request.params.id, {
         overlapSeconds: request.body?.overlapSeconds ?? 86_400,
         label: request.body?.label ?? null,
       });
       deps.authenticator.forget();
+      await audited(request, 'API_KEY_ROTATED', request.params.id, tenantId, {
+        keyId: result.apiKey.id,
+        previousKeysExpireAt: result.previousKeysExpireAt.toISOString(),
+      });
       return reply.code(201).send({
         apiKey: { ...result.apiKey, createdAt: result.apiKey.createdAt.toISOString() },
         previousKeysExpireAt: result.previousKeysExpireAt.toISOString(),
@@ -275,7 +337,7 @@ export function registerAdminRoutes(
   app.delete<{ Params: { id: string; keyId: string } }>(
     '/admin/v1/applications/:id/api-keys/:keyId',
     {
-      onRequest,
+      onRequest: admins,
       schema: {
         tags,
         security,
@@ -285,8 +347,12 @@ export function registerAdminRoutes(
       },
     },
     async (request, reply) => {
+      const { tenantId } = await applicationFor(request, request.params.id, 'admin');
       await revokeApiKey(deps.applications, request.params.id, request.params.keyId);
       await deps.revocations.announce({ kind: 'apiKey', keyId: request.params.keyId });
+      await audited(request, 'API_KEY_REVOKED', request.params.id, tenantId, {
+        keyId: request.params.keyId,
+      });
       return reply.code(204).send();
     },
   );
@@ -294,7 +360,7 @@ export function registerAdminRoutes(
   app.post<{ Params: { id: string }; Body: { overlapSeconds?: number } | undefined }>(
     '/admin/v1/applications/:id/callback-secret',
     {
-      onRequest,
+      onRequest: admins,
       preValidation: emptyBodyAsObject,
       schema: {
         tags,
@@ -316,11 +382,13 @@ export function registerAdminRoutes(
       },
     },
     async (request, reply) => {
+      const { tenantId } = await applicationFor(request, request.params.id, 'admin');
       const result = await rotateCallbackSecret(
         deps.applications,
         request.params.id,
         request.body?.overlapSeconds ?? 86_400,
       );
+      await audited(request, 'CALLBACK_SECRET_ROTATED', request.params.id, tenantId);
       return reply.code(201).send({
         callbackSecret: result.callbackSecret,
         previousSecretExpiresAt: result.previousSecretExpiresAt.toISOString(),
@@ -328,98 +396,13 @@ export function registerAdminRoutes(
     },
   );
 
-  app.post<{ Params: { id: string }; Body: StatusDefinitionRequest }>(
-    '/admin/v1/applications/:id/status-definitions',
-    {
-      onRequest,
-      schema: {
-        tags,
-        security,
-        summary: 'Define a version of the business statuses of a task type (immutable once defined)',
-        params: Type.Object({ id: Uuid }),
-        body: StatusDefinitionRequest,
-        response: {
-          200: Type.Record(Type.String(), Type.Unknown()),
-          201: Type.Record(Type.String(), Type.Unknown()),
-          ...problemResponses,
-        },
-      },
-    },
-    async (request, reply) => {
-      await getApplication(request.params.id);
-      const { definition, created } = await defineStatuses(deps.registries, request.params.id, request.body);
-      return reply
-        .code(created ? 201 : 200)
-        .send({ ...definition, createdAt: definition.createdAt.toISOString() });
-    },
-  );
-
-  app.get<{ Params: { id: string } }>(
-    '/admin/v1/applications/:id/status-definitions',
-    {
-      onRequest,
-      schema: {
-        tags,
-        security,
-        summary: 'List status definitions',
-        params: Type.Object({ id: Uuid }),
-        response: { 200: Type.Array(Type.Record(Type.String(), Type.Unknown())) },
-      },
-    },
-    async (request) => {
-      await getApplication(request.params.id);
-      return (await deps.registries.registries.listStatusDefinitions(request.params.id)).map((d) => ({
-        ...d,
-        createdAt: d.createdAt.toISOString(),
-      }));
-    },
-  );
-
-  app.post<{ Params: { id: string }; Body: OperationDefinitionRequest }>(
-    '/admin/v1/applications/:id/operation-definitions',
-    {
-      onRequest,
-      schema: {
-        tags,
-        security,
-        summary:
-          'Define a version of an operation: producers, event types and the data schemas they may send',
-        params: Type.Object({ id: Uuid }),
-        body: OperationDefinitionRequest,
-        response: {
-          200: Type.Record(Type.String(), Type.Unknown()),
-          201: Type.Record(Type.String(), Type.Unknown()),
-          ...problemResponses,
-        },
-      },
-    },
-    async (request, reply) => {
-      await getApplication(request.params.id);
-      const { definition, created } = await defineOperation(deps.registries, request.params.id, request.body);
-      return reply
-        .code(created ? 201 : 200)
-        .send({ ...definition, createdAt: definition.createdAt.toISOString() });
-    },
-  );
-
-  app.get<{ Params: { id: string } }>(
-    '/admin/v1/applications/:id/operation-definitions',
-    {
-      onRequest,
-      schema: {
-        tags,
-        security,
-        summary: 'List operation definitions',
-        params: Type.Object({ id: Uuid }),
-        response: { 200: Type.Array(Type.Record(Type.String(), Type.Unknown())) },
-      },
-    },
-    async (request) => {
-      await getApplication(request.params.id);
-      return (await deps.registries.registries.listOperationDefinitions(request.params.id)).map((d) => ({
-        ...d,
-        createdAt: d.createdAt.toISOString(),
-      }));
-    },
-  );
+  registerRegistryAdminRoutes(app, {
+    security,
+    tags,
+    viewers,
+    admins,
+    registries: deps.registries,
+    applicationFor,
+    audited,
+  });
 }

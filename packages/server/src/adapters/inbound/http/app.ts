@@ -179,7 +179,11 @@ export async function createHttpApp(options: HttpOptions): Promise<FastifyInstan
       components: {
         securitySchemes: {
           apiKey: { type: 'http', scheme: 'bearer', description: 'Application API key (tdp_…)' },
-          adminToken: { type: 'http', scheme: 'bearer', description: 'TDP_ADMIN_TOKEN' },
+          adminToken: {
+            type: 'http',
+            scheme: 'bearer',
+            description: 'An operator token (tdpo_…), or the bootstrap TDP_ADMIN_TOKEN while it is on',
+          },
           workerKey: {
             type: 'http',
             scheme: 'bearer',

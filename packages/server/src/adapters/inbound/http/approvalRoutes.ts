@@ -11,7 +11,7 @@ import {
   type DecidingParty,
   decideApproval,
 } from '../../../core/orchestration/kinds/approval.ts';
-import { requireAdmin } from './auth.ts';
+import { actorOfRequest, type OperatorGate, requireTaskRole } from './operatorAuth.ts';
 import { problem, requireIdempotencyKey, sendProblem } from './problems.ts';
 import { emptyBodyAsObject, IdempotencyKeyHeader, problemResponses, Uuid } from './schemas.ts';
 import type { StatusCallers } from './statusRouteContext.ts';
@@ -99,9 +99,13 @@ export function registerApprovalRoutes(
 /** The operator's approve and reject (admin token, with a reason kept with the decision). */
 export function registerOperatorApprovalRoutes(
   app: FastifyInstance,
-  deps: { adminToken: string; approvals: ApprovalDeps },
+  deps: {
+    gate: OperatorGate;
+    taskTenant: (taskId: string) => Promise<string | null>;
+    approvals: ApprovalDeps;
+  },
 ): void {
-  const onRequest = requireAdmin(deps.adminToken);
+  const onRequest = deps.gate('operator', 'tenants');
   for (const [action, decision] of Object.entries(actions)) {
     app.post<DecisionRoute>(
       `/admin/v1/tasks/:id(^[0-9a-fA-F-]{36})/steps/:key(^[A-Za-z0-9_.-]+)::${action}`,
@@ -111,7 +115,7 @@ export function registerOperatorApprovalRoutes(
         schema: {
           tags: ['admin'],
           summary: `${action === 'approve' ? 'Approve' : 'Reject'} a waiting approval step as the operator, with a reason`,
-          description: `${description} The reason is kept with the decision (\`decidedBy: "operator"\`) and shown in the timeline.`,
+          description: `${description} The reason is kept with the decision (\`decidedBy: "operator"\`) with the operator's name, shown in the timeline, and audited. Needs the operator role for the task's tenant.`,
           security: [{ adminToken: [] }],
           params: StepParams,
           headers: IdempotencyKeyHeader,
@@ -119,14 +123,19 @@ export function registerOperatorApprovalRoutes(
           response: { 200: StepDecisionView, 201: StepDecisionView, ...problemResponses },
         },
       },
-      async (request, reply) =>
-        decide(
+      async (request, reply) => {
+        await requireTaskRole(request, 'operator', request.params.id, deps.taskTenant);
+        return decide(
           deps.approvals,
-          { decider: { kind: 'operator', reason: request.body.reason! }, reach: null },
+          {
+            decider: { kind: 'operator', reason: request.body.reason!, actor: actorOfRequest(request) },
+            reach: null,
+          },
           request,
           reply,
           decision,
-        ),
+        );
+      },
     );
   }
 }

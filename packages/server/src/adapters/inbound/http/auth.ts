@@ -1,5 +1,4 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { tokensEqual } from '../../../core/identity/apiKeys.ts';
 import type { ApiKeyAuthenticator } from '../../../core/identity/authenticate.ts';
 import type { ApplicationPrincipal } from '../../../core/identity/ports.ts';
 import { problem, sendProblem } from './problems.ts';
@@ -10,7 +9,8 @@ declare module 'fastify' {
   }
 }
 
-function bearerToken(request: FastifyRequest): string | null {
+/** The bearer token of the request's Authorization header, or null. */
+export function bearerToken(request: FastifyRequest): string | null {
   const header = request.headers.authorization;
   if (!header) return null;
   const match = /^Bearer\s+(\S+)$/i.exec(header);
@@ -33,23 +33,6 @@ export function requireApplication(authenticator: ApiKeyAuthenticator) {
       );
     }
     request.principal = principal;
-  };
-}
-
-export function requireAdmin(adminToken: string) {
-  return async (request: FastifyRequest, reply: FastifyReply) => {
-    const token = bearerToken(request);
-    if (!token || !tokensEqual(token, adminToken)) {
-      return sendProblem(
-        reply.header('www-authenticate', 'Bearer'),
-        problem(
-          'UNAUTHENTICATED',
-          'send the admin token as "Authorization: Bearer <TDP_ADMIN_TOKEN>"',
-          undefined,
-          request.url,
-        ),
-      );
-    }
   };
 }
 

@@ -6,7 +6,9 @@
  *
  * A request presents a credential when it carries `Authorization` (API keys, user tokens, worker keys,
  * execution tokens, the admin token) or goes to a route whose config says `credentialInBody` (the
- * dashboard's login). A client is an address, or an IPv6 /64 (clientAddress.ts). The counts are this
+ * dashboard's login). A route whose config says `countsAsSignIn` (single sign-on) refuses with 400 or 403
+ * rather than 401 (a wrong state, no role): those count as failures too. A client is an address, or an
+ * IPv6 /64 (clientAddress.ts). The counts are this
  * process's, as the per-credential buckets are (rateLimits.ts):
  * a replica's count is its own.
  *
@@ -28,6 +30,8 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /** The route takes a credential in its body (a login): its 401s count as failed authentications. */
     credentialInBody?: boolean;
+    /** A sign-in that refuses with 400 or 403 (single sign-on): those count as failed authentications too. */
+    countsAsSignIn?: boolean;
   }
 }
 
@@ -85,7 +89,15 @@ export class FailureWindows {
 const presentsCredential = (request: FastifyRequest) =>
   request.headers.authorization !== undefined || request.routeOptions.config?.credentialInBody === true;
 
-/** Counts 401s per address and refuses the credentials of an address past its failures (global hooks). */
+/** A credential refused (401), or a sign-in refused (400, 403: single sign-on's wrong state, no role). */
+const failedAuthentication = (request: FastifyRequest, status: number) =>
+  (status === 401 && presentsCredential(request)) ||
+  ((status === 400 || status === 403) && request.routeOptions.config?.countsAsSignIn === true);
+
+/**
+ * Counts failed authentications per address (401s, and refused sign-ins) and refuses the credentials of
+ * an address past its failures (global hooks).
+ */
 export function throttleAuthFailures(
   app: FastifyInstance,
   policy: AuthFailurePolicy,
@@ -109,7 +121,7 @@ export function throttleAuthFailures(
     );
   });
   app.addHook('onResponse', (request, reply, done) => {
-    if (reply.statusCode === 401 && presentsCredential(request)) windows.failed(clientOf(request.ip));
+    if (failedAuthentication(request, reply.statusCode)) windows.failed(clientOf(request.ip));
     done();
   });
 }

@@ -15,7 +15,9 @@ import {
   type SystemNotice,
   type TenantNotice,
 } from '../../../core/realtime/broadcasts.ts';
-import { principalOf, requireAdmin, requireApplication } from './auth.ts';
+import { AppError } from '../../../core/shared/errors.ts';
+import { principalOf, requireApplication } from './auth.ts';
+import { actorOfRequest, type OperatorGate, requireTenantRole } from './operatorAuth.ts';
 import { problemResponses, Uuid } from './schemas.ts';
 
 const Severity = Type.Union([Type.Literal('INFO'), Type.Literal('WARNING'), Type.Literal('CRITICAL')]);
@@ -55,7 +57,7 @@ const accepted = (reply: FastifyReply, result: BroadcastResult) => {
 
 export function registerBroadcastRoutes(
   app: FastifyInstance,
-  deps: { adminToken: string; authenticator: ApiKeyAuthenticator; broadcasts: BroadcastDeps },
+  deps: { gate: OperatorGate; authenticator: ApiKeyAuthenticator; broadcasts: BroadcastDeps },
 ): void {
   const admin = { tags: ['admin'], security: [{ adminToken: [] }] };
 
@@ -77,7 +79,7 @@ export function registerBroadcastRoutes(
       const sent = await broadcastToTenant(deps.broadcasts, {
         tenantId: caller.tenantId,
         notice: request.body,
-        actor: `application:${caller.applicationId}`,
+        actor: { application: caller.applicationId },
         ...idempotencyKeyOf(request.headers),
       });
       return accepted(reply, sent);
@@ -87,10 +89,11 @@ export function registerBroadcastRoutes(
   app.post<{ Params: { tenantId: string }; Body: TenantNotice; Headers: Headers }>(
     '/admin/v1/tenants/:tenantId/broadcasts',
     {
-      onRequest: requireAdmin(deps.adminToken),
+      onRequest: deps.gate('operator', 'tenants'),
       schema: {
         ...admin,
-        summary: 'A notice to every person of the tenant (channel task_tenant:{tenant})',
+        summary:
+          "A notice to every person of the tenant (channel task_tenant:{tenant}; the tenant's operator role; audited)",
         params: Type.Object({ tenantId: Uuid }),
         headers: IdempotencyKey,
         body: TenantNoticeBody,
@@ -98,10 +101,17 @@ export function registerBroadcastRoutes(
       },
     },
     async (request, reply) => {
+      const { tenantId } = request.params;
+      requireTenantRole(
+        request,
+        'operator',
+        tenantId,
+        () => new AppError('TENANT_NOT_FOUND', `tenant ${tenantId} does not exist`),
+      );
       const sent = await broadcastToTenant(deps.broadcasts, {
-        tenantId: request.params.tenantId,
+        tenantId,
         notice: request.body,
-        actor: 'operator',
+        actor: { operator: actorOfRequest(request) },
         ...idempotencyKeyOf(request.headers),
       });
       return accepted(reply, sent);
@@ -111,10 +121,10 @@ export function registerBroadcastRoutes(
   app.post<{ Body: SystemNotice; Headers: Headers }>(
     '/admin/v1/broadcasts',
     {
-      onRequest: requireAdmin(deps.adminToken),
+      onRequest: deps.gate('operator', 'platform'),
       schema: {
         ...admin,
-        summary: 'A notice to everyone (channel task_system:public)',
+        summary: 'A notice to everyone (channel task_system:public; a platform-wide operator; audited)',
         headers: IdempotencyKey,
         body: SystemNoticeBody,
         response: { 202: Accepted, ...problemResponses },
@@ -123,7 +133,7 @@ export function registerBroadcastRoutes(
     async (request, reply) => {
       const sent = await broadcastToEveryone(deps.broadcasts, {
         notice: request.body,
-        actor: 'operator',
+        actor: { operator: actorOfRequest(request) },
         ...idempotencyKeyOf(request.headers),
       });
       return accepted(reply, sent);

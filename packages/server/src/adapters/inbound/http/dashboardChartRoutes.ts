@@ -1,5 +1,5 @@
 /** `GET /dashboard/api/charts?range=hour|day`: the pipeline page's series (docs/dashboard.md). */
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import {
   type ChartRange,
   type ChartReads,
@@ -8,12 +8,13 @@ import {
 } from '../../../core/operations/charts.ts';
 import { AppError } from '../../../core/shared/errors.ts';
 import type { Clock } from '../../../core/shared/ports.ts';
+import { reachOf } from './operatorAuth.ts';
 
 export function registerDashboardChartRoutes(
   app: FastifyInstance,
   deps: { charts: ChartReads; clock: Clock },
-  /** The operator session check of the dashboard's other routes. */
-  onRequest: (request: FastifyRequest) => Promise<void>,
+  /** The dashboard's gate for readers. */
+  onRequest: (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>,
 ): void {
   app.get<{ Querystring: { range?: string } }>(
     '/dashboard/api/charts',
@@ -25,7 +26,8 @@ export function registerDashboardChartRoutes(
           'VALIDATION_FAILED',
           `range must be one of ${Object.keys(chartRanges).join(', ')}`,
         );
-      return chartSeries(deps, range as ChartRange);
+      // A tenant's reader gets their tenants' task counts, without the platform's gauges.
+      return chartSeries(deps, range as ChartRange, reachOf(request));
     },
   );
 }

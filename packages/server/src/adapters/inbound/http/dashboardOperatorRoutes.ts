@@ -1,14 +1,15 @@
 /**
- * The dashboard's operator actions (behind the operator session cookie): drain, cordon and uncordon a
+ * The dashboard's operator actions (a platform-wide operator's session): drain, cordon and uncordon a
  * worker session, and requeue the DEAD rows of one pipeline table. They call the same use cases as the
  * admin API, with a reason, and are audited the same way.
  */
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { DeadLetterTable } from '../../../core/operations/ports.ts';
 import { type RequeueDeps, requeueDeadLetters } from '../../../core/operations/requeueDeadLetters.ts';
 import { AppError } from '../../../core/shared/errors.ts';
 import { type DrainWorkerDeps, drainWorkerSession } from '../../../core/workers/drainWorker.ts';
 import { type OperatorActionDeps, setWorkerCordon } from '../../../core/workers/operatorActions.ts';
+import { actorOfRequest } from './operatorAuth.ts';
 
 /** The use cases behind the dashboard's operator actions, as the admin API has them. */
 export interface DashboardOperatorActions {
@@ -16,9 +17,6 @@ export interface DashboardOperatorActions {
   operatorActions: OperatorActionDeps;
   requeue: RequeueDeps;
 }
-
-/** The dashboard acts as the operator. */
-const actor = 'operator';
 
 const tables: DeadLetterTable[] = ['outbox', 'realtime', 'callbacks'];
 
@@ -37,13 +35,17 @@ function workerIdOf(id: string): string {
 
 export function registerDashboardOperatorRoutes(
   app: FastifyInstance,
-  deps: { onRequest: (request: FastifyRequest) => Promise<unknown>; actions: DashboardOperatorActions },
+  deps: {
+    /** The dashboard's gate for a platform-wide operator. */
+    onRequest: (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
+    actions: DashboardOperatorActions;
+  },
 ): void {
   const options = { schema: { hide: true }, onRequest: deps.onRequest };
   app.post<{ Params: { id: string } }>('/dashboard/api/workers/:id/drain', options, async (request, reply) =>
     reply.code(202).send(
       await drainWorkerSession(deps.actions.workerDrain, {
-        actor,
+        actor: actorOfRequest(request),
         workerId: workerIdOf(request.params.id),
         reason: reasonOf(request.body),
       }),
@@ -55,7 +57,7 @@ export function registerDashboardOperatorRoutes(
       options,
       async (request) =>
         setWorkerCordon(deps.actions.operatorActions, {
-          actor,
+          actor: actorOfRequest(request),
           workerId: workerIdOf(request.params.id),
           cordoned,
           reason: reasonOf(request.body),
@@ -72,7 +74,7 @@ export function registerDashboardOperatorRoutes(
         table,
         selection: {},
         reason: reasonOf(request.body),
-        actor,
+        actor: actorOfRequest(request),
       });
     },
   );

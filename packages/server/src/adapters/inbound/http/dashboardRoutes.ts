@@ -1,33 +1,24 @@
 /**
- * The operator dashboard's API (`/dashboard/api`) and its built pages (`/dashboard/`). An operator logs
- * in with the admin token once; the answer is a session cookie (HttpOnly, SameSite=Strict, and `Secure`
- * with the `__Host-` prefix over TLS) naming a session kept on the server, so the token never lives in
- * the browser and logging out ends the session at once. Every state change also needs the page's origin
- * and the session's CSRF token (browserRequests.ts). Everything here reads across tenants: it is the
- * operator's view of tasks, workers and the pipeline's health.
+ * The operator dashboard's API (`/dashboard/api`) and its built pages (`/dashboard/`), behind a signed-in
+ * operator's session (dashboardSessionRoutes.ts). An operator sees the tenants their roles reach: tasks,
+ * definitions, schedules, charts and the audit of those tenants; workers and the pipeline's health are
+ * the platform's, for platform-wide roles. Acting needs the operator role where the action lands.
  */
-import { timingSafeEqual } from 'node:crypto';
 import fastifyStatic from '@fastify/static';
 import type { StructuredError } from '@tdp/protocol';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { SignJWT } from 'jose';
-import { channels } from '../../../core/facts/projections.ts';
+import type { FastifyInstance } from 'fastify';
 import type { TaskState } from '../../../core/facts/records.ts';
 import { publicError, toTaskView } from '../../../core/facts/views.ts';
-import {
-  closeOperatorSession,
-  csrfTokenMatches,
-  type OperatorSessionDeps,
-  openOperatorSession,
-  csrfTokenOf as sessionCsrfToken,
-  useOperatorSession,
-} from '../../../core/identity/operatorSessions.ts';
+import { allows } from '../../../core/identity/operatorAccess.ts';
+import type { OperatorDeps } from '../../../core/identity/operators.ts';
+import type { OperatorTokenDeps } from '../../../core/identity/operatorTokens.ts';
 import type { ChartReads } from '../../../core/operations/charts.ts';
 import { pipelineLine } from '../../../core/operations/charts.ts';
 import type {
   CallbackDeliveries,
   DashboardReads,
   EngineBridgeReads,
+  OperatorAudit,
   PipelineRows,
   TaskRunReads,
 } from '../../../core/operations/ports.ts';
@@ -38,17 +29,19 @@ import { listAllSchedules, type ScheduleDeps } from '../../../core/schedules/sch
 import { AppError, archivedTaskError } from '../../../core/shared/errors.ts';
 import type { Clock } from '../../../core/shared/ports.ts';
 import type { WorkerDeps } from '../../../core/workers/workers.ts';
-import {
-  changesState,
-  cookieOf,
-  csrfRejected,
-  csrfTokenOf,
-  overTls,
-  realtimeUrlOf,
-  refuseCrossSite,
-} from './browserRequests.ts';
+import { registerAuditRoutes } from './auditRoutes.ts';
 import { registerDashboardChartRoutes } from './dashboardChartRoutes.ts';
 import { type DashboardOperatorActions, registerDashboardOperatorRoutes } from './dashboardOperatorRoutes.ts';
+import { registerOperatorAccountRoutes } from './operatorAccountRoutes.ts';
+import {
+  actorOfRequest,
+  type OperatorGate,
+  operatorOf,
+  reachOf,
+  requireTaskRole,
+  requireTenantRole,
+  seesTenant,
+} from './operatorAuth.ts';
 import { callbackLogOf, timelineOf } from './runRoutes.ts';
 import { originOf, securityHeaders, sendSecurityHeaders } from './securityHeaders.ts';
 import { listWorkerViews } from './workerRoutes.ts';
@@ -64,12 +57,16 @@ export interface DashboardDeps {
   charts: ChartReads;
   /** The Temporal engine's bridge backlog; null when Temporal is not set up. */
   temporalBridge?: EngineBridgeReads | null;
-  adminToken: string;
-  /** The operators' sessions, kept on the server. */
-  sessions: OperatorSessionDeps;
-  /** Signs the operator's realtime connection tokens (the gateway's key). */
-  realtimeKey: Uint8Array;
+  /** The dashboard API's gate (a signed-in operator's session, with a role enough for the route). */
+  gate: OperatorGate;
+  /** The operator audit, for the audit page. */
+  audit: OperatorAudit;
+  /** Operator accounts and tokens, for the operators page. */
+  accounts: OperatorDeps;
+  tokens: OperatorTokenDeps;
   clock: Clock;
+  /** Which tenant a task is of (the actions' scope check). */
+  taskTenant: (taskId: string) => Promise<string | null>;
   /** Tasks as the status service reads them; an archived one answers with its tombstone (410). */
   tasks: { task(taskId: string): Promise<TaskState | null> };
   archived: ArchivedTasks;
@@ -86,16 +83,7 @@ export interface DashboardDeps {
   wsUrl?: string | null;
 }
 
-/** Over TLS the cookie is `__Host-` (Secure, Path=/, no Domain: no other host or plain-http page can set it). */
-const cookieName = 'tdp_operator';
-const secureCookieName = `__Host-${cookieName}`;
 const statuses = ['PENDING', 'RUNNING', 'SUCCEEDED', 'FAILED', 'CANCELLED', 'TIMED_OUT'] as const;
-
-const sameSecret = (given: string, expected: string) => {
-  const a = Buffer.from(given);
-  const b = Buffer.from(expected);
-  return a.length === b.length && timingSafeEqual(a, b);
-};
 
 /**
  * A failure as operators see it: the message for people (checked as everywhere) and, beside it, the
@@ -107,85 +95,20 @@ function operatorError(error: StructuredError | null | undefined) {
 }
 
 export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDeps): void {
-  const nowSeconds = () => Math.floor(deps.clock.now().getTime() / 1000);
-  const sessionIdOf = (request: FastifyRequest) =>
-    cookieOf(request, secureCookieName) ?? cookieOf(request, cookieName);
-  const sessionCookie = (request: FastifyRequest, value: string, maxAgeSeconds: number) =>
-    overTls(request)
-      ? `${secureCookieName}=${value}; Path=/; Secure; HttpOnly; SameSite=Strict; Max-Age=${maxAgeSeconds}`
-      : `${cookieName}=${value}; Path=/dashboard; HttpOnly; SameSite=Strict; Max-Age=${maxAgeSeconds}`;
-  const requireCsrfToken = (request: FastifyRequest, sessionId: string) => {
-    if (!csrfTokenMatches(deps.sessions, sessionId, csrfTokenOf(request))) throw csrfRejected();
-  };
-
-  /** Every route but login and logout: a live session, and for a state change its origin and token. */
-  const operator = async (request: FastifyRequest): Promise<void> => {
-    if (changesState(request)) refuseCrossSite(request);
-    const id = sessionIdOf(request);
-    if (!id) throw new AppError('UNAUTHENTICATED', 'log in to the dashboard with the admin token');
-    if (!(await useOperatorSession(deps.sessions, id)))
-      throw new AppError('UNAUTHENTICATED', 'the dashboard session ended; log in again');
-    if (changesState(request)) requireCsrfToken(request, id);
-  };
-  const onRequest = async (request: FastifyRequest) => operator(request);
+  const { gate } = deps;
+  const viewers = gate('viewer', 'tenants');
   const hidden = { hide: true };
+  const taskMissing = (id: string) => () => new AppError('TASK_NOT_FOUND', `task ${id} does not exist`);
 
   // The live feed's WebSocket may be on another origin (Centrifugo): the pages' policy lets them reach it.
   const realtimeOrigin = deps.wsUrl ? originOf(deps.wsUrl) : null;
   if (realtimeOrigin) sendSecurityHeaders(app, securityHeaders([realtimeOrigin]));
 
-  app.post<{ Body: { token?: unknown } }>(
-    '/dashboard/api/login',
-    { schema: hidden, config: { credentialInBody: true } },
-    async (request, reply) => {
-      refuseCrossSite(request);
-      const token = typeof request.body?.token === 'string' ? request.body.token : '';
-      if (!token || !sameSecret(token, deps.adminToken))
-        throw new AppError('UNAUTHENTICATED', 'that is not the admin token');
-      const session = await openOperatorSession(deps.sessions);
-      const maxAge = Math.floor((session.expiresAt.getTime() - deps.clock.now().getTime()) / 1000);
-      return reply
-        .header('set-cookie', sessionCookie(request, session.id, maxAge))
-        .send({ expiresAt: session.expiresAt.toISOString(), csrfToken: session.csrfToken });
-    },
-  );
-
-  // Ends the session on the server (its cookie is refused from now on, wherever a copy of it is).
-  app.post('/dashboard/api/logout', { schema: hidden }, async (request, reply) => {
-    refuseCrossSite(request);
-    const id = sessionIdOf(request);
-    if (id && (await useOperatorSession(deps.sessions, id))) {
-      requireCsrfToken(request, id);
-      await closeOperatorSession(deps.sessions, id);
-    }
-    return reply.header('set-cookie', sessionCookie(request, '', 0)).send({ ok: true });
-  });
-
-  // The page asks on load: a page opened with a live session gets the token it sends with each change.
-  app.get('/dashboard/api/me', { schema: hidden, onRequest }, async (request) => ({
-    role: 'operator',
-    csrfToken: sessionCsrfToken(deps.sessions, sessionIdOf(request)!),
-  }));
-
-  /** The operator's live feed: every task's summary, on one channel only operators get a token for. */
-  app.get('/dashboard/api/realtime-token', { schema: hidden, onRequest }, async (request) => {
-    const token = await new SignJWT({ sub: 'operator', channels: [channels.operator] })
-      .setProtectedHeader({ alg: 'HS256' })
-      .setIssuedAt(nowSeconds())
-      .setExpirationTime(nowSeconds() + 900)
-      .sign(deps.realtimeKey);
-    return {
-      token,
-      url: realtimeUrlOf(request, deps.wsUrl),
-      channel: channels.operator,
-    };
-  });
-
   // Newest tasks first (ids are time-ordered UUIDv7, so this walks the primary key); the page moves a
   // task that changes to the top live.
   app.get<{ Querystring: { status?: string; applicationId?: string; workflow?: string; limit?: string } }>(
     '/dashboard/api/tasks',
-    { schema: hidden, onRequest },
+    { schema: hidden, onRequest: viewers },
     async (request) => {
       const { status, applicationId, workflow } = request.query;
       if (status && !(statuses as readonly string[]).includes(status))
@@ -193,7 +116,13 @@ export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDep
       if (applicationId && !/^[0-9a-f-]{36}$/i.test(applicationId))
         throw new AppError('VALIDATION_FAILED', 'applicationId must be a UUID');
       const limit = Math.min(Math.max(Number(request.query.limit ?? 100) || 100, 1), 500);
-      const page = await deps.reads.tasks({ status, applicationId, workflow, limit });
+      const page = await deps.reads.tasks({
+        status,
+        applicationId,
+        workflow,
+        tenants: reachOf(request),
+        limit,
+      });
       return {
         items: page.items.map((t) => ({
           ...t,
@@ -215,14 +144,16 @@ export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDep
 
   app.get<{ Params: { id: string } }>(
     '/dashboard/api/tasks/:id',
-    { schema: hidden, onRequest },
+    { schema: hidden, onRequest: viewers },
     async (request) => {
       const id = request.params.id;
-      if (!/^[0-9a-f-]{36}$/i.test(id)) throw new AppError('TASK_NOT_FOUND', `task ${id} does not exist`);
+      if (!/^[0-9a-f-]{36}$/i.test(id)) throw taskMissing(id)();
       const state = await deps.tasks.task(id);
       const tombstone = state ? null : await deps.archived.find(id);
-      if (tombstone) throw archivedTaskError(tombstone);
-      if (!state) throw new AppError('TASK_NOT_FOUND', `task ${id} does not exist`);
+      // An archived task's tombstone names no tenant the check could use: platform-wide readers only.
+      if (tombstone && allows(operatorOf(request), 'viewer', 'platform')) throw archivedTaskError(tombstone);
+      if (!state) throw taskMissing(id)();
+      requireTenantRole(request, 'viewer', state.task.tenantId, taskMissing(id));
       const view = toTaskView(state);
       const [reasons, attempts, timeline, callbacks] = await Promise.all([
         deps.unschedulableReasons(id),
@@ -272,44 +203,82 @@ export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDep
   app.post<{
     Params: { id: string; key: string; action: string };
     Body: { reason?: unknown; idempotencyKey?: unknown };
-  }>('/dashboard/api/tasks/:id/steps/:key/:action', { schema: hidden, onRequest }, async (request, reply) => {
-    const { id, key, action } = request.params;
-    const reason = typeof request.body?.reason === 'string' ? request.body.reason.trim() : '';
-    const idempotencyKey = request.body?.idempotencyKey;
-    if (!/^[0-9a-f-]{36}$/i.test(id)) throw new AppError('TASK_NOT_FOUND', `task ${id} does not exist`);
-    if (action !== 'approve' && action !== 'reject')
-      throw new AppError('ROUTE_NOT_FOUND', `no such action ${action}; approve or reject`);
-    if (!reason || reason.length > 2000 || typeof idempotencyKey !== 'string' || idempotencyKey.length > 255)
-      throw new AppError('VALIDATION_FAILED', 'send a reason (up to 2000 characters) and an idempotencyKey');
-    const { view } = await decideApproval(
-      deps.approvals,
-      { decider: { kind: 'operator', reason }, reach: null },
-      { taskId: id, stepKey: key, decision: action === 'approve' ? 'APPROVE' : 'REJECT', idempotencyKey },
-    );
-    return reply.code(200).send(view);
-  });
+  }>(
+    '/dashboard/api/tasks/:id/steps/:key/:action',
+    { schema: hidden, onRequest: gate('operator', 'tenants') },
+    async (request, reply) => {
+      const { id, key, action } = request.params;
+      const reason = typeof request.body?.reason === 'string' ? request.body.reason.trim() : '';
+      const idempotencyKey = request.body?.idempotencyKey;
+      if (!/^[0-9a-f-]{36}$/i.test(id)) throw new AppError('TASK_NOT_FOUND', `task ${id} does not exist`);
+      if (action !== 'approve' && action !== 'reject')
+        throw new AppError('ROUTE_NOT_FOUND', `no such action ${action}; approve or reject`);
+      if (
+        !reason ||
+        reason.length > 2000 ||
+        typeof idempotencyKey !== 'string' ||
+        idempotencyKey.length > 255
+      )
+        throw new AppError(
+          'VALIDATION_FAILED',
+          'send a reason (up to 2000 characters) and an idempotencyKey',
+        );
+      await requireTaskRole(request, 'operator', id, deps.taskTenant);
+      const { view } = await decideApproval(
+        deps.approvals,
+        { decider: { kind: 'operator', reason, actor: actorOfRequest(request) }, reach: null },
+        { taskId: id, stepKey: key, decision: action === 'approve' ? 'APPROVE' : 'REJECT', idempotencyKey },
+      );
+      return reply.code(200).send(view);
+    },
+  );
 
   app.post<{
     Params: { id: string; name: string };
     Body: { reason?: unknown; idempotencyKey?: unknown; payload?: unknown };
-  }>('/dashboard/api/tasks/:id/signals/:name', { schema: hidden, onRequest }, async (request, reply) => {
-    const { id, name } = request.params;
-    const reason = typeof request.body?.reason === 'string' ? request.body.reason.trim() : '';
-    const idempotencyKey = request.body?.idempotencyKey;
-    if (!/^[0-9a-f-]{36}$/i.test(id)) throw new AppError('TASK_NOT_FOUND', `task ${id} does not exist`);
-    if (!reason || reason.length > 2000 || typeof idempotencyKey !== 'string' || idempotencyKey.length > 255)
-      throw new AppError('VALIDATION_FAILED', 'send a reason (up to 2000 characters) and an idempotencyKey');
-    const { body } = await sendSignal(
-      deps.approvals,
-      { kind: 'operator', reason },
-      { taskId: id, name, payload: request.body.payload ?? null, idempotencyKey },
-    );
-    return reply.code(200).send(body);
+  }>(
+    '/dashboard/api/tasks/:id/signals/:name',
+    { schema: hidden, onRequest: gate('operator', 'tenants') },
+    async (request, reply) => {
+      const { id, name } = request.params;
+      const reason = typeof request.body?.reason === 'string' ? request.body.reason.trim() : '';
+      const idempotencyKey = request.body?.idempotencyKey;
+      if (!/^[0-9a-f-]{36}$/i.test(id)) throw new AppError('TASK_NOT_FOUND', `task ${id} does not exist`);
+      if (
+        !reason ||
+        reason.length > 2000 ||
+        typeof idempotencyKey !== 'string' ||
+        idempotencyKey.length > 255
+      )
+        throw new AppError(
+          'VALIDATION_FAILED',
+          'send a reason (up to 2000 characters) and an idempotencyKey',
+        );
+      await requireTaskRole(request, 'operator', id, deps.taskTenant);
+      const { body } = await sendSignal(
+        deps.approvals,
+        { kind: 'operator', reason, actor: actorOfRequest(request) },
+        { taskId: id, name, payload: request.body.payload ?? null, idempotencyKey },
+      );
+      return reply.code(200).send(body);
+    },
+  );
+
+  registerDashboardOperatorRoutes(app, {
+    onRequest: gate('operator', 'platform'),
+    actions: deps.operatorActions,
   });
+  registerOperatorAccountRoutes(app, {
+    prefix: '/dashboard/api',
+    gate,
+    accounts: deps.accounts,
+    tokens: deps.tokens,
+    hidden: true,
+  });
+  registerAuditRoutes(app, { path: '/dashboard/api/audit', gate, audit: deps.audit, hidden: true });
 
-  registerDashboardOperatorRoutes(app, { onRequest, actions: deps.operatorActions });
-
-  app.get('/dashboard/api/workers', { schema: hidden, onRequest }, async () => {
+  // Workers and the pipeline serve every tenant: they are the platform's to see.
+  app.get('/dashboard/api/workers', { schema: hidden, onRequest: gate('viewer', 'platform') }, async () => {
     const [workers, queued] = await Promise.all([listWorkerViews(deps.workers), deps.reads.queuedSteps()]);
     return {
       workers,
@@ -324,7 +293,7 @@ export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDep
     };
   });
 
-  app.get('/dashboard/api/health', { schema: hidden, onRequest }, async () => {
+  app.get('/dashboard/api/health', { schema: hidden, onRequest: gate('viewer', 'platform') }, async () => {
     const now = deps.clock.now();
     const line = (rows: PipelineRows) => pipelineLine(rows, now);
     const [outbox, realtime, callbacks, { staleSteps, queued }, temporalBridge] = await Promise.all([
@@ -347,10 +316,10 @@ export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDep
     };
   });
 
-  registerDashboardChartRoutes(app, { charts: deps.charts, clock: deps.clock }, onRequest);
+  registerDashboardChartRoutes(app, { charts: deps.charts, clock: deps.clock }, viewers);
 
-  app.get('/dashboard/api/workflow-definitions', { schema: hidden, onRequest }, async () => {
-    const definitions = await deps.reads.workflowDefinitions();
+  app.get('/dashboard/api/workflow-definitions', { schema: hidden, onRequest: viewers }, async (request) => {
+    const definitions = await deps.reads.workflowDefinitions(reachOf(request));
     return {
       items: definitions.map((d) => ({
         ...d,
@@ -364,9 +333,10 @@ export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDep
     };
   });
 
-  app.get('/dashboard/api/schedules', { schema: hidden, onRequest }, async () => ({
-    items: await listAllSchedules(deps.schedules),
-  }));
+  app.get('/dashboard/api/schedules', { schema: hidden, onRequest: viewers }, async (request) => {
+    const reach = reachOf(request);
+    return { items: (await listAllSchedules(deps.schedules)).filter((s) => seesTenant(reach, s.tenantId)) };
+  });
 
   // The pages: the build's files (the app routes on the client with `#/…`, so no fallback is needed).
   app.get('/dashboard', { schema: hidden }, async (_request, reply) => reply.redirect('/dashboard/'));

@@ -4,7 +4,7 @@ import { Type } from 'typebox';
 import type { DeadLetterSelection, DeadLetterTable } from '../../../core/operations/ports.ts';
 import { type RequeueDeps, requeueDeadLetters } from '../../../core/operations/requeueDeadLetters.ts';
 import { AppError } from '../../../core/shared/errors.ts';
-import { requireAdmin } from './auth.ts';
+import { actorOfRequest, type OperatorGate } from './operatorAuth.ts';
 import { problemResponses, Uuid } from './schemas.ts';
 
 const Table = Type.Union([Type.Literal('outbox'), Type.Literal('realtime'), Type.Literal('callbacks')]);
@@ -69,12 +69,13 @@ export function deadLetterSelection(body: RequeueBody): DeadLetterSelection {
 
 export function registerDeadLetterRoutes(
   app: FastifyInstance,
-  deps: { adminToken: string; requeue: RequeueDeps },
+  deps: { gate: OperatorGate; requeue: RequeueDeps },
 ): void {
   app.post<{ Body: RequeueBody & { reason: string } }>(
     '/admin/v1/dead-letters::requeue',
     {
-      onRequest: requireAdmin(deps.adminToken),
+      // Dead letters are the platform's: only a platform-wide operator sends them again.
+      onRequest: deps.gate('operator', 'platform'),
       schema: {
         tags: ['admin'],
         security: [{ adminToken: [] }],
@@ -97,7 +98,7 @@ export function registerDeadLetterRoutes(
         table: request.body.table,
         selection: deadLetterSelection(request.body),
         reason: request.body.reason,
-        actor: 'operator',
+        actor: actorOfRequest(request),
       }),
   );
 }

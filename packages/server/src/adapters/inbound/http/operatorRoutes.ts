@@ -1,19 +1,17 @@
 /**
  * The operator's actions on nodes and worker sessions beside the session drain (workerRoutes.ts): node
- * drain, cordon and uncordon, and the read of the operator audit. Admin token; every action takes a
- * reason and is audited.
+ * drain, cordon and uncordon. A platform-wide operator; every action takes a reason and is audited
+ * (auditRoutes.ts reads the audit).
  */
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
-import type { OperatorAudit } from '../../../core/operations/ports.ts';
-import { AppError } from '../../../core/shared/errors.ts';
 import {
   drainNode,
   type OperatorActionDeps,
   setNodeCordon,
   setWorkerCordon,
 } from '../../../core/workers/operatorActions.ts';
-import { requireAdmin } from './auth.ts';
+import { actorOfRequest, type OperatorGate } from './operatorAuth.ts';
 import { emptyBodyAsObject, problemResponses, Uuid } from './schemas.ts';
 
 const Reason = Type.Object(
@@ -24,33 +22,12 @@ const NodeId = Type.Object({ id: Type.String({ minLength: 1, maxLength: 200 }) }
 const WorkerId = Type.Object({ id: Uuid });
 const admin = { tags: ['admin'], security: [{ adminToken: [] }] };
 
-const AuditEntry = Type.Object({
-  id: Type.String(),
-  action: Type.String(),
-  subjectId: Type.String(),
-  actor: Type.String(),
-  reason: Type.String(),
-  details: Type.Object({}, { additionalProperties: true }),
-  createdAt: Type.String({ format: 'date-time' }),
-});
-
-/** The audit page cursor: the last row's time and id, opaque to callers. */
-const encodeCursor = (at: { createdAt: Date; id: string }) =>
-  Buffer.from(`${at.createdAt.toISOString()}|${at.id}`).toString('base64url');
-function decodeCursor(cursor: string): { createdAt: Date; id: string } {
-  const [at, id] = Buffer.from(cursor, 'base64url').toString().split('|');
-  const createdAt = new Date(at ?? '');
-  if (Number.isNaN(createdAt.getTime()) || !/^[0-9a-f-]{36}$/i.test(id ?? ''))
-    throw new AppError('VALIDATION_FAILED', 'cursor is not one this API gave');
-  return { createdAt, id: id as string };
-}
-
 export function registerOperatorRoutes(
   app: FastifyInstance,
-  deps: { adminToken: string; actions: OperatorActionDeps; audit: OperatorAudit },
+  deps: { gate: OperatorGate; actions: OperatorActionDeps },
 ): void {
-  const onRequest = requireAdmin(deps.adminToken);
-  const actor = 'operator';
+  // Nodes and worker sessions serve every tenant: only a platform-wide operator moves them.
+  const onRequest = deps.gate('operator', 'platform');
 
   app.post<{ Params: { id: string }; Body: { reason: string } }>(
     '/admin/v1/nodes/:id(^[^/]+?)::drain',
@@ -75,11 +52,13 @@ export function registerOperatorRoutes(
       },
     },
     async (request, reply) =>
-      reply
-        .code(202)
-        .send(
-          await drainNode(deps.actions, { nodeId: request.params.id, reason: request.body.reason, actor }),
-        ),
+      reply.code(202).send(
+        await drainNode(deps.actions, {
+          nodeId: request.params.id,
+          reason: request.body.reason,
+          actor: actorOfRequest(request),
+        }),
+      ),
   );
 
   for (const cordoned of [true, false]) {
@@ -111,7 +90,7 @@ export function registerOperatorRoutes(
           workerId: request.params.id,
           cordoned,
           reason: request.body.reason,
-          actor,
+          actor: actorOfRequest(request),
         }),
     );
     app.post<{ Params: { id: string }; Body: { reason: string } }>(
@@ -141,48 +120,8 @@ export function registerOperatorRoutes(
           nodeId: request.params.id,
           cordoned,
           reason: request.body.reason,
-          actor,
+          actor: actorOfRequest(request),
         }),
     );
   }
-
-  app.get<{ Querystring: { subjectId?: string; action?: string; limit?: number; cursor?: string } }>(
-    '/admin/v1/audit',
-    {
-      onRequest,
-      schema: {
-        ...admin,
-        summary: 'The operator audit, newest first: who did which action to what, and why',
-        querystring: Type.Object(
-          {
-            subjectId: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
-            action: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
-            limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200, default: 50 })),
-            cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
-          },
-          { additionalProperties: false },
-        ),
-        response: {
-          200: Type.Object({
-            items: Type.Array(AuditEntry),
-            nextCursor: Type.Union([Type.String(), Type.Null()]),
-          }),
-          ...problemResponses,
-        },
-      },
-    },
-    async (request) => {
-      const { subjectId, action, limit = 50, cursor } = request.query;
-      const page = await deps.audit.auditPage({
-        ...(subjectId ? { subjectId } : {}),
-        ...(action ? { action } : {}),
-        ...(cursor ? { before: decodeCursor(cursor) } : {}),
-        limit,
-      });
-      return {
-        items: page.items.map((e) => ({ ...e, createdAt: e.createdAt.toISOString() })),
-        nextCursor: page.next ? encodeCursor(page.next) : null,
-      };
-    },
-  );
 }

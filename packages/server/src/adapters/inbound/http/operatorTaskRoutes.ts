@@ -7,9 +7,10 @@ import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import { type BulkJobDeps, getBulkJob, startBulkJob } from '../../../core/operations/bulkJobs.ts';
 import type { BulkAction, BulkJobRecord, BulkTaskFilter } from '../../../core/operations/ports.ts';
+import { AppError } from '../../../core/shared/errors.ts';
 import type { CorrectionRequest } from '../../../core/tasks/correction.ts';
 import { type CorrectDeps, correctTask } from '../../../core/tasks/correctTask.ts';
-import { requireAdmin } from './auth.ts';
+import { actorOfRequest, type OperatorGate, reachOf, requireTaskRole, seesTenant } from './operatorAuth.ts';
 import { requireIdempotencyKey } from './problems.ts';
 import { IdempotencyKeyHeader, problemResponses, Uuid } from './schemas.ts';
 
@@ -66,14 +67,16 @@ const jobView = (job: BulkJobRecord) => ({
   finishedAt: job.finishedAt?.toISOString() ?? null,
 });
 
-/** The admin token names nobody yet: every operator action is the operator's. */
-const actor = 'operator';
-
 export function registerOperatorTaskRoutes(
   app: FastifyInstance,
-  deps: { adminToken: string; jobs: BulkJobDeps; correct: CorrectDeps },
+  deps: {
+    gate: OperatorGate;
+    taskTenant: (taskId: string) => Promise<string | null>;
+    jobs: BulkJobDeps;
+    correct: CorrectDeps;
+  },
 ): void {
-  const onRequest = requireAdmin(deps.adminToken);
+  const onRequest = deps.gate('operator', 'tenants');
   const security = [{ adminToken: [] }];
   const tags = ['admin'];
 
@@ -102,7 +105,9 @@ export function registerOperatorTaskRoutes(
           action,
           request.headers['idempotency-key']!,
           request.body,
-          actor,
+          actorOfRequest(request),
+          // A tenant-scoped operator's job matches their tenants' tasks only.
+          reachOf(request, 'operator'),
         );
         if (replayed) reply.header('idempotent-replayed', 'true');
         return reply.code(202).header('location', `/admin/v1/jobs/${job.id}`).send({ jobId: job.id });
@@ -125,7 +130,7 @@ export function registerOperatorTaskRoutes(
   app.get<{ Params: { id: string } }>(
     '/admin/v1/jobs/:id',
     {
-      onRequest,
+      onRequest: deps.gate('viewer', 'tenants'),
       schema: {
         tags,
         security,
@@ -134,7 +139,14 @@ export function registerOperatorTaskRoutes(
         response: { 200: JobView, ...problemResponses },
       },
     },
-    async (request) => jobView(await getBulkJob(deps.jobs, request.params.id)),
+    async (request) => {
+      const job = await getBulkJob(deps.jobs, request.params.id);
+      // A job that may touch a tenant the caller does not see is not theirs to read.
+      const reach = reachOf(request);
+      if (reach !== 'all' && (job.tenantIds === null || !job.tenantIds.every((t) => seesTenant(reach, t))))
+        throw new AppError('JOB_NOT_FOUND', `job ${request.params.id} does not exist`);
+      return jobView(job);
+    },
   );
 
   app.post<{ Params: { id: string }; Body: CorrectionRequest }>(
@@ -169,6 +181,9 @@ export function registerOperatorTaskRoutes(
         },
       },
     },
-    async (request) => correctTask(deps.correct, request.params.id, request.body, actor),
+    async (request) => {
+      await requireTaskRole(request, 'operator', request.params.id, deps.taskTenant);
+      return correctTask(deps.correct, request.params.id, request.body, actorOfRequest(request));
+    },
   );
 }

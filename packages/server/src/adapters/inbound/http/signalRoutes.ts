@@ -7,13 +7,15 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import { Type } from 'typebox';
 import type { ApiKeyAuthenticator } from '../../../core/identity/authenticate.ts';
 import { type SignalDeps, type SignalSender, sendSignal } from '../../../core/orchestration/kinds/signal.ts';
-import { principalOf, requireAdmin, requireApplication } from './auth.ts';
+import { principalOf, requireApplication } from './auth.ts';
+import { actorOfRequest, type OperatorGate, requireTaskRole } from './operatorAuth.ts';
 import { requireIdempotencyKey } from './problems.ts';
 import { emptyBodyAsObject, IdempotencyKeyHeader, problemResponses, Uuid } from './schemas.ts';
 
 export interface SignalRouteDeps {
   authenticator: ApiKeyAuthenticator;
-  adminToken: string;
+  gate: OperatorGate;
+  taskTenant: (taskId: string) => Promise<string | null>;
   signals: SignalDeps;
 }
 
@@ -77,16 +79,24 @@ export function registerSignalRoutes(app: FastifyInstance, deps: SignalRouteDeps
   app.post<SignalRoute<OperatorSignalRequest>>(
     '/admin/v1/tasks/:id/signals/:name',
     {
-      onRequest: requireAdmin(deps.adminToken),
+      onRequest: deps.gate('operator', 'tenants'),
       preValidation,
       schema: {
         tags: ['admin'],
         summary: 'Send a signal to a task as the operator, with a reason',
-        description: `${description} The reason is kept with the fact (producer \`operator\`) and shown in the timeline.`,
+        description: `${description} The reason is kept with the fact (producer \`operator:<name>\`), shown in the timeline, and audited. Needs the operator role for the task's tenant.`,
         security: [{ adminToken: [] }],
         ...schema(OperatorSignalRequest),
       },
     },
-    (request, reply) => send(deps.signals, { kind: 'operator', reason: request.body.reason }, request, reply),
+    async (request, reply) => {
+      await requireTaskRole(request, 'operator', request.params.id, deps.taskTenant);
+      return send(
+        deps.signals,
+        { kind: 'operator', reason: request.body.reason, actor: actorOfRequest(request) },
+        request,
+        reply,
+      );
+    },
   );
 }

@@ -7,8 +7,9 @@ import { Type } from 'typebox';
 import type { ApiKeyAuthenticator } from '../../../core/identity/authenticate.ts';
 import type { IdentityAuditRecord, IdentityStore } from '../../../core/identity/ports.ts';
 import { setTenantWideApplications, tenantUserView } from '../../../core/identity/tenants.ts';
+import { AppError } from '../../../core/shared/errors.ts';
 import type { Clock, IdGenerator } from '../../../core/shared/ports.ts';
-import { requireAdmin } from './auth.ts';
+import { type OperatorGate, operatorOf, requireTenantRole } from './operatorAuth.ts';
 import { problemResponses, Uuid } from './schemas.ts';
 
 const ApplicationIds = Type.Array(Uuid, { maxItems: 1000, uniqueItems: true });
@@ -39,12 +40,13 @@ const view = (setting: { tenantWideApplicationIds: string[]; audit: IdentityAudi
 export function registerUserViewRoutes(
   app: FastifyInstance,
   deps: {
-    adminToken: string;
+    gate: OperatorGate;
     identity: { store: IdentityStore; clock: Clock; ids: IdGenerator };
     authenticator: ApiKeyAuthenticator;
   },
 ): void {
-  const onRequest = requireAdmin(deps.adminToken);
+  const tenant = (tenantId: string) => () =>
+    new AppError('TENANT_NOT_FOUND', `tenant ${tenantId} does not exist`);
   const security = [{ adminToken: [] }];
   const tags = ['admin'];
   const params = Type.Object({ tenantId: Uuid });
@@ -52,7 +54,7 @@ export function registerUserViewRoutes(
   app.get<{ Params: { tenantId: string } }>(
     '/admin/v1/tenants/:tenantId/user-view',
     {
-      onRequest,
+      onRequest: deps.gate('viewer', 'tenants'),
       schema: {
         tags,
         security,
@@ -61,13 +63,16 @@ export function registerUserViewRoutes(
         response: { 200: UserViewSetting, ...problemResponses },
       },
     },
-    async (request) => view(await tenantUserView(deps.identity, request.params.tenantId)),
+    async (request) => {
+      requireTenantRole(request, 'viewer', request.params.tenantId, tenant(request.params.tenantId));
+      return view(await tenantUserView(deps.identity, request.params.tenantId));
+    },
   );
 
   app.put<{ Params: { tenantId: string }; Body: { tenantWideApplicationIds: string[] } }>(
     '/admin/v1/tenants/:tenantId/user-view',
     {
-      onRequest,
+      onRequest: deps.gate('admin', 'tenants'),
       schema: {
         tags,
         security,
@@ -81,11 +86,12 @@ export function registerUserViewRoutes(
       },
     },
     async (request) => {
+      requireTenantRole(request, 'admin', request.params.tenantId, tenant(request.params.tenantId));
       const setting = await setTenantWideApplications(
         deps.identity,
         request.params.tenantId,
         request.body.tenantWideApplicationIds,
-        'admin',
+        operatorOf(request).displayName,
       );
       // Cached keys carry the old view.
       deps.authenticator.forget();

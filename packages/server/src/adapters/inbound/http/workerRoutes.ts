@@ -11,8 +11,8 @@ import {
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import type { GrantDeps } from '../../../core/grants/grants.ts';
-import { tokensEqual } from '../../../core/identity/apiKeys.ts';
 import type { ApiKeyAuthenticator } from '../../../core/identity/authenticate.ts';
+import { tenantReach } from '../../../core/identity/operatorAccess.ts';
 import type { Revocations } from '../../../core/identity/ports.ts';
 import { AppError } from '../../../core/shared/errors.ts';
 import type { StatusDeps } from '../../../core/status/deps.ts';
@@ -27,7 +27,7 @@ import {
   type WorkerDeps,
 } from '../../../core/workers/workers.ts';
 import { reportWorkerEvents } from '../reportCommands.ts';
-import { requireAdmin } from './auth.ts';
+import { actorOfRequest, type OperatorAuthenticate, type OperatorGate } from './operatorAuth.ts';
 import type { RateLimits } from './rateLimits.ts';
 import { emptyBodyAsObject, eventStream, problemResponses, Uuid } from './schemas.ts';
 import { logReportedEvents } from './taskLogs.ts';
@@ -45,7 +45,8 @@ export function registerWorkerRoutes(
     workerDrain: DrainWorkerDeps;
     grants: GrantDeps;
     hub: CommandHub;
-    adminToken: string;
+    /** The operators' gate, and who a bearer token names (the fleet list takes operators too). */
+    operators: { gate: OperatorGate; bearer: OperatorAuthenticate };
     authenticator: ApiKeyAuthenticator;
     keepAliveMs: number;
     /** An unacknowledged command is sent again after this long. */
@@ -87,12 +88,12 @@ export function registerWorkerRoutes(
   app.post<{ Body: { label?: string } }>(
     '/admin/v1/worker-credentials',
     {
-      onRequest: requireAdmin(deps.adminToken),
+      onRequest: deps.operators.gate('admin', 'platform'),
       preValidation: emptyBodyAsObject,
       schema: {
         tags: ['admin'],
         security: [{ adminToken: [] }],
-        summary: 'Issue a worker key (shown once)',
+        summary: 'Issue a worker key (platform-wide admin) (shown once)',
         body: Type.Object(
           { label: Type.Optional(Type.String({ maxLength: 200 })) },
           { additionalProperties: false },
@@ -107,11 +108,11 @@ export function registerWorkerRoutes(
   app.delete<{ Params: { id: string } }>(
     '/admin/v1/worker-credentials/:id',
     {
-      onRequest: requireAdmin(deps.adminToken),
+      onRequest: deps.operators.gate('admin', 'platform'),
       schema: {
         tags: ['admin'],
         security: [{ adminToken: [] }],
-        summary: 'Revoke a worker key now',
+        summary: 'Revoke a worker key now (platform-wide admin)',
         description:
           "Every replica forgets it at once: the key's command streams end and its next request is 401.",
         params: Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) }),
@@ -135,11 +136,11 @@ export function registerWorkerRoutes(
   }>(
     '/admin/v1/nodes/:id',
     {
-      onRequest: requireAdmin(deps.adminToken),
+      onRequest: deps.operators.gate('admin', 'platform'),
       schema: {
         tags: ['admin'],
         security: [{ adminToken: [] }],
-        summary: "Set a node's trusted labels, group or weight",
+        summary: "Set a node's trusted labels, group or weight (platform-wide admin)",
         description:
           'Its management status is changed only by `:cordon`, `:uncordon` and `:drain`, each with a reason and audited; a body with `status` is refused.',
         params: Type.Object({ id: Type.String({ minLength: 1, maxLength: 200 }) }),
@@ -167,12 +168,12 @@ export function registerWorkerRoutes(
   app.post<{ Params: { id: string }; Body: { reason: string } }>(
     '/admin/v1/workers/:id(^[0-9a-fA-F-]{36})::drain',
     {
-      onRequest: requireAdmin(deps.adminToken),
+      onRequest: deps.operators.gate('operator', 'platform'),
       preValidation: emptyBodyAsObject,
       schema: {
         tags: ['admin'],
         security: [{ adminToken: [] }],
-        summary: 'Drain a worker session, with a reason (audited)',
+        summary: 'Drain a worker session, with a reason (platform-wide operator; audited)',
         description:
           'The session is placed on no more and gets a DRAIN command: the worker finishes its running attempts, takes nothing new and exits. The reason is kept in the operator audit with the action.',
         params: Type.Object({ id: Uuid }),
@@ -191,7 +192,7 @@ export function registerWorkerRoutes(
         await drainWorkerSession(deps.workerDrain, {
           workerId: request.params.id,
           reason: request.body.reason,
-          actor: 'operator',
+          actor: actorOfRequest(request),
         }),
       ),
   );
@@ -250,9 +251,9 @@ export function registerWorkerRoutes(
         tags,
         security: [{ apiKey: [] }, { adminToken: [] }],
         summary:
-          'Worker sessions with capabilities, labels, state and heartbeat age (API key or admin token)',
+          'Worker sessions with capabilities, labels, state and heartbeat age (API key or operator token)',
         description:
-          "With an API key, only the workers that serve the key's tenant: those offering a capability (name and version) that a step of one of its published workflows runs. The admin token sees the whole fleet.",
+          "With an API key, only the workers that serve the key's tenant: those offering a capability (name and version) that a step of one of its published workflows runs. An operator sees the workers serving the tenants they reach; a platform-wide one, the whole fleet.",
         response: {
           200: Type.Array(
             Type.Object(
@@ -265,9 +266,19 @@ export function registerWorkerRoutes(
     },
     async (request) => {
       const token = bearer(request);
-      if (token && tokensEqual(token, deps.adminToken)) return listWorkerViews(deps.workers);
+      const operator = token && !token.startsWith('tdp_') ? await deps.operators.bearer(request) : null;
+      if (operator) {
+        const reach = tenantReach(operator, 'viewer');
+        if (reach === 'all') return listWorkerViews(deps.workers);
+        // A tenant's operator sees the workers that can run their tenants' steps, as its applications do.
+        const seen = new Map<string, Awaited<ReturnType<typeof listWorkerViews>>[number]>();
+        for (const tenantId of reach)
+          for (const worker of await listWorkerViews(deps.workers, { servingTenant: tenantId }))
+            seen.set(worker.id, worker);
+        return [...seen.values()];
+      }
       const principal = token ? await deps.authenticator.authenticate(token) : null;
-      if (!principal) throw new AppError('UNAUTHENTICATED', 'send an API key or the admin token');
+      if (!principal) throw new AppError('UNAUTHENTICATED', 'send an API key or an operator token');
       // The fleet is the operator's: an application sees the workers that can run its tenant's steps.
       return listWorkerViews(deps.workers, { servingTenant: principal.tenantId });
     },

@@ -16,6 +16,7 @@ interface JobRow {
   idempotency_key: string;
   request_hash: string;
   filter: BulkTaskFilter;
+  tenant_ids: string[] | null;
   reason: string;
   actor: string;
   status: BulkJobRecord['status'];
@@ -35,6 +36,7 @@ const toJob = (r: JobRow): BulkJobRecord => ({
   idempotencyKey: r.idempotency_key,
   requestHash: r.request_hash,
   filter: r.filter,
+  tenantIds: r.tenant_ids,
   reason: r.reason,
   actor: r.actor,
   status: r.status,
@@ -48,7 +50,7 @@ const toJob = (r: JobRow): BulkJobRecord => ({
   finishedAt: r.finished_at,
 });
 
-const jobColumns = `id, action, idempotency_key, request_hash, filter, reason, actor, status, matched, done,
+const jobColumns = `id, action, idempotency_key, request_hash, filter, tenant_ids, reason, actor, status, matched, done,
   failed, skipped, cursor, created_at, updated_at, finished_at`;
 
 export class PostgresBulkJobStore implements BulkJobStore {
@@ -59,10 +61,10 @@ export class PostgresBulkJobStore implements BulkJobStore {
     try {
       return await this.sql.begin(async (tx) => {
         await tx`
-          INSERT INTO bulk_job (id, action, idempotency_key, request_hash, filter, reason, actor, status,
-                                matched, created_at, updated_at)
+          INSERT INTO bulk_job (id, action, idempotency_key, request_hash, filter, tenant_ids, reason, actor,
+                                status, matched, created_at, updated_at)
           VALUES (${job.id}, ${job.action}, ${job.idempotencyKey}, ${job.requestHash}, ${tx.json(f as never)},
-                  ${job.reason}, ${job.actor}, 'RUNNING', 0, ${job.createdAt}, ${job.createdAt})`;
+                  ${job.tenantIds}::uuid[], ${job.reason}, ${job.actor}, 'RUNNING', 0, ${job.createdAt}, ${job.createdAt})`;
         // The tasks that match now, oldest first; one more than the limit says the filter is too broad.
         const [counted] = await tx<{ matched: number }[]>`
           WITH picked AS (
@@ -73,6 +75,7 @@ export class PostgresBulkJobStore implements BulkJobStore {
               AND (${f.workflowName ?? null}::text IS NULL OR workflow_name = ${f.workflowName ?? null})
               AND (${f.createdFrom ?? null}::timestamptz IS NULL OR created_at >= ${f.createdFrom ?? null}::timestamptz)
               AND (${f.createdTo ?? null}::timestamptz IS NULL OR created_at < ${f.createdTo ?? null}::timestamptz)
+              AND (${job.tenantIds}::uuid[] IS NULL OR tenant_id = ANY(${job.tenantIds}::uuid[]))
             ORDER BY created_at, id
             LIMIT ${limit + 1}
           ), frozen AS (

@@ -16,10 +16,12 @@ export class PostgresChartReads implements ChartReads, MetricSamples {
 
   /**
    * One statement: the window's buckets, each with the tasks created, finished and started in it
-   * (date_bin over the task table's time indexes) and the highest gauge sampled in it.
+   * (date_bin over the task table's time indexes) and the highest gauge sampled in it. Counted over
+   * `tenants` only when named; the gauges are the platform's, so a tenant's reader gets none.
    */
-  async buckets(window: ChartWindow): Promise<ChartBucket[]> {
+  async buckets(window: ChartWindow, tenants: 'all' | string[]): Promise<ChartBucket[]> {
     const { first, end } = window;
+    const only = tenants === 'all' ? null : tenants;
     const bucket = `${window.bucketSeconds} seconds`;
     const last = new Date(end.getTime() - window.bucketSeconds * 1000);
     const rows = await this.sql`
@@ -28,16 +30,19 @@ export class PostgresChartReads implements ChartReads, MetricSamples {
       ), created AS (
         SELECT date_bin(${bucket}::interval, created_at, ${origin}) AS at, count(*)::int AS n
         FROM task WHERE created_at >= ${first} AND created_at < ${end}
+          AND (${only}::uuid[] IS NULL OR tenant_id = ANY(${only}::uuid[]))
         GROUP BY 1
       ), finished AS (
         SELECT date_bin(${bucket}::interval, finished_at, ${origin}) AS at, count(*)::int AS n
         FROM task WHERE finished_at >= ${first} AND finished_at < ${end}
+          AND (${only}::uuid[] IS NULL OR tenant_id = ANY(${only}::uuid[]))
         GROUP BY 1
       ), started AS (
         SELECT date_bin(${bucket}::interval, started_at, ${origin}) AS at,
                percentile_cont(0.5) WITHIN GROUP (ORDER BY started_at - created_at) AS p50,
                percentile_cont(0.99) WITHIN GROUP (ORDER BY started_at - created_at) AS p99
         FROM task WHERE started_at >= ${first} AND started_at < ${end}
+          AND (${only}::uuid[] IS NULL OR tenant_id = ANY(${only}::uuid[]))
         GROUP BY 1
       ), sampled AS (
         SELECT date_bin(${bucket}::interval, minute, ${origin}) AS at,
@@ -49,7 +54,7 @@ export class PostgresChartReads implements ChartReads, MetricSamples {
                max(relay_dead) AS relay_dead,
                max(callback_backlog) AS callback_backlog, max(callback_oldest_age_ms) AS callback_oldest_age_ms,
                max(callback_dead) AS callback_dead
-        FROM metric_sample WHERE minute >= ${first} AND minute < ${end}
+        FROM metric_sample WHERE minute >= ${first} AND minute < ${end} AND ${only}::uuid[] IS NULL
         GROUP BY 1
       )
       SELECT b.at, coalesce(c.n, 0) AS created, coalesce(f.n, 0) AS finished,

@@ -1,4 +1,7 @@
-/** The operator dashboard's reads: tasks, attempts, queued steps and definitions, across tenants. */
+/**
+ * The operator dashboard's reads: tasks, attempts, queued steps and definitions, across the tenants
+ * the reader sees.
+ */
 import type {
   DashboardAttemptRow,
   DashboardQueuedStep,
@@ -16,6 +19,8 @@ export class PostgresDashboardReads implements DashboardReads {
   async tasks(filter: DashboardTaskFilter): Promise<DashboardTaskPage> {
     const { status, applicationId, workflow, limit } = filter;
     const sql = this.sql;
+    const only = filter.tenants === 'all' ? null : filter.tenants;
+    const byTenant = only ? sql`AND t.tenant_id = ANY(${only}::uuid[])` : sql``;
     const byApplication = applicationId ? sql`AND t.application_id = ${applicationId}` : sql``;
     const byWorkflow = workflow ? sql`AND t.workflow_name = ${workflow}` : sql``;
     const byStatus = status ? sql`AND t.lifecycle_status = ${status}` : sql``;
@@ -27,16 +32,18 @@ export class PostgresDashboardReads implements DashboardReads {
           FROM task t
           JOIN execution e ON e.id = t.current_execution_id
           JOIN application a ON a.id = t.application_id
-          WHERE true ${byApplication} ${byWorkflow} ${byStatus}
+          WHERE true ${byTenant} ${byApplication} ${byWorkflow} ${byStatus}
           ORDER BY t.id DESC
           LIMIT ${limit}`,
       sql<{ lifecycle_status: string; n: number }[]>`
           SELECT t.lifecycle_status, count(*)::int AS n FROM task t
-          WHERE true ${byApplication} ${byWorkflow}
+          WHERE true ${byTenant} ${byApplication} ${byWorkflow}
           GROUP BY t.lifecycle_status`,
-      sql`SELECT id, name, tenant_id FROM application ORDER BY name`,
+      sql`SELECT id, name, tenant_id FROM application
+          WHERE ${only}::uuid[] IS NULL OR tenant_id = ANY(${only}::uuid[]) ORDER BY name`,
       sql<{ workflow_name: string }[]>`
-          SELECT DISTINCT name AS workflow_name FROM workflow_definition ORDER BY name`,
+          SELECT DISTINCT name AS workflow_name FROM workflow_definition
+          WHERE ${only}::uuid[] IS NULL OR tenant_id = ANY(${only}::uuid[]) ORDER BY name`,
     ]);
     return {
       items: items.map((t) => ({
@@ -121,10 +128,12 @@ export class PostgresDashboardReads implements DashboardReads {
     };
   }
 
-  async workflowDefinitions(): Promise<DashboardWorkflowDefinition[]> {
+  async workflowDefinitions(tenants: 'all' | string[]): Promise<DashboardWorkflowDefinition[]> {
+    const only = tenants === 'all' ? null : tenants;
     const rows = await this.sql`
       SELECT d.id, d.name, d.version, d.steps, d.published_at, t.name AS tenant_name
       FROM workflow_definition d JOIN tenant t ON t.id = d.tenant_id
+      WHERE ${only}::uuid[] IS NULL OR d.tenant_id = ANY(${only}::uuid[])
       ORDER BY d.name, d.published_at DESC`;
     return rows.map((d) => ({
       id: d.id,

@@ -3,20 +3,30 @@
  * written with its audit record in one transaction.
  */
 import type { WorkerCommandRecord } from '../../../core/facts/records.ts';
-import type { AuditPage, AuditQuery, OperatorAudit } from '../../../core/operations/ports.ts';
+import type {
+  AuditPage,
+  AuditQuery,
+  OperatorAudit,
+  OperatorAuditLog,
+} from '../../../core/operations/ports.ts';
 import type {
   DrainOutcome,
   OperatorAuditRecord,
   OperatorWorkerStore,
   StatusChange,
 } from '../../../core/workers/ports.ts';
+import { auditRow } from './auditTables.ts';
 import type { Queryable, Sql, TxSql } from './database.ts';
 
 export async function insertAudit(tx: Queryable, audit: OperatorAuditRecord): Promise<void> {
+  const row = auditRow(audit);
   await tx`
-    INSERT INTO operator_audit (id, action, subject_id, actor, reason, details, created_at)
-    VALUES (${audit.id}, ${audit.action}, ${audit.subjectId}, ${audit.actor}, ${audit.reason},
-            ${tx.json(audit.details as never)}, ${audit.createdAt})`;
+    INSERT INTO operator_audit (id, action, subject_id, actor, reason, details, operator_id, session_id,
+                                tenant_id, task_id, before, after, created_at)
+    VALUES (${row.id}, ${row.action}, ${row.subject_id}, ${row.actor}, ${row.reason},
+            ${tx.json(row.details as never)}, ${row.operator_id}, ${row.session_id}, ${row.tenant_id},
+            ${row.task_id}, ${row.before === null ? null : tx.json(row.before as never)},
+            ${row.after === null ? null : tx.json(row.after as never)}, ${row.created_at})`;
 }
 
 /**
@@ -58,8 +68,12 @@ async function repeatOf(tx: TxSql, audit: OperatorAuditRecord): Promise<StatusCh
   return { auditId: audit.id, repeated: false };
 }
 
-export class PostgresOperatorStore implements OperatorWorkerStore, OperatorAudit {
+export class PostgresOperatorStore implements OperatorWorkerStore, OperatorAudit, OperatorAuditLog {
   constructor(private readonly sql: Sql) {}
+
+  async record(audit: OperatorAuditRecord): Promise<void> {
+    await insertAudit(this.sql, audit);
+  }
 
   async drainNode(
     nodeId: string,
@@ -119,34 +133,26 @@ export class PostgresOperatorStore implements OperatorWorkerStore, OperatorAudit
   }
 
   async auditPage(query: AuditQuery): Promise<AuditPage> {
-    // Newest first; the cursor is the last row's (created_at, id), so a page never repeats or skips.
-    const rows = await this.sql<
-      {
-        id: string;
-        action: string;
-        subject_id: string;
-        actor: string;
-        reason: string;
-        details: Record<string, unknown>;
-        created_at: Date;
-      }[]
-    >`
-      SELECT id, action, subject_id, actor, reason, details, created_at FROM operator_audit
+    // Newest first; the cursor is the last row's (created_at, id), so a page never repeats or skips. A
+    // caller who reaches some tenants only sees the rows of those tenants.
+    const tenants = query.tenants === 'all' ? null : query.tenants;
+    const rows = await this.sql<AuditRow[]>`
+      SELECT id, action, subject_id, actor, reason, details, operator_id, session_id, tenant_id, task_id,
+             before, after, created_at
+      FROM operator_audit
       WHERE (${query.subjectId ?? null}::text IS NULL OR subject_id = ${query.subjectId ?? null})
         AND (${query.action ?? null}::text IS NULL OR action = ${query.action ?? null})
+        AND (${query.operatorId ?? null}::uuid IS NULL OR operator_id = ${query.operatorId ?? null})
+        AND (${query.tenantId ?? null}::uuid IS NULL OR tenant_id = ${query.tenantId ?? null})
+        AND (${query.taskId ?? null}::uuid IS NULL OR task_id = ${query.taskId ?? null})
+        AND (${query.from ?? null}::timestamptz IS NULL OR created_at >= ${query.from ?? null})
+        AND (${query.to ?? null}::timestamptz IS NULL OR created_at < ${query.to ?? null})
+        AND (${tenants}::uuid[] IS NULL OR tenant_id = ANY(${tenants}::uuid[]))
         AND (${query.before?.createdAt ?? null}::timestamptz IS NULL
              OR (created_at, id) < (${query.before?.createdAt ?? null}::timestamptz, ${query.before?.id ?? null}::uuid))
       ORDER BY created_at DESC, id DESC
       LIMIT ${query.limit + 1}`;
-    const items = rows.slice(0, query.limit).map((r) => ({
-      id: r.id,
-      action: r.action,
-      subjectId: r.subject_id,
-      actor: r.actor,
-      reason: r.reason,
-      details: r.details,
-      createdAt: r.created_at,
-    }));
+    const items = rows.slice(0, query.limit).map(auditRecordOf);
     const last = items.at(-1);
     return {
       items,
@@ -154,3 +160,33 @@ export class PostgresOperatorStore implements OperatorWorkerStore, OperatorAudit
     };
   }
 }
+
+interface AuditRow {
+  id: string;
+  action: string;
+  subject_id: string;
+  actor: string;
+  reason: string;
+  details: Record<string, unknown>;
+  operator_id: string | null;
+  session_id: string | null;
+  tenant_id: string | null;
+  task_id: string | null;
+  before: unknown;
+  after: unknown;
+  created_at: Date;
+}
+
+const auditRecordOf = (r: AuditRow): OperatorAuditRecord => ({
+  id: r.id,
+  action: r.action,
+  subjectId: r.subject_id,
+  actor: { operatorId: r.operator_id, name: r.actor, credentialId: r.session_id },
+  reason: r.reason,
+  details: r.details,
+  tenantId: r.tenant_id,
+  taskId: r.task_id,
+  before: r.before,
+  after: r.after,
+  createdAt: r.created_at,
+});

@@ -20,6 +20,7 @@ import type {
 } from '@tdp/protocol';
 import type { JsonSchemaValidator } from '../../definitions/ports.ts';
 import { isTerminal } from '../../facts/execution.ts';
+import { operatorNamed, operatorProducer, operatorTaskActions } from '../../facts/operatorActor.ts';
 import type { StepDecisionRecord, StepRecord, TaskState } from '../../facts/records.ts';
 import { type FactSession, inFactTransaction } from '../../facts/session.ts';
 import { taskAfterStepChange } from '../../facts/stateMachine.ts';
@@ -262,8 +263,12 @@ async function record(
     {
       id: row.id,
       type: 'APPROVAL_DECIDED',
-      producer: decider.kind === 'operator' ? 'operator' : `user:${decider.userId}`,
-      payload: { ...entry, outcome },
+      producer: decider.kind === 'operator' ? operatorProducer(decider.actor) : `user:${decider.userId}`,
+      payload: {
+        ...entry,
+        outcome,
+        ...(decider.kind === 'operator' ? { operator: operatorNamed(decider.actor) } : {}),
+      },
       occurredAt: now,
       receivedAt: now,
       stepKey: step.key,
@@ -282,11 +287,30 @@ async function record(
             deps.ids,
             after,
             'APPROVAL_DECIDED',
-            `${entry.decidedBy} decided ${request.decision} on step ${step.key}${decider.kind === 'operator' ? ` (reason: ${decider.reason})` : ''}`,
+            `${decider.kind === 'operator' ? `operator ${decider.actor.name}` : entry.decidedBy} decided ${request.decision} on step ${step.key}${decider.kind === 'operator' ? ` (reason: ${decider.reason})` : ''}`,
             { stepId: step.key, decidedBy: entry.decidedBy, decision: request.decision, outcome },
             now,
           ),
         ],
+        ...(decider.kind === 'operator'
+          ? {
+              operatorAudit: [
+                {
+                  id: deps.ids.newId(),
+                  action: operatorTaskActions.approval,
+                  subjectId: before.task.id,
+                  actor: decider.actor,
+                  reason: decider.reason,
+                  details: { stepKey: step.key, decision: request.decision, outcome },
+                  tenantId: before.task.tenantId,
+                  taskId: before.task.id,
+                  before: { stepStatus: step.status },
+                  after: { decision: request.decision, outcome },
+                  createdAt: now,
+                },
+              ],
+            }
+          : {}),
       },
     },
   );

@@ -4,13 +4,13 @@
  */
 import type { ApprovalDecision, ApprovalOptions } from '@tdp/protocol';
 import { aclChannel, channels, summaryChannels } from '../../facts/projections.ts';
-import type { AclEntry, TaskState } from '../../facts/records.ts';
+import type { AclEntry, OperatorActor, TaskState } from '../../facts/records.ts';
 import { type Refusal, refuse } from '../../facts/stateMachine.ts';
 
 /** Who asks to decide: a user (from a user token) or the operator (dashboard or admin API). */
 export type Decider =
   | { kind: 'user'; userId: string; roles: string[]; projects: string[] }
-  | { kind: 'operator'; reason: string };
+  | { kind: 'operator'; reason: string; actor: OperatorActor };
 
 const operatorKey = 'operator';
 

@@ -7,7 +7,8 @@
 import type { SignalSent, StepDefinition } from '@tdp/protocol';
 import type { JsonSchemaValidator } from '../../definitions/ports.ts';
 import { isTerminal } from '../../facts/execution.ts';
-import type { StepRecord, TaskState } from '../../facts/records.ts';
+import { operatorNamed, operatorProducer, operatorTaskActions } from '../../facts/operatorActor.ts';
+import type { OperatorActor, StepRecord, TaskState } from '../../facts/records.ts';
 import { type FactDeps, type FactSession, inFactTransaction } from '../../facts/session.ts';
 import type { ApplicationPrincipal } from '../../identity/ports.ts';
 import { fingerprint } from '../../shared/canonicalJson.ts';
@@ -91,10 +92,13 @@ function signalled(
 /** Who sends a signal: an application (to its own tasks), or the operator (to any, with a reason). */
 export type SignalSender =
   | { kind: 'application'; principal: ApplicationPrincipal }
-  | { kind: 'operator'; reason: string };
+  | { kind: 'operator'; reason: string; actor: OperatorActor };
 
+/** Whose idempotency keys a signal's key is among: the application's, or the operators' (one space). */
 const senderKey = (sender: SignalSender) =>
   sender.kind === 'operator' ? 'operator' : `application:${sender.principal.applicationId}`;
+const producerOf = (sender: SignalSender) =>
+  sender.kind === 'operator' ? operatorProducer(sender.actor) : senderKey(sender);
 
 export interface SignalDeps extends FactDeps, ConsequenceDeps {
   schemas: JsonSchemaValidator;
@@ -203,10 +207,27 @@ export async function sendSignal(
       responseBody: body,
       createdAt: now,
     };
+    // The operator's signal is audited with the fact that records it.
+    const operatorAudit =
+      sender.kind === 'operator'
+        ? [
+            {
+              id: deps.ids.newId(),
+              action: operatorTaskActions.signal,
+              subjectId: request.taskId,
+              actor: sender.actor,
+              reason: sender.reason,
+              details: { signalId, name: request.name, consumedByStep: waiting?.key ?? null },
+              tenantId: before.task.tenantId,
+              taskId: request.taskId,
+              createdAt: now,
+            },
+          ]
+        : [];
     if (waiting) {
-      const from = `the signal ${request.name}${reason ? ` from the operator (reason: ${reason})` : ''}`;
-      await signalled(deps, session, before, waiting, request.payload, from, owner);
-      await session.write({ idempotency });
+      const from = `the signal ${request.name}${sender.kind === 'operator' ? ` from operator ${sender.actor.name} (reason: ${sender.reason})` : ''}`;
+      await signalled(deps, session, before, waiting, request.payload, from, producerOf(sender));
+      await session.write({ idempotency, operatorAudit });
     } else {
       // Kept for the step; the task's log records its arrival.
       const after: TaskState = {
@@ -219,12 +240,16 @@ export async function sendSignal(
         {
           id: deps.ids.newId(),
           type: 'SIGNAL_RECEIVED',
-          producer: owner,
-          payload: { signalId, name: request.name, ...(reason ? { reason } : {}) },
+          producer: producerOf(sender),
+          payload: {
+            signalId,
+            name: request.name,
+            ...(sender.kind === 'operator' ? { reason, operator: operatorNamed(sender.actor) } : {}),
+          },
           occurredAt: now,
           receivedAt: now,
         },
-        { write: { task: after.task, idempotency } },
+        { write: { task: after.task, idempotency, operatorAudit } },
       );
     }
     return { status: 202, body };

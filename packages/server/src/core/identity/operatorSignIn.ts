@@ -1,0 +1,94 @@
+/**
+ * Signing an operator in: with their email and password, or through the organisation's OpenID
+ * provider. Either way the answer is a new server-side session (operatorSessions.ts). A wrong password,
+ * an unknown address and a disabled account are refused alike, in about the same time, so the answer
+ * does not tell which accounts exist.
+ */
+import { AppError } from '../shared/errors.ts';
+import type { RoleBinding } from './operatorAccess.ts';
+import { type OpenedSession, type OperatorSessionDeps, openOperatorSession } from './operatorSessions.ts';
+import { normalEmail, type OperatorDeps, type OperatorRecord } from './operators.ts';
+
+export interface SignInDeps {
+  operators: OperatorDeps;
+  sessions: OperatorSessionDeps;
+}
+
+/** What the OpenID provider vouched for. */
+export interface SsoIdentity {
+  issuer: string;
+  subject: string;
+  email: string | null;
+  name: string | null;
+  groups: string[];
+}
+
+const refused = () =>
+  new AppError('UNAUTHENTICATED', 'that email and password do not match an active operator');
+
+export async function signInWithPassword(
+  deps: SignInDeps,
+  email: string,
+  password: string,
+): Promise<OpenedSession> {
+  const operator = await deps.operators.store.byEmail(normalEmail(email));
+  if (!operator?.passwordHash) {
+    await deps.operators.passwords.verifyNothing(password);
+    throw refused();
+  }
+  const matches = await deps.operators.passwords.verify(operator.passwordHash, password);
+  if (!matches || operator.status !== 'ACTIVE') throw refused();
+  return openOperatorSession(deps.sessions, { operatorId: operator.id, method: 'password' });
+}
+
+/**
+ * Signs in the operator the provider vouched for: the account linked to that provider's subject, or
+ * else the account with that email (linked now), or else a new account. Its SSO roles are set anew
+ * from the groups; someone whom no group (and no role an admin gave) lets in is refused.
+ */
+export async function signInWithSso(
+  deps: SignInDeps,
+  identity: SsoIdentity,
+  ssoRoles: RoleBinding[],
+): Promise<OpenedSession> {
+  const subject = `${identity.issuer} ${identity.subject}`;
+  const email = identity.email ? normalEmail(identity.email) : null;
+  let operator: OperatorRecord | null =
+    (await deps.operators.store.bySsoSubject(subject)) ??
+    (email ? await deps.operators.store.byEmail(email) : null);
+  if (operator && operator.ssoSubject !== null && operator.ssoSubject !== subject)
+    throw new AppError('SSO_REJECTED', 'this account is linked to another single sign-on identity');
+  if (operator?.status === 'DISABLED')
+    throw new AppError('SSO_NO_ROLE', 'your operator account is disabled; ask an admin');
+  const manual = operator?.roles.filter((r) => r.source === 'manual') ?? [];
+  if (manual.length === 0 && ssoRoles.length === 0)
+    throw new AppError('SSO_NO_ROLE', 'none of your groups gives a role in TDP; ask an admin for one');
+  const now = deps.operators.clock.now();
+  if (!operator) {
+    if (!email) throw new AppError('SSO_REJECTED', 'the identity provider sent no email for this account');
+    operator = {
+      id: deps.operators.ids.newId(),
+      email,
+      displayName: identity.name?.trim() || email,
+      status: 'ACTIVE',
+      passwordHash: null,
+      ssoSubject: subject,
+      roles: [],
+      createdAt: now,
+      updatedAt: now,
+    };
+    const created = await deps.operators.store.create(operator, {
+      id: deps.operators.ids.newId(),
+      action: 'OPERATOR_CREATED',
+      subjectId: operator.id,
+      actor: { operatorId: operator.id, name: operator.displayName, credentialId: null },
+      reason: 'first single sign-on',
+      details: { issuer: identity.issuer },
+      after: { email, displayName: operator.displayName, roles: ssoRoles },
+      createdAt: now,
+    });
+    if (created === 'emailTaken') throw new AppError('SSO_REJECTED', 'sign in again');
+  }
+  await deps.operators.store.signedInThroughSso(operator.id, subject, ssoRoles, now);
+  return openOperatorSession(deps.sessions, { operatorId: operator.id, method: 'sso' });
+}
