@@ -109,9 +109,13 @@ describe('broadcasts', () => {
       },
     });
 
-    const audit = await h.request('GET', `/admin/v1/audit?subjectId=${tenantA.tenantId}`, {
-      token: h.adminToken,
-    });
+    const audit = await h.request(
+      'GET',
+      `/admin/v1/audit?subjectId=${tenantA.tenantId}&action=BROADCAST_TENANT`,
+      {
+        token: h.adminToken,
+      },
+    );
     expect(audit.body.items).toMatchObject([
       {
         action: 'BROADCAST_TENANT',
@@ -121,7 +125,9 @@ describe('broadcasts', () => {
       },
     ]);
     const systemAudit = await h.request('GET', '/admin/v1/audit?subjectId=system', { token: h.adminToken });
-    expect(systemAudit.body.items).toMatchObject([{ action: 'BROADCAST_SYSTEM', actor: 'operator' }]);
+    expect(systemAudit.body.items).toMatchObject([
+      { action: 'BROADCAST_SYSTEM', actor: 'bootstrap admin token', operatorId: null, tenantId: null },
+    ]);
   });
 
   it("a person of another tenant cannot follow the tenant's channel, nor publish to a broadcast channel", async () => {

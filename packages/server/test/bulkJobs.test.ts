@@ -97,7 +97,7 @@ describe('bulk cancel and retry', () => {
       expect(await lifecycleOf(appA, taskId)).toBe('CANCELLED');
       expect(await lastEvent(taskId)).toMatchObject({
         type: 'TASK_CANCELLED',
-        producer: 'operator',
+        producer: 'operator:bootstrap admin token',
         payload: { reason: 'incident 42: stop the batch' },
       });
     }
@@ -108,7 +108,7 @@ describe('bulk cancel and retry', () => {
     expect(audit).toEqual([
       {
         action: 'TASKS_BULK_CANCEL',
-        actor: 'operator',
+        actor: 'bootstrap admin token',
         reason: 'incident 42: stop the batch',
         details: { filter: cancelBody().filter, idempotencyKey: cancelKey },
       },
@@ -150,7 +150,7 @@ describe('bulk cancel and retry', () => {
       expect([read.task.lifecycleStatus, read.execution.number]).toEqual(['PENDING', 2]);
       expect(await lastEvent(taskId)).toMatchObject({
         type: 'TASK_RETRIED',
-        producer: 'operator',
+        producer: 'operator:bootstrap admin token',
         payload: { reason: 'incident 42 fixed', executionNumber: 2 },
       });
     }

@@ -98,14 +98,18 @@ describe('a correction', () => {
     const last = (await events(taskId)).at(-1)!;
     expect(last).toMatchObject({
       type: 'ADMIN_CORRECTED',
-      producer: 'operator',
+      producer: 'operator:bootstrap admin token',
       task_version: BigInt(version),
-      payload: { ...change, reason: 'the worker ran it outside TDP', operator: 'operator' },
+      payload: {
+        ...change,
+        reason: 'the worker ran it outside TDP',
+        operator: { id: null, name: 'bootstrap admin token' },
+      },
     });
     expect(await audits(taskId)).toEqual([
       {
         action: 'TASK_CORRECTED',
-        actor: 'operator',
+        actor: 'bootstrap admin token',
         reason: 'the worker ran it outside TDP',
         details: { ...change, taskVersion: version, eventId: answer.body.eventId },
       },

@@ -126,7 +126,7 @@ it('requeues DEAD callbacks by id, then all that are left; leaves the others; au
     expect(audit.map((a) => a.reason).sort()).toEqual(['again', 'receiver fixed', 'the rest']);
     expect(audit.find((a) => a.reason === 'the rest')?.id).toBe(all.body.auditId);
     expect(audit.find((a) => a.id === named.body.auditId)).toMatchObject({
-      actor: 'operator',
+      actor: 'bootstrap admin token',
       reason: 'receiver fixed',
       details: { requested: [dead!.id, expect.any(String)], requeued: [dead!.id] },
     });

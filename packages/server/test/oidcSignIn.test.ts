@@ -220,6 +220,9 @@ describe('the OIDC sign-in adapter', () => {
       expect((await failureOf(sso.complete(callback, pending))).code).toBe('SSO_UNAVAILABLE');
       await down.up();
       await expect(sso.complete(callback, pending)).resolves.toMatchObject({ subject: 'alice' });
+      // Discovered already, it is asked again at the next start: gone meanwhile, it is reported there.
+      await down.down();
+      expect((await failureOf(sso.begin())).code).toBe('SSO_UNAVAILABLE');
     } finally {
       await down.stop();
     }

@@ -160,7 +160,10 @@ it('reads the audit back: newest first, by subject or action, a page at a time',
     ['WORKER_UNCORDON', 'disk cleaned'],
     ['WORKER_CORDON', 'disk filling up'],
   ]);
-  expect(ofWorker.body.items[0]).toMatchObject({ subjectId: worker.workerId, actor: 'operator' });
+  expect(ofWorker.body.items[0]).toMatchObject({
+    subjectId: worker.workerId,
+    actor: 'bootstrap admin token',
+  });
   expect(ofWorker.body.nextCursor).toBeNull();
 
   const nodeCordons = await audit('?action=NODE_CORDON');
@@ -168,7 +171,8 @@ it('reads the audit back: newest first, by subject or action, a page at a time',
 
   // A page at a time: every action once (the repeated cordon wrote nothing), in the same order as one page.
   const all = (await audit('?limit=200')).body.items.map((e: { id: string }) => e.id);
-  expect(all).toHaveLength(4);
+  // The four placement actions, and the tenant and application this file created.
+  expect(all).toHaveLength(6);
   const paged: string[] = [];
   let cursor: string | null = null;
   do {

@@ -134,21 +134,21 @@ describe('the relay', () => {
       publisher: new CentrifugoApiPublisher(api.url, 'secret-key'),
       clock: h.clock,
     };
-    // One row, the creating commit's: the task's summary (its owner's channel and the operators'), its
-    // detail, and its implicit workflow's summary.
+    // One row, the creating commit's: the task's summary (its owner's channel, the platform operators'
+    // and its tenant's operators'), its detail, and its implicit workflow's summary.
     expect(await relayRealtime(deps, 100)).toBe(1);
     expect(
       await sql`SELECT jsonb_array_length(messages) AS n FROM realtime_outbox WHERE status <> 'PUBLISHED'`,
-    ).toEqual([{ n: 4 }]);
-    expect(await statuses(taskId)).toEqual(['FAILED:1', 'FAILED:1', 'FAILED:1']);
+    ).toEqual([{ n: 5 }]);
+    expect(await statuses(taskId)).toEqual(['FAILED:1', 'FAILED:1', 'FAILED:1', 'FAILED:1']);
     // Not due yet: nothing is claimed before its back-off ends (at most 1.5 × 2 s for a first failure).
     expect(await relayRealtime(deps, 100)).toBe(0);
     h.clock.advance(3_001);
     await relayRealtime(deps, 100);
-    expect(await statuses(taskId)).toEqual(['FAILED:2', 'FAILED:2', 'FAILED:2']);
+    expect(await statuses(taskId)).toEqual(['FAILED:2', 'FAILED:2', 'FAILED:2', 'FAILED:2']);
     h.clock.advance(6_001);
     await relayRealtime(deps, 100);
-    expect(await statuses(taskId)).toEqual(['PUBLISHED:3', 'PUBLISHED:3', 'PUBLISHED:3']);
+    expect(await statuses(taskId)).toEqual(['PUBLISHED:3', 'PUBLISHED:3', 'PUBLISHED:3', 'PUBLISHED:3']);
     expect(api.received).toHaveLength(3);
     const last = api.received.at(-1);
     expect(last.url).toBe('/api/batch');
@@ -158,6 +158,7 @@ describe('the relay', () => {
       `task_user:${app.tenantId}/${app.applicationId}/relay-user`,
       `task_detail:${app.tenantId}/${taskId}`,
       'task_ops:all',
+      `task_ops:${app.tenantId}`,
     ]);
     expect(commands[0].publish.data).toMatchObject({ kind: 'task.summary', taskId });
   });
@@ -182,7 +183,7 @@ describe('the relay', () => {
       { rows, publisher: new CentrifugoApiPublisher(refusing.url, 'k'), clock: h.clock, observer },
       100,
     );
-    expect(await statuses(taskId)).toEqual(['DEAD:1', 'PUBLISHED:1', 'PUBLISHED:1']);
+    expect(await statuses(taskId)).toEqual(['DEAD:1', 'PUBLISHED:1', 'PUBLISHED:1', 'PUBLISHED:1']);
     expect(dead).toHaveLength(1);
 
     await drain();
@@ -192,9 +193,9 @@ describe('the relay', () => {
       { rows, publisher: new CentrifugoApiPublisher(locked.url, 'wrong'), clock: h.clock, observer },
       100,
     );
-    expect(await statuses(second)).toEqual(['DEAD:1', 'DEAD:1', 'DEAD:1']);
-    // The task's three messages and its workflow's.
-    expect(dead).toHaveLength(5);
+    expect(await statuses(second)).toEqual(['DEAD:1', 'DEAD:1', 'DEAD:1', 'DEAD:1']);
+    // The task's four messages and its workflow's.
+    expect(dead).toHaveLength(6);
   });
 
   it('retries only the messages of a row that failed for now; those that went are not sent again', async () => {
@@ -311,7 +312,7 @@ describe('the relay', () => {
       };
       await relayRealtime(deps, 100);
       await expect.poll(() => seen.map((s) => s.taskId)).toEqual([taskId]);
-      expect(await statuses(taskId)).toEqual(['PUBLISHED:1', 'PUBLISHED:1', 'PUBLISHED:1']);
+      expect(await statuses(taskId)).toEqual(['PUBLISHED:1', 'PUBLISHED:1', 'PUBLISHED:1', 'PUBLISHED:1']);
     } finally {
       client.disconnect();
       await gateway.close();
@@ -359,7 +360,7 @@ describe('the relay', () => {
       expect(received[1]).toEqual(received[0]);
       expect(changes).toEqual([]);
       expect(store.myTasks().map((t) => t.taskId)).toEqual([taskId]);
-      expect(await statuses(taskId)).toEqual(['PUBLISHED:2', 'PUBLISHED:2', 'PUBLISHED:2']);
+      expect(await statuses(taskId)).toEqual(['PUBLISHED:2', 'PUBLISHED:2', 'PUBLISHED:2', 'PUBLISHED:2']);
     } finally {
       live.close();
       client.disconnect();
@@ -419,16 +420,18 @@ describe('the hand-off after commit', () => {
       const failed = await create();
       await expect.poll(() => received.length).toBe(before + 1);
       await new Promise((resolve) => setTimeout(resolve, 1_500));
-      expect(await rowsOf(failed)).toEqual(['PENDING:0', 'PENDING:0', 'PENDING:0']);
+      expect(await rowsOf(failed)).toEqual(['PENDING:0', 'PENDING:0', 'PENDING:0', 'PENDING:0']);
       // The next one goes straight through: published by the hand-off, never claimed.
       const handed = await create();
-      await expect.poll(() => rowsOf(handed)).toEqual(['PUBLISHED:0', 'PUBLISHED:0', 'PUBLISHED:0']);
+      await expect
+        .poll(() => rowsOf(handed))
+        .toEqual(['PUBLISHED:0', 'PUBLISHED:0', 'PUBLISHED:0', 'PUBLISHED:0']);
       expect(received.at(-1)!.some((c) => c.data.taskId === handed)).toBe(true);
       // Past the grace, the relay's loop claims the first task's rows and publishes them.
       h.clock.advance(5_001);
       await expect
         .poll(() => rowsOf(failed), { timeout: 5_000 })
-        .toEqual(['PUBLISHED:1', 'PUBLISHED:1', 'PUBLISHED:1']);
+        .toEqual(['PUBLISHED:1', 'PUBLISHED:1', 'PUBLISHED:1', 'PUBLISHED:1']);
       const sentFor = (taskId: string) =>
         received.flat().filter((c) => c.data.taskId === taskId && c.channel.startsWith('task_user:')).length;
       expect(sentFor(failed)).toBe(2);

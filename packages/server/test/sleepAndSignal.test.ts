@@ -257,7 +257,7 @@ describe('signal', () => {
     const completed = events.body.items.find(
       (e: { eventType: string; stepId: string }) => e.eventType === 'STEP_COMPLETED' && e.stepId === 'go',
     );
-    expect(completed.producerId).toBe('operator');
+    expect(completed.producerId).toBe('operator:bootstrap admin token');
   });
 
   it('a cancel while only the platform waits ends the task at once; a later signal is refused', async () => {

@@ -61,9 +61,14 @@ export async function signInWithSso(
   if (operator?.status === 'DISABLED')
     throw new AppError('SSO_NO_ROLE', 'your operator account is disabled; ask an admin');
   const manual = operator?.roles.filter((r) => r.source === 'manual') ?? [];
-  if (manual.length === 0 && ssoRoles.length === 0)
-    throw new AppError('SSO_NO_ROLE', 'none of your groups gives a role in TDP; ask an admin for one');
   const now = deps.operators.clock.now();
+  if (manual.length === 0 && ssoRoles.length === 0) {
+    // Out of every mapped group now: the roles the groups gave go at once (from the sessions and tokens
+    // already open too), rather than waiting for a sign-in that will not succeed.
+    if (operator?.roles.some((r) => r.source === 'sso'))
+      await deps.operators.store.signedInThroughSso(operator.id, subject, [], now);
+    throw new AppError('SSO_NO_ROLE', 'none of your groups gives a role in TDP; ask an admin for one');
+  }
   if (!operator) {
     if (!email) throw new AppError('SSO_REJECTED', 'the identity provider sent no email for this account');
     operator = {

@@ -57,6 +57,16 @@ export interface ListenerLimits {
  */
 const longestPathParameter = 255 * 12;
 
+export interface RegisteredRoute {
+  method: string;
+  /** The path as registered, with its parameters' patterns (e.g. `/admin/v1/tasks/:id(^…)::correct`). */
+  url: string;
+}
+const registeredRoutes = new WeakMap<FastifyInstance, RegisteredRoute[]>();
+
+/** Every route registered on an app made by `createHttpApp` (HEAD ones included), in order. */
+export const routesOf = (app: FastifyInstance): RegisteredRoute[] => [...(registeredRoutes.get(app) ?? [])];
+
 /**
  * The Fastify instance with what every surface shares: strict validation (no coercion and no silently
  * dropped fields in bodies), problem+json errors, request deadlines, OpenAPI at /openapi.json, docs at /docs.
@@ -132,6 +142,13 @@ export async function createHttpApp(options: HttpOptions): Promise<FastifyInstan
   );
 
   app.addSchema(ProblemSchema);
+
+  // Every route as registered, so a test can hold each operator route to a declared role (operatorMatrix).
+  const routes: RegisteredRoute[] = [];
+  registeredRoutes.set(app, routes);
+  app.addHook('onRoute', (route) => {
+    for (const method of [route.method].flat()) routes.push({ method, url: route.url });
+  });
 
   // Any operation can answer an error (401, 404, 503 REQUEST_TIMEOUT…): every documented route says so,
   // as problem+json, unless it lists its own. Routes are registered after this hook, so it sees them all.

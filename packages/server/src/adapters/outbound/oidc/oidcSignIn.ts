@@ -5,8 +5,9 @@
  * returns who signed in, from the ID token's claims (and the userinfo endpoint for groups or email the
  * ID token leaves out).
  *
- * The provider is discovered on the first sign-in, not at start: a provider that is down makes SSO fail
- * with SSO_UNAVAILABLE while the server and its sessions go on, and the next sign-in discovers again.
+ * The provider is discovered at each sign-in's start, never at the server's: a provider that is down
+ * makes SSO fail with SSO_UNAVAILABLE while the server and its sessions go on, and the next sign-in
+ * discovers again.
  * Every failure is an SsoError: SSO_REJECTED (the answer is not one this sign-in may accept: a wrong
  * state, nonce or issuer, a code the provider refuses) or SSO_UNAVAILABLE (the provider could not be
  * reached, or failed). Its message is for people; `reason` says what went wrong, for the log (the
@@ -95,6 +96,9 @@ export class OidcSignIn {
 
   /** Starts a sign-in: the provider's authorization URL and the values its answer must match. */
   async begin(): Promise<{ url: URL; pending: SsoPending }> {
+    // Afresh at each start: a provider that went down since the last sign-in answers SSO_UNAVAILABLE
+    // here, rather than the browser being sent to an address that does not answer.
+    this.configuration = null;
     const config = await this.discovered();
     const pending = {
       state: client.randomState(),

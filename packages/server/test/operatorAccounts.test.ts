@@ -1,0 +1,175 @@
+import argon2 from 'argon2';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Harness, startHarness } from '../../../test/harness.ts';
+import { createOperator, signIn } from '../../../test/operators.ts';
+import { connectDatabase } from '../src/main.ts';
+
+let h: Harness;
+let sql: ReturnType<typeof connectDatabase>;
+
+beforeAll(async () => {
+  h = await startHarness();
+  sql = connectDatabase({ url: h.databaseUrl, maxConnections: 1 });
+});
+afterAll(async () => {
+  await sql.end();
+  await h.close();
+});
+
+const login = (body: unknown) =>
+  fetch(`${h.url}/dashboard/api/login`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', origin: h.url },
+    body: JSON.stringify(body),
+  });
+
+describe('operator accounts', () => {
+  it('keeps the password as an argon2id hash, never as given', async () => {
+    const op = await createOperator(h, [{ role: 'viewer' }]);
+    const [row] = await sql<
+      { password_hash: string }[]
+    >`SELECT password_hash FROM operator WHERE id = ${op.id}`;
+    expect(row!.password_hash).toMatch(/^\$argon2id\$/);
+    expect(row!.password_hash).not.toContain(op.password);
+    expect(await argon2.verify(row!.password_hash, op.password)).toBe(true);
+    const [token] = await sql<
+      { secret_hash: Buffer }[]
+    >`SELECT secret_hash FROM operator_token WHERE operator_id = ${op.id}`;
+    expect(token!.secret_hash.toString('utf8')).not.toContain(op.token.split('_')[2]);
+  });
+
+  it('signs in with email and password; a wrong password, an unknown address and a disabled account are refused alike', async () => {
+    const op = await createOperator(h, [{ role: 'viewer' }]);
+    const session = await signIn(h, { email: op.email.toUpperCase(), password: op.password });
+    const me = await session.request('GET', '/dashboard/api/me');
+    expect(me.body.operator).toEqual({ id: op.id, displayName: expect.any(String), email: op.email });
+    expect(me.body.can).toEqual({ act: false, actOnPlatform: false, admin: false, seePlatform: true });
+
+    const wrong = await login({ email: op.email, password: `${op.password}x` });
+    const unknown = await login({ email: 'nobody@example.test', password: op.password });
+    await h.request('PATCH', `/admin/v1/operators/${op.id}`, {
+      token: h.adminToken,
+      body: { status: 'DISABLED' },
+    });
+    const disabled = await login({ email: op.email, password: op.password });
+    for (const answer of [wrong, unknown, disabled]) {
+      const body = await answer.json();
+      expect([answer.status, body.code]).toEqual([401, 'UNAUTHENTICATED']);
+      expect(body.detail).toBe('that email and password do not match an active operator');
+      expect(answer.headers.get('set-cookie')).toBeNull();
+    }
+  });
+
+  it('refuses a second account with the same email, a short password and a role for a tenant that does not exist', async () => {
+    const op = await createOperator(h, [{ role: 'viewer' }]);
+    const again = await h.request('POST', '/admin/v1/operators', {
+      token: h.adminToken,
+      body: { email: op.email, displayName: 'Twin', roles: [] },
+    });
+    expect([again.status, again.body.code]).toEqual([409, 'OPERATOR_EMAIL_TAKEN']);
+    const short = await h.request('POST', '/admin/v1/operators', {
+      token: h.adminToken,
+      body: { email: 'short@example.test', displayName: 'Short', password: 'short', roles: [] },
+    });
+    expect([short.status, short.body.code]).toEqual([400, 'VALIDATION_FAILED']);
+    const ghost = await h.request('POST', '/admin/v1/operators', {
+      token: h.adminToken,
+      body: {
+        email: 'ghost@example.test',
+        displayName: 'Ghost',
+        roles: [{ role: 'admin', tenantId: '00000000-0000-4000-8000-000000000000' }],
+      },
+    });
+    expect([ghost.status, ghost.body.code]).toEqual([404, 'TENANT_NOT_FOUND']);
+    const [{ n }] =
+      (await sql`SELECT count(*)::int AS n FROM operator WHERE email IN ('short@example.test', 'ghost@example.test')`) as unknown as [
+        { n: number },
+      ];
+    expect(n).toBe(0);
+  });
+
+  it("a token does no more than its role, nor more than its operator's", async () => {
+    const admin = await createOperator(h, [{ role: 'admin' }]);
+    const viewerToken = await h.request('POST', '/admin/v1/operators/me/tokens', {
+      token: admin.token,
+      body: { name: 'read only', role: 'viewer', expiresInDays: 1 },
+    });
+    expect(viewerToken.status).toBe(201);
+    expect((await h.request('GET', '/admin/v1/tenants', { token: viewerToken.body.token })).status).toBe(200);
+    const refused = await h.request('POST', '/admin/v1/tenants', {
+      token: viewerToken.body.token,
+      body: { name: 'from-a-viewer-token' },
+    });
+    expect([refused.status, refused.body.code]).toEqual([403, 'FORBIDDEN']);
+
+    const viewer = await createOperator(h, [{ role: 'viewer' }]);
+    const tooMuch = await h.request('POST', '/admin/v1/operators/me/tokens', {
+      token: viewer.token,
+      body: { name: 'escalate', role: 'admin' },
+    });
+    expect([tooMuch.status, tooMuch.body.code]).toEqual([403, 'FORBIDDEN']);
+    // Another operator's tokens are a platform admin's business.
+    const others = await h.request('GET', `/admin/v1/operators/${admin.id}/tokens`, { token: viewer.token });
+    expect(others.status).toBe(403);
+  });
+
+  it('a revoked or expired token opens nothing, at once', async () => {
+    const op = await createOperator(h, [{ role: 'viewer' }]);
+    const me = await h.request('GET', '/admin/v1/me', { token: op.token });
+    expect(me.body.credential.kind).toBe('token');
+    const tokenId = me.body.credential.id as string;
+    const revoked = await h.request('DELETE', `/admin/v1/operators/me/tokens/${tokenId}`, {
+      token: op.token,
+    });
+    expect(revoked.status).toBe(204);
+    expect((await h.request('GET', '/admin/v1/me', { token: op.token })).status).toBe(401);
+
+    const other = await createOperator(h, [{ role: 'viewer' }]);
+    expect((await h.request('GET', '/admin/v1/me', { token: other.token })).status).toBe(200);
+    // The server's clock passes the token's expiry (90 days by default).
+    h.clock.advance(91 * 86_400_000);
+    expect((await h.request('GET', '/admin/v1/me', { token: other.token })).status).toBe(401);
+  });
+
+  it('an admin cannot disable their own account', async () => {
+    const admin = await createOperator(h, [{ role: 'admin' }]);
+    const self = await h.request('PATCH', `/admin/v1/operators/${admin.id}`, {
+      token: admin.token,
+      body: { status: 'DISABLED' },
+    });
+    expect([self.status, self.body.code]).toEqual([400, 'VALIDATION_FAILED']);
+    expect((await h.request('GET', '/admin/v1/me', { token: admin.token })).status).toBe(200);
+  });
+});
+
+describe('the bootstrap admin token switched off', () => {
+  it('opens nothing: not the admin API, not the dashboard, not a session it opened before', async () => {
+    const on = await startHarness();
+    const op = await createOperator(on, [{ role: 'admin' }]);
+    const bootstrapSession = await signIn(on, { token: on.adminToken });
+    expect((await bootstrapSession.request('GET', '/dashboard/api/me')).status).toBe(200);
+    // A replica on the same database with the bootstrap token off.
+    const off = await startHarness({
+      sharedDatabaseUrl: on.databaseUrl,
+      settings: { adminTokenEnabled: false },
+    });
+    try {
+      expect((await off.request('GET', '/admin/v1/tenants', { token: on.adminToken })).status).toBe(401);
+      const page = await fetch(`${off.url}/dashboard/api/login`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', origin: off.url },
+        body: JSON.stringify({ token: on.adminToken }),
+      });
+      expect(page.status).toBe(401);
+      const oldSession = await fetch(`${off.url}/dashboard/api/me`, {
+        headers: { cookie: bootstrapSession.cookie },
+      });
+      expect(oldSession.status).toBe(401);
+      // A named admin still works.
+      expect((await off.request('GET', '/admin/v1/tenants', { token: op.token })).status).toBe(200);
+    } finally {
+      await off.close();
+      await on.close();
+    }
+  });
+});
