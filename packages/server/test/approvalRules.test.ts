@@ -27,7 +27,15 @@ describe('who may decide', () => {
     ['through a listed project', user('pia', [], ['p1']), null],
     ['someone unlisted', user('mallory', ['viewer']), 'NOT_AN_APPROVER'],
     ['the submitter, listed, without allowSubmitter', user('olga'), 'NOT_AN_APPROVER'],
-    ['the operator', { kind: 'operator' as const, reason: 'by phone' }, null],
+    [
+      'the operator',
+      {
+        kind: 'operator' as const,
+        reason: 'by phone',
+        actor: { operatorId: null, name: 'Ada', credentialId: null },
+      },
+      null,
+    ],
   ])('%s', (_name, decider, code) => {
     expect(mayDecide(options, task, decider)?.code ?? null).toBe(code);
   });

@@ -173,3 +173,32 @@ describe('the bootstrap admin token switched off', () => {
     }
   });
 });
+
+describe('an operator probing past their roles', () => {
+  it('is counted as a failed authentication: a role too low and another tenant’s resource close the address', async () => {
+    const strict = await startHarness({ settings: { authFailureLimit: 3, authFailureWindowSeconds: 60 } });
+    try {
+      const mine = await strict.createApplication();
+      const theirs = await strict.createApplication();
+      const viewer = await createOperator(strict, [{ role: 'viewer', tenantId: mine.tenantId }]);
+      const as = (method: string, path: string, body?: unknown) =>
+        strict.request(method, path, { token: viewer.token, ...(body ? { body } : {}) });
+      // Reading their own tenant is no failure, however often.
+      for (let i = 0; i < 4; i += 1)
+        expect((await as('GET', `/admin/v1/applications/${mine.applicationId}`)).status).toBe(200);
+      // A change their role does not allow (403), twice; another tenant's application (404, as if none).
+      const tooLow = await as('POST', `/admin/v1/applications/${mine.applicationId}/api-keys`, {});
+      expect([tooLow.status, tooLow.body.code]).toEqual([403, 'FORBIDDEN']);
+      expect((await as('POST', `/admin/v1/applications/${mine.applicationId}/api-keys`, {})).status).toBe(
+        403,
+      );
+      const other = await as('GET', `/admin/v1/applications/${theirs.applicationId}`);
+      expect([other.status, other.body.code]).toEqual([404, 'APPLICATION_NOT_FOUND']);
+      // The third refusal closed the address, to the operator's allowed reads too.
+      const closed = await as('GET', `/admin/v1/applications/${mine.applicationId}`);
+      expect([closed.status, closed.body.code]).toEqual([429, 'AUTH_THROTTLED']);
+    } finally {
+      await strict.close();
+    }
+  });
+});

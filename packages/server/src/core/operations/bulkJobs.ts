@@ -51,14 +51,17 @@ export async function startBulkJob(
   tenants: 'all' | string[],
 ): Promise<{ job: BulkJobRecord; replayed: boolean }> {
   const requestHash = fingerprint({ action, ...request });
-  const existing = await deps.jobs.findByKey(idempotencyKey);
+  // Keys are each operator's own: another's job with the same key (maybe of tenants this one does not
+  // see) is neither answered nor a reason to refuse.
+  const ownKey = `${actor.operatorId ?? 'bootstrap'} ${idempotencyKey}`;
+  const existing = await deps.jobs.findByKey(ownKey);
   if (existing) return replay(existing, requestHash, idempotencyKey);
   requireFilter(request.filter);
   const now = deps.clock.now();
   const job: BulkJobRecord = {
     id: deps.ids.newId(),
     action,
-    idempotencyKey,
+    idempotencyKey: ownKey,
     requestHash,
     filter: request.filter,
     tenantIds: tenants === 'all' ? null : tenants,
@@ -92,7 +95,7 @@ export async function startBulkJob(
   }
   if (created.kind === 'taken') {
     // A concurrent request with the same key created its job first.
-    return replay((await deps.jobs.findByKey(idempotencyKey))!, requestHash, idempotencyKey);
+    return replay((await deps.jobs.findByKey(ownKey))!, requestHash, idempotencyKey);
   }
   deps.started?.();
   return { job: { ...job, matched: created.matched }, replayed: false };

@@ -215,6 +215,7 @@ export type BulkJobStatus = 'RUNNING' | 'SUCCEEDED' | 'FAILED';
 export interface BulkJobRecord {
   id: string;
   action: BulkAction;
+  /** `<operator id or "bootstrap"> <the request's Idempotency-Key>`: each operator's keys are their own. */
   idempotencyKey: string;
   requestHash: string;
   filter: BulkTaskFilter;

@@ -85,9 +85,11 @@ export const broadcastActions = { tenant: 'BROADCAST_TENANT', system: 'BROADCAST
 /** Who sent it: an application (`application:<id>`), or an operator (named in the audit). */
 export type BroadcastActor = { application: string } | { operator: OperatorActor };
 
-/** Whose idempotency keys the request's is among. */
+/** Whose idempotency keys the request's is among: each application's, each operator's own. */
 const keyOwner = (actor: BroadcastActor) =>
-  'application' in actor ? `application:${actor.application}` : 'operator';
+  'application' in actor
+    ? `application:${actor.application}`
+    : `operator:${actor.operator.operatorId ?? 'bootstrap'}`;
 const auditActor = (actor: BroadcastActor): OperatorActor =>
   'application' in actor
     ? { operatorId: null, name: `application:${actor.application}`, credentialId: null }

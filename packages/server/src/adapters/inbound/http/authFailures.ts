@@ -33,6 +33,13 @@ declare module 'fastify' {
     /** A sign-in that refuses with 400 or 403 (single sign-on): those count as failed authentications too. */
     countsAsSignIn?: boolean;
   }
+  interface FastifyRequest {
+    /**
+     * An operator was refused what their roles do not reach (403, or 404 for another tenant's resource):
+     * probing for it counts as a failed authentication.
+     */
+    accessRefused?: true;
+  }
 }
 
 /** Past this many addresses with a window open, the oldest windows are dropped first. */
@@ -87,12 +94,16 @@ export class FailureWindows {
 }
 
 const presentsCredential = (request: FastifyRequest) =>
-  request.headers.authorization !== undefined || request.routeOptions.config?.credentialInBody === true;
+  request.headers.authorization !== undefined ||
+  request.routeOptions.config?.credentialInBody === true ||
+  // The dashboard's session cookie (tdp_operator, or __Host-tdp_operator over TLS).
+  request.headers.cookie?.includes('tdp_operator=') === true;
 
 /** A credential refused (401), or a sign-in refused (400, 403: single sign-on's wrong state, no role). */
 const failedAuthentication = (request: FastifyRequest, status: number) =>
   (status === 401 && presentsCredential(request)) ||
-  ((status === 400 || status === 403) && request.routeOptions.config?.countsAsSignIn === true);
+  ((status === 400 || status === 403) && request.routeOptions.config?.countsAsSignIn === true) ||
+  request.accessRefused === true;
 
 /**
  * Counts failed authentications per address (401s, and refused sign-ins) and refuses the credentials of

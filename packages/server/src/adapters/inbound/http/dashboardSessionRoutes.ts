@@ -37,7 +37,7 @@ import {
   realtimeUrlOf,
   refuseCrossSite,
 } from './browserRequests.ts';
-import { type OperatorGate, operatorOf, roleTooLow } from './operatorAuth.ts';
+import { type OperatorGate, operatorOf, refused, roleTooLow } from './operatorAuth.ts';
 import { problem, sendProblem } from './problems.ts';
 
 export interface DashboardSessionDeps {
@@ -98,7 +98,7 @@ export function dashboardGate(sessions: OperatorSessionDeps, ssoEnabled: boolean
     if (changesState(request) && !csrfTokenMatches(sessions, id!, csrfTokenOf(request))) throw csrfRejected();
     const allowed =
       where === 'platform' ? allows(principal, least, 'platform') : holdsSomewhere(principal, least);
-    if (!allowed) throw roleTooLow(least, where);
+    if (!allowed) throw refused(request, roleTooLow(least, where));
     request.operator = principal;
   };
 }

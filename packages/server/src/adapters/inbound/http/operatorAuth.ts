@@ -75,7 +75,7 @@ export function requireOperator(
       );
     const allowed =
       where === 'platform' ? allows(principal, least, 'platform') : holdsSomewhere(principal, least);
-    if (!allowed) throw roleTooLow(least, where);
+    if (!allowed) throw refused(request, roleTooLow(least, where));
     request.operator = principal;
   };
 }
@@ -87,6 +87,12 @@ export const roleTooLow = (least: OperatorRole, where: OperatorScope) =>
       ? `this needs the ${least} role for the whole platform`
       : `this needs the ${least} role for the tenant`,
   );
+
+/** Marks the request as refused for its roles (the failed-auth throttle counts it), and gives the error. */
+export function refused(request: FastifyRequest, error: AppError): AppError {
+  request.accessRefused = true;
+  return error;
+}
 
 /** The operator of a request that passed `requireOperator`. */
 export function operatorOf(request: FastifyRequest): OperatorPrincipal {
@@ -113,8 +119,8 @@ export function requireTenantRole(
 ): void {
   const principal = operatorOf(request);
   if (allows(principal, least, { tenantId })) return;
-  if (allows(principal, 'viewer', { tenantId })) throw roleTooLow(least, 'tenants');
-  throw missing();
+  if (allows(principal, 'viewer', { tenantId })) throw refused(request, roleTooLow(least, 'tenants'));
+  throw refused(request, missing());
 }
 
 /** Whether a tenant's resource is one the operator may see (lists leave the others out). */
