@@ -61,7 +61,8 @@ export async function signIn(
     headers: { 'content-type': 'application/json', origin: h.url },
     body: JSON.stringify(credentials),
   });
-  if (response.status !== 200) throw new Error(`sign-in refused: ${response.status} ${await response.text()}`);
+  if (response.status !== 200)
+    throw new Error(`sign-in refused: ${response.status} ${await response.text()}`);
   const cookie = (response.headers.get('set-cookie') ?? '').split(';')[0]!;
   const { csrfToken } = (await response.json()) as { csrfToken: string };
   return {

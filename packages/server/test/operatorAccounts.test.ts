@@ -53,7 +53,7 @@ describe('operator accounts', () => {
     });
     const disabled = await login({ email: op.email, password: op.password });
     for (const answer of [wrong, unknown, disabled]) {
-      const body = await answer.json();
+      const body = (await answer.json()) as { code: string; detail: string };
       expect([answer.status, body.code]).toEqual([401, 'UNAUTHENTICATED']);
       expect(body.detail).toBe('that email and password do not match an active operator');
       expect(answer.headers.get('set-cookie')).toBeNull();

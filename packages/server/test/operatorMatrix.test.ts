@@ -547,14 +547,6 @@ describe('the role × route matrix', () => {
         expect(answer.status, `${who.label}: ${JSON.stringify(answer.body)}`).toBeLessThan(500);
         // Its own tenant's resource is there for it.
         if (policy.missing) expect(answer.body?.code, who.label).not.toBe(policy.missing);
-        console.log(
-          'MX',
-          route,
-          who.label,
-          answer.status,
-          answer.body?.code ?? '',
-          answer.body?.detail ?? '',
-        );
       }
 
       // Another tenant's resource does not exist for a tenant's admin.

@@ -356,6 +356,45 @@ describe("a tenant-scoped operator's REST answers", () => {
       (await h.request('GET', `/admin/v1/jobs/${platformJob.body.jobId}`, { token: viewer.token })).status,
     ).toBe(200);
   });
+
+  it("an Idempotency-Key is the caller's own: the same key and request from another operator start their own job", async () => {
+    const key = `nightly-${newId()}`;
+    const body = { filter: { workflowName: 'no-such-workflow' }, reason: 'the nightly script' };
+    const send = (token: string) =>
+      h.request('POST', '/admin/v1/tasks:bulkCancel', { token, headers: { 'idempotency-key': key }, body });
+    const platform = await send(platformAdmin.token);
+    expect(platform.status).toBe(202);
+    // Not a replay of the platform's job (which A's operator may not read, and which reaches every tenant).
+    const own = await send(opA.token);
+    expect(own.status).toBe(202);
+    expect(own.headers.get('idempotent-replayed')).toBeNull();
+    expect(own.body.jobId).not.toBe(platform.body.jobId);
+    expect((await h.request('GET', `/admin/v1/jobs/${own.body.jobId}`, { token: opA.token })).status).toBe(
+      200,
+    );
+    // Each caller's retry answers their own job.
+    const again = await send(opA.token);
+    expect([again.body.jobId, again.headers.get('idempotent-replayed')]).toEqual([own.body.jobId, 'true']);
+    expect((await send(platformAdmin.token)).body.jobId).toBe(platform.body.jobId);
+  });
+
+  it("a tenant broadcast's Idempotency-Key is the operator's own: B's operator is not refused for A's key", async () => {
+    const opB = await createOperator(h, [{ role: 'operator', tenantId: b.tenantId }]);
+    const key = `notice-${newId()}`;
+    const broadcast = (op: TestOperator, tenantId: string) =>
+      h.request('POST', `/admin/v1/tenants/${tenantId}/broadcasts`, {
+        token: op.token,
+        headers: { 'idempotency-key': key },
+        body: { title: 'maintenance', message: 'tonight', severity: 'INFO' },
+      });
+    const ofA = await broadcast(opA, a.tenantId);
+    expect(ofA.status).toBe(202);
+    const ofB = await broadcast(opB, b.tenantId);
+    expect(ofB.status, JSON.stringify(ofB.body)).toBe(202);
+    expect(ofB.body.channel).toBe(`task_tenant:${b.tenantId}`);
+    // The same operator's retry is still answered with their first broadcast.
+    expect((await broadcast(opA, a.tenantId)).body.id).toBe(ofA.body.id);
+  });
 });
 
 describe("a tenant-scoped operator's live feed", () => {

@@ -175,7 +175,7 @@ export function registerAdminRoutes(
   }>(
     '/admin/v1/tenants/:tenantId/applications',
     {
-      onRequest: viewers,
+      onRequest: admins,
       schema: {
         tags,
         security,
