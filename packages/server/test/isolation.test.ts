@@ -281,7 +281,7 @@ describe('the tenant-wide user view (opt-in, audited)', () => {
     expect(set.body.tenantWideApplicationIds).toEqual([a.applicationId]);
     expect(set.body.audit).toEqual([
       expect.objectContaining({
-        actor: 'admin',
+        actor: 'bootstrap admin token',
         before: { tenantWideApplicationIds: [] },
         after: { tenantWideApplicationIds: [a.applicationId] },
       }),

@@ -161,7 +161,13 @@ describe('identity and idempotency', () => {
     });
     const rows =
       await sql`SELECT projection, payload FROM realtime_message WHERE aggregate_id = ${taskId} AND aggregate_version = 2`;
-    expect(rows.map((r) => r.projection).sort()).toEqual(['OPERATOR_SUMMARY', 'TASK_DETAIL', 'USER_SUMMARY']);
+    // The operators' summary goes to the platform's channel and the tenant's.
+    expect(rows.map((r) => r.projection).sort()).toEqual([
+      'OPERATOR_SUMMARY',
+      'OPERATOR_SUMMARY',
+      'TASK_DETAIL',
+      'USER_SUMMARY',
+    ]);
     expect(rows.find((r) => r.projection === 'USER_SUMMARY')!.payload).toMatchObject({
       lifecycleStatus: 'SUCCEEDED',
       taskType: null,
@@ -320,8 +326,10 @@ describe('the validation chain', () => {
     const marked = rows.filter((r) => r.payload.coalesceKey !== undefined);
     expect(marked.map((r) => [BigInt(r.aggregate_version), r.projection])).toEqual([
       [last - 1n, 'OPERATOR_SUMMARY'],
+      [last - 1n, 'OPERATOR_SUMMARY'],
       [last - 1n, 'TASK_DETAIL'],
       [last - 1n, 'USER_SUMMARY'],
+      [last, 'OPERATOR_SUMMARY'],
       [last, 'OPERATOR_SUMMARY'],
       [last, 'TASK_DETAIL'],
       [last, 'USER_SUMMARY'],
