@@ -202,3 +202,18 @@ describe('an operator probing past their roles', () => {
     }
   });
 });
+
+describe('an account without a role', () => {
+  it('signs in to nothing: the right password is told that the account has no role yet', async () => {
+    const op = { email: 'no-role@example.test', password: 'a long enough password' };
+    const created = await h.request('POST', '/admin/v1/operators', {
+      token: h.adminToken,
+      body: { ...op, displayName: 'No Role', roles: [] },
+    });
+    expect(created.status).toBe(201);
+    const answer = await login(op);
+    expect(answer.status).toBe(403);
+    expect(((await answer.json()) as { code: string }).code).toBe('FORBIDDEN');
+    expect(answer.headers.get('set-cookie')).toBeNull();
+  });
+});

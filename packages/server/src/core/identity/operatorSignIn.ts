@@ -38,6 +38,9 @@ export async function signInWithPassword(
   }
   const matches = await deps.operators.passwords.verify(operator.passwordHash, password);
   if (!matches || operator.status !== 'ACTIVE') throw refused();
+  // The password was right: saying that the account can do nothing yet tells its owner what to ask for.
+  if (operator.roles.length === 0)
+    throw new AppError('FORBIDDEN', 'your operator account holds no role yet; ask an admin for one');
   return openOperatorSession(deps.sessions, { operatorId: operator.id, method: 'password' });
 }
 
