@@ -13,12 +13,8 @@ import {
   registerDashboardSsoRoutes,
   type SsoSession,
 } from '../src/adapters/inbound/http/dashboardSsoRoutes.ts';
-import {
-  OidcSignIn,
-  type OidcSignInSettings,
-  SsoError,
-  type SsoIdentity,
-} from '../src/adapters/outbound/oidc/oidcSignIn.ts';
+import { OidcSignIn, type OidcSignInSettings, SsoError } from '../src/adapters/outbound/oidc/oidcSignIn.ts';
+import type { SsoIdentity } from '../src/core/identity/operatorSignIn.ts';
 import { AppError } from '../src/core/shared/errors.ts';
 import { startOidcProvider, type TestOidcProvider } from './oidcProvider.ts';
 

@@ -14,10 +14,12 @@ export interface SignInDeps {
   sessions: OperatorSessionDeps;
 }
 
-/** What the OpenID provider vouched for. */
+/** A person the OpenID provider vouched for. */
 export interface SsoIdentity {
   issuer: string;
+  /** The provider's stable id of the person (`sub`); unique per issuer. */
   subject: string;
+  /** Null when the provider gives none, or says it is not verified. */
   email: string | null;
   name: string | null;
   groups: string[];

@@ -14,9 +14,10 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { EncryptJWT, jwtDecrypt } from 'jose';
+import type { SsoIdentity } from '../../../core/identity/operatorSignIn.ts';
 import { AppError } from '../../../core/shared/errors.ts';
 import type { Clock } from '../../../core/shared/ports.ts';
-import { SsoError, type SsoIdentity, type SsoPending } from '../../outbound/oidc/oidcSignIn.ts';
+import { SsoError, type SsoPending } from '../../outbound/oidc/oidcSignIn.ts';
 import { cookieOf, overTls } from './browserRequests.ts';
 
 /** The sign-in flow with a provider (OidcSignIn). */

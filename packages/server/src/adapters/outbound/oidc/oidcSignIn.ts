@@ -14,6 +14,7 @@
  * library's words and code — never a token or the provider's answer).
  */
 import * as client from 'openid-client';
+import type { SsoIdentity } from '../../../core/identity/operatorSignIn.ts';
 import { AppError } from '../../../core/shared/errors.ts';
 
 export interface OidcSignInSettings {
@@ -36,17 +37,6 @@ export interface SsoPending {
   state: string;
   nonce: string;
   codeVerifier: string;
-}
-
-/** A person the provider vouched for. */
-export interface SsoIdentity {
-  issuer: string;
-  /** The provider's stable id of the person (`sub`); unique per issuer. */
-  subject: string;
-  /** Null when the provider gives none, or says it is not verified. */
-  email: string | null;
-  name: string | null;
-  groups: string[];
 }
 
 export class SsoError extends AppError {
