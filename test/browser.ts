@@ -37,8 +37,21 @@ export async function screenshot(page: Page, name: string): Promise<string> {
 export async function loginToDashboard(browser: Browser, baseUrl: string, adminToken: string): Promise<Page> {
   const page = await (await browser.newContext({ viewport: { width: 1400, height: 900 } })).newPage();
   await page.goto(`${baseUrl}/dashboard/`);
-  await page.fill('input[name="token"]', adminToken);
-  await page.click('button[type="submit"]');
+  await signInWithToken(page, adminToken);
   await page.locator('.connection[data-state="LIVE"]').waitFor({ timeout: 15_000 });
   return page;
+}
+
+/** On the dashboard's sign-in page: opens the bootstrap token's disclosure and signs in with the token. */
+export async function signInWithToken(page: Page, adminToken: string): Promise<void> {
+  await page.click('summary:has-text("bootstrap admin token")');
+  await page.fill('form[data-login="token"] input[name="token"]', adminToken);
+  await page.click('form[data-login="token"] button[type="submit"]');
+}
+
+/** On the dashboard's sign-in page: signs in with an operator's email and password. */
+export async function signInWithPassword(page: Page, email: string, password: string): Promise<void> {
+  await page.fill('form[data-login="password"] input[name="email"]', email);
+  await page.fill('form[data-login="password"] input[name="password"]', password);
+  await page.click('form[data-login="password"] button[type="submit"]');
 }

@@ -16,9 +16,12 @@ export class ApiError extends Error {
   }
 }
 
-/** Called when the session is missing or expired (the app shows the login page). */
-let onUnauthenticated = () => {};
-export const whenUnauthenticated = (handler: () => void) => {
+/**
+ * Called when the session is missing or expired (the app shows the sign-in page), with the refusal's
+ * body: it says whether single sign-on is set up (`ssoEnabled`).
+ */
+let onUnauthenticated = (_body: Record<string, unknown>) => {};
+export const whenUnauthenticated = (handler: (body: Record<string, unknown>) => void) => {
   onUnauthenticated = handler;
 };
 
@@ -40,7 +43,7 @@ export async function api<T>(path: string, init: { method?: string; body?: unkno
   const data = text ? (JSON.parse(text) as Record<string, unknown>) : {};
   if (typeof data.csrfToken === 'string') csrfToken = data.csrfToken;
   if (!response.ok) {
-    if (response.status === 401 && path !== '/login') onUnauthenticated();
+    if (response.status === 401 && path !== '/login') onUnauthenticated(data);
     throw new ApiError(
       response.status,
       String(data.code ?? `HTTP_${response.status}`),
@@ -48,6 +51,62 @@ export async function api<T>(path: string, init: { method?: string; body?: unkno
     );
   }
   return data as T;
+}
+
+export type OperatorRole = 'viewer' | 'operator' | 'admin';
+
+export interface RoleBinding {
+  role: OperatorRole;
+  /** Null: platform-wide. */
+  tenantId: string | null;
+}
+
+/** Who is signed in and what the pages offer them (the server refuses the rest anyway). */
+export interface Me {
+  /** `id` null: the bootstrap admin token. */
+  operator: { id: string | null; displayName: string; email: string | null };
+  roles: RoleBinding[];
+  can: {
+    /** Approvals, signals, corrections on tasks (operator role somewhere). */
+    act: boolean;
+    /** Drain, cordon, requeue dead letters (platform-wide operator). */
+    actOnPlatform: boolean;
+    /** The operators page (platform-wide admin). */
+    admin: boolean;
+    /** Workers and pipeline health (platform-wide viewer). */
+    seePlatform: boolean;
+  };
+  /** Whether single sign-on is set up (the sign-in page after signing out offers it). */
+  sso: { enabled: boolean };
+}
+
+export interface OperatorView {
+  id: string;
+  email: string;
+  displayName: string;
+  status: 'ACTIVE' | 'DISABLED';
+  roles: (RoleBinding & { source: 'manual' | 'sso' })[];
+  sso: boolean;
+  hasPassword: boolean;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface AuditEntry {
+  id: string;
+  action: string;
+  subjectId: string;
+  /** The operator's display name at the time (or `bootstrap`). */
+  actor: string;
+  operatorId: string | null;
+  sessionId: string | null;
+  tenantId: string | null;
+  taskId: string | null;
+  reason: string | null;
+  before: unknown;
+  after: unknown;
+  details: unknown;
+  createdAt: string;
 }
 
 export type LifecycleStatus = 'PENDING' | 'RUNNING' | 'SUCCEEDED' | 'FAILED' | 'CANCELLED' | 'TIMED_OUT';
@@ -144,7 +203,7 @@ export interface TaskDetail {
     finishedAt: string | null;
     revokedAt: string | null;
   }[];
-  timeline: { kind: string; message: string; at: string }[];
+  timeline: { kind: string; message: string; data?: Record<string, unknown> | null; at: string }[];
   callbacks: {
     id: string;
     sequence: number;

@@ -1,16 +1,23 @@
-/** The operator dashboard: login, then tasks, task detail, workers, pipeline health, workflows, schedules. */
-import { Component, type ReactNode, StrictMode, useEffect, useState } from 'react';
+/**
+ * The operator dashboard: sign-in, then tasks, task detail, workers, pipeline health, workflows, schedules,
+ * the audit and (for admins) the operators; each page and control only for the roles that may use it.
+ */
+import { Component, type ReactNode, StrictMode, useCallback, useEffect, useState } from 'react';
 import { createRoot } from 'react-dom/client';
-import { api, whenUnauthenticated } from './api.ts';
+import { api, type Me, whenUnauthenticated } from './api.ts';
 import { PipelineCharts } from './charts/PipelineCharts.tsx';
+import { roleSummary } from './labels.ts';
 import { type ConnectionState, LiveFeed } from './live.ts';
+import { Audit } from './pages/Audit.tsx';
 import { Health } from './pages/Health.tsx';
 import { Login } from './pages/Login.tsx';
+import { Operators } from './pages/Operators.tsx';
 import { Schedules } from './pages/Schedules.tsx';
 import { TaskDetailPage } from './pages/TaskDetail.tsx';
 import { Tasks } from './pages/Tasks.tsx';
 import { Workers } from './pages/Workers.tsx';
 import { Workflows } from './pages/Workflows.tsx';
+import { MeProvider } from './session.ts';
 import './style.css';
 
 /** Hash routes (`#/tasks/<id>`): the server serves one page, the app picks the view. */
@@ -55,19 +62,43 @@ function ConnectionBadge({ state }: { state: ConnectionState }) {
   );
 }
 
+/** The pages, who may see them (null: every role), and their nav label. */
+const pages = [
+  ['tasks', 'Tasks', null],
+  ['workers', 'Workers', 'seePlatform'],
+  ['health', 'Pipeline health', 'seePlatform'],
+  ['workflows', 'Workflows', null],
+  ['schedules', 'Schedules', null],
+  ['audit', 'Audit', null],
+  ['operators', 'Operators', 'admin'],
+] as const satisfies readonly (readonly [string, string, keyof Me['can'] | null])[];
+
 function App() {
   const [session, setSession] = useState<'unknown' | 'in' | 'out'>('unknown');
+  const [me, setMe] = useState<Me | null>(null);
+  const [ssoEnabled, setSsoEnabled] = useState(false);
   const [feed, setFeed] = useState<LiveFeed | null>(null);
   const [connection, setConnection] = useState<ConnectionState>('CONNECTING');
   const route = useRoute();
 
-  useEffect(() => {
-    whenUnauthenticated(() => setSession('out'));
-    api('/me').then(
-      () => setSession('in'),
+  const loadMe = useCallback(() => {
+    api<Me>('/me').then(
+      (answer) => {
+        setMe(answer);
+        setSsoEnabled(answer.sso.enabled);
+        setSession('in');
+      },
       () => setSession('out'),
     );
   }, []);
+
+  useEffect(() => {
+    whenUnauthenticated((refusal) => {
+      setSsoEnabled(refusal.ssoEnabled === true);
+      setSession('out');
+    });
+    loadMe();
+  }, [loadMe]);
 
   useEffect(() => {
     if (session !== 'in') return;
@@ -82,48 +113,56 @@ function App() {
   }, [session]);
 
   if (session === 'unknown') return <p className="loading">Loading…</p>;
-  if (session === 'out') return <Login onLoggedIn={() => setSession('in')} />;
+  if (session === 'out' || !me) return <Login ssoEnabled={ssoEnabled} onLoggedIn={loadMe} />;
 
   const [page, id] = route;
-  const nav = [
-    ['tasks', 'Tasks'],
-    ['workers', 'Workers'],
-    ['health', 'Pipeline health'],
-    ['workflows', 'Workflows'],
-    ['schedules', 'Schedules'],
-  ] as const;
+  const shown = pages.filter(([, , needs]) => needs === null || me.can[needs]);
+  const allowed = shown.some(([path]) => path === page);
+  const refused = !allowed && pages.some(([path]) => path === page);
   return (
-    <>
+    <MeProvider value={me}>
       <header className="top">
         <strong>TDP</strong>
         <nav>
-          {nav.map(([path, label]) => (
+          {shown.map(([path, label]) => (
             <a key={path} href={`#/${path}`} className={page === path ? 'active' : ''}>
               {label}
             </a>
           ))}
         </nav>
         <ConnectionBadge state={connection} />
+        <span className="who" data-operator title={me.operator.email ?? undefined}>
+          {me.operator.displayName} · {roleSummary(me.roles)}
+        </span>
         <button
           type="button"
           className="link"
           onClick={() => api('/logout', { method: 'POST' }).finally(() => setSession('out'))}
         >
-          Log out
+          Sign out
         </button>
       </header>
       <main>
         <ErrorBoundary resetKey={route.join('/')}>
+          {refused ? (
+            <div className="panel error" role="alert">
+              <h2>Not available</h2>
+              <p>Your role does not include this page.</p>
+              <a href="#/tasks">Back to the tasks</a>
+            </div>
+          ) : null}
           {page === 'tasks' && id && feed ? <TaskDetailPage taskId={id} feed={feed} /> : null}
           {page === 'tasks' && !id && feed ? <Tasks feed={feed} /> : null}
-          {page === 'workers' ? <Workers /> : null}
-          {page === 'health' ? <Health /> : null}
-          {page === 'health' ? <PipelineCharts /> : null}
+          {allowed && page === 'workers' ? <Workers /> : null}
+          {allowed && page === 'health' ? <Health /> : null}
+          {allowed && page === 'health' ? <PipelineCharts /> : null}
           {page === 'workflows' ? <Workflows /> : null}
           {page === 'schedules' ? <Schedules /> : null}
+          {page === 'audit' ? <Audit /> : null}
+          {allowed && page === 'operators' ? <Operators /> : null}
         </ErrorBoundary>
       </main>
-    </>
+    </MeProvider>
   );
 }
 

@@ -7,7 +7,7 @@
 import { createServer, type Server } from 'node:http';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { launchBrowser } from '../../../test/browser.ts';
+import { launchBrowser, signInWithToken } from '../../../test/browser.ts';
 import { type Harness, startHarness } from '../../../test/harness.ts';
 
 let h: Harness;
@@ -60,10 +60,9 @@ describe('the dashboard under its Content Security Policy', () => {
     const { context, page, violations } = await watchedPage();
     const response = await page.goto(`${h.url}/dashboard/`);
     expect(response!.headers()['content-security-policy']).toContain("script-src 'self'");
-    await page.fill('input[name="token"]', h.adminToken);
-    await page.click('button[type="submit"]');
+    await signInWithToken(page, h.adminToken);
     await page.locator('.connection[data-state="LIVE"]').waitFor({ timeout: 15_000 });
-    for (const route of ['tasks', 'workers', 'health', 'workflows', 'schedules']) {
+    for (const route of ['tasks', 'workers', 'health', 'workflows', 'schedules', 'audit', 'operators']) {
       await page.goto(`${h.url}/dashboard/#/${route}`);
       await page.locator('main > *').first().waitFor({ timeout: 10_000 });
     }
@@ -76,8 +75,8 @@ describe('the dashboard under its Content Security Policy', () => {
     const [cookie] = await context.cookies(`${h.url}/dashboard/`);
     expect(cookie!.name).toBe('tdp_operator');
     // Log out through the page: its POST carries the CSRF token, so the session ends on the server.
-    await page.click('text=Log out');
-    await page.locator('input[name="token"]').waitFor();
+    await page.click('text=Sign out');
+    await page.locator('form[data-login="password"]').waitFor();
     const stale = await fetch(`${h.url}/dashboard/api/me`, {
       headers: { cookie: `${cookie!.name}=${cookie!.value}` },
     });
@@ -88,8 +87,7 @@ describe('the dashboard under its Content Security Policy', () => {
   it('a page of another origin on the same site cannot log the operator out', async () => {
     const { context, page } = await watchedPage();
     await page.goto(`${h.url}/dashboard/`);
-    await page.fill('input[name="token"]', h.adminToken);
-    await page.click('button[type="submit"]');
+    await signInWithToken(page, h.adminToken);
     await page.locator('.connection[data-state="LIVE"]').waitFor({ timeout: 15_000 });
     const evil = await context.newPage();
     await evil.goto(attackerUrl);

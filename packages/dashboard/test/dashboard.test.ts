@@ -318,9 +318,9 @@ describe('the dashboard in Chromium', () => {
     await expect
       .poll(() => page.locator('.panel.error').textContent(), { timeout: 10_000 })
       .toMatch(/does not exist/);
-    await page.click('text=Log out');
-    await page.locator('input[name="token"]').waitFor();
+    await page.click('text=Sign out');
+    await page.locator('form[data-login="password"]').waitFor();
     await page.reload();
-    await page.locator('input[name="token"]').waitFor();
+    await page.locator('form[data-login="password"]').waitFor();
   });
 });

@@ -13,7 +13,7 @@ import postgres from 'postgres';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import yazl from 'yazl';
-import { launchBrowser, screenshot } from '../../../test/browser.ts';
+import { launchBrowser, screenshot, signInWithToken } from '../../../test/browser.ts';
 import { createTestDatabase } from '../../../test/database.ts';
 import { type TdpProcess, tdpProcess } from '../../../test/tdpProcess.ts';
 import { freePort } from '../../cli/src/embeddedPostgres.ts';
@@ -178,8 +178,7 @@ async function placeOrder(
 async function openDashboard(): Promise<Page> {
   const page = await (await browser.newContext({ viewport: { width: 1400, height: 900 } })).newPage();
   await page.goto(`${tdp.url}/dashboard/`);
-  await page.fill('input[name="token"]', tdp.adminToken);
-  await page.click('button[type="submit"]');
+  await signInWithToken(page, tdp.adminToken);
   await page.locator('.connection[data-state="LIVE"]').waitFor({ timeout: 15_000 });
   return page;
 }

@@ -1,9 +1,11 @@
 /**
  * A waiting approval step on the task page: who can act, the decisions so far, and the operator's
- * Approve / Reject with a reason (kept with the decision and shown in the timeline).
+ * Approve / Reject with a reason (kept with the decision and shown in the timeline), for operators whose
+ * role lets them act on tasks.
  */
 import { useState } from 'react';
 import { type ApprovalWaiting, api } from '../api.ts';
+import { useCan } from '../session.ts';
 
 const list = (label: string, names: string[] | undefined) =>
   names && names.length > 0 ? `${label} ${names.join(', ')}` : null;
@@ -30,6 +32,7 @@ export function ApprovalActions({
   waiting: ApprovalWaiting;
   onDecided: () => void;
 }) {
+  const { act } = useCan();
   const [reason, setReason] = useState('');
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string | null>(null);
@@ -64,18 +67,26 @@ export function ApprovalActions({
           {d.comment ? ` — ${d.comment}` : ''}
         </div>
       ))}
-      <input
-        aria-label="Reason"
-        placeholder="Reason (required)"
-        value={reason}
-        onChange={(event) => setReason(event.target.value)}
-      />
-      <button type="button" disabled={busy || reason.trim() === ''} onClick={() => void decide('approve')}>
-        Approve
-      </button>
-      <button type="button" disabled={busy || reason.trim() === ''} onClick={() => void decide('reject')}>
-        Reject
-      </button>
+      {act ? (
+        <>
+          <input
+            aria-label="Reason"
+            placeholder="Reason (required)"
+            value={reason}
+            onChange={(event) => setReason(event.target.value)}
+          />
+          <button
+            type="button"
+            disabled={busy || reason.trim() === ''}
+            onClick={() => void decide('approve')}
+          >
+            Approve
+          </button>
+          <button type="button" disabled={busy || reason.trim() === ''} onClick={() => void decide('reject')}>
+            Reject
+          </button>
+        </>
+      ) : null}
       {error ? <div className="failure">{error}</div> : null}
     </div>
   );

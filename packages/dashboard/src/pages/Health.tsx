@@ -1,6 +1,7 @@
 import { useState } from 'react';
 import { api, usePolled } from '../api.ts';
 import { duration } from '../format.tsx';
+import { useCan } from '../session.ts';
 import { useReasonedAction } from './useReasonedAction.ts';
 
 interface Line {
@@ -151,7 +152,10 @@ const tables = [
   { table: 'callbacks', label: 'Callbacks' },
 ] as const;
 
-/** Puts a table's DEAD rows back to be sent now (the oldest, up to the server's limit), with a reason. */
+/**
+ * A table's DEAD rows; a platform-wide operator puts them back to be sent now (the oldest, up to the
+ * server's limit), with a reason.
+ */
 function RequeueDead({
   table,
   label,
@@ -163,6 +167,7 @@ function RequeueDead({
   count: number;
   onDone: () => void;
 }) {
+  const { actOnPlatform } = useCan();
   const { reason, setReason, busy, error, blank, run } = useReasonedAction();
   const [requeued, setRequeued] = useState<number | null>(null);
   const requeue = () =>
@@ -177,16 +182,20 @@ function RequeueDead({
   return (
     <div className="requeue" data-dead-table={table}>
       <strong>{label}</strong>: <span data-dead-count>{count}</span> DEAD{' '}
-      <input
-        name="reason"
-        placeholder="Reason (required)"
-        value={reason}
-        maxLength={2000}
-        onChange={(event) => setReason(event.target.value)}
-      />
-      <button type="button" disabled={busy || blank} onClick={() => void requeue()}>
-        Requeue
-      </button>
+      {actOnPlatform ? (
+        <>
+          <input
+            name="reason"
+            placeholder="Reason (required)"
+            value={reason}
+            maxLength={2000}
+            onChange={(event) => setReason(event.target.value)}
+          />
+          <button type="button" disabled={busy || blank} onClick={() => void requeue()}>
+            Requeue
+          </button>
+        </>
+      ) : null}
       {requeued !== null ? <span className="muted"> {requeued} requeued</span> : null}
       {error ? <span className="failure"> {error}</span> : null}
     </div>

@@ -1,9 +1,11 @@
 /**
  * What a running sleep, signal, map or child-task step waits for, on the task page; for a signal, the
- * operator can send it (a JSON payload and a reason, kept with the fact and shown in the timeline).
+ * operator whose role lets them act on tasks can send it (a JSON payload and a reason, kept with the fact
+ * and shown in the timeline).
  */
 import { useState } from 'react';
 import { api } from '../api.ts';
+import { useCan } from '../session.ts';
 
 type Waiting = { kind: string } & Record<string, unknown>;
 
@@ -36,13 +38,14 @@ export function WaitingNote({
   waiting: Waiting;
   onSent: () => void;
 }) {
+  const { act } = useCan();
   return (
     <div className="waiting" data-waiting={waiting.kind}>
       <div>{waitingSentence(waiting)}</div>
       {waiting.kind === 'task' && typeof waiting.childTaskId === 'string' ? (
         <a href={`#/tasks/${waiting.childTaskId}`}>Open the child task</a>
       ) : null}
-      {waiting.kind === 'signal' ? (
+      {waiting.kind === 'signal' && act ? (
         <SignalForm taskId={taskId} name={String(waiting.name)} onSent={onSent} />
       ) : null}
     </div>

@@ -1,5 +1,6 @@
 import { usePolled } from '../api.ts';
 import { duration } from '../format.tsx';
+import { useCan } from '../session.ts';
 import { WorkerActions } from './WorkerActions.tsx';
 
 interface WorkerView {
@@ -32,8 +33,12 @@ const labels = (map: Record<string, string> | null | undefined) =>
     .map(([k, v]) => `${k}=${v}`)
     .join(', ') || '—';
 
-/** Worker sessions and the steps waiting for one (with why they cannot be placed), read every 2 s. */
+/**
+ * Worker sessions and the steps waiting for one (with why they cannot be placed), read every 2 s; drain
+ * and cordon for platform-wide operators.
+ */
 export function Workers() {
+  const { actOnPlatform } = useCan();
   const { data, error, reload } = usePolled<{ workers: WorkerView[]; queued: Queued[] }>('/workers', 2_000);
   if (error && !data) return <div className="panel error">Could not load the workers: {error}</div>;
   if (!data) return <p className="loading">Loading workers…</p>;
@@ -55,7 +60,7 @@ export function Workers() {
                 <th>Resources</th>
                 <th>Running</th>
                 <th>Heartbeat</th>
-                <th>Operator</th>
+                {actOnPlatform ? <th>Operator</th> : null}
               </tr>
             </thead>
             <tbody>
@@ -83,14 +88,16 @@ export function Workers() {
                   <td className={w.heartbeatAgeMs > 30_000 ? 'failure' : ''}>
                     {duration(w.heartbeatAgeMs)} ago
                   </td>
-                  <td>
-                    <WorkerActions
-                      workerId={w.id}
-                      draining={w.runtimeState === 'DRAINING'}
-                      cordoned={w.schedulingStatus === 'INELIGIBLE'}
-                      onDone={reload}
-                    />
-                  </td>
+                  {actOnPlatform ? (
+                    <td>
+                      <WorkerActions
+                        workerId={w.id}
+                        draining={w.runtimeState === 'DRAINING'}
+                        cordoned={w.schedulingStatus === 'INELIGIBLE'}
+                        onDone={reload}
+                      />
+                    </td>
+                  ) : null}
                 </tr>
               ))}
             </tbody>
