@@ -16,6 +16,8 @@ export interface DevCredentials {
   workerKey?: string;
   /** The embedded PostgreSQL's superuser password (every connection to it needs it). */
   postgresPassword?: string;
+  /** The development admin's (dev@localhost) password for the dashboard's sign-in. */
+  operatorPassword?: string;
   /** The demo business application's own TDP application and provider token. */
   demo?: DemoCredentials;
 }

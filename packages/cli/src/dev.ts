@@ -22,6 +22,7 @@ import {
   newAdminToken,
   saveCredentials,
 } from './credentials.ts';
+import { type DevOperator, ensureDevelopmentOperator } from './devOperator.ts';
 import { type DevWorker, startDevWorker } from './devWorker.ts';
 import { freePort, newPostgresPassword, startEmbeddedPostgres } from './embeddedPostgres.ts';
 import { writeSamples } from './samples.ts';
@@ -133,6 +134,7 @@ export async function runDev(env: NodeJS.ProcessEnv): Promise<number> {
 
   let identity: Awaited<ReturnType<typeof ensureDevelopmentIdentity>>;
   let files: Awaited<ReturnType<typeof useDevelopmentProvider>>;
+  let operator: DevOperator;
   try {
     identity = await ensureDevelopmentIdentity(server.identity, {
       fixedKey: env.TDP_DEV_API_KEY || null,
@@ -143,6 +145,12 @@ export async function runDev(env: NodeJS.ProcessEnv): Promise<number> {
       identity.applicationId,
       server.developmentProvider!,
     );
+    // Someone to sign in to the dashboard as, made with the bootstrap token as an admin would.
+    operator = await ensureDevelopmentOperator(
+      server.url,
+      credentials.adminToken,
+      previous?.operatorPassword,
+    );
   } catch (error) {
     await server.close();
     await stopPostgres();
@@ -152,6 +160,7 @@ export async function runDev(env: NodeJS.ProcessEnv): Promise<number> {
     apiKey: identity.apiKey,
     tenantId: identity.tenantId,
     applicationId: identity.applicationId,
+    operatorPassword: operator.password,
     ...(identity.callbackSecret ? { callbackSecret: identity.callbackSecret } : {}),
   });
   await saveCredentials(home, credentials);
@@ -185,7 +194,8 @@ export async function runDev(env: NodeJS.ProcessEnv): Promise<number> {
   say('TDP is running.');
   say(`  API           ${server.url}/v1`);
   say(`  API docs      ${server.url}/docs`);
-  say(`  Dashboard     ${server.url}/dashboard/ (log in with the admin token)`);
+  say(`  Dashboard     ${server.url}/dashboard/`);
+  say(`                Sign in as ${operator.email} with password ${operator.password}`);
   say(`  OpenAPI       ${server.url}/openapi.json`);
   say(`  Health        ${server.url}/readyz   Metrics ${server.url}/metrics`);
   say(`  API key       ${identity.apiKey}`);

@@ -8,6 +8,7 @@
  *   tdp gateway   the realtime gateway on its own (Centrifugo-compatible), for the server to publish to
  *   tdp centrifugo-config   the Centrifugo v6 config TDP needs, to run Centrifugo instead of the gateway
  *   tdp archive restore --task <id>   one archived task's history back from TDP_ARCHIVE_DIR
+ *   tdp operators …   operators, their roles and personal tokens, through the admin API of TDP_URL
  */
 import { parseArgs } from 'node:util';
 import {
@@ -23,8 +24,10 @@ import {
   startGatewayServer,
   startServer,
 } from '@tdp/server';
+import { ServerProblem, ServerUnreachable } from './adminClient.ts';
 import { runDev } from './dev.ts';
 import type { WorkerProcessMessage } from './devWorker.ts';
+import { runOperators } from './operators.ts';
 import { onShutdownSignal } from './signals.ts';
 import { startTracing } from './tracing.ts';
 import { reportUnknownVariables } from './variables.ts';
@@ -46,6 +49,9 @@ Commands:
              CENTRIFUGO_REDIS_URL (several Centrifugo nodes on one Redis)
   archive restore --task <id>
              Put an archived task's history back into DATABASE_URL from TDP_ARCHIVE_DIR (docs/retention.md)
+  operators  List, create, disable and enable operators, set their roles, sign them out, and manage
+             personal API tokens, through the admin API of TDP_URL with TDP_OPERATOR_TOKEN or
+             TDP_ADMIN_TOKEN (tdp operators --help; docs/operators.md)
 
 Options:
   --port <n>           HTTP port (TDP_PORT, default 8080; 0 picks a free port)
@@ -60,6 +66,8 @@ Options:
 `;
 
 async function main(argv: string[]): Promise<number> {
+  // Its own options (--email, --role, …) and help: a client of a running server, not a process of TDP.
+  if (argv[0] === 'operators') return runOperators(argv.slice(1), process.env);
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
@@ -194,6 +202,8 @@ main(process.argv.slice(2)).then(
     const expected =
       error instanceof ConfigError ||
       error instanceof AppError ||
+      error instanceof ServerProblem ||
+      error instanceof ServerUnreachable ||
       (error as Error)?.name === 'WorkerConfigError';
     process.stderr.write(
       `tdp: ${expected ? (error as Error).message : ((error as Error).stack ?? String(error))}\n`,

@@ -1,7 +1,7 @@
 /**
  * The `TDP_*` variables the CLI and the programs it runs read besides the server's own settings (the
- * worker's, the demo's, `tdp dev`'s). Any other `TDP_*` variable at a start is reported: a misspelt
- * setting would otherwise be ignored in silence.
+ * worker's, the demo's, `tdp dev`'s, `tdp operators`'). Any other `TDP_*` variable at a start is
+ * reported: a misspelt setting would otherwise be ignored in silence.
  */
 import { unknownServerVariables } from '@tdp/server';
 
@@ -14,6 +14,8 @@ const programVariables = [
   'TDP_GATEWAY_PORT',
   'TDP_GRPC_URL',
   'TDP_NODE_ID',
+  // `tdp operators`' credential: an operator's personal token.
+  'TDP_OPERATOR_TOKEN',
   'TDP_WORKER_CAPABILITY_CONCURRENCY',
   'TDP_WORKER_CONCURRENCY',
   'TDP_WORKER_DB',

@@ -86,6 +86,20 @@ describe('npm start', () => {
 
     const base = `http://127.0.0.1:${port}`;
     expect((await fetch(`${base}/readyz`)).status).toBe(200);
+    // The development admin: how to sign in is printed, and it signs in.
+    const signIn = /^ {16}Sign in as dev@localhost with password (\S+)$/m.exec(first.output());
+    expect(signIn, first.output()).toBeTruthy();
+    const password = signIn![1]!;
+    expect(credentials.operatorPassword).toBe(password);
+    const login = await fetch(`${base}/dashboard/api/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ email: 'dev@localhost', password }),
+    });
+    expect([login.status, login.headers.get('set-cookie')]).toEqual([
+      200,
+      expect.stringContaining('HttpOnly'),
+    ]);
     const headers = { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' };
     const published = await fetch(`${base}/v1/workflow-definitions`, {
       method: 'POST',
@@ -114,6 +128,8 @@ describe('npm start', () => {
     const second = await npmStart(env);
     try {
       expect(/API key\s+(tdp_\S+)/.exec(second.output())![1]).toBe(apiKey);
+      // The same development admin and password (created once; the restart's 409 keeps it).
+      expect(second.output()).toContain(`Sign in as dev@localhost with password ${password}`);
       const remembered = JSON.parse(await readFile(join(home, 'credentials.json'), 'utf8'));
       expect(remembered.demo.applicationId).toBe(credentials.demo.applicationId);
       expect((await fetch(`http://127.0.0.1:${demoPort}/api/orders`)).status).toBe(200);

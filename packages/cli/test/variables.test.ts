@@ -26,7 +26,7 @@ describe('the unknown-variable report', () => {
   it('says nothing when every variable is read', () => {
     const warnings: string[] = [];
     reportUnknownVariables(
-      { TDP_PORT: '8080', TDP_WORKER_NAME: 'w1' },
+      { TDP_PORT: '8080', TDP_WORKER_NAME: 'w1', TDP_OPERATOR_TOKEN: 'tdpo_x' },
       { warn: (_d, m) => warnings.push(m) },
     );
     expect(warnings).toEqual([]);

@@ -157,7 +157,8 @@ export function registerOperatorAccountRoutes(
       schema: doc('Create an operator account (platform admin; audited)', {
         body: Type.Object(
           {
-            email: Type.String({ format: 'email', maxLength: 320 }),
+            // An address with a local part and a domain (`dev@localhost` included: no dot required).
+            email: Type.String({ pattern: '^[^\\s@]+@[^\\s@]+$', maxLength: 320 }),
             displayName: DisplayName,
             password: Type.Optional(Password),
             roles: Roles,
