@@ -2,6 +2,7 @@
  * TDP's admin API over HTTP, as `tdp operators` and `tdp dev` call it: one bearer credential, JSON in
  * and out, and a refusal turned into a `ServerProblem` carrying the problem's stable code and detail.
  */
+import type { Problem } from '@tdp/protocol';
 
 /** A refusal from the server (application/problem+json), or an answer that was not one of ours. */
 export class ServerProblem extends Error {
@@ -62,7 +63,7 @@ export function adminClient(baseUrl: string, token: string): AdminClient {
 }
 
 function problemOf(response: Response, body: unknown): ServerProblem {
-  const problem = (body ?? {}) as { code?: unknown; detail?: unknown; title?: unknown; message?: unknown };
+  const problem = (body ?? {}) as Partial<Problem>;
   if (typeof problem.code === 'string')
     return new ServerProblem(
       response.status,
@@ -73,6 +74,6 @@ function problemOf(response: Response, body: unknown): ServerProblem {
   return new ServerProblem(
     response.status,
     `HTTP_${response.status}`,
-    String(problem.message ?? (response.statusText || 'unexpected answer')),
+    response.statusText || 'unexpected answer',
   );
 }

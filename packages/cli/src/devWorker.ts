@@ -7,6 +7,7 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
+import { adminClient, ServerProblem } from './adminClient.ts';
 import { type DevCredentials, saveCredentials } from './credentials.ts';
 
 /** What the `tdp worker` process tells a parent that started it over IPC (cli main.ts). */
@@ -28,14 +29,17 @@ export async function startDevWorker(
   credentials: DevCredentials,
   extraEnv: NodeJS.ProcessEnv = {},
 ): Promise<DevWorker> {
+  const admin = adminClient(url, credentials.adminToken);
   const issue = async () => {
-    const response = await fetch(`${url}/admin/v1/worker-credentials`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${credentials.adminToken}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ label: 'tdp dev' }),
-    });
-    if (!response.ok) throw new Error(`could not issue a worker key: ${response.status}`);
-    credentials.workerKey = ((await response.json()) as { key: string }).key;
+    try {
+      const issued = await admin.call<{ key: string }>('POST', '/admin/v1/worker-credentials', {
+        label: 'tdp dev',
+      });
+      credentials.workerKey = issued.key;
+    } catch (error) {
+      if (error instanceof ServerProblem) error.message = `could not issue a worker key: ${error.message}`;
+      throw error;
+    }
     await saveCredentials(home, credentials);
   };
   if (!credentials.workerKey) await issue();

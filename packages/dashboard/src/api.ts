@@ -54,6 +54,8 @@ export async function api<T>(path: string, init: { method?: string; body?: unkno
 }
 
 export type OperatorRole = 'viewer' | 'operator' | 'admin';
+/** The roles from least to most: each allows what the one before it does, and more. */
+export const operatorRoles: OperatorRole[] = ['viewer', 'operator', 'admin'];
 
 export interface RoleBinding {
   role: OperatorRole;

@@ -1,10 +1,8 @@
 /**
- * What the pages say about operators, as plain functions: the header's role, the audit's one-line
- * change, and who a timeline milestone names.
+ * What the pages say about operators, as plain functions: the header's role and the audit's one-line
+ * change.
  */
-import type { OperatorRole, RoleBinding } from './api.ts';
-
-const ranks: OperatorRole[] = ['viewer', 'operator', 'admin'];
+import { type OperatorRole, operatorRoles, type RoleBinding } from './api.ts';
 
 /**
  * The highest role held, and where: `admin` (platform-wide), `operator for 2 tenants`.
@@ -13,7 +11,7 @@ const ranks: OperatorRole[] = ['viewer', 'operator', 'admin'];
 export function roleSummary(roles: RoleBinding[]): string {
   if (roles.length === 0) return 'no role';
   const highest = roles.reduce(
-    (best, b) => (ranks.indexOf(b.role) > ranks.indexOf(best) ? b.role : best),
+    (best, b) => (operatorRoles.indexOf(b.role) > operatorRoles.indexOf(best) ? b.role : best),
     'viewer' as OperatorRole,
   );
   const held = roles.filter((b) => b.role === highest);
@@ -56,21 +54,4 @@ export function compactChange(before: unknown, after: unknown): string {
     return fields.map((field) => `${field}: ${short(before[field])} → ${short(after[field])}`).join('; ');
   }
   return `${short(before)} → ${short(after)}`;
-}
-
-const operatorPrefix = 'operator:';
-
-/**
- * Who acted, for a milestone an operator caused (a correction, an approval, a signal): the name the
- * server recorded, as `operator: { name }`, an `actor`, or a producer `operator:<display name>`.
- */
-export function actorOfMilestone(data: Record<string, unknown> | null | undefined): string | null {
-  if (!data) return null;
-  const { operator, actor, producer, decidedBy } = data;
-  if (operator && typeof operator === 'object' && typeof (operator as { name?: unknown }).name === 'string')
-    return (operator as { name: string }).name;
-  for (const value of [producer, operator, actor, decidedBy])
-    if (typeof value === 'string' && value.startsWith(operatorPrefix))
-      return value.slice(operatorPrefix.length);
-  return typeof actor === 'string' ? actor : null;
 }

@@ -73,6 +73,34 @@ const pages = [
   ['operators', 'Operators', 'admin'],
 ] as const satisfies readonly (readonly [string, string, keyof Me['can'] | null])[];
 
+type PagePath = (typeof pages)[number][0];
+
+/** An allowed page's view; under tasks, `id` opens one task. */
+function PageView({ page, id, feed }: { page: PagePath; id: string | undefined; feed: LiveFeed | null }) {
+  switch (page) {
+    case 'tasks':
+      if (!feed) return null;
+      return id ? <TaskDetailPage taskId={id} feed={feed} /> : <Tasks feed={feed} />;
+    case 'workers':
+      return <Workers />;
+    case 'health':
+      return (
+        <>
+          <Health />
+          <PipelineCharts />
+        </>
+      );
+    case 'workflows':
+      return <Workflows />;
+    case 'schedules':
+      return <Schedules />;
+    case 'audit':
+      return <Audit />;
+    case 'operators':
+      return <Operators />;
+  }
+}
+
 function App() {
   const [session, setSession] = useState<'unknown' | 'in' | 'out'>('unknown');
   const [me, setMe] = useState<Me | null>(null);
@@ -85,6 +113,7 @@ function App() {
     api<Me>('/me').then(
       (answer) => {
         setMe(answer);
+        // Signing out answers no 401 to read `ssoEnabled` from: the sign-in page after it goes by this.
         setSsoEnabled(answer.sso.enabled);
         setSession('in');
       },
@@ -117,8 +146,8 @@ function App() {
 
   const [page, id] = route;
   const shown = pages.filter(([, , needs]) => needs === null || me.can[needs]);
-  const allowed = shown.some(([path]) => path === page);
-  const refused = !allowed && pages.some(([path]) => path === page);
+  const allowed = shown.find(([path]) => path === page)?.[0];
+  const known = pages.some(([path]) => path === page);
   return (
     <MeProvider value={me}>
       <header className="top">
@@ -144,22 +173,15 @@ function App() {
       </header>
       <main>
         <ErrorBoundary resetKey={route.join('/')}>
-          {refused ? (
+          {allowed ? (
+            <PageView page={allowed} id={id} feed={feed} />
+          ) : (
             <div className="panel error" role="alert">
               <h2>Not available</h2>
-              <p>Your role does not include this page.</p>
+              <p>{known ? 'Your role does not include this page.' : 'There is no such page.'}</p>
               <a href="#/tasks">Back to the tasks</a>
             </div>
-          ) : null}
-          {page === 'tasks' && id && feed ? <TaskDetailPage taskId={id} feed={feed} /> : null}
-          {page === 'tasks' && !id && feed ? <Tasks feed={feed} /> : null}
-          {allowed && page === 'workers' ? <Workers /> : null}
-          {allowed && page === 'health' ? <Health /> : null}
-          {allowed && page === 'health' ? <PipelineCharts /> : null}
-          {page === 'workflows' ? <Workflows /> : null}
-          {page === 'schedules' ? <Schedules /> : null}
-          {page === 'audit' ? <Audit /> : null}
-          {allowed && page === 'operators' ? <Operators /> : null}
+          )}
         </ErrorBoundary>
       </main>
     </MeProvider>

@@ -1,9 +1,9 @@
 /**
  * What the dashboard says about operators, without a browser: the header's role ("admin", "operator
- * for 2 tenants"), the audit's one-line change, and who a timeline milestone names.
+ * for 2 tenants") and the audit's one-line change.
  */
 import { describe, expect, it } from 'vitest';
-import { actorOfMilestone, compactChange, roleSummary } from '../src/labels.ts';
+import { compactChange, roleSummary } from '../src/labels.ts';
 
 const tenantA = '0192f3a1-0000-7000-8000-00000000000a';
 const tenantB = '0192f3a1-0000-7000-8000-00000000000b';
@@ -54,15 +54,5 @@ describe("the audit's before → after", () => {
     expect(compactChange({ name: 'nightly' }, null)).toBe('name: nightly → —');
     expect(compactChange(null, 'DRAINING')).toBe('— → DRAINING');
     expect(compactChange('x'.repeat(100), 'y')).toBe(`${'x'.repeat(59)}… → y`);
-  });
-});
-
-describe('who a timeline milestone names', () => {
-  it('takes the operator from the payload, an operator producer or an actor', () => {
-    expect(actorOfMilestone({ operator: { id: tenantA, name: 'Ada Lovelace' } })).toBe('Ada Lovelace');
-    expect(actorOfMilestone({ producer: 'operator:Grace Hopper' })).toBe('Grace Hopper');
-    expect(actorOfMilestone({ actor: 'bootstrap' })).toBe('bootstrap');
-    expect(actorOfMilestone({ decidedBy: 'olga', producer: 'user:olga' })).toBeNull();
-    expect(actorOfMilestone(null)).toBeNull();
   });
 });

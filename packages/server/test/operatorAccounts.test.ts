@@ -217,3 +217,81 @@ describe('an account without a role', () => {
     expect(answer.headers.get('set-cookie')).toBeNull();
   });
 });
+
+describe('tokens made with a token', () => {
+  it('do no more than the token that asks for them, and end no later', async () => {
+    const admin = await createOperator(h, [{ role: 'admin' }]);
+    const narrow = await h.request('POST', '/admin/v1/operators/me/tokens', {
+      token: admin.token,
+      body: { name: 'read only', role: 'viewer', expiresInDays: 1 },
+    });
+    // A leaked viewer token cannot mint itself an admin token, however high its operator.
+    const escalate = await h.request('POST', '/admin/v1/operators/me/tokens', {
+      token: narrow.body.token,
+      body: { name: 'escalate', role: 'admin' },
+    });
+    expect([escalate.status, escalate.body.code]).toEqual([403, 'FORBIDDEN']);
+    const child = await h.request('POST', '/admin/v1/operators/me/tokens', {
+      token: narrow.body.token,
+      body: { name: 'longer', expiresInDays: 365 },
+    });
+    expect(child.status).toBe(201);
+    expect(child.body.role).toBe('viewer');
+    expect(child.body.expiresAt).toBe(narrow.body.expiresAt);
+  });
+});
+
+describe('single sign-on and existing accounts', () => {
+  it('links an account by its email only when the provider says the email is verified', async () => {
+    const { PostgresOperatorAccountStore } = await import(
+      '../src/adapters/outbound/postgres/operatorAccountStore.ts'
+    );
+    const { PostgresOperatorSessionStore } = await import(
+      '../src/adapters/outbound/postgres/operatorSessionStore.ts'
+    );
+    const { Argon2Passwords } = await import('../src/adapters/outbound/passwords/argon2Passwords.ts');
+    const { signInWithSso } = await import('../src/core/identity/operatorSignIn.ts');
+    const { newId } = await import('@tdp/protocol');
+    const operators = {
+      store: new PostgresOperatorAccountStore(sql),
+      passwords: new Argon2Passwords(),
+      clock: h.clock,
+      ids: { newId },
+      tenantExists: async () => true,
+      revocations: { announce: async () => {} },
+    };
+    const deps = {
+      operators,
+      sessions: {
+        store: new PostgresOperatorSessionStore(sql),
+        clock: h.clock,
+        ids: { newId },
+        bootstrapEnabled: true,
+        policy: { idleTimeoutSeconds: 600, lifetimeSeconds: 3600 },
+        csrfKey: new Uint8Array(32),
+      },
+    };
+    const admin = await createOperator(h, [{ role: 'admin' }]);
+    const person = (emailVerified: boolean) => ({
+      issuer: 'https://idp.example.test',
+      subject: `sub-${emailVerified}`,
+      email: admin.email,
+      emailVerified,
+      name: 'Mallory',
+      groups: [],
+    });
+    // An unverified claim of the admin's address opens nothing and links nothing.
+    await expect(
+      signInWithSso(deps, person(false), [{ role: 'viewer', tenantId: null }]),
+    ).rejects.toMatchObject({
+      code: 'SSO_REJECTED',
+    });
+    const [unlinked] = await sql`SELECT sso_subject FROM operator WHERE id = ${admin.id}`;
+    expect(unlinked!.sso_subject).toBeNull();
+    // A verified one links the account, which keeps the roles an admin gave it.
+    const session = await signInWithSso(deps, person(true), []);
+    expect(session.id).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    const [linked] = await sql`SELECT sso_subject FROM operator WHERE id = ${admin.id}`;
+    expect(linked!.sso_subject).toBe('https://idp.example.test sub-true');
+  });
+});

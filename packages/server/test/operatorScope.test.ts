@@ -435,6 +435,24 @@ describe("a tenant-scoped operator's live feed", () => {
     expect(await refusal(mine.client, 'task_ops:all')).toBe(103);
     expect(await refusal(mine.client, `task_ops:${b.tenantId}`)).toBe(103);
   });
+
+  it('ends at once when the operator loses a tenant: the feed reconnects with what they may see now', async () => {
+    const moved = await createOperator(h, [{ role: 'viewer', tenantId: a.tenantId }]);
+    const session = await signInAs(moved);
+    const feed = await connect(session);
+    const disconnected = new Promise((resolve) => feed.client.once('disconnected', resolve));
+    const reconnecting = new Promise((resolve) => feed.client.once('connecting', resolve));
+    // The admin moves them from A to B: their open connection (its token said A) is closed.
+    const changed = await h.request('PATCH', `/admin/v1/operators/${moved.id}`, {
+      token: platformAdmin.token,
+      body: { roles: [{ role: 'viewer', tenantId: b.tenantId }] },
+    });
+    expect(changed.status).toBe(200);
+    await Promise.race([disconnected, reconnecting]);
+    feed.client.disconnect();
+    const again = await connect(session);
+    expect(again.channels).toEqual([`task_ops:${b.tenantId}`]);
+  });
 });
 
 describe('the audit says who', () => {

@@ -2,29 +2,19 @@
  * The operators, for platform-wide admins: who has an account, their roles and how they sign in; create
  * one, disable or enable it (disabling ends its sessions and tokens at once), sign it out everywhere.
  */
-import { type FormEvent, useCallback, useEffect, useState } from 'react';
-import { api, type OperatorRole, type OperatorView } from '../api.ts';
+import { type FormEvent, useState } from 'react';
+import { api, type OperatorRole, type OperatorView, operatorRoles, usePolled } from '../api.ts';
 import { StatusBadge } from '../format.tsx';
 
 export function Operators() {
-  const [items, setItems] = useState<OperatorView[] | null>(null);
-  const [error, setError] = useState<string | null>(null);
-  const load = useCallback(async () => {
-    try {
-      setItems((await api<{ items: OperatorView[] }>('/operators')).items);
-      setError(null);
-    } catch (failure) {
-      setError((failure as Error).message);
-    }
-  }, []);
-  useEffect(() => {
-    void load();
-  }, [load]);
-  if (error && !items) return <div className="panel error">Could not load the operators: {error}</div>;
-  if (!items) return <p className="loading">Loading operators…</p>;
+  // Another admin's change shows within a few seconds; this page's own changes reload at once.
+  const { data, error, reload } = usePolled<{ items: OperatorView[] }>('/operators', 10_000);
+  if (error && !data) return <div className="panel error">Could not load the operators: {error}</div>;
+  if (!data) return <p className="loading">Loading operators…</p>;
+  const items = data.items;
   return (
     <section>
-      <NewOperator onCreated={() => void load()} />
+      <NewOperator onCreated={reload} />
       <div className="panel">
         <h2>Operators</h2>
         {items.length === 0 ? (
@@ -43,7 +33,7 @@ export function Operators() {
             </thead>
             <tbody>
               {items.map((operator) => (
-                <OperatorRow key={operator.id} operator={operator} onChanged={() => void load()} />
+                <OperatorRow key={operator.id} operator={operator} onChanged={reload} />
               ))}
             </tbody>
           </table>
@@ -135,8 +125,6 @@ function OperatorRow({ operator, onChanged }: { operator: OperatorView; onChange
   );
 }
 
-const roles: OperatorRole[] = ['viewer', 'operator', 'admin'];
-
 /** Tenant ids as typed, comma- or space-separated; none: the role is platform-wide. */
 const tenantIdsOf = (text: string) => text.split(/[\s,]+/).filter((id) => id !== '');
 
@@ -201,7 +189,7 @@ function NewOperator({ onCreated }: { onCreated: () => void }) {
         <label>
           Role
           <select name="role" value={form.role} onChange={set('role')}>
-            {roles.map((role) => (
+            {operatorRoles.map((role) => (
               <option key={role} value={role}>
                 {role}
               </option>

@@ -2,7 +2,6 @@ import { useCallback, useEffect, useRef, useState } from 'react';
 import { type ApprovalWaiting, api, type TaskDetail } from '../api.ts';
 import { Dag } from '../Dag.tsx';
 import { duration, elapsed, Progress, StatusBadge, stepElapsedMs, useTick } from '../format.tsx';
-import { actorOfMilestone } from '../labels.ts';
 import type { LiveFeed } from '../live.ts';
 import { ApprovalActions } from './ApprovalActions.tsx';
 import { WaitingNote } from './WaitingNote.tsx';
@@ -227,20 +226,11 @@ export function TaskDetailPage({ taskId, feed }: { taskId: string; feed: LiveFee
         <div className="panel">
           <h2>Timeline</h2>
           <ol className="timeline">
-            {detail.timeline.map((entry) => {
-              const actor = actorOfMilestone(entry.data);
-              return (
-                <li key={`${entry.at}-${entry.kind}-${entry.message}`}>
-                  <span className="muted">{time(entry.at)}</span> {entry.message}
-                  {actor && !entry.message.includes(actor) ? (
-                    <span className="actor" data-actor>
-                      {' '}
-                      by {actor}
-                    </span>
-                  ) : null}
-                </li>
-              );
-            })}
+            {detail.timeline.map((entry) => (
+              <li key={`${entry.at}-${entry.kind}-${entry.message}`}>
+                <span className="muted">{time(entry.at)}</span> {entry.message}
+              </li>
+            ))}
           </ol>
         </div>
         <div className="panel">

@@ -39,6 +39,9 @@ export const channels = {
   system: 'task_system:public',
 };
 
+/** Who an operator's live connection is (its token's `sub`): `operator:<id>`, or `operator:bootstrap`. */
+export const operatorSubject = (operatorId: string | null) => `operator:${operatorId ?? 'bootstrap'}`;
+
 export interface Notice {
   id: string;
   kind:

@@ -22,8 +22,11 @@ export interface OperatorPrincipal {
   displayName: string;
   email: string | null;
   bindings: RoleBinding[];
-  /** How the request authenticated; the id is the session's or token's public id. */
-  credential: { kind: 'session' | 'token' | 'bootstrap'; id: string | null };
+  /**
+   * How the request authenticated; the id is the session's or token's public id, and a token's expiry
+   * is when it stops (a token it issues ends no later).
+   */
+  credential: { kind: 'session' | 'token' | 'bootstrap'; id: string | null; expiresAt?: Date };
 }
 
 /** What a request is about: the platform's own resources, or one tenant's. */

@@ -21,6 +21,8 @@ export interface SsoIdentity {
   subject: string;
   /** Null when the provider gives none, or says it is not verified. */
   email: string | null;
+  /** Whether the provider said the email is verified (`email_verified: true`): only then is an account linked by it. */
+  emailVerified: boolean;
   name: string | null;
   groups: string[];
 }
@@ -58,11 +60,18 @@ export async function signInWithSso(
 ): Promise<OpenedSession> {
   const subject = `${identity.issuer} ${identity.subject}`;
   const email = identity.email ? normalEmail(identity.email) : null;
-  let operator: OperatorRecord | null =
-    (await deps.operators.store.bySsoSubject(subject)) ??
-    (email ? await deps.operators.store.byEmail(email) : null);
-  if (operator && operator.ssoSubject !== null && operator.ssoSubject !== subject)
-    throw new AppError('SSO_REJECTED', 'this account is linked to another single sign-on identity');
+  let operator: OperatorRecord | null = await deps.operators.store.bySsoSubject(subject);
+  if (!operator && email) {
+    const sameEmail = await deps.operators.store.byEmail(email);
+    // An account is linked by its email only when the provider vouches for the address: an unverified
+    // claim must not take over an account an admin made (with its roles).
+    if (sameEmail && (!identity.emailVerified || sameEmail.ssoSubject !== null))
+      throw new AppError(
+        'SSO_REJECTED',
+        'an operator account with this email exists and cannot be linked to this sign-in; ask an admin',
+      );
+    operator = sameEmail;
+  }
   if (operator?.status === 'DISABLED')
     throw new AppError('SSO_NO_ROLE', 'your operator account is disabled; ask an admin');
   const manual = operator?.roles.filter((r) => r.source === 'manual') ?? [];

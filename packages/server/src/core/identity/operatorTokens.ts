@@ -7,7 +7,7 @@
 import type { OperatorActor, OperatorAuditRecord } from '../facts/records.ts';
 import { AppError } from '../shared/errors.ts';
 import type { Clock, IdGenerator } from '../shared/ports.ts';
-import { generateApiKey, parseApiKey, secretMatches } from './apiKeys.ts';
+import { generateApiKey, keyIsUsable, parseApiKey, secretMatches } from './apiKeys.ts';
 import {
   allows,
   cappedBindings,
@@ -73,12 +73,17 @@ export async function issueOperatorToken(
   request: { name: string; role?: OperatorRole; expiresInDays: number },
 ): Promise<{ record: OperatorTokenRecord; token: string }> {
   const owner = await ownerOf(deps, caller, operatorId);
-  const highest = highestRole({ bindings: owner.roles });
+  // One's own token does no more than the credential asking for it (a viewer token mints no admin
+  // token), and a token-made token ends when its maker does; another's, no more than its operator.
+  const own = owner.id === caller.operatorId;
+  const highest = highestRole(own ? caller : { bindings: owner.roles });
   if (!highest) throw new AppError('FORBIDDEN', 'the operator holds no role a token could carry');
   const role = request.role ?? highest;
   if (!roleAtLeast(highest, role))
-    throw new AppError('FORBIDDEN', `a token cannot do more than its operator: at most ${highest}`);
+    throw new AppError('FORBIDDEN', `a token cannot do more than what asks for it: at most ${highest}`);
   const now = deps.clock.now();
+  const asked = new Date(now.getTime() + request.expiresInDays * 86_400_000);
+  const makerEnds = own ? caller.credential.expiresAt : undefined;
   const key = generateApiKey(operatorTokenPrefix);
   const record: OperatorTokenRecord = {
     id: key.keyId,
@@ -87,7 +92,7 @@ export async function issueOperatorToken(
     secretHash: key.secretHash,
     role,
     createdAt: now,
-    expiresAt: new Date(now.getTime() + request.expiresInDays * 86_400_000),
+    expiresAt: makerEnds && makerEnds < asked ? makerEnds : asked,
     revokedAt: null,
   };
   await deps.tokens.create(record, {
@@ -141,12 +146,12 @@ export async function authenticateOperatorToken(
   const found = await deps.tokens.find(parsed.keyId);
   if (!found || !secretMatches(parsed.secret, found.token.secretHash)) return null;
   const { token, operator } = found;
-  if (token.revokedAt || token.expiresAt <= deps.clock.now()) return null;
+  if (!keyIsUsable(token, deps.clock.now())) return null;
   return {
     operatorId: operator.id,
     displayName: operator.displayName,
     email: operator.email,
     bindings: cappedBindings(operator.roles, token.role),
-    credential: { kind: 'token', id: token.id },
+    credential: { kind: 'token', id: token.id, expiresAt: token.expiresAt },
   };
 }

@@ -7,6 +7,7 @@ import type { OperatorActor, OperatorAuditRecord } from '../facts/records.ts';
 import { AppError } from '../shared/errors.ts';
 import type { Clock, IdGenerator } from '../shared/ports.ts';
 import type { RoleBinding } from './operatorAccess.ts';
+import type { Revocations } from './ports.ts';
 
 export type OperatorStatus = 'ACTIVE' | 'DISABLED';
 export type BindingSource = 'manual' | 'sso';
@@ -70,6 +71,8 @@ export interface OperatorDeps {
   ids: IdGenerator;
   /** Tenants that exist (a binding to another is refused). */
   tenantExists(tenantId: string): Promise<boolean>;
+  /** Tells every replica that an operator's access changed (their live connections end). */
+  revocations: Pick<Revocations, 'announce'>;
 }
 
 export interface NewOperator {
@@ -197,6 +200,9 @@ export async function updateOperator(
     now,
   );
   if (!after) throw notFound(id);
+  // What their open live feed was given may be more than they have now.
+  if (changes.status || changes.roles || changes.passwordHash)
+    await deps.revocations.announce({ kind: 'operator', operatorId: id });
   return after;
 }
 
@@ -233,5 +239,6 @@ export async function signOutEverywhere(
     details: {},
     createdAt: deps.clock.now(),
   });
+  await deps.revocations.announce({ kind: 'operator', operatorId: id });
   return { sessionsEnded };
 }

@@ -102,6 +102,8 @@ export interface IdentityStore {
 export type Revocation =
   | { kind: 'apiKey'; keyId: string }
   | { kind: 'workerKey'; keyId: string }
+  /** An operator disabled, signed out, or given other roles: their live feed ends (its token said more). */
+  | { kind: 'operator'; operatorId: string }
   | {
       kind: 'taskAccess';
       tenantId: string;

@@ -4,6 +4,7 @@
  * A role given as a string, or without `tenants`, is platform-wide; with `tenants`, it is bound to each
  * named tenant. A group the map does not name grants nothing, so a person in no mapped group gets no role.
  */
+import { isUuid } from '@tdp/protocol';
 import { isOperatorRole, operatorRoles, type RoleBinding } from './operatorAccess.ts';
 
 /** Each group's role bindings. A Map: a group may be named anything, `__proto__` included. */
@@ -12,7 +13,6 @@ export type SsoRoleMap = ReadonlyMap<string, readonly RoleBinding[]>;
 /** A map that does not parse, naming the entry at fault. */
 export class SsoRoleMapError extends Error {}
 
-const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const roleList = operatorRoles.join(', ');
 
 const isPlainObject = (value: unknown): value is Record<string, unknown> =>
@@ -54,7 +54,7 @@ function bindingsOf(group: string, entry: unknown): RoleBinding[] {
     throw bad('tenants must be a non-empty list of tenant ids (leave it out for every tenant)');
   const ids = new Set<string>();
   for (const tenant of tenants) {
-    if (typeof tenant !== 'string' || !uuid.test(tenant))
+    if (typeof tenant !== 'string' || !isUuid(tenant))
       throw bad(`tenant ${JSON.stringify(tenant)} is not a tenant id (a UUID)`);
     ids.add(tenant.toLowerCase());
   }

@@ -138,7 +138,7 @@ export async function sampleMinute(deps: ChartSamplerDeps): Promise<boolean> {
 export async function chartSeries(
   deps: { charts: ChartReads; clock: Clock },
   range: ChartRange,
-  tenants: 'all' | string[] = 'all',
+  tenants: 'all' | string[],
 ) {
   const now = deps.clock.now();
   const window = chartWindow(range, now);

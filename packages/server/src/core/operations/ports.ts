@@ -143,8 +143,10 @@ export interface AuditQuery {
   /** Created at or after, and before. */
   from?: Date;
   to?: Date;
-  /** The tenants the caller reaches: rows of other tenants, and the platform's own, are left out. */
+  /** The tenants the caller reaches: rows of other tenants, and the platform's own, are left out… */
   tenants: 'all' | string[];
+  /** …but for the caller's own actions, which they always see (null: the bootstrap token). */
+  self: string | null;
   before?: { createdAt: Date; id: string };
   limit: number;
 }

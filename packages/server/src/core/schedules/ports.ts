@@ -39,7 +39,8 @@ export interface ScheduleStore {
   get(applicationId: string, id: string): Promise<ScheduleRecord | null>;
   list(applicationId: string, limit: number): Promise<ScheduleRecord[]>;
   /** Every application's schedules, for operators. */
-  listAll(limit: number): Promise<ScheduleRecord[]>;
+  /** The newest schedules of the tenants named (`all`: every tenant's). */
+  listAll(limit: number, tenants: 'all' | string[]): Promise<ScheduleRecord[]>;
   setPaused(
     applicationId: string,
     id: string,

@@ -152,8 +152,8 @@ export async function listSchedules(deps: ScheduleDeps, principal: ApplicationPr
 }
 
 /** Every application's schedules with their application, for the operator dashboard. */
-export async function listAllSchedules(deps: ScheduleDeps) {
-  const rows = await deps.schedules.listAll(deps.listLimit);
+export async function listAllSchedules(deps: ScheduleDeps, tenants: 'all' | string[]) {
+  const rows = await deps.schedules.listAll(deps.listLimit, tenants);
   return rows.map((row) => ({
     ...toScheduleView(deps, row),
     applicationId: row.applicationId,

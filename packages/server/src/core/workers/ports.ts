@@ -70,10 +70,10 @@ export interface WorkerStore {
   drainWorker(command: WorkerCommandRecord, audit: OperatorAuditRecord): Promise<DrainOutcome | null>;
   candidates(): Promise<WorkerCandidate[]>;
   /**
-   * The live sessions; with `servingTenant`, only those offering a capability (name and version) a step
-   * of one of that tenant's published workflows runs: the workers that serve it.
+   * The live sessions; with `servingTenants`, only those offering a capability (name and version) a step
+   * of one of those tenants' published workflows runs: the workers that serve them.
    */
-  listWorkers(filter?: { servingTenant?: string }): Promise<
+  listWorkers(filter?: { servingTenants?: string[] }): Promise<
     (WorkerSession & {
       nodeLabels: Record<string, string>;
       nodeStatus: string;

@@ -8,11 +8,10 @@ import { registerDashboardRoutes } from '../../adapters/inbound/http/dashboardRo
 import {
   dashboardGate,
   registerDashboardSessionRoutes,
-  setSessionCookie,
+  setOpenedSessionCookie,
 } from '../../adapters/inbound/http/dashboardSessionRoutes.ts';
 import { registerDashboardSsoRoutes } from '../../adapters/inbound/http/dashboardSsoRoutes.ts';
 import { OidcSignIn } from '../../adapters/outbound/oidc/oidcSignIn.ts';
-import { taskTenantLookup } from '../../adapters/outbound/postgres/taskTenants.ts';
 import { derivedKey } from '../../adapters/outbound/tokens/executionCredentials.ts';
 import { JetStreamBridgeBacklog } from '../../adapters/temporal/bridgeBacklog.ts';
 import { signInWithSso } from '../../core/identity/operatorSignIn.ts';
@@ -52,12 +51,7 @@ export const dashboardFeature = defineFeature({
           signIn: (identity) =>
             signInWithSso(operators.signIn, identity, rolesForGroups(settings.oidcRoleMap, identity.groups)),
           setSessionCookie: (request, reply, session) =>
-            setSessionCookie(
-              request,
-              reply,
-              session.id,
-              Math.floor((session.expiresAt.getTime() - host.clock.now().getTime()) / 1000),
-            ),
+            setOpenedSessionCookie(request, reply, session, host.clock.now()),
           cookieKey: derivedKey(secretKeyring, secretKeyring.activeKeyId, 'dashboard-sso'),
           clock: host.clock,
         });
@@ -100,7 +94,7 @@ export const dashboardFeature = defineFeature({
           accounts: operators.accounts,
           tokens: operators.tokens,
           clock: host.clock,
-          taskTenant: taskTenantLookup(host.sql),
+          taskTenant: operators.taskTenant,
           tasks: status.reads,
           archived: host.need('retention').archived,
           unschedulableReasons: (taskId) => workers.workerStore.pendingReasons(taskId),

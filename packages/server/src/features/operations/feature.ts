@@ -13,7 +13,6 @@ import { PostgresChartReads } from '../../adapters/outbound/postgres/chartReads.
 import { PostgresDashboardReads } from '../../adapters/outbound/postgres/dashboardReads.ts';
 import { PostgresDeadLetters } from '../../adapters/outbound/postgres/deadLetterStore.ts';
 import { PostgresOperatorStore } from '../../adapters/outbound/postgres/operatorStore.ts';
-import { taskTenantLookup } from '../../adapters/outbound/postgres/taskTenants.ts';
 import { type BulkJobDeps, type BulkJobRunnerDeps, runBulkJobRound } from '../../core/operations/bulkJobs.ts';
 import { type ChartSamplerDeps, sampleMinute } from '../../core/operations/charts.ts';
 import type { OperatorAudit } from '../../core/operations/ports.ts';
@@ -154,13 +153,13 @@ export const operationsFeature = defineFeature({
     return {
       loops: host.settings.runLoops ? loops() : [],
       routes: async (app) => {
-        const { gate } = host.need('operators');
+        const { gate, taskTenant } = host.need('operators');
         registerDeadLetterRoutes(app, { gate, requeue: operations.requeue });
         registerOperatorRoutes(app, { gate, actions: operations.actions });
         registerAuditRoutes(app, { path: '/admin/v1/audit', gate, audit });
         registerOperatorTaskRoutes(app, {
           gate,
-          taskTenant: taskTenantLookup(host.sql),
+          taskTenant,
           jobs,
           correct: {
             store: host.facts,

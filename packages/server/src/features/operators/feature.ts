@@ -13,6 +13,7 @@ import {
   PostgresOperatorTokenStore,
 } from '../../adapters/outbound/postgres/operatorAccountStore.ts';
 import { PostgresOperatorSessionStore } from '../../adapters/outbound/postgres/operatorSessionStore.ts';
+import { type TaskTenantLookup, taskTenantLookup } from '../../adapters/outbound/postgres/taskTenants.ts';
 import { derivedKey } from '../../adapters/outbound/tokens/executionCredentials.ts';
 import type { OperatorSessionDeps } from '../../core/identity/operatorSessions.ts';
 import type { SignInDeps } from '../../core/identity/operatorSignIn.ts';
@@ -30,6 +31,8 @@ export interface Operators {
   tokens: OperatorTokenDeps;
   sessions: OperatorSessionDeps;
   signIn: SignInDeps;
+  /** Which tenant a task is of: the operator routes' scope check for an action on a task. */
+  taskTenant: TaskTenantLookup;
 }
 
 declare module '../../host/provisions.ts' {
@@ -66,9 +69,10 @@ export const operatorsFeature = defineFeature({
       clock: host.clock,
       ids: host.ids,
       tenantExists: async (tenantId) => (await identity.store.getTenant(tenantId)) !== null,
+      revocations: identity.revocations,
     };
     const tokens: OperatorTokenDeps = {
-      tokens: new PostgresOperatorTokenStore(host.sql, store),
+      tokens: new PostgresOperatorTokenStore(host.sql),
       operator: (id) => store.get(id),
       clock: host.clock,
       ids: host.ids,
@@ -93,6 +97,7 @@ export const operatorsFeature = defineFeature({
       tokens,
       sessions,
       signIn: { operators: accounts, sessions },
+      taskTenant: taskTenantLookup(host.sql),
     });
     return {
       routes: async (app) =>

@@ -8,14 +8,17 @@
  */
 import type { Gateway } from '@tdp/gateway';
 import type { Logger } from 'pino';
-import { channels } from '../../core/facts/projections.ts';
+import { channels, operatorSubject } from '../../core/facts/projections.ts';
 import type { Revocation } from '../../core/identity/ports.ts';
 import type { Viewer } from '../../core/status/ports.ts';
 
 export interface RealtimeRevocationDeps {
   gateway: Pick<Gateway, 'unsubscribe' | 'disconnectWhere'>;
   /** Centrifugo's server API, when Centrifugo serves the browsers. */
-  centrifugo: { unsubscribe(user: string, channel: string): Promise<void> } | null;
+  centrifugo: {
+    unsubscribe(user: string, channel: string): Promise<void>;
+    disconnect(user: string): Promise<void>;
+  } | null;
   canView(taskId: string, viewer: Viewer): Promise<boolean>;
   logger: Logger;
 }
@@ -24,6 +27,16 @@ export function realtimeRevocations(deps: RealtimeRevocationDeps) {
   return (revocation: Revocation, here: boolean): void => {
     if (revocation.kind === 'apiKey') {
       deps.gateway.disconnectWhere((claims) => claims.akid === revocation.keyId);
+      return;
+    }
+    if (revocation.kind === 'operator') {
+      // Their dashboard reconnects with a new token, which says what they may see now (or is refused).
+      const user = operatorSubject(revocation.operatorId);
+      deps.gateway.disconnectWhere((claims) => claims.sub === user);
+      if (here && deps.centrifugo)
+        void deps.centrifugo
+          .disconnect(user)
+          .catch((error) => deps.logger.warn({ err: error }, "could not end an operator's live connections"));
       return;
     }
     // A project's or role's members are not known to TDP (the backend vouches for them per token):

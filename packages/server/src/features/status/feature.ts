@@ -8,7 +8,6 @@ import { registerOperatorApprovalRoutes } from '../../adapters/inbound/http/appr
 import { registerSignalRoutes } from '../../adapters/inbound/http/signalRoutes.ts';
 import { registerStatusRoutes } from '../../adapters/inbound/http/statusRoutes.ts';
 import { PostgresStatusReads } from '../../adapters/outbound/postgres/statusReads.ts';
-import { taskTenantLookup } from '../../adapters/outbound/postgres/taskTenants.ts';
 import { JoseExecutionCredentials } from '../../adapters/outbound/tokens/executionCredentials.ts';
 import type { StatusDeps } from '../../core/status/deps.ts';
 import { HealthReconciler } from '../../core/status/healthReconciler.ts';
@@ -123,8 +122,7 @@ export const statusFeature = defineFeature({
       loops: host.settings.runLoops ? [healthLoop()] : [],
       routes: async (app) => {
         const identity = host.need('identity');
-        const { gate } = host.need('operators');
-        const taskTenant = taskTenantLookup(host.sql);
+        const { gate, taskTenant } = host.need('operators');
         registerOperatorApprovalRoutes(app, { gate, taskTenant, approvals: deps });
         registerStatusRoutes(app, {
           authenticator: identity.authenticator,

@@ -109,7 +109,10 @@ export function registerAdminRoutes(
       tenantId,
       () => new AppError('TENANT_NOT_FOUND', `tenant ${tenantId} does not exist`),
     );
-  /** Records an identity change with who made it (after it committed: these changes are idempotent to redo). */
+  /**
+   * Records an identity change with who made it, right after it committed (the identity use cases keep
+   * their own transactions; a crash between the two loses this row, not the change).
+   */
   const audited = (
     request: FastifyRequest,
     action: string,
@@ -122,7 +125,8 @@ export function registerAdminRoutes(
       action,
       subjectId,
       actor: actorOfRequest(request),
-      reason: action.toLowerCase().replaceAll('_', ' '),
+      // The admin API takes no reason for these: the action and its details say what happened.
+      reason: '',
       details,
       tenantId,
       createdAt: clock.now(),

@@ -7,7 +7,7 @@ import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import type { OperatorAudit } from '../../../core/operations/ports.ts';
 import { AppError } from '../../../core/shared/errors.ts';
-import { type OperatorGate, reachOf } from './operatorAuth.ts';
+import { type OperatorGate, operatorOf, reachOf } from './operatorAuth.ts';
 import { problemResponses, Uuid } from './schemas.ts';
 
 const Timestamp = Type.String({ format: 'date-time' });
@@ -100,6 +100,7 @@ export function registerAuditRoutes(
         ...(to ? { to: new Date(to) } : {}),
         ...(cursor ? { before: decodeCursor(cursor) } : {}),
         tenants: reachOf(request),
+        self: operatorOf(request).operatorId,
         limit,
       });
       return {

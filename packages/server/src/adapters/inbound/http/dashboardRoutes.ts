@@ -5,7 +5,7 @@
  * the platform's, for platform-wide roles. Acting needs the operator role where the action lands.
  */
 import fastifyStatic from '@fastify/static';
-import type { StructuredError } from '@tdp/protocol';
+import { isUuid, type StructuredError } from '@tdp/protocol';
 import type { FastifyInstance } from 'fastify';
 import type { TaskState } from '../../../core/facts/records.ts';
 import { publicError, toTaskView } from '../../../core/facts/views.ts';
@@ -40,7 +40,6 @@ import {
   reachOf,
   requireTaskRole,
   requireTenantRole,
-  seesTenant,
 } from './operatorAuth.ts';
 import { callbackLogOf, timelineOf } from './runRoutes.ts';
 import { originOf, securityHeaders, sendSecurityHeaders } from './securityHeaders.ts';
@@ -147,7 +146,7 @@ export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDep
     { schema: hidden, onRequest: viewers },
     async (request) => {
       const id = request.params.id;
-      if (!/^[0-9a-f-]{36}$/i.test(id)) throw taskMissing(id)();
+      if (!isUuid(id)) throw taskMissing(id)();
       const state = await deps.tasks.task(id);
       const tombstone = state ? null : await deps.archived.find(id);
       // An archived task's tombstone names no tenant the check could use: platform-wide readers only.
@@ -210,7 +209,7 @@ export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDep
       const { id, key, action } = request.params;
       const reason = typeof request.body?.reason === 'string' ? request.body.reason.trim() : '';
       const idempotencyKey = request.body?.idempotencyKey;
-      if (!/^[0-9a-f-]{36}$/i.test(id)) throw new AppError('TASK_NOT_FOUND', `task ${id} does not exist`);
+      if (!isUuid(id)) throw taskMissing(id)();
       if (action !== 'approve' && action !== 'reject')
         throw new AppError('ROUTE_NOT_FOUND', `no such action ${action}; approve or reject`);
       if (
@@ -243,7 +242,7 @@ export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDep
       const { id, name } = request.params;
       const reason = typeof request.body?.reason === 'string' ? request.body.reason.trim() : '';
       const idempotencyKey = request.body?.idempotencyKey;
-      if (!/^[0-9a-f-]{36}$/i.test(id)) throw new AppError('TASK_NOT_FOUND', `task ${id} does not exist`);
+      if (!isUuid(id)) throw taskMissing(id)();
       if (
         !reason ||
         reason.length > 2000 ||
@@ -333,10 +332,9 @@ export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDep
     };
   });
 
-  app.get('/dashboard/api/schedules', { schema: hidden, onRequest: viewers }, async (request) => {
-    const reach = reachOf(request);
-    return { items: (await listAllSchedules(deps.schedules)).filter((s) => seesTenant(reach, s.tenantId)) };
-  });
+  app.get('/dashboard/api/schedules', { schema: hidden, onRequest: viewers }, async (request) => ({
+    items: await listAllSchedules(deps.schedules, reachOf(request)),
+  }));
 
   // The pages: the build's files (the app routes on the client with `#/…`, so no fallback is needed).
   app.get('/dashboard', { schema: hidden }, async (_request, reply) => reply.redirect('/dashboard/'));

@@ -8,7 +8,7 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { SignJWT } from 'jose';
-import { channels } from '../../../core/facts/projections.ts';
+import { channels, operatorSubject } from '../../../core/facts/projections.ts';
 import { tokensEqual } from '../../../core/identity/apiKeys.ts';
 import {
   allows,
@@ -37,7 +37,7 @@ import {
   realtimeUrlOf,
   refuseCrossSite,
 } from './browserRequests.ts';
-import { type OperatorGate, operatorOf, refused, roleTooLow } from './operatorAuth.ts';
+import { admit, type OperatorGate, operatorOf } from './operatorAuth.ts';
 import { problem, sendProblem } from './problems.ts';
 
 export interface DashboardSessionDeps {
@@ -75,6 +75,21 @@ export function setSessionCookie(
   );
 }
 
+/** Sets the cookie of a session just opened, living as long as the session. */
+export function setOpenedSessionCookie(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  session: OpenedSession,
+  now: Date,
+): void {
+  setSessionCookie(
+    request,
+    reply,
+    session.id,
+    Math.floor((session.expiresAt.getTime() - now.getTime()) / 1000),
+  );
+}
+
 /** The dashboard API's gate: a live session, a role enough for the route, and for a change its origin and token. */
 export function dashboardGate(sessions: OperatorSessionDeps, ssoEnabled: boolean): OperatorGate {
   return (least, where) => async (request, reply) => {
@@ -96,10 +111,7 @@ export function dashboardGate(sessions: OperatorSessionDeps, ssoEnabled: boolean
         ),
       );
     if (changesState(request) && !csrfTokenMatches(sessions, id!, csrfTokenOf(request))) throw csrfRejected();
-    const allowed =
-      where === 'platform' ? allows(principal, least, 'platform') : holdsSomewhere(principal, least);
-    if (!allowed) throw refused(request, roleTooLow(least, where));
-    request.operator = principal;
+    admit(request, principal, least, where);
   };
 }
 
@@ -119,8 +131,7 @@ export function registerDashboardSessionRoutes(
   const hidden = { hide: true };
   const nowSeconds = () => Math.floor(deps.clock.now().getTime() / 1000);
   const answerSession = (request: FastifyRequest, reply: FastifyReply, session: OpenedSession) => {
-    const maxAge = Math.floor((session.expiresAt.getTime() - deps.clock.now().getTime()) / 1000);
-    setSessionCookie(request, reply, session.id, maxAge);
+    setOpenedSessionCookie(request, reply, session, deps.clock.now());
     return reply.send({ expiresAt: session.expiresAt.toISOString(), csrfToken: session.csrfToken });
   };
 
@@ -188,7 +199,7 @@ export function registerDashboardSessionRoutes(
       const me = operatorOf(request);
       const reach = tenantReach(me, 'viewer');
       const feed = reach === 'all' ? [channels.operator] : reach.map(channels.operatorTenant);
-      const token = await new SignJWT({ sub: `operator:${me.operatorId ?? 'bootstrap'}`, channels: feed })
+      const token = await new SignJWT({ sub: operatorSubject(me.operatorId), channels: feed })
         .setProtectedHeader({ alg: 'HS256' })
         .setIssuedAt(nowSeconds())
         .setExpirationTime(nowSeconds() + 900)

@@ -14,6 +14,7 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { EncryptJWT, jwtDecrypt } from 'jose';
+import type { OpenedSession } from '../../../core/identity/operatorSessions.ts';
 import type { SsoIdentity } from '../../../core/identity/operatorSignIn.ts';
 import { AppError } from '../../../core/shared/errors.ts';
 import type { Clock } from '../../../core/shared/ports.ts';
@@ -29,11 +30,7 @@ export interface SsoSignInFlow {
 }
 
 /** A session opened for a person the provider vouched for. */
-export interface SsoSession {
-  id: string;
-  csrfToken: string;
-  expiresAt: Date;
-}
+export type SsoSession = OpenedSession;
 
 export interface DashboardSsoDeps {
   /** Null: single sign-on is off. */

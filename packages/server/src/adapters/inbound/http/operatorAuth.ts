@@ -73,11 +73,21 @@ export function requireOperator(
           request.url,
         ),
       );
-    const allowed =
-      where === 'platform' ? allows(principal, least, 'platform') : holdsSomewhere(principal, least);
-    if (!allowed) throw refused(request, roleTooLow(least, where));
-    request.operator = principal;
+    admit(request, principal, least, where);
   };
+}
+
+/** Lets the principal through a gate that needs `least` where said (403 otherwise, counted). */
+export function admit(
+  request: FastifyRequest,
+  principal: OperatorPrincipal,
+  least: OperatorRole,
+  where: OperatorScope,
+): void {
+  const allowed =
+    where === 'platform' ? allows(principal, least, 'platform') : holdsSomewhere(principal, least);
+  if (!allowed) throw refused(request, roleTooLow(least, where));
+  request.operator = principal;
 }
 
 export const roleTooLow = (least: OperatorRole, where: OperatorScope) =>

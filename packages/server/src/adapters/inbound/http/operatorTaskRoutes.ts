@@ -10,7 +10,14 @@ import type { BulkAction, BulkJobRecord, BulkTaskFilter } from '../../../core/op
 import { AppError } from '../../../core/shared/errors.ts';
 import type { CorrectionRequest } from '../../../core/tasks/correction.ts';
 import { type CorrectDeps, correctTask } from '../../../core/tasks/correctTask.ts';
-import { actorOfRequest, type OperatorGate, reachOf, requireTaskRole, seesTenant } from './operatorAuth.ts';
+import {
+  actorOfRequest,
+  type OperatorGate,
+  reachOf,
+  refused,
+  requireTaskRole,
+  seesTenant,
+} from './operatorAuth.ts';
 import { requireIdempotencyKey } from './problems.ts';
 import { IdempotencyKeyHeader, problemResponses, Uuid } from './schemas.ts';
 
@@ -144,7 +151,7 @@ export function registerOperatorTaskRoutes(
       // A job that may touch a tenant the caller does not see is not theirs to read.
       const reach = reachOf(request);
       if (reach !== 'all' && (job.tenantIds === null || !job.tenantIds.every((t) => seesTenant(reach, t))))
-        throw new AppError('JOB_NOT_FOUND', `job ${request.params.id} does not exist`);
+        throw refused(request, new AppError('JOB_NOT_FOUND', `job ${request.params.id} does not exist`));
       return jobView(job);
     },
   );

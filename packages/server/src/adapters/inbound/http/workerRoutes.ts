@@ -27,16 +27,13 @@ import {
   type WorkerDeps,
 } from '../../../core/workers/workers.ts';
 import { reportWorkerEvents } from '../reportCommands.ts';
+import { bearerToken } from './auth.ts';
 import { actorOfRequest, type OperatorAuthenticate, type OperatorGate } from './operatorAuth.ts';
 import type { RateLimits } from './rateLimits.ts';
 import { emptyBodyAsObject, eventStream, problemResponses, Uuid } from './schemas.ts';
 import { logReportedEvents } from './taskLogs.ts';
 import { inboundSpan, traceIdOf } from './tracing.ts';
 import { registerWorkerGrantRoutes } from './workerGrantRoutes.ts';
-
-function bearer(request: FastifyRequest): string | null {
-  return /^Bearer\s+(\S+)$/i.exec(request.headers.authorization ?? '')?.[1] ?? null;
-}
 
 export function registerWorkerRoutes(
   app: FastifyInstance,
@@ -78,7 +75,7 @@ export function registerWorkerRoutes(
   });
 
   async function workerCredential(request: FastifyRequest): Promise<string> {
-    const token = bearer(request);
+    const token = bearerToken(request);
     const id = token ? await authenticateWorkerKey(deps.workers, token) : null;
     if (!id) throw new AppError('UNAUTHENTICATED', 'send a worker key as "Authorization: Bearer tdpw_…"');
     deps.rateLimits.charge('worker', id);
@@ -265,22 +262,17 @@ export function registerWorkerRoutes(
       },
     },
     async (request) => {
-      const token = bearer(request);
-      const operator = token && !token.startsWith('tdp_') ? await deps.operators.bearer(request) : null;
+      const token = bearerToken(request);
+      const operator = await deps.operators.bearer(request);
       if (operator) {
         const reach = tenantReach(operator, 'viewer');
-        if (reach === 'all') return listWorkerViews(deps.workers);
         // A tenant's operator sees the workers that can run their tenants' steps, as its applications do.
-        const seen = new Map<string, Awaited<ReturnType<typeof listWorkerViews>>[number]>();
-        for (const tenantId of reach)
-          for (const worker of await listWorkerViews(deps.workers, { servingTenant: tenantId }))
-            seen.set(worker.id, worker);
-        return [...seen.values()];
+        return listWorkerViews(deps.workers, reach === 'all' ? {} : { servingTenants: reach });
       }
       const principal = token ? await deps.authenticator.authenticate(token) : null;
       if (!principal) throw new AppError('UNAUTHENTICATED', 'send an API key or an operator token');
       // The fleet is the operator's: an application sees the workers that can run its tenant's steps.
-      return listWorkerViews(deps.workers, { servingTenant: principal.tenantId });
+      return listWorkerViews(deps.workers, { servingTenants: [principal.tenantId] });
     },
   );
 
@@ -448,7 +440,7 @@ export function registerWorkerRoutes(
 }
 
 /** Worker sessions as `GET /v1/workers` and the dashboard show them, with their heartbeat age. */
-export async function listWorkerViews(deps: WorkerDeps, filter: { servingTenant?: string } = {}) {
+export async function listWorkerViews(deps: WorkerDeps, filter: { servingTenants?: string[] } = {}) {
   const now = deps.clock.now().getTime();
   return (await deps.workers.listWorkers(filter)).map((w) => ({
     id: w.id,

@@ -133,6 +133,7 @@ export class OidcSignIn {
         issuer: idClaims.iss,
         subject: idClaims.sub,
         email: claims.email_verified === false ? null : text(claims.email),
+        emailVerified: claims.email_verified === true,
         name: text(claims[this.settings.nameClaim]) ?? text(claims.name),
         groups: groupsOf(claims[groupsClaim]),
       };

@@ -2,6 +2,7 @@
  * Operator accounts, their role bindings and personal tokens (migration 033), each change written with
  * its audit record in one transaction.
  */
+import { isUuid } from '@tdp/protocol';
 import type { OperatorAuditRecord } from '../../../core/facts/records.ts';
 import type { OperatorRole, RoleBinding } from '../../../core/identity/operatorAccess.ts';
 import type {
@@ -73,6 +74,17 @@ interface TokenRow {
   revoked_at: Date | null;
 }
 
+/** A token's columns beside its operator's (find's join). */
+interface TokenColumns {
+  token_id: string;
+  token_name: string;
+  secret_hash: Buffer;
+  token_role: OperatorRole;
+  token_created_at: Date;
+  expires_at: Date;
+  revoked_at: Date | null;
+}
+
 const toToken = (r: TokenRow): OperatorTokenRecord => ({
   id: r.id,
   operatorId: r.operator_id,
@@ -110,7 +122,7 @@ export class PostgresOperatorAccountStore implements OperatorStore {
   }
 
   get(id: string) {
-    return /^[0-9a-f-]{36}$/i.test(id) ? this.one('o.id', id) : Promise.resolve(null);
+    return isUuid(id) ? this.one('o.id', id) : Promise.resolve(null);
   }
 
   byEmail(email: string) {
@@ -140,11 +152,12 @@ export class PostgresOperatorAccountStore implements OperatorStore {
         await tx`DELETE FROM operator_role_binding WHERE operator_id = ${id} AND source = 'manual'`;
         await insertBindings(tx, id, changes.roles, 'manual');
       }
-      if (changes.status === 'DISABLED') {
-        // Disabled means out, now: no session of theirs and no token of theirs opens anything.
+      // Disabled means out, now: no session of theirs and no token of theirs opens anything. A new
+      // password (a reset after a leak) ends the sessions opened with the old one.
+      if (changes.status === 'DISABLED' || changes.passwordHash !== undefined)
         await tx`DELETE FROM dashboard_session WHERE operator_id = ${id}`;
+      if (changes.status === 'DISABLED')
         await tx`UPDATE operator_token SET revoked_at = ${now} WHERE operator_id = ${id} AND revoked_at IS NULL`;
-      }
       await insertAudit(tx, audit);
       return true;
     });
@@ -169,10 +182,7 @@ export class PostgresOperatorAccountStore implements OperatorStore {
 }
 
 export class PostgresOperatorTokenStore implements OperatorTokenStore {
-  constructor(
-    private readonly sql: Sql,
-    private readonly operators: PostgresOperatorAccountStore,
-  ) {}
+  constructor(private readonly sql: Sql) {}
 
   async create(token: OperatorTokenRecord, audit: OperatorAuditRecord): Promise<void> {
     await this.sql.begin(async (tx) => {
@@ -202,9 +212,27 @@ export class PostgresOperatorTokenStore implements OperatorTokenStore {
   }
 
   async find(tokenId: string) {
-    const [row] = await this.sql<TokenRow[]>`SELECT * FROM operator_token WHERE id = ${tokenId}`;
+    // The token with its operator as they are now, in one round trip: a disabled operator's finds none.
+    const [row] = await this.sql.unsafe<(OperatorRow & TokenColumns)[]>(
+      `SELECT op.*, t.id AS token_id, t.name AS token_name, t.secret_hash, t.role AS token_role,
+              t.created_at AS token_created_at, t.expires_at, t.revoked_at
+       FROM operator_token t JOIN (${selectOperators}) op ON op.id = t.operator_id
+       WHERE t.id = $1 AND op.status = 'ACTIVE'`,
+      [tokenId],
+    );
     if (!row) return null;
-    const operator = await this.operators.get(row.operator_id);
-    return operator?.status === 'ACTIVE' ? { token: toToken(row), operator } : null;
+    return {
+      token: toToken({
+        id: row.token_id,
+        operator_id: row.id,
+        name: row.token_name,
+        secret_hash: row.secret_hash,
+        role: row.token_role,
+        created_at: row.token_created_at,
+        expires_at: row.expires_at,
+        revoked_at: row.revoked_at,
+      }),
+      operator: toOperator(row),
+    };
   }
 }

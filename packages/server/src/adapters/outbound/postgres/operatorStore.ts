@@ -147,7 +147,7 @@ export class PostgresOperatorStore implements OperatorWorkerStore, OperatorAudit
         AND (${query.taskId ?? null}::uuid IS NULL OR task_id = ${query.taskId ?? null})
         AND (${query.from ?? null}::timestamptz IS NULL OR created_at >= ${query.from ?? null})
         AND (${query.to ?? null}::timestamptz IS NULL OR created_at < ${query.to ?? null})
-        AND (${tenants}::uuid[] IS NULL OR tenant_id = ANY(${tenants}::uuid[]))
+        AND (${tenants}::uuid[] IS NULL OR tenant_id = ANY(${tenants}::uuid[]) OR operator_id = ${query.self}::uuid)
         AND (${query.before?.createdAt ?? null}::timestamptz IS NULL
              OR (created_at, id) < (${query.before?.createdAt ?? null}::timestamptz, ${query.before?.id ?? null}::uuid))
       ORDER BY created_at DESC, id DESC

@@ -92,9 +92,11 @@ export class PostgresScheduleStore implements ScheduleStore {
     return rows.map(toRecord);
   }
 
-  async listAll(limit: number): Promise<ScheduleRecord[]> {
+  async listAll(limit: number, tenants: 'all' | string[]): Promise<ScheduleRecord[]> {
+    const only = tenants === 'all' ? null : tenants;
     const rows = await this.sql<ScheduleRow[]>`
-      SELECT * FROM schedule ORDER BY created_at DESC, id DESC LIMIT ${limit}`;
+      SELECT * FROM schedule WHERE ${only}::uuid[] IS NULL OR tenant_id = ANY(${only}::uuid[])
+      ORDER BY created_at DESC, id DESC LIMIT ${limit}`;
     return rows.map(toRecord);
   }
 

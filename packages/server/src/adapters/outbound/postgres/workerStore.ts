@@ -169,22 +169,22 @@ export class PostgresWorkerStore implements WorkerStore {
     }));
   }
 
-  async listWorkers(filter: { servingTenant?: string } = {}) {
-    const tenant = filter.servingTenant;
+  async listWorkers(filter: { servingTenants?: string[] } = {}) {
+    const tenants = filter.servingTenants;
     const rows = await this.sql<
       (WorkerRow & { labels: Record<string, string>; management_status: string })[]
     >`
       SELECT w.*, ${openAttempts(this.sql)}, n.labels, n.management_status FROM worker w JOIN worker_node n ON n.id = w.node_id
       WHERE w.ended_at IS NULL
         ${
-          tenant === undefined
+          tenants === undefined
             ? this.sql``
             : this.sql`AND EXISTS (
                 SELECT 1
                 FROM workflow_definition d
                 CROSS JOIN LATERAL jsonb_array_elements(d.steps) AS step
                 CROSS JOIN LATERAL jsonb_array_elements(w.capabilities) AS offered
-                WHERE d.tenant_id = ${tenant}
+                WHERE d.tenant_id = ANY(${tenants}::uuid[])
                   AND step->>'capability' = offered->>'name'
                   AND step->>'capabilityVersion' = offered->>'version')`
         }
