@@ -92,6 +92,7 @@ describe('the OIDC sign-in adapter', () => {
       issuer: provider.issuer,
       subject: 'alice',
       email: 'alice@example.com',
+      emailVerified: true,
       name: 'alice@example.com',
       groups: ['tdp-admins', 'on-call'],
     });
@@ -310,6 +311,7 @@ describe('the dashboard SSO routes', () => {
           issuer: provider.issuer,
           subject: 'alice',
           email: 'alice@example.com',
+          emailVerified: true,
           name: 'alice@example.com',
           groups: ['tdp-admins', 'on-call'],
         },

@@ -114,7 +114,7 @@ it('drains a worker: DRAINING, the running attempt finishes, nothing new is plac
       expect(audit).toEqual([
         {
           action: 'WORKER_DRAIN',
-          actor: 'operator',
+          actor: 'bootstrap admin token',
           reason: 'kernel upgrade on node-drained',
           details: { commandId: drained.body.commandId },
         },
