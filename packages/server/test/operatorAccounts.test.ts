@@ -295,3 +295,43 @@ describe('single sign-on and existing accounts', () => {
     expect(linked!.sso_subject).toBe('https://idp.example.test sub-true');
   });
 });
+
+describe("the admin API's identity changes", () => {
+  it('are audited in their own transaction with the operator who made them; a repeated version writes nothing', async () => {
+    const admin = await createOperator(h, [{ role: 'admin' }]);
+    const app = await h.createApplication();
+    const define = () =>
+      h.request('POST', `/admin/v1/applications/${app.applicationId}/status-definitions`, {
+        token: admin.token,
+        body: {
+          taskType: 'ZIP',
+          version: 1,
+          statuses: [{ code: 'FIXED_BY_HAND', displayName: 'Fixed by hand', lifecycleStatus: 'SUCCEEDED' }],
+        },
+      });
+    expect((await define()).status).toBe(201);
+    expect((await define()).status).toBe(200);
+    const rotated = await h.request('POST', `/admin/v1/applications/${app.applicationId}/api-keys`, {
+      token: admin.token,
+      body: {},
+    });
+    expect(rotated.status).toBe(201);
+    const rows = await sql<{ action: string; operator_id: string; tenant_id: string; details: unknown }[]>`
+      SELECT action, operator_id, tenant_id, details FROM operator_audit
+      WHERE subject_id = ${app.applicationId} AND operator_id = ${admin.id} ORDER BY action`;
+    expect(rows).toEqual([
+      {
+        action: 'API_KEY_ROTATED',
+        operator_id: admin.id,
+        tenant_id: app.tenantId,
+        details: { keyId: rotated.body.apiKey.id, previousKeysExpireAt: rotated.body.previousKeysExpireAt },
+      },
+      {
+        action: 'STATUS_DEFINITION_ADDED',
+        operator_id: admin.id,
+        tenant_id: app.tenantId,
+        details: { taskType: 'ZIP', version: 1 },
+      },
+    ]);
+  });
+});

@@ -1,5 +1,5 @@
 import type { FailurePolicy, FieldError, StepDefinition } from '@tdp/protocol';
-import type { StatusDefinition } from '../facts/records.ts';
+import type { OperatorActor, OperatorAuditRecord, StatusDefinition } from '../facts/records.ts';
 import { AppError } from '../shared/errors.ts';
 
 export interface StoredDefinition {
@@ -47,8 +47,10 @@ export interface OperationDefinition {
 }
 
 export interface RegistryStore {
+  /** Inserts a new version (with its audit record, when given, in the same transaction). */
   insertStatusDefinition(
     definition: StatusDefinition,
+    audit?: OperatorAuditRecord,
   ): Promise<{ inserted: boolean; stored: StatusDefinition }>;
   getStatusDefinition(
     applicationId: string,
@@ -58,6 +60,7 @@ export interface RegistryStore {
   listStatusDefinitions(applicationId: string): Promise<StatusDefinition[]>;
   insertOperationDefinition(
     definition: OperationDefinition,
+    audit?: OperatorAuditRecord,
   ): Promise<{ inserted: boolean; stored: OperationDefinition }>;
   /** The newest enabled version, or a given one. */
   getOperationDefinition(
@@ -115,4 +118,10 @@ export interface RegistryLookup {
     operationCode: string,
     version: number | null,
   ): Promise<OperationDefinition | null>;
+}
+
+/** Who defines a registry version, for its audit record (none: TDP's own set-up). */
+export interface RegistryAuthor {
+  actor: OperatorActor;
+  tenantId: string;
 }

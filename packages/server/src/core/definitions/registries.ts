@@ -4,12 +4,18 @@
  * tasks and executions that bound it keep its meaning. Defining the same content again is a harmless
  * replay.
  */
-import type { OperationDefinitionRequest, StatusDefinitionRequest } from '@tdp/protocol';
-import type { StatusDefinition } from '../facts/records.ts';
+import { newId, type OperationDefinitionRequest, type StatusDefinitionRequest } from '@tdp/protocol';
+import type { OperatorAuditRecord, StatusDefinition } from '../facts/records.ts';
 import { canonicalJson } from '../shared/canonicalJson.ts';
 import { AppError } from '../shared/errors.ts';
 import type { Clock } from '../shared/ports.ts';
-import type { JsonSchemaValidator, OperationDefinition, RegistryLookup, RegistryStore } from './ports.ts';
+import type {
+  JsonSchemaValidator,
+  OperationDefinition,
+  RegistryAuthor,
+  RegistryLookup,
+  RegistryStore,
+} from './ports.ts';
 
 /** Cached reads of immutable registry versions. */
 export class RegistryCatalog implements RegistryLookup {
@@ -48,10 +54,32 @@ export class RegistryCatalog implements RegistryLookup {
   }
 }
 
+/** The audit record of an operator's new registry version, kept only if the version is new. */
+function registryAudit(
+  by: RegistryAuthor | undefined,
+  action: string,
+  applicationId: string,
+  at: Date,
+  details: Record<string, unknown>,
+): OperatorAuditRecord | undefined {
+  if (!by) return undefined;
+  return {
+    id: newId(),
+    action,
+    subjectId: applicationId,
+    actor: by.actor,
+    reason: '',
+    details,
+    tenantId: by.tenantId,
+    createdAt: at,
+  };
+}
+
 export async function defineStatuses(
   deps: { registries: RegistryStore; clock: Clock },
   applicationId: string,
   request: StatusDefinitionRequest,
+  by?: RegistryAuthor,
 ): Promise<{ definition: StatusDefinition; created: boolean }> {
   const codes = new Set<string>();
   for (const [index, status] of request.statuses.entries()) {
@@ -78,7 +106,13 @@ export async function defineStatuses(
     statuses: request.statuses,
     createdAt: deps.clock.now(),
   };
-  const { inserted, stored } = await deps.registries.insertStatusDefinition(definition);
+  const { inserted, stored } = await deps.registries.insertStatusDefinition(
+    definition,
+    registryAudit(by, 'STATUS_DEFINITION_ADDED', applicationId, definition.createdAt, {
+      taskType: definition.taskType,
+      version: definition.version,
+    }),
+  );
   if (!inserted && canonicalJson(stored.statuses) !== canonicalJson(definition.statuses)) {
     throw new AppError(
       'REGISTRY_VERSION_EXISTS',
@@ -92,6 +126,7 @@ export async function defineOperation(
   deps: { registries: RegistryStore; clock: Clock; schemas: JsonSchemaValidator },
   applicationId: string,
   request: OperationDefinitionRequest,
+  by?: RegistryAuthor,
 ): Promise<{ definition: OperationDefinition; created: boolean }> {
   for (const [name, schema] of Object.entries(request.dataSchemas)) {
     for (const eventType of schema.eventTypes) {
@@ -124,7 +159,13 @@ export async function defineOperation(
     failurePolicy: request.failurePolicy ?? 'FAIL_TASK',
     createdAt: deps.clock.now(),
   };
-  const { inserted, stored } = await deps.registries.insertOperationDefinition(definition);
+  const { inserted, stored } = await deps.registries.insertOperationDefinition(
+    definition,
+    registryAudit(by, 'OPERATION_DEFINITION_ADDED', applicationId, definition.createdAt, {
+      operationCode: definition.operationCode,
+      version: definition.version,
+    }),
+  );
   const comparable = (d: OperationDefinition) => canonicalJson({ ...d, createdAt: null });
   if (!inserted && comparable(stored) !== comparable(definition)) {
     throw new AppError(

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import type { OperatorActor, OperatorAuditRecord } from '../facts/records.ts';
 import { AppError } from '../shared/errors.ts';
 import type { Clock, IdGenerator } from '../shared/ports.ts';
 import { generateApiKey } from './apiKeys.ts';
@@ -73,6 +74,32 @@ function newKeyRecord(application: Application, label: string | null, now: Date)
   return { record, issued };
 }
 
+/**
+ * The audit record of an operator's change to an application (none for TDP's own, e.g. `tdp dev`'s
+ * set-up), written by the store in the change's transaction.
+ */
+function auditOf(
+  deps: Pick<ApplicationDeps, 'ids'>,
+  by: OperatorActor | undefined,
+  action: string,
+  application: Application,
+  at: Date,
+  details: Record<string, unknown> = {},
+): OperatorAuditRecord | undefined {
+  if (!by) return undefined;
+  return {
+    id: deps.ids.newId(),
+    action,
+    subjectId: application.id,
+    actor: by,
+    // The admin API takes no reason for these: the action and its details say what happened.
+    reason: '',
+    details,
+    tenantId: application.tenantId,
+    createdAt: at,
+  };
+}
+
 export async function createApplication(
   deps: ApplicationDeps,
   input: {
@@ -81,6 +108,7 @@ export async function createApplication(
     resourceProvider?: ResourceProviderSettings;
     callbackSecret?: string;
   },
+  by?: OperatorActor,
 ): Promise<{ application: Application; apiKey: IssuedApiKey; callbackSecret: string }> {
   const tenant = await deps.store.getTenant(input.tenantId);
   if (!tenant) throw new AppError('TENANT_NOT_FOUND', `tenant ${input.tenantId} does not exist`);
@@ -102,7 +130,8 @@ export async function createApplication(
     ...(input.resourceProvider ? sealResourceProvider(deps, id, input.resourceProvider) : {}),
   };
   const { record, issued } = newKeyRecord(application, 'initial', now);
-  if (!(await deps.store.insertApplication(application, record))) {
+  const audit = auditOf(deps, by, 'APPLICATION_CREATED', application, now, { name: application.name });
+  if (!(await deps.store.insertApplication(application, record, audit))) {
     throw new AppError(
       'APPLICATION_NAME_TAKEN',
       `tenant ${tenant.id} already has an application named "${application.name}"`,
@@ -121,6 +150,7 @@ export async function updateResourceProvider(
   deps: ApplicationDeps,
   applicationId: string,
   settings: ResourceProviderSettings | null,
+  by?: OperatorActor,
 ): Promise<Application> {
   const application = await requireApplication(deps, applicationId);
   const updated: Application = {
@@ -130,7 +160,12 @@ export async function updateResourceProvider(
       : { resourceProviderUrl: null, resourceProviderTokenSealed: null }),
     updatedAt: deps.clock.now(),
   };
-  await deps.store.updateApplication(updated);
+  await deps.store.updateApplication(
+    updated,
+    auditOf(deps, by, 'RESOURCE_PROVIDER_SET', updated, updated.updatedAt, {
+      url: updated.resourceProviderUrl,
+    }),
+  );
   return updated;
 }
 
@@ -142,12 +177,20 @@ export async function rotateApiKey(
   deps: ApplicationDeps,
   applicationId: string,
   options: { overlapSeconds: number; label: string | null },
+  by?: OperatorActor,
 ): Promise<{ apiKey: IssuedApiKey; previousKeysExpireAt: Date }> {
   const application = await requireApplication(deps, applicationId);
   const now = deps.clock.now();
   const { record, issued } = newKeyRecord(application, options.label, now);
   const previousKeysExpireAt = new Date(now.getTime() + options.overlapSeconds * 1000);
-  await deps.store.rotateApiKey(record, previousKeysExpireAt);
+  await deps.store.rotateApiKey(
+    record,
+    previousKeysExpireAt,
+    auditOf(deps, by, 'API_KEY_ROTATED', application, now, {
+      keyId: record.id,
+      previousKeysExpireAt: previousKeysExpireAt.toISOString(),
+    }),
+  );
   return { apiKey: issued, previousKeysExpireAt };
 }
 
@@ -155,9 +198,12 @@ export async function revokeApiKey(
   deps: ApplicationDeps,
   applicationId: string,
   keyId: string,
+  by?: OperatorActor,
 ): Promise<void> {
-  await requireApplication(deps, applicationId);
-  if (!(await deps.store.revokeApiKey(applicationId, keyId, deps.clock.now()))) {
+  const application = await requireApplication(deps, applicationId);
+  const now = deps.clock.now();
+  const audit = auditOf(deps, by, 'API_KEY_REVOKED', application, now, { keyId });
+  if (!(await deps.store.revokeApiKey(applicationId, keyId, now, audit))) {
     throw new AppError('API_KEY_NOT_FOUND', `application ${applicationId} has no API key ${keyId}`);
   }
 }
@@ -167,18 +213,24 @@ export async function rotateCallbackSecret(
   deps: ApplicationDeps,
   applicationId: string,
   overlapSeconds: number,
+  by?: OperatorActor,
 ): Promise<{ callbackSecret: string; previousSecretExpiresAt: Date }> {
   const application = await requireApplication(deps, applicationId);
   const now = deps.clock.now();
   const callbackSecret = newCallbackSecret();
   const previousSecretExpiresAt = new Date(now.getTime() + overlapSeconds * 1000);
-  await deps.store.updateApplication({
-    ...application,
-    callbackSecretSealed: deps.secrets.seal(callbackSecret, sealedField(application.id, 'callback_secret')),
-    previousCallbackSecretSealed: application.callbackSecretSealed,
-    previousCallbackSecretExpiresAt: previousSecretExpiresAt,
-    updatedAt: now,
-  });
+  await deps.store.updateApplication(
+    {
+      ...application,
+      callbackSecretSealed: deps.secrets.seal(callbackSecret, sealedField(application.id, 'callback_secret')),
+      previousCallbackSecretSealed: application.callbackSecretSealed,
+      previousCallbackSecretExpiresAt: previousSecretExpiresAt,
+      updatedAt: now,
+    },
+    auditOf(deps, by, 'CALLBACK_SECRET_ROTATED', application, now, {
+      previousSecretExpiresAt: previousSecretExpiresAt.toISOString(),
+    }),
+  );
   return { callbackSecret, previousSecretExpiresAt };
 }
 

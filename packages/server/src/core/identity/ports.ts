@@ -9,6 +9,8 @@
  *   application's tasks only. `TENANT`: the user's tasks in every application of the tenant, when the
  *   tenant names the application so (an audited setting). Reads by API key stay per application.
  */
+import type { OperatorAuditRecord } from '../facts/records.ts';
+
 export type UserView = 'APPLICATION' | 'TENANT';
 
 export interface Tenant {
@@ -66,21 +68,26 @@ export interface IdentityAuditRecord {
 
 export interface IdentityStore {
   /** False when the name is taken. */
-  insertTenant(tenant: Tenant): Promise<boolean>;
+  /** Each change below writes its audit record, when given, in the same transaction. */
+  insertTenant(tenant: Tenant, audit?: OperatorAuditRecord): Promise<boolean>;
   listTenants(): Promise<Tenant[]>;
   getTenant(id: string): Promise<Tenant | null>;
   findTenantByName(name: string): Promise<Tenant | null>;
   /** Inserts the application and its first key atomically; false when the name is taken in the tenant. */
-  insertApplication(application: Application, firstKey: ApiKeyRecord): Promise<boolean>;
+  insertApplication(
+    application: Application,
+    firstKey: ApiKeyRecord,
+    audit?: OperatorAuditRecord,
+  ): Promise<boolean>;
   getApplication(id: string): Promise<Application | null>;
   findApplicationByName(tenantId: string, name: string): Promise<Application | null>;
   listApplications(tenantId: string): Promise<Application[]>;
-  updateApplication(application: Application): Promise<void>;
+  updateApplication(application: Application, audit?: OperatorAuditRecord): Promise<void>;
   /** Adds a key; every other live key of the application then expires at `othersExpireAt` at the latest. */
-  rotateApiKey(key: ApiKeyRecord, othersExpireAt: Date): Promise<void>;
+  rotateApiKey(key: ApiKeyRecord, othersExpireAt: Date, audit?: OperatorAuditRecord): Promise<void>;
   /** Adds a key without touching the others; false when the key id exists already. */
   insertApiKey(key: ApiKeyRecord): Promise<boolean>;
-  revokeApiKey(applicationId: string, keyId: string, at: Date): Promise<boolean>;
+  revokeApiKey(applicationId: string, keyId: string, at: Date, audit?: OperatorAuditRecord): Promise<boolean>;
   findApiKey(keyId: string): Promise<ApiKeyRecord | null>;
   listApiKeys(applicationId: string): Promise<ApiKeyRecord[]>;
   /**

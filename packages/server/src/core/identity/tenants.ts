@@ -1,12 +1,24 @@
+import type { OperatorActor } from '../facts/records.ts';
 import { AppError } from '../shared/errors.ts';
 import type { Clock, IdGenerator } from '../shared/ports.ts';
 import type { IdentityAuditRecord, IdentityStore, Tenant } from './ports.ts';
 
 type TenantDeps = { store: IdentityStore; clock: Clock; ids: IdGenerator };
 
-export async function createTenant(deps: TenantDeps, name: string): Promise<Tenant> {
+/** Creates a tenant; an operator's creation is audited with it. */
+export async function createTenant(deps: TenantDeps, name: string, by?: OperatorActor): Promise<Tenant> {
   const tenant: Tenant = { id: deps.ids.newId(), name: name.trim(), createdAt: deps.clock.now() };
-  if (!(await deps.store.insertTenant(tenant)))
+  const audit = by && {
+    id: deps.ids.newId(),
+    action: 'TENANT_CREATED',
+    subjectId: tenant.id,
+    actor: by,
+    reason: '',
+    details: { name: tenant.name },
+    tenantId: tenant.id,
+    createdAt: tenant.createdAt,
+  };
+  if (!(await deps.store.insertTenant(tenant, audit)))
     throw new AppError('TENANT_NAME_TAKEN', `a tenant named "${tenant.name}" already exists`);
   return tenant;
 }

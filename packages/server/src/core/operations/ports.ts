@@ -162,11 +162,6 @@ export interface OperatorAudit {
   auditPage(query: AuditQuery): Promise<AuditPage>;
 }
 
-/** Records an operator action that is not written with a fact of its own (an identity change). */
-export interface OperatorAuditLog {
-  record(audit: OperatorAuditRecord): Promise<void>;
-}
-
 export type DeadLetterTable = 'outbox' | 'realtime' | 'callbacks';
 
 /** Which DEAD rows: those named, or those matching every field of the filter given. */

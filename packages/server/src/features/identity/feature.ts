@@ -15,7 +15,6 @@ import {
 } from '../../adapters/inbound/http/rateLimits.ts';
 import { registerUserViewRoutes } from '../../adapters/inbound/http/userViewRoutes.ts';
 import { PostgresIdentityStore } from '../../adapters/outbound/postgres/identityStore.ts';
-import { PostgresOperatorStore } from '../../adapters/outbound/postgres/operatorStore.ts';
 import { PostgresRevocations } from '../../adapters/outbound/postgres/revocationChannel.ts';
 import { JoseUserTokens } from '../../adapters/outbound/tokens/userTokens.ts';
 import type { ApplicationDeps } from '../../core/identity/applications.ts';
@@ -166,7 +165,6 @@ export const identityFeature = defineFeature({
         const { gate } = host.need('operators');
         registerAdminRoutes(app, {
           gate,
-          audit: new PostgresOperatorStore(host.sql),
           applications,
           authenticator: identity.authenticator,
           revocations,

@@ -1,4 +1,3 @@
-import { newId } from '@tdp/protocol';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import type { JsonSchemaValidator, RegistryStore } from '../../../core/definitions/ports.ts';
@@ -14,7 +13,6 @@ import type { ApiKeyAuthenticator } from '../../../core/identity/authenticate.ts
 import type { OperatorRole } from '../../../core/identity/operatorAccess.ts';
 import type { Application, Revocations } from '../../../core/identity/ports.ts';
 import { createTenant } from '../../../core/identity/tenants.ts';
-import type { OperatorAuditLog } from '../../../core/operations/ports.ts';
 import { AppError } from '../../../core/shared/errors.ts';
 import type { Clock } from '../../../core/shared/ports.ts';
 import { actorOfRequest, type OperatorGate, reachOf, requireTenantRole, seesTenant } from './operatorAuth.ts';
@@ -77,8 +75,6 @@ export function registerAdminRoutes(
   app: FastifyInstance,
   deps: {
     gate: OperatorGate;
-    /** Where each change is recorded with the operator who made it. */
-    audit: OperatorAuditLog;
     applications: ApplicationDeps;
     authenticator: ApiKeyAuthenticator;
     /** A revoked key is forgotten by every replica, and the tokens it minted stop working at once. */
@@ -109,29 +105,6 @@ export function registerAdminRoutes(
       tenantId,
       () => new AppError('TENANT_NOT_FOUND', `tenant ${tenantId} does not exist`),
     );
-  /**
-   * Records an identity change with who made it, right after it committed (the identity use cases keep
-   * their own transactions; a crash between the two loses this row, not the change).
-   */
-  const audited = (
-    request: FastifyRequest,
-    action: string,
-    subjectId: string,
-    tenantId: string | null,
-    details: Record<string, unknown> = {},
-  ) =>
-    deps.audit.record({
-      id: newId(),
-      action,
-      subjectId,
-      actor: actorOfRequest(request),
-      // The admin API takes no reason for these: the action and its details say what happened.
-      reason: '',
-      details,
-      tenantId,
-      createdAt: clock.now(),
-    });
-
   app.post<{ Body: { name: string } }>(
     '/admin/v1/tenants',
     {
@@ -148,8 +121,7 @@ export function registerAdminRoutes(
       },
     },
     async (request, reply) => {
-      const tenant = await createTenant(deps.applications, request.body.name);
-      await audited(request, 'TENANT_CREATED', tenant.id, tenant.id, { name: tenant.name });
+      const tenant = await createTenant(deps.applications, request.body.name, actorOfRequest(request));
       return reply.code(201).send({ ...tenant, createdAt: tenant.createdAt.toISOString() });
     },
   );
@@ -205,14 +177,15 @@ export function registerAdminRoutes(
     },
     async (request, reply) => {
       tenantFor(request, request.params.tenantId, 'admin');
-      const created = await createApplication(deps.applications, {
-        tenantId: request.params.tenantId,
-        name: request.body.name,
-        ...(request.body.resourceProvider ? { resourceProvider: request.body.resourceProvider } : {}),
-      });
-      await audited(request, 'APPLICATION_CREATED', created.application.id, request.params.tenantId, {
-        name: created.application.name,
-      });
+      const created = await createApplication(
+        deps.applications,
+        {
+          tenantId: request.params.tenantId,
+          name: request.body.name,
+          ...(request.body.resourceProvider ? { resourceProvider: request.body.resourceProvider } : {}),
+        },
+        actorOfRequest(request),
+      );
       return reply.code(201).send({
         application: applicationView(created.application, clock.now()),
         apiKey: { ...created.apiKey, createdAt: created.apiKey.createdAt.toISOString() },
@@ -286,11 +259,13 @@ export function registerAdminRoutes(
       },
     },
     async (request) => {
-      const { tenantId } = await applicationFor(request, request.params.id, 'admin');
-      const updated = await updateResourceProvider(deps.applications, request.params.id, request.body);
-      await audited(request, 'RESOURCE_PROVIDER_SET', request.params.id, tenantId, {
-        url: updated.resourceProviderUrl,
-      });
+      await applicationFor(request, request.params.id, 'admin');
+      const updated = await updateResourceProvider(
+        deps.applications,
+        request.params.id,
+        request.body,
+        actorOfRequest(request),
+      );
       return applicationView(updated, clock.now());
     },
   );
@@ -321,16 +296,17 @@ export function registerAdminRoutes(
       },
     },
     async (request, reply) => {
-      const { tenantId } = await applicationFor(request, request.params.id, 'admin');
-      const result = await rotateApiKey(deps.applications, request.params.id, {
-        overlapSeconds: request.body?.overlapSeconds ?? 86_400,
-        label: request.body?.label ?? null,
-      });
+      await applicationFor(request, request.params.id, 'admin');
+      const result = await rotateApiKey(
+        deps.applications,
+        request.params.id,
+        {
+          overlapSeconds: request.body?.overlapSeconds ?? 86_400,
+          label: request.body?.label ?? null,
+        },
+        actorOfRequest(request),
+      );
       deps.authenticator.forget();
-      await audited(request, 'API_KEY_ROTATED', request.params.id, tenantId, {
-        keyId: result.apiKey.id,
-        previousKeysExpireAt: result.previousKeysExpireAt.toISOString(),
-      });
       return reply.code(201).send({
         apiKey: { ...result.apiKey, createdAt: result.apiKey.createdAt.toISOString() },
         previousKeysExpireAt: result.previousKeysExpireAt.toISOString(),
@@ -351,12 +327,9 @@ export function registerAdminRoutes(
       },
     },
     async (request, reply) => {
-      const { tenantId } = await applicationFor(request, request.params.id, 'admin');
-      await revokeApiKey(deps.applications, request.params.id, request.params.keyId);
+      await applicationFor(request, request.params.id, 'admin');
+      await revokeApiKey(deps.applications, request.params.id, request.params.keyId, actorOfRequest(request));
       await deps.revocations.announce({ kind: 'apiKey', keyId: request.params.keyId });
-      await audited(request, 'API_KEY_REVOKED', request.params.id, tenantId, {
-        keyId: request.params.keyId,
-      });
       return reply.code(204).send();
     },
   );
@@ -386,13 +359,13 @@ export function registerAdminRoutes(
       },
     },
     async (request, reply) => {
-      const { tenantId } = await applicationFor(request, request.params.id, 'admin');
+      await applicationFor(request, request.params.id, 'admin');
       const result = await rotateCallbackSecret(
         deps.applications,
         request.params.id,
         request.body?.overlapSeconds ?? 86_400,
+        actorOfRequest(request),
       );
-      await audited(request, 'CALLBACK_SECRET_ROTATED', request.params.id, tenantId);
       return reply.code(201).send({
         callbackSecret: result.callbackSecret,
         previousSecretExpiresAt: result.previousSecretExpiresAt.toISOString(),
@@ -407,6 +380,5 @@ export function registerAdminRoutes(
     admins,
     registries: deps.registries,
     applicationFor,
-    audited,
   });
 }

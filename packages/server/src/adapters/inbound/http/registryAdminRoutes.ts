@@ -10,6 +10,7 @@ import { defineOperation, defineStatuses } from '../../../core/definitions/regis
 import type { OperatorRole } from '../../../core/identity/operatorAccess.ts';
 import type { Application } from '../../../core/identity/ports.ts';
 import type { Clock } from '../../../core/shared/ports.ts';
+import { actorOfRequest } from './operatorAuth.ts';
 import { problemResponses, Uuid } from './schemas.ts';
 
 type Gate = (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
@@ -24,16 +25,9 @@ export function registerRegistryAdminRoutes(
     registries: { registries: RegistryStore; clock: Clock; schemas: JsonSchemaValidator };
     /** The application, if the operator holds `least` in its tenant. */
     applicationFor(request: FastifyRequest, id: string, least: OperatorRole): Promise<Application>;
-    audited(
-      request: FastifyRequest,
-      action: string,
-      subjectId: string,
-      tenantId: string | null,
-      details?: Record<string, unknown>,
-    ): Promise<void>;
   },
 ): void {
-  const { security, tags, viewers, admins, applicationFor, audited } = deps;
+  const { security, tags, viewers, admins, applicationFor } = deps;
   app.post<{ Params: { id: string }; Body: StatusDefinitionRequest }>(
     '/admin/v1/applications/:id/status-definitions',
     {
@@ -53,11 +47,10 @@ export function registerRegistryAdminRoutes(
     },
     async (request, reply) => {
       const { tenantId } = await applicationFor(request, request.params.id, 'admin');
-      const { definition, created } = await defineStatuses(deps.registries, request.params.id, request.body);
-      if (created)
-        await audited(request, 'STATUS_DEFINITION_ADDED', request.params.id, tenantId, {
-          version: definition.version,
-        });
+      const { definition, created } = await defineStatuses(deps.registries, request.params.id, request.body, {
+        actor: actorOfRequest(request),
+        tenantId,
+      });
       return reply
         .code(created ? 201 : 200)
         .send({ ...definition, createdAt: definition.createdAt.toISOString() });
@@ -105,11 +98,15 @@ export function registerRegistryAdminRoutes(
     },
     async (request, reply) => {
       const { tenantId } = await applicationFor(request, request.params.id, 'admin');
-      const { definition, created } = await defineOperation(deps.registries, request.params.id, request.body);
-      if (created)
-        await audited(request, 'OPERATION_DEFINITION_ADDED', request.params.id, tenantId, {
-          version: definition.version,
-        });
+      const { definition, created } = await defineOperation(
+        deps.registries,
+        request.params.id,
+        request.body,
+        {
+          actor: actorOfRequest(request),
+          tenantId,
+        },
+      );
       return reply
         .code(created ? 201 : 200)
         .send({ ...definition, createdAt: definition.createdAt.toISOString() });

@@ -1,3 +1,4 @@
+import type { OperatorAuditRecord } from '../../../core/facts/records.ts';
 import type {
   ApiKeyRecord,
   Application,
@@ -7,6 +8,7 @@ import type {
   UserView,
 } from '../../../core/identity/ports.ts';
 import { isUniqueViolation, type Sql, transaction } from './database.ts';
+import { insertAudit } from './operatorStore.ts';
 
 interface ApplicationRow {
   id: string;
@@ -63,10 +65,12 @@ const toApiKey = (row: ApiKeyRow): ApiKeyRecord => ({
 export class PostgresIdentityStore implements IdentityStore {
   constructor(private readonly sql: Sql) {}
 
-  async insertTenant(tenant: Tenant): Promise<boolean> {
+  async insertTenant(tenant: Tenant, audit?: OperatorAuditRecord): Promise<boolean> {
     try {
-      await this
-        .sql`INSERT INTO tenant (id, name, created_at) VALUES (${tenant.id}, ${tenant.name}, ${tenant.createdAt})`;
+      await transaction(this.sql, async (tx) => {
+        await tx`INSERT INTO tenant (id, name, created_at) VALUES (${tenant.id}, ${tenant.name}, ${tenant.createdAt})`;
+        if (audit) await insertAudit(tx, audit);
+      });
       return true;
     } catch (error) {
       if (isUniqueViolation(error, 'tenant_name_key')) return false;
@@ -106,7 +110,11 @@ export class PostgresIdentityStore implements IdentityStore {
     return rows.length > 0;
   }
 
-  async insertApplication(application: Application, firstKey: ApiKeyRecord): Promise<boolean> {
+  async insertApplication(
+    application: Application,
+    firstKey: ApiKeyRecord,
+    audit?: OperatorAuditRecord,
+  ): Promise<boolean> {
     try {
       await transaction(this.sql, async (tx) => {
         await tx`
@@ -118,6 +126,7 @@ export class PostgresIdentityStore implements IdentityStore {
         await tx`
           INSERT INTO api_key (id, application_id, secret_hash, label, created_at)
           VALUES (${firstKey.id}, ${application.id}, ${firstKey.secretHash}, ${firstKey.label}, ${firstKey.createdAt})`;
+        if (audit) await insertAudit(tx, audit);
       });
       return true;
     } catch (error) {
@@ -138,8 +147,9 @@ export class PostgresIdentityStore implements IdentityStore {
     return rows.map(toApplication);
   }
 
-  async updateApplication(application: Application): Promise<void> {
-    await this.sql`
+  async updateApplication(application: Application, audit?: OperatorAuditRecord): Promise<void> {
+    await transaction(this.sql, async (tx) => {
+      await tx`
       UPDATE application SET
         name = ${application.name},
         callback_secret_sealed = ${application.callbackSecretSealed},
@@ -149,9 +159,11 @@ export class PostgresIdentityStore implements IdentityStore {
         resource_provider_token_sealed = ${application.resourceProviderTokenSealed},
         updated_at = ${application.updatedAt}
       WHERE id = ${application.id}`;
+      if (audit) await insertAudit(tx, audit);
+    });
   }
 
-  async rotateApiKey(key: ApiKeyRecord, othersExpireAt: Date): Promise<void> {
+  async rotateApiKey(key: ApiKeyRecord, othersExpireAt: Date, audit?: OperatorAuditRecord): Promise<void> {
     await transaction(this.sql, async (tx) => {
       await tx`
         UPDATE api_key SET expires_at = ${othersExpireAt}
@@ -160,14 +172,23 @@ export class PostgresIdentityStore implements IdentityStore {
       await tx`
         INSERT INTO api_key (id, application_id, secret_hash, label, created_at)
         VALUES (${key.id}, ${key.applicationId}, ${key.secretHash}, ${key.label}, ${key.createdAt})`;
+      if (audit) await insertAudit(tx, audit);
     });
   }
 
-  async revokeApiKey(applicationId: string, keyId: string, at: Date): Promise<boolean> {
-    const rows = await this.sql`
-      UPDATE api_key SET revoked_at = coalesce(revoked_at, ${at})
-      WHERE id = ${keyId} AND application_id = ${applicationId} RETURNING id`;
-    return rows.length > 0;
+  async revokeApiKey(
+    applicationId: string,
+    keyId: string,
+    at: Date,
+    audit?: OperatorAuditRecord,
+  ): Promise<boolean> {
+    return transaction(this.sql, async (tx) => {
+      const rows = await tx`
+        UPDATE api_key SET revoked_at = coalesce(revoked_at, ${at})
+        WHERE id = ${keyId} AND application_id = ${applicationId} RETURNING id`;
+      if (rows.length > 0 && audit) await insertAudit(tx, audit);
+      return rows.length > 0;
+    });
   }
 
   async findApiKey(keyId: string): Promise<ApiKeyRecord | null> {

@@ -3,12 +3,7 @@
  * written with its audit record in one transaction.
  */
 import type { WorkerCommandRecord } from '../../../core/facts/records.ts';
-import type {
-  AuditPage,
-  AuditQuery,
-  OperatorAudit,
-  OperatorAuditLog,
-} from '../../../core/operations/ports.ts';
+import type { AuditPage, AuditQuery, OperatorAudit } from '../../../core/operations/ports.ts';
 import type {
   DrainOutcome,
   OperatorAuditRecord,
@@ -68,12 +63,8 @@ async function repeatOf(tx: TxSql, audit: OperatorAuditRecord): Promise<StatusCh
   return { auditId: audit.id, repeated: false };
 }
 
-export class PostgresOperatorStore implements OperatorWorkerStore, OperatorAudit, OperatorAuditLog {
+export class PostgresOperatorStore implements OperatorWorkerStore, OperatorAudit {
   constructor(private readonly sql: Sql) {}
-
-  async record(audit: OperatorAuditRecord): Promise<void> {
-    await insertAudit(this.sql, audit);
-  }
 
   async drainNode(
     nodeId: string,

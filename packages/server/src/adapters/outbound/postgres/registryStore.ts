@@ -1,7 +1,8 @@
 import type { FailurePolicy, StatusDefinitionEntry } from '@tdp/protocol';
 import type { OperationDefinition, RegistryStore } from '../../../core/definitions/ports.ts';
-import type { StatusDefinition } from '../../../core/facts/records.ts';
-import type { Sql } from './database.ts';
+import type { OperatorAuditRecord, StatusDefinition } from '../../../core/facts/records.ts';
+import { type Sql, transaction } from './database.ts';
+import { insertAudit } from './operatorStore.ts';
 
 interface StatusRow {
   application_id: string;
@@ -48,11 +49,16 @@ const toOperation = (r: OperationRow): OperationDefinition => ({
 export class PostgresRegistryStore implements RegistryStore {
   constructor(private readonly sql: Sql) {}
 
-  async insertStatusDefinition(d: StatusDefinition) {
-    const [row] = await this.sql<StatusRow[]>`
-      INSERT INTO status_definition (application_id, task_type, version, statuses, created_at)
-      VALUES (${d.applicationId}, ${d.taskType}, ${d.version}, ${this.sql.json(d.statuses as never)}, ${d.createdAt})
-      ON CONFLICT DO NOTHING RETURNING *`;
+  async insertStatusDefinition(d: StatusDefinition, audit?: OperatorAuditRecord) {
+    const row = await transaction(this.sql, async (tx) => {
+      const [inserted] = await tx<StatusRow[]>`
+        INSERT INTO status_definition (application_id, task_type, version, statuses, created_at)
+        VALUES (${d.applicationId}, ${d.taskType}, ${d.version}, ${tx.json(d.statuses as never)}, ${d.createdAt})
+        ON CONFLICT DO NOTHING RETURNING *`;
+      // Only a new version is audited (the same one again changes nothing).
+      if (inserted && audit) await insertAudit(tx, audit);
+      return inserted;
+    });
     if (row) return { inserted: true, stored: toStatus(row) };
     const stored = await this.getStatusDefinition(d.applicationId, d.taskType, d.version);
     return { inserted: false, stored: stored! };
@@ -70,13 +76,17 @@ export class PostgresRegistryStore implements RegistryStore {
     return rows.map(toStatus);
   }
 
-  async insertOperationDefinition(d: OperationDefinition) {
-    const [row] = await this.sql<OperationRow[]>`
-      INSERT INTO operation_definition (application_id, operation_code, version, display_name, task_type_pattern,
-                                        producer_pattern, allowed_event_types, data_schemas, failure_policy, created_at)
-      VALUES (${d.applicationId}, ${d.operationCode}, ${d.version}, ${d.displayName}, ${d.taskTypePattern}, ${d.producerPattern},
-              ${d.allowedEventTypes}::text[], ${this.sql.json(d.dataSchemas as never)}, ${d.failurePolicy}, ${d.createdAt})
-      ON CONFLICT DO NOTHING RETURNING *`;
+  async insertOperationDefinition(d: OperationDefinition, audit?: OperatorAuditRecord) {
+    const row = await transaction(this.sql, async (tx) => {
+      const [inserted] = await tx<OperationRow[]>`
+        INSERT INTO operation_definition (application_id, operation_code, version, display_name, task_type_pattern,
+                                          producer_pattern, allowed_event_types, data_schemas, failure_policy, created_at)
+        VALUES (${d.applicationId}, ${d.operationCode}, ${d.version}, ${d.displayName}, ${d.taskTypePattern}, ${d.producerPattern},
+                ${d.allowedEventTypes}::text[], ${tx.json(d.dataSchemas as never)}, ${d.failurePolicy}, ${d.createdAt})
+        ON CONFLICT DO NOTHING RETURNING *`;
+      if (inserted && audit) await insertAudit(tx, audit);
+      return inserted;
+    });
     if (row) return { inserted: true, stored: toOperation(row) };
     const stored = await this.getOperationDefinition(d.applicationId, d.operationCode, d.version);
     return { inserted: false, stored: stored! };
