@@ -316,6 +316,18 @@ describe("the admin API's identity changes", () => {
       body: {},
     });
     expect(rotated.status).toBe(201);
+    const view = await h.request('PUT', `/admin/v1/tenants/${app.tenantId}/user-view`, {
+      token: admin.token,
+      body: { tenantWideApplicationIds: [app.applicationId] },
+    });
+    expect(view.status).toBe(200);
+    const [viewAudit] = await sql`
+      SELECT operator_id, before, after FROM operator_audit WHERE action = 'USER_VIEW_SET' AND tenant_id = ${app.tenantId}`;
+    expect(viewAudit).toEqual({
+      operator_id: admin.id,
+      before: { tenantWideApplicationIds: [] },
+      after: { tenantWideApplicationIds: [app.applicationId] },
+    });
     const rows = await sql<{ action: string; operator_id: string; tenant_id: string; details: unknown }[]>`
       SELECT action, operator_id, tenant_id, details FROM operator_audit
       WHERE subject_id = ${app.applicationId} AND operator_id = ${admin.id} ORDER BY action`;

@@ -98,6 +98,7 @@ export interface IdentityStore {
     tenantId: string,
     applicationIds: string[],
     audit: IdentityAuditRecord,
+    operatorAudit: OperatorAuditRecord,
   ): Promise<void>;
   listIdentityAudit(tenantId: string, action: string): Promise<IdentityAuditRecord[]>;
 }

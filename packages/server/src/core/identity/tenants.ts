@@ -51,7 +51,7 @@ export async function setTenantWideApplications(
   deps: TenantDeps,
   tenantId: string,
   requestedIds: string[],
-  actor: string,
+  actor: OperatorActor,
 ) {
   await requireTenant(deps, tenantId);
   const applicationIds = requestedIds.map((id) => id.toLowerCase());
@@ -71,12 +71,24 @@ export async function setTenantWideApplications(
       id: deps.ids.newId(),
       tenantId,
       action: userViewAction,
-      actor,
+      actor: actor.name,
       before: { tenantWideApplicationIds: before },
       after: { tenantWideApplicationIds: after },
       createdAt: deps.clock.now(),
     };
-    await deps.store.setTenantWideApplications(tenantId, after, audit);
+    // The tenant's own history of the setting, and the operator audit that says who changed it.
+    await deps.store.setTenantWideApplications(tenantId, after, audit, {
+      id: deps.ids.newId(),
+      action: 'USER_VIEW_SET',
+      subjectId: tenantId,
+      actor,
+      reason: '',
+      details: {},
+      tenantId,
+      before: audit.before,
+      after: audit.after,
+      createdAt: audit.createdAt,
+    });
   }
   return tenantUserView(deps, tenantId);
 }

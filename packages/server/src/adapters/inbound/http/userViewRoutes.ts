@@ -9,7 +9,7 @@ import type { IdentityAuditRecord, IdentityStore } from '../../../core/identity/
 import { setTenantWideApplications, tenantUserView } from '../../../core/identity/tenants.ts';
 import { AppError } from '../../../core/shared/errors.ts';
 import type { Clock, IdGenerator } from '../../../core/shared/ports.ts';
-import { type OperatorGate, operatorOf, requireTenantRole } from './operatorAuth.ts';
+import { actorOfRequest, type OperatorGate, requireTenantRole } from './operatorAuth.ts';
 import { problemResponses, Uuid } from './schemas.ts';
 
 const ApplicationIds = Type.Array(Uuid, { maxItems: 1000, uniqueItems: true });
@@ -91,7 +91,7 @@ export function registerUserViewRoutes(
         deps.identity,
         request.params.tenantId,
         request.body.tenantWideApplicationIds,
-        operatorOf(request).displayName,
+        actorOfRequest(request),
       );
       // Cached keys carry the old view.
       deps.authenticator.forget();

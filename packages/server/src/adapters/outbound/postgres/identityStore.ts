@@ -208,6 +208,7 @@ export class PostgresIdentityStore implements IdentityStore {
     tenantId: string,
     applicationIds: string[],
     audit: IdentityAuditRecord,
+    operatorAudit: OperatorAuditRecord,
   ): Promise<void> {
     await transaction(this.sql, async (tx) => {
       await tx`
@@ -218,6 +219,7 @@ export class PostgresIdentityStore implements IdentityStore {
         INSERT INTO identity_audit (id, tenant_id, action, actor, before, after, created_at)
         VALUES (${audit.id}, ${audit.tenantId}, ${audit.action}, ${audit.actor}, ${tx.json(audit.before as never)},
                 ${tx.json(audit.after as never)}, ${audit.createdAt})`;
+      await insertAudit(tx, operatorAudit);
     });
   }
 
