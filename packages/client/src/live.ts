@@ -13,13 +13,20 @@
  *   to `onBroadcast`, and they neither load snapshots nor hold the state back from LIVE.
  */
 import type { Centrifuge, Subscription } from 'centrifuge';
-import type { TaskDetail, TaskMessage, TaskStore, TaskSummary } from './taskStore.ts';
+import type {
+  SnapshotItem,
+  TaskDetail,
+  TaskListItem,
+  TaskMessage,
+  TaskStore,
+  TaskSummary,
+} from './taskStore.ts';
 
 export interface LiveTasksOptions {
   centrifuge: Centrifuge;
   store: TaskStore;
-  /** The person's tasks now (`GET /v1/me/tasks` through the application's backend). */
-  loadTasks(): Promise<TaskSummary[]>;
+  /** The person's tasks now: the `items` of `GET /v1/me/tasks` (e.g. `TdpClient.myTasks()`), as they come. */
+  loadTasks(): Promise<(TaskListItem | TaskSummary)[]>;
   /**
    * A subscription token for a task's detail channel (`POST /v1/realtime/subscription-token`). Pass
    * `clientId` (this connection's, once connected) on as `clientId`: with Centrifugo, TDP needs it to
@@ -74,11 +81,11 @@ export function bindTaskStore(options: LiveTasksOptions): LiveTasks {
     if (loading === 0 && centrifuge.state === 'connected') store.setConnection('LIVE');
   };
 
-  const reload = async (load: () => Promise<(TaskSummary | TaskDetail)[]>) => {
+  const reload = async (load: () => Promise<SnapshotItem[]>) => {
     loading += 1;
     store.setConnection('RECOVERING');
     store.beginSnapshot();
-    let items: (TaskSummary | TaskDetail)[] = [];
+    let items: SnapshotItem[] = [];
     try {
       items = await load();
     } catch (error) {

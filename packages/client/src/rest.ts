@@ -4,7 +4,7 @@
  * tasks, batch snapshots). Errors arrive as `TdpError` with the problem's stable `code`.
  */
 import type { CreateTaskRequest, TaskWithExecution } from '@tdp/protocol';
-import type { NotificationItem, TaskSummary } from './taskStore.ts';
+import type { NotificationItem, TaskListItem } from './taskStore.ts';
 
 export class TdpError extends Error {
   constructor(
@@ -121,13 +121,13 @@ export class TdpClient {
     );
   }
 
-  /** With a user token: the person's tasks, most recently updated first. */
+  /** With a user token: the person's tasks, most recently updated first (a `TaskStore` snapshot as is). */
   myTasks(options: { limit?: number; cursor?: string } = {}) {
     const query = new URLSearchParams();
     if (options.limit) query.set('limit', String(options.limit));
     if (options.cursor) query.set('cursor', options.cursor);
     const suffix = query.size > 0 ? `?${query}` : '';
-    return this.call<{ items: TaskSummary[]; nextCursor: string | null }>('GET', `/v1/me/tasks${suffix}`);
+    return this.call<{ items: TaskListItem[]; nextCursor: string | null }>('GET', `/v1/me/tasks${suffix}`);
   }
 
   /** With a user token: the person's notifications, unread first, then newest, and the unread count. */

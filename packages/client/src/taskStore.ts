@@ -47,6 +47,15 @@ export interface TaskSummary {
   aclVersion?: string;
 }
 
+/**
+ * A task as `GET /v1/me/tasks` lists it: the summary's fields without `kind` (nor a notice). The store
+ * takes it as a summary, so a page can pass the list on as it comes.
+ */
+export type TaskListItem = Omit<TaskSummary, 'kind' | 'notice' | 'aclVersion'> & { kind?: undefined };
+
+/** What a snapshot holds: the person's list (as REST or realtime gives it) and details. */
+export type SnapshotItem = TaskListItem | TaskSummary | TaskDetail;
+
 /** `task.detail` (the task's own channel): the whole current state, steps included. */
 export interface TaskDetail {
   kind: 'task.detail';
@@ -244,16 +253,16 @@ export class TaskStore {
   }
 
   /**
-   * Applies a snapshot (what `GET /v1/tasks…` returned, as summaries and details), then the messages that
+   * Applies a snapshot (what `GET /v1/me/tasks` listed, as it comes, and details), then the messages that
    * arrived while it loaded; each through its gate, so the newest wins whatever the order.
    */
-  endSnapshot(items: (TaskSummary | TaskDetail)[]): void {
+  endSnapshot(items: SnapshotItem[]): void {
     const held = this.buffer ?? [];
     this.buffer = null;
     let changed = false;
     for (const item of items) {
       this.removedAt.delete(item.taskId);
-      changed = this.apply(item) || changed;
+      changed = this.apply(asMessage(item)) || changed;
     }
     for (const item of held) changed = this.apply(item) || changed;
     if (changed) this.changed();
@@ -322,6 +331,11 @@ export class TaskStore {
     this.sorted = null;
     for (const listener of this.listeners) listener();
   }
+}
+
+/** A list item of `GET /v1/me/tasks` carries no `kind`: it is the task's summary. */
+function asMessage(item: SnapshotItem): TaskSummary | TaskDetail {
+  return item.kind === undefined ? { ...item, kind: 'task.summary' } : item;
 }
 
 /** When the server committed the state a message shows (ms), or null if it does not say. */

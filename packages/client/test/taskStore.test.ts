@@ -68,6 +68,20 @@ describe('TaskStore', () => {
     expect(changes).toEqual([3]);
   });
 
+  it('takes a list item of GET /v1/me/tasks (no kind) as the summary, behind the same gate as live ones', () => {
+    const store = new TaskStore();
+    store.beginSnapshot();
+    store.receive(summary('b', 3)); // held while the list loads
+    const { kind: _kind, notice: _notice, ...listed } = summary('a', 4);
+    const { kind: _kindB, notice: _noticeB, ...olderB } = summary('b', 2);
+    store.endSnapshot([listed, olderB]);
+    expect(store.summary('a')).toEqual(summary('a', 4));
+    expect(store.summary('b')?.taskVersion).toBe('3');
+    expect(store.detail('a')).toBeNull();
+    expect(store.receive(summary('a', 4))).toBe(false);
+    expect(store.receive(summary('a', 5))).toBe(true);
+  });
+
   it('hands out each notice once, however often its message arrives', () => {
     const store = new TaskStore();
     store.endSnapshot([]);

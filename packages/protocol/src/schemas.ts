@@ -348,6 +348,18 @@ export type TaskView = Static<typeof TaskView>;
 export const TaskWithExecution = Type.Object({ task: TaskView, execution: ExecutionView });
 export type TaskWithExecution = Static<typeof TaskWithExecution>;
 
+/**
+ * The answer to `POST /v1/tasks`. `task` and `execution` are the creation's own result, the same on every
+ * replay. A replay (200, `idempotent-replayed: true`) adds `current`: the task as it stands now (null once
+ * the retention sweep archived it), so a retry long after never reads a finished task as PENDING.
+ */
+export const TaskCreated = Type.Object({
+  task: TaskView,
+  execution: ExecutionView,
+  current: Type.Optional(Type.Union([TaskWithExecution, Type.Null()])),
+});
+export type TaskCreated = Static<typeof TaskCreated>;
+
 export const TaskPage = Type.Object({
   items: Type.Array(TaskWithExecution),
   nextCursor: Type.Union([Type.String(), Type.Null()]),

@@ -457,5 +457,8 @@ export const TaskSummary = Type.Object({
   ]),
   createdAt: Type.String(),
   updatedAt: Type.String(),
+  // As the realtime summary has them: a page counts elapsed time from the list alone.
+  startedAt: Type.Union([Type.String(), Type.Null()]),
+  finishedAt: Type.Union([Type.String(), Type.Null()]),
 });
 export type TaskSummary = Static<typeof TaskSummary>;

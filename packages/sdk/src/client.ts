@@ -17,6 +17,7 @@ import type {
   NewStatusTask,
   PublishWorkflowDefinitionRequest,
   SignalSent,
+  TaskCreated,
   TaskEventPage,
   TaskPage,
   TaskSummary,
@@ -36,8 +37,11 @@ export interface Page<T> {
   nextCursor: string | null;
 }
 
-export interface CreatedTask extends TaskWithExecution {
-  /** True when the key had been used already and this is the original answer again. */
+export interface CreatedTask extends TaskCreated {
+  /**
+   * True when the key had been used already: `task` and `execution` are the original answer again, and
+   * `current` is the task as it stands now (null once archived).
+   */
   replayed: boolean;
   /** The Idempotency-Key sent (yours, or the one generated); reuse it to repeat the request. */
   idempotencyKey: string;
@@ -161,7 +165,7 @@ export class TdpClient {
       headers: { 'idempotency-key': idempotencyKey },
       retry: 'idempotent',
     });
-    return { ...(answer.body as TaskWithExecution), replayed: answer.status === 200, idempotencyKey };
+    return { ...(answer.body as TaskCreated), replayed: answer.status === 200, idempotencyKey };
   }
 
   getTask(taskId: string, options: CallOptions = {}): Promise<TaskWithExecution> {

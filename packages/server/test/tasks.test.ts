@@ -122,7 +122,9 @@ describe('POST /v1/tasks', () => {
     });
     expect(again.status).toBe(200);
     expect(again.headers.get('idempotent-replayed')).toBe('true');
-    expect(again.body).toEqual(first.body);
+    const { current, ...original } = again.body;
+    expect(original).toEqual(first.body);
+    expect(current.task.id).toBe(first.body.task.id);
 
     const reused = await h.request('POST', '/v1/tasks', {
       token: app.apiKey,
@@ -132,6 +134,69 @@ describe('POST /v1/tasks', () => {
     expect(reused.status).toBe(409);
     expect(reused.headers.get('content-type')).toContain('application/problem+json');
     expect(reused.body.code).toBe('IDEMPOTENCY_KEY_REUSED');
+    // The key is the application's own, so the task holding it is the caller's to know.
+    expect(reused.body.detail).toContain(`task ${first.body.task.id}`);
+    expect(await counts()).toEqual(before);
+  });
+
+  it('replays the original answer beside the task as it stands now, long after it finished', async () => {
+    const first = await h.request('POST', '/v1/tasks', {
+      token: app.apiKey,
+      headers: { 'idempotency-key': 'replay-finished' },
+      body: taskBody(),
+    });
+    expect(first.status).toBe(201);
+    expect(first.body.current).toBeUndefined();
+    // No worker runs here; finish the task the way the orchestrator does.
+    await sql`UPDATE task SET lifecycle_status = 'SUCCEEDED', version = 2 WHERE id = ${first.body.task.id}`;
+    await sql`UPDATE execution SET status = 'SUCCEEDED', completed_at = now() WHERE id = ${first.body.execution.id}`;
+
+    const again = await h.request('POST', '/v1/tasks', {
+      token: app.apiKey,
+      headers: { 'idempotency-key': 'replay-finished' },
+      body: taskBody(),
+    });
+    expect(again.status).toBe(200);
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    // The creation's result is kept as it was; `current` says what is true now.
+    expect(again.body.task).toEqual(first.body.task);
+    expect(again.body.execution).toEqual(first.body.execution);
+    expect(again.body.current.task).toMatchObject({ id: first.body.task.id, lifecycleStatus: 'SUCCEEDED' });
+    expect(again.body.current.execution).toMatchObject({ id: first.body.execution.id, status: 'SUCCEEDED' });
+    const read = await h.request('GET', `/v1/tasks/${first.body.task.id}`, { token: app.apiKey });
+    expect(again.body.current.task).toEqual(read.body.task);
+  });
+
+  it('treats a retry that spells out the defaults as the same request', async () => {
+    // A workflow whose input may be left out, so `input: {}` is a default too.
+    const open = { ...zipWorkflow('open-input'), inputSchema: { type: 'object' } };
+    expect(
+      (await h.request('POST', '/v1/workflow-definitions', { token: app.apiKey, body: open })).status,
+    ).toBe(201);
+    const withoutInput = { workflowName: 'open-input', workflowVersion: '1', name: 'Defaults left out' };
+    const first = await h.request('POST', '/v1/tasks', {
+      token: app.apiKey,
+      headers: { 'idempotency-key': 'defaults-1' },
+      body: withoutInput,
+    });
+    expect(first.status).toBe(201);
+    expect(first.body.task.priority).toBe(50);
+    const before = await counts();
+    const spelled = await h.request('POST', '/v1/tasks', {
+      token: app.apiKey,
+      headers: { 'idempotency-key': 'defaults-1' },
+      body: { ...withoutInput, priority: 50, stepConstraints: {}, input: {} },
+    });
+    expect(spelled.status).toBe(200);
+    expect(spelled.headers.get('idempotent-replayed')).toBe('true');
+    expect(spelled.body.task.id).toBe(first.body.task.id);
+    // Another value than the default is another request.
+    const other = await h.request('POST', '/v1/tasks', {
+      token: app.apiKey,
+      headers: { 'idempotency-key': 'defaults-1' },
+      body: { ...withoutInput, priority: 51 },
+    });
+    expect(other.status).toBe(409);
     expect(await counts()).toEqual(before);
   });
 

@@ -155,6 +155,8 @@ export function toSummary(state: TaskState): TaskSummary {
     error: payload.error as TaskSummary['error'],
     createdAt: state.task.createdAt.toISOString(),
     updatedAt: state.task.updatedAt.toISOString(),
+    startedAt: state.task.startedAt?.toISOString() ?? null,
+    finishedAt: state.task.finishedAt?.toISOString() ?? null,
   };
 }
 

@@ -32,7 +32,7 @@ import { AppError, RetryLaterError } from '../shared/errors.ts';
 import { noTracing, type TraceSpan } from '../shared/ports.ts';
 import type { CandidateSource } from '../workers/ports.ts';
 import { freeSlots, type WorkerCandidate } from '../workers/selector.ts';
-import type { TasksInFlight } from './ports.ts';
+import type { TaskStore, TasksInFlight } from './ports.ts';
 import { applyStepConstraints } from './snapshot.ts';
 
 export interface CreateTaskDeps extends FactDeps {
@@ -49,6 +49,8 @@ export interface CreateTaskDeps extends FactDeps {
   inFlight?: InFlightLimit;
   /** The limits of map items, checked here when a map runs over the task's input. */
   mapItemLimits?: MapItemLimits;
+  /** Reads the task as it stands now, for a replay's `current`; absent: a replay carries none. */
+  tasks?: TaskStore;
 }
 
 export interface InFlightLimit {
@@ -68,16 +70,43 @@ export interface InlinePlacement extends PlacementDeps {
 export interface CreateTaskResult {
   /** False the first time; true when the same request is replayed with the same key. */
   replayed: boolean;
+  /** The creation's own answer, the same on every replay. */
   body: TaskWithExecution;
+  /** A replay's view of the task now (null: archived since); kept apart so nobody mistakes one for the other. */
+  current?: TaskWithExecution | null;
 }
 
 const operation = 'task.create';
+
+/** What the create does when a field is left out (`priority ?? 50`, `input ?? {}`, no constraints). */
+const defaultPriority = 50;
+
+/**
+ * The create's fingerprint: a documented default spelled out (`priority: 50`, `input: {}`,
+ * `stepConstraints: {}`) is the same request as one that leaves it out, so its retry is a replay, not 409.
+ */
+function createRequestHash(request: CreateTaskRequest): string {
+  const { priority, input, stepConstraints, ...rest } = request;
+  return fingerprint({
+    ...rest,
+    ...(priority === defaultPriority ? {} : { priority }),
+    ...(isEmptyObject(input) ? {} : { input }),
+    ...(isEmptyObject(stepConstraints) ? {} : { stepConstraints }),
+  });
+}
+
+function isEmptyObject(value: unknown): boolean {
+  return (
+    typeof value === 'object' && value !== null && !Array.isArray(value) && Object.keys(value).length === 0
+  );
+}
 
 /**
  * Accepts a task: validates it against the published workflow, freezes the definition into execution #1
  * and commits the idempotency record, the workflow (implicit unless named), the task, execution, steps,
  * TASK_CREATED (task version 1), the outbox event and the projections in one transaction. The platform is
- * the coordinator of such tasks. Replays with the same key and request return the original answer.
+ * the coordinator of such tasks. Replays with the same key and request return the original answer, and
+ * beside it the task as it stands now.
  */
 export async function createTask(
   deps: CreateTaskDeps,
@@ -116,7 +145,7 @@ export async function createTask(
   }
   if (deps.inFlight && (await overInFlight(deps.inFlight, principal.applicationId))) {
     // A retry of a create that was accepted is answered as always, at the limit too.
-    const replayed = await replay(deps, principal, idempotencyKey, fingerprint(request));
+    const replayed = await replay(deps, principal, idempotencyKey, request);
     if (replayed) return replayed;
     throw new RetryLaterError(
       'TASKS_IN_FLIGHT_LIMIT',
@@ -154,7 +183,7 @@ async function createInTransaction(
   snapshot: WorkerCandidate[] | null,
   span: TraceSpan,
 ): Promise<CreateTaskResult> {
-  const requestHash = fingerprint(request);
+  const requestHash = createRequestHash(request);
   const input = request.input ?? {};
   const traceparent = (deps.tracing ?? noTracing).traceparent();
   return inFactTransaction(
@@ -279,7 +308,7 @@ async function createInTransaction(
     // The key was taken (maybe by a concurrent request whose commit the insert waited for), or its
     // implicit workflow was (same key, so same request or a reuse): nothing was written; a replay.
     if (!(error instanceof KeyTakenError)) throw error;
-    return (await replay(deps, principal, idempotencyKey, requestHash)) ?? Promise.reject(error);
+    return (await replay(deps, principal, idempotencyKey, request)) ?? Promise.reject(error);
   });
 }
 
@@ -330,21 +359,32 @@ async function capabilitiesOf(session: FactSession, taskId: string, requests: Sc
   return [...new Set((state?.steps ?? []).filter((s) => stepIds.has(s.id)).map((s) => s.capability))];
 }
 
+/**
+ * The first answer to this key, with the task as it stands now. The key is the application's own, so the
+ * task holding it is always the caller's to see: a reuse's 409 names it.
+ */
 async function replay(
   deps: CreateTaskDeps,
   principal: ApplicationPrincipal,
   key: string,
-  requestHash: string,
+  request: CreateTaskRequest,
 ): Promise<CreateTaskResult | null> {
   const existing = await deps.store.transaction((tx) =>
     tx.findIdempotency(`application:${principal.applicationId}`, operation, key),
   );
   if (!existing) return null;
-  if (existing.requestHash !== requestHash) {
+  const body = existing.responseBody as TaskWithExecution;
+  // Records kept from before defaults were normalised hash the request as it was sent.
+  const same =
+    existing.requestHash === createRequestHash(request) || existing.requestHash === fingerprint(request);
+  if (!same) {
     throw new AppError(
       'IDEMPOTENCY_KEY_REUSED',
-      `Idempotency-Key "${key}" was used for a different request; use a new key for a new task`,
+      `Idempotency-Key "${key}" was used for a different request, which created task ${body.task.id}; ` +
+        'use a new key for a new task',
     );
   }
-  return { replayed: true, body: existing.responseBody as TaskWithExecution };
+  if (!deps.tasks) return { replayed: true, body };
+  const now = await deps.tasks.getTask(principal.applicationId, body.task.id);
+  return { replayed: true, body, current: now ? toTaskView(now) : null };
 }

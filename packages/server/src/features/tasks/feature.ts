@@ -69,6 +69,7 @@ export const tasksFeature = defineFeature({
           retryAfterSeconds: settings.tasksInFlightRetryAfterSeconds,
         },
         mapItemLimits: host.need('status').deps.mapItemLimits,
+        tasks: store,
       },
       cancel: { ...facts, cancelGraceMs: settings.cancelGraceMs },
       store,

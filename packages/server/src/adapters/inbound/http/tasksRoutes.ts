@@ -1,4 +1,4 @@
-import { CreateTaskRequest, LifecycleStatus, TaskPage, TaskWithExecution } from '@tdp/protocol';
+import { CreateTaskRequest, LifecycleStatus, TaskCreated, TaskPage, TaskWithExecution } from '@tdp/protocol';
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import type { ApiKeyAuthenticator } from '../../../core/identity/authenticate.ts';
@@ -38,11 +38,14 @@ export function registerTaskRoutes(app: FastifyInstance, deps: TaskRouteDeps): v
         summary: 'Submit a task',
         description:
           'Creates a task and its first execution from a published workflow. Requires `Idempotency-Key`: a retry ' +
-          'with the same key and request returns the original answer (200); the same key with another request is 409.',
+          'with the same key and request returns the original answer (200, `idempotent-replayed: true`) with ' +
+          '`current`, the task as it stands now (null once archived); a default spelled out (`priority: 50`, ' +
+          '`input: {}`, `stepConstraints: {}`) is the same request. The same key with another request is 409 ' +
+          'IDEMPOTENCY_KEY_REUSED, naming the task that holds the key.',
         security,
         headers: IdempotencyKeyHeader,
         body: CreateTaskRequest,
-        response: { 200: TaskWithExecution, 201: TaskWithExecution, ...problemResponses },
+        response: { 200: TaskCreated, 201: TaskCreated, ...problemResponses },
       },
     },
     async (request, reply) => {
@@ -67,7 +70,7 @@ export function registerTaskRoutes(app: FastifyInstance, deps: TaskRouteDeps): v
       return reply
         .code(result.replayed ? 200 : 201)
         .header('location', `/v1/tasks/${result.body.task.id}`)
-        .send(result.body);
+        .send(result.current === undefined ? result.body : { ...result.body, current: result.current });
     },
   );
 
