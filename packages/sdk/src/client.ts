@@ -27,15 +27,12 @@ import type {
   WorkflowDefinition,
 } from '@tdp/protocol';
 import { TdpCoordinator } from './coordinator.ts';
+import { decideStep, type StepDecision, type StepDecisionOptions } from './decisions.ts';
 import { TdpSchedules } from './schedules.ts';
 import { type CallOptions, createTransport, type HttpRequest, type TdpClientOptions } from './transport.ts';
+import type { CallbackDelivery, Page, TimelineEntry, WorkerSummary, WorkflowTaskAdded } from './views.ts';
+import { type WaitForTaskOptions, waitForTerminal } from './waiting.ts';
 import { type DefinedWorkflow, definitionOf } from './workflow.ts';
-
-export interface Page<T> {
-  items: T[];
-  /** Pass as `cursor` for the next page; null on the last one. */
-  nextCursor: string | null;
-}
 
 export interface CreatedTask extends TaskCreated {
   /**
@@ -47,46 +44,9 @@ export interface CreatedTask extends TaskCreated {
   idempotencyKey: string;
 }
 
-/** One milestone of a task: created, ready, worker selected, retried, finished… */
-export interface TimelineEntry {
-  kind: string;
-  message: string;
-  data: Record<string, unknown>;
-  executionId: string;
-  at: string;
-}
-
-/** One callback TDP sent (or is sending) for a task, with its outcome. */
-export interface CallbackDelivery {
-  id: string;
-  sequence: number;
-  eventType: string;
-  status: string;
-  attempts: number;
-  responseStatus: number | null;
-  lastError: string | null;
-  createdAt: string;
-  deliveredAt: string | null;
-}
-
-export interface WorkflowTaskAdded {
-  taskId: string;
-  taskVersion: string;
-  workflowVersion: string;
-  created: boolean;
-}
-
 export type AclPrincipalType = AclGrantRequest['principalType'];
 
 const segment = encodeURIComponent;
-
-/** A worker session as `listWorkers` shows it (more fields than these: capabilities, labels, state…). */
-export interface WorkerSummary {
-  id: string;
-  name: string;
-  nodeId: string;
-  [field: string]: unknown;
-}
 
 export class TdpClient {
   private readonly transport: ReturnType<typeof createTransport>;
@@ -237,6 +197,42 @@ export class TdpClient {
       retry: 'idempotent',
     });
     return answer.body as SignalSent;
+  }
+
+  /**
+   * Resolves with the task once its lifecycle status is terminal (SUCCEEDED, FAILED, CANCELLED,
+   * TIMED_OUT); rejects with `TdpWaitTimeoutError` after `timeoutMs` (the task goes on). The SDK reads
+   * the task with a growing pause (waiting.ts says why not the stream).
+   */
+  waitForTask(taskId: string, options: WaitForTaskOptions): Promise<TaskWithExecution> {
+    return waitForTerminal((signal) => this.getTask(taskId, { signal }), taskId, options);
+  }
+
+  /**
+   * Approves a waiting approval step as one of your users (`asUser`). The answer's `outcome` is what
+   * the step became: APPROVED once enough approvals are in, else still PENDING.
+   */
+  approveStep(taskId: string, stepKey: string, options: StepDecisionOptions): Promise<StepDecision> {
+    return decideStep(
+      this.transport,
+      (request, call) => this.createUserToken(request, call),
+      'approve',
+      taskId,
+      stepKey,
+      options,
+    );
+  }
+
+  /** Rejects a waiting approval step as one of your users: the step fails APPROVAL_REJECTED. */
+  rejectStep(taskId: string, stepKey: string, options: StepDecisionOptions): Promise<StepDecision> {
+    return decideStep(
+      this.transport,
+      (request, call) => this.createUserToken(request, call),
+      'reject',
+      taskId,
+      stepKey,
+      options,
+    );
   }
 
   /** The task's status events after `afterTaskVersion` (410 EVENTS_PRUNED when that part is gone). */

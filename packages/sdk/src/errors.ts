@@ -3,7 +3,7 @@
  * (branch on it, never on the message); a call that got no answer at all (refused, dropped, timed out,
  * after its retries) is a `TdpNetworkError`.
  */
-import type { ErrorCode, FieldError, Problem } from '@tdp/protocol';
+import type { ErrorCode, FieldError, Problem, TaskWithExecution } from '@tdp/protocol';
 
 /** The protocol's error codes, plus one for an answer that is not a TDP problem (e.g. a proxy's page). */
 export type TdpErrorCode = ErrorCode | 'UNEXPECTED_RESPONSE';
@@ -54,6 +54,24 @@ export class TdpNetworkError extends Error {
   ) {
     super(message, options);
     this.name = 'TdpNetworkError';
+  }
+}
+
+/**
+ * `waitForTask` ran past its `timeoutMs` before the task ended. The task goes on: `lastSeen` is how it
+ * stood at the last read (null when no read answered in time).
+ */
+export class TdpWaitTimeoutError extends Error {
+  constructor(
+    readonly taskId: string,
+    readonly timeoutMs: number,
+    readonly lastSeen: TaskWithExecution | null,
+  ) {
+    super(
+      `task ${taskId} did not end within ${timeoutMs} ms` +
+        (lastSeen ? ` (last seen ${lastSeen.task.lifecycleStatus})` : ''),
+    );
+    this.name = 'TdpWaitTimeoutError';
   }
 }
 

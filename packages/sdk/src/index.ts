@@ -5,19 +5,10 @@ export {
   verifyCallback,
 } from './callbacks.ts';
 export type { CapabilityCatalogue, CapabilityTypes } from './catalogue.ts';
-export {
-  type AclPrincipalType,
-  type CallbackDelivery,
-  type CreatedTask,
-  createTdpClient,
-  type Page,
-  TdpClient,
-  type TimelineEntry,
-  type WorkerSummary,
-  type WorkflowTaskAdded,
-} from './client.ts';
+export { type AclPrincipalType, type CreatedTask, createTdpClient, TdpClient } from './client.ts';
 export { type BatchedTaskEvent, TdpCoordinator } from './coordinator.ts';
-export { TdpApiError, type TdpErrorCode, TdpNetworkError } from './errors.ts';
+export type { StepDecision, StepDecisionOptions } from './decisions.ts';
+export { TdpApiError, type TdpErrorCode, TdpNetworkError, TdpWaitTimeoutError } from './errors.ts';
 export {
   answerCallback,
   type CallbackAnswer,
@@ -30,6 +21,8 @@ export {
 } from './handlers.ts';
 export { TdpSchedules } from './schedules.ts';
 export { type CallOptions, clientDefaults, type RetryMode, type TdpClientOptions } from './transport.ts';
+export type { CallbackDelivery, Page, TimelineEntry, WorkerSummary, WorkflowTaskAdded } from './views.ts';
+export { terminalStatuses, type WaitForTaskOptions } from './waiting.ts';
 export {
   type CheckedMapping,
   type DefinedWorkflow,
