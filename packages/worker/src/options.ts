@@ -11,6 +11,8 @@ export interface Logger {
   info(fields: Record<string, unknown>, message: string): void;
   warn(fields: Record<string, unknown>, message: string): void;
   error(fields: Record<string, unknown>, message: string): void;
+  /** Expected noise (a report refused because its attempt is already over); the JSON logger drops it. */
+  debug?(fields: Record<string, unknown>, message: string): void;
 }
 
 export const silentLogger: Logger = { info: () => {}, warn: () => {}, error: () => {} };

@@ -24,6 +24,12 @@ export interface SenderDeps extends RuntimeParts {
 export const defaultLocalRetentionMs = 24 * 3_600_000;
 const pruneEveryMs = 10 * 60_000;
 
+/**
+ * Refusals that say the attempt is over (its step already ended — the task failed or was cancelled — or a
+ * newer attempt replaced it): its late reports are only a record, dropped quietly.
+ */
+const attemptOver: ReadonlySet<string> = new Set(['INVALID_TRANSITION', 'STALE_EXECUTION']);
+
 export class Sender {
   private readonly wakeup = new Wakeup();
   private lastPruneAt = 0;
@@ -138,10 +144,10 @@ export class Sender {
       for (const outcome of outcomes) {
         if (outcome.ok) continue;
         const event = events.find((e) => e.eventId === outcome.eventId);
-        this.deps.logger.warn(
-          { eventId: outcome.eventId, code: outcome.code, detail: outcome.detail },
-          'event refused',
-        );
+        const fields = { eventId: outcome.eventId, code: outcome.code, detail: outcome.detail };
+        if (attemptOver.has(outcome.code))
+          this.deps.logger.debug?.(fields, 'event refused: its attempt is over');
+        else this.deps.logger.warn(fields, 'event refused');
         if (event && (outcome.code === 'STALE_EXECUTION' || outcome.code === 'STEP_NOT_REGISTERED'))
           this.deps.leaseLost(event.attemptId);
       }

@@ -8,7 +8,7 @@
  * the map step's consequences are `kinds/map.ts`.
  */
 import type { StructuredError } from '@tdp/protocol';
-import type { StepRecord, TaskState } from '../facts/records.ts';
+import type { StepRecord, TaskState, WorkerCommandRecord } from '../facts/records.ts';
 import type { FactDeps, FactSession } from '../facts/session.ts';
 import { endTask, isRefusal, stepIsFinished, taskAfterStepChange } from '../facts/stateMachine.ts';
 import type { AttemptDeps } from '../workers/attempts.ts';
@@ -37,6 +37,62 @@ export function cancelledStep(step: StepRecord, now: Date): StepRecord {
     version: step.version + 1n,
     updatedAt: now,
   };
+}
+
+/**
+ * CANCEL_ATTEMPT to the workers of the items still running in these maps (they are ending: cancelled, or
+ * failed under FAIL_ALL), but for the attempts in `settled` (ended in this transaction already).
+ */
+export async function stopRunningItems(
+  deps: Pick<ConsequenceDeps, 'ids'>,
+  session: FactSession,
+  stepIds: string[],
+  reason: string,
+  settled: ReadonlySet<string> = new Set(),
+): Promise<WorkerCommandRecord[]> {
+  if (stepIds.length === 0) return [];
+  const running = await session.tx.runningMapAttempts(stepIds);
+  return running
+    .filter(
+      (r): r is { attemptId: string; workerId: string } => r.workerId !== null && !settled.has(r.attemptId),
+    )
+    .map((r) => ({
+      id: deps.ids.newId(),
+      workerId: r.workerId,
+      type: 'CANCEL_ATTEMPT' as const,
+      payload: { attemptId: r.attemptId, reason },
+      createdAt: session.now,
+    }));
+}
+
+const onWorker = (step: StepRecord) =>
+  step.attemptId !== null && (step.status === 'QUEUED' || step.status === 'RUNNING');
+
+/**
+ * CANCEL_ATTEMPT to the workers still running these steps (as they were before they ended) and the items
+ * of their maps: a cancelled or failed task stops its running steps, whose `ctx.signal` aborts.
+ */
+export async function stopOnWorkers(
+  deps: Pick<ConsequenceDeps, 'ids'>,
+  session: FactSession,
+  steps: StepRecord[],
+  reason: string,
+): Promise<WorkerCommandRecord[]> {
+  const commands: WorkerCommandRecord[] = [];
+  for (const step of steps.filter(onWorker)) {
+    const attempt = await session.tx.findAttempt(step.attemptId!);
+    if (attempt?.workerId)
+      commands.push({
+        id: deps.ids.newId(),
+        workerId: attempt.workerId,
+        type: 'CANCEL_ATTEMPT',
+        payload: { attemptId: step.attemptId, reason },
+        createdAt: session.now,
+      });
+  }
+  const maps = steps.filter((s) => s.waitingFor?.kind === 'map').map((s) => s.id);
+  commands.push(...(await stopRunningItems(deps, session, maps, reason)));
+  return commands;
 }
 
 /**
@@ -249,6 +305,9 @@ export async function finishTask(
     execution: ended.execution,
     steps: before.steps,
   };
+  // The steps cancelled with the failure stop on their workers as they would for a cancel.
+  const stopCommands =
+    end.outcome === 'FAILED' ? await stopOnWorkers(deps, session, end.cancelled, 'TASK_FAILED') : [];
   const eventId = deps.ids.newId();
   const notified = callbackFor(
     deps.ids,
@@ -276,6 +335,7 @@ export async function finishTask(
         task: after.task,
         execution: after.execution,
         callbacks: notified.callback ? [notified.callback] : [],
+        workerCommands: stopCommands,
         timeline: [
           milestone(
             deps.ids,

@@ -50,7 +50,13 @@ export interface Orchestrated {
   /** The execution is over: the caller records the coordinator's end of the task. */
   end:
     | { outcome: 'SUCCEEDED'; degraded: boolean }
-    | { outcome: 'FAILED'; stepKey: string; errorCode: string }
+    | {
+        outcome: 'FAILED';
+        stepKey: string;
+        errorCode: string;
+        /** The steps this end cancelled, as they were: those still on a worker are told to stop. */
+        cancelled: StepRecord[];
+      }
     | null;
 }
 
@@ -119,6 +125,7 @@ export function applyTransitions(
     newSteps: [] as StepRecord[],
   };
   const cancelled: string[] = [];
+  const cancelledAsWere: StepRecord[] = [];
   const mapsClosed: string[] = [];
   let end: Orchestrated['end'] = null;
   const update = (step: StepRecord, patch: Partial<StepRecord>) => {
@@ -213,6 +220,7 @@ export function applyTransitions(
         const step = currentStep(t.stepKey);
         update(step, { status: 'CANCELED', finishedAt: at, waitingFor: null });
         cancelled.push(step.id);
+        cancelledAsWere.push(step);
         if (step.attemptId) write.revokeAttemptIds.push(step.attemptId);
         // A running map's items are cancelled with it, and their attempts revoked.
         if (step.waitingFor?.kind === 'map') mapsClosed.push(step.id);
@@ -263,7 +271,7 @@ export function applyTransitions(
         end = { outcome: 'SUCCEEDED', degraded: t.degraded };
         break;
       case 'EXECUTION_FAILED':
-        end = { outcome: 'FAILED', stepKey: t.stepKey, errorCode: t.errorCode };
+        end = { outcome: 'FAILED', stepKey: t.stepKey, errorCode: t.errorCode, cancelled: cancelledAsWere };
         break;
       default: {
         const unreachable: never = t;

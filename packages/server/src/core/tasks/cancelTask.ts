@@ -1,12 +1,11 @@
 import type { TaskWithExecution } from '@tdp/protocol';
 import { isTerminal, lifecycleOf, planCancel, transitionExecution } from '../facts/execution.ts';
-import type { StepRecord, TaskState, TimerRecord, WorkerCommandRecord } from '../facts/records.ts';
+import type { StepRecord, TaskState, TimerRecord } from '../facts/records.ts';
 import { type FactDeps, inFactTransaction } from '../facts/session.ts';
 import { endTask, isRefusal } from '../facts/stateMachine.ts';
 import { toTaskView } from '../facts/views.ts';
 import type { ApplicationPrincipal } from '../identity/ports.ts';
-import { cancelledStep } from '../orchestration/consequences.ts';
-import { stopRunningItems } from '../orchestration/kinds/map.ts';
+import { cancelledStep, stopOnWorkers } from '../orchestration/consequences.ts';
 import { callbackFor, isPlatformTask, milestone } from '../orchestration/transitionRecords.ts';
 import { AppError } from '../shared/errors.ts';
 
@@ -67,7 +66,8 @@ export async function cancelTaskChanged(
     const now = session.now;
     let after: TaskState;
     const revokeAttemptIds: string[] = [];
-    const stopCommands: WorkerCommandRecord[] = [];
+    /** Attempts on workers, asked to stop (CANCELING): the execution ends once they did, or after the grace. */
+    const stillRunning: StepRecord[] = [];
     const graceTimers: TimerRecord[] = [];
     if (plan.to === 'CANCELED') {
       const ended = endTask(before.task, before.execution, 'CANCELED', {}, now);
@@ -81,25 +81,14 @@ export async function cancelTaskChanged(
     } else {
       // Running: stop what has not started, ask workers to stop what has, and wait (within a grace period).
       const execution = transitionExecution(before.execution, plan.to, now);
-      const steps = await Promise.all(
-        before.steps.map(async (step) => {
-          if (!step.current || finishedSteps.has(step.status)) return step;
-          if (step.attemptId && (step.status === 'QUEUED' || step.status === 'RUNNING')) {
-            const attempt = await session.tx.findAttempt(step.attemptId);
-            if (attempt?.workerId) {
-              stopCommands.push({
-                id: deps.ids.newId(),
-                workerId: attempt.workerId,
-                type: 'CANCEL_ATTEMPT',
-                payload: { attemptId: step.attemptId, reason: 'TASK_CANCELLED' },
-                createdAt: now,
-              });
-            }
-            return step;
-          }
-          return cancelledStep(step, now);
-        }),
-      );
+      const steps = before.steps.map((step) => {
+        if (!step.current || finishedSteps.has(step.status)) return step;
+        if (step.attemptId && (step.status === 'QUEUED' || step.status === 'RUNNING')) {
+          stillRunning.push(step);
+          return step;
+        }
+        return cancelledStep(step, now);
+      });
       after = {
         task: {
           ...before.task,
@@ -128,7 +117,12 @@ export async function cancelTaskChanged(
     const cancelledMaps = before.steps
       .filter((s) => cancelledStepIds.includes(s.id) && s.waitingFor?.kind === 'map')
       .map((s) => s.id);
-    stopCommands.push(...(await stopRunningItems(deps, session, cancelledMaps, 'TASK_CANCELLED')));
+    const stopCommands = await stopOnWorkers(
+      deps,
+      session,
+      [...stillRunning, ...before.steps.filter((s) => cancelledMaps.includes(s.id))],
+      'TASK_CANCELLED',
+    );
     const notified = callbackFor(
       deps.ids,
       after,

@@ -17,7 +17,7 @@ import type { FactSession } from '../../facts/session.ts';
 import { taskAfterStepChange } from '../../facts/stateMachine.ts';
 import type { FactWriteSet } from '../../facts/writeSet.ts';
 import { freeSlots, type WorkerCandidate } from '../../workers/selector.ts';
-import { type ConsequenceDeps, failStepAttempt } from '../consequences.ts';
+import { type ConsequenceDeps, failStepAttempt, stopRunningItems } from '../consequences.ts';
 import { chooseWorker, type PlacementDeps, startAttempt } from '../placement.ts';
 import { completePlatformStep, stepTimer, waitOnStep } from './finishStep.ts';
 import {
@@ -294,32 +294,6 @@ export async function placeMapItems(
     ...(waitsForSlot ? {} : { closeSchedulingRequests: { stepIds: [step.id], status: 'DISPATCHED' } }),
   });
   return { kind: 'placed', commands, waitsForSlot };
-}
-
-/**
- * CANCEL_ATTEMPT to the workers of the items still running in these maps (they are ending: cancelled, or
- * failed under FAIL_ALL), but for the attempts in `settled` (ended in this transaction already).
- */
-export async function stopRunningItems(
-  deps: Pick<ConsequenceDeps, 'ids'>,
-  session: FactSession,
-  stepIds: string[],
-  reason: string,
-  settled: ReadonlySet<string> = new Set(),
-): Promise<WorkerCommandRecord[]> {
-  if (stepIds.length === 0) return [];
-  const running = await session.tx.runningMapAttempts(stepIds);
-  return running
-    .filter(
-      (r): r is { attemptId: string; workerId: string } => r.workerId !== null && !settled.has(r.attemptId),
-    )
-    .map((r) => ({
-      id: deps.ids.newId(),
-      workerId: r.workerId,
-      type: 'CANCEL_ATTEMPT' as const,
-      payload: { attemptId: r.attemptId, reason },
-      createdAt: session.now,
-    }));
 }
 
 /** How one reported item attempt was taken. */
