@@ -252,13 +252,14 @@ describe('single sign-on and existing accounts', () => {
     const { Argon2Passwords } = await import('../src/adapters/outbound/passwords/argon2Passwords.ts');
     const { signInWithSso } = await import('../src/core/identity/operatorSignIn.ts');
     const { newId } = await import('@tdp/protocol');
+    const announced: { kind: string }[] = [];
     const operators = {
       store: new PostgresOperatorAccountStore(sql),
       passwords: new Argon2Passwords(),
       clock: h.clock,
       ids: { newId },
       tenantExists: async () => true,
-      revocations: { announce: async () => {} },
+      revocations: { announce: async (r: { kind: string }) => void announced.push(r) },
     };
     const deps = {
       operators,
@@ -293,6 +294,12 @@ describe('single sign-on and existing accounts', () => {
     expect(session.id).toMatch(/^[A-Za-z0-9_-]{43}$/);
     const [linked] = await sql`SELECT sso_subject FROM operator WHERE id = ${admin.id}`;
     expect(linked!.sso_subject).toBe('https://idp.example.test sub-true');
+    // The same roles from the groups again end nothing; other ones end the live feeds opened before.
+    expect(announced).toEqual([]);
+    await signInWithSso(deps, person(true), []);
+    expect(announced).toEqual([]);
+    await signInWithSso(deps, person(true), [{ role: 'viewer', tenantId: null }]);
+    expect(announced).toEqual([{ kind: 'operator', operatorId: admin.id }]);
   });
 });
 

@@ -27,6 +27,13 @@ export interface SsoIdentity {
   groups: string[];
 }
 
+/** A set of bindings as one comparable text. */
+const roleKeys = (roles: RoleBinding[]) =>
+  roles
+    .map((r) => `${r.role} ${r.tenantId}`)
+    .sort()
+    .join(',');
+
 const refused = () =>
   new AppError('UNAUTHENTICATED', 'that email and password do not match an active operator');
 
@@ -79,8 +86,10 @@ export async function signInWithSso(
   if (manual.length === 0 && ssoRoles.length === 0) {
     // Out of every mapped group now: the roles the groups gave go at once (from the sessions and tokens
     // already open too), rather than waiting for a sign-in that will not succeed.
-    if (operator?.roles.some((r) => r.source === 'sso'))
+    if (operator?.roles.some((r) => r.source === 'sso')) {
       await deps.operators.store.signedInThroughSso(operator.id, subject, [], now);
+      await deps.operators.revocations.announce({ kind: 'operator', operatorId: operator.id });
+    }
     throw new AppError('SSO_NO_ROLE', 'none of your groups gives a role in TDP; ask an admin for one');
   }
   if (!operator) {
@@ -109,5 +118,8 @@ export async function signInWithSso(
     if (created === 'emailTaken') throw new AppError('SSO_REJECTED', 'sign in again');
   }
   await deps.operators.store.signedInThroughSso(operator.id, subject, ssoRoles, now);
+  // Other roles from the groups than last time: the live feeds opened with the old ones end.
+  if (roleKeys(operator.roles.filter((r) => r.source === 'sso')) !== roleKeys(ssoRoles))
+    await deps.operators.revocations.announce({ kind: 'operator', operatorId: operator.id });
   return openOperatorSession(deps.sessions, { operatorId: operator.id, method: 'sso' });
 }

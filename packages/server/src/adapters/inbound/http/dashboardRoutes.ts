@@ -6,7 +6,7 @@
  */
 import fastifyStatic from '@fastify/static';
 import { isUuid, type StructuredError } from '@tdp/protocol';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { TaskState } from '../../../core/facts/records.ts';
 import { publicError, toTaskView } from '../../../core/facts/views.ts';
 import { allows } from '../../../core/identity/operatorAccess.ts';
@@ -98,6 +98,23 @@ export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDep
   const viewers = gate('viewer', 'tenants');
   const hidden = { hide: true };
   const taskMissing = (id: string) => () => new AppError('TASK_NOT_FOUND', `task ${id} does not exist`);
+
+  /**
+   * An operator's decision or signal on a task: its reason and idempotency key checked, and the operator
+   * role for the task's tenant (another tenant's task does not exist for them).
+   */
+  const operatorActOnTask = async (
+    request: FastifyRequest<{ Body: { reason?: unknown; idempotencyKey?: unknown } }>,
+    taskId: string,
+  ) => {
+    const reason = typeof request.body?.reason === 'string' ? request.body.reason.trim() : '';
+    const idempotencyKey = request.body?.idempotencyKey;
+    if (!isUuid(taskId)) throw taskMissing(taskId)();
+    if (!reason || reason.length > 2000 || typeof idempotencyKey !== 'string' || idempotencyKey.length > 255)
+      throw new AppError('VALIDATION_FAILED', 'send a reason (up to 2000 characters) and an idempotencyKey');
+    await requireTaskRole(request, 'operator', taskId, deps.taskTenant);
+    return { reason, idempotencyKey };
+  };
 
   // The live feed's WebSocket may be on another origin (Centrifugo): the pages' policy lets them reach it.
   const realtimeOrigin = deps.wsUrl ? originOf(deps.wsUrl) : null;
@@ -207,22 +224,9 @@ export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDep
     { schema: hidden, onRequest: gate('operator', 'tenants') },
     async (request, reply) => {
       const { id, key, action } = request.params;
-      const reason = typeof request.body?.reason === 'string' ? request.body.reason.trim() : '';
-      const idempotencyKey = request.body?.idempotencyKey;
-      if (!isUuid(id)) throw taskMissing(id)();
       if (action !== 'approve' && action !== 'reject')
         throw new AppError('ROUTE_NOT_FOUND', `no such action ${action}; approve or reject`);
-      if (
-        !reason ||
-        reason.length > 2000 ||
-        typeof idempotencyKey !== 'string' ||
-        idempotencyKey.length > 255
-      )
-        throw new AppError(
-          'VALIDATION_FAILED',
-          'send a reason (up to 2000 characters) and an idempotencyKey',
-        );
-      await requireTaskRole(request, 'operator', id, deps.taskTenant);
+      const { reason, idempotencyKey } = await operatorActOnTask(request, id);
       const { view } = await decideApproval(
         deps.approvals,
         { decider: { kind: 'operator', reason, actor: actorOfRequest(request) }, reach: null },
@@ -240,20 +244,7 @@ export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDep
     { schema: hidden, onRequest: gate('operator', 'tenants') },
     async (request, reply) => {
       const { id, name } = request.params;
-      const reason = typeof request.body?.reason === 'string' ? request.body.reason.trim() : '';
-      const idempotencyKey = request.body?.idempotencyKey;
-      if (!isUuid(id)) throw taskMissing(id)();
-      if (
-        !reason ||
-        reason.length > 2000 ||
-        typeof idempotencyKey !== 'string' ||
-        idempotencyKey.length > 255
-      )
-        throw new AppError(
-          'VALIDATION_FAILED',
-          'send a reason (up to 2000 characters) and an idempotencyKey',
-        );
-      await requireTaskRole(request, 'operator', id, deps.taskTenant);
+      const { reason, idempotencyKey } = await operatorActOnTask(request, id);
       const { body } = await sendSignal(
         deps.approvals,
         { kind: 'operator', reason, actor: actorOfRequest(request) },

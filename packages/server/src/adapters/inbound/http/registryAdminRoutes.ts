@@ -4,8 +4,8 @@
  */
 import { OperationDefinitionRequest, StatusDefinitionRequest } from '@tdp/protocol';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { Type } from 'typebox';
-import type { JsonSchemaValidator, RegistryStore } from '../../../core/definitions/ports.ts';
+import { type TSchema, Type } from 'typebox';
+import type { JsonSchemaValidator, RegistryAuthor, RegistryStore } from '../../../core/definitions/ports.ts';
 import { defineOperation, defineStatuses } from '../../../core/definitions/registries.ts';
 import type { OperatorRole } from '../../../core/identity/operatorAccess.ts';
 import type { Application } from '../../../core/identity/ports.ts';
@@ -28,109 +28,81 @@ export function registerRegistryAdminRoutes(
   },
 ): void {
   const { security, tags, viewers, admins, applicationFor } = deps;
-  app.post<{ Params: { id: string }; Body: StatusDefinitionRequest }>(
-    '/admin/v1/applications/:id/status-definitions',
-    {
-      onRequest: admins,
-      schema: {
-        tags,
-        security,
-        summary: 'Define a version of the business statuses of a task type (immutable once defined)',
-        params: Type.Object({ id: Uuid }),
-        body: StatusDefinitionRequest,
-        response: {
-          200: Type.Record(Type.String(), Type.Unknown()),
-          201: Type.Record(Type.String(), Type.Unknown()),
-          ...problemResponses,
+  const { registries } = deps.registries;
+  const dated = <T extends { createdAt: Date }>(d: T) => ({ ...d, createdAt: d.createdAt.toISOString() });
+  const Params = Type.Object({ id: Uuid });
+  const Definition = Type.Record(Type.String(), Type.Unknown());
+
+  /** One registry: define a version (its tenant's admins; a new version audited), list them (viewers). */
+  function registry<Body>(kind: {
+    path: string;
+    defineSummary: string;
+    listSummary: string;
+    body: TSchema;
+    define(
+      applicationId: string,
+      body: Body,
+      by: RegistryAuthor,
+    ): Promise<{ definition: { createdAt: Date }; created: boolean }>;
+    list(applicationId: string): Promise<{ createdAt: Date }[]>;
+  }): void {
+    const path = `/admin/v1/applications/:id/${kind.path}`;
+    app.post<{ Params: { id: string }; Body: Body }>(
+      path,
+      {
+        onRequest: admins,
+        schema: {
+          tags,
+          security,
+          summary: kind.defineSummary,
+          params: Params,
+          body: kind.body,
+          response: { 200: Definition, 201: Definition, ...problemResponses },
         },
       },
-    },
-    async (request, reply) => {
-      const { tenantId } = await applicationFor(request, request.params.id, 'admin');
-      const { definition, created } = await defineStatuses(deps.registries, request.params.id, request.body, {
-        actor: actorOfRequest(request),
-        tenantId,
-      });
-      return reply
-        .code(created ? 201 : 200)
-        .send({ ...definition, createdAt: definition.createdAt.toISOString() });
-    },
-  );
-
-  app.get<{ Params: { id: string } }>(
-    '/admin/v1/applications/:id/status-definitions',
-    {
-      onRequest: viewers,
-      schema: {
-        tags,
-        security,
-        summary: 'List status definitions',
-        params: Type.Object({ id: Uuid }),
-        response: { 200: Type.Array(Type.Record(Type.String(), Type.Unknown())) },
-      },
-    },
-    async (request) => {
-      await applicationFor(request, request.params.id, 'viewer');
-      return (await deps.registries.registries.listStatusDefinitions(request.params.id)).map((d) => ({
-        ...d,
-        createdAt: d.createdAt.toISOString(),
-      }));
-    },
-  );
-
-  app.post<{ Params: { id: string }; Body: OperationDefinitionRequest }>(
-    '/admin/v1/applications/:id/operation-definitions',
-    {
-      onRequest: admins,
-      schema: {
-        tags,
-        security,
-        summary:
-          'Define a version of an operation: producers, event types and the data schemas they may send',
-        params: Type.Object({ id: Uuid }),
-        body: OperationDefinitionRequest,
-        response: {
-          200: Type.Record(Type.String(), Type.Unknown()),
-          201: Type.Record(Type.String(), Type.Unknown()),
-          ...problemResponses,
-        },
-      },
-    },
-    async (request, reply) => {
-      const { tenantId } = await applicationFor(request, request.params.id, 'admin');
-      const { definition, created } = await defineOperation(
-        deps.registries,
-        request.params.id,
-        request.body,
-        {
+      async (request, reply) => {
+        const { tenantId } = await applicationFor(request, request.params.id, 'admin');
+        const { definition, created } = await kind.define(request.params.id, request.body as Body, {
           actor: actorOfRequest(request),
           tenantId,
-        },
-      );
-      return reply
-        .code(created ? 201 : 200)
-        .send({ ...definition, createdAt: definition.createdAt.toISOString() });
-    },
-  );
-
-  app.get<{ Params: { id: string } }>(
-    '/admin/v1/applications/:id/operation-definitions',
-    {
-      onRequest: viewers,
-      schema: {
-        tags,
-        security,
-        summary: 'List operation definitions',
-        params: Type.Object({ id: Uuid }),
-        response: { 200: Type.Array(Type.Record(Type.String(), Type.Unknown())) },
+        });
+        return reply.code(created ? 201 : 200).send(dated(definition));
       },
-    },
-    async (request) => {
-      await applicationFor(request, request.params.id, 'viewer');
-      return (await deps.registries.registries.listOperationDefinitions(request.params.id)).map((d) => ({
-        ...d,
-        createdAt: d.createdAt.toISOString(),
-      }));
-    },
-  );
+    );
+    app.get<{ Params: { id: string } }>(
+      path,
+      {
+        onRequest: viewers,
+        schema: {
+          tags,
+          security,
+          summary: kind.listSummary,
+          params: Params,
+          response: { 200: Type.Array(Definition) },
+        },
+      },
+      async (request) => {
+        await applicationFor(request, request.params.id, 'viewer');
+        return (await kind.list(request.params.id)).map(dated);
+      },
+    );
+  }
+
+  registry<StatusDefinitionRequest>({
+    path: 'status-definitions',
+    defineSummary: 'Define a version of the business statuses of a task type (immutable once defined)',
+    listSummary: 'List status definitions',
+    body: StatusDefinitionRequest,
+    define: (applicationId, body, by) => defineStatuses(deps.registries, applicationId, body, by),
+    list: (applicationId) => registries.listStatusDefinitions(applicationId),
+  });
+  registry<OperationDefinitionRequest>({
+    path: 'operation-definitions',
+    defineSummary:
+      'Define a version of an operation: producers, event types and the data schemas they may send',
+    listSummary: 'List operation definitions',
+    body: OperationDefinitionRequest,
+    define: (applicationId, body, by) => defineOperation(deps.registries, applicationId, body, by),
+    list: (applicationId) => registries.listOperationDefinitions(applicationId),
+  });
 }
