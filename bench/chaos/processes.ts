@@ -1,8 +1,8 @@
 /**
  * The chaos suite's child processes (servers and workers of every system), supervised: the suite
  * knows which exits it caused (a SIGKILL of a fault) and which a process took on its own, restarts
- * the latter like a supervisor would, keeps each process's stderr in a log file under
- * artifacts/chaos-logs/ and the tail in memory, and at the end asks each process to stop with SIGTERM:
+ * the latter like a supervisor would, keeps each process's stderr and the warnings and errors it logged
+ * (pino's JSON lines on stdout) in a log file under artifacts/chaos-logs/ and their tail in memory, and at the end asks each process to stop with SIGTERM:
  * one that does not exit within the deadline is wedged.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -16,15 +16,37 @@ export interface OwnExit {
   name: string;
   code: number | null;
   signal: string | null;
-  /** The last lines it wrote to stderr: the error it died of. */
+  /** The last lines it wrote to stderr or logged at error level and above: the error it died of. */
   stderrTail: string;
+}
+
+/** The level of a pino JSON line (0 for any other line). */
+function loggedLevel(line: string): number {
+  if (!line.startsWith('{"level":')) return 0;
+  return Number(/^\{"level":(\d+)/.exec(line)?.[1] ?? 0);
+}
+
+/** A logged error as the line exitReason picks: `Name: message` of its err, else its msg. */
+function errorLineOf(line: string): string {
+  try {
+    const entry = JSON.parse(line) as {
+      msg?: string;
+      err?: { name?: string; message?: string; code?: string };
+    };
+    const err = entry.err;
+    return err?.name
+      ? `${err.name}: ${err.message ?? ''}${err.code ? ` (${err.code})` : ''} — ${entry.msg ?? ''}`
+      : (entry.msg ?? line);
+  } catch {
+    return line;
+  }
 }
 
 /** The line of an exit's stderr that names the error it died of (else its last line). */
 export function exitReason(exit: OwnExit): string {
   const lines = exit.stderrTail.split('\n').map((l) => l.trim());
   // The last error line: what it died of comes after what it logged while it still ran.
-  return lines.findLast((l) => /^[\w-]*\s?(Error|error)\b[^.(]*:/.test(l)) ?? lines.at(-1) ?? '';
+  return lines.findLast((l) => /^(?:tdp: )?[\w-]*\s?(Error|error)\b[^.(]*:/.test(l)) ?? lines.at(-1) ?? '';
 }
 
 export interface Supervised {
@@ -72,7 +94,13 @@ export class ProcessGroup {
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       child = started;
-      createInterface({ input: started.stdout! }).on('line', onLine);
+      createInterface({ input: started.stdout! }).on('line', (line) => {
+        const level = loggedLevel(line);
+        if (level >= 40) log.write(`${line}\n`);
+        // A fatal fault is logged (by the process guard) before the exit: it is what the process died of.
+        if (level >= 50) tail = [...tail, errorLineOf(line)].slice(-40);
+        onLine(line);
+      });
       started.stderr!.on('data', (chunk: Buffer) => {
         log.write(chunk);
         tail = [...tail, ...chunk.toString().split('\n').filter(Boolean)].slice(-40);

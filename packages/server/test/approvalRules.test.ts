@@ -2,7 +2,13 @@
 import type { ApprovalOptions } from '@tdp/protocol';
 import { describe, expect, it } from 'vitest';
 import type { AclEntry, TaskState } from '../src/core/facts/records.ts';
-import { approverChannels, canSee, mayDecide, tally } from '../src/core/orchestration/kinds/approvalRules.ts';
+import {
+  approverChannels,
+  approverGrants,
+  canSee,
+  mayDecide,
+  tally,
+} from '../src/core/orchestration/kinds/approvalRules.ts';
 
 const task = { tenantId: 't', applicationId: 'a', ownerId: 'olga' } as TaskState['task'];
 const state = { task } as TaskState;
@@ -73,5 +79,31 @@ describe('the action notice', () => {
     );
     expect(channels.sort()).toEqual(['task_role:t/a/reviewer', 'task_user:t/a/rita']);
     expect(approverChannels({ approvers: { owner: true } }, state, acl)).toEqual(['task_user:t/a/olga']);
+  });
+});
+
+describe('who is given access when the approval begins', () => {
+  const options: ApprovalOptions = {
+    approvers: {
+      users: ['rita', 'olga', 'rex'],
+      roles: ['reviewer', 'legal'],
+      projects: ['p1'],
+      owner: true,
+    },
+  };
+  it('grants VIEW to each named approver the owner and the ACL do not reach, each once', () => {
+    const operate: AclEntry = { principalType: 'USER', principalId: 'rex', permission: 'OPERATE' };
+    expect(approverGrants(options, task, [...acl, operate])).toEqual([
+      { principalType: 'ROLE', principalId: 'legal', permission: 'VIEW' },
+      { principalType: 'PROJECT', principalId: 'p1', permission: 'VIEW' },
+    ]);
+  });
+  it('names nobody twice and grants nothing when everyone sees the task already', () => {
+    const twice: ApprovalOptions = { approvers: { users: ['rita', 'rita'], roles: ['reviewer'] } };
+    expect(approverGrants(twice, task, [])).toEqual([
+      { principalType: 'USER', principalId: 'rita', permission: 'VIEW' },
+      { principalType: 'ROLE', principalId: 'reviewer', permission: 'VIEW' },
+    ]);
+    expect(approverGrants(twice, task, acl)).toEqual([]);
   });
 });

@@ -319,9 +319,11 @@ export class FactSession {
     const committedAt = this.now;
     this.changes.push({ before, after });
     // A state built from an earlier fact of this session may not carry the ACL; the session has it.
-    const acl = before
+    const aclBefore = before
       ? (before.acl ?? this.locked.get(task.id)?.acl ?? (await this.tx.acl(task.id)))
       : (options.write?.newAcl?.entries ?? []);
+    // Grants written with this fact (an approval's approvers) count for its own channels already.
+    const acl = [...aclBefore, ...(options.write?.aclGrants?.entries ?? [])];
     const notice = noticeFor(before, after, event, options.statusDefinition ?? null);
     const result = eventResult(after, event, committedAt);
     const dedup: DedupRecord | null = options.dedupHash

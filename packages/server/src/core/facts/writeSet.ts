@@ -33,6 +33,11 @@ export interface FactWriteSet {
   newTask?: { task: TaskRecord; execution: ExecutionRecord };
   /** ACL grants of a task created with this fact (a child task inherits its parent's). */
   newAcl?: { taskId: string; entries: AclEntry[]; createdAt: Date };
+  /**
+   * VIEW grants to an existing task for principals that do not see it (an approval's approvers): an
+   * entry revoked before is granted again, one that is there already is kept as it is.
+   */
+  aclGrants?: { taskId: string; entries: AclEntry[]; createdAt: Date };
   workflow?: WorkflowRecord;
   task?: TaskRecord;
   execution?: ExecutionRecord;

@@ -48,6 +48,7 @@ export function mergeWrites(writes: FactWriteSet[]) {
     operatorAudit: [] as NonNullable<FactWriteSet['operatorAudit']>,
     notifications: [] as NonNullable<FactWriteSet['notifications']>,
     newAcl: [] as NonNullable<FactWriteSet['newAcl']>[],
+    aclGrants: [] as NonNullable<FactWriteSet['aclGrants']>[],
   };
   for (const w of writes) {
     if (w.idempotency) {
@@ -115,6 +116,7 @@ export function mergeWrites(writes: FactWriteSet[]) {
     merged.callbacks.push(...(w.callbacks ?? []));
     merged.timeline.push(...(w.timeline ?? []));
     if (w.newAcl && w.newAcl.entries.length > 0) merged.newAcl.push(w.newAcl);
+    if (w.aclGrants && w.aclGrants.entries.length > 0) merged.aclGrants.push(w.aclGrants);
   }
   return {
     ...merged,

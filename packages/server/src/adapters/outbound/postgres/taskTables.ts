@@ -1,5 +1,5 @@
 /** The task, execution and workflow rows a fact writes: their columns, row mappers and statements. */
-import type { TaskState, WorkflowRecord } from '../../../core/facts/records.ts';
+import type { AclEntry, TaskState, WorkflowRecord } from '../../../core/facts/records.ts';
 import type { MergedWrites } from './mergeWrites.ts';
 import {
   type Column,
@@ -199,6 +199,23 @@ const aclColumns: Column[] = [
   ['created_at', 'timestamptz'],
 ];
 
+const aclRowsOf = ({
+  taskId,
+  entries,
+  createdAt,
+}: {
+  taskId: string;
+  entries: AclEntry[];
+  createdAt: Date;
+}) =>
+  entries.map((e) => ({
+    task_id: taskId,
+    principal_type: e.principalType,
+    principal_id: e.principalId,
+    permission: e.permission,
+    created_at: createdAt,
+  }));
+
 export function pushTaskStatements(w: MergedWrites, statements: RowStatement[]): void {
   if (w.newWorkflows.length > 0)
     statements.push(insertStatement('workflow', workflowColumns, w.newWorkflows.map(workflowRow)));
@@ -215,16 +232,22 @@ export function pushTaskStatements(w: MergedWrites, statements: RowStatement[]):
   const newExecutions = [...w.newTasks.map((t) => t.execution), ...w.newExecutions];
   if (newExecutions.length > 0)
     statements.push(insertStatement('execution', executionColumns, newExecutions.map(executionRow)));
-  const aclRows = w.newAcl.flatMap(({ taskId, entries, createdAt }) =>
-    entries.map((e) => ({
-      task_id: taskId,
-      principal_type: e.principalType,
-      principal_id: e.principalId,
-      permission: e.permission,
-      created_at: createdAt,
-    })),
-  );
+  const aclRows = w.newAcl.flatMap(aclRowsOf);
   if (aclRows.length > 0) statements.push(insertStatement('task_acl', aclColumns, aclRows));
+  const grantRows = w.aclGrants.flatMap(aclRowsOf);
+  if (grantRows.length > 0)
+    statements.push(
+      insertStatement(
+        'task_acl',
+        aclColumns,
+        grantRows,
+        // A live entry stays as it is (its permission may be more than VIEW); a revoked one is live again,
+        // with a new ACL version as any re-grant.
+        `ON CONFLICT (task_id, principal_type, principal_id) DO UPDATE
+           SET permission = excluded.permission, revoked_at = NULL, acl_version = task_acl.acl_version + 1
+           WHERE task_acl.revoked_at IS NOT NULL`,
+      ),
+    );
   if (w.tasks.length > 0) statements.push(updateStatement('task', taskUpdateColumns, w.tasks.map(taskRow)));
   if (w.executions.length > 0)
     statements.push(updateStatement('execution', executionUpdateColumns, w.executions.map(executionRow)));

@@ -21,7 +21,7 @@ import type {
 import type { JsonSchemaValidator } from '../../definitions/ports.ts';
 import { isTerminal } from '../../facts/execution.ts';
 import { operatorNamed, operatorProducer, operatorTaskActions } from '../../facts/operatorActor.ts';
-import type { StepDecisionRecord, StepRecord, TaskState } from '../../facts/records.ts';
+import type { AclEntry, StepDecisionRecord, StepRecord, TaskState } from '../../facts/records.ts';
 import { type FactSession, inFactTransaction } from '../../facts/session.ts';
 import { taskAfterStepChange } from '../../facts/stateMachine.ts';
 import { type UserReach, withinReach } from '../../identity/userReach.ts';
@@ -29,8 +29,18 @@ import { fingerprint } from '../../shared/canonicalJson.ts';
 import { AppError } from '../../shared/errors.ts';
 import { type ConsequenceDeps, type FactConsequenceDeps, failStepAttempt } from '../consequences.ts';
 import { milestone } from '../transitionRecords.ts';
-import { approverChannels, canSee, type Decider, deciderKey, mayDecide, tally } from './approvalRules.ts';
+import {
+  approverChannels,
+  approverGrants,
+  canSee,
+  type Decider,
+  deciderKey,
+  mayDecide,
+  tally,
+} from './approvalRules.ts';
 import { completePlatformStep, stepTimer, stillWaiting, waitOnStep } from './finishStep.ts';
+
+const principalName = (e: AclEntry) => `${e.principalType.toLowerCase()} ${e.principalId}`;
 
 export type ApprovalWaiting = Extract<WaitingFor, { kind: 'approval' }>;
 
@@ -61,12 +71,23 @@ export async function beginApproval(
     since: now.toISOString(),
     ...(timeoutAt ? { timeoutAt: timeoutAt.toISOString() } : {}),
   };
-  const acl = before.acl ?? (await session.tx.acl(before.task.id));
+  const aclBefore = before.acl ?? (await session.tx.acl(before.task.id));
+  const grants = approverGrants(options, before.task, aclBefore);
+  const acl = [...aclBefore, ...grants];
   const version = before.task.version + 1n;
   await waitOnStep(deps, session, before, step, waitingFor, {
     producer: 'tdp:timer',
     milestone: 'WAITING_FOR_APPROVAL',
-    message: `step ${step.key} waits for ${waitingFor.required} approval(s)`,
+    message:
+      `step ${step.key} waits for ${waitingFor.required} approval(s)` +
+      (grants.length > 0 ? `; ${grants.map(principalName).join(', ')} may now see the task` : ''),
+    ...(grants.length > 0
+      ? {
+          // Recorded with the fact: who was given access, and why.
+          payload: { accessGranted: grants },
+          write: { aclGrants: { taskId: before.task.id, entries: grants, createdAt: now } },
+        }
+      : {}),
     timers: timeoutAt ? [stepTimer(deps, before, step, 'APPROVAL_TIMEOUT', timeoutAt, now)] : [],
     // Only with this fact: each approver is asked once, not again with every later change.
     channelNotice: {

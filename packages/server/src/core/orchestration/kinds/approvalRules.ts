@@ -1,6 +1,6 @@
 /**
- * The rules of an approval step, pure: who may decide, what the decisions so far add up to,
- * and whose summary channels are told that the task needs them. The use cases are in approval.ts.
+ * The rules of an approval step, pure: who may decide, what the decisions so far add up to, who is
+ * given access to see the task, and whose summary channels are told that the task needs them. The use cases are in approval.ts.
  */
 import type { ApprovalDecision, ApprovalOptions } from '@tdp/protocol';
 import { aclChannel, channels, summaryChannels } from '../../facts/projections.ts';
@@ -90,3 +90,34 @@ export function approverChannels(options: ApprovalOptions, state: TaskState, acl
   ]);
   return summaryChannels(state, acl).filter((c) => wanted.has(c));
 }
+
+/**
+ * The VIEW grants that let every approver named by user, role or project see the task while it waits
+ * for them: those the task's owner and ACL do not reach already. Naming someone an approver is enough;
+ * without these, the person asked to decide would get 404 for the task they were asked about.
+ */
+export function approverGrants(
+  options: ApprovalOptions,
+  task: TaskState['task'],
+  acl: AclEntry[],
+): AclEntry[] {
+  const { users = [], roles = [], projects = [] } = options.approvers;
+  const named: AclEntry[] = [
+    ...users.filter((u) => u !== task.ownerId).map((u) => view('USER', u)),
+    ...roles.map((r) => view('ROLE', r)),
+    ...projects.map((p) => view('PROJECT', p)),
+  ];
+  const seen = new Set(acl.map((e) => `${e.principalType}:${e.principalId}`));
+  return named.filter((e) => {
+    const key = `${e.principalType}:${e.principalId}`;
+    if (seen.has(key)) return false;
+    seen.add(key);
+    return true;
+  });
+}
+
+const view = (principalType: AclEntry['principalType'], principalId: string): AclEntry => ({
+  principalType,
+  principalId,
+  permission: 'VIEW',
+});
