@@ -2,7 +2,7 @@
 import type { IdempotencyRecord, OperatorAuditRecord } from '../../../core/facts/records.ts';
 import type { BroadcastRecord, BroadcastStore } from '../../../core/realtime/broadcasts.ts';
 import type { StoredRealtimeMessage } from '../../../core/realtime/relay.ts';
-import type { Sql } from './database.ts';
+import { type Sql, transaction } from './database.ts';
 import { findIdempotency } from './eventTables.ts';
 import { insertAudit } from './operatorStore.ts';
 
@@ -14,7 +14,7 @@ export class PostgresBroadcastStore implements BroadcastStore {
     audit: OperatorAuditRecord,
     idempotency: IdempotencyRecord | null,
   ): Promise<'inserted' | 'keyTaken'> {
-    return this.sql.begin(async (tx) => {
+    return transaction(this.sql, async (tx) => {
       if (idempotency) {
         // First, so a key already taken (or being taken by a concurrent request, whose commit this
         // waits for) writes nothing.

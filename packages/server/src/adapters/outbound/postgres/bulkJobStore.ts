@@ -7,7 +7,7 @@ import type {
   BulkTaskFilter,
   BulkTaskOutcome,
 } from '../../../core/operations/ports.ts';
-import { isUniqueViolation, type Sql } from './database.ts';
+import { isUniqueViolation, type Sql, transaction } from './database.ts';
 import { insertAudit } from './operatorStore.ts';
 
 interface JobRow {
@@ -59,7 +59,7 @@ export class PostgresBulkJobStore implements BulkJobStore {
   async create(job: BulkJobRecord, limit: number, audit: OperatorAuditRecord) {
     const f = job.filter;
     try {
-      return await this.sql.begin(async (tx) => {
+      return await transaction(this.sql, async (tx) => {
         await tx`
           INSERT INTO bulk_job (id, action, idempotency_key, request_hash, filter, tenant_ids, reason, actor,
                                 status, matched, created_at, updated_at)

@@ -5,7 +5,7 @@
  */
 import type { DeadLetterSelection, DeadLetters, DeadLetterTable } from '../../../core/operations/ports.ts';
 import type { OperatorAuditRecord } from '../../../core/workers/ports.ts';
-import type { Sql } from './database.ts';
+import { type Sql, transaction } from './database.ts';
 import { insertAudit } from './operatorStore.ts';
 
 const tables: Record<DeadLetterTable, 'outbox_event' | 'realtime_outbox' | 'callback_delivery'> = {
@@ -35,7 +35,7 @@ export class PostgresDeadLetters implements DeadLetters {
             WHERE m.aggregate_type = 'TASK'
               AND m.aggregate_id IN (SELECT id FROM task WHERE application_id = ${f.applicationId ?? null}))`
         : this.sql`application_id = ${f.applicationId ?? null}`;
-    return this.sql.begin(async (tx) => {
+    return transaction(this.sql, async (tx) => {
       const requeued = await tx<{ id: string }[]>`
         UPDATE ${name} SET status = 'PENDING', attempts = 0, available_at = ${now}, last_error = NULL,
                claim_id = NULL, claim_expires_at = NULL

@@ -1,5 +1,5 @@
 import type { DetailLease, DetailLeases } from '../../../core/realtime/detailLeases.ts';
-import type { Sql } from './database.ts';
+import { type Sql, transaction } from './database.ts';
 
 /**
  * Detail-subscription leases in PostgreSQL (migration 025), which every replica already shares: one short
@@ -11,7 +11,7 @@ export class PostgresDetailLeases implements DetailLeases {
   constructor(private readonly sql: Sql) {}
 
   take(lease: DetailLease, now: Date, limit: number) {
-    return this.sql.begin(async (sql) => {
+    return transaction(this.sql, async (sql) => {
       await sql`SELECT pg_advisory_xact_lock(hashtextextended(${`tdp-detail-lease:${lease.clientId}`}, 0))`;
       await sql`
         DELETE FROM detail_subscription_lease

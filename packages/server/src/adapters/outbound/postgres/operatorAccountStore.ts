@@ -13,7 +13,7 @@ import type {
   OperatorStore,
 } from '../../../core/identity/operators.ts';
 import type { OperatorTokenRecord, OperatorTokenStore } from '../../../core/identity/operatorTokens.ts';
-import { isUniqueViolation, type Queryable, type Sql } from './database.ts';
+import { isUniqueViolation, type Queryable, type Sql, transaction } from './database.ts';
 import { insertAudit } from './operatorStore.ts';
 
 interface OperatorRow {
@@ -101,7 +101,7 @@ export class PostgresOperatorAccountStore implements OperatorStore {
 
   async create(o: OperatorRecord, audit: OperatorAuditRecord): Promise<'created' | 'emailTaken'> {
     try {
-      await this.sql.begin(async (tx) => {
+      await transaction(this.sql, async (tx) => {
         await tx`
           INSERT INTO operator (id, email, display_name, status, password_hash, sso_subject, created_at, updated_at)
           VALUES (${o.id}, ${o.email}, ${o.displayName}, ${o.status}, ${o.passwordHash}, ${o.ssoSubject},
@@ -139,7 +139,7 @@ export class PostgresOperatorAccountStore implements OperatorStore {
   }
 
   async update(id: string, changes: OperatorChanges, audit: OperatorAuditRecord, now: Date) {
-    const found = await this.sql.begin(async (tx) => {
+    const found = await transaction(this.sql, async (tx) => {
       const [row] = await tx<{ id: string }[]>`
         UPDATE operator SET
           display_name = coalesce(${changes.displayName ?? null}, display_name),
@@ -165,7 +165,7 @@ export class PostgresOperatorAccountStore implements OperatorStore {
   }
 
   async endSessions(id: string, audit: OperatorAuditRecord): Promise<number> {
-    return this.sql.begin(async (tx) => {
+    return transaction(this.sql, async (tx) => {
       const ended = await tx`DELETE FROM dashboard_session WHERE operator_id = ${id} RETURNING 1`;
       await insertAudit(tx, audit);
       return ended.length;
@@ -173,7 +173,7 @@ export class PostgresOperatorAccountStore implements OperatorStore {
   }
 
   async signedInThroughSso(id: string, subject: string, roles: RoleBinding[], now: Date): Promise<void> {
-    await this.sql.begin(async (tx) => {
+    await transaction(this.sql, async (tx) => {
       await tx`UPDATE operator SET sso_subject = ${subject}, updated_at = ${now} WHERE id = ${id}`;
       await tx`DELETE FROM operator_role_binding WHERE operator_id = ${id} AND source = 'sso'`;
       await insertBindings(tx, id, roles, 'sso');
@@ -185,7 +185,7 @@ export class PostgresOperatorTokenStore implements OperatorTokenStore {
   constructor(private readonly sql: Sql) {}
 
   async create(token: OperatorTokenRecord, audit: OperatorAuditRecord): Promise<void> {
-    await this.sql.begin(async (tx) => {
+    await transaction(this.sql, async (tx) => {
       await tx`
         INSERT INTO operator_token (id, operator_id, name, secret_hash, role, created_at, expires_at)
         VALUES (${token.id}, ${token.operatorId}, ${token.name}, ${token.secretHash}, ${token.role},
@@ -201,7 +201,7 @@ export class PostgresOperatorTokenStore implements OperatorTokenStore {
   }
 
   async revoke(operatorId: string, tokenId: string, now: Date, audit: OperatorAuditRecord): Promise<boolean> {
-    return this.sql.begin(async (tx) => {
+    return transaction(this.sql, async (tx) => {
       const revoked = await tx`
         UPDATE operator_token SET revoked_at = ${now}
         WHERE id = ${tokenId} AND operator_id = ${operatorId} AND revoked_at IS NULL RETURNING 1`;

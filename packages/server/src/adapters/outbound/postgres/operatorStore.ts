@@ -11,7 +11,7 @@ import type {
   StatusChange,
 } from '../../../core/workers/ports.ts';
 import { auditRow } from './auditTables.ts';
-import type { Queryable, Sql, TxSql } from './database.ts';
+import { type Queryable, type Sql, type TxSql, transaction } from './database.ts';
 
 export async function insertAudit(tx: Queryable, audit: OperatorAuditRecord): Promise<void> {
   const row = auditRow(audit);
@@ -71,7 +71,7 @@ export class PostgresOperatorStore implements OperatorWorkerStore, OperatorAudit
     command: (workerId: string) => WorkerCommandRecord,
     audit: OperatorAuditRecord,
   ) {
-    return this.sql.begin(async (tx) => {
+    return transaction(this.sql, async (tx) => {
       const [node] = await tx<{ drain_audit_id: string | null }[]>`
         SELECT drain_audit_id FROM worker_node WHERE id = ${nodeId} FOR UPDATE`;
       if (!node) return null;
@@ -97,7 +97,7 @@ export class PostgresOperatorStore implements OperatorWorkerStore, OperatorAudit
   }
 
   async setWorkerScheduling(workerId: string, status: 'ELIGIBLE' | 'INELIGIBLE', audit: OperatorAuditRecord) {
-    return this.sql.begin(async (tx) => {
+    return transaction(this.sql, async (tx) => {
       const [row] = await tx<{ scheduling_status: string }[]>`
         SELECT scheduling_status FROM worker WHERE id = ${workerId} AND ended_at IS NULL FOR UPDATE`;
       if (!row) return null;
@@ -109,7 +109,7 @@ export class PostgresOperatorStore implements OperatorWorkerStore, OperatorAudit
   }
 
   async setNodeStatus(nodeId: string, status: 'ACTIVE' | 'CORDONED', audit: OperatorAuditRecord) {
-    return this.sql.begin(async (tx) => {
+    return transaction(this.sql, async (tx) => {
       const [row] = await tx<{ management_status: string }[]>`
         SELECT management_status FROM worker_node WHERE id = ${nodeId} FOR UPDATE`;
       if (!row) return null;

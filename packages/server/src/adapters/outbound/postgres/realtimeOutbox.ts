@@ -13,7 +13,7 @@ import type {
   RealtimeSettlement,
   StoredRealtimeMessage,
 } from '../../../core/realtime/relay.ts';
-import type { Queryable, Sql } from './database.ts';
+import { type Queryable, type Sql, transaction } from './database.ts';
 import { ClaimableRows } from './outboxQueue.ts';
 import { type Column, insertStatement, type RowStatement, run } from './recordset.ts';
 
@@ -99,7 +99,7 @@ export class PostgresRealtimeOutbox extends ClaimableRows implements RealtimeRow
     const { sent, retry, refused } = messages;
     if (sent.length === 0 && retry.length === 0)
       return (await this.markDead(claimId, row.id, error)) ? 'DEAD' : null;
-    return this.sql.begin(async (tx) => {
+    return transaction(this.sql, async (tx) => {
       const [kept] = await tx<{ id: string }[]>`
         UPDATE realtime_outbox SET messages = ${tx.json((retry.length > 0 ? retry : sent) as never)}
         WHERE id = ${row.id} AND claim_id = ${claimId} AND status = 'PUBLISHING' RETURNING id`;

@@ -1,5 +1,5 @@
 import type { ScheduleAdvance, ScheduleRecord, ScheduleStore } from '../../../core/schedules/ports.ts';
-import type { Queryable, Sql } from './database.ts';
+import { type Queryable, type Sql, transaction } from './database.ts';
 
 interface ScheduleRow {
   id: string;
@@ -118,7 +118,7 @@ export class PostgresScheduleStore implements ScheduleStore {
     limit: number,
     handle: (schedule: ScheduleRecord) => Promise<ScheduleAdvance>,
   ): Promise<number> {
-    return this.sql.begin(async (tx) => {
+    return transaction(this.sql, async (tx) => {
       // Held until this commits; another replica's round skips them (and sees them advanced after).
       const rows = await tx<ScheduleRow[]>`
         SELECT * FROM schedule

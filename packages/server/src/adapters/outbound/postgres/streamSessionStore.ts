@@ -1,5 +1,5 @@
 import type { SharedStreamSessions, StreamSessionRecord } from '../../../core/realtime/streamSessions.ts';
-import type { Sql } from './database.ts';
+import { type Sql, transaction } from './database.ts';
 
 /** The channel a replica holding task streams LISTENs on for watch sets stored elsewhere. */
 const watchChannel = 'tdp_watch_set';
@@ -58,7 +58,7 @@ export class PostgresStreamSessions implements SharedStreamSessions {
   }
 
   async setWatch(sessionId: string, taskIds: string[], watchExpiresAt: Date) {
-    await this.sql.begin(async (sql) => {
+    await transaction(this.sql, async (sql) => {
       await sql`
         UPDATE task_stream_session SET task_ids = ${taskIds}::uuid[], watch_expires_at = ${watchExpiresAt}
         WHERE session_id = ${sessionId}`;

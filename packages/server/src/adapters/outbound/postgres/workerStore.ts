@@ -6,7 +6,7 @@ import type {
   WorkerStore,
 } from '../../../core/workers/ports.ts';
 import type { WorkerCandidate } from '../../../core/workers/selector.ts';
-import type { Sql } from './database.ts';
+import { type Sql, transaction } from './database.ts';
 import { drainSession, insertAudit } from './operatorStore.ts';
 
 interface WorkerRow {
@@ -120,7 +120,7 @@ export class PostgresWorkerStore implements WorkerStore {
   }
 
   async drainWorker(command: WorkerCommandRecord, audit: OperatorAuditRecord) {
-    return this.sql.begin(async (tx) => {
+    return transaction(this.sql, async (tx) => {
       const outcome = await drainSession(tx, command, audit.id);
       if (outcome && !outcome.repeated) await insertAudit(tx, audit);
       return outcome;
