@@ -10,8 +10,8 @@
 import { copyFile, mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { imageWatermark } from '../packages/worker/src/capabilities/imageWatermark.ts';
-import { builtinCapabilityModule } from '../packages/worker/src/capabilities/index.ts';
+import { imageWatermark } from '../packages/capabilities/src/imageWatermark.ts';
+import { builtinCapabilityModule } from '../packages/capabilities/src/index.ts';
 import { inProcess, RunnerPool } from '../packages/worker/src/isolation/runnerPool.ts';
 import type { Capability, CapabilityContext } from '../packages/worker/src/sdk.ts';
 import { sane, sized } from './support.ts';

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import sharp from 'sharp';
 import yazl from 'yazl';
-import { renderText, watermarkArchive } from '../packages/worker/src/capabilities/imageWatermark.ts';
+import { renderText, watermarkArchive } from '../packages/capabilities/src/imageWatermark.ts';
 import { sized } from './support.ts';
 
 const count = sized('BENCH_WATERMARK_COUNT', 500, 20);

@@ -6,7 +6,7 @@
  * `BENCH_NAMES_TRIALS` changes the number of archives per code page and size.
  */
 import iconv from 'iconv-lite';
-import { detectNameEncoding } from '../packages/worker/src/capabilities/zipNames.ts';
+import { detectNameEncoding } from '../packages/capabilities/src/zipNames.ts';
 import { sane, sized } from './support.ts';
 
 const trials = sized('BENCH_NAMES_TRIALS', 200, 10);

@@ -26,7 +26,11 @@ export function zipWorkflow(name = 'zip-clean-watermark', version = '1') {
         capability: 'image.watermark',
         capabilityVersion: '2',
         dependsOn: ['clean'],
-        inputMapping: { archive: '$.steps.clean.output.archive', text: '$.input.watermarkText' },
+        // watermarkText is optional in the schema, so the mapping says what to use without it.
+        inputMapping: {
+          archive: '$.steps.clean.output.archive',
+          text: { from: '$.input.watermarkText', default: 'TDP' },
+        },
       },
     ],
   };

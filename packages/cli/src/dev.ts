@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
+import { builtinCapabilities } from '@tdp/capabilities';
 import { type DemoApp, ensureDemoApplication, registerDemoProvider, startDemoApp } from '@tdp/demo-app';
 import { loopbackAllowList, splitAllowList } from '@tdp/egress/policy';
 import {
@@ -14,7 +15,6 @@ import {
   startServer,
   useDevelopmentProvider,
 } from '@tdp/server';
-import { builtinCapabilities } from '@tdp/worker';
 import {
   credentialsPath,
   type DevCredentials,
@@ -31,6 +31,8 @@ import { reportUnknownVariables } from './variables.ts';
 
 const preferredPostgresPort = 54329;
 const preferredDemoPort = 8090;
+/** What `/readyz` says until `tdp dev` has made its development key, samples and demo app. */
+const developmentSetup = 'setting up the development key, sample ZIPs and demo app';
 
 async function portIsFree(port: number): Promise<boolean> {
   return new Promise((resolvePromise) => {
@@ -123,7 +125,11 @@ export async function runDev(env: NodeJS.ProcessEnv): Promise<number> {
         developmentFiles: { directory: filesDirectory, providerToken: randomBytes(32).toString('base64url') },
         // Finished tasks past their retention go to the data folder's archive (docs/retention.md).
         archiveDirectory: env.TDP_ARCHIVE_DIR || join(home, 'archive'),
+        // A misspelt capability fails with its reason after 30 s instead of waiting for a worker forever.
+        ...(env.TDP_SCHEDULE_TO_START_DEFAULT_MS ? {} : { scheduleToStartDefaultMs: 30_000 }),
       }),
+      // Ready when what the banner prints works: a script that waits for /readyz may use it at once.
+      { readinessHolds: { development: developmentSetup } },
     );
   } catch (error) {
     await stopPostgres();
@@ -190,6 +196,7 @@ export async function runDev(env: NodeJS.ProcessEnv): Promise<number> {
     throw error;
   }
 
+  server.health.release('development');
   say('');
   say('TDP is running.');
   say(`  API           ${server.url}/v1`);

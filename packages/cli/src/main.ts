@@ -126,9 +126,12 @@ async function main(argv: string[]): Promise<number> {
       return 0;
     }
     case 'worker': {
-      const { startWorkerFromEnv } = await import('@tdp/worker/main');
+      const [{ startWorkerFromEnv }, { builtinCapabilityModule }] = await Promise.all([
+        import('@tdp/worker/main'),
+        import('@tdp/capabilities'),
+      ]);
       const tracing = await startTracing(env, 'tdp-worker');
-      const started = startWorkerFromEnv(env);
+      const started = startWorkerFromEnv(env, builtinCapabilityModule);
       // SIGTERM drains: nothing new is taken, running attempts finish or are handed back. The handler
       // goes in before the worker registers: a SIGTERM as soon as the server sees it READY (a supervisor
       // stopping it at once) drains it once started, instead of killing it mid-start.

@@ -39,6 +39,7 @@ const packages = [
   'egress',
   'client',
   'worker',
+  'capabilities',
   'sdk',
   'gateway',
   'dashboard',

@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase } from '../../../test/database.ts';
 import { type DevProcess, startDevProcess } from '../../../test/devProcess.ts';
 import { readmeBlock } from '../../../test/readme.ts';
-import { readZip } from '../../worker/test/zips.ts';
+import { readZip } from '../../capabilities/test/zips.ts';
 import { freePort } from '../src/embeddedPostgres.ts';
 
 const root = new URL('../../../', import.meta.url).pathname;

@@ -4,13 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import sharp from 'sharp';
 import { afterAll, describe, expect, it } from 'vitest';
-import { junkReason } from '../../worker/src/capabilities/archiveClean.ts';
-import {
-  defaultArchiveLimits,
-  openArchive,
-  readEntry,
-  scanArchive,
-} from '../../worker/src/capabilities/zip.ts';
+import { junkReason } from '../../capabilities/src/archiveClean.ts';
+import { defaultArchiveLimits, openArchive, readEntry, scanArchive } from '../../capabilities/src/zip.ts';
 import { writeSamples } from '../src/samples.ts';
 
 const folders: string[] = [];

@@ -1,5 +1,5 @@
 export { type Broadcast, bindTaskStore, type LiveTasks, type LiveTasksOptions } from './live.ts';
-export { TdpClient, TdpError } from './rest.ts';
+export { TdpError, TdpUserClient } from './rest.ts';
 export {
   type ConnectionState,
   elapsedMs,

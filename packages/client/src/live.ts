@@ -25,7 +25,7 @@ import type {
 export interface LiveTasksOptions {
   centrifuge: Centrifuge;
   store: TaskStore;
-  /** The person's tasks now: the `items` of `GET /v1/me/tasks` (e.g. `TdpClient.myTasks()`), as they come. */
+  /** The person's tasks now: the `items` of `GET /v1/me/tasks` (e.g. `TdpUserClient.myTasks()`), as they come. */
   loadTasks(): Promise<(TaskListItem | TaskSummary)[]>;
   /**
    * A subscription token for a task's detail channel (`POST /v1/realtime/subscription-token`). Pass

@@ -1,9 +1,10 @@
 /**
- * A small REST client of TDP's public API for Node and browsers (fetch). An application's backend uses
- * it with its API key (tasks, realtime tokens, user tokens); a page uses it with a user token (its
- * tasks, batch snapshots). Errors arrive as `TdpError` with the problem's stable `code`.
+ * The REST calls a page makes as its person, with the user token its backend minted (`@tdp/sdk`'s
+ * `createUserToken`): their tasks, batch snapshots, approval decisions, notifications. Backend calls
+ * with the API key (creating, reading and cancelling tasks, realtime and user tokens) are `@tdp/sdk`'s
+ * `TdpClient` alone. Errors arrive as `TdpError` with the problem's stable `code`.
  */
-import type { CreateTaskRequest, TaskWithExecution } from '@tdp/protocol';
+import type { TaskWithExecution } from '@tdp/protocol';
 import type { NotificationItem, TaskListItem } from './taskStore.ts';
 
 export class TdpError extends Error {
@@ -18,11 +19,11 @@ export class TdpError extends Error {
   }
 }
 
-export class TdpClient {
+export class TdpUserClient {
   constructor(
     private readonly options: {
       baseUrl: string;
-      /** An application key (`tdp_…`) or a user token. */
+      /** A user token, from the application's backend. */
       token: string;
       fetch?: typeof fetch;
     },
@@ -58,48 +59,6 @@ export class TdpClient {
       );
     }
     return parsed as T;
-  }
-
-  /** Submits a task; the same `idempotencyKey` and request return the same task, never a second one. */
-  createTask(idempotencyKey: string, request: CreateTaskRequest) {
-    return this.call<TaskWithExecution>('POST', '/v1/tasks', request, { 'idempotency-key': idempotencyKey });
-  }
-
-  getTask(taskId: string) {
-    return this.call<TaskWithExecution>('GET', `/v1/tasks/${encodeURIComponent(taskId)}`);
-  }
-
-  cancelTask(taskId: string, reason?: string) {
-    return this.call<unknown>(
-      'POST',
-      `/v1/tasks/${encodeURIComponent(taskId)}:cancel`,
-      reason ? { reason } : {},
-    );
-  }
-
-  /** A connection token for one of the application's users, and the WebSocket URL for the SDK. */
-  connectionToken(userId: string) {
-    return this.call<{ token: string; url: string; channels: string[] }>(
-      'POST',
-      '/v1/realtime/connection-token',
-      {
-        userId,
-      },
-    );
-  }
-
-  /** A subscription token for a task's detail channel, if the user may see the task. */
-  subscriptionToken(userId: string, taskId: string, clientId?: string) {
-    return this.call<{ token: string; channel: string }>('POST', '/v1/realtime/subscription-token', {
-      userId,
-      taskId,
-      ...(clientId ? { clientId } : {}),
-    });
-  }
-
-  /** A short-lived token that reads as one of the application's users. */
-  userToken(userId: string, options: { projects?: string[]; roles?: string[]; ttlSeconds?: number } = {}) {
-    return this.call<{ token: string; expiresAt: string }>('POST', '/v1/user-tokens', { userId, ...options });
   }
 
   /**

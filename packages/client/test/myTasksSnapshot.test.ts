@@ -1,13 +1,13 @@
 /**
  * The store wired as docs/realtime.md shows it, against a real server: its snapshot is the person's
- * `GET /v1/me/tasks` (through `TdpClient.myTasks()`), taken as it comes, and live summaries land on top.
+ * `GET /v1/me/tasks` (through `TdpUserClient.myTasks()`), taken as it comes, and live summaries land on top.
  */
-import { newId } from '@tdp/protocol';
+import { createTdpClient, type TdpClient } from '@tdp/sdk';
 import { Centrifuge } from 'centrifuge';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { type Harness, startHarness } from '../../../test/harness.ts';
-import { bindTaskStore, TaskStore, TdpClient } from '../src/index.ts';
+import { bindTaskStore, TaskStore, TdpUserClient } from '../src/index.ts';
 
 let h: Harness;
 let backend: TdpClient;
@@ -16,7 +16,7 @@ beforeAll(async () => {
   // The loops publish a commit's realtime messages (the hand-off) as a deployed server does.
   h = await startHarness({ runLoops: true });
   const app = await h.createApplication();
-  backend = new TdpClient({ baseUrl: h.url, token: app.apiKey });
+  backend = createTdpClient({ baseUrl: h.url, apiKey: app.apiKey });
   await h.request('POST', '/v1/workflow-definitions', {
     token: app.apiKey,
     body: {
@@ -29,7 +29,7 @@ beforeAll(async () => {
 afterAll(() => h.close());
 
 const createFor = async (ownerId: string, name: string) =>
-  (await backend.createTask(newId(), { workflowName: 'snapshot', workflowVersion: '1', name, ownerId })).task;
+  (await backend.createTask({ workflowName: 'snapshot', workflowVersion: '1', name, ownerId })).task;
 
 describe('the task store on a real server', () => {
   it('lists the tasks that existed before the page loaded, from myTasks() as it comes, and live changes on top', async () => {
@@ -37,8 +37,11 @@ describe('the task store on a real server', () => {
     const second = await createFor('page-user', 'second');
     await createFor('someone-else', 'not mine');
 
-    const reader = new TdpClient({ baseUrl: h.url, token: (await backend.userToken('page-user')).token });
-    const { token, url } = await backend.connectionToken('page-user');
+    const reader = new TdpUserClient({
+      baseUrl: h.url,
+      token: (await backend.createUserToken({ userId: 'page-user' })).token,
+    });
+    const { token, url } = await backend.createConnectionToken('page-user');
     const centrifuge = new Centrifuge(url, { websocket: WebSocket, token });
     const store = new TaskStore();
     const live = bindTaskStore({

@@ -210,6 +210,10 @@ describe('the dashboard in Chromium', () => {
     await expect
       .poll(() => page.locator('[data-step-row="render"] .reason').allTextContents(), { timeout: 15_000 })
       .toEqual([expect.stringContaining('video.render@2')]);
+    // The row stands out as waiting for a worker, saying so.
+    const row = page.locator('[data-step-row="render"]');
+    expect(await row.getAttribute('class')).toBe('waiting-for-worker');
+    expect(await row.locator('.waiting-title').textContent()).toBe('Waiting for a worker:');
     // Cancelled from elsewhere: the page follows.
     await h.request('POST', `/v1/tasks/${taskId}:cancel`, { token: app.apiKey, body: {} });
     await expect.poll(() => page.locator('h1 .status').textContent(), { timeout: 10_000 }).toBe('CANCELLED');

@@ -4,7 +4,7 @@
  * click gets TDP's first answer and a change of mind afterwards is refused. The order itself moves by
  * TDP's callbacks: SUCCEEDED (then the app publishes the result) or REJECTED.
  */
-import { TdpError } from '@tdp/client';
+import { TdpApiError } from '@tdp/sdk';
 import type { TdpPort } from './sender.ts';
 import { addEvent, findOrder } from './store.ts';
 import { type DemoDeps, DemoError } from './useCases.ts';
@@ -40,11 +40,12 @@ export async function decideOrder(
   if (!order || order.owner_id !== ownerId) throw new DemoError(404, 'ORDER_NOT_FOUND', 'no such order');
   if (!order.approve_before_publish || !order.task_id)
     throw new DemoError(409, 'NOTHING_TO_APPROVE', 'this order does not wait for an approval');
-  const { token } = await tdp.client.userToken(ownerId, { ttlSeconds: 60 });
   try {
-    const answer = await tdp
-      .asUser(token)
-      .decideStep(order.task_id, approvalStepKey, decision, `demo-decision-${order.id}`);
+    const options = { asUser: ownerId, idempotencyKey: `demo-decision-${order.id}` };
+    const answer =
+      decision === 'approve'
+        ? await tdp.client.approveStep(order.task_id, approvalStepKey, options)
+        : await tdp.client.rejectStep(order.task_id, approvalStepKey, options);
     await addEvent(
       deps.sql,
       order.id,
@@ -54,7 +55,8 @@ export async function decideOrder(
     return { outcome: answer.outcome };
   } catch (error) {
     // TDP's refusal (not waiting yet, decided already, another decision) is the person's answer.
-    if (error instanceof TdpError && error.status < 500) throw new DemoError(409, error.code, error.message);
+    if (error instanceof TdpApiError && error.status < 500)
+      throw new DemoError(409, error.code, error.detail);
     throw error;
   }
 }

@@ -4,7 +4,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import { TdpClient } from '@tdp/client';
+import { createTdpClient } from '@tdp/sdk';
 import { connectDemoDatabase, migrateDemo } from './database.ts';
 import { FileStore } from './files.ts';
 import { reconcileStaleOrders, sendDueCommands, type TdpPort } from './sender.ts';
@@ -82,8 +82,8 @@ export async function startDemoApp(config: DemoAppConfig): Promise<DemoApp> {
   };
   let publicUrl = config.publicUrl ?? '';
   const tdp: TdpPort = {
-    client: new TdpClient({ baseUrl: config.tdpUrl, token: config.apiKey }),
-    asUser: (token) => new TdpClient({ baseUrl: config.tdpUrl, token }),
+    // No retries inside a call: the command outbox tries again itself (sender.ts).
+    client: createTdpClient({ baseUrl: config.tdpUrl, apiKey: config.apiKey, retries: 0 }),
     get callbackUrl() {
       return `${publicUrl}/tdp/callbacks`;
     },

@@ -17,10 +17,10 @@ export type OrderStatus =
   | 'SUBMITTING'
   | 'SUBMITTED'
   | 'RUNNING'
-  | 'CANCELING'
+  | 'CANCELLING'
   | 'SUCCEEDED'
   | 'FAILED'
-  | 'CANCELED'
+  | 'CANCELLED'
   /** An approve-before-publish order whose owner rejected the result. */
   | 'REJECTED';
 
@@ -140,7 +140,7 @@ export interface OrderProjection {
 export interface CallbackFacts {
   executionId: string;
   sequence: number;
-  /** TDP's execution status: CREATED, QUEUED, RUNNING, SUCCEEDED, FAILED, TIMED_OUT, CANCELING, CANCELED. */
+  /** TDP's execution status: CREATED, QUEUED, RUNNING, SUCCEEDED, FAILED, TIMED_OUT, CANCELLING, CANCELLED. */
   status: string;
   progress: number | null;
   /** The task's failure code, when it failed (APPROVAL_REJECTED: the owner rejected the result). */
@@ -157,21 +157,21 @@ const fromExecution: Record<string, OrderStatus> = {
   CREATED: 'SUBMITTED',
   QUEUED: 'SUBMITTED',
   RUNNING: 'RUNNING',
-  CANCELING: 'CANCELING',
+  CANCELLING: 'CANCELLING',
   SUCCEEDED: 'SUCCEEDED',
   FAILED: 'FAILED',
   TIMED_OUT: 'FAILED',
-  CANCELED: 'CANCELED',
+  CANCELLED: 'CANCELLED',
 };
 
 const rank: Record<OrderStatus, number> = {
   SUBMITTING: 0,
   SUBMITTED: 1,
   RUNNING: 2,
-  CANCELING: 3,
+  CANCELLING: 3,
   SUCCEEDED: 4,
   FAILED: 4,
-  CANCELED: 4,
+  CANCELLED: 4,
   REJECTED: 4,
 };
 

@@ -3,17 +3,15 @@
  * SUBMIT and CANCEL rows, sent after commit until TDP answers) and the reconciler (orders that waited too
  * long are compared with what TDP says).
  */
-import type { TdpClient } from '@tdp/client';
-import { TdpError } from '@tdp/client';
+import { TdpApiError, type TdpClient } from '@tdp/sdk';
 import type { Sql } from './database.ts';
 import { reconcileOrder } from './orders.ts';
 import { addEvent, type CommandRow, lockOrder, type OrderRow, projectionOf, saveOrder } from './store.ts';
 import { type DemoDeps, resultArchive } from './useCases.ts';
 
 export interface TdpPort {
+  /** The app's backend client (`@tdp/sdk`, its API key); it decides approvals as the owner (`asUser`). */
   client: TdpClient;
-  /** A client that calls TDP as one of this app's users (their user token). */
-  asUser(token: string): TdpClient;
   /** Where TDP posts this app's callbacks. */
   callbackUrl: string;
   workflows: { cleanOnly: string; cleanThenWatermark: string; version: string };
@@ -55,7 +53,8 @@ const backoffMs = (attempts: number) =>
   Math.min(60_000, 500 * 2 ** Math.min(attempts, 10)) * (0.75 + Math.random() * 0.5);
 
 /** A failure worth trying again: TDP unreachable, 5xx, 408 or 429. */
-const retryable = (error: unknown) => !(error instanceof TdpError) || error.retryable || error.status === 429;
+const retryable = (error: unknown) =>
+  !(error instanceof TdpApiError) || error.retryable || error.status === 429;
 
 export async function sendDueCommands(deps: DemoDeps, tdp: TdpPort, limit = 20): Promise<number> {
   const commands = await claimDue(deps.sql, deps.now(), limit);
@@ -77,18 +76,21 @@ async function send(deps: DemoDeps, tdp: TdpPort, command: CommandRow): Promise<
   };
   try {
     if (command.command === 'SUBMIT') {
-      const created = await tdp.client.createTask(submitKey(order.id), {
-        workflowName: workflowFor(tdp.workflows, order),
-        workflowVersion: tdp.workflows.version,
-        name: order.name,
-        externalRef: order.id,
-        ownerId: order.owner_id,
-        callbackUrl: tdp.callbackUrl,
-        input: {
-          source: order.source_asset_id,
-          ...(order.watermark_text ? { text: order.watermark_text } : {}),
+      const created = await tdp.client.createTask(
+        {
+          workflowName: workflowFor(tdp.workflows, order),
+          workflowVersion: tdp.workflows.version,
+          name: order.name,
+          externalRef: order.id,
+          ownerId: order.owner_id,
+          callbackUrl: tdp.callbackUrl,
+          input: {
+            source: order.source_asset_id,
+            ...(order.watermark_text ? { text: order.watermark_text } : {}),
+          },
         },
-      });
+        { idempotencyKey: submitKey(order.id) },
+      );
       await sql.begin(async (tx) => {
         const locked = (await lockOrder(tx, order.id))!;
         const at = deps.now();
@@ -110,10 +112,11 @@ async function send(deps: DemoDeps, tdp: TdpPort, command: CommandRow): Promise<
       if (order.business_status === 'FAILED') return finish('SENT', 'nothing to cancel: the submit failed');
       return retryLater('waiting for the submit to be confirmed', 1_000);
     }
-    await tdp.client.cancelTask(order.task_id, 'cancelled by the user');
+    await tdp.client.cancelTask(order.task_id, { reason: 'cancelled by the user' });
     await finish('SENT', null);
   } catch (error) {
-    const message = error instanceof Error ? error.message : String(error);
+    const message =
+      error instanceof TdpApiError ? error.detail : error instanceof Error ? error.message : String(error);
     if (retryable(error)) return retryLater(message);
     // TDP refused for good. A finished task cannot be cancelled: nothing left to do.
     if (command.command === 'CANCEL') return finish('SENT', message);
@@ -123,7 +126,7 @@ async function send(deps: DemoDeps, tdp: TdpPort, command: CommandRow): Promise<
       await saveOrder(tx, {
         ...locked,
         business_status: 'FAILED',
-        failure_code: error instanceof TdpError ? error.code : 'SUBMIT_REJECTED',
+        failure_code: error instanceof TdpApiError ? error.code : 'SUBMIT_REJECTED',
         failure_message: message,
         updated_at: at,
       });
@@ -148,7 +151,7 @@ export async function reconcileStaleOrders(
   const before = new Date(deps.now().getTime() - staleAfterMs);
   const stale = await deps.sql<OrderRow[]>`
     SELECT * FROM demo.processing_order
-    WHERE business_status NOT IN ('SUCCEEDED', 'FAILED', 'CANCELED', 'REJECTED') AND task_id IS NOT NULL
+    WHERE business_status NOT IN ('SUCCEEDED', 'FAILED', 'CANCELLED', 'REJECTED') AND task_id IS NOT NULL
       AND updated_at < ${before}
     ORDER BY updated_at LIMIT ${limit}`;
   let changed = 0;
@@ -183,10 +186,10 @@ export async function reconcileStaleOrders(
         past_execution_ids: next.pastExecutionIds,
         last_sequence: next.lastSequence,
         result_asset_id: next.status === 'SUCCEEDED' ? resultArchive(outputs) : locked.result_asset_id,
-        failure_code: ['FAILED', 'CANCELED', 'REJECTED'].includes(next.status)
+        failure_code: ['FAILED', 'CANCELLED', 'REJECTED'].includes(next.status)
           ? (failure?.code ?? next.status)
           : null,
-        failure_message: ['FAILED', 'CANCELED', 'REJECTED'].includes(next.status)
+        failure_message: ['FAILED', 'CANCELLED', 'REJECTED'].includes(next.status)
           ? (failure?.userMessage ?? null)
           : null,
         published_at:

@@ -235,7 +235,7 @@ export async function buildDemoServer(options: DemoServerOptions): Promise<Fasti
   // The page's realtime token comes from here: the backend holds the TDP key, the browser never does.
   app.get('/api/realtime/token', async (request, reply) => {
     const user = visitor(request, reply);
-    const token = await tdp.client.connectionToken(user);
+    const token = await tdp.client.createConnectionToken(user);
     return { token: token.token, url: token.url, userId: user };
   });
 

@@ -132,7 +132,7 @@ export async function cancelOrder(deps: DemoDeps, ownerId: string, orderId: stri
     const at = deps.now();
     const updated: OrderRow = {
       ...order,
-      business_status: 'CANCELING',
+      business_status: 'CANCELLING',
       cancel_requested_at: at,
       updated_at: at,
     };

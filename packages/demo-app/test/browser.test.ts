@@ -16,6 +16,7 @@ import yazl from 'yazl';
 import { launchBrowser, screenshot, signInWithToken } from '../../../test/browser.ts';
 import { createTestDatabase } from '../../../test/database.ts';
 import { type TdpProcess, tdpProcess } from '../../../test/tdpProcess.ts';
+import { readZip } from '../../capabilities/test/zips.ts';
 import { freePort } from '../../cli/src/embeddedPostgres.ts';
 import { writeSamples } from '../../cli/src/samples.ts';
 import {
@@ -24,7 +25,6 @@ import {
   stopWorkerProcess,
   type WorkerProcess,
 } from '../../worker/test/support.ts';
-import { readZip } from '../../worker/test/zips.ts';
 import {
   type DemoApp,
   type DemoCredentials,

@@ -10,7 +10,7 @@ import { signatureHeaderValue } from '@tdp/protocol';
 import postgres from 'postgres';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readZip } from '../../worker/test/zips.ts';
+import { readZip } from '../../capabilities/test/zips.ts';
 import { type DemoWorld, startDemoWorld, visitor } from './support.ts';
 
 let world: DemoWorld;
@@ -37,7 +37,7 @@ const finished = async (user: ReturnType<typeof visitor>, orderId: string) => {
       },
       { timeout: 30_000, interval: 100 },
     )
-    .toMatch(/^(SUCCEEDED|FAILED|CANCELED)$/);
+    .toMatch(/^(SUCCEEDED|FAILED|CANCELLED)$/);
   return order;
 };
 
@@ -341,7 +341,7 @@ describe('output allocations', () => {
 });
 
 describe('cancelling and reconciling', () => {
-  it('cancel is idempotent; an order no worker has started ends CANCELED', async () => {
+  it('cancel is idempotent; an order no worker has started ends CANCELLED', async () => {
     await world.stopWorker();
     try {
       const upload = await alice.upload('holiday-photos.zip', world.samples.photos);
@@ -352,20 +352,20 @@ describe('cancelling and reconciling', () => {
       });
       const first = await alice.call('POST', `/api/orders/${created.body.id}/cancel`);
       const second = await alice.call('POST', `/api/orders/${created.body.id}/cancel`);
-      expect(first.body).toMatchObject({ businessStatus: 'CANCELING', cancelRequested: true });
+      expect(first.body).toMatchObject({ businessStatus: 'CANCELLING', cancelRequested: true });
       expect(second.body).toMatchObject({
         id: first.body.id,
-        businessStatus: 'CANCELING',
+        businessStatus: 'CANCELLING',
         cancelRequested: true,
       });
       const commands =
         await sql`SELECT command FROM demo.command_outbox WHERE order_id = ${created.body.id} ORDER BY created_at`;
       expect(commands.map((c) => c.command)).toEqual(['SUBMIT', 'CANCEL']);
       const done = await finished(alice, created.body.id);
-      expect(done.businessStatus).toBe('CANCELED');
+      expect(done.businessStatus).toBe('CANCELLED');
       // Cancelling a finished order answers it as it is.
       const again = await alice.call('POST', `/api/orders/${created.body.id}/cancel`);
-      expect([again.status, again.body.businessStatus]).toEqual([200, 'CANCELED']);
+      expect([again.status, again.body.businessStatus]).toEqual([200, 'CANCELLED']);
       expect((await alice.call('POST', `/api/orders/${randomUUID()}/cancel`)).status).toBe(404);
     } finally {
       await world.startWorker();

@@ -10,7 +10,7 @@ import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { requireNats } from '../../../test/nats.ts';
 import { onTemporal, requireTemporal, startTemporal, type TemporalProcess } from '../../../test/temporal.ts';
-import { readZip } from '../../worker/test/zips.ts';
+import { readZip } from '../../capabilities/test/zips.ts';
 import { type DemoWorld, startDemoWorld, visitor } from './support.ts';
 
 const natsAnswers = await requireNats();
@@ -71,7 +71,7 @@ async function journey(world: DemoWorld): Promise<Journey> {
       },
       { timeout: 60_000, interval: 100 },
     )
-    .toMatch(/^(SUCCEEDED|FAILED|CANCELED)$/);
+    .toMatch(/^(SUCCEEDED|FAILED|CANCELLED)$/);
   expect(order).toMatchObject({ businessStatus: 'SUCCEEDED', progress: 100, failure: null });
   const sql = postgres(world.h.databaseUrl, { max: 1, onnotice: () => {} });
   try {

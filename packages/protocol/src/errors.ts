@@ -310,6 +310,12 @@ export const errorCatalogue = {
     title: 'The schedule would fire more often than the minimum interval allows',
   },
   WORKFLOW_DEFINITION_INVALID: { status: 422, retryable: false, title: 'The workflow definition is invalid' },
+  // A required mapping reads a value a task passing the inputSchema may not have (docs/step-kinds.md).
+  INPUT_MAPPING_NOT_GUARANTEED: {
+    status: 422,
+    retryable: false,
+    title: 'A required input mapping reads a value the input schema does not guarantee',
+  },
   UNKNOWN_WORKFLOW: {
     status: 422,
     retryable: false,

@@ -112,6 +112,8 @@ export const PublishWorkflowDefinitionRequest = Type.Object(
     description: Type.Optional(Type.String({ maxLength: 2000 })),
     inputSchema: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
     steps: Type.Array(StepDefinitionInput, { minItems: 1, maxItems: 200 }),
+    /** The schedule-to-start limit of every capability step that sets none of its own. */
+    scheduleToStartMs: Type.Optional(Type.Integer({ minimum: 1 })),
   },
   Strict,
 );
@@ -151,6 +153,24 @@ export const WorkflowDefinition = Type.Object({
 });
 export type WorkflowDefinition = Static<typeof WorkflowDefinition>;
 
+/** A publish still succeeds with a warning: e.g. a step no registered worker can take (a likely typo). */
+export const PublishWarning = Type.Object({
+  code: Type.String(),
+  stepKey: Type.String(),
+  capability: Type.String(),
+  capabilityVersion: Type.String(),
+  /** The nearest offered `name@version`s, closest first. */
+  suggestions: Type.Array(Type.String()),
+  message: Type.String(),
+});
+export type PublishWarning = Static<typeof PublishWarning>;
+
+export const PublishWorkflowDefinitionResponse = Type.Object({
+  ...WorkflowDefinition.properties,
+  warnings: Type.Array(PublishWarning),
+});
+export type PublishWorkflowDefinitionResponse = Static<typeof PublishWorkflowDefinitionResponse>;
+
 export const StepConstraints = Type.Record(Type.String(), Affinity);
 export type StepConstraints = Static<typeof StepConstraints>;
 
@@ -167,6 +187,11 @@ export const CreateTaskRequest = Type.Object(
     ownerId: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
     /** An existing workflow of yours to add the task to; by default each task gets a workflow of its own. */
     workflowId: Type.Optional(Type.String({ format: 'uuid' })),
+    /**
+     * How long each capability step may wait for a worker before it fails (SCHEDULE_TO_START_TIMEOUT),
+     * overriding the workflow's limits for this task.
+     */
+    scheduleToStartMs: Type.Optional(Type.Integer({ minimum: 1 })),
   },
   Strict,
 );
@@ -176,11 +201,11 @@ export const ExecutionStatus = Type.Union([
   Type.Literal('CREATED'),
   Type.Literal('QUEUED'),
   Type.Literal('RUNNING'),
-  Type.Literal('CANCELING'),
+  Type.Literal('CANCELLING'),
   Type.Literal('SUCCEEDED'),
   Type.Literal('FAILED'),
   Type.Literal('TIMED_OUT'),
-  Type.Literal('CANCELED'),
+  Type.Literal('CANCELLED'),
 ]);
 export type ExecutionStatus = Static<typeof ExecutionStatus>;
 
@@ -192,7 +217,7 @@ export const StepStatus = Type.Union([
   Type.Literal('SUCCEEDED'),
   Type.Literal('FAILED'),
   Type.Literal('SKIPPED'),
-  Type.Literal('CANCELED'),
+  Type.Literal('CANCELLED'),
 ]);
 export type StepStatus = Static<typeof StepStatus>;
 

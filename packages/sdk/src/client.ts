@@ -15,6 +15,7 @@ import type {
   CreateWorkflowRequest,
   LifecycleStatus,
   NewStatusTask,
+  PublishWarning,
   PublishWorkflowDefinitionRequest,
   SignalSent,
   TaskCreated,
@@ -70,11 +71,13 @@ export class TdpClient {
   /**
    * Publishes a definition (a `defineWorkflow()` result or the plain request). Publishing the same
    * name, version and content again is safe (`created: false`); other content is WORKFLOW_VERSION_EXISTS.
+   * `warnings` names each step no registered worker offers now, with the nearest offered names (a likely
+   * typo; such a step waits for a worker).
    */
   async publishWorkflowDefinition(
     definition: PublishWorkflowDefinitionRequest | DefinedWorkflow,
     options: CallOptions = {},
-  ): Promise<{ definition: WorkflowDefinition; created: boolean }> {
+  ): Promise<{ definition: WorkflowDefinition; created: boolean; warnings: PublishWarning[] }> {
     const answer = await this.transport.send({
       ...options,
       method: 'POST',
@@ -82,7 +85,8 @@ export class TdpClient {
       body: definitionOf(definition),
       retry: 'idempotent',
     });
-    return { definition: answer.body as WorkflowDefinition, created: answer.status === 201 };
+    const { warnings = [], ...stored } = answer.body as WorkflowDefinition & { warnings?: PublishWarning[] };
+    return { definition: stored, created: answer.status === 201, warnings };
   }
 
   listWorkflowDefinitions(

@@ -8,7 +8,7 @@
  * No framework is imported at run time: the types below are the little each one needs.
  */
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
-import { type CallbackEvent, callbackSignatureHeader, verifyCallback } from './callbacks.ts';
+import { type CallbackEvent, type CallbackHeaders, verifyCallback } from './callbacks.ts';
 
 export interface CallbackHandlerOptions {
   /** The application's callback secrets; during a rotation, the new one and the previous one. */
@@ -33,15 +33,18 @@ export interface CallbackAnswer {
 const defaultMaxBodyBytes = 1024 * 1024;
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
-/** The framework-free core: checks the raw body and signature, runs the handler, returns the answer. */
+/**
+ * The framework-free core: checks the raw body and signature (the request's headers, or the
+ * `TDP-Signature` value alone; see `verifyCallback`), runs the handler, returns the answer.
+ */
 export async function answerCallback(
   rawBody: Buffer,
-  signatureHeader: string | undefined,
+  signature: string | undefined | CallbackHeaders,
   options: CallbackHandlerOptions,
 ): Promise<CallbackAnswer> {
   if (rawBody.length > (options.maxBodyBytes ?? defaultMaxBodyBytes))
     return { status: 413, body: { error: 'BODY_TOO_LARGE' } };
-  const check = verifyCallback(rawBody, signatureHeader, options.secrets, {
+  const check = verifyCallback(rawBody, signature, options.secrets, {
     ...(options.toleranceSeconds !== undefined ? { toleranceSeconds: options.toleranceSeconds } : {}),
   });
   if (!check.ok) return { status: 401, body: { error: 'SIGNATURE_INVALID', reason: check.reason } };
@@ -77,11 +80,6 @@ function logFailure(error: unknown, event: CallbackEvent): void {
   console.error(`TDP callback ${event.eventId} (${event.type}): the handler failed; answered 500`, error);
 }
 
-function headerOf(headers: IncomingHttpHeaders): string | undefined {
-  const value = headers[callbackSignatureHeader];
-  return Array.isArray(value) ? value.join(',') : value;
-}
-
 /** Reads a request body as bytes, up to `limit` (null past it). */
 async function readBody(request: IncomingMessage, limit: number): Promise<Buffer | null> {
   const chunks: Buffer[] = [];
@@ -112,7 +110,7 @@ export function nodeCallbackHandler(
     try {
       const body = await readBody(request, limit);
       const answer = body
-        ? await answerCallback(body, headerOf(request.headers), options)
+        ? await answerCallback(body, request.headers, options)
         : { status: 413, body: { error: 'BODY_TOO_LARGE' } };
       send(response, answer);
     } catch {
@@ -133,7 +131,7 @@ export function expressCallbackHandler(
   const node = nodeCallbackHandler(options);
   return async (request, response) => {
     if (Buffer.isBuffer(request.body)) {
-      send(response, await answerCallback(request.body, headerOf(request.headers), options));
+      send(response, await answerCallback(request.body, request.headers, options));
     } else if (request.readableEnded) {
       console.error(
         'TDP callback: the body was already parsed; mount expressCallbackHandler before express.json(), or behind express.raw()',
@@ -184,7 +182,7 @@ export function fastifyCallbackPlugin(
     );
     instance.post(options.path ?? '/', async (request, reply) => {
       const body = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
-      const answer = await answerCallback(body, headerOf(request.headers), options);
+      const answer = await answerCallback(body, request.headers, options);
       reply.code(answer.status);
       if (answer.body === null) return reply.send();
       return reply.header('content-type', 'application/json').send(JSON.stringify(answer.body));

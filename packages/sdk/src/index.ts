@@ -1,6 +1,8 @@
 export {
   type CallbackEvent,
+  type CallbackHeaders,
   callbackSignatureHeader,
+  standardWebhookSecret,
   type VerifyCallbackOptions,
   verifyCallback,
 } from './callbacks.ts';
@@ -27,6 +29,7 @@ export {
   type CheckedMapping,
   type DefinedWorkflow,
   defineWorkflow,
+  type MappingEntry,
   type MappingReference,
   type StepSettings,
   type StepSpec,

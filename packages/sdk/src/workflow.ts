@@ -6,7 +6,9 @@
  *   (through `dependsOn`), and only output fields that exist when that step's capability is in the
  *   `CapabilityCatalogue`;
  * - for a catalogued capability, the mapping's fields are its input's, its required ones are all
- *   there, and a literal value has the field's type.
+ *   there, and a literal value (or an entry's `default`) has the field's type;
+ * - a reference to a value that may be absent is written `{ from, optional: true }` or
+ *   `{ from, default }` (`MappingEntry`); a plain reference is required.
  * The server still validates everything at publish (WORKFLOW_DEFINITION_INVALID).
  */
 import type { PublishWorkflowDefinitionRequest } from '@tdp/protocol';
@@ -75,14 +77,29 @@ export type MappingReference<Steps extends Record<string, StepFacts>, Upstream e
 
 type RequiredKeys<T> = { [K in keyof T]-?: Record<never, never> extends Pick<T, K> ? never : K }[keyof T];
 
-/** A value starting with `$.` must be a reference it may read; anything else is a literal of the field's type. */
+/**
+ * A mapping entry for a value that may be absent (docs/step-kinds.md#input-mappings): left out of the
+ * step's input (`optional: true`), or replaced by `default`. A plain reference string is required.
+ */
+export type MappingEntry<Reference = `$.${string}`, FieldType = unknown> =
+  | { from: Reference; optional: true }
+  | { from: Reference; default: FieldType };
+
+/**
+ * A value starting with `$.` must be a reference it may read, as must the `from` of a `MappingEntry`;
+ * anything else is a literal of the field's type.
+ */
 type CheckedValue<Value, Reference, FieldType> = Value extends `$.${string}`
   ? Value extends Reference
     ? Value
     : Reference
-  : Value extends FieldType
-    ? Value
-    : FieldType;
+  : Value extends { from: `$.${string}` }
+    ? Value extends MappingEntry<Reference, FieldType>
+      ? Value
+      : MappingEntry<Reference, FieldType>
+    : Value extends FieldType
+      ? Value
+      : FieldType;
 
 /** A mapping checked against the capability's input and what the step may read. */
 export type CheckedMapping<Mapping, Input, Reference> = {

@@ -2,7 +2,7 @@
  * Type-level tests of defineWorkflow() and the capability catalogue: `tsc -b` compiles this file, so
  * each `@ts-expect-error` fails the build if the line it marks stops being a type error. Nothing runs it.
  */
-import type { archiveClean, imageWatermark } from '@tdp/worker';
+import type { archiveClean, imageWatermark } from '@tdp/capabilities';
 import { type CapabilityCatalogue, createTdpClient, defineWorkflow, type TdpApiError } from '../src/index.ts';
 
 const start = defineWorkflow({ name: 'types', version: '1' });
@@ -94,6 +94,33 @@ start.step('clean', {
   inputMapping: { source: 'x' },
   // @ts-expect-error not a failure policy
   failurePolicy: 'IGNORE',
+});
+
+// A value that may be absent: optional (left out) or with a default of the field's type.
+cleaned.step('watermark', {
+  capability: 'image.watermark',
+  capabilityVersion: '1',
+  dependsOn: ['clean'],
+  inputMapping: {
+    source: '$.steps.clean.output.archive',
+    text: { from: '$.input.caption', default: 'draft' },
+    opacity: { from: '$.input.opacity', optional: true },
+  },
+});
+
+cleaned.step('watermark', {
+  capability: 'image.watermark',
+  capabilityVersion: '1',
+  dependsOn: ['clean'],
+  // @ts-expect-error a default of the wrong type (text is a string)
+  inputMapping: { source: '$.steps.clean.output.archive', text: { from: '$.input.caption', default: 7 } },
+});
+
+cleaned.step('watermark', {
+  capability: 'image.watermark',
+  capabilityVersion: '1',
+  // @ts-expect-error an entry's `from` reads `clean` without depending on it
+  inputMapping: { source: { from: '$.steps.clean.output.archive', optional: true }, text: 'x' },
 });
 
 // @ts-expect-error a catalogued capability with required input needs its mapping

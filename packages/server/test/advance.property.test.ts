@@ -14,7 +14,7 @@ import {
   type Transition,
 } from '../src/core/orchestration/advance.ts';
 
-const finished: ReadonlySet<StepStatus> = new Set(['SUCCEEDED', 'FAILED', 'SKIPPED', 'CANCELED']);
+const finished: ReadonlySet<StepStatus> = new Set(['SUCCEEDED', 'FAILED', 'SKIPPED', 'CANCELLED']);
 
 /** A DAG of 1–7 steps, each depending on some earlier ones, with a failure policy and a retry budget. */
 const dagArbitrary: fc.Arbitrary<StepDefinition[]> = fc
@@ -95,14 +95,14 @@ describe('advance over a DAG run to its end (property)', () => {
                 expect(state.status).toBe('WAITING');
                 expect(
                   step.dependsOn.some((d) =>
-                    ['SKIPPED', 'FAILED', 'CANCELED'].includes(states.get(d)!.status),
+                    ['SKIPPED', 'FAILED', 'CANCELLED'].includes(states.get(d)!.status),
                   ),
                 ).toBe(true);
                 state.status = 'SKIPPED';
                 break;
-              case 'STEP_CANCELED':
+              case 'STEP_CANCELLED':
                 expect(finished.has(state.status)).toBe(false);
-                state.status = 'CANCELED';
+                state.status = 'CANCELLED';
                 retriesDue.delete(t.stepKey);
                 break;
               case 'RETRY_SCHEDULED':

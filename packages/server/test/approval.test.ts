@@ -351,7 +351,7 @@ describe('at the same time', () => {
     const cancelled = await h.request('POST', `/v1/tasks/${taskId}:cancel`, { token: app.apiKey, body: {} });
     expect(cancelled.status).toBe(200);
     await endOf(taskId, 'CANCELLED');
-    expect((await review(taskId)).status).toBe('CANCELED');
+    expect((await review(taskId)).status).toBe('CANCELLED');
     const late = await decide(taskId, 'approve', await userToken('rita'), newId());
     expect([late.status, late.body.code]).toEqual([409, 'STEP_NOT_WAITING']);
   });

@@ -46,7 +46,7 @@ export const childWorkflow = {
       key: 'double',
       capability: 'child.work',
       capabilityVersion: '1',
-      inputMapping: { value: '$.input.value', mode: '$.input.mode' },
+      inputMapping: { value: '$.input.value', mode: { from: '$.input.mode', optional: true } },
       retry: { maxAttempts: 1 },
     },
   ],
@@ -254,7 +254,7 @@ describe('a child task', () => {
     await endOf(parentId, 'FAILED');
     const parent = await get(parentId);
     expect(parent.task.failure).toMatchObject({ code: 'CHILD_TASK_FAILED', failedStepId: 'sub' });
-    expect(stepOf(parent, 'after').status).toBe('CANCELED');
+    expect(stepOf(parent, 'after').status).toBe('CANCELLED');
     const [childId] = await childrenOf(parentId);
     expect((await get(childId!)).task.failure).toMatchObject({ code: 'CHILD_BROKE' });
   });
@@ -312,7 +312,7 @@ describe('a child task', () => {
     h.clock.advance(1_000);
     await endOf(childId, 'CANCELLED');
     await endOf(parentId, 'CANCELLED');
-    expect(stepOf(await get(parentId), 'sub').status).toBe('CANCELED');
+    expect(stepOf(await get(parentId), 'sub').status).toBe('CANCELLED');
     gates.child.open();
   });
 

@@ -104,11 +104,11 @@ it('requeues DEAD callbacks by id, then all that are left; leaves the others; au
     const named = await requeue({ table: 'callbacks', ids: [dead!.id, newId()], reason: 'receiver fixed' });
     expect(named.status).toBe(200);
     expect(named.body).toMatchObject({ table: 'callbacks', requeued: [dead!.id] });
-    await expect.poll(async () => (await log(first))[0]?.status, { timeout: 10_000 }).toBe('PUBLISHED');
+    await expect.poll(async () => (await log(first))[0]?.status, { timeout: 10_000 }).toBe('DELIVERED');
     expect(received.filter((t) => t === first)).toHaveLength(1);
     expect((await log(second))[0]?.status).toBe('DEAD');
 
-    // Named again, now PUBLISHED: not DEAD, left alone (not sent twice).
+    // Named again, now DELIVERED: not DEAD, left alone (not sent twice).
     expect((await requeue({ table: 'callbacks', ids: [dead!.id], reason: 'again' })).body.requeued).toEqual(
       [],
     );
@@ -116,7 +116,7 @@ it('requeues DEAD callbacks by id, then all that are left; leaves the others; au
     // No ids: every DEAD one that is left.
     const all = await requeue({ table: 'callbacks', reason: 'the rest' });
     expect(all.body.requeued).toEqual([(await log(second))[0]!.id]);
-    await expect.poll(async () => (await log(second))[0]?.status, { timeout: 10_000 }).toBe('PUBLISHED');
+    await expect.poll(async () => (await log(second))[0]?.status, { timeout: 10_000 }).toBe('DELIVERED');
     expect(received.filter((t) => t === first)).toHaveLength(1);
 
     const audit = await sql`

@@ -11,11 +11,12 @@ import { readFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { builtinCapabilities, type RunningWorker, silentLogger, startWorker } from '@tdp/worker';
+import { builtinCapabilities } from '@tdp/capabilities';
+import { type RunningWorker, silentLogger, startWorker } from '@tdp/worker';
 import Fastify from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Harness, startHarness } from '../../../test/harness.ts';
-import { readZip, writeZip } from '../../worker/test/zips.ts';
+import { readZip, writeZip } from '../../capabilities/test/zips.ts';
 import { registerDevelopmentFiles } from '../src/features/development/developmentFiles.ts';
 import { configFromEnv, generateKeyringEntry, useDevelopmentProvider } from '../src/main.ts';
 

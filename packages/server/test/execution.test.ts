@@ -37,11 +37,11 @@ describe('execution state machine', () => {
       'CREATED',
       'QUEUED',
       'RUNNING',
-      'CANCELING',
+      'CANCELLING',
       'SUCCEEDED',
       'FAILED',
       'TIMED_OUT',
-      'CANCELED',
+      'CANCELLED',
     ];
     const allowed = all.flatMap((from) =>
       all.filter((to) => canTransition(from, to)).map((to) => `${from}->${to}`),
@@ -52,25 +52,25 @@ describe('execution state machine', () => {
         'CREATED->SUCCEEDED',
         'CREATED->FAILED',
         'CREATED->TIMED_OUT',
-        'CREATED->CANCELING',
-        'CREATED->CANCELED',
+        'CREATED->CANCELLING',
+        'CREATED->CANCELLED',
         'QUEUED->RUNNING',
         'QUEUED->SUCCEEDED',
         'QUEUED->FAILED',
         'QUEUED->TIMED_OUT',
-        'QUEUED->CANCELING',
-        'QUEUED->CANCELED',
+        'QUEUED->CANCELLING',
+        'QUEUED->CANCELLED',
         'RUNNING->SUCCEEDED',
         'RUNNING->FAILED',
         'RUNNING->TIMED_OUT',
-        'RUNNING->CANCELING',
-        'RUNNING->CANCELED',
-        'CANCELING->FAILED',
-        'CANCELING->TIMED_OUT',
-        'CANCELING->CANCELED',
+        'RUNNING->CANCELLING',
+        'RUNNING->CANCELLED',
+        'CANCELLING->FAILED',
+        'CANCELLING->TIMED_OUT',
+        'CANCELLING->CANCELLED',
       ].sort(),
     );
-    expect(all.filter(isTerminal)).toEqual(['SUCCEEDED', 'FAILED', 'TIMED_OUT', 'CANCELED']);
+    expect(all.filter(isTerminal)).toEqual(['SUCCEEDED', 'FAILED', 'TIMED_OUT', 'CANCELLED']);
   });
 
   it('keeps start and completion times, progress and version', () => {
@@ -95,19 +95,19 @@ describe('execution state machine', () => {
     expect(() => setExecutionProgress(execution('QUEUED'), 10, later)).toThrow(/QUEUED/);
   });
 
-  it('plans cancellation: immediate before running, CANCELING while running, answered when done', () => {
-    expect(planCancel('CREATED')).toEqual({ kind: 'transition', to: 'CANCELED' });
-    expect(planCancel('QUEUED')).toEqual({ kind: 'transition', to: 'CANCELED' });
-    expect(planCancel('RUNNING')).toEqual({ kind: 'transition', to: 'CANCELING' });
-    expect(planCancel('CANCELING')).toEqual({ kind: 'already', status: 'CANCELING' });
-    expect(planCancel('CANCELED')).toEqual({ kind: 'already', status: 'CANCELED' });
+  it('plans cancellation: immediate before running, CANCELLING while running, answered when done', () => {
+    expect(planCancel('CREATED')).toEqual({ kind: 'transition', to: 'CANCELLED' });
+    expect(planCancel('QUEUED')).toEqual({ kind: 'transition', to: 'CANCELLED' });
+    expect(planCancel('RUNNING')).toEqual({ kind: 'transition', to: 'CANCELLING' });
+    expect(planCancel('CANCELLING')).toEqual({ kind: 'already', status: 'CANCELLING' });
+    expect(planCancel('CANCELLED')).toEqual({ kind: 'already', status: 'CANCELLED' });
     expect(planCancel('SUCCEEDED')).toEqual({ kind: 'refused', status: 'SUCCEEDED' });
   });
 
   it('maps execution status to the task lifecycle', () => {
     expect(lifecycleOf('CREATED')).toBe('PENDING');
-    expect(lifecycleOf('CANCELING')).toBe('RUNNING');
-    expect(lifecycleOf('CANCELED')).toBe('CANCELLED');
+    expect(lifecycleOf('CANCELLING')).toBe('RUNNING');
+    expect(lifecycleOf('CANCELLED')).toBe('CANCELLED');
     expect(lifecycleOf('TIMED_OUT')).toBe('TIMED_OUT');
   });
 });

@@ -4,6 +4,7 @@
  * refused as reports of an attempt that is over.
  */
 import { newId } from '@tdp/protocol';
+import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Harness, startHarness } from '../../../test/harness.ts';
 import { attemptEvent, failWith, startTestWorker } from '../../../test/testWorker.ts';
@@ -13,9 +14,12 @@ let h: Harness;
 let app: Awaited<ReturnType<Harness['createApplication']>>;
 let workerKey: string;
 let sql: ReturnType<typeof connectDatabase>;
+/** The server's own log, from debug up. */
+const logLines: { level: number; msg: string; eventId?: string; errorCode?: string }[] = [];
 
 beforeAll(async () => {
-  h = await startHarness({ runLoops: true });
+  const logger = pino({ level: 'debug' }, { write: (line: string) => logLines.push(JSON.parse(line)) });
+  h = await startHarness({ runLoops: true, logger });
   app = await h.createApplication();
   workerKey = (await h.request('POST', '/admin/v1/worker-credentials', { token: h.adminToken, body: {} }))
     .body.key;
@@ -43,7 +47,7 @@ const stepOf = async (id: string, key: string) =>
   ((await taskOf(id)).execution.steps as { key: string; status: string }[]).find((s) => s.key === key);
 
 describe('a failing sibling', () => {
-  it('sends CANCEL_ATTEMPT to the running sibling, which ends CANCELED, and refuses its late reports as over', async () => {
+  it('sends CANCEL_ATTEMPT to the running sibling, which ends CANCELLED, and refuses its late reports as over', async () => {
     const cancels: string[] = [];
     const slow = await startTestWorker({
       baseUrl: h.url,
@@ -84,16 +88,30 @@ describe('a failing sibling', () => {
         SELECT payload FROM worker_command WHERE worker_id = ${slow.workerId} AND type = 'CANCEL_ATTEMPT'`;
       expect(rows.map((r) => r.payload.attemptId)).toEqual([slowCommand.attemptId]);
       await expect.poll(() => cancels, { timeout: 10_000 }).toEqual([slowCommand.attemptId]);
-      expect((await stepOf(taskId, 'slow'))?.status).toBe('CANCELED');
+      expect((await stepOf(taskId, 'slow'))?.status).toBe('CANCELLED');
       expect((await taskOf(taskId)).execution.status).toBe('FAILED');
       // A report still in flight is refused with the code the worker reads as "the attempt is over".
-      const late = (await slow.report([
-        attemptEvent(slowCommand, 'STEP_PROGRESS', 2, { progress: { percent: 50 } }),
-      ])) as { results: { ok: boolean; code?: string }[] };
+      const lateEvent = attemptEvent(slowCommand, 'STEP_PROGRESS', 2, { progress: { percent: 50 } });
+      const late = (await slow.report([lateEvent])) as { results: { ok: boolean; code?: string }[] };
       expect(late.results[0]).toMatchObject({
         ok: false,
         code: 'INVALID_TRANSITION',
       });
+      // The server logs it quietly (debug), a refusal for another reason still at warn.
+      const wrongWorker = attemptEvent(slowCommand, 'STEP_PROGRESS', 3);
+      expect(((await fast.report([wrongWorker])) as { results: { code?: string }[] }).results[0]?.code).toBe(
+        'STEP_NOT_REGISTERED',
+      );
+      const about = (eventId: string) =>
+        logLines
+          .filter((l) => l.eventId === eventId)
+          .map(({ level, msg, errorCode }) => ({ level, msg, errorCode }));
+      expect(about(lateEvent.eventId)).toEqual([
+        { level: 20, msg: 'event refused: its attempt is over', errorCode: 'INVALID_TRANSITION' },
+      ]);
+      expect(about(wrongWorker.eventId)).toEqual([
+        { level: 40, msg: 'event refused', errorCode: 'STEP_NOT_REGISTERED' },
+      ]);
     } finally {
       await slow.stop();
       await fast.stop();

@@ -12,7 +12,7 @@ import {
   reportingProtoOptions,
   reportingProtoPath,
 } from '@tdp/protocol';
-import { ReportStreamClient, reportingClient } from '@tdp/worker';
+import { ReportStreamClient, reportingClient } from '@tdp/worker/grpc';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Harness, startHarness } from '../../../test/harness.ts';
 import { coordinator } from '../../../test/statusFixture.ts';

@@ -78,7 +78,8 @@ describe('map items', () => {
     });
     const missing = itemInput(state({ label: 'cat' }), definition, { frame: {} }, 3);
     expect(missing).toMatchObject({ ok: false, code: 'INPUT_MAPPING_MISSING' });
-    expect(!missing.ok && missing.message).toContain('item 3');
+    expect(!missing.ok && missing.detail).toContain('item 3');
+    expect(!missing.ok && missing.message).not.toContain('$.');
   });
 
   it('retries an item as the step would be retried: lost always, failed unless FAIL_TASK or out of attempts', () => {

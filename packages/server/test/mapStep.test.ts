@@ -230,7 +230,7 @@ describe('map steps', () => {
       SELECT status, count(*)::int AS n FROM map_item WHERE step_id = (
         SELECT id FROM step WHERE task_id = ${taskId} AND step_key = 'detect') GROUP BY status ORDER BY status`;
     expect(items.map((r) => [r.status, r.n])).toEqual([
-      ['CANCELED', 5],
+      ['CANCELLED', 5],
       ['FAILED', 1],
       ['SUCCEEDED', 2],
     ]);
@@ -347,14 +347,14 @@ describe('map steps', () => {
       expect(cancelled.status).toBeLessThan(300);
       // The map step and its items are cancelled at once; the execution ends after its grace period.
       const step = await stepOf(taskId, 'detect');
-      expect(step.status).toBe('CANCELED');
+      expect(step.status).toBe('CANCELLED');
       expect(step.waitingFor).toBeNull();
       h.clock.advance(30_100);
       await endOf(taskId, 'CANCELLED');
       const items = await sql`
         SELECT status, count(*)::int AS n FROM map_item WHERE step_id = (
           SELECT id FROM step WHERE task_id = ${taskId} AND step_key = 'detect') GROUP BY status`;
-      expect(items.map((r) => [r.status, r.n])).toEqual([['CANCELED', 6]]);
+      expect(items.map((r) => [r.status, r.n])).toEqual([['CANCELLED', 6]]);
       const unrevoked = await sql`
         SELECT count(*)::int AS n FROM attempt WHERE task_id = ${taskId} AND revoked_at IS NULL`;
       expect(unrevoked[0]!.n).toBe(0);

@@ -57,14 +57,14 @@ describe('mergeWrites: the facts of one batch as one set of rows per table', () 
       }),
       fact({
         revokeAttemptIds: ['y', 'z'],
-        closeSchedulingRequests: { stepIds: ['s2'], status: 'CANCELED' },
+        closeSchedulingRequests: { stepIds: ['s2'], status: 'CANCELLED' },
       }),
       fact({ closeSchedulingRequests: { stepIds: ['s3'], status: 'DISPATCHED' } }),
     ]);
     expect(merged.revokeAttemptIds).toEqual(['x', 'y', 'z']);
     expect(merged.closeSchedulingRequests).toEqual([
       ['DISPATCHED', ['s1', 's3']],
-      ['CANCELED', ['s2']],
+      ['CANCELLED', ['s2']],
     ]);
   });
 
@@ -102,7 +102,7 @@ describe('factStatements: one statement touches a row once', () => {
     const statements = factStatements([
       fact({ schedulingRequests: [request('r1', 's1'), request('r2', 's2')] }),
       fact({ closeSchedulingRequests: { stepIds: ['s1', 's9'], status: 'DISPATCHED' } }),
-      fact({ closeSchedulingRequests: { stepIds: ['s9'], status: 'CANCELED' } }),
+      fact({ closeSchedulingRequests: { stepIds: ['s9'], status: 'CANCELLED' } }),
     ]);
     const [insert, update] = rowsOf(statements, 'scheduling_request');
     expect(insert![1].map((r: { step_id: string; status: string }) => [r.step_id, r.status])).toEqual([

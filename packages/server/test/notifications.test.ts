@@ -6,7 +6,7 @@
  * retried with back-off and DEAD after the limit.
  */
 import { createServer, type Server } from 'node:http';
-import { TaskStore, TdpClient } from '@tdp/client';
+import { TaskStore, TdpUserClient } from '@tdp/client';
 import { newId, verifySignature } from '@tdp/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Harness, startHarness } from '../../../test/harness.ts';
@@ -250,7 +250,7 @@ describe('offline notifications', () => {
     expect(page2.nextCursor).toBeNull();
 
     // The client's store shows the unread count; its REST client marks the rest read.
-    const client = new TdpClient({ baseUrl: h.url, token });
+    const client = new TdpUserClient({ baseUrl: h.url, token });
     const store = new TaskStore();
     store.setNotifications(await client.notifications());
     expect(store.unreadNotifications).toBe(1);

@@ -1,7 +1,13 @@
 import type { StepDefinition } from '@tdp/protocol';
 import { describe, expect, it } from 'vitest';
 import { normaliseSteps } from '../src/core/definitions/dag.ts';
-import { advance, resolveInput, retryDelayMs, type StepState } from '../src/core/orchestration/advance.ts';
+import {
+  advance,
+  missingInputMessage,
+  resolveInput,
+  retryDelayMs,
+  type StepState,
+} from '../src/core/orchestration/advance.ts';
 
 const dag = (
   specs: {
@@ -125,8 +131,8 @@ describe('advance', () => {
     expect(fail(2)).toEqual([
       { kind: 'RETRY_SCHEDULED', stepKey: 'a', attempt: 3, delayMs: 2000, reason: 'TIMEOUT' },
     ]);
-    expect(kinds(fail(3))).toEqual(['STEP_CANCELED:b', 'EXECUTION_FAILED:a']);
-    expect(kinds(fail(1, false))).toEqual(['STEP_CANCELED:b', 'EXECUTION_FAILED:a']);
+    expect(kinds(fail(3))).toEqual(['STEP_CANCELLED:b', 'EXECUTION_FAILED:a']);
+    expect(kinds(fail(1, false))).toEqual(['STEP_CANCELLED:b', 'EXECUTION_FAILED:a']);
     expect(retryDelayMs(steps[0]!.retry, 6)).toBe(5000);
   });
 
@@ -141,7 +147,7 @@ describe('advance', () => {
           retryable: true,
         }),
       ),
-    ).toEqual(['STEP_CANCELED:b', 'EXECUTION_FAILED:a']);
+    ).toEqual(['STEP_CANCELLED:b', 'EXECUTION_FAILED:a']);
     const soft = dag([
       { key: 'a', failurePolicy: 'CONTINUE_WITH_WARNING', maxAttempts: 1 },
       { key: 'b', dependsOn: ['a'] },
@@ -192,16 +198,17 @@ describe('input mapping', () => {
     });
   });
 
-  it('names the missing field', () => {
+  it('names the missing field for the developer, not for people', () => {
     const missing = resolveInput(step!, { watermark: {} }, { clean: { archive: 'asset://z' } });
     expect(missing).toEqual({
       ok: false,
       code: 'INPUT_MAPPING_MISSING',
-      message: 'step w needs $.input.watermark.text for "text", and it is missing',
+      message: missingInputMessage,
+      detail: 'step w needs $.input.watermark.text for "text", and it is missing',
     });
     expect(resolveInput(step!, { watermark: { text: 'x' } }, {})).toMatchObject({
       ok: false,
-      message: expect.stringContaining('$.steps.clean.output.archive'),
+      detail: expect.stringContaining('$.steps.clean.output.archive'),
     });
   });
 });

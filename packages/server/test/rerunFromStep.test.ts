@@ -334,7 +334,7 @@ describe('planRerun', () => {
     const earlier = [
       done('a'),
       done('b'),
-      { key: 'c', status: 'CANCELED', output: null, dataSchema: null, producedIn: 'e1' },
+      { key: 'c', status: 'CANCELLED', output: null, dataSchema: null, producedIn: 'e1' },
     ];
     expect(planRerun(steps, earlier, 'd')).toMatchObject({ refused: true, code: 'RERUN_OUTPUT_MISSING' });
   });

@@ -7,7 +7,7 @@
  */
 import { Metadata } from '@grpc/grpc-js';
 import { newId } from '@tdp/protocol';
-import { reportingClient } from '@tdp/worker';
+import { reportingClient } from '@tdp/worker/grpc';
 import { Centrifuge, type Subscription } from 'centrifuge';
 import { SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -160,7 +160,7 @@ describe('running a task', () => {
         'FINISHED',
       ]);
       const log = (await h.request('GET', `/v1/tasks/${taskId}/callbacks`, { token: app.apiKey })).body.items;
-      expect(log.every((d: any) => d.status === 'PUBLISHED' && d.responseStatus === 204)).toBe(true);
+      expect(log.every((d: any) => d.status === 'DELIVERED' && d.responseStatus === 204)).toBe(true);
     } finally {
       await worker.stop();
     }
@@ -236,7 +236,7 @@ describe('running a task', () => {
           status: string;
         }[];
       await expect
-        .poll(async () => (await log()).every((d) => d.status === 'PUBLISHED'), { timeout: 15_000 })
+        .poll(async () => (await log()).every((d) => d.status === 'DELIVERED'), { timeout: 15_000 })
         .toBe(true);
       const count = (await log()).length;
       expect(count).toBeGreaterThan(2);
@@ -265,7 +265,7 @@ describe('running a task', () => {
         .poll(
           async () => {
             h.clock.advance(10_000);
-            return (await log()).every((d) => d.status === 'PUBLISHED');
+            return (await log()).every((d) => d.status === 'DELIVERED');
           },
           { timeout: 30_000, interval: 500 },
         )
@@ -284,7 +284,7 @@ describe('running a task', () => {
     }
   });
 
-  it('a receiver that never accepts: the 20th failure makes the delivery DEAD; :redeliver sends it again', async () => {
+  it('a receiver that never accepts: the delivery reads RETRYING, DEAD after the 20th failure, DELIVERED once :redeliver sends it again', async () => {
     failNext = Number.POSITIVE_INFINITY;
     const sql = connectDatabase({ url: h.databaseUrl, maxConnections: 2 });
     try {
@@ -293,7 +293,9 @@ describe('running a task', () => {
       const taskId = created.body.task.id;
       const log = async () =>
         (await h.request('GET', `/v1/tasks/${taskId}/callbacks`, { token: app.apiKey })).body.items as any[];
-      await expect.poll(async () => (await log())[0]?.attempts, { timeout: 10_000 }).toBeGreaterThan(0);
+      // A failed attempt that will be tried again reads RETRYING (stored FAILED), with its error.
+      await expect.poll(async () => (await log())[0]?.status, { timeout: 10_000 }).toBe('RETRYING');
+      expect((await log())[0]).toMatchObject({ deliveredAt: null, lastError: expect.any(String) });
       // Nineteen failures already behind it, next try far in the future so the server's own sender
       // leaves it alone; a sender of our own, on a clock past that, makes the twentieth attempt.
       const later = new Date(Date.now() + 365 * 86_400_000);
@@ -325,7 +327,7 @@ describe('running a task', () => {
       expect(other.status).toBe(404);
       const again = await h.request('POST', `/v1/callbacks/${dead.id}:redeliver`, { token: app.apiKey });
       expect(again.status).toBeLessThan(300);
-      await expect.poll(async () => (await log())[0]?.status, { timeout: 10_000 }).toBe('PUBLISHED');
+      await expect.poll(async () => (await log())[0]?.status, { timeout: 10_000 }).toBe('DELIVERED');
       expect(received.filter((r) => r.body.taskId === taskId)).toHaveLength(1);
     } finally {
       failNext = 0;

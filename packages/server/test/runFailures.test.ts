@@ -585,7 +585,7 @@ describe('failures while running', () => {
     }
   });
 
-  it('cancelling a running task sends CANCEL_ATTEMPT, stays CANCELING, and ends CANCELED when the attempt stops', async () => {
+  it('cancelling a running task sends CANCEL_ATTEMPT, stays CANCELLING, and ends CANCELLED when the attempt stops', async () => {
     const cancels: string[] = [];
     const worker = await startTestWorker({
       baseUrl: h.url,
@@ -626,7 +626,7 @@ describe('failures while running', () => {
         token: app.apiKey,
         body: { reason: 'changed my mind' },
       });
-      expect(cancelled.body.execution.status).toBe('CANCELING');
+      expect(cancelled.body.execution.status).toBe('CANCELLING');
       const attemptId = worker.received.find((c) => c.taskId === taskId)!.attemptId;
       await expect.poll(() => cancels, { timeout: 10_000 }).toContain(attemptId);
       expect((await status(taskId)).task.lifecycleStatus).toBe('RUNNING');
@@ -637,12 +637,12 @@ describe('failures while running', () => {
           eventId: newId(),
           eventType: 'STEP_FAILED',
           sourceSeq: 2,
-          error: { category: 'CANCELLED', code: 'CANCELED', retryable: false },
+          error: { category: 'CANCELLED', code: 'CANCELLED', retryable: false },
         },
       ]);
       await expect
         .poll(async () => (await status(taskId)).execution.status, { timeout: 10_000 })
-        .toBe('CANCELED');
+        .toBe('CANCELLED');
       expect((await status(taskId)).task.lifecycleStatus).toBe('CANCELLED');
       expect(await running()).toBe(0);
     } finally {
@@ -650,7 +650,7 @@ describe('failures while running', () => {
     }
   });
 
-  it('a cancel whose attempt never stops ends CANCELED when the grace period runs out', async () => {
+  it('a cancel whose attempt never stops ends CANCELLED when the grace period runs out', async () => {
     const worker = await startTestWorker({
       baseUrl: h.url,
       workerKey,
@@ -678,7 +678,7 @@ describe('failures while running', () => {
       await advanceBeating(h.clock, 30_001, [worker]);
       await expect
         .poll(async () => (await status(taskId)).execution.status, { timeout: 10_000 })
-        .toBe('CANCELED');
+        .toBe('CANCELLED');
     } finally {
       h.clock.set(new Date());
       await worker.stop();

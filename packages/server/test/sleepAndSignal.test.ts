@@ -266,7 +266,7 @@ describe('signal', () => {
     const cancelled = await h.request('POST', `/v1/tasks/${taskId}:cancel`, { token: app.apiKey, body: {} });
     expect(cancelled.status).toBe(200);
     expect(cancelled.body.task.lifecycleStatus).toBe('CANCELLED');
-    expect((await stepOf(taskId, 'go')).status).toBe('CANCELED');
+    expect((await stepOf(taskId, 'go')).status).toBe('CANCELLED');
     expect((await signal(taskId, 'go', { ok: true })).status).toBe(409);
   });
 

@@ -31,11 +31,11 @@ const statuses: ExecutionStatus[] = [
   'CREATED',
   'QUEUED',
   'RUNNING',
-  'CANCELING',
+  'CANCELLING',
   'SUCCEEDED',
   'FAILED',
   'TIMED_OUT',
-  'CANCELED',
+  'CANCELLED',
 ];
 /** Whether the machine can get from one status to another through its allowed edges (one fact may take several). */
 function reachable(from: ExecutionStatus, to: ExecutionStatus): boolean {
@@ -92,7 +92,7 @@ const stepMoves: Record<StepStatus, readonly StepStatus[]> = {
   SUCCEEDED: [],
   FAILED: [],
   SKIPPED: [],
-  CANCELED: [],
+  CANCELLED: [],
 };
 
 const progressArbitrary = fc.option(
@@ -110,7 +110,7 @@ type Action =
       eventType: StepEventInput['eventType'];
       progress: StepEventInput['progress'];
     }
-  | { kind: 'end'; outcome: 'SUCCEEDED' | 'FAILED' | 'CANCELED' }
+  | { kind: 'end'; outcome: 'SUCCEEDED' | 'FAILED' | 'CANCELLED' }
   | { kind: 'cancel' }
   | { kind: 'queue'; step: number };
 
@@ -129,7 +129,7 @@ const actionArbitrary = (steps: number): fc.Arbitrary<Action> =>
       weight: 1,
       arbitrary: fc.record({
         kind: fc.constant('end' as const),
-        outcome: fc.constantFrom('SUCCEEDED' as const, 'FAILED' as const, 'CANCELED' as const),
+        outcome: fc.constantFrom('SUCCEEDED' as const, 'FAILED' as const, 'CANCELLED' as const),
       }),
     },
     { weight: 1, arbitrary: fc.constant({ kind: 'cancel' as const }) },

@@ -67,7 +67,7 @@ describe('familyTimers', () => {
       status: 'RUNNING',
       waitingFor: { kind: 'task', childTaskId: 'child', since: at.toISOString() },
     });
-    const cancelled = withStep(waiting, { status: 'CANCELED' });
+    const cancelled = withStep(waiting, { status: 'CANCELLED' });
     expect(familyTimers(waiting, cancelled, ids.newId, at)).toEqual([
       expect.objectContaining({
         kind: 'CANCEL_CHILD',
@@ -84,6 +84,6 @@ describe('familyTimers', () => {
     const sleeping = withStep(waiting, {
       waitingFor: { kind: 'sleep', until: at.toISOString(), since: at.toISOString() },
     });
-    expect(familyTimers(sleeping, withStep(sleeping, { status: 'CANCELED' }), ids.newId, at)).toEqual([]);
+    expect(familyTimers(sleeping, withStep(sleeping, { status: 'CANCELLED' }), ids.newId, at)).toEqual([]);
   });
 });

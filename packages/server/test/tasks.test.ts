@@ -169,7 +169,15 @@ describe('POST /v1/tasks', () => {
 
   it('treats a retry that spells out the defaults as the same request', async () => {
     // A workflow whose input may be left out, so `input: {}` is a default too.
-    const open = { ...zipWorkflow('open-input'), inputSchema: { type: 'object' } };
+    const zip = zipWorkflow('open-input');
+    const open = {
+      ...zip,
+      inputSchema: { type: 'object' },
+      steps: [
+        { ...zip.steps[0]!, inputMapping: { source: { from: '$.input.sourceZip', optional: true } } },
+        zip.steps[1]!,
+      ],
+    };
     expect(
       (await h.request('POST', '/v1/workflow-definitions', { token: app.apiKey, body: open })).status,
     ).toBe(201);
@@ -428,7 +436,7 @@ describe('reading and cancelling tasks', () => {
     expect((await h.request('GET', '/v1/tasks?limit=0', { token: fresh.apiKey })).status).toBe(400);
   });
 
-  it('cancels idempotently: one CANCELED fact, then the same answer', async () => {
+  it('cancels idempotently: one CANCELLED fact, then the same answer', async () => {
     const created = await h.request('POST', '/v1/tasks', {
       token: app.apiKey,
       headers: { 'idempotency-key': 'cancel-1' },
@@ -441,9 +449,9 @@ describe('reading and cancelling tasks', () => {
     });
     expect(cancelled.status).toBe(200);
     expect(cancelled.body.task).toMatchObject({ lifecycleStatus: 'CANCELLED', version: '2' });
-    expect(cancelled.body.execution).toMatchObject({ status: 'CANCELED', version: '2' });
+    expect(cancelled.body.execution).toMatchObject({ status: 'CANCELLED', version: '2' });
     expect(cancelled.body.execution.completedAt).not.toBeNull();
-    expect(cancelled.body.execution.steps.map((s: any) => s.status)).toEqual(['CANCELED', 'CANCELED']);
+    expect(cancelled.body.execution.steps.map((s: any) => s.status)).toEqual(['CANCELLED', 'CANCELLED']);
 
     const again = await h.request('POST', `/v1/tasks/${id}:cancel`, { token: app.apiKey });
     expect(again.status).toBe(200);

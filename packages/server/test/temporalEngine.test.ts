@@ -247,7 +247,7 @@ describe.skipIf(!binary || !natsAnswers)('Temporal as the engine', () => {
     }
   }, 120_000);
 
-  it('cancels a running task: CANCEL_ATTEMPT to its worker, CANCELED, and its workflow cancelled', async () => {
+  it('cancels a running task: CANCEL_ATTEMPT to its worker, CANCELLED, and its workflow cancelled', async () => {
     const cancels: string[] = [];
     const w = await startTestWorker({
       baseUrl: engine.url,
@@ -271,17 +271,17 @@ describe.skipIf(!binary || !natsAnswers)('Temporal as the engine', () => {
         token: apps.get(engine)!.apiKey,
         body: { reason: 'changed my mind' },
       });
-      expect(cancelled.body.execution.status).toBe('CANCELING');
+      expect(cancelled.body.execution.status).toBe('CANCELLING');
       const started = w.received.find((c) => c.taskId === id)!;
       await expect.poll(() => cancels, { timeout: 10_000 }).toContain(started.attemptId);
       await w.report([
         attemptEvent(started, 'STEP_FAILED', 2, {
-          error: { category: 'CANCELLED', code: 'CANCELED', retryable: false },
+          error: { category: 'CANCELLED', code: 'CANCELLED', retryable: false },
         }),
       ]);
       await expect
         .poll(async () => (await task(engine, id)).execution.status, { timeout: 10_000 })
-        .toBe('CANCELED');
+        .toBe('CANCELLED');
       const handle = temporalClient.workflow.getHandle(created.body.execution.id);
       await expect
         .poll(async () => (await handle.describe()).status.name, { timeout: 20_000 })
@@ -290,7 +290,7 @@ describe.skipIf(!binary || !natsAnswers)('Temporal as the engine', () => {
       // Nothing else was decided for it: b, c and d never became ready.
       expect(
         (await task(engine, id)).execution.steps.slice(1).map((s: { status: string }) => s.status),
-      ).toEqual(['CANCELED', 'CANCELED', 'CANCELED']);
+      ).toEqual(['CANCELLED', 'CANCELLED', 'CANCELLED']);
     } finally {
       await w.stop();
     }

@@ -10,7 +10,7 @@ import type { EventDraft, LocalAttempt } from './localStore.ts';
 import type { RuntimeParts } from './loops.ts';
 import { type AbortReason, canceledDraft, handedBackDraft, leaseLostDraft } from './outcomes.ts';
 import type { Capability } from './sdk.ts';
-import { inWorkerSpan } from './tracing.ts';
+import { noSpans } from './tracing.ts';
 import type { Transfers } from './transfer.ts';
 
 export interface ExecutorDeps extends RuntimeParts {
@@ -65,19 +65,20 @@ export class Executor {
     const running: Running = { local, controller, lastBeatAt: Date.now(), done: Promise.resolve() };
     this.running.set(local.attemptId, running);
     const attributes = { taskId: local.taskId, stepId: local.stepId, attempt: local.attempt };
-    running.done = inWorkerSpan('tdp.worker.attempt', local.traceparent, attributes, async (traceparent) => {
-      // The reports continue from this run (kept, so they still do after a restart).
-      if (traceparent && traceparent !== local.traceparent)
-        this.deps.options.store.saveTraceparent(local.attemptId, traceparent);
-      return runAttempt(running, resumed, {
-        options: this.deps.options,
-        transfers: this.deps.transfers,
-        logger,
-        capability: this.capabilityOf(local),
-        finish: (draft) => this.finish(local.attemptId, draft),
-        wakeSender: this.deps.wakeSender,
-      });
-    })
+    running.done = (this.deps.options.spans ?? noSpans)
+      .run('tdp.worker.attempt', local.traceparent, attributes, async (traceparent) => {
+        // The reports continue from this run (kept, so they still do after a restart).
+        if (traceparent && traceparent !== local.traceparent)
+          this.deps.options.store.saveTraceparent(local.attemptId, traceparent);
+        return runAttempt(running, resumed, {
+          options: this.deps.options,
+          transfers: this.deps.transfers,
+          logger,
+          capability: this.capabilityOf(local),
+          finish: (draft) => this.finish(local.attemptId, draft),
+          wakeSender: this.deps.wakeSender,
+        });
+      })
       .catch((error) => {
         // Only a local database error gets here (capability errors are results).
         if (!lifecycle.failed) {
@@ -103,7 +104,7 @@ export class Executor {
   /** CANCEL_ATTEMPT: a running attempt is aborted, a waiting one ends here. */
   cancel(attemptId: string): void {
     const running = this.running.get(attemptId);
-    if (running) running.controller.abort('CANCELED' satisfies AbortReason);
+    if (running) running.controller.abort('CANCELLED' satisfies AbortReason);
     else {
       const index = this.waiting.findIndex((w) => w.attemptId === attemptId);
       if (index >= 0) this.finish(this.waiting.splice(index, 1)[0]!.attemptId, canceledDraft());

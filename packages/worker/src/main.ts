@@ -1,5 +1,6 @@
 /**
- * `tdp worker`: the runtime with the built-in capabilities, configured from the environment.
+ * `tdp worker`: the runtime with a capability module (the CLI's: the built-in capabilities of
+ * `@tdp/capabilities`), configured from the environment.
  *
  *   TDP_URL                 the TDP server (default http://127.0.0.1:8080), or several replicas separated
  *                           by commas: the worker moves to the next when the one it uses does not answer
@@ -27,7 +28,6 @@
  */
 
 import { readFile } from 'node:fs/promises';
-import { builtinCapabilityModule } from './capabilities/index.ts';
 import { capabilitiesOf } from './isolation/capabilityModule.ts';
 import { jsonLogger, type Logger } from './options.ts';
 import {
@@ -43,12 +43,12 @@ export { type RunningWorker, WorkerConfigError, withCapabilityLimits } from './s
 
 /**
  * The worker as `tdp worker` runs it: options from the environment; the caller handles signals. The
- * capabilities are a module's (isolated: each attempt in a runner process), the built-in ones unless
- * said otherwise.
+ * capabilities are a module's (isolated: each attempt in a runner process): `tdp worker` gives the
+ * built-in ones' (`@tdp/capabilities`), which this package does not depend on.
  */
 export async function startWorkerFromEnv(
   env: NodeJS.ProcessEnv,
-  capabilityModule: string | URL = builtinCapabilityModule,
+  capabilityModule: string | URL,
   logger: Logger = jsonLogger,
 ): Promise<RunningWorker> {
   const number = (value: string | undefined) => (value?.trim() ? Number(value) : undefined);
@@ -87,6 +87,9 @@ export async function startWorkerFromEnv(
       ...(env.TDP_WORKER_NAME ? { name: env.TDP_WORKER_NAME } : {}),
       ...(transport ? { transport: transport as 'rest' | 'grpc' } : {}),
       ...(env.TDP_GRPC_URL?.trim() ? { grpcUrl: env.TDP_GRPC_URL.trim() } : {}),
+      tracing: Boolean(
+        env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim() || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim(),
+      ),
       ...(env.TDP_EGRESS_ALLOW?.trim() ? { egressAllow: env.TDP_EGRESS_ALLOW } : {}),
       ...(maxDownloadBytes !== undefined ? { maxDownloadBytes } : {}),
     });

@@ -2,10 +2,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { GrantRenewalPolicy } from '@tdp/protocol';
 import type { WorkerClient } from './client.ts';
-import type { ReportingTransport } from './grpcReporting.ts';
 import type { CapabilityRunners } from './isolation/runnerPool.ts';
 import type { LocalStore } from './localStore.ts';
+import type { ReportingTransport } from './reporting.ts';
 import type { Capability } from './sdk.ts';
+import type { WorkerSpans } from './tracing.ts';
 
 export interface Logger {
   info(fields: Record<string, unknown>, message: string): void;
@@ -39,6 +40,8 @@ export interface WorkerOptions {
    * (`transport: 'grpc'` of `startWorker`; docs/grpc.md).
    */
   reporting?: ReportingTransport;
+  /** The spans of attempts and reports (tracing.ts; default none). */
+  spans?: WorkerSpans;
   store: LocalStore;
   capabilities: Capability[];
   /** Where attempts run: capability runner processes (isolation), or in this process by default. */

@@ -4,7 +4,7 @@ import type { EventDraft } from './localStore.ts';
 import { CapabilityError } from './sdk.ts';
 
 /** Why an attempt's signal was aborted; STOPPED (the runtime stopped) records nothing: a restart resumes. */
-export type AbortReason = 'CANCELED' | 'LEASE_LOST' | 'HANDED_BACK' | 'STOPPED';
+export type AbortReason = 'CANCELLED' | 'LEASE_LOST' | 'HANDED_BACK' | 'STOPPED';
 
 /**
  * A STEP_FAILED draft. `message` is for people: when it is not fit for them (a JSON body, an internal
@@ -37,7 +37,7 @@ export function leaseLostDraft(): EventDraft {
 }
 
 export function canceledDraft(): EventDraft {
-  return { eventType: 'STEP_FAILED', error: { category: 'CANCELLED', code: 'CANCELED', retryable: false } };
+  return { eventType: 'STEP_FAILED', error: { category: 'CANCELLED', code: 'CANCELLED', retryable: false } };
 }
 
 /** A retryable WORKER failure, so the step runs again elsewhere. */
@@ -48,7 +48,7 @@ export function handedBackDraft(code = 'WORKER_DRAINING'): EventDraft {
 /** The failure an attempt ends with: why it was aborted, else what its capability threw. */
 export function failureOf(error: unknown, signal: AbortSignal): EventDraft {
   const reason = signal.aborted ? (signal.reason as AbortReason) : null;
-  if (reason === 'CANCELED') return canceledDraft();
+  if (reason === 'CANCELLED') return canceledDraft();
   if (reason === 'LEASE_LOST') return leaseLostDraft();
   if (reason === 'HANDED_BACK') return handedBackDraft();
   if (error instanceof CapabilityError)

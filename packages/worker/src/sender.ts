@@ -11,7 +11,7 @@
 import { RejectedError, UnavailableError } from './client.ts';
 import type { LocalStore, OutboxEvent } from './localStore.ts';
 import { backoffMs, type RuntimeParts, Wakeup } from './loops.ts';
-import { inWorkerSpan } from './tracing.ts';
+import { noSpans } from './tracing.ts';
 
 export interface SenderDeps extends RuntimeParts {
   /** The server no longer leases this attempt to us: it is stopped (its events are only a record). */
@@ -117,7 +117,7 @@ export class Sender {
       const reporting = this.deps.options.reporting ?? this.deps.options.client;
       let report: Awaited<ReturnType<typeof reporting.report>>;
       try {
-        report = await inWorkerSpan(
+        report = await (this.deps.options.spans ?? noSpans).run(
           'tdp.worker.report',
           events.find((e) => e.traceparent)?.traceparent,
           { events: events.length },

@@ -8,16 +8,16 @@ import { availableParallelism } from 'node:os';
 import { dirname, resolve } from 'node:path';
 import { egressPolicy } from '@tdp/egress/policy';
 import { defaultWorkerConcurrency, type GrantRenewalPolicy, newId } from '@tdp/protocol';
-import { builtinCapabilities } from './capabilities/index.ts';
 import { serverUrls, WorkerClient } from './client.ts';
-import { GrpcReporting, grpcAddressOf } from './grpcReporting.ts';
 import { type HealthServer, serveHealth } from './health.ts';
 import { capabilitiesOf } from './isolation/capabilityModule.ts';
 import { RunnerPool } from './isolation/runnerPool.ts';
 import { LocalStore } from './localStore.ts';
+import { importOptional, MissingPackageError } from './optionalPackages.ts';
 import { jsonLogger, type Logger } from './options.ts';
 import { WorkerRuntime } from './runtime.ts';
 import type { Capability } from './sdk.ts';
+import { noSpans, openTelemetrySpans, type WorkerSpans } from './tracing.ts';
 
 export class WorkerConfigError extends Error {
   override name = 'WorkerConfigError';
@@ -71,8 +71,17 @@ export interface StartWorkerOptions {
   handleSignals?: boolean;
   /** Where the runtime logs (default: one JSON line per message on stderr; never the key). */
   logger?: Logger;
-  /** How events and attempt heartbeats are reported: `rest` (default) or `grpc` (docs/grpc.md). */
+  /**
+   * How events and attempt heartbeats are reported: `rest` (default) or `grpc` (docs/grpc.md; needs
+   * `@grpc/grpc-js` and `@grpc/proto-loader` installed).
+   */
   transport?: 'rest' | 'grpc';
+  /**
+   * Spans of attempts and reports on the OpenTelemetry API, recorded by the SDK the program registers
+   * (needs `@opentelemetry/api` and `@opentelemetry/core` installed). Default: on when
+   * OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set.
+   */
+  tracing?: boolean;
   /**
    * When a grant still needed (an output not yet uploaded, a download under way) is renewed: once less
    * than `remainingFraction` of its lifetime or `remainingMs` is left (default 25% or 60 s).
@@ -144,6 +153,21 @@ export async function startWorker(options: StartWorkerOptions): Promise<RunningW
       : [...(await capabilitiesOf(options.capabilityModule!)).values()],
     undefined,
   );
+  // The optional packages a setting needs, before anything opens: missing, the start fails naming them.
+  const grpc =
+    transport === 'grpc'
+      ? await optionalPackages(() =>
+          importOptional(
+            () => import('./grpcReporting.ts'),
+            ['@grpc/grpc-js', '@grpc/proto-loader'],
+            'gRPC reporting',
+          ),
+        )
+      : null;
+  const spans: WorkerSpans =
+    (options.tracing ?? otlpEndpointSet())
+      ? await optionalPackages(() => openTelemetrySpans('tracing'))
+      : noSpans;
   const runners = options.capabilityModule
     ? new RunnerPool({ module: options.capabilityModule, ...limits })
     : undefined;
@@ -151,16 +175,16 @@ export async function startWorker(options: StartWorkerOptions): Promise<RunningW
   mkdirSync(dirname(dbPath), { recursive: true });
   const store = new LocalStore(dbPath, newId);
   const client = new WorkerClient(urls, options.key);
-  const reporting =
-    transport === 'grpc'
-      ? new GrpcReporting(
-          options.grpcUrl || (() => grpcAddressOf(client.server, runtime.grpcPort)),
-          options.key,
-        )
-      : undefined;
+  const reporting = grpc
+    ? new grpc.GrpcReporting(
+        options.grpcUrl || (() => grpc.grpcAddressOf(client.server, runtime.grpcPort)),
+        options.key,
+      )
+    : undefined;
   const runtime: WorkerRuntime = new WorkerRuntime({
     client,
     ...(reporting ? { reporting } : {}),
+    spans,
     store,
     capabilities,
     ...(runners ? { runners } : {}),
@@ -257,11 +281,26 @@ export async function startWorker(options: StartWorkerOptions): Promise<RunningW
   return { id: runtime.id!, runtime, healthUrl: health?.url ?? null, done: runtime.done, drain };
 }
 
+const otlpEndpointSet = () =>
+  Boolean(
+    process.env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim() || process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim(),
+  );
+
+/** Loads what a setting needs; a package missing is a configuration error that says what to install. */
+async function optionalPackages<T>(load: () => Promise<T>): Promise<T> {
+  try {
+    return await load();
+  } catch (error) {
+    if (error instanceof MissingPackageError) throw new WorkerConfigError(error.message);
+    throw error;
+  }
+}
+
 const isConcurrency = (n: number) => Number.isInteger(n) && n >= 1 && n <= 1000;
 
 /**
- * Each capability's own limit: from `spec` (`name=n,…`), else its own declaration, else — for a
- * built-in capability, all CPU-bound (archives, images) — the number of CPUs.
+ * Each capability's own limit: from `spec` (`name=n,…`), else its own declaration (the built-in ones,
+ * CPU-bound, declare the number of CPUs).
  */
 export function withCapabilityLimits(capabilities: Capability[], spec: string | undefined): Capability[] {
   const limits = new Map<string, number>();
@@ -275,10 +314,7 @@ export function withCapabilityLimits(capabilities: Capability[], spec: string | 
     limits.set(name, limit);
   }
   return capabilities.map((c) => {
-    const limit =
-      limits.get(c.name) ??
-      c.maxConcurrency ??
-      (builtinCapabilities.includes(c) ? Math.max(1, availableParallelism()) : undefined);
+    const limit = limits.get(c.name) ?? c.maxConcurrency;
     return limit === undefined ? c : { ...c, maxConcurrency: limit };
   });
 }

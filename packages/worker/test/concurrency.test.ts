@@ -7,17 +7,12 @@
 import { mkdtempSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { builtinCapabilities } from '@tdp/capabilities';
 import { newId } from '@tdp/protocol';
 import { Type } from 'typebox';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Harness, startHarness } from '../../../test/harness.ts';
-import {
-  builtinCapabilities,
-  defineCapability,
-  LocalStore,
-  WorkerClient,
-  WorkerRuntime,
-} from '../src/index.ts';
+import { defineCapability, LocalStore, WorkerClient, WorkerRuntime } from '../src/index.ts';
 import { WorkerConfigError, withCapabilityLimits } from '../src/main.ts';
 
 let h: Harness;

@@ -102,7 +102,7 @@ describe('a failing sibling', () => {
       await expect
         .poll(async () => (await taskView(h, app.apiKey, taskId)).task.lifecycleStatus, { timeout: 15_000 })
         .toBe('FAILED');
-      await expect.poll(() => abortedWith, { timeout: 15_000 }).toBe('CANCELED');
+      await expect.poll(() => abortedWith, { timeout: 15_000 }).toBe('CANCELLED');
       // Its last reports (the newest progress, its end) reach the server and are refused: quietly.
       await expect.poll(() => store.unsentCount(), { timeout: 10_000 }).toBe(0);
       expect(
@@ -116,7 +116,7 @@ describe('a failing sibling', () => {
         status: string;
       }[];
       expect(Object.fromEntries(steps.map((s) => [s.key, s.status]))).toEqual({
-        slow: 'CANCELED',
+        slow: 'CANCELLED',
         fast: 'FAILED',
       });
     } finally {

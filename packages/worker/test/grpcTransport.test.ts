@@ -12,8 +12,8 @@ import { Type } from 'typebox';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Harness, startHarness } from '../../../test/harness.ts';
 import { TcpProxy } from '../../../test/tcpProxy.ts';
-import { grpcAddressOf } from '../src/grpcReporting.ts';
-import { defineCapability, GrpcReporting, LocalStore, WorkerClient, WorkerRuntime } from '../src/index.ts';
+import { GrpcReporting, grpcAddressOf } from '../src/grpcReporting.ts';
+import { defineCapability, LocalStore, WorkerClient, WorkerRuntime } from '../src/index.ts';
 import { startWorkerFromEnv, WorkerConfigError } from '../src/main.ts';
 import { silentLogger } from '../src/options.ts';
 

@@ -19,8 +19,9 @@ import { Type } from 'typebox';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Harness, startHarness } from '../../../test/harness.ts';
 import { UnavailableError } from '../src/client.ts';
+import { GrpcReporting } from '../src/grpcReporting.ts';
 import { serveHealth } from '../src/health.ts';
-import { defineCapability, GrpcReporting, LocalStore, WorkerClient, WorkerRuntime } from '../src/index.ts';
+import { defineCapability, LocalStore, WorkerClient, WorkerRuntime } from '../src/index.ts';
 import type { Logger } from '../src/options.ts';
 import { submitTask, taskView } from './support.ts';
 

@@ -8,11 +8,12 @@ import { mkdtempSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { builtinCapabilities } from '@tdp/capabilities';
 import { failureSentence, unfitForPeople } from '@tdp/protocol';
 import { connectDatabase } from '@tdp/server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Harness, startHarness } from '../../../test/harness.ts';
-import { builtinCapabilities, type RunningWorker, silentLogger, startWorker } from '../src/index.ts';
+import { type RunningWorker, silentLogger, startWorker } from '../src/index.ts';
 
 let h: Harness;
 let app: Awaited<ReturnType<Harness['createApplication']>>;

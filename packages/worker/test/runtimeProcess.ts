@@ -4,16 +4,10 @@
  *
  *   node --conditions=@tdp/source --import tsx packages/worker/test/runtimeProcess.ts <baseUrl> <workerKey> <dbPath> <nodeId>
  */
+import { builtinCapabilities } from '@tdp/capabilities';
 import { newId } from '@tdp/protocol';
 import { Type } from 'typebox';
-import {
-  builtinCapabilities,
-  CapabilityError,
-  defineCapability,
-  LocalStore,
-  WorkerClient,
-  WorkerRuntime,
-} from '../src/index.ts';
+import { CapabilityError, defineCapability, LocalStore, WorkerClient, WorkerRuntime } from '../src/index.ts';
 
 const [baseUrl, workerKey, dbPath, nodeId] = process.argv.slice(2) as [string, string, string, string];
 

@@ -143,7 +143,12 @@ export function TaskDetailPage({ taskId, feed }: { taskId: string; feed: LiveFee
           </thead>
           <tbody>
             {execution.steps.map((step) => (
-              <tr key={step.id} data-step-row={step.key}>
+              <tr
+                key={step.id}
+                data-step-row={step.key}
+                // A ready step no worker can take stands out, with why (a misspelt capability, say).
+                className={step.unschedulableReasons?.length ? 'waiting-for-worker' : undefined}
+              >
                 <td>
                   {step.key} <span className="muted">{step.capability}</span>
                 </td>
@@ -175,6 +180,9 @@ export function TaskDetailPage({ taskId, feed }: { taskId: string; feed: LiveFee
                       waiting={step.waitingFor as { kind: string } & Record<string, unknown>}
                       onSent={() => void load()}
                     />
+                  ) : null}
+                  {step.unschedulableReasons?.length ? (
+                    <div className="waiting-title">Waiting for a worker:</div>
                   ) : null}
                   {step.unschedulableReasons?.map((reason) => (
                     <div key={reason} className="reason">

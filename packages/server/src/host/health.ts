@@ -3,7 +3,8 @@
  * hand out a connection that answers within `databaseDeadlineMs`, while migrations are pending, while a
  * background loop has been busy with one round past `loopRoundDeadlineMs` (it is stuck: scheduling or
  * publishing has stopped here), and for `processFaultUnreadyMs` after an unhandled rejection or uncaught
- * exception the process survived (`processGuard.ts`).
+ * exception the process survived (`processGuard.ts`). An embedder may also hold it not ready until its own
+ * setup is done (`hold`/`release`: `tdp dev` until its development key, samples and demo app work).
  */
 import type { LoopHealth } from './loops/wakeableLoop.ts';
 
@@ -28,6 +29,8 @@ export class ServerHealth {
   /** The loops of this process, once they exist. */
   loops: { health(): LoopHealth }[] = [];
   private lastFault: { kind: string; at: number } | null = null;
+  /** Checks an embedder holds not ready, with what each waits for. */
+  private readonly holds = new Map<string, string>();
   private readonly monotonicMs: () => number;
 
   constructor(private readonly options: ServerHealthOptions) {
@@ -39,8 +42,18 @@ export class ServerHealth {
     this.lastFault = { kind, at: this.monotonicMs() };
   }
 
+  /** `check` fails, saying `waitingFor`, until `release(check)`. */
+  hold(check: string, waitingFor: string): void {
+    this.holds.set(check, waitingFor);
+  }
+
+  release(check: string): void {
+    this.holds.delete(check);
+  }
+
   async check(): Promise<ReadinessReport> {
     const checks: Record<string, string> = { ...(await this.database()) };
+    for (const [name, waitingFor] of this.holds) checks[name] = waitingFor;
     const loops = this.loops.map((loop) => loop.health());
     const stuck = loops.filter(
       (loop) => loop.busyForMs !== null && loop.busyForMs > this.options.loopRoundDeadlineMs,

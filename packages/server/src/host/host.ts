@@ -40,6 +40,11 @@ export interface ServerDependencies {
   logger?: Logger;
   /** Replaces the event publisher chosen from the settings (tests). */
   publisher?: EventPublisher;
+  /**
+   * Checks `/readyz` fails from its first answer, by name, with what each waits for, until the embedder
+   * calls `health.release(name)`: its own setup after the server listens (`tdp dev`'s key, samples, demo).
+   */
+  readinessHolds?: Record<string, string>;
 }
 
 /** This process's loops by name, so a feature can wake another's (a requeue wakes the table's loop). */
@@ -151,6 +156,8 @@ export async function createHost(settings: HostSettings, dependencies: ServerDep
     loopRoundDeadlineMs: settings.loopRoundDeadlineMs,
     processFaultUnreadyMs: settings.processFaultUnreadyMs,
   });
+  for (const [check, waitingFor] of Object.entries(dependencies.readinessHolds ?? {}))
+    health.hold(check, waitingFor);
   registerHealthRoutes(app, { metrics: metrics.registry, readiness: () => health.check() });
   const provisions = new Map<string, unknown>();
   const egress = createEgress(settings.egressAllow);

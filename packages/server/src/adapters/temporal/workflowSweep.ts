@@ -64,7 +64,7 @@ export class WorkflowSweep {
       SELECT e.id, e.task_id FROM execution e
       JOIN task t ON t.current_execution_id = e.id
       WHERE e.snapshot->>'engine' = 'temporal'
-        AND e.status NOT IN ('SUCCEEDED', 'FAILED', 'TIMED_OUT', 'CANCELED')
+        AND e.status NOT IN ('SUCCEEDED', 'FAILED', 'TIMED_OUT', 'CANCELLED')
         AND e.id > ${from} AND e.updated_at <= ${idleSince}
       ORDER BY e.id LIMIT ${batch}`;
     let reached = from;

@@ -1,11 +1,13 @@
 /**
  * The callback sender: claims due deliveries (the shared lease mechanism; the queue hands out at most one
  * delivery of an execution at a time, in sequence order), posts each signed with the
- * application's secret (both secrets during a rotation), and records the outcome while the claim is
+ * application's secret (both secrets during a rotation) twice: the Standard Webhooks headers, whose
+ * `webhook-id` is the delivery's id so a receiver dedupes its retries, and the deprecated
+ * `TDP-Signature`. It records the outcome while the claim is
  * ours. 2xx delivers; 410 and other 4xx except 408/429 are permanent (DEAD at once); anything else
  * retries with back-off plus jitter and goes DEAD after the attempt limit.
  */
-import { signatureHeader, signatureHeaderValue } from '@tdp/protocol';
+import { signatureHeader, signatureHeaderValue, standardWebhookHeaderValues } from '@tdp/protocol';
 import { type Clock, noTracing, type TraceContexts, type Tracing } from '../shared/ports.ts';
 
 export interface ClaimedCallback {
@@ -102,6 +104,7 @@ async function deliverAndRecord(
     const response = await deps.post(delivery.url, body, {
       'content-type': 'application/json',
       'user-agent': 'tdp-callbacks/1',
+      ...standardWebhookHeaderValues(delivery.id, secrets, timestamp, body),
       [signatureHeader]: signatureHeaderValue(secrets, timestamp, body),
       ...(traceparent ? { traceparent } : {}),
     });

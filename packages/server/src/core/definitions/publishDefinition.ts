@@ -5,7 +5,9 @@ import { AppError } from '../shared/errors.ts';
 import type { Clock, IdGenerator } from '../shared/ports.ts';
 import { checkChildWorkflows } from './childWorkflows.ts';
 import { normaliseSteps, validateSteps } from './dag.ts';
+import { unguaranteedMappings } from './mappingGuarantees.ts';
 import type { DefinitionLookup, DefinitionStore, JsonSchemaValidator, StoredDefinition } from './ports.ts';
+import { withScheduleToStart } from './scheduleToStart.ts';
 import { kindSchemas } from './stepKinds.ts';
 
 export interface DefinitionDeps {
@@ -26,7 +28,7 @@ export async function publishDefinition(
   principal: ApplicationPrincipal,
   request: PublishWorkflowDefinitionRequest,
 ): Promise<{ definition: StoredDefinition; created: boolean }> {
-  const steps = normaliseSteps(request.steps);
+  const steps = withScheduleToStart(normaliseSteps(request.steps), request.scheduleToStartMs);
   const inputSchema = request.inputSchema ?? {};
   const errors = [
     ...validateSteps(steps),
@@ -40,6 +42,15 @@ export async function publishDefinition(
   ];
   if (errors.length > 0) {
     throw new AppError('WORKFLOW_DEFINITION_INVALID', errors.map((e) => e.message).join('; '), errors);
+  }
+  // Capabilities' output schemas are not known here, so `$.steps…` references are left to run time.
+  const unguaranteed = unguaranteedMappings(steps, inputSchema);
+  if (unguaranteed.length > 0) {
+    throw new AppError(
+      'INPUT_MAPPING_NOT_GUARANTEED',
+      unguaranteed.map((e) => e.message).join('; '),
+      unguaranteed,
+    );
   }
   const description = request.description ?? null;
   const contentHash = fingerprint({ description, inputSchema, steps });

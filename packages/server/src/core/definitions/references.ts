@@ -34,6 +34,53 @@ export function parseMappingReference(value: unknown): MappingSource | 'invalid'
 }
 
 /**
+ * One value of a mapping. A plain `$.…` string is a REQUIRED reference (absent → the step fails); the
+ * object form `{ "from": "$.…", "optional": true }` leaves the key out when the value is absent, and
+ * `{ "from": "$.…", "default": <value> }` uses the default. Any other value is a literal. Only an object
+ * whose `from` is a `$.` string is the object form, so literal objects published before keep their meaning.
+ */
+export type MappingEntry =
+  | { kind: 'literal'; value: unknown }
+  | { kind: 'reference'; from: string; whenAbsent: 'fail' | 'omit' | { default: unknown } };
+
+const entryKeys = new Set(['from', 'optional', 'default']);
+
+function isEntryObject(value: unknown): value is Record<string, unknown> & { from: string } {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    !Array.isArray(value) &&
+    typeof (value as { from?: unknown }).from === 'string' &&
+    (value as { from: string }).from.startsWith('$.')
+  );
+}
+
+/** What a mapping value means; assumes a published (checked) form. */
+export function mappingEntry(value: unknown): MappingEntry {
+  if (typeof value === 'string' && value.startsWith('$.'))
+    return { kind: 'reference', from: value, whenAbsent: 'fail' };
+  if (!isEntryObject(value)) return { kind: 'literal', value };
+  if (Object.hasOwn(value, 'default'))
+    return { kind: 'reference', from: value.from, whenAbsent: { default: value.default } };
+  return { kind: 'reference', from: value.from, whenAbsent: value.optional === true ? 'omit' : 'fail' };
+}
+
+/** Why an object-form mapping entry is malformed, or null when it is fine (or not the object form). */
+export function entryFormError(value: unknown): string | null {
+  if (!isEntryObject(value)) return null;
+  const unknown = Object.keys(value).filter((k) => !entryKeys.has(k));
+  if (unknown.length > 0)
+    return `a mapping entry takes only "from", "optional" and "default" (not ${unknown.map((k) => `"${k}"`).join(', ')})`;
+  if (Object.hasOwn(value, 'optional') && typeof value.optional !== 'boolean')
+    return '"optional" must be true or false';
+  if (value.optional === true && Object.hasOwn(value, 'default'))
+    return 'a mapping entry is either optional or has a default, not both';
+  if (value.optional === false && Object.hasOwn(value, 'default'))
+    return 'a mapping entry with a default needs no "optional"';
+  return null;
+}
+
+/**
  * The references of one mapping (a step's `inputMapping`, or a kind's own) read only the task input or
  * steps upstream of `step`; `$.item` only where `allowItem` (inside a map).
  */
@@ -47,8 +94,15 @@ export function checkMapping(
   const errors: FieldError[] = [];
   for (const [field, value] of Object.entries(mapping)) {
     const path = `${basePath}/${field}`;
-    if (allowItem && typeof value === 'string' && /^\$\.item(\.|$)/.test(value)) continue;
-    errors.push(...checkReference(steps, step, value, path));
+    const formError = entryFormError(value);
+    if (formError) {
+      errors.push({ path, message: formError });
+      continue;
+    }
+    const entry = mappingEntry(value);
+    if (entry.kind === 'literal') continue;
+    if (allowItem && /^\$\.item(\.|$)/.test(entry.from)) continue;
+    errors.push(...checkReference(steps, step, entry.from, path));
   }
   return errors;
 }

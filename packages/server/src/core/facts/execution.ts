@@ -3,14 +3,14 @@ import type { ExecutionStatus, LifecycleStatus } from '@tdp/protocol';
 import type { ExecutionRecord } from './records.ts';
 
 const allowed: Record<ExecutionStatus, readonly ExecutionStatus[]> = {
-  CREATED: ['QUEUED', 'SUCCEEDED', 'FAILED', 'TIMED_OUT', 'CANCELING', 'CANCELED'],
-  QUEUED: ['RUNNING', 'SUCCEEDED', 'FAILED', 'TIMED_OUT', 'CANCELING', 'CANCELED'],
-  RUNNING: ['SUCCEEDED', 'FAILED', 'TIMED_OUT', 'CANCELING', 'CANCELED'],
-  CANCELING: ['CANCELED', 'FAILED', 'TIMED_OUT'],
+  CREATED: ['QUEUED', 'SUCCEEDED', 'FAILED', 'TIMED_OUT', 'CANCELLING', 'CANCELLED'],
+  QUEUED: ['RUNNING', 'SUCCEEDED', 'FAILED', 'TIMED_OUT', 'CANCELLING', 'CANCELLED'],
+  RUNNING: ['SUCCEEDED', 'FAILED', 'TIMED_OUT', 'CANCELLING', 'CANCELLED'],
+  CANCELLING: ['CANCELLED', 'FAILED', 'TIMED_OUT'],
   SUCCEEDED: [],
   FAILED: [],
   TIMED_OUT: [],
-  CANCELED: [],
+  CANCELLED: [],
 };
 
 export function isTerminal(status: ExecutionStatus): boolean {
@@ -73,7 +73,7 @@ export function lifecycleOf(status: ExecutionStatus): LifecycleStatus {
     case 'QUEUED':
       return 'PENDING';
     case 'RUNNING':
-    case 'CANCELING':
+    case 'CANCELLING':
       return 'RUNNING';
     case 'SUCCEEDED':
       return 'SUCCEEDED';
@@ -81,7 +81,7 @@ export function lifecycleOf(status: ExecutionStatus): LifecycleStatus {
       return 'FAILED';
     case 'TIMED_OUT':
       return 'TIMED_OUT';
-    case 'CANCELED':
+    case 'CANCELLED':
       return 'CANCELLED';
     default: {
       const unreachable: never = status;
@@ -91,23 +91,23 @@ export function lifecycleOf(status: ExecutionStatus): LifecycleStatus {
 }
 
 export type CancelPlan =
-  | { kind: 'transition'; to: 'CANCELED' | 'CANCELING' }
+  | { kind: 'transition'; to: 'CANCELLED' | 'CANCELLING' }
   | { kind: 'already'; status: ExecutionStatus }
   | { kind: 'refused'; status: ExecutionStatus };
 
 /**
  * What a cancel request does. Nothing has started before RUNNING, so those executions end at once;
- * a running one goes to CANCELING until its attempts stop. Asking again is answered, not refused.
+ * a running one goes to CANCELLING until its attempts stop. Asking again is answered, not refused.
  */
 export function planCancel(status: ExecutionStatus): CancelPlan {
   switch (status) {
     case 'CREATED':
     case 'QUEUED':
-      return { kind: 'transition', to: 'CANCELED' };
+      return { kind: 'transition', to: 'CANCELLED' };
     case 'RUNNING':
-      return { kind: 'transition', to: 'CANCELING' };
-    case 'CANCELING':
-    case 'CANCELED':
+      return { kind: 'transition', to: 'CANCELLING' };
+    case 'CANCELLING':
+    case 'CANCELLED':
       return { kind: 'already', status };
     case 'SUCCEEDED':
     case 'FAILED':

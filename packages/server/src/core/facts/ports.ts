@@ -44,6 +44,8 @@ export interface ClaimedSchedulingRequest {
   id: string;
   taskId: string;
   stepId: string;
+  /** Why no worker could take it when last tried (empty: not tried yet, or reopened since). */
+  reasons: string[];
 }
 
 export interface FactTransaction {
@@ -51,6 +53,8 @@ export interface FactTransaction {
   claimSchedulingRequests(now: Date, limit: number): Promise<ClaimedSchedulingRequest[]>;
   /** Puts claimed requests back with why no worker could take them, to be tried again at `availableAt`. */
   deferSchedulingRequests(requests: { id: string; reasons: string[] }[], availableAt: Date): Promise<void>;
+  /** Why no worker could take this step's open request when last tried (empty: none, or not tried). */
+  schedulingReasons(stepId: string): Promise<string[]>;
   /** Transaction-scoped advisory locks on keys (e.g. step + attempt), taken in key order. */
   advisoryLocks(keys: string[]): Promise<void>;
   /**

@@ -351,7 +351,7 @@ export interface AttemptRecord {
   itemIndex: number | null;
 }
 
-export type MapItemStatus = 'PENDING' | 'RUNNING' | 'WAITING_RETRY' | 'SUCCEEDED' | 'FAILED' | 'CANCELED';
+export type MapItemStatus = 'PENDING' | 'RUNNING' | 'WAITING_RETRY' | 'SUCCEEDED' | 'FAILED' | 'CANCELLED';
 
 /**
  * One item of a map step (kind `map`): not a step row, so that a 10,000-item map costs no read or write

@@ -44,10 +44,21 @@ export interface StepEventInput {
   error?: StructuredError | undefined;
 }
 
-const finishedStep: ReadonlySet<StepStatus> = new Set(['SUCCEEDED', 'FAILED', 'SKIPPED', 'CANCELED']);
+const finishedStep: ReadonlySet<StepStatus> = new Set(['SUCCEEDED', 'FAILED', 'SKIPPED', 'CANCELLED']);
 const pendingStep: ReadonlySet<StepStatus> = new Set(['WAITING', 'READY', 'QUEUED']);
 
 export const stepIsFinished = (status: StepStatus) => finishedStep.has(status);
+
+/**
+ * A step whose worker stopped it because its execution is being cancelled was cancelled, not failed: the
+ * worker reports the stop as STEP_FAILED with category CANCELLED, and the step reads CANCELLED with that
+ * error as its reason. A real failure reported meanwhile stays FAILED.
+ */
+export function stoppedByCancel(step: StepRecord): StepRecord {
+  return step.status === 'FAILED' && step.error?.category === 'CANCELLED'
+    ? { ...step, status: 'CANCELLED' }
+    : step;
+}
 
 const redactSecrets = (text: string) =>
   text.replace(/\b(bearer|token|secret|password|apikey|api_key)\b\s*[:=]?\s*[^\s)\]}'",;]+/gi, '[redacted]');
@@ -217,7 +228,7 @@ export function taskAfterStepChange(
 export function endTask(
   task: TaskRecord,
   execution: ExecutionRecord,
-  outcome: Extract<ExecutionStatus, 'SUCCEEDED' | 'FAILED' | 'CANCELED'>,
+  outcome: Extract<ExecutionStatus, 'SUCCEEDED' | 'FAILED' | 'CANCELLED'>,
   details: {
     businessStatus?: string | undefined;
     durationMs?: number | undefined;
@@ -231,7 +242,7 @@ export function endTask(
       `task ${task.id} already ended ${lifecycleOf(execution.status)}; terminal states are final`,
     );
   }
-  // A cancelling execution ends CANCELED (or FAILED, TIMED_OUT), never SUCCEEDED.
+  // A cancelling execution ends CANCELLED (or FAILED, TIMED_OUT), never SUCCEEDED.
   if (!canTransition(execution.status, outcome)) {
     return refuse(
       'INVALID_TRANSITION',

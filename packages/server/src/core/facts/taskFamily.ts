@@ -29,11 +29,11 @@ export function familyTimers(
       createdAt: at,
     });
   }
-  const waiting = before?.steps.filter((s) => s.waitingFor?.kind === 'task' && s.status !== 'CANCELED');
+  const waiting = before?.steps.filter((s) => s.waitingFor?.kind === 'task' && s.status !== 'CANCELLED');
   for (const was of waiting ?? []) {
     const now = after.steps.find((s) => s.id === was.id);
     const childTaskId = was.waitingFor?.kind === 'task' ? was.waitingFor.childTaskId : null;
-    if (now?.status !== 'CANCELED' || !childTaskId) continue;
+    if (now?.status !== 'CANCELLED' || !childTaskId) continue;
     timers.push({
       id: newId(),
       kind: 'CANCEL_CHILD',

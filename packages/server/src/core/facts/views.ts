@@ -22,7 +22,7 @@ export function stepLifecycle(status: StepStatus): LifecycleStatus {
       return 'SUCCEEDED';
     case 'FAILED':
       return 'FAILED';
-    case 'CANCELED':
+    case 'CANCELLED':
       return 'CANCELLED';
     default: {
       const unreachable: never = status;

@@ -53,7 +53,7 @@ export interface FactWriteSet {
   realtime: RealtimeRecord[];
   schedulingRequests?: SchedulingRequestRecord[];
   /** Scheduling requests that are done: dispatched, or their step no longer needs a worker. */
-  closeSchedulingRequests?: { stepIds: string[]; status: 'DISPATCHED' | 'CANCELED' };
+  closeSchedulingRequests?: { stepIds: string[]; status: 'DISPATCHED' | 'CANCELLED' };
   workerCommands?: WorkerCommandRecord[];
   /** Commands their worker acknowledged along with its events (ids of other workers change nothing). */
   commandAcks?: { workerId: string; commandIds: string[]; at: Date };
@@ -63,7 +63,7 @@ export interface FactWriteSet {
   /** Items that changed (placed, finished, waiting for a retry). */
   mapItems?: MapItemRecord[];
   /**
-   * Map steps that ended: their open items are CANCELED and the attempts of the running ones revoked, in
+   * Map steps that ended: their open items are CANCELLED and the attempts of the running ones revoked, in
    * one statement each (items this write set changes itself keep their own state).
    */
   closeMapItems?: { stepIds: string[]; at: Date };

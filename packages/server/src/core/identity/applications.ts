@@ -32,8 +32,9 @@ export interface IssuedApiKey {
 
 const sealedField = (applicationId: string, field: string) => `application:${applicationId}:${field}`;
 
+/** In Standard Webhooks' form (base64, not base64url), so a receiver hands it to `new Webhook(secret)`. */
 export function newCallbackSecret(): string {
-  return `whsec_${randomBytes(32).toString('base64url')}`;
+  return `whsec_${randomBytes(32).toString('base64')}`;
 }
 
 function sealResourceProvider(

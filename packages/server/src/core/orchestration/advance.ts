@@ -12,7 +12,7 @@
 import type { StepDefinition, StepStatus } from '@tdp/protocol';
 // references.ts, not dag.ts: advance also runs inside the Temporal workflow's bundle, where only modules
 // without I/O (and no Node built-ins) may be imported.
-import { parseMappingReference } from '../definitions/references.ts';
+import { mappingEntry, parseMappingReference } from '../definitions/references.ts';
 
 export interface StepState {
   key: string;
@@ -31,12 +31,12 @@ export type OrchestrationFact =
 export type Transition =
   | { kind: 'STEP_READY'; stepKey: string; attempt: number }
   | { kind: 'STEP_SKIPPED'; stepKey: string; reason: string }
-  | { kind: 'STEP_CANCELED'; stepKey: string }
+  | { kind: 'STEP_CANCELLED'; stepKey: string }
   | { kind: 'RETRY_SCHEDULED'; stepKey: string; attempt: number; delayMs: number; reason: string }
   | { kind: 'EXECUTION_SUCCEEDED'; degraded: boolean }
   | { kind: 'EXECUTION_FAILED'; stepKey: string; errorCode: string };
 
-const finished: ReadonlySet<StepStatus> = new Set(['SUCCEEDED', 'FAILED', 'SKIPPED', 'CANCELED']);
+const finished: ReadonlySet<StepStatus> = new Set(['SUCCEEDED', 'FAILED', 'SKIPPED', 'CANCELLED']);
 
 /** Back-off before attempt `nextAttempt` (2, 3, …): initial × multiplier^(n−2), capped. */
 export function retryDelayMs(retry: StepDefinition['retry'], nextAttempt: number): number {
@@ -85,7 +85,7 @@ export function advance(steps: StepDefinition[], states: StepState[], fact: Orch
     if (step.failurePolicy !== 'CONTINUE_WITH_WARNING') {
       for (const other of states) {
         if (!finished.has(other.status) && other.key !== step.key)
-          transitions.push({ kind: 'STEP_CANCELED', stepKey: other.key });
+          transitions.push({ kind: 'STEP_CANCELLED', stepKey: other.key });
       }
       transitions.push({ kind: 'EXECUTION_FAILED', stepKey: step.key, errorCode: fact.errorCode });
       return transitions;
@@ -111,7 +111,7 @@ export function advance(steps: StepDefinition[], states: StepState[], fact: Orch
       if (state?.status !== 'WAITING' || state.attempt > 1) continue;
       const dependencies = step.dependsOn.map((d) => byKey.get(d)!);
       const blocked = dependencies.find(
-        (d) => d.status === 'SKIPPED' || d.status === 'FAILED' || d.status === 'CANCELED',
+        (d) => d.status === 'SKIPPED' || d.status === 'FAILED' || d.status === 'CANCELLED',
       );
       if (blocked) {
         state.status = 'SKIPPED';
@@ -138,9 +138,17 @@ export function advance(steps: StepDefinition[], states: StepState[], fact: Orch
   return transitions;
 }
 
+/**
+ * A mapping that could not be resolved. `message` is for the person who submitted the work (no paths);
+ * `detail`, for the developer, names the step, the field and the reference (stored with the failure).
+ */
 export type ResolvedInput =
   | { ok: true; value: Record<string, unknown> }
-  | { ok: false; code: 'INPUT_MAPPING_MISSING'; message: string };
+  | { ok: false; code: 'INPUT_MAPPING_MISSING'; message: string; detail: string };
+
+/** What a person is shown when a step's input lacks a value it needs. */
+export const missingInputMessage =
+  'This step could not start because a value it needs is missing from the work’s input. Contact the application’s support.';
 
 function pick(value: unknown, path: string[]): { found: boolean; value?: unknown } {
   let current = value;
@@ -152,35 +160,38 @@ function pick(value: unknown, path: string[]): { found: boolean; value?: unknown
   return { found: true, value: current };
 }
 
-/** A step's input from its mapping: `$.input…` from the task input, `$.steps.<key>.output…` from upstream. */
+/**
+ * A step's input from its mapping: `$.input…` from the task input, `$.steps.<key>.output…` from upstream.
+ * An absent value fails a required entry, is left out for an optional one, and is the default for one
+ * that has it (`mappingEntry`).
+ */
 export function resolveInput(
   step: StepDefinition,
   taskInput: unknown,
   outputs: Record<string, unknown>,
 ): ResolvedInput {
   const value: Record<string, unknown> = {};
-  for (const [field, expression] of Object.entries(step.inputMapping)) {
-    const source = parseMappingReference(expression);
-    if (source === null) {
-      value[field] = expression;
+  for (const [field, raw] of Object.entries(step.inputMapping)) {
+    const entry = mappingEntry(raw);
+    if (entry.kind === 'literal') {
+      value[field] = entry.value;
       continue;
     }
-    if (source === 'invalid')
-      return {
-        ok: false,
-        code: 'INPUT_MAPPING_MISSING',
-        message: `${field}: ${String(expression)} is not a valid reference`,
-      };
+    const source = parseMappingReference(entry.from);
+    const failed = (detail: string): ResolvedInput => ({
+      ok: false,
+      code: 'INPUT_MAPPING_MISSING',
+      message: missingInputMessage,
+      detail,
+    });
+    if (source === 'invalid' || source === null)
+      return failed(`step ${step.key}: ${entry.from} for "${field}" is not a valid reference`);
     const from = source.kind === 'input' ? taskInput : outputs[source.stepKey];
     const found = pick(from, source.path);
-    if (!found.found) {
-      return {
-        ok: false,
-        code: 'INPUT_MAPPING_MISSING',
-        message: `step ${step.key} needs ${String(expression)} for "${field}", and it is missing`,
-      };
-    }
-    value[field] = found.value;
+    if (found.found) value[field] = found.value;
+    else if (typeof entry.whenAbsent === 'object') value[field] = entry.whenAbsent.default;
+    else if (entry.whenAbsent === 'fail')
+      return failed(`step ${step.key} needs ${entry.from} for "${field}", and it is missing`);
   }
   return { ok: true, value };
 }

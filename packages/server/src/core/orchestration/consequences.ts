@@ -31,7 +31,7 @@ export type FactConsequenceDeps = FactDeps & ConsequenceDeps;
 export function cancelledStep(step: StepRecord, now: Date): StepRecord {
   return {
     ...step,
-    status: 'CANCELED',
+    status: 'CANCELLED',
     finishedAt: now,
     waitingFor: null,
     version: step.version + 1n,
@@ -97,7 +97,7 @@ export async function stopOnWorkers(
 
 /**
  * Ends a cancelling execution now: open steps are cancelled, their credentials revoked, workers freed.
- * (Cancelling a running platform task: CANCELING → CANCEL_ATTEMPT to every open attempt → CANCELED once
+ * (Cancelling a running platform task: CANCELLING → CANCEL_ATTEMPT to every open attempt → CANCELLED once
  * they have all stopped — their last facts arrive, `cancelIfStopped` — or when the grace period ends.)
  */
 export async function forceCancel(
@@ -106,7 +106,7 @@ export async function forceCancel(
   before: TaskState,
 ): Promise<void> {
   const now = session.now;
-  const ended = endTask(before.task, before.execution, 'CANCELED', {}, now);
+  const ended = endTask(before.task, before.execution, 'CANCELLED', {}, now);
   if (isRefusal(ended)) return;
   const revoke: string[] = [];
   const changed: StepRecord[] = [];
@@ -126,7 +126,7 @@ export async function forceCancel(
     deps.ids,
     { task: ended.task, execution: ended.execution, steps },
     eventId,
-    'execution.canceled',
+    'execution.cancelled',
     now,
   );
   const after = notified.state;
@@ -137,7 +137,7 @@ export async function forceCancel(
       id: eventId,
       type: 'TASK_CANCELLED',
       producer: 'tdp:orchestrator',
-      payload: { status: 'CANCELED', previousStatus: before.execution.status },
+      payload: { status: 'CANCELLED', previousStatus: before.execution.status },
       occurredAt: now,
       receivedAt: now,
     },
@@ -147,10 +147,10 @@ export async function forceCancel(
         execution: after.execution,
         steps: changed,
         revokeAttemptIds: revoke,
-        closeSchedulingRequests: { stepIds: changed.map((s) => s.id), status: 'CANCELED' },
+        closeSchedulingRequests: { stepIds: changed.map((s) => s.id), status: 'CANCELLED' },
         ...(maps.length > 0 ? { closeMapItems: { stepIds: maps, at: now } } : {}),
         callbacks: notified.callback ? [notified.callback] : [],
-        timeline: [milestone(deps.ids, after, 'CANCELED', 'execution cancelled', {}, now)],
+        timeline: [milestone(deps.ids, after, 'CANCELLED', 'execution cancelled', {}, now)],
       },
     },
   );
@@ -162,7 +162,7 @@ export async function cancelIfStopped(
   session: FactSession,
   state: TaskState,
 ): Promise<void> {
-  if (state.execution.status !== 'CANCELING') return;
+  if (state.execution.status !== 'CANCELLING') return;
   const running = state.steps.some(
     (s) => s.current && s.attemptId && (s.status === 'QUEUED' || s.status === 'RUNNING'),
   );
@@ -242,7 +242,7 @@ export async function failStepAttempt(
           ...(step.attemptId ? [step.attemptId] : []),
           ...(orchestrated.write.revokeAttemptIds ?? []),
         ],
-        closeSchedulingRequests: { stepIds: [step.id], status: 'CANCELED' },
+        closeSchedulingRequests: { stepIds: [step.id], status: 'CANCELLED' },
         ...(failure.workerId
           ? {
               workerCommands: [

@@ -67,7 +67,7 @@ export function viewOf(state: TaskState | null, executionId: string): EngineView
   return {
     taskVersion: state.task.version.toString(),
     over: isTerminal(state.execution.status),
-    canceling: state.execution.status === 'CANCELING',
+    canceling: state.execution.status === 'CANCELLING',
     steps: state.execution.snapshot.steps,
     states: stepStates(state),
     finished,
@@ -154,7 +154,7 @@ export async function wakeSleepingStep(deps: FactConsequenceDeps, sleeping: Slee
     const before = await session.lockTask(sleeping.taskId);
     if (!before || before.execution.id !== sleeping.executionId || isTerminal(before.execution.status))
       return;
-    if (before.execution.status === 'CANCELING') return;
+    if (before.execution.status === 'CANCELLING') return;
     const step = before.steps.find((s) => s.current && s.key === sleeping.stepKey);
     if (step?.attempt !== sleeping.attempt) return;
     await sleepDue(deps, session, before, step);

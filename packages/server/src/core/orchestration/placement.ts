@@ -18,7 +18,13 @@
  */
 import type { StepDefinition } from '@tdp/protocol';
 import { isTerminal } from '../facts/execution.ts';
-import type { AttemptRecord, StepRecord, TaskState, WorkerCommandRecord } from '../facts/records.ts';
+import type {
+  AttemptRecord,
+  StepRecord,
+  TaskState,
+  TimelineRecord,
+  WorkerCommandRecord,
+} from '../facts/records.ts';
 import type { FactSession } from '../facts/session.ts';
 import { taskAfterStepChange } from '../facts/stateMachine.ts';
 import { noTracing, type Tracing } from '../shared/ports.ts';
@@ -149,6 +155,37 @@ export async function startAttempt(
   return { attempt, command };
 }
 
+/**
+ * The timeline's "waiting for a worker" milestone when a ready step could not be placed: only when the
+ * reasons differ from those stored with its request at the last try (null otherwise), so a step that
+ * waits says so once and again when the reason changes, not on every scheduler round. The reasons are
+ * stored with the deferral in the same transaction, so a restart does not repeat the milestone.
+ */
+export function waitingForWorker(
+  ids: PlacementDeps['status']['ids'],
+  state: TaskState,
+  stepId: string,
+  previous: readonly string[],
+  reasons: readonly string[],
+  at: Date,
+): TimelineRecord | null {
+  const step = state.steps.find((s) => s.id === stepId);
+  if (!step || reasons.length === 0 || sameReasons(previous, reasons)) return null;
+  const reason = reasons.join('; ');
+  return milestone(
+    ids,
+    state,
+    'WAITING_FOR_WORKER',
+    `step ${step.key} is waiting for a worker: ${reason}`,
+    { stepId: step.key, attempt: step.attempt, reasons: [...reasons] },
+    at,
+  );
+}
+
+function sameReasons(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && [...a].sort().every((r, i) => r === [...b].sort()[i]);
+}
+
 export type Placement =
   | { kind: 'placed'; command: WorkerCommandRecord }
   /** The step no longer waits for a worker (it moved on, or its execution ended). */
@@ -206,7 +243,13 @@ async function placeInSpan(
     if (!failInvalidInput) return { kind: 'invalid' };
     await failStepAttempt(deps.status, session, before, step, {
       producer: 'tdp:scheduler',
-      error: { category: 'INPUT', code: input.code, retryable: false, userMessage: input.message },
+      error: {
+        category: 'INPUT',
+        code: input.code,
+        retryable: false,
+        userMessage: input.message,
+        detail: input.detail,
+      },
       infrastructure: false,
       workerId: null,
       milestone: 'INPUT_INVALID',

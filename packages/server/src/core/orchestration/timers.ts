@@ -49,18 +49,21 @@ export async function fireTimer(deps: TimerDeps, timer: DueTimer): Promise<void>
     const limitMs = Number(timer.payload.limitMs ?? 0);
     switch (timer.kind) {
       case 'RETRY_DUE':
-        if (step?.current && step.status === 'WAITING' && before.execution.status !== 'CANCELING')
+        if (step?.current && step.status === 'WAITING' && before.execution.status !== 'CANCELLING')
           await retryReady(deps, session, before, step);
         return;
       case 'SCHEDULE_TO_START':
         if (step?.current && (step.status === 'READY' || step.status === 'QUEUED')) {
+          // The scheduler's last reason (e.g. "no worker offers image.watermrk@1") says what to fix.
+          const reasons = step.status === 'READY' ? await session.tx.schedulingReasons(step.id) : [];
+          const why = reasons.length > 0 ? `: ${reasons.join('; ')}` : '';
           await timedOut(
             deps,
             session,
             before,
             step,
             'SCHEDULE_TO_START_TIMEOUT',
-            `no worker started it within ${limitMs} ms`,
+            `no worker started it within ${limitMs} ms${why}`,
           );
         }
         return;
@@ -103,10 +106,10 @@ export async function fireTimer(deps: TimerDeps, timer: DueTimer): Promise<void>
         return;
       }
       case 'CANCEL_GRACE':
-        if (before.execution.status === 'CANCELING') await forceCancel(deps, session, before);
+        if (before.execution.status === 'CANCELLING') await forceCancel(deps, session, before);
         return;
       case 'STEP_BEGIN':
-        if (before.execution.status !== 'CANCELING') await beginStep(deps, session, before, step);
+        if (before.execution.status !== 'CANCELLING') await beginStep(deps, session, before, step);
         return;
       case 'SLEEP_DUE':
         return sleepDue(deps, session, before, step);

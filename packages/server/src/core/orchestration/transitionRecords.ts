@@ -20,6 +20,7 @@ import type { FactWriteSet } from '../facts/writeSet.ts';
 import type { IdGenerator } from '../shared/ports.ts';
 import {
   advance,
+  missingInputMessage,
   type OrchestrationFact,
   type ResolvedInput,
   resolveInput,
@@ -216,9 +217,9 @@ export function applyTransitions(
           ),
         );
         break;
-      case 'STEP_CANCELED': {
+      case 'STEP_CANCELLED': {
         const step = currentStep(t.stepKey);
-        update(step, { status: 'CANCELED', finishedAt: at, waitingFor: null });
+        update(step, { status: 'CANCELLED', finishedAt: at, waitingFor: null });
         cancelled.push(step.id);
         cancelledAsWere.push(step);
         if (step.attemptId) write.revokeAttemptIds.push(step.attemptId);
@@ -285,7 +286,7 @@ export function applyTransitions(
     write: {
       ...write,
       ...(cancelled.length > 0
-        ? { closeSchedulingRequests: { stepIds: cancelled, status: 'CANCELED' as const } }
+        ? { closeSchedulingRequests: { stepIds: cancelled, status: 'CANCELLED' as const } }
         : {}),
       ...(mapsClosed.length > 0 ? { closeMapItems: { stepIds: mapsClosed, at } } : {}),
     },
@@ -346,7 +347,12 @@ export function callbackFor(
 export function resolvePlatformInput(state: TaskState, step: StepRecord): ResolvedInput {
   const definition = state.execution.snapshot.steps.find((d) => d.key === step.key);
   if (!definition)
-    return { ok: false, code: 'INPUT_MAPPING_MISSING', message: `step ${step.key} is not in the snapshot` };
+    return {
+      ok: false,
+      code: 'INPUT_MAPPING_MISSING',
+      message: missingInputMessage,
+      detail: `step ${step.key} is not in the snapshot`,
+    };
   const outputs = stepOutputs(state);
   // Upstream outputs are stored as the step's data (`tdp.output.v1`): the value itself.
   return resolveInput(definition, state.task.input, outputs);

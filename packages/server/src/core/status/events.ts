@@ -18,6 +18,8 @@ import {
   isRefusal,
   type Refusal,
   type StepEventType,
+  stepIsFinished,
+  stoppedByCancel,
   taskAfterStepChange,
 } from '../facts/stateMachine.ts';
 import type { FactWriteSet } from '../facts/writeSet.ts';
@@ -207,7 +209,8 @@ async function reportOne(deps: StatusDeps, session: FactSession, item: ReportIte
     now,
   );
   if (isRefusal(changed)) fail(changed);
-  const nextStep = changed as StepRecord;
+  const cancelling = before.execution.status === 'CANCELLING';
+  const nextStep = cancelling ? stoppedByCancel(changed as StepRecord) : (changed as StepRecord);
   const businessRefusal = checkBusinessStatus(
     statusDefinition,
     before.task.businessStatus,
@@ -219,10 +222,9 @@ async function reportOne(deps: StatusDeps, session: FactSession, item: ReportIte
   const steps = before.steps.map((s) => (s.id === step.id ? nextStep : s));
   const moved = taskAfterStepChange(before.task, before.execution, steps, event.businessStatus, now);
   let after: TaskState = { task: moved.task, execution: moved.execution, steps };
-  const ended = nextStep.status === 'SUCCEEDED' || nextStep.status === 'FAILED';
+  const ended = stepIsFinished(nextStep.status);
   const platform = isPlatformTask(after);
   // TDP coordinates its own tasks: what follows this fact is decided and written in the same transaction.
-  const cancelling = before.execution.status === 'CANCELING';
   const orchestrated =
     platform && ended && !cancelling
       ? orchestrate(

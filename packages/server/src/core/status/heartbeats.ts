@@ -167,7 +167,7 @@ export async function recordHeartbeats(
 
 function classify(probe: HeartbeatProbe, seq: number): HeartbeatResult['outcome'] | 'RECOVER' {
   if (!probe.current || !probe.executionIsCurrent) return 'STALE_ATTEMPT';
-  if (['SUCCEEDED', 'FAILED', 'SKIPPED', 'CANCELED'].includes(probe.status)) return 'TERMINAL';
+  if (['SUCCEEDED', 'FAILED', 'SKIPPED', 'CANCELLED'].includes(probe.status)) return 'TERMINAL';
   if (probe.status !== 'RUNNING') return 'NOT_RUNNING';
   if (BigInt(seq) <= probe.lastHeartbeatSeq) return 'DUPLICATE';
   if (probe.health === 'STALE') return 'RECOVER';

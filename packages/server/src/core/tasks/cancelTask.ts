@@ -9,7 +9,7 @@ import { cancelledStep, stopOnWorkers } from '../orchestration/consequences.ts';
 import { callbackFor, isPlatformTask, milestone } from '../orchestration/transitionRecords.ts';
 import { AppError } from '../shared/errors.ts';
 
-const finishedSteps = new Set<StepRecord['status']>(['SUCCEEDED', 'FAILED', 'SKIPPED', 'CANCELED']);
+const finishedSteps = new Set<StepRecord['status']>(['SUCCEEDED', 'FAILED', 'SKIPPED', 'CANCELLED']);
 
 export interface CancelDeps extends FactDeps {
   /** How long running attempts get to stop after a cancel before the execution is cancelled anyway. */
@@ -53,8 +53,8 @@ export async function cancelTaskChanged(
       before.steps.some((s) => s.current && s.attemptId && (s.status === 'QUEUED' || s.status === 'RUNNING'));
     const planned = planCancel(before.execution.status);
     const plan =
-      planned.kind === 'transition' && planned.to === 'CANCELING' && !onWorkers
-        ? { ...planned, to: 'CANCELED' as const }
+      planned.kind === 'transition' && planned.to === 'CANCELLING' && !onWorkers
+        ? { ...planned, to: 'CANCELLED' as const }
         : planned;
     if (plan.kind === 'already') return { task: toTaskView(before), changed: false };
     if (plan.kind === 'refused') {
@@ -66,11 +66,11 @@ export async function cancelTaskChanged(
     const now = session.now;
     let after: TaskState;
     const revokeAttemptIds: string[] = [];
-    /** Attempts on workers, asked to stop (CANCELING): the execution ends once they did, or after the grace. */
+    /** Attempts on workers, asked to stop (CANCELLING): the execution ends once they did, or after the grace. */
     const stillRunning: StepRecord[] = [];
     const graceTimers: TimerRecord[] = [];
-    if (plan.to === 'CANCELED') {
-      const ended = endTask(before.task, before.execution, 'CANCELED', {}, now);
+    if (plan.to === 'CANCELLED') {
+      const ended = endTask(before.task, before.execution, 'CANCELLED', {}, now);
       if (isRefusal(ended)) throw new AppError(ended.code, ended.message);
       const steps = before.steps.map((step) => {
         if (!step.current || finishedSteps.has(step.status)) return step;
@@ -111,7 +111,7 @@ export async function cancelTaskChanged(
     }
     const eventId = deps.ids.newId();
     const cancelledStepIds = after.steps
-      .filter((s, i) => s !== before.steps[i] && s.status === 'CANCELED')
+      .filter((s, i) => s !== before.steps[i] && s.status === 'CANCELLED')
       .map((s) => s.id);
     // A running map's items are cancelled with it, and the attempts of the running ones revoked.
     const cancelledMaps = before.steps
@@ -127,7 +127,7 @@ export async function cancelTaskChanged(
       deps.ids,
       after,
       eventId,
-      isTerminal(after.execution.status) ? 'execution.canceled' : 'execution.canceling',
+      isTerminal(after.execution.status) ? 'execution.cancelled' : 'execution.cancelling',
       now,
     );
     after = notified.state;
@@ -148,13 +148,13 @@ export async function cancelTaskChanged(
           execution: after.execution,
           steps: after.steps.filter((s, i) => s !== before.steps[i]),
           revokeAttemptIds,
-          closeSchedulingRequests: { stepIds: cancelledStepIds, status: 'CANCELED' },
+          closeSchedulingRequests: { stepIds: cancelledStepIds, status: 'CANCELLED' },
           ...(cancelledMaps.length > 0 ? { closeMapItems: { stepIds: cancelledMaps, at: now } } : {}),
           callbacks: notified.callback ? [notified.callback] : [],
           workerCommands: stopCommands,
           timers: graceTimers,
           timeline: [
-            milestone(deps.ids, after, 'CANCELED', reason ? `cancelled: ${reason}` : 'cancelled', {}, now),
+            milestone(deps.ids, after, 'CANCELLED', reason ? `cancelled: ${reason}` : 'cancelled', {}, now),
           ],
         },
       },

@@ -22,7 +22,7 @@ const executionStatusesOf: Record<LifecycleStatus, ExecutionStatus[]> = {
   RUNNING: ['RUNNING'],
   SUCCEEDED: ['SUCCEEDED'],
   FAILED: ['FAILED'],
-  CANCELLED: ['CANCELED'],
+  CANCELLED: ['CANCELLED'],
   TIMED_OUT: ['TIMED_OUT'],
 };
 
@@ -32,7 +32,7 @@ const stepStatusOf: Record<LifecycleStatus, StepStatus | null> = {
   RUNNING: 'RUNNING',
   SUCCEEDED: 'SUCCEEDED',
   FAILED: 'FAILED',
-  CANCELLED: 'CANCELED',
+  CANCELLED: 'CANCELLED',
   TIMED_OUT: null,
 };
 

@@ -33,9 +33,11 @@ import { noTracing, type TraceSpan } from '../shared/ports.ts';
 import type { CandidateSource } from '../workers/ports.ts';
 import { freeSlots, type WorkerCandidate } from '../workers/selector.ts';
 import type { TaskStore, TasksInFlight } from './ports.ts';
-import { applyStepConstraints } from './snapshot.ts';
+import { applyScheduleToStart, applyStepConstraints } from './snapshot.ts';
 
 export interface CreateTaskDeps extends FactDeps {
+  /** The server's schedule-to-start limit for steps that set none (0 or absent: none). */
+  scheduleToStartDefaultMs?: number;
   definitions: DefinitionLookup;
   schemas: JsonSchemaValidator;
   allowInsecureCallbacks: boolean;
@@ -158,7 +160,16 @@ export async function createTask(
   const snapshot = deps.placement ? placeableSnapshot(deps.placement, deps.clock.now()) : null;
   const tracing = deps.tracing ?? noTracing;
   return tracing.inSpan('tdp.task.create', {}, (span) =>
-    createInTransaction(deps, principal, idempotencyKey, request, definition, merged.steps, snapshot, span),
+    createInTransaction(
+      deps,
+      principal,
+      idempotencyKey,
+      request,
+      definition,
+      applyScheduleToStart(merged.steps, request.scheduleToStartMs, deps.scheduleToStartDefaultMs ?? 0),
+      snapshot,
+      span,
+    ),
   );
 }
 

@@ -1,5 +1,11 @@
 /** Freezing a definition into an execution snapshot, with the task's per-step constraints merged. Pure. */
-import type { Affinity, FieldError, StepConstraints, StepDefinition } from '@tdp/protocol';
+import {
+  type Affinity,
+  type FieldError,
+  type StepConstraints,
+  type StepDefinition,
+  stepKind,
+} from '@tdp/protocol';
 
 export function mergeAffinity(base: Affinity, override: Affinity): Affinity {
   const merged: Affinity = { ...base };
@@ -12,6 +18,23 @@ export function mergeAffinity(base: Affinity, override: Affinity): Affinity {
     merged.minimumResources = { ...base.minimumResources, ...override.minimumResources };
   }
   return merged;
+}
+
+/**
+ * The schedule-to-start limit of each capability step: the task's own, else the step's, else the
+ * server's default (0: none). A step with a limit fails if no worker starts it in time (timers.ts).
+ */
+export function applyScheduleToStart(
+  steps: StepDefinition[],
+  taskLimitMs: number | undefined,
+  defaultMs: number,
+): StepDefinition[] {
+  return steps.map((step) => {
+    if (stepKind(step) !== 'capability') return step;
+    const limit = taskLimitMs ?? step.timeouts.scheduleToStartMs ?? (defaultMs > 0 ? defaultMs : undefined);
+    if (limit === undefined || limit === step.timeouts.scheduleToStartMs) return step;
+    return { ...step, timeouts: { ...step.timeouts, scheduleToStartMs: limit } };
+  });
 }
 
 export function applyStepConstraints(

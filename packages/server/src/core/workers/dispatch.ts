@@ -1,8 +1,8 @@
-import type { WorkerCommandRecord } from '../facts/records.ts';
+import type { TaskState, WorkerCommandRecord } from '../facts/records.ts';
 import { inFactTransaction } from '../facts/session.ts';
 import type { FactConsequenceDeps } from '../orchestration/consequences.ts';
 import { isRunningMap, placeMapItems } from '../orchestration/kinds/map.ts';
-import { lockCandidates, placeStep } from '../orchestration/placement.ts';
+import { lockCandidates, placeStep, waitingForWorker } from '../orchestration/placement.ts';
 import type { WorkerStore } from './ports.ts';
 import { freeSlots } from './selector.ts';
 
@@ -53,6 +53,22 @@ export async function dispatchReady(deps: DispatchDeps, limit: number): Promise<
         ),
       ]);
       const deferred: { id: string; reasons: string[] }[] = [];
+      // The timeline says a step waits for a worker, and why, when the reason is new (placement.ts).
+      const sayWaiting = async (
+        state: TaskState,
+        request: { stepId: string; reasons: string[] },
+        reasons: string[],
+      ) => {
+        const record = waitingForWorker(
+          deps.status.ids,
+          state,
+          request.stepId,
+          request.reasons,
+          reasons,
+          now,
+        );
+        if (record) await session.write({ timeline: [record] });
+      };
       for (const request of requests) {
         const before = await session.lockTask(request.taskId);
         const step = before?.steps.find((s) => s.id === request.stepId);
@@ -60,7 +76,10 @@ export async function dispatchReady(deps: DispatchDeps, limit: number): Promise<
           // A map step's request places a round of its items (kinds/map.ts).
           const placement = await placeMapItems(deps, session, before, step, reserved);
           if (placement.kind === 'placed') sent.push(...placement.commands);
-          if (placement.kind === 'unplaceable') deferred.push({ id: request.id, reasons: placement.reasons });
+          if (placement.kind === 'unplaceable') {
+            deferred.push({ id: request.id, reasons: placement.reasons });
+            await sayWaiting(before, request, placement.reasons);
+          }
           if (placement.kind === 'placed' && placement.waitsForSlot)
             deferred.push({ id: request.id, reasons: ['every worker is at its concurrency limit'] });
           continue;
@@ -69,10 +88,12 @@ export async function dispatchReady(deps: DispatchDeps, limit: number): Promise<
         if (placement.kind === 'placed') sent.push(placement.command);
         else if (placement.kind === 'stale')
           await session.write({
-            closeSchedulingRequests: { stepIds: [request.stepId], status: 'CANCELED' },
+            closeSchedulingRequests: { stepIds: [request.stepId], status: 'CANCELLED' },
           });
-        else if (placement.kind === 'unplaceable')
+        else if (placement.kind === 'unplaceable' && before) {
           deferred.push({ id: request.id, reasons: placement.reasons });
+          await sayWaiting(before, request, placement.reasons);
+        }
       }
       // All of the round's unplaceable requests in one statement (with no worker up, that is every one).
       if (deferred.length > 0)

@@ -1,6 +1,7 @@
 /** Definitions: published workflows, the status and operation registries, and JSON Schema checks. */
 import { registerDefinitionRoutes } from '../../adapters/inbound/http/definitionsRoutes.ts';
 import { AjvJsonSchemaValidator } from '../../adapters/outbound/jsonschema/ajvValidator.ts';
+import { PostgresCapabilityOffers } from '../../adapters/outbound/postgres/capabilityOffers.ts';
 import { PostgresDefinitionStore } from '../../adapters/outbound/postgres/definitionStore.ts';
 import { PostgresRegistryStore } from '../../adapters/outbound/postgres/registryStore.ts';
 import { DefinitionCatalog } from '../../core/definitions/catalog.ts';
@@ -47,6 +48,7 @@ export const definitionsFeature = defineFeature({
             clock: host.clock,
             ids: host.ids,
           },
+          offers: new PostgresCapabilityOffers(host.sql),
         }),
     };
   },

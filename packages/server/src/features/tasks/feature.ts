@@ -36,6 +36,12 @@ const settings = settingsSlice(
       default: 5,
       description: "The `Retry-After` of a create refused for the application's tasks in flight.",
     }),
+    scheduleToStartDefaultMs: setting.integer({
+      env: 'TDP_SCHEDULE_TO_START_DEFAULT_MS',
+      default: 0,
+      description:
+        'How long a capability step may wait for a worker when neither its task nor its workflow sets a limit; past it the step fails with `SCHEDULE_TO_START_TIMEOUT` and the reason (`0`: waits forever; `tdp dev` uses 30000).',
+    }),
     cancelGraceMs: setting.value({
       default: 30_000,
       description:
@@ -70,6 +76,7 @@ export const tasksFeature = defineFeature({
         },
         mapItemLimits: host.need('status').deps.mapItemLimits,
         tasks: store,
+        scheduleToStartDefaultMs: settings.scheduleToStartDefaultMs,
       },
       cancel: { ...facts, cancelGraceMs: settings.cancelGraceMs },
       store,

@@ -32,6 +32,7 @@ import type { WorkerDeps } from '../../../core/workers/workers.ts';
 import { registerAuditRoutes } from './auditRoutes.ts';
 import { registerDashboardChartRoutes } from './dashboardChartRoutes.ts';
 import { type DashboardOperatorActions, registerDashboardOperatorRoutes } from './dashboardOperatorRoutes.ts';
+import { readDeprecatedStatusSpellings } from './deprecatedSpellings.ts';
 import { registerOperatorAccountRoutes } from './operatorAccountRoutes.ts';
 import {
   actorOfRequest,
@@ -124,7 +125,7 @@ export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDep
   // task that changes to the top live.
   app.get<{ Querystring: { status?: string; applicationId?: string; workflow?: string; limit?: string } }>(
     '/dashboard/api/tasks',
-    { schema: hidden, onRequest: viewers },
+    { schema: hidden, onRequest: viewers, preValidation: readDeprecatedStatusSpellings },
     async (request) => {
       const { status, applicationId, workflow } = request.query;
       if (status && !(statuses as readonly string[]).includes(status))

@@ -1,5 +1,6 @@
 import {
   PublishWorkflowDefinitionRequest,
+  PublishWorkflowDefinitionResponse,
   WorkflowDefinition,
   WorkflowName,
   WorkflowVersion,
@@ -8,6 +9,7 @@ import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import type { StoredDefinition } from '../../../core/definitions/ports.ts';
 import { type DefinitionDeps, publishDefinition } from '../../../core/definitions/publishDefinition.ts';
+import { type CapabilityOffers, publishWarnings } from '../../../core/definitions/publishWarnings.ts';
 import type { ApiKeyAuthenticator } from '../../../core/identity/authenticate.ts';
 import { AppError } from '../../../core/shared/errors.ts';
 import { principalOf, requireApplication } from './auth.ts';
@@ -25,7 +27,7 @@ const toView = (d: StoredDefinition): WorkflowDefinition => ({
 
 export function registerDefinitionRoutes(
   app: FastifyInstance,
-  deps: { authenticator: ApiKeyAuthenticator; definitions: DefinitionDeps },
+  deps: { authenticator: ApiKeyAuthenticator; definitions: DefinitionDeps; offers: CapabilityOffers },
 ): void {
   const onRequest = requireApplication(deps.authenticator);
   const security = [{ apiKey: [] }];
@@ -40,10 +42,15 @@ export function registerDefinitionRoutes(
         description:
           'Validates the DAG (unique keys, known dependencies, no cycle, mappings only from the input or upstream ' +
           'steps, a valid input JSON Schema) and publishes it. A name + version is immutable: publishing identical ' +
-          'content again answers 200 with the stored definition; different content is 409.',
+          'content again answers 200 with the stored definition; different content is 409. `warnings` names each ' +
+          'step no registered worker can take now (with the nearest offered names): it would wait for a worker.',
         security,
         body: PublishWorkflowDefinitionRequest,
-        response: { 200: WorkflowDefinition, 201: WorkflowDefinition, ...problemResponses },
+        response: {
+          200: PublishWorkflowDefinitionResponse,
+          201: PublishWorkflowDefinitionResponse,
+          ...problemResponses,
+        },
       },
     },
     async (request, reply) => {
@@ -52,7 +59,8 @@ export function registerDefinitionRoutes(
         principalOf(request),
         request.body,
       );
-      return reply.code(created ? 201 : 200).send(toView(definition));
+      const warnings = await publishWarnings(deps.offers, definition.steps);
+      return reply.code(created ? 201 : 200).send({ ...toView(definition), warnings });
     },
   );
 

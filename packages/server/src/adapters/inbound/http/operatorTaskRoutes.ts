@@ -10,6 +10,7 @@ import type { BulkAction, BulkJobRecord, BulkTaskFilter } from '../../../core/op
 import { AppError } from '../../../core/shared/errors.ts';
 import type { CorrectionRequest } from '../../../core/tasks/correction.ts';
 import { type CorrectDeps, correctTask } from '../../../core/tasks/correctTask.ts';
+import { readDeprecatedStatusSpellings } from './deprecatedSpellings.ts';
 import {
   actorOfRequest,
   type OperatorGate,
@@ -95,7 +96,7 @@ export function registerOperatorTaskRoutes(
       path,
       {
         onRequest,
-        preValidation: requireIdempotencyKey,
+        preValidation: [readDeprecatedStatusSpellings, requireIdempotencyKey],
         schema: {
           tags,
           security,
@@ -160,6 +161,7 @@ export function registerOperatorTaskRoutes(
     '/admin/v1/tasks/:id(^[0-9a-fA-F-]{36})::correct',
     {
       onRequest,
+      preValidation: readDeprecatedStatusSpellings,
       schema: {
         tags,
         security,

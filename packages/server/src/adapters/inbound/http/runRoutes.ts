@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
+import { callbackDeliveryStatus } from '../../../core/callbacks/deliveryStatus.ts';
 import type { ApiKeyAuthenticator } from '../../../core/identity/authenticate.ts';
 import type { CallbackDeliveries, TaskRunReads } from '../../../core/operations/ports.ts';
 import type { ArchivedTasks } from '../../../core/retention/ports.ts';
@@ -111,7 +112,7 @@ export async function callbackLogOf(callbacks: CallbackDeliveries, taskId: strin
     id: r.id,
     sequence: r.sequence,
     eventType: r.event_type,
-    status: r.status,
+    status: callbackDeliveryStatus(r.status),
     attempts: r.attempts,
     responseStatus: r.response_status,
     lastError: r.last_error,

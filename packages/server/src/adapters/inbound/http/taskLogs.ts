@@ -2,7 +2,21 @@
 import type { WorkerEventOutcome } from '@tdp/protocol';
 import type { FastifyBaseLogger } from 'fastify';
 
-/** One line per reported event: accepted with its task's fields, or refused with its error code. */
+/**
+ * Whether a refusal says the report came after its attempt, step or task had ended: normal when a worker
+ * was still finishing as a cancel or a sibling's failure stopped it, so not worth a warning. An attempt
+ * no longer current is STALE_EXECUTION; an ended step or task is INVALID_TRANSITION "already ended" (the
+ * same code also refuses, say, a second STEP_STARTED, which stays a warning); an archived task ended long ago.
+ */
+export function refusedAsOver(outcome: { code: string; detail: string }): boolean {
+  if (outcome.code === 'STALE_EXECUTION' || outcome.code === 'TASK_ARCHIVED') return true;
+  return outcome.code === 'INVALID_TRANSITION' && outcome.detail.includes('already ended');
+}
+
+/**
+ * One line per reported event: accepted with its task's fields, or refused with its error code — at
+ * debug when the refusal only says its attempt is over, at warn otherwise.
+ */
 export function logReportedEvents(
   log: FastifyBaseLogger,
   traceId: string | undefined,
@@ -21,6 +35,8 @@ export function logReportedEvents(
     if (outcome.ok) {
       const { taskId, stepId, taskVersion, operationCode } = outcome.result;
       log.info({ ...fields, taskId, stepId, taskVersion, operationCode }, 'event reported');
-    } else log.warn({ ...fields, errorCode: outcome.code }, 'event refused');
+    } else if (refusedAsOver(outcome))
+      log.debug({ ...fields, errorCode: outcome.code }, 'event refused: its attempt is over');
+    else log.warn({ ...fields, errorCode: outcome.code }, 'event refused');
   }
 }

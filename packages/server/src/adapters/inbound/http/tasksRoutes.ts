@@ -9,6 +9,7 @@ import type { TaskStore } from '../../../core/tasks/ports.ts';
 import { getTask, listTasks } from '../../../core/tasks/queryTasks.ts';
 import { retryTask } from '../../../core/tasks/retryTask.ts';
 import { principalOf, requireApplication } from './auth.ts';
+import { readDeprecatedStatusSpellings } from './deprecatedSpellings.ts';
 import { requireIdempotencyKey } from './problems.ts';
 import { emptyBodyAsObject, IdempotencyKeyHeader, problemResponses, Uuid } from './schemas.ts';
 import { inboundSpan, traceIdOf } from './tracing.ts';
@@ -86,6 +87,7 @@ export function registerTaskRoutes(app: FastifyInstance, deps: TaskRouteDeps): v
     '/v1/tasks',
     {
       onRequest,
+      preValidation: readDeprecatedStatusSpellings,
       schema: {
         tags: ['tasks'],
         summary: 'List tasks, newest first',
@@ -151,7 +153,7 @@ export function registerTaskRoutes(app: FastifyInstance, deps: TaskRouteDeps): v
         tags: ['tasks'],
         summary: 'Cancel a task',
         description:
-          'Idempotent. A task that has not started ends CANCELED at once; a running one goes to CANCELING until its ' +
+          'Idempotent. A task that has not started ends CANCELLED at once; a running one goes to CANCELLING until its ' +
           'attempts stop. A finished task answers 409 INVALID_TRANSITION.',
         security,
         params: TaskParams,

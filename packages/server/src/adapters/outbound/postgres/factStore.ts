@@ -108,6 +108,12 @@ class PostgresFactTransaction implements FactTransaction {
     await deferSchedulingRequests(this.sql, requests, availableAt);
   }
 
+  async schedulingReasons(stepId: string) {
+    const [row] = await this.sql<{ reasons: string[] }[]>`
+      SELECT reasons FROM scheduling_request WHERE step_id = ${stepId} AND status = 'PENDING'`;
+    return row?.reasons ?? [];
+  }
+
   async advisoryLocks(keys: string[]) {
     return advisoryLocks(this.sql, keys);
   }

@@ -48,13 +48,13 @@ const updateItems = `UPDATE map_item SET status = x.status, attempt = x.attempt,
 
 /**
  * A map that ended: the attempts of its running items are revoked (their workers' slots are free) and
- * its open items CANCELED. Both statements see the snapshot from before the commit's statement, so the
+ * its open items CANCELLED. Both statements see the snapshot from before the commit's statement, so the
  * first still finds the items RUNNING; items the same commit changes itself (`kept`) keep their state.
  */
 const revokeRunningItemAttempts = `UPDATE attempt SET revoked_at = coalesce(attempt.revoked_at, x.at)
   FROM ${recordset(closeColumns)}, map_item
   WHERE map_item.step_id = x.step_id AND map_item.status = 'RUNNING' AND attempt.id = map_item.attempt_id`;
-const cancelOpenItems = `UPDATE map_item SET status = 'CANCELED', updated_at = x.at
+const cancelOpenItems = `UPDATE map_item SET status = 'CANCELLED', updated_at = x.at
   FROM ${recordset(closeColumns)}
   WHERE map_item.step_id = x.step_id AND map_item.status IN ('PENDING', 'RUNNING', 'WAITING_RETRY')
     AND NOT (map_item.item_index = ANY(x.kept))`;

@@ -26,7 +26,7 @@ export function mergeWrites(writes: FactWriteSet[]) {
   const steps = new Map<string, StepRecord>();
   const attempts = new Map<string, AttemptRecord>();
   const revoked = new Set<string>();
-  const closed = new Map<'DISPATCHED' | 'CANCELED', string[]>();
+  const closed = new Map<'DISPATCHED' | 'CANCELLED', string[]>();
   const commandAcks = new Map<string, { id: string; worker_id: string; acked_at: Date }>();
   const mapItems = new Map<string, MapItemRecord>();
   const closedMaps = new Map<string, { stepId: string; at: Date }>();

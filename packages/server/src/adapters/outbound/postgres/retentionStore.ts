@@ -15,7 +15,7 @@ import {
 } from '../../../core/retention/ports.ts';
 import { type Queryable, type Sql, type TxSql, transaction } from './database.ts';
 
-const terminal = `('SUCCEEDED', 'FAILED', 'TIMED_OUT', 'CANCELED')`;
+const terminal = `('SUCCEEDED', 'FAILED', 'TIMED_OUT', 'CANCELLED')`;
 
 /** How each history table's rows of a set of tasks ($1, uuid[]) are found, and their key order. */
 const history: Record<TaskHistoryTable, { where: string; orderBy: string }> = {

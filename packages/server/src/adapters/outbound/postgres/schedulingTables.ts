@@ -170,13 +170,13 @@ export async function claimSchedulingRequests(
   now: Date,
   limit: number,
 ): Promise<ClaimedSchedulingRequest[]> {
-  const rows = await sql<{ id: string; task_id: string; step_id: string }[]>`
-      SELECT id, task_id, step_id FROM scheduling_request
+  const rows = await sql<{ id: string; task_id: string; step_id: string; reasons: string[] }[]>`
+      SELECT id, task_id, step_id, reasons FROM scheduling_request
       WHERE status = 'PENDING' AND available_at <= ${now}
       ORDER BY priority DESC, created_at
       LIMIT ${limit}
       FOR UPDATE SKIP LOCKED`;
-  return rows.map((r) => ({ id: r.id, taskId: r.task_id, stepId: r.step_id }));
+  return rows.map((r) => ({ id: r.id, taskId: r.task_id, stepId: r.step_id, reasons: r.reasons }));
 }
 
 export async function deferSchedulingRequests(

@@ -11,7 +11,7 @@
  * - The child's end: its terminal fact writes CHILD_FINISHED on the parent (facts/taskFamily.ts), and
  *   `childFinished` ends the parent's step in the parent's own transaction. A succeeded child gives its
  *   step outputs as the step's output; a failed or cancelled one fails the step (CHILD_TASK_FAILED,
- *   CHILD_TASK_CANCELED) and the step's failure policy decides what the parent does.
+ *   CHILD_TASK_CANCELLED) and the step's failure policy decides what the parent does.
  * - The parent's step cancelled: CANCEL_CHILD on the child; `cancelChild` cancels it through the tasks
  *   context's own cancel, behind the `ChildTaskCancel` port.
  */
@@ -235,7 +235,7 @@ export async function childFinished(
     });
     return;
   }
-  if (status !== 'FAILED' && status !== 'CANCELED') return;
+  if (status !== 'FAILED' && status !== 'CANCELLED') return;
   // The child's own words for people, checked as every shown message is.
   const reason = shownUserMessage(child.task.failure);
   await failStep(deps, session, before, step, {
@@ -245,7 +245,7 @@ export async function childFinished(
           code: 'CHILD_TASK_FAILED',
           message: `The child task of step ${step.key} failed${reason ? `: ${reason}` : ''}`,
         }
-      : { code: 'CHILD_TASK_CANCELED', message: `The child task of step ${step.key} was cancelled` }),
+      : { code: 'CHILD_TASK_CANCELLED', message: `The child task of step ${step.key} was cancelled` }),
   });
 }
 

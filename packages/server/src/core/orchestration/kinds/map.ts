@@ -217,7 +217,13 @@ export async function placeMapItems(
             attemptId: null,
             result: {
               kind: 'FAILED' as const,
-              error: { category: 'INPUT', code: input.code, retryable: false, userMessage: input.message },
+              error: {
+                category: 'INPUT',
+                code: input.code,
+                retryable: false,
+                userMessage: input.message,
+                detail: input.detail,
+              },
               lost: false,
             },
           },

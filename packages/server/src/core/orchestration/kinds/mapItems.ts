@@ -11,9 +11,9 @@
  * - CONTINUE: every item runs; the output lists per item `{ output }` or `{ error }`.
  */
 import type { MapOptions, StepDefinition, StructuredError } from '@tdp/protocol';
-import { parseMappingReference } from '../../definitions/references.ts';
+import { mappingEntry, parseMappingReference } from '../../definitions/references.ts';
 import type { MapItemRecord, StepRecord, TaskState } from '../../facts/records.ts';
-import { resolveInput } from '../advance.ts';
+import { missingInputMessage, resolveInput } from '../advance.ts';
 
 /** The map's counters, as `waitingFor` shows them; the other items are pending (or waiting to retry). */
 export interface MapCounters {
@@ -138,7 +138,7 @@ export function otherMapItems(state: TaskState, stepId: string): number {
 
 export type ItemInput =
   | { ok: true; value: Record<string, unknown> }
-  | { ok: false; code: 'INPUT_MAPPING_MISSING'; message: string };
+  | { ok: false; code: 'INPUT_MAPPING_MISSING'; message: string; detail: string };
 
 /** One item's input: `$.item…` from the item, every other reference as a capability step's mapping. */
 export function itemInput(
@@ -151,19 +151,22 @@ export function itemInput(
   const value: Record<string, unknown> = {};
   const rest: Record<string, unknown> = {};
   for (const [field, expression] of Object.entries(mapping)) {
-    const path = itemReference(expression);
-    if (path === null) {
+    const entry = mappingEntry(expression);
+    const path = entry.kind === 'reference' ? itemReference(entry.from) : null;
+    if (entry.kind === 'literal' || path === null) {
       rest[field] = expression;
       continue;
     }
     const found = pick(item, path);
-    if (!found.found)
+    if (found.found) value[field] = found.value;
+    else if (typeof entry.whenAbsent === 'object') value[field] = entry.whenAbsent.default;
+    else if (entry.whenAbsent === 'fail')
       return {
         ok: false,
         code: 'INPUT_MAPPING_MISSING',
-        message: `item ${index} of step ${definition.key} has no ${String(expression)} for "${field}"`,
+        message: missingInputMessage,
+        detail: `item ${index} of step ${definition.key} has no ${entry.from} for "${field}"`,
       };
-    value[field] = found.value;
   }
   const others = resolveInput({ ...definition, inputMapping: rest }, state.task.input, outputsOf(state));
   if (!others.ok) return others;

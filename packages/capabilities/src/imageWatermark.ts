@@ -12,11 +12,12 @@
 import { createWriteStream } from 'node:fs';
 import { rename, rm } from 'node:fs/promises';
 import { createRequire } from 'node:module';
+import { availableParallelism } from 'node:os';
 import { pipeline } from 'node:stream/promises';
+import { CapabilityError, defineCapability } from '@tdp/worker';
 import sharp from 'sharp';
 import { Type } from 'typebox';
 import yazl from 'yazl';
-import { CapabilityError, defineCapability } from '../sdk.ts';
 import {
   type ArchiveLimits,
   damagedArchive,
@@ -359,6 +360,8 @@ export const createImageWatermark = (limits: ImageLimits = defaultImageLimits) =
   defineCapability({
     name: 'image.watermark',
     version: '1',
+    // CPU-bound: as many at once as the machine has CPUs, unless the worker is told otherwise.
+    maxConcurrency: Math.max(1, availableParallelism()),
     input: Type.Object(
       {
         source: Type.String({ minLength: 1, description: "the source ZIP's resource reference" }),

@@ -5,8 +5,8 @@
 import { createRequire } from 'node:module';
 import { promisify } from 'node:util';
 import { crc32, inflateRaw } from 'node:zlib';
+import { type CapabilityContext, CapabilityError } from '@tdp/worker';
 import yauzl from 'yauzl';
-import { type CapabilityContext, CapabilityError } from '../sdk.ts';
 import { decodeEntryNames, type NameEncoding } from './zipNames.ts';
 
 // yazl computes each entry's CRC-32 in JavaScript (buffer-crc32): about 3 ms per megabyte on the main

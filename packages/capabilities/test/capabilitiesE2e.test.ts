@@ -12,13 +12,13 @@ import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type FileStore, startFileStore } from '../../../test/fileStore.ts';
 import { type Harness, startHarness } from '../../../test/harness.ts';
-import { bombPng } from './images.ts';
 import {
   killAllWorkerProcesses,
   startWorkerProcess,
   stopWorkerProcess,
   type WorkerProcess,
-} from './support.ts';
+} from '../../worker/test/support.ts';
+import { bombPng } from './images.ts';
 import { readZip, writeRawZip, writeZip } from './zips.ts';
 
 let h: Harness;

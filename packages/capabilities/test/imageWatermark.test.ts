@@ -11,7 +11,7 @@ import {
   renderText,
   watermarkArchive,
   watermarkImage,
-} from '../src/capabilities/imageWatermark.ts';
+} from '../src/imageWatermark.ts';
 import { bombPng } from './images.ts';
 import { readZip, writeRawZip, writeZip } from './zips.ts';
 

@@ -15,10 +15,11 @@
  */
 import { createWriteStream } from 'node:fs';
 import { rename, rm } from 'node:fs/promises';
+import { availableParallelism } from 'node:os';
 import { pipeline } from 'node:stream/promises';
+import { CapabilityError, defineCapability } from '@tdp/worker';
 import { Type } from 'typebox';
 import yazl from 'yazl';
-import { CapabilityError, defineCapability } from '../sdk.ts';
 import {
   type ArchiveLimits,
   damagedArchive,
@@ -179,6 +180,8 @@ const RemovedEntrySchema = Type.Object({ path: Type.String(), reason: Type.Strin
 export const archiveClean = defineCapability({
   name: 'archive.clean',
   version: '1',
+  // CPU-bound: as many at once as the machine has CPUs, unless the worker is told otherwise.
+  maxConcurrency: Math.max(1, availableParallelism()),
   input: Type.Object(
     {
       source: Type.String({ minLength: 1, description: "the source ZIP's resource reference" }),

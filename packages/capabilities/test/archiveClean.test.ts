@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import iconv from 'iconv-lite';
 import { describe, expect, it } from 'vitest';
-import { cleanArchive, globToRegExp, junkReason } from '../src/capabilities/archiveClean.ts';
+import { cleanArchive, globToRegExp, junkReason } from '../src/archiveClean.ts';
 import { pythonZipNames, readZip, unicodePathField, writeRawZip, writeZip, zipinfoNames } from './zips.ts';
 
 const directory = mkdtempSync(join(tmpdir(), 'tdp-clean-'));
