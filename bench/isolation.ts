@@ -26,6 +26,7 @@ function benchContext(directory: string, attempt: number, source: string): Capab
   return {
     attemptId: `bench-${attempt}`,
     taskId: 'bench',
+    stepKey: 'only',
     stepId: 'only',
     attempt: 1,
     checkpoint: null,

@@ -8,6 +8,7 @@ export {
   type NotificationItem,
   type SnapshotItem,
   type TaskDetail,
+  type TaskDetailStep,
   type TaskListItem,
   type TaskMessage,
   type TaskRemoved,

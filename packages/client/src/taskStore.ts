@@ -69,10 +69,23 @@ export interface TaskDetail {
     startedAt: string | null;
     finishedAt: string | null;
     asOf: string;
-    steps: Record<string, unknown>[];
+    steps: TaskDetailStep[];
     [field: string]: unknown;
   };
   notice?: Notice | null;
+}
+
+/** One step of a `task.detail` (more fields than these: status, progress, error…). */
+export interface TaskDetailStep {
+  /** The step's key in its task. */
+  stepKey: string;
+  /** The current attempt's id; null before the step first runs. */
+  attemptId: string | null;
+  /** @deprecated use stepKey */
+  stepId: string;
+  /** @deprecated use attemptId */
+  executionId: string | null;
+  [field: string]: unknown;
 }
 
 /** Sent when a person loses access to a task. */

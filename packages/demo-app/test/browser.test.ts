@@ -383,7 +383,7 @@ describe('the demo page in Chromium', () => {
         ).json()) as { items: { sequence: number; status: string }[] }
       ).items;
     await expect
-      .poll(async () => (await deliveries()).every((d) => d.status === 'PUBLISHED'), { timeout: 60_000 })
+      .poll(async () => (await deliveries()).every((d) => d.status === 'DELIVERED'), { timeout: 60_000 })
       .toBe(true);
     const sent = (await deliveries()).map((d) => d.sequence).sort((a, b) => a - b);
     expect(sent).toEqual(sent.map((_, i) => i + 1));

@@ -276,7 +276,9 @@ export const StepView = Type.Object({
   id: Type.String(),
   key: Type.String(),
   attempt: Type.Integer(),
-  executionId: Type.Union([Type.String(), Type.Null()]),
+  attemptId: Type.Union([Type.String(), Type.Null()]),
+  /** @deprecated use attemptId */
+  executionId: Type.Union([Type.String(), Type.Null()], { description: 'Deprecated: use attemptId' }),
   capability: Type.String(),
   capabilityVersion: Type.String(),
   operationCode: Type.String(),

@@ -5,7 +5,8 @@
  * - workflow: a group of independent tasks from one business request; its own version axis.
  * - coordinator: the application (API key) that creates tasks, activates steps and ends tasks.
  * - producer: a service that reports facts about one step attempt, with an execution credential.
- * - execution (instance): one run of one step attempt (`executionId`); bound into the credential.
+ * - attempt: one run of one step (`attemptId`; `executionId` is its deprecated name here); bound into
+ *   the credential. A step is named by its key (`stepKey`; `stepId` deprecated) from other objects.
  * - execution token / handle: a signed token, or a short random handle plus the application key.
  * - sourceSeq: the producer's own counter per task + step + attempt + producer.
  * - taskVersion / stepVersion / workflowVersion: counters the server assigns, one per aggregate.
@@ -112,9 +113,13 @@ export const ExecutionContext = Type.Object({
   workflowId: Type.String(),
   taskId: Type.String(),
   taskAttempt: Type.Integer(),
-  stepId: Type.String(),
+  stepKey: Type.String(),
+  /** @deprecated use stepKey */
+  stepId: Type.String({ description: 'Deprecated: use stepKey' }),
   stepAttempt: Type.Integer(),
-  executionId: Type.String(),
+  attemptId: Type.String(),
+  /** @deprecated use attemptId */
+  executionId: Type.String({ description: 'Deprecated: use attemptId' }),
   operationCode: Type.String(),
   operationDefinitionVersion: Type.Union([Type.Integer(), Type.Null()]),
   producerId: Type.String(),
@@ -201,7 +206,9 @@ export const EventResult = Type.Object({
   stale: Type.Boolean(),
   eventId: Type.String(),
   taskId: Type.String(),
-  stepId: Type.Union([Type.String(), Type.Null()]),
+  stepKey: Type.Union([Type.String(), Type.Null()]),
+  /** @deprecated use stepKey */
+  stepId: Type.Union([Type.String(), Type.Null()], { description: 'Deprecated: use stepKey' }),
   operationCode: Type.Union([Type.String(), Type.Null()]),
   taskVersion: Version,
   stepVersion: Type.Union([Version, Type.Null()]),
@@ -265,7 +272,12 @@ export type HeartbeatAnswer = Static<typeof HeartbeatAnswer>;
  */
 export const HeartbeatResult = Type.Object({
   index: Type.Integer(),
-  executionId: Type.Unsafe<string | null>({ type: ['string', 'null'] }),
+  attemptId: Type.Unsafe<string | null>({ type: ['string', 'null'] }),
+  /** @deprecated use attemptId */
+  executionId: Type.Unsafe<string | null>({
+    type: ['string', 'null'],
+    description: 'Deprecated: use attemptId',
+  }),
   accepted: Type.Boolean(),
   outcome: Type.Unsafe<HeartbeatOutcome>({
     type: 'string',
@@ -376,9 +388,13 @@ export const TaskEventView = Type.Object({
   taskVersion: Version,
   stepVersion: Type.Union([Version, Type.Null()]),
   eventType: Type.String(),
-  stepId: Type.Union([Type.String(), Type.Null()]),
+  stepKey: Type.Union([Type.String(), Type.Null()]),
+  /** @deprecated use stepKey */
+  stepId: Type.Union([Type.String(), Type.Null()], { description: 'Deprecated: use stepKey' }),
   stepAttempt: Type.Union([Type.Integer(), Type.Null()]),
-  executionId: Type.Union([Type.String(), Type.Null()]),
+  attemptId: Type.Union([Type.String(), Type.Null()]),
+  /** @deprecated use attemptId */
+  executionId: Type.Union([Type.String(), Type.Null()], { description: 'Deprecated: use attemptId' }),
   operationCode: Type.Union([Type.String(), Type.Null()]),
   producerId: Type.String(),
   sourceSeq: Type.Union([Type.String(), Type.Null()]),

@@ -84,8 +84,12 @@ export const StartAttemptCommand = Type.Object(
     attemptId: Uuid,
     leaseVersion: Type.Integer({ minimum: 1 }),
     taskId: Uuid,
+    /** The task's execution (one run of the whole task), not the attempt: that is `attemptId`. */
     executionId: Uuid,
-    stepId: Type.String(),
+    /** Optional only for commands queued by a server before it was added; read `stepKey ?? stepId`. */
+    stepKey: Type.Optional(Type.String()),
+    /** @deprecated use stepKey */
+    stepId: Type.String({ description: 'Deprecated: use stepKey' }),
     attempt: Type.Integer({ minimum: 1 }),
     capability: Type.String(),
     capabilityVersion: Type.String(),

@@ -83,8 +83,11 @@ function headerIn(headers: CallbackHeaders, name: string, separator: string): st
   return typeof value === 'string' || value === undefined ? value : value.join(separator);
 }
 
-/** A callback's body (docs/callbacks.md). Deduplicate by `eventId`; order by `sequence`. */
-export interface CallbackEvent {
+/**
+ * A callback's body (docs/callbacks.md). Deduplicate by `eventId`; order by `sequence`. `Outputs` types
+ * `data.outputs` by step key (a handler given a `defineWorkflow()` value sets it).
+ */
+export interface CallbackEvent<Outputs = Record<string, unknown>> {
   specVersion: string;
   eventId: string;
   /** `execution.created`, `execution.queued`, `execution.running`, `execution.progress`, `execution.succeeded`… */
@@ -100,8 +103,11 @@ export interface CallbackEvent {
   data: {
     lifecycleStatus: LifecycleStatus;
     failure: { code: string; userMessage: string | null } | null;
-    /** Each step's output, by step key, once the execution succeeded (null before). */
-    outputs: Record<string, unknown> | null;
+    /**
+     * The output of each succeeded step, by step key, once the execution succeeded (null before); a step
+     * that failed or was skipped has none.
+     */
+    outputs: Partial<Outputs> | null;
   };
   occurredAt: string;
 }

@@ -1,11 +1,13 @@
 /**
  * What each capability takes and gives, so that `defineWorkflow()` can check a step's input mapping at
- * build time. The built-in capabilities of `tdp worker` are listed; add your own by declaration merging:
+ * build time. The built-in capabilities of `tdp worker` are listed; add your own by declaration merging,
+ * derived from their `defineCapability()` definitions (so a renamed field breaks the workflow using it):
+ *
+ *   import type { CatalogueOf } from '@tdp/sdk';
+ *   import type * as capabilities from './capabilities.ts';
  *
  *   declare module '@tdp/sdk' {
- *     interface CapabilityCatalogue {
- *       'pdf.render': { input: { template: string }; output: { document: string; pages: number } };
- *     }
+ *     interface CapabilityCatalogue extends CatalogueOf<typeof capabilities> {}
  *   }
  *
  * A capability that is not listed may still be used; its mapping is then only checked by the server.
@@ -57,3 +59,26 @@ export interface CapabilityTypes {
   input: object;
   output: unknown;
 }
+
+/** What `CatalogueOf` reads of a capability (a `defineCapability()` result of @tdp/worker). */
+interface CapabilityShape {
+  name: string;
+  run(ctx: never, input: never): Promise<unknown>;
+}
+
+/**
+ * Catalogue entries from capability definitions, keyed by their names: a module's exports
+ * (`typeof import('./capabilities.ts')`), an object or an array of them. Anything else among them,
+ * and a capability whose name is not a literal, is left out.
+ */
+export type CatalogueOf<Capabilities> = {
+  [C in Capabilities extends readonly unknown[]
+    ? Capabilities[number]
+    : Capabilities[keyof Capabilities] as C extends CapabilityShape
+    ? string extends C['name']
+      ? never
+      : C['name']
+    : never]: C extends CapabilityShape
+    ? { input: Parameters<C['run']>[1]; output: Awaited<ReturnType<C['run']>> }
+    : never;
+};

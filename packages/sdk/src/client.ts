@@ -29,11 +29,12 @@ import type {
 } from '@tdp/protocol';
 import { TdpCoordinator } from './coordinator.ts';
 import { decideStep, type StepDecision, type StepDecisionOptions } from './decisions.ts';
+import { outputsOf, type TaskResult } from './results.ts';
 import { TdpSchedules } from './schedules.ts';
 import { type CallOptions, createTransport, type HttpRequest, type TdpClientOptions } from './transport.ts';
 import type { CallbackDelivery, Page, TimelineEntry, WorkerSummary, WorkflowTaskAdded } from './views.ts';
 import { type WaitForTaskOptions, waitForTerminal } from './waiting.ts';
-import { type DefinedWorkflow, definitionOf } from './workflow.ts';
+import { type DefinedWorkflow, definitionOf, type WorkflowInput } from './workflow.ts';
 
 export interface CreatedTask extends TaskCreated {
   /**
@@ -46,6 +47,25 @@ export interface CreatedTask extends TaskCreated {
 }
 
 export type AclPrincipalType = AclGrantRequest['principalType'];
+
+/**
+ * A task of a workflow value: the request without the workflow's name and version, its `input` of the
+ * workflow's input type (required when that type has required fields, free when it is `unknown`).
+ */
+export type TaskRequestOf<W extends DefinedWorkflow> = Omit<
+  CreateTaskRequest,
+  'workflowName' | 'workflowVersion' | 'input'
+> &
+  (unknown extends WorkflowInput<W>
+    ? { input?: unknown }
+    : undefined extends WorkflowInput<W>
+      ? { input?: WorkflowInput<W> }
+      : { input: WorkflowInput<W> });
+
+/** A task: its id, or what `createTask` answered. */
+export type TaskRef = string | { task: { id: string } };
+
+const taskIdOf = (task: TaskRef): string => (typeof task === 'string' ? task : task.task.id);
 
 const segment = encodeURIComponent;
 
@@ -116,10 +136,37 @@ export class TdpClient {
    * one, so a lost answer never makes a second task. Keep the key (e.g. your order id) to be safe across
    * restarts of your own process.
    */
-  async createTask(
+  createTask(
     request: CreateTaskRequest,
-    options: CallOptions & { idempotencyKey?: string } = {},
+    options?: CallOptions & { idempotencyKey?: string },
+  ): Promise<CreatedTask>;
+  /**
+   * Submits a task of a `defineWorkflow()` value (published under its name and version): `input` is
+   * checked against the workflow's input type.
+   */
+  createTask<W extends DefinedWorkflow>(
+    workflow: W,
+    request: TaskRequestOf<W>,
+    options?: CallOptions & { idempotencyKey?: string },
+  ): Promise<CreatedTask>;
+  async createTask(
+    first: CreateTaskRequest | DefinedWorkflow,
+    second?:
+      | (CallOptions & { idempotencyKey?: string })
+      | Omit<CreateTaskRequest, 'workflowName' | 'workflowVersion'>,
+    third?: CallOptions & { idempotencyKey?: string },
   ): Promise<CreatedTask> {
+    const [request, options = {}] =
+      'definition' in first
+        ? [
+            {
+              ...(second as Omit<CreateTaskRequest, 'workflowName' | 'workflowVersion'>),
+              workflowName: first.definition.name,
+              workflowVersion: first.definition.version,
+            },
+            third,
+          ]
+        : [first, second as (CallOptions & { idempotencyKey?: string }) | undefined];
     const idempotencyKey = options.idempotencyKey ?? randomUUID();
     const answer = await this.transport.send({
       ...options,
@@ -208,8 +255,22 @@ export class TdpClient {
    * TIMED_OUT); rejects with `TdpWaitTimeoutError` after `timeoutMs` (the task goes on). The SDK reads
    * the task with a growing pause (waiting.ts says why not the stream).
    */
-  waitForTask(taskId: string, options: WaitForTaskOptions): Promise<TaskWithExecution> {
+  waitForTask(task: TaskRef, options: WaitForTaskOptions): Promise<TaskWithExecution> {
+    const taskId = taskIdOf(task);
     return waitForTerminal((signal) => this.getTask(taskId, { signal }), taskId, options);
+  }
+
+  /**
+   * `waitForTask`, then the outputs of the task's succeeded steps typed by its `defineWorkflow()` value
+   * (results.ts): a step that failed, was skipped or never ran has none.
+   */
+  async waitForResult<W extends DefinedWorkflow>(
+    workflow: W,
+    task: TaskRef,
+    options: WaitForTaskOptions,
+  ): Promise<TaskResult<W>> {
+    const view = await this.waitForTask(task, options);
+    return { ...view, outputs: outputsOf(workflow, view) };
   }
 
   /**

@@ -35,11 +35,11 @@ export class TdpCoordinator {
   /** Starts a step the task declared (`knownSteps`): its execution context, handle and token. */
   activateStep(
     taskId: string,
-    stepId: string,
+    stepKey: string,
     body: { attempt?: number } = {},
     options: CallOptions = {},
   ): Promise<ExecutionContext> {
-    return this.call(`/v1/tasks/${segment(taskId)}/steps/${segment(stepId)}:activate`, body, options);
+    return this.call(`/v1/tasks/${segment(taskId)}/steps/${segment(stepKey)}:activate`, body, options);
   }
 
   /** Registers a dynamic step (the same `clientStepKey` + attempt returns the same execution). */

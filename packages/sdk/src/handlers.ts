@@ -9,8 +9,16 @@
  */
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { type CallbackEvent, type CallbackHeaders, verifyCallback } from './callbacks.ts';
+import type { DefinedWorkflow, WorkflowOutputs } from './workflow.ts';
 
-export interface CallbackHandlerOptions {
+/**
+ * A handler's options. Given `workflow` (a `defineWorkflow()` value), `event.data.outputs` is typed by
+ * its steps: a callback names no workflow, so give it only to an endpoint whose tasks are all of that
+ * workflow (its own `callbackUrl`).
+ */
+export interface CallbackHandlerOptions<W extends DefinedWorkflow = DefinedWorkflow> {
+  /** Types `event.data.outputs`; not read at run time. */
+  workflow?: W;
   /** The application's callback secrets; during a rotation, the new one and the previous one. */
   secrets: readonly string[];
   /** How far a signature's time may be from now, in seconds (default 300). */
@@ -18,9 +26,9 @@ export interface CallbackHandlerOptions {
   /** Larger bodies are refused with 413 (default 1 MiB). */
   maxBodyBytes?: number;
   /** Your handling of one callback; the answer waits for it. Deduplicate by `event.eventId`. */
-  onCallback(event: CallbackEvent, rawBody: Buffer): unknown;
+  onCallback(event: CallbackEvent<WorkflowOutputs<W>>, rawBody: Buffer): unknown;
   /** Sees what `onCallback` threw (default: logged with console.error). */
-  onError?(error: unknown, event: CallbackEvent): void;
+  onError?(error: unknown, event: CallbackEvent<WorkflowOutputs<W>>): void;
 }
 
 /** What a callback endpoint answers. */
@@ -37,10 +45,10 @@ const utf8 = new TextDecoder('utf-8', { fatal: true });
  * The framework-free core: checks the raw body and signature (the request's headers, or the
  * `TDP-Signature` value alone; see `verifyCallback`), runs the handler, returns the answer.
  */
-export async function answerCallback(
+export async function answerCallback<W extends DefinedWorkflow = DefinedWorkflow>(
   rawBody: Buffer,
   signature: string | undefined | CallbackHeaders,
-  options: CallbackHandlerOptions,
+  options: CallbackHandlerOptions<W>,
 ): Promise<CallbackAnswer> {
   if (rawBody.length > (options.maxBodyBytes ?? defaultMaxBodyBytes))
     return { status: 413, body: { error: 'BODY_TOO_LARGE' } };
@@ -48,7 +56,7 @@ export async function answerCallback(
     ...(options.toleranceSeconds !== undefined ? { toleranceSeconds: options.toleranceSeconds } : {}),
   });
   if (!check.ok) return { status: 401, body: { error: 'SIGNATURE_INVALID', reason: check.reason } };
-  const event = parseCallback(rawBody);
+  const event = parseCallback<WorkflowOutputs<W>>(rawBody);
   if (!event) return { status: 400, body: { error: 'BODY_INVALID' } };
   try {
     await options.onCallback(event, rawBody);
@@ -59,7 +67,7 @@ export async function answerCallback(
   return { status: 204, body: null };
 }
 
-function parseCallback(rawBody: Buffer): CallbackEvent | null {
+function parseCallback<Outputs>(rawBody: Buffer): CallbackEvent<Outputs> | null {
   let parsed: unknown;
   try {
     parsed = JSON.parse(utf8.decode(rawBody));
@@ -73,10 +81,10 @@ function parseCallback(rawBody: Buffer): CallbackEvent | null {
     typeof event.type === 'string' &&
     typeof event.taskId === 'string' &&
     typeof event.sequence === 'number';
-  return wellFormed ? (parsed as CallbackEvent) : null;
+  return wellFormed ? (parsed as CallbackEvent<Outputs>) : null;
 }
 
-function logFailure(error: unknown, event: CallbackEvent): void {
+function logFailure(error: unknown, event: Pick<CallbackEvent, 'eventId' | 'type'>): void {
   console.error(`TDP callback ${event.eventId} (${event.type}): the handler failed; answered 500`, error);
 }
 
@@ -101,8 +109,8 @@ function send(response: ServerResponse, answer: CallbackAnswer): void {
 }
 
 /** A handler for `http.createServer(handler)` (or a route of your own router). */
-export function nodeCallbackHandler(
-  options: CallbackHandlerOptions,
+export function nodeCallbackHandler<W extends DefinedWorkflow = DefinedWorkflow>(
+  options: CallbackHandlerOptions<W>,
 ): (request: IncomingMessage, response: ServerResponse) => Promise<void> {
   const limit = options.maxBodyBytes ?? defaultMaxBodyBytes;
   return async (request, response) => {
@@ -125,8 +133,8 @@ export function nodeCallbackHandler(
  * turned the body into something else (`express.json()`), the raw bytes are gone: it answers 500 and says
  * so, rather than verify a re-serialised body.
  */
-export function expressCallbackHandler(
-  options: CallbackHandlerOptions,
+export function expressCallbackHandler<W extends DefinedWorkflow = DefinedWorkflow>(
+  options: CallbackHandlerOptions<W>,
 ): (request: IncomingMessage & { body?: unknown }, response: ServerResponse) => Promise<void> {
   const node = nodeCallbackHandler(options);
   return async (request, response) => {
@@ -169,8 +177,8 @@ export interface FastifyCallbackInstance {
  * A Fastify plugin with the callback route: `app.register(fastifyCallbackPlugin({ path: '/tdp/callback',
  * … }))`. Inside the plugin (and only there) JSON bodies are kept as raw bytes.
  */
-export function fastifyCallbackPlugin(
-  options: CallbackHandlerOptions & { path?: string },
+export function fastifyCallbackPlugin<W extends DefinedWorkflow = DefinedWorkflow>(
+  options: CallbackHandlerOptions<W> & { path?: string },
 ): (instance: FastifyCallbackInstance) => Promise<void> {
   const bodyLimit = options.maxBodyBytes ?? defaultMaxBodyBytes;
   return async (instance) => {

@@ -6,8 +6,15 @@ export {
   type VerifyCallbackOptions,
   verifyCallback,
 } from './callbacks.ts';
-export type { CapabilityCatalogue, CapabilityTypes } from './catalogue.ts';
-export { type AclPrincipalType, type CreatedTask, createTdpClient, TdpClient } from './client.ts';
+export type { CapabilityCatalogue, CapabilityTypes, CatalogueOf } from './catalogue.ts';
+export {
+  type AclPrincipalType,
+  type CreatedTask,
+  createTdpClient,
+  type TaskRef,
+  type TaskRequestOf,
+  TdpClient,
+} from './client.ts';
 export { type BatchedTaskEvent, TdpCoordinator } from './coordinator.ts';
 export type { StepDecision, StepDecisionOptions } from './decisions.ts';
 export { TdpApiError, type TdpErrorCode, TdpNetworkError, TdpWaitTimeoutError } from './errors.ts';
@@ -21,6 +28,7 @@ export {
   fastifyCallbackPlugin,
   nodeCallbackHandler,
 } from './handlers.ts';
+export { outputsOf, type TaskOutputs, type TaskResult } from './results.ts';
 export { TdpSchedules } from './schedules.ts';
 export { type CallOptions, clientDefaults, type RetryMode, type TdpClientOptions } from './transport.ts';
 export type { CallbackDelivery, Page, TimelineEntry, WorkerSummary, WorkflowTaskAdded } from './views.ts';
@@ -34,4 +42,6 @@ export {
   type StepSettings,
   type StepSpec,
   WorkflowBuilder,
+  type WorkflowInput,
+  type WorkflowOutputs,
 } from './workflow.ts';

@@ -12,6 +12,7 @@
  * The server still validates everything at publish (WORKFLOW_DEFINITION_INVALID).
  */
 import type { PublishWorkflowDefinitionRequest } from '@tdp/protocol';
+import type { Static } from 'typebox';
 import type { CapabilityCatalogue } from './catalogue.ts';
 
 type StepDefinitionInput = PublishWorkflowDefinitionRequest['steps'][number];
@@ -123,14 +124,37 @@ export type StepSpec<Capability extends string, DependsOn, Mapping> = StepSettin
     ? { inputMapping?: Mapping }
     : { inputMapping: Mapping });
 
-/** A workflow definition ready to publish (`client.publishWorkflowDefinition(workflow)`). */
-export interface DefinedWorkflow {
+/**
+ * A workflow definition ready to publish (`client.publishWorkflowDefinition(workflow)`). Its types say
+ * what a task of it takes (`Input`) and what its steps give, by step key (`Outputs`), for the client's
+ * `createTask(workflow, …)`, `waitForResult(workflow, …)` and typed callback handlers.
+ */
+export interface DefinedWorkflow<Input = unknown, Outputs = Record<string, unknown>> {
   readonly definition: PublishWorkflowDefinitionRequest;
+  /** Types only: never set at run time. */
+  readonly '~types'?: { input: Input; outputs: Outputs };
 }
 
-export class WorkflowBuilder<Steps extends Record<string, StepFacts> = Record<never, StepFacts>>
-  implements DefinedWorkflow
+/** What a task of the workflow takes as `input` (`unknown` when its input schema is not TypeBox). */
+export type WorkflowInput<W extends DefinedWorkflow> = NonNullable<W['~types']>['input'];
+
+/** Each step's output, by step key (`unknown` for a capability not in the catalogue and built-in steps). */
+export type WorkflowOutputs<W extends DefinedWorkflow> = NonNullable<W['~types']>['outputs'];
+
+/** A TypeBox schema gives its static type; a plain JSON Schema (or none) leaves the input `unknown`. */
+type InputFromSchema<Schema> = Schema extends { '~kind': string } ? Static<Schema> : unknown;
+
+type StepOutputs<Steps extends Record<string, StepFacts>> = {
+  [K in keyof Steps]: OutputOf<Steps[K]['capability']>;
+};
+
+export class WorkflowBuilder<
+  Steps extends Record<string, StepFacts> = Record<never, StepFacts>,
+  Input = unknown,
+> implements DefinedWorkflow<Input, StepOutputs<Steps>>
 {
+  declare readonly '~types'?: { input: Input; outputs: StepOutputs<Steps> };
+
   constructor(readonly definition: PublishWorkflowDefinitionRequest) {}
 
   /** Adds a step after the ones defined so far; returns a new builder (this one is unchanged). */
@@ -147,7 +171,8 @@ export class WorkflowBuilder<Steps extends Record<string, StepFacts> = Record<ne
     key: Key extends keyof Steps ? never : Key,
     spec: StepSpec<Capability, DependsOn, Mapping>,
   ): WorkflowBuilder<
-    Steps & { [K in Key]: { capability: Capability; upstream: UpstreamOf<Steps, DependsOn> } }
+    Steps & { [K in Key]: { capability: Capability; upstream: UpstreamOf<Steps, DependsOn> } },
+    Input
   > {
     const { dependsOn, inputMapping, ...settings } = spec as StepSettings & {
       capability: string;
@@ -176,7 +201,8 @@ export class WorkflowBuilder<Steps extends Record<string, StepFacts> = Record<ne
     key: Key extends keyof Steps ? never : Key,
     spec: BuiltInSpec<Kind, DependsOn>,
   ): WorkflowBuilder<
-    Steps & { [K in Key]: { capability: `tdp:${Kind}`; upstream: UpstreamOf<Steps, DependsOn> } }
+    Steps & { [K in Key]: { capability: `tdp:${Kind}`; upstream: UpstreamOf<Steps, DependsOn> } },
+    Input
   > {
     const { dependsOn, ...rest } = spec as BuiltInSpec<Kind, readonly string[]>;
     const step = { key, ...rest, ...(dependsOn ? { dependsOn: [...dependsOn] } : {}) } as StepDefinitionInput;
@@ -197,10 +223,17 @@ export class WorkflowBuilder<Steps extends Record<string, StepFacts> = Record<ne
  *     .step('watermark', { capability: 'image.watermark', capabilityVersion: '1', dependsOn: ['clean'],
  *                          inputMapping: { source: '$.steps.clean.output.archive', text: '$.input.text' } });
  */
-export function defineWorkflow(
-  header: Omit<PublishWorkflowDefinitionRequest, 'steps'>,
-): WorkflowBuilder<Record<never, StepFacts>> {
-  return new WorkflowBuilder({ ...header, steps: [] });
+export function defineWorkflow<Schema extends object = Record<string, unknown>>(
+  header: Omit<PublishWorkflowDefinitionRequest, 'steps' | 'inputSchema'> & { inputSchema?: Schema },
+): WorkflowBuilder<Record<never, StepFacts>, InputFromSchema<Schema>> {
+  const { inputSchema, ...rest } = header;
+  const definition: PublishWorkflowDefinitionRequest = {
+    ...rest,
+    // A TypeBox schema is JSON Schema as it is: its own markers (`~kind`) are not enumerable.
+    ...(inputSchema ? { inputSchema: inputSchema as Record<string, unknown> } : {}),
+    steps: [],
+  };
+  return new WorkflowBuilder(definition);
 }
 
 /** The request body of a publish, from a `defineWorkflow()` result or a plain definition. */

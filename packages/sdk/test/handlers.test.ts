@@ -127,7 +127,7 @@ describe.each(frameworks)('%s callback endpoint', (_name, mount) => {
       const task = await taskCallingBack(endpoint.url);
       await expect
         .poll(() => deliveryLog(task.id), { timeout: 10_000 })
-        .toEqual([['PUBLISHED', 204, 1, null]]);
+        .toEqual([['DELIVERED', 204, 1, null]]);
       expect(received.map((r) => [r.event.taskId, r.event.type, r.event.sequence])).toEqual([
         [task.id, 'execution.created', 1],
       ]);
@@ -152,12 +152,12 @@ describe.each(frameworks)('%s callback endpoint', (_name, mount) => {
       const task = await taskCallingBack(endpoint.url);
       await expect
         .poll(() => deliveryLog(task.id), { timeout: 10_000 })
-        .toEqual([['FAILED', null, 1, 'HTTP 500']]);
+        .toEqual([['RETRYING', null, 1, 'HTTP 500']]);
       expect(failures.map((e) => (e as Error).message)).toEqual(['database down']);
       h.clock.advance(4_000); // past the first retry's back-off (2 s plus up to 1 s of jitter)
       await expect
         .poll(() => deliveryLog(task.id), { timeout: 10_000 })
-        .toEqual([['PUBLISHED', 204, 2, null]]);
+        .toEqual([['DELIVERED', 204, 2, null]]);
       expect(calls).toBe(2);
     } finally {
       await endpoint.close();

@@ -3,7 +3,19 @@
  * each `@ts-expect-error` fails the build if the line it marks stops being a type error. Nothing runs it.
  */
 import type { archiveClean, imageWatermark } from '@tdp/capabilities';
-import { type CapabilityCatalogue, createTdpClient, defineWorkflow, type TdpApiError } from '../src/index.ts';
+import type { TaskWithExecution } from '@tdp/protocol';
+import { defineCapability } from '@tdp/worker';
+import { Type } from 'typebox';
+import {
+  type CapabilityCatalogue,
+  type CatalogueOf,
+  createTdpClient,
+  defineWorkflow,
+  nodeCallbackHandler,
+  outputsOf,
+  type TdpApiError,
+  type WorkflowInput,
+} from '../src/index.ts';
 
 const start = defineWorkflow({ name: 'types', version: '1' });
 const cleaned = start.step('clean', {
@@ -197,3 +209,147 @@ start.step('render', {
   // @ts-expect-error copies is a number
   inputMapping: { template: 't', copies: 'two' },
 });
+
+// Or derived from the capabilities' own definitions (CatalogueOf): no copy to keep in step by hand.
+const summarize = defineCapability({
+  name: 'text.summarize',
+  version: '1',
+  input: Type.Object({ text: Type.String(), maxWords: Type.Optional(Type.Integer()) }),
+  output: Type.Object({ summary: Type.String(), words: Type.Integer() }),
+  run: async (_ctx, { text }) => ({ summary: text, words: 1 }),
+});
+const unnamed: string = 'text.anything';
+const anonymous = defineCapability({
+  name: unnamed,
+  version: '1',
+  input: Type.Object({}),
+  output: Type.Object({}),
+  run: async () => ({}),
+});
+const derivedCapabilities = { summarize, anonymous, notACapability: 42 };
+declare module '@tdp/sdk' {
+  interface CapabilityCatalogue extends CatalogueOf<typeof derivedCapabilities> {}
+}
+export const derivedCatalogue: [true, true, true] = [
+  true as Same<CapabilityCatalogue['text.summarize']['output'], { summary: string; words: number }>,
+  true as Same<CapabilityCatalogue['text.summarize']['input'], { text: string; maxWords?: number }>,
+  // A capability whose name is not a literal is left out, not made a catalogue of every name.
+  true as Same<Extract<keyof CatalogueOf<typeof derivedCapabilities>, string>, 'text.summarize'>,
+];
+const summarized = start.step('summarize', {
+  capability: 'text.summarize',
+  capabilityVersion: '1',
+  inputMapping: { text: '$.input.text' },
+});
+summarized.step('render', {
+  capability: 'pdf.render',
+  capabilityVersion: '1',
+  dependsOn: ['summarize'],
+  inputMapping: { template: '$.steps.summarize.output.summary' },
+});
+summarized.step('render', {
+  capability: 'pdf.render',
+  capabilityVersion: '1',
+  dependsOn: ['summarize'],
+  // @ts-expect-error text.summarize's output field is `summary` (a renamed field breaks the workflow)
+  inputMapping: { template: '$.steps.summarize.output.abstract' },
+});
+start.step('summarize', {
+  capability: 'text.summarize',
+  capabilityVersion: '1',
+  // @ts-expect-error maxWords is a number, by the capability's own schema
+  inputMapping: { text: '$.input.text', maxWords: 'ten' },
+});
+
+// End to end: a workflow value types its tasks' input, its results and its callbacks.
+const typedWorkflow = defineWorkflow({
+  name: 'typed',
+  version: '1',
+  inputSchema: Type.Object({ sourceZip: Type.String(), caption: Type.Optional(Type.String()) }),
+})
+  .step('clean', {
+    capability: 'archive.clean',
+    capabilityVersion: '1',
+    inputMapping: { source: '$.input.sourceZip' },
+  })
+  .step('render', {
+    capability: 'pdf.render',
+    capabilityVersion: '1',
+    dependsOn: ['clean'],
+    inputMapping: { template: '$.steps.clean.output.archive' },
+  })
+  .builtIn('approve', {
+    kind: 'approval',
+    dependsOn: ['render'],
+    approval: { approvers: { users: ['u1'] } },
+  });
+export const typedInput: true = true as Same<
+  WorkflowInput<typeof typedWorkflow>,
+  { sourceZip: string; caption?: string }
+>;
+// A plain JSON Schema (or none) leaves the input unknown: anything goes, as the server alone checks it.
+const looseWorkflow = defineWorkflow({
+  name: 'loose',
+  version: '1',
+  inputSchema: { type: 'object', properties: { n: { type: 'number' } } },
+}).step('clean', {
+  capability: 'archive.clean',
+  capabilityVersion: '1',
+  inputMapping: { source: '$.input.n' },
+});
+export const looseInput: true = true as Same<WorkflowInput<typeof looseWorkflow>, unknown>;
+
+export async function typedEndToEnd(): Promise<void> {
+  const tdp = createTdpClient({ baseUrl: 'http://127.0.0.1:8080', apiKey: 'tdp_x' });
+  const created = await tdp.createTask(typedWorkflow, { name: 'n', input: { sourceZip: 'res_1' } });
+  await tdp.createTask(typedWorkflow, {
+    name: 'n',
+    input: { sourceZip: 'res_1', caption: 'c' },
+    priority: 10,
+  });
+  // @ts-expect-error the input misses its required `sourceZip`
+  await tdp.createTask(typedWorkflow, { name: 'n', input: { caption: 'c' } });
+  // @ts-expect-error `sourceZip` is a string
+  await tdp.createTask(typedWorkflow, { name: 'n', input: { sourceZip: 1 } });
+  // @ts-expect-error the input is required when its type has required fields
+  await tdp.createTask(typedWorkflow, { name: 'n' });
+  // @ts-expect-error the workflow value gives the name and version
+  await tdp.createTask(typedWorkflow, { name: 'n', input: { sourceZip: 'x' }, workflowName: 'other' });
+  await tdp.createTask(looseWorkflow, { name: 'n', input: 'anything' });
+  await tdp.createTask(looseWorkflow, { name: 'n' });
+
+  // Results: each succeeded step's output, typed by its capability; every one may be missing.
+  const result = await tdp.waitForResult(typedWorkflow, created, { timeoutMs: 1000 });
+  const archive: string | undefined = result.outputs.clean?.archive;
+  const pages: number | undefined = result.outputs.render?.pages;
+  const approval: unknown = result.outputs.approve;
+  // @ts-expect-error archive.clean gives no `archives`
+  result.outputs.clean?.archives;
+  // @ts-expect-error an output may be missing (the step failed, was skipped or never ran)
+  result.outputs.clean.archive;
+  // @ts-expect-error no step `watermark` in this workflow
+  result.outputs.watermark;
+  const view: TaskWithExecution = await tdp.waitForTask(created.task.id, { timeoutMs: 1000 });
+  const kept: number | undefined = outputsOf(typedWorkflow, view).clean?.keptFiles;
+  void [archive, pages, approval, kept];
+
+  // Callbacks: `data.outputs` typed by the workflow the endpoint serves.
+  nodeCallbackHandler({
+    secrets: ['s'],
+    workflow: typedWorkflow,
+    onCallback(event) {
+      const document: string | undefined = event.data.outputs?.render?.document;
+      // @ts-expect-error pdf.render gives no `documents`
+      event.data.outputs?.render?.documents;
+      void document;
+    },
+  });
+  nodeCallbackHandler({
+    secrets: ['s'],
+    onCallback(event) {
+      // Without a workflow, outputs are unknown values by step key, as before.
+      const anything: unknown = event.data.outputs?.whatever;
+      void anything;
+    },
+  });
+}

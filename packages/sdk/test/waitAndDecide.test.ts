@@ -3,6 +3,7 @@
  * when the task does (a signal or a decision ends it, sent through the SDK), or with
  * `TdpWaitTimeoutError` while the task stays pending; decisions are taken as a person, once per key.
  */
+import { Type } from 'typebox';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Harness, startHarness } from '../../../test/harness.ts';
 import {
@@ -24,6 +25,12 @@ const stuck = defineWorkflow({ name: 'sdk-wait-stuck', version: '1' }).step('nev
   capability: 'nobody.runs',
   capabilityVersion: '1',
 });
+/** A workflow value with a TypeBox input schema: it types createTask's input and waitForResult's outputs. */
+const typed = defineWorkflow({
+  name: 'sdk-wait-typed',
+  version: '1',
+  inputSchema: Type.Object({ orderId: Type.String() }),
+}).builtIn('go', { kind: 'signal', signal: { name: 'go' } });
 const reviewed = defineWorkflow({ name: 'sdk-review', version: '1' }).builtIn('review', {
   kind: 'approval',
   approval: { approvers: { users: ['rita'] }, required: 1 },
@@ -33,7 +40,7 @@ beforeAll(async () => {
   h = await startHarness({ runLoops: true });
   const app = await h.createApplication();
   tdp = createTdpClient({ baseUrl: h.url, apiKey: app.apiKey, timeoutMs: 5_000, retries: 2 });
-  for (const workflow of [signalled, stuck, reviewed]) await tdp.publishWorkflowDefinition(workflow);
+  for (const workflow of [signalled, stuck, reviewed, typed]) await tdp.publishWorkflowDefinition(workflow);
 });
 afterAll(() => h.close());
 
@@ -70,6 +77,28 @@ describe('waitForTask', () => {
     const view = await ended;
     expect(view.task.lifecycleStatus).toBe('SUCCEEDED');
     expect(view.execution.steps.find((s) => s.key === 'go')?.data).toEqual({ ok: true });
+  });
+
+  it('creates a task of a workflow value and waits for its result, the step outputs by key', async () => {
+    const created = await tdp.createTask(typed, { name: 'an order', input: { orderId: 'o-1' } });
+    expect(created.task).toMatchObject({
+      workflowName: 'sdk-wait-typed',
+      workflowVersion: '1',
+      input: { orderId: 'o-1' },
+    });
+    const result = tdp.waitForResult(typed, created, { timeoutMs: 20_000 });
+    await waitsAt(created.task.id, 'go', 'signal');
+    await tdp.sendSignal(created.task.id, 'go', { paid: true });
+
+    const { task, outputs } = await result;
+    expect(task.lifecycleStatus).toBe('SUCCEEDED');
+    expect(outputs).toEqual({ go: { paid: true } });
+    // The TypeBox schema was published as the workflow's input schema: the server checks it too.
+    const refused = await failureOf(
+      tdp.createTask({ workflowName: 'sdk-wait-typed', workflowVersion: '1', name: 'bad', input: {} }),
+    );
+    expect(refused).toBeInstanceOf(TdpApiError);
+    expect(refused).toMatchObject({ status: 422, code: 'INPUT_INVALID' });
   });
 
   it('rejects with TdpWaitTimeoutError for a task that stays pending, and stops on its signal', async () => {

@@ -140,7 +140,14 @@ describe('heartbeats', () => {
     expect(res.status).toBe(200);
     expect(res.body.acceptedCount).toBe(2);
     expect(res.body.results).toEqual([
-      { index: 1, executionId: null, accepted: false, outcome: 'INVALID_CREDENTIAL', health: null },
+      {
+        index: 1,
+        attemptId: null,
+        executionId: null,
+        accepted: false,
+        outcome: 'INVALID_CREDENTIAL',
+        health: null,
+      },
     ]);
     // The same beat again is a duplicate: the short answer names it.
     const again = await short([{ executionHandle: ctx.executionHandle, heartbeatSeq: 3 }], 'exceptions');

@@ -25,7 +25,7 @@ const videoReview = {
       key: 'download',
       capability: 'video.download',
       capabilityVersion: '1',
-      inputMapping: { url: '$.input.videoUrl', frames: '$.input.frames' },
+      inputMapping: { url: '$.input.videoUrl', frames: { from: '$.input.frames', optional: true } },
     },
     {
       key: 'extract',

@@ -168,7 +168,8 @@ function capabilityContext(
   return {
     attemptId: local.attemptId,
     taskId: local.taskId,
-    stepId: local.stepId,
+    stepKey: local.stepKey,
+    stepId: local.stepKey,
     attempt: local.attempt,
     progress: (percent, update) => progress.report(percent, update),
     saveCheckpoint: (data) => store.saveCheckpoint(local.attemptId, data),
@@ -290,7 +291,7 @@ function grantFailure(running: Running, error: unknown): CapabilityError {
 }
 
 function attemptLogger(logger: Logger, local: LocalAttempt): AttemptLogger {
-  const bound = { attemptId: local.attemptId, taskId: local.taskId, stepId: local.stepId };
+  const bound = { attemptId: local.attemptId, taskId: local.taskId, stepId: local.stepKey };
   return {
     info: (message, fields) => logger.info({ ...bound, ...fields }, message),
     warn: (message, fields) => logger.warn({ ...bound, ...fields }, message),

@@ -64,7 +64,7 @@ export class Executor {
     const controller = new AbortController();
     const running: Running = { local, controller, lastBeatAt: Date.now(), done: Promise.resolve() };
     this.running.set(local.attemptId, running);
-    const attributes = { taskId: local.taskId, stepId: local.stepId, attempt: local.attempt };
+    const attributes = { taskId: local.taskId, stepId: local.stepKey, attempt: local.attempt };
     running.done = (this.deps.options.spans ?? noSpans)
       .run('tdp.worker.attempt', local.traceparent, attributes, async (traceparent) => {
         // The reports continue from this run (kept, so they still do after a restart).

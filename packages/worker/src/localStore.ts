@@ -18,7 +18,7 @@ export interface LocalAttempt {
   commandId: string;
   leaseVersion: number;
   taskId: string;
-  stepId: string;
+  stepKey: string;
   attempt: number;
   capability: string;
   capabilityVersion: string;
@@ -111,7 +111,7 @@ const toAttempt = (r: AttemptRow): LocalAttempt => ({
   commandId: r.command_id,
   leaseVersion: r.lease_version,
   taskId: r.task_id,
-  stepId: r.step_id,
+  stepKey: r.step_id,
   attempt: r.attempt,
   capability: r.capability,
   capabilityVersion: r.capability_version,
@@ -189,6 +189,8 @@ export class LocalStore {
           attemptId: string;
           leaseVersion: number;
           taskId: string;
+          stepKey?: string;
+          /** @deprecated use stepKey (still read from servers that send no stepKey) */
           stepId: string;
           attempt: number;
           capability: string;
@@ -212,7 +214,7 @@ export class LocalStore {
             command.commandId,
             p.leaseVersion,
             p.taskId,
-            p.stepId,
+            p.stepKey ?? p.stepId,
             p.attempt,
             p.capability,
             p.capabilityVersion,

@@ -20,6 +20,9 @@ export interface AttemptLogger {
 export interface CapabilityContext<Checkpoint = unknown> {
   attemptId: string;
   taskId: string;
+  /** The step's key in its task (what REST shows as a step's `key`). */
+  stepKey: string;
+  /** @deprecated use stepKey */
   stepId: string;
   /** 1 for the first try of the step, 2 for its first retry… */
   attempt: number;
@@ -85,8 +88,13 @@ export class CapabilityError extends Error {
   }
 }
 
-export interface Capability<I extends TSchema = TSchema, O extends TSchema = TSchema> {
-  name: string;
+export interface Capability<
+  I extends TSchema = TSchema,
+  O extends TSchema = TSchema,
+  Name extends string = string,
+> {
+  /** Kept as its literal type, so that `CatalogueOf` in @tdp/sdk can list the capability by name. */
+  name: Name;
   version: string;
   input: I;
   output: O;
@@ -98,13 +106,18 @@ export interface Capability<I extends TSchema = TSchema, O extends TSchema = TSc
    * CPUs. The server places no more than this on the worker.
    */
   maxConcurrency?: number;
-  run(ctx: CapabilityContext, input: Static<I>): Promise<Static<O>>;
+  /**
+   * `NoInfer`: the schemas alone decide `I` and `O`. Left to infer them back from `run` through
+   * TypeBox's `Static`, TypeScript spent ~650,000 type instantiations per `defineCapability` (seconds
+   * of `tsc`); packages/sdk/test/fastTypes.test.ts keeps it cheap.
+   */
+  run(ctx: CapabilityContext, input: NoInfer<Static<I>>): Promise<NoInfer<Static<O>>>;
 }
 
 /** Declares a capability; the types of `run`'s input and result follow from the schemas. */
-export function defineCapability<I extends TSchema, O extends TSchema>(
-  capability: Capability<I, O>,
-): Capability<I, O> {
+export function defineCapability<I extends TSchema, O extends TSchema, const Name extends string>(
+  capability: Capability<I, O, Name>,
+): Capability<I, O, Name> {
   if (!/^[a-z][a-z0-9_.-]*$/.test(capability.name)) {
     throw new Error(
       `capability name ${JSON.stringify(capability.name)} must be lowercase, e.g. image.watermark`,

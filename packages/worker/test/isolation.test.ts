@@ -115,7 +115,7 @@ describe('a capability that misbehaves', () => {
     expect(after.execution.steps[0].data.shouted).toBe('STILL HERE');
   });
 
-  it('keeps a capability’s own failure, progress, checkpoint and log across the process boundary', async () => {
+  it('keeps a capability’s own failure, progress, checkpoint, log and context names across the process boundary', async () => {
     const failed = await finished(await submit('test.shout', { text: '', delayMs: 0 }));
     expect(failed.execution.steps[0].error).toMatchObject({
       code: 'TEXT_EMPTY',
@@ -123,7 +123,10 @@ describe('a capability that misbehaves', () => {
       userMessage: 'There is nothing to shout.',
     });
     const taskId = await submit('test.shout', { text: 'progress', delayMs: 0 });
-    await finished(taskId);
+    const step = (await finished(taskId)).execution.steps[0];
+    // Its context names the step by its key and the attempt by its id; `stepId` stays for old code.
+    expect(step.data.context).toEqual({ stepKey: 'only', stepId: 'only', attemptId: step.attemptId });
+    expect(step.attemptId).toEqual(expect.any(String));
     const events = (await h.request('GET', `/v1/tasks/${taskId}/events`, { token: app.apiKey })).body
       .items as { eventType: string; payload: any }[];
     expect(events.find((e) => e.eventType === 'STEP_PROGRESS')?.payload).toMatchObject({

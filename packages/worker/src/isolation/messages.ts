@@ -14,7 +14,7 @@ export type ToRunner =
       /** `name@version` of a capability the runner's module exports. */
       capability: string;
       input: unknown;
-      meta: { taskId: string; stepId: string; attempt: number; workDirectory: string };
+      meta: { taskId: string; stepKey: string; attempt: number; workDirectory: string };
       checkpoint: unknown;
     }
   | { type: 'abort'; attemptId: string; reason: string }

@@ -37,7 +37,8 @@ function contextFor(message: Extract<ToRunner, { type: 'run' }>, signal: AbortSi
   return {
     attemptId,
     taskId: message.meta.taskId,
-    stepId: message.meta.stepId,
+    stepKey: message.meta.stepKey,
+    stepId: message.meta.stepKey,
     attempt: message.meta.attempt,
     workDirectory: message.meta.workDirectory,
     checkpoint: message.checkpoint,

@@ -195,13 +195,13 @@ export class RunnerProcess {
       this.onExit = (exit) => settle(() => reject(this.failureOf(exit)));
       if (this.ended) void this.exited.then((exit) => settle(() => reject(this.failureOf(exit))));
       signal.addEventListener('abort', onAbort, { once: true });
-      const { taskId, stepId, attempt, workDirectory, checkpoint } = ctx;
+      const { taskId, stepKey, attempt, workDirectory, checkpoint } = ctx;
       this.send({
         type: 'run',
         attemptId,
         capability: capabilityKey(capability),
         input,
-        meta: { taskId, stepId, attempt, workDirectory },
+        meta: { taskId, stepKey, attempt, workDirectory },
         checkpoint,
       });
       if (signal.aborted) onAbort();

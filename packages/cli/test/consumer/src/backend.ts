@@ -5,6 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { bindTaskStore, TaskStore } from '@tdp/client';
 import {
   type CallbackEvent,
+  type CatalogueOf,
   createTdpClient,
   defineWorkflow,
   expressCallbackHandler,
@@ -13,11 +14,11 @@ import {
 import { Centrifuge } from 'centrifuge';
 import express from 'express';
 import WebSocket from 'ws';
+import type { greet } from './worker.js';
 
+// The catalogue from the worker's own definitions: a field renamed there breaks this workflow's build.
 declare module '@tdp/sdk' {
-  interface CapabilityCatalogue {
-    'consumer.greet': { input: { name: string }; output: { greeting: string; length: number } };
-  }
+  interface CapabilityCatalogue extends CatalogueOf<[typeof greet]> {}
 }
 
 const baseUrl = process.env.TDP_URL ?? 'http://127.0.0.1:8080';

@@ -144,8 +144,12 @@ export function summaryPayload(state: TaskState, notice: Notice | null): Record<
 
 function stepDetail(step: StepRecord) {
   return {
+    stepKey: step.key,
+    /** @deprecated use stepKey */
     stepId: step.key,
     attempt: step.attempt,
+    attemptId: step.attemptId,
+    /** @deprecated use attemptId */
     executionId: step.attemptId,
     operationCode: step.operationCode,
     displayName: step.displayName,
@@ -187,7 +191,10 @@ export function detailPayload(
     triggerEvent: {
       eventId: event.id,
       eventType: event.type,
+      stepKey: event.stepKey,
+      /** @deprecated use stepKey */
       stepId: event.stepKey,
+      attemptId: event.attemptId,
       operationCode: event.operationCode,
       durationMs: event.durationMs,
       dataSchema: event.dataSchema,

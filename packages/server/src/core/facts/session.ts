@@ -92,6 +92,7 @@ export function eventResult(state: TaskState, event: TaskEventRecord, committedA
     stale: false,
     eventId: event.id,
     taskId: state.task.id,
+    stepKey: event.stepKey,
     stepId: event.stepKey,
     operationCode: event.operationCode,
     taskVersion: state.task.version.toString(),

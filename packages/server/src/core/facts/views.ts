@@ -59,6 +59,7 @@ export function toStepView(step: StepRecord): TaskWithExecution['execution']['st
     id: step.id,
     key: step.key,
     attempt: step.attempt,
+    attemptId: step.attemptId,
     executionId: step.attemptId,
     capability: step.capability,
     capabilityVersion: step.capabilityVersion,

@@ -137,6 +137,7 @@ export async function startAttempt(
       leaseVersion: attempt.leaseVersion,
       taskId: state.task.id,
       executionId: state.execution.id,
+      stepKey: step.key,
       stepId: step.key,
       attempt: step.attempt,
       capability: step.capability,

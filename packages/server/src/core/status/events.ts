@@ -83,8 +83,11 @@ async function reportOne(deps: StatusDeps, session: FactSession, item: ReportIte
 
   // A retry of an accepted event gets the first answer back, whatever happened since.
   if (seen) {
-    if (seen.taskId === taskId && seen.payloadHash === hash)
-      return { ...(seen.result as unknown as EventResult), duplicate: true };
+    if (seen.taskId === taskId && seen.payloadHash === hash) {
+      const first = seen.result as unknown as EventResult;
+      // An answer stored before `stepKey` was added carries only the deprecated `stepId`.
+      return { ...first, stepKey: first.stepKey ?? first.stepId, duplicate: true };
+    }
     throw new AppError(
       'EVENT_ID_CONFLICT',
       `eventId ${event.eventId} was already used with different content`,

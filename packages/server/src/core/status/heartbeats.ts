@@ -27,7 +27,7 @@ export async function recordHeartbeats(
   const results: HeartbeatResult[] = new Array(items.length);
   const resolved: Resolved[] = [];
   const reject = (index: number, outcome: HeartbeatResult['outcome'], executionId: string | null = null) => {
-    results[index] = { index, executionId, accepted: false, outcome, health: null };
+    results[index] = { index, attemptId: executionId, executionId, accepted: false, outcome, health: null };
   };
 
   // The common case first: heartbeats by handle, looked up and renewed in one statement. What it did
@@ -57,6 +57,7 @@ export async function recordHeartbeats(
       renewedByHandle.add(attemptId);
       results[index] = {
         index,
+        attemptId,
         executionId: attemptId,
         accepted: true,
         outcome: 'ACCEPTED',
@@ -134,6 +135,7 @@ export async function recordHeartbeats(
     if (renewed.has(r.attemptId)) {
       results[r.index] = {
         index: r.index,
+        attemptId: r.attemptId,
         executionId: r.attemptId,
         accepted: true,
         outcome: 'ACCEPTED',
@@ -147,6 +149,7 @@ export async function recordHeartbeats(
       const health = await recoverStale(deps, probe!.taskId, r.attemptId, r.seq);
       results[r.index] = {
         index: r.index,
+        attemptId: r.attemptId,
         executionId: r.attemptId,
         accepted: health !== null,
         outcome: health ? 'RECOVERED' : 'DUPLICATE',
@@ -155,6 +158,7 @@ export async function recordHeartbeats(
     } else {
       results[r.index] = {
         index: r.index,
+        attemptId: r.attemptId,
         executionId: r.attemptId,
         accepted: false,
         outcome,

@@ -56,6 +56,7 @@ function accepted(
     stale: false,
     eventId: item.eventId,
     taskId: state.task.id,
+    stepKey,
     stepId: stepKey,
     operationCode: step?.operationCode ?? null,
     taskVersion: state.task.version.toString(),

@@ -161,10 +161,13 @@ export function problemMessage(code: ErrorCode, detail: string, status?: number)
 
 /** An EventResult as its message: nulls (absent in protobuf) left out. */
 export function eventResultMessage(result: EventResult): Record<string, unknown> {
-  return Object.fromEntries(Object.entries(result).filter(([, value]) => value !== null));
+  // The protobuf messages keep their own field names (`step_id`, `execution_id`); the JSON-only
+  // canonical names are left out.
+  const { stepKey: _stepKey, ...rest } = result;
+  return Object.fromEntries(Object.entries(rest).filter(([, value]) => value !== null));
 }
 
 export function heartbeatResultMessage(result: HeartbeatResult): Record<string, unknown> {
-  const { index: _index, ...rest } = result;
+  const { index: _index, attemptId: _attemptId, ...rest } = result;
   return Object.fromEntries(Object.entries(rest).filter(([, value]) => value !== null));
 }
