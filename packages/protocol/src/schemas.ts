@@ -154,13 +154,20 @@ export const WorkflowDefinition = Type.Object({
 export type WorkflowDefinition = Static<typeof WorkflowDefinition>;
 
 /** A publish still succeeds with a warning: e.g. a step no registered worker can take (a likely typo). */
+/**
+ * Something a publish accepted but that will not work as written: `CAPABILITY_NOT_OFFERED` (no worker
+ * offers the step's capability; with `capability`, `capabilityVersion` and the nearest `suggestions`) or
+ * `INPUT_NOT_DECLARED` (a required `$.input…` mapping in a workflow without an inputSchema; with `path`).
+ */
 export const PublishWarning = Type.Object({
   code: Type.String(),
   stepKey: Type.String(),
-  capability: Type.String(),
-  capabilityVersion: Type.String(),
+  capability: Type.Optional(Type.String()),
+  capabilityVersion: Type.Optional(Type.String()),
   /** The nearest offered `name@version`s, closest first. */
-  suggestions: Type.Array(Type.String()),
+  suggestions: Type.Optional(Type.Array(Type.String())),
+  /** The JSON Pointer of the mapping a warning is about. */
+  path: Type.Optional(Type.String()),
   message: Type.String(),
 });
 export type PublishWarning = Static<typeof PublishWarning>;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { capabilityWarnings, editDistance, nearest } from '../src/core/definitions/capabilityWarnings.ts';
+import { capabilityWarnings, nearest } from '../src/core/definitions/capabilityWarnings.ts';
 
 const step = (key: string, capability: string, capabilityVersion = '1', kind?: 'map' | 'sleep') => ({
   key,
@@ -49,12 +49,13 @@ describe('capabilityWarnings', () => {
   });
 });
 
-describe('edit distance', () => {
-  it('counts insertions, deletions and substitutions', () => {
-    expect(editDistance('image.watermrk@1', 'image.watermark@1')).toBe(1);
-    expect(editDistance('kitten', 'sitting')).toBe(3);
-    expect(editDistance('', 'abc')).toBe(3);
-    expect(editDistance('same', 'same')).toBe(0);
+describe('nearest names', () => {
+  it('suggests names within three edits, closest first', () => {
     expect(nearest('zip.nmes@1', ['zip.names@1', 'image.resize@1'])).toEqual(['zip.names@1']);
+    expect(nearest('image.watermrk@1', ['image.watermark@2', 'image.watermark@1'])).toEqual([
+      'image.watermark@1',
+      'image.watermark@2',
+    ]);
+    expect(nearest('billing.charge@1', ['image.watermark@1'])).toEqual([]);
   });
 });

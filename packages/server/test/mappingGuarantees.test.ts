@@ -1,6 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { normaliseSteps, validateSteps } from '../src/core/definitions/dag.ts';
-import { schemaGuarantees, unguaranteedMappings } from '../src/core/definitions/mappingGuarantees.ts';
+import {
+  schemaGuarantees,
+  undeclaredInputMappings,
+  unguaranteedMappings,
+} from '../src/core/definitions/mappingGuarantees.ts';
 import { resolveInput } from '../src/core/orchestration/advance.ts';
 
 const step = (key: string, inputMapping: Record<string, unknown>, dependsOn: string[] = []) => ({
@@ -113,6 +117,21 @@ describe('required mappings at publish', () => {
     );
     expect(known.map((e) => e.path)).toEqual(['/steps/1/inputMapping/x']);
     expect(known[0]!.message).toContain('the output schema of step "a"');
+  });
+
+  it('names, for a warning, the required $.input mappings of a workflow without an inputSchema', () => {
+    const steps = normaliseSteps([
+      step('a', {
+        x: '$.input.x',
+        y: { from: '$.input.y', optional: true },
+        z: { from: '$.input.z', default: 1 },
+      }),
+      step('b', { w: '$.steps.a.output.w', whole: '$.input' }, ['a']),
+    ]);
+    expect(undeclaredInputMappings(steps, {}).map((w) => [w.stepKey, w.path])).toEqual([
+      ['a', '/steps/0/inputMapping/x'],
+    ]);
+    expect(undeclaredInputMappings(steps, schema)).toEqual([]);
   });
 });
 

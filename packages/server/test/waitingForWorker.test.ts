@@ -96,6 +96,28 @@ describe('a capability no worker offers', () => {
     expect((await publish(oneStep('offered-wf', 'image.watermark'))).body.warnings).toEqual([]);
   });
 
+  it('warns of a required $.input mapping in a workflow without an inputSchema, and of nothing once it is optional', async () => {
+    const mapped = (name: string, from: unknown) => ({
+      name,
+      version: '1',
+      steps: [
+        { key: 'only', capability: 'image.watermark', capabilityVersion: '1', inputMapping: { text: from } },
+      ],
+    });
+    const published = await publish(mapped('undeclared-wf', '$.input.text'));
+    expect(published.status).toBe(201);
+    expect(published.body.warnings).toEqual([
+      {
+        code: 'INPUT_NOT_DECLARED',
+        stepKey: 'only',
+        path: '/steps/0/inputMapping/text',
+        message: expect.stringContaining('the workflow has no inputSchema'),
+      },
+    ]);
+    const optional = await publish(mapped('optional-wf', { from: '$.input.text', optional: true }));
+    expect(optional.body.warnings).toEqual([]);
+  });
+
   it('records "waiting for a worker" on the timeline once, not on every scheduler round', async () => {
     const taskId = (await submit('misspelt-wf')).body.task.id;
     await expect.poll(async () => (await waiting(taskId)).length, { timeout: 10_000 }).toBe(1);

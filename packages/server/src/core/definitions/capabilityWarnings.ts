@@ -4,21 +4,33 @@
  * forever with nothing said, so the publish names each such step and the nearest names that are offered.
  */
 import { type StepDefinition, stepKind } from '@tdp/protocol';
+import { distance } from 'fastest-levenshtein';
 
 export interface OfferedCapability {
   name: string;
   version: string;
 }
 
-export interface PublishWarning {
-  code: 'CAPABILITY_NOT_OFFERED';
-  stepKey: string;
-  capability: string;
-  capabilityVersion: string;
-  /** The nearest offered `name@version`s, closest first (possibly none). */
-  suggestions: string[];
-  message: string;
-}
+export type PublishWarning =
+  | {
+      code: 'CAPABILITY_NOT_OFFERED';
+      stepKey: string;
+      capability: string;
+      capabilityVersion: string;
+      /** The nearest offered `name@version`s, closest first (possibly none). */
+      suggestions: string[];
+      message: string;
+    }
+  | {
+      /** A required `$.input…` mapping in a workflow without an inputSchema (mappingGuarantees.ts). */
+      code: 'INPUT_NOT_DECLARED';
+      stepKey: string;
+      /** The JSON Pointer of the mapping in the definition. */
+      path: string;
+      message: string;
+    };
+
+export type CapabilityWarning = Extract<PublishWarning, { code: 'CAPABILITY_NOT_OFFERED' }>;
 
 /** Suggestions further than this many edits from what was written are noise, not a likely typo. */
 const MAX_DISTANCE = 3;
@@ -27,9 +39,9 @@ const MAX_SUGGESTIONS = 3;
 export function capabilityWarnings(
   steps: readonly Pick<StepDefinition, 'key' | 'kind' | 'capability' | 'capabilityVersion'>[],
   offered: readonly OfferedCapability[],
-): PublishWarning[] {
+): CapabilityWarning[] {
   const offeredIds = [...new Set(offered.map((c) => `${c.name}@${c.version}`))];
-  const warnings: PublishWarning[] = [];
+  const warnings: CapabilityWarning[] = [];
   for (const step of steps) {
     // Only capability and map steps run on workers; the other kinds run on the platform.
     const kind = stepKind(step);
@@ -53,23 +65,9 @@ export function capabilityWarnings(
 /** The candidates within MAX_DISTANCE edits of `wanted`, closest first, then by name. */
 export function nearest(wanted: string, candidates: readonly string[]): string[] {
   return candidates
-    .map((candidate) => ({ candidate, distance: editDistance(wanted, candidate) }))
+    .map((candidate) => ({ candidate, distance: distance(wanted, candidate) }))
     .filter((c) => c.distance <= MAX_DISTANCE)
     .sort((a, b) => a.distance - b.distance || a.candidate.localeCompare(b.candidate))
     .slice(0, MAX_SUGGESTIONS)
     .map((c) => c.candidate);
-}
-
-/** Levenshtein distance (insertions, deletions, substitutions), one row at a time. */
-export function editDistance(a: string, b: string): number {
-  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const current = [i];
-    for (let j = 1; j <= b.length; j++) {
-      const substitution = previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1);
-      current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, substitution);
-    }
-    previous = current;
-  }
-  return previous[b.length]!;
 }

@@ -97,3 +97,36 @@ export function unguaranteedMappings(
   });
   return errors;
 }
+
+/**
+ * A workflow without an inputSchema promises nothing about its input, so its required `$.input…`
+ * mappings are not refused; but a task that leaves one out fails at run time. Publish names each one
+ * (a warning) so the developer declares the input or marks the mapping optional.
+ */
+export function undeclaredInputMappings(
+  steps: StepDefinition[],
+  inputSchema: Schema,
+): { stepKey: string; path: string; message: string }[] {
+  if (Object.keys(inputSchema).length > 0) return [];
+  const found: { stepKey: string; path: string; message: string }[] = [];
+  steps.forEach((step, index) => {
+    for (const [mapping, basePath] of mappingsOf(step, index)) {
+      for (const [field, value] of Object.entries(mapping)) {
+        const entry = mappingEntry(value);
+        if (entry.kind !== 'reference' || entry.whenAbsent !== 'fail') continue;
+        const source = parseMappingReference(entry.from);
+        // `$.input` itself is always there (an input left out is `{}`).
+        if (source === null || source === 'invalid' || source.kind !== 'input' || source.path.length === 0)
+          continue;
+        found.push({
+          stepKey: step.key,
+          path: `${basePath}/${field}`,
+          message:
+            `step ${step.key} maps "${field}" from ${entry.from}, and the workflow has no inputSchema: a task ` +
+            'without it fails at run time; declare the input (inputSchema with required) or mark the mapping optional',
+        });
+      }
+    }
+  });
+  return found;
+}

@@ -59,7 +59,7 @@ export function registerDefinitionRoutes(
         principalOf(request),
         request.body,
       );
-      const warnings = await publishWarnings(deps.offers, definition.steps);
+      const warnings = await publishWarnings(deps.offers, definition);
       return reply.code(created ? 201 : 200).send({ ...toView(definition), warnings });
     },
   );
