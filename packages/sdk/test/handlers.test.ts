@@ -203,6 +203,40 @@ describe.each(frameworks)('%s callback endpoint', (_name, mount) => {
     }
   });
 
+  it('reads a spec 1.0 delivery (committed before the upgrade) in the words of today', async () => {
+    const received: CallbackEvent[] = [];
+    const endpoint = await mount({
+      secrets: [callbackSecret],
+      onCallback: (event) => void received.push(event),
+    });
+    const post = (body: string) => fetch(endpoint.url, { method: 'POST', body, headers: signed(body) });
+    const specOne = (type: string, status: string, spec = '1.0') =>
+      JSON.stringify({
+        specVersion: spec,
+        eventId: `e-${type}-${spec}`,
+        type,
+        sequence: 1,
+        taskId: 't1',
+        status,
+      });
+    try {
+      for (const body of [
+        specOne('execution.canceled', 'CANCELED'),
+        specOne('execution.canceling', 'CANCELING'),
+        specOne('execution.canceled', 'CANCELED', '1.1'),
+      ])
+        expect((await post(body)).status).toBe(204);
+      expect(received.map((e) => [e.specVersion, e.type, e.status])).toEqual([
+        ['1.0', 'execution.cancelled', 'CANCELLED'],
+        ['1.0', 'execution.cancelling', 'CANCELLING'],
+        // A 1.1 body is taken as it is: only 1.0 spoke the old words.
+        ['1.1', 'execution.canceled', 'CANCELED'],
+      ]);
+    } finally {
+      await endpoint.close();
+    }
+  });
+
   it('passes the raw bytes unchanged and answers only once the handler resolved', async () => {
     let release: () => void = () => {};
     const gate = new Promise<void>((resolve) => {

@@ -15,6 +15,7 @@ import {
   outputsOf,
   type TdpApiError,
   type WorkflowInput,
+  type WorkflowOutputs,
 } from '../src/index.ts';
 
 const start = defineWorkflow({ name: 'types', version: '1' });
@@ -259,6 +260,158 @@ start.step('summarize', {
   capabilityVersion: '1',
   // @ts-expect-error maxWords is a number, by the capability's own schema
   inputMapping: { text: '$.input.text', maxWords: 'ten' },
+});
+
+// Map steps: `items` reads an array, `$.item…` a path of its element, and the output is the item outputs.
+const pagesInput = Type.Object({
+  title: Type.String(),
+  copies: Type.Optional(Type.Integer()),
+  pages: Type.Array(Type.Object({ index: Type.Integer(), template: Type.String() })),
+  tags: Type.Array(Type.String()),
+  nested: Type.Object({ sheets: Type.Optional(Type.Array(Type.Object({ layout: Type.String() }))) }),
+});
+const paged = defineWorkflow({ name: 'paged', version: '1', inputSchema: pagesInput });
+const perRemoved = cleaned.map('render-each', {
+  dependsOn: ['clean'],
+  items: '$.steps.clean.output.removed',
+  capability: 'pdf.render',
+  capabilityVersion: '1',
+  inputMapping: { template: '$.item.path', copies: { from: '$.input.copies', default: 1 } },
+  maxParallel: 4,
+  retry: { maxAttempts: 3 },
+});
+// A map over a map's output, whose items are pdf.render's outputs.
+const perDocument = perRemoved.map('archive-each', {
+  dependsOn: ['render-each'],
+  items: '$.steps.render-each.output',
+  capability: 'archive.clean',
+  capabilityVersion: '1',
+  inputMapping: { source: '$.item.document' },
+  onItemFailure: 'CONTINUE',
+});
+type PdfOutput = CapabilityCatalogue['pdf.render']['output'];
+type CleanOutput = CapabilityCatalogue['archive.clean']['output'];
+export const mapOutputs: [true, true] = [
+  true as Same<WorkflowOutputs<typeof perDocument>['render-each'], PdfOutput[]>,
+  true as Same<
+    WorkflowOutputs<typeof perDocument>['archive-each'],
+    ({ output: CleanOutput } | { error: { code: string; message?: string } })[]
+  >,
+];
+// Over the task input (TypeBox), three levels deep, and over items that are not objects.
+paged
+  .map('pages', {
+    items: '$.input.pages',
+    capability: 'pdf.render',
+    capabilityVersion: '1',
+    inputMapping: { template: '$.item.template', copies: { from: '$.item.index', optional: true } },
+  })
+  .map('sheets', {
+    items: '$.input.nested.sheets',
+    capability: 'pdf.render',
+    capabilityVersion: '1',
+    inputMapping: { template: '$.item.layout' },
+  })
+  .map('tags', {
+    items: '$.input.tags',
+    capability: 'pdf.render',
+    capabilityVersion: '1',
+    inputMapping: { template: '$.item' },
+  });
+// Where the type is unknown (a capability not catalogued, an input without a TypeBox schema), anything goes.
+start
+  .step('list', { capability: 'list.files', capabilityVersion: '1' })
+  .map('each', {
+    dependsOn: ['list'],
+    items: '$.steps.list.output.files',
+    capability: 'file.scan',
+    capabilityVersion: '1',
+    inputMapping: { path: '$.item.path.to.anything', label: '$.input.label' },
+  })
+  .map('again', {
+    items: '$.input.whatever',
+    capability: 'pdf.render',
+    capabilityVersion: '1',
+    inputMapping: { template: '$.item.name' },
+  });
+
+cleaned.map('render-each', {
+  dependsOn: ['clean'],
+  // @ts-expect-error archive.clean's `archive` is a string, not an array
+  items: '$.steps.clean.output.archive',
+  capability: 'pdf.render',
+  capabilityVersion: '1',
+  inputMapping: { template: 'x' },
+});
+paged.map('pages', {
+  // @ts-expect-error the input's `title` is a string, not an array
+  items: '$.input.title',
+  capability: 'pdf.render',
+  capabilityVersion: '1',
+  inputMapping: { template: 'x' },
+});
+cleaned.map('render-each', {
+  // @ts-expect-error reads `clean` without depending on it
+  items: '$.steps.clean.output.removed',
+  capability: 'pdf.render',
+  capabilityVersion: '1',
+  inputMapping: { template: 'x' },
+});
+paged.map('pages', {
+  items: '$.input.pages',
+  capability: 'pdf.render',
+  capabilityVersion: '1',
+  // @ts-expect-error a page has no field `nope`
+  inputMapping: { template: '$.item.nope' },
+});
+paged.map('pages', {
+  items: '$.input.pages',
+  capability: 'pdf.render',
+  capabilityVersion: '1',
+  // @ts-expect-error an entry's `from` is checked against the item too
+  inputMapping: { template: { from: '$.item.nope', default: 'a4' } },
+});
+paged.map('tags', {
+  items: '$.input.tags',
+  capability: 'pdf.render',
+  capabilityVersion: '1',
+  // @ts-expect-error a tag is a string: it has no fields
+  inputMapping: { template: '$.item.length' },
+});
+paged.map('pages', {
+  items: '$.input.pages',
+  capability: 'pdf.render',
+  capabilityVersion: '1',
+  // @ts-expect-error pdf.render takes no field `templat`
+  inputMapping: { template: '$.item.template', templat: '$.item.index' },
+});
+paged.map('pages', {
+  items: '$.input.pages',
+  capability: 'pdf.render',
+  capabilityVersion: '1',
+  // @ts-expect-error pdf.render's `template` is required
+  inputMapping: { copies: '$.item.index' },
+});
+paged.map('pages', {
+  items: '$.input.pages',
+  capability: 'pdf.render',
+  capabilityVersion: '1',
+  inputMapping: { template: 'x' },
+  // @ts-expect-error not an item failure policy
+  onItemFailure: 'SKIP',
+});
+paged.step('render', {
+  capability: 'pdf.render',
+  capabilityVersion: '1',
+  // @ts-expect-error `$.item` is read only in a map
+  inputMapping: { template: '$.item' },
+});
+perRemoved.step('archive', {
+  capability: 'archive.clean',
+  capabilityVersion: '1',
+  dependsOn: ['render-each'],
+  // @ts-expect-error a map's output is a list: it has no field `document`
+  inputMapping: { source: '$.steps.render-each.output.document' },
 });
 
 // End to end: a workflow value types its tasks' input, its results and its callbacks.

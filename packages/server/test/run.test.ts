@@ -134,7 +134,7 @@ describe('running a task', () => {
       const mine = received.filter((r) => r.body.taskId === taskId);
       expect(mine.map((r) => r.body.sequence)).toEqual(mine.map((_, i) => i + 1));
       expect(mine[0]!.body).toMatchObject({
-        specVersion: '1.0',
+        specVersion: '1.1',
         type: 'execution.created',
         applicationId: app.applicationId,
         externalRef: created.body.task.externalRef,

@@ -80,7 +80,7 @@ describe('POST /v1/tasks', () => {
       url: 'https://app.example/tdp/callback',
     });
     expect(callback!.payload).toMatchObject({
-      specVersion: '1.0',
+      specVersion: '1.1',
       type: 'execution.created',
       sequence: 1,
       externalRef: 'order-1',

@@ -319,7 +319,8 @@ export function callbackFor(
       eventType,
       url: task.callbackUrl,
       payload: {
-        specVersion: '1.0',
+        // 1.1: cancelled is spelt CANCELLED / execution.cancelled (1.0 said CANCELED / execution.canceled).
+        specVersion: '1.1',
         eventId,
         type: eventType,
         sequence,
