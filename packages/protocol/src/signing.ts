@@ -74,21 +74,23 @@ export const standardWebhookHeaders = {
 
 /** The secret to hand to a Standard Webhooks verifier (`new Webhook(...)`) for a TDP callback secret. */
 export function standardWebhookSecret(secret: string): string {
-  return acceptedAsIs(secret) ? secret : `whsec_${Buffer.from(secret, 'utf8').toString('base64')}`;
+  return readAsIs(secret) ? secret : olderSecretAsStandard(secret);
 }
 
-function acceptedAsIs(secret: string): boolean {
+const olderSecretAsStandard = (secret: string) => `whsec_${Buffer.from(secret, 'utf8').toString('base64')}`;
+
+/** The library's own signer of a secret it reads, or null for an older secret it refuses. */
+function readAsIs(secret: string): Webhook | null {
   try {
-    new Webhook(secret);
-    return true;
+    return new Webhook(secret);
   } catch {
-    return false;
+    return null;
   }
 }
 
-// The signer of a callback secret; the library's own reading of it whenever the library accepts it.
+// The signer of a callback secret: built once per call, from the secret as it is whenever the library reads it.
 function signerOf(secret: string): Webhook {
-  return new Webhook(standardWebhookSecret(secret));
+  return readAsIs(secret) ?? new Webhook(olderSecretAsStandard(secret));
 }
 
 /** The `webhook-signature` value: one `v1,<base64>` per secret, separated by spaces. */

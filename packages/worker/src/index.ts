@@ -1,7 +1,6 @@
 export { RejectedError, UnavailableError, WorkerClient } from './client.ts';
 export { type HealthServer, serveHealth } from './health.ts';
 export { LocalStore } from './localStore.ts';
-export { MissingPackageError } from './optionalPackages.ts';
 export { jsonLogger, type Logger, silentLogger } from './options.ts';
 export type { EventsReport, ReportingTransport } from './reporting.ts';
 export { backoffMs, type WorkerOptions, WorkerRuntime, type WorkerStatus } from './runtime.ts';

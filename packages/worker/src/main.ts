@@ -37,6 +37,7 @@ import {
   WorkerConfigError,
   withCapabilityLimits,
 } from './start.ts';
+import { otlpTracingConfigured } from './tracing.ts';
 
 export { jsonLogger } from './options.ts';
 export { type RunningWorker, WorkerConfigError, withCapabilityLimits } from './start.ts';
@@ -87,9 +88,7 @@ export async function startWorkerFromEnv(
       ...(env.TDP_WORKER_NAME ? { name: env.TDP_WORKER_NAME } : {}),
       ...(transport ? { transport: transport as 'rest' | 'grpc' } : {}),
       ...(env.TDP_GRPC_URL?.trim() ? { grpcUrl: env.TDP_GRPC_URL.trim() } : {}),
-      tracing: Boolean(
-        env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim() || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim(),
-      ),
+      tracing: otlpTracingConfigured(env),
       ...(env.TDP_EGRESS_ALLOW?.trim() ? { egressAllow: env.TDP_EGRESS_ALLOW } : {}),
       ...(maxDownloadBytes !== undefined ? { maxDownloadBytes } : {}),
     });
@@ -97,7 +96,10 @@ export async function startWorkerFromEnv(
     return worker;
   } catch (error) {
     // The same check, named by the variable that set the option.
-    const variable = error instanceof WorkerConfigError && error.option && variables[error.option];
+    const variable =
+      error instanceof WorkerConfigError &&
+      error.option &&
+      variables[error.option as keyof StartWorkerOptions];
     if (variable) throw new WorkerConfigError(`${variable} ${error.message}`, error.option);
     throw error;
   }

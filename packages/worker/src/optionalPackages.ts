@@ -3,10 +3,7 @@
  * `@tdp/worker`: `npm install @tdp/worker` leaves them out, and they are imported when a setting asks
  * for them. Missing, the setting fails the start with the command that installs them.
  */
-
-export class MissingPackageError extends Error {
-  override name = 'MissingPackageError';
-}
+import { WorkerConfigError } from './configError.ts';
 
 export async function importOptional<T>(
   load: () => Promise<T>,
@@ -19,7 +16,7 @@ export async function importOptional<T>(
     const { code, message } = error as { code?: string; message?: string };
     const missing = packages.filter((name) => message?.includes(`'${name}'`));
     if (code === 'ERR_MODULE_NOT_FOUND' && missing.length > 0)
-      throw new MissingPackageError(
+      throw new WorkerConfigError(
         `${setting} needs ${missing.join(' and ')}, which is not installed: npm install ${packages.join(' ')}`,
       );
     throw error;

@@ -9,26 +9,19 @@ import { dirname, resolve } from 'node:path';
 import { egressPolicy } from '@tdp/egress/policy';
 import { defaultWorkerConcurrency, type GrantRenewalPolicy, newId } from '@tdp/protocol';
 import { serverUrls, WorkerClient } from './client.ts';
+import { WorkerConfigError } from './configError.ts';
 import { type HealthServer, serveHealth } from './health.ts';
 import { capabilitiesOf } from './isolation/capabilityModule.ts';
 import { RunnerPool } from './isolation/runnerPool.ts';
 import { LocalStore } from './localStore.ts';
-import { importOptional, MissingPackageError } from './optionalPackages.ts';
+
+export { WorkerConfigError };
+
+import { importOptional } from './optionalPackages.ts';
 import { jsonLogger, type Logger } from './options.ts';
 import { WorkerRuntime } from './runtime.ts';
 import type { Capability } from './sdk.ts';
-import { noSpans, openTelemetrySpans, type WorkerSpans } from './tracing.ts';
-
-export class WorkerConfigError extends Error {
-  override name = 'WorkerConfigError';
-  /** The option at fault, so the environment form can name its variable instead. */
-  constructor(
-    message: string,
-    readonly option?: keyof StartWorkerOptions,
-  ) {
-    super(message);
-  }
-}
+import { noSpans, openTelemetrySpans, otlpTracingConfigured, type WorkerSpans } from './tracing.ts';
 
 export interface StartWorkerOptions {
   /** The TDP server, or its replicas: the worker moves to the next when the one it uses stops answering. */
@@ -156,18 +149,14 @@ export async function startWorker(options: StartWorkerOptions): Promise<RunningW
   // The optional packages a setting needs, before anything opens: missing, the start fails naming them.
   const grpc =
     transport === 'grpc'
-      ? await optionalPackages(() =>
-          importOptional(
-            () => import('./grpcReporting.ts'),
-            ['@grpc/grpc-js', '@grpc/proto-loader'],
-            'gRPC reporting',
-          ),
+      ? await importOptional(
+          () => import('./grpcReporting.ts'),
+          ['@grpc/grpc-js', '@grpc/proto-loader'],
+          'gRPC reporting',
         )
       : null;
   const spans: WorkerSpans =
-    (options.tracing ?? otlpEndpointSet())
-      ? await optionalPackages(() => openTelemetrySpans('tracing'))
-      : noSpans;
+    (options.tracing ?? otlpTracingConfigured()) ? await openTelemetrySpans('tracing') : noSpans;
   const runners = options.capabilityModule
     ? new RunnerPool({ module: options.capabilityModule, ...limits })
     : undefined;
@@ -279,21 +268,6 @@ export async function startWorker(options: StartWorkerOptions): Promise<RunningW
     close().catch((error: unknown) => logger.error({ err: error }, 'closing after the drain failed'));
   }, forget);
   return { id: runtime.id!, runtime, healthUrl: health?.url ?? null, done: runtime.done, drain };
-}
-
-const otlpEndpointSet = () =>
-  Boolean(
-    process.env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim() || process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim(),
-  );
-
-/** Loads what a setting needs; a package missing is a configuration error that says what to install. */
-async function optionalPackages<T>(load: () => Promise<T>): Promise<T> {
-  try {
-    return await load();
-  } catch (error) {
-    if (error instanceof MissingPackageError) throw new WorkerConfigError(error.message);
-    throw error;
-  }
 }
 
 const isConcurrency = (n: number) => Number.isInteger(n) && n >= 1 && n <= 1000;

@@ -61,3 +61,8 @@ export async function openTelemetrySpans(setting: string): Promise<WorkerSpans> 
     },
   };
 }
+
+/** Whether the environment asks for traces (the exporter reads the rest of OTEL_EXPORTER_OTLP_* itself). */
+export function otlpTracingConfigured(env: NodeJS.ProcessEnv = process.env): boolean {
+  return Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim() || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim());
+}

@@ -7,7 +7,7 @@ import { checkChildWorkflows } from './childWorkflows.ts';
 import { normaliseSteps, validateSteps } from './dag.ts';
 import { unguaranteedMappings } from './mappingGuarantees.ts';
 import type { DefinitionLookup, DefinitionStore, JsonSchemaValidator, StoredDefinition } from './ports.ts';
-import { withScheduleToStart } from './scheduleToStart.ts';
+import { applyScheduleToStart } from './scheduleToStart.ts';
 import { kindSchemas } from './stepKinds.ts';
 
 export interface DefinitionDeps {
@@ -28,7 +28,12 @@ export async function publishDefinition(
   principal: ApplicationPrincipal,
   request: PublishWorkflowDefinitionRequest,
 ): Promise<{ definition: StoredDefinition; created: boolean }> {
-  const steps = withScheduleToStart(normaliseSteps(request.steps), request.scheduleToStartMs);
+  // The workflow's limit, for its steps that set none.
+  const steps = applyScheduleToStart(
+    normaliseSteps(request.steps),
+    undefined,
+    request.scheduleToStartMs ?? 0,
+  );
   const inputSchema = request.inputSchema ?? {};
   const errors = [
     ...validateSteps(steps),

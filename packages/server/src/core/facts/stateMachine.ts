@@ -23,6 +23,12 @@ export interface Refusal {
   message: string;
 }
 
+/**
+ * The words every refusal of a change to something ended carries: a worker's late report is logged at
+ * debug by them (adapters/inbound/http/taskLogs.ts), so they are one constant, not a sentence retyped.
+ */
+export const alreadyEnded = 'already ended';
+
 export const refuse = (code: ErrorCode, message: string): Refusal => ({ refused: true, code, message });
 export const isRefusal = (value: unknown): value is Refusal => (value as Refusal | null)?.refused === true;
 
@@ -97,7 +103,7 @@ export function applyStepEvent(step: StepRecord, input: StepEventInput, at: Date
   if (finishedStep.has(step.status)) {
     return refuse(
       'INVALID_TRANSITION',
-      `step ${step.key} attempt ${step.attempt} already ended ${step.status}; a retry is a new attempt`,
+      `step ${step.key} attempt ${step.attempt} ${alreadyEnded} ${step.status}; a retry is a new attempt`,
     );
   }
   if (input.eventType === 'STEP_STARTED' && !pendingStep.has(step.status)) {
@@ -239,7 +245,7 @@ export function endTask(
   if (isTerminal(execution.status)) {
     return refuse(
       'INVALID_TRANSITION',
-      `task ${task.id} already ended ${lifecycleOf(execution.status)}; terminal states are final`,
+      `task ${task.id} ${alreadyEnded} ${lifecycleOf(execution.status)}; terminal states are final`,
     );
   }
   // A cancelling execution ends CANCELLED (or FAILED, TIMED_OUT), never SUCCEEDED.

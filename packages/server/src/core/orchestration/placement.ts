@@ -184,7 +184,9 @@ export function waitingForWorker(
 }
 
 function sameReasons(a: readonly string[], b: readonly string[]): boolean {
-  return a.length === b.length && [...a].sort().every((r, i) => r === [...b].sort()[i]);
+  if (a.length !== b.length) return false;
+  const sortedB = [...b].sort();
+  return [...a].sort().every((r, i) => r === sortedB[i]);
 }
 
 export type Placement =

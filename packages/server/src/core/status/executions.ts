@@ -8,7 +8,7 @@ import { matchesPattern } from '../definitions/patterns.ts';
 import { newStepRecord } from '../facts/newRecords.ts';
 import type { StepRecord, TaskState } from '../facts/records.ts';
 import { type FactSession, inFactTransaction } from '../facts/session.ts';
-import { stepIsFinished, taskAfterStepChange } from '../facts/stateMachine.ts';
+import { alreadyEnded, stepIsFinished, taskAfterStepChange } from '../facts/stateMachine.ts';
 import type { ApplicationPrincipal } from '../identity/ports.ts';
 import { AppError } from '../shared/errors.ts';
 import { issueContext, newAttempt } from '../workers/attempts.ts';
@@ -69,7 +69,10 @@ export async function activateStep(
     const current = before.steps.find((s) => s.key === stepKey && s.current);
     if (!current) throw new AppError('STEP_NOT_REGISTERED', `task ${taskId} has no step ${stepKey}`);
     if (before.task.finishedAt)
-      throw new AppError('INVALID_TRANSITION', `task ${taskId} already ended ${before.task.lifecycleStatus}`);
+      throw new AppError(
+        'INVALID_TRANSITION',
+        `task ${taskId} ${alreadyEnded} ${before.task.lifecycleStatus}`,
+      );
     const now = session.now;
     const wanted = requestedAttempt ?? current.attempt;
     if (current.attemptId && wanted === current.attempt) {
@@ -175,7 +178,10 @@ export async function registerExecution(
     if (!before || before.task.applicationId !== applicationId)
       throw new AppError('TASK_NOT_FOUND', `task ${taskId} does not exist`);
     if (before.task.finishedAt)
-      throw new AppError('INVALID_TRANSITION', `task ${taskId} already ended ${before.task.lifecycleStatus}`);
+      throw new AppError(
+        'INVALID_TRANSITION',
+        `task ${taskId} ${alreadyEnded} ${before.task.lifecycleStatus}`,
+      );
     const now = session.now;
     const attemptNumber = request.attempt ?? 1;
     const existing = before.steps.find(

@@ -6,6 +6,7 @@ import {
   requireValidInput,
   type StoredDefinition,
 } from '../definitions/ports.ts';
+import { applyScheduleToStart } from '../definitions/scheduleToStart.ts';
 import { newTaskState, newWorkflowRecord, stepSpecsOf } from '../facts/newRecords.ts';
 import { KeyTakenError } from '../facts/ports.ts';
 import { workflowProjection } from '../facts/projections.ts';
@@ -33,7 +34,7 @@ import { noTracing, type TraceSpan } from '../shared/ports.ts';
 import type { CandidateSource } from '../workers/ports.ts';
 import { freeSlots, type WorkerCandidate } from '../workers/selector.ts';
 import type { TaskStore, TasksInFlight } from './ports.ts';
-import { applyScheduleToStart, applyStepConstraints } from './snapshot.ts';
+import { applyStepConstraints } from './snapshot.ts';
 
 export interface CreateTaskDeps extends FactDeps {
   /** The server's schedule-to-start limit for steps that set none (0 or absent: none). */

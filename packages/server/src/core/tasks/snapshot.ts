@@ -20,23 +20,6 @@ export function mergeAffinity(base: Affinity, override: Affinity): Affinity {
   return merged;
 }
 
-/**
- * The schedule-to-start limit of each capability step: the task's own, else the step's, else the
- * server's default (0: none). A step with a limit fails if no worker starts it in time (timers.ts).
- */
-export function applyScheduleToStart(
-  steps: StepDefinition[],
-  taskLimitMs: number | undefined,
-  defaultMs: number,
-): StepDefinition[] {
-  return steps.map((step) => {
-    if (stepKind(step) !== 'capability') return step;
-    const limit = taskLimitMs ?? step.timeouts.scheduleToStartMs ?? (defaultMs > 0 ? defaultMs : undefined);
-    if (limit === undefined || limit === step.timeouts.scheduleToStartMs) return step;
-    return { ...step, timeouts: { ...step.timeouts, scheduleToStartMs: limit } };
-  });
-}
-
 export function applyStepConstraints(
   steps: StepDefinition[],
   constraints: StepConstraints | undefined,

@@ -1,6 +1,7 @@
 /** Log lines about tasks, with the fields that follow one change end to end (docs/observability.md). */
 import type { WorkerEventOutcome } from '@tdp/protocol';
 import type { FastifyBaseLogger } from 'fastify';
+import { alreadyEnded } from '../../../core/facts/stateMachine.ts';
 
 /**
  * Whether a refusal says the report came after its attempt, step or task had ended: normal when a worker
@@ -10,7 +11,7 @@ import type { FastifyBaseLogger } from 'fastify';
  */
 export function refusedAsOver(outcome: { code: string; detail: string }): boolean {
   if (outcome.code === 'STALE_EXECUTION' || outcome.code === 'TASK_ARCHIVED') return true;
-  return outcome.code === 'INVALID_TRANSITION' && outcome.detail.includes('already ended');
+  return outcome.code === 'INVALID_TRANSITION' && outcome.detail.includes(alreadyEnded);
 }
 
 /**
