@@ -1,4 +1,5 @@
 export * from './approvals.ts';
+export * from './deprecations.ts';
 export * from './errors.ts';
 export * from './grants.ts';
 export * from './grpc.ts';

@@ -8,6 +8,7 @@
  * No framework is imported at run time: the types below are the little each one needs.
  */
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import { renamedCallbackTypes, renamedStatuses } from '@tdp/protocol';
 import { type CallbackEvent, type CallbackHeaders, verifyCallback } from './callbacks.ts';
 import type { DefinedWorkflow, WorkflowOutputs } from './workflow.ts';
 
@@ -90,17 +91,10 @@ function parseCallback<Outputs>(rawBody: Buffer): CallbackEvent<Outputs> | null 
  */
 function spokenNow<E extends CallbackEvent<unknown>>(event: E): E {
   if (event.specVersion !== '1.0') return event;
-  const type = specOneWords[event.type] ?? event.type;
-  const status = specOneWords[event.status] ?? event.status;
+  const type = renamedCallbackTypes[event.type] ?? event.type;
+  const status = renamedStatuses[event.status] ?? event.status;
   return { ...event, type, status };
 }
-
-const specOneWords: Record<string, string> = {
-  'execution.canceled': 'execution.cancelled',
-  'execution.canceling': 'execution.cancelling',
-  CANCELED: 'CANCELLED',
-  CANCELING: 'CANCELLING',
-};
 
 function logFailure(error: unknown, event: Pick<CallbackEvent, 'eventId' | 'type'>): void {
   console.error(`TDP callback ${event.eventId} (${event.type}): the handler failed; answered 500`, error);

@@ -4,12 +4,11 @@
  * correction that still says CANCELED is read as CANCELLED, before validation, so the schema and the
  * OpenAPI document name only the current spelling.
  */
+import { renamedStatuses } from '@tdp/protocol';
 import type { FastifyRequest } from 'fastify';
 
-const current: Readonly<Record<string, string>> = { CANCELED: 'CANCELLED', CANCELING: 'CANCELLING' };
-
 /** The status as TDP spells it now (an unknown value is left for validation to refuse). */
-export const currentStatusSpelling = (status: string): string => current[status] ?? status;
+export const currentStatusSpelling = (status: string): string => renamedStatuses[status] ?? status;
 
 const statusFields = ['status', 'lifecycleStatus'] as const;
 
