@@ -173,7 +173,9 @@ function parseCallback(raw: string): CallbackBody {
     throw new DemoError(400, 'CALLBACK_MALFORMED', 'the callback body is not JSON');
   }
   const problems: string[] = [];
-  if (body.specVersion !== '1.0') problems.push('specVersion must be "1.0"');
+  // A minor version only adds or respells (1.1: CANCELLED); another major one would be another format.
+  if (typeof body.specVersion !== 'string' || !/^1\.\d+$/.test(body.specVersion))
+    problems.push('specVersion must be 1.x');
   for (const field of ['eventId', 'taskId', 'executionId', 'applicationId'] as const)
     if (typeof body[field] !== 'string' || !uuid.test(body[field] as string))
       problems.push(`${field} must be a UUID`);

@@ -7,7 +7,6 @@
  */
 import { randomUUID } from 'node:crypto';
 import type {
-  AclGrantRequest,
   BatchGetRequest,
   BatchGetResult,
   ClassificationRequest,
@@ -23,15 +22,15 @@ import type {
   TaskPage,
   TaskSummary,
   TaskWithExecution,
-  UserTokenRequest,
   WorkflowCreated,
   WorkflowDefinition,
 } from '@tdp/protocol';
+import { TdpAccessCalls } from './accessCalls.ts';
 import { TdpCoordinator } from './coordinator.ts';
 import { decideStep, type StepDecision, type StepDecisionOptions } from './decisions.ts';
 import { outputsOf, type TaskResult } from './results.ts';
 import { TdpSchedules } from './schedules.ts';
-import { type CallOptions, createTransport, type HttpRequest, type TdpClientOptions } from './transport.ts';
+import type { CallOptions, TdpClientOptions } from './transport.ts';
 import type { CallbackDelivery, Page, TimelineEntry, WorkerSummary, WorkflowTaskAdded } from './views.ts';
 import { type WaitForTaskOptions, waitForTerminal } from './waiting.ts';
 import { type DefinedWorkflow, definitionOf, type WorkflowInput } from './workflow.ts';
@@ -45,8 +44,6 @@ export interface CreatedTask extends TaskCreated {
   /** The Idempotency-Key sent (yours, or the one generated); reuse it to repeat the request. */
   idempotencyKey: string;
 }
-
-export type AclPrincipalType = AclGrantRequest['principalType'];
 
 /**
  * A task of a workflow value: the request without the workflow's name and version, its `input` of the
@@ -69,21 +66,16 @@ const taskIdOf = (task: TaskRef): string => (typeof task === 'string' ? task : t
 
 const segment = encodeURIComponent;
 
-export class TdpClient {
-  private readonly transport: ReturnType<typeof createTransport>;
+export class TdpClient extends TdpAccessCalls {
   /** The status API for steps your application runs and reports itself. */
   readonly coordinator: TdpCoordinator;
   /** Cron schedules that start tasks. */
   readonly schedules: TdpSchedules;
 
   constructor(options: TdpClientOptions) {
-    this.transport = createTransport(options);
+    super(options);
     this.coordinator = new TdpCoordinator(this.transport);
     this.schedules = new TdpSchedules(this.transport);
-  }
-
-  private async call<T>(request: HttpRequest): Promise<T> {
-    return (await this.transport.send(request)).body as T;
   }
 
   // Workflow definitions
@@ -443,105 +435,9 @@ export class TdpClient {
     });
   }
 
-  /** Lets a user, project or role see the task (VIEW unless `permission` says otherwise). */
-  async grantTaskAccess(taskId: string, grant: AclGrantRequest, options: CallOptions = {}): Promise<void> {
-    await this.call({
-      ...options,
-      method: 'POST',
-      path: `/v1/tasks/${segment(taskId)}/acl`,
-      body: grant,
-      retry: 'idempotent',
-    });
-  }
-
-  async revokeTaskAccess(
-    taskId: string,
-    principalType: AclPrincipalType,
-    principalId: string,
-    options: CallOptions = {},
-  ): Promise<void> {
-    await this.call({
-      ...options,
-      method: 'DELETE',
-      path: `/v1/tasks/${segment(taskId)}/acl/${segment(principalType)}/${segment(principalId)}`,
-      retry: 'idempotent',
-    });
-  }
-
   /** The worker sessions that serve your tenant (a capability its workflows run), with their state. */
   listWorkers(options: CallOptions = {}): Promise<WorkerSummary[]> {
     return this.call({ ...options, method: 'GET', path: '/v1/workers', retry: 'read' });
-  }
-
-  // Tokens for your users' browsers
-
-  /**
-   * A realtime connection token for one of your users (with the projects and roles they act in, whose
-   * summary channels it also subscribes), with the gateway's WebSocket URL.
-   */
-  createConnectionToken(
-    user: string | { userId: string; projects?: string[]; roles?: string[] },
-    options: CallOptions = {},
-  ): Promise<{ token: string; url: string; channels: string[] }> {
-    return this.call({
-      ...options,
-      method: 'POST',
-      path: '/v1/realtime/connection-token',
-      body: typeof user === 'string' ? { userId: user } : user,
-      retry: 'idempotent',
-    });
-  }
-
-  /**
-   * A realtime subscription token for a task's detail channel, if the user (or a project or role of
-   * theirs) may see the task. `clientId` is the page's connection (its SDK's client id); with Centrifugo
-   * TDP requires it, to keep a connection to 20 task details.
-   */
-  createSubscriptionToken(
-    request: { userId: string; taskId: string; clientId?: string; projects?: string[]; roles?: string[] },
-    options: CallOptions = {},
-  ): Promise<{ token: string; channel: string }> {
-    return this.call({
-      ...options,
-      method: 'POST',
-      path: '/v1/realtime/subscription-token',
-      body: request,
-      retry: 'idempotent',
-    });
-  }
-
-  /**
-   * A notice to every person of your tenant, on their realtime connections (never task data). Without
-   * `idempotencyKey` one is generated; retries send the same one, so the notice goes out once.
-   */
-  async broadcastToTenant(
-    notice: { title: string; message: string; severity: 'INFO' | 'WARNING' | 'CRITICAL'; link?: string },
-    options: CallOptions & { idempotencyKey?: string } = {},
-  ): Promise<{ id: string; channel: string; sentAt: string }> {
-    const { idempotencyKey = randomUUID(), ...call } = options;
-    const answer = await this.transport.send({
-      ...call,
-      method: 'POST',
-      path: '/v1/broadcasts',
-      body: notice,
-      headers: { 'idempotency-key': idempotencyKey },
-      retry: 'idempotent',
-    });
-    return answer.body as { id: string; channel: string; sentAt: string };
-  }
-
-  /** A short-lived token that reads the API as one of your users (e.g. `/v1/me/tasks`). */
-  createUserToken(
-    request: UserTokenRequest,
-    options: CallOptions = {},
-  ): Promise<{ token: string; expiresAt: string }> {
-    return this.call({
-      ...options,
-      method: 'POST',
-      path: '/v1/user-tokens',
-      body: request,
-      retry: 'idempotent',
-    });
   }
 }
 

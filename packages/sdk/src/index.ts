@@ -1,3 +1,4 @@
+export type { AclPrincipalType } from './accessCalls.ts';
 export {
   type CallbackEvent,
   type CallbackHeaders,
@@ -8,7 +9,6 @@ export {
 } from './callbacks.ts';
 export type { CapabilityCatalogue, CapabilityTypes, CatalogueOf } from './catalogue.ts';
 export {
-  type AclPrincipalType,
   type CreatedTask,
   createTdpClient,
   type TaskRef,
