@@ -55,6 +55,22 @@ function mappingsOf(step: StepDefinition, index: number): [Record<string, unknow
 }
 
 /**
+ * Every REQUIRED reference of the steps' mappings (a plain `$.…` string), with the step, the field and
+ * the JSON Pointer of the mapping; `$.item…` in a map is the item's own and not among them.
+ */
+function* requiredReferences(steps: StepDefinition[]) {
+  for (const [index, step] of steps.entries())
+    for (const [mapping, basePath] of mappingsOf(step, index))
+      for (const [field, value] of Object.entries(mapping)) {
+        const entry = mappingEntry(value);
+        if (entry.kind !== 'reference' || entry.whenAbsent !== 'fail') continue;
+        const source = parseMappingReference(entry.from);
+        if (source === null || source === 'invalid') continue;
+        yield { step, field, from: entry.from, source, path: `${basePath}/${field}` };
+      }
+}
+
+/**
  * The required mappings that could read nothing in a task whose input passes `inputSchema`, one error
  * each, naming the step, the field and the path. A workflow without an inputSchema (`{}`) promises
  * nothing about its input and is not checked; `$.steps.<key>.output…` is checked only where
@@ -67,66 +83,48 @@ export function unguaranteedMappings(
 ): FieldError[] {
   const inputDeclared = Object.keys(inputSchema).length > 0;
   const errors: FieldError[] = [];
-  steps.forEach((step, index) => {
-    for (const [mapping, basePath] of mappingsOf(step, index)) {
-      for (const [field, value] of Object.entries(mapping)) {
-        const entry = mappingEntry(value);
-        if (entry.kind !== 'reference' || entry.whenAbsent !== 'fail') continue;
-        const source = parseMappingReference(entry.from);
-        if (source === null || source === 'invalid') continue; // `$.item…` in a map: the item's own
-        let schema: Schema | undefined;
-        let what: string;
-        if (source.kind === 'input') {
-          schema = inputDeclared ? inputSchema : undefined;
-          what = "the workflow's inputSchema";
-        } else {
-          const upstream = steps.find((s) => s.key === source.stepKey);
-          schema = upstream ? outputSchemaOf(upstream) : undefined;
-          what = `the output schema of step "${source.stepKey}"`;
-        }
-        if (!schema || schemaGuarantees(schema, source.path)) continue;
-        errors.push({
-          path: `${basePath}/${field}`,
-          message:
-            `step "${step.key}" maps "${field}" from ${entry.from}, which ${what} does not require, so a ` +
-            `valid task may not have it: mark it optional ({ "from": "${entry.from}", "optional": true }) ` +
-            `or give it a default ({ "from": "${entry.from}", "default": … }), or make it required in the schema`,
-        });
-      }
-    }
-  });
+  for (const { step, field, from, source, path } of requiredReferences(steps)) {
+    const upstream = source.kind === 'input' ? undefined : steps.find((s) => s.key === source.stepKey);
+    const schema =
+      source.kind === 'input'
+        ? inputDeclared
+          ? inputSchema
+          : undefined
+        : upstream && outputSchemaOf(upstream);
+    if (!schema || schemaGuarantees(schema, source.path)) continue;
+    const what =
+      source.kind === 'input'
+        ? "the workflow's inputSchema"
+        : `the output schema of step "${source.stepKey}"`;
+    errors.push({
+      path,
+      message:
+        `step "${step.key}" maps "${field}" from ${from}, which ${what} does not require, so a ` +
+        `valid task may not have it: mark it optional ({ "from": "${from}", "optional": true }) ` +
+        `or give it a default ({ "from": "${from}", "default": … }), or make it required in the schema`,
+    });
+  }
   return errors;
 }
 
 /**
  * A workflow without an inputSchema promises nothing about its input, so its required `$.input…`
  * mappings are not refused; but a task that leaves one out fails at run time. Publish names each one
- * (a warning) so the developer declares the input or marks the mapping optional.
+ * (a warning) so the developer declares the input or marks the mapping optional. `$.input` itself is
+ * always there (an input left out is `{}`).
  */
 export function undeclaredInputMappings(
   steps: StepDefinition[],
   inputSchema: Schema,
 ): { stepKey: string; path: string; message: string }[] {
   if (Object.keys(inputSchema).length > 0) return [];
-  const found: { stepKey: string; path: string; message: string }[] = [];
-  steps.forEach((step, index) => {
-    for (const [mapping, basePath] of mappingsOf(step, index)) {
-      for (const [field, value] of Object.entries(mapping)) {
-        const entry = mappingEntry(value);
-        if (entry.kind !== 'reference' || entry.whenAbsent !== 'fail') continue;
-        const source = parseMappingReference(entry.from);
-        // `$.input` itself is always there (an input left out is `{}`).
-        if (source === null || source === 'invalid' || source.kind !== 'input' || source.path.length === 0)
-          continue;
-        found.push({
-          stepKey: step.key,
-          path: `${basePath}/${field}`,
-          message:
-            `step ${step.key} maps "${field}" from ${entry.from}, and the workflow has no inputSchema: a task ` +
-            'without it fails at run time; declare the input (inputSchema with required) or mark the mapping optional',
-        });
-      }
-    }
-  });
-  return found;
+  return [...requiredReferences(steps)]
+    .filter(({ source }) => source.kind === 'input' && source.path.length > 0)
+    .map(({ step, field, from, path }) => ({
+      stepKey: step.key,
+      path,
+      message:
+        `step ${step.key} maps "${field}" from ${from}, and the workflow has no inputSchema: a task ` +
+        'without it fails at run time; declare the input (inputSchema with required) or mark the mapping optional',
+    }));
 }

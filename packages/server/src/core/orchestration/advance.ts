@@ -146,6 +146,17 @@ export type ResolvedInput =
   | { ok: true; value: Record<string, unknown> }
   | { ok: false; code: 'INPUT_MAPPING_MISSING'; message: string; detail: string };
 
+/** The step failure of an input that could not be resolved: not retryable, the same input fails again. */
+export function inputFailure(input: Extract<ResolvedInput, { ok: false }>) {
+  return {
+    category: 'INPUT' as const,
+    code: input.code,
+    retryable: false,
+    userMessage: input.message,
+    detail: input.detail,
+  };
+}
+
 /** What a person is shown when a step's input lacks a value it needs. */
 export const missingInputMessage =
   'This step could not start because a value it needs is missing from the work’s input. Contact the application’s support.';

@@ -36,6 +36,7 @@ import {
   withLockedLoads,
   workersToLock,
 } from '../workers/selector.ts';
+import { inputFailure } from './advance.ts';
 import { type ConsequenceDeps, failStepAttempt } from './consequences.ts';
 import { milestone, platformWorkerProducer, resolvePlatformInput } from './transitionRecords.ts';
 
@@ -246,13 +247,7 @@ async function placeInSpan(
     if (!failInvalidInput) return { kind: 'invalid' };
     await failStepAttempt(deps.status, session, before, step, {
       producer: 'tdp:scheduler',
-      error: {
-        category: 'INPUT',
-        code: input.code,
-        retryable: false,
-        userMessage: input.message,
-        detail: input.detail,
-      },
+      error: inputFailure(input),
       infrastructure: false,
       workerId: null,
       milestone: 'INPUT_INVALID',

@@ -17,6 +17,7 @@ import type { FactSession } from '../../facts/session.ts';
 import { taskAfterStepChange } from '../../facts/stateMachine.ts';
 import type { FactWriteSet } from '../../facts/writeSet.ts';
 import { freeSlots, type WorkerCandidate } from '../../workers/selector.ts';
+import { inputFailure } from '../advance.ts';
 import { type ConsequenceDeps, failStepAttempt, stopRunningItems } from '../consequences.ts';
 import { chooseWorker, type PlacementDeps, startAttempt } from '../placement.ts';
 import { completePlatformStep, stepTimer, waitOnStep } from './finishStep.ts';
@@ -217,13 +218,7 @@ export async function placeMapItems(
             attemptId: null,
             result: {
               kind: 'FAILED' as const,
-              error: {
-                category: 'INPUT',
-                code: input.code,
-                retryable: false,
-                userMessage: input.message,
-                detail: input.detail,
-              },
+              error: inputFailure(input),
               lost: false,
             },
           },
