@@ -1,11 +1,5 @@
 /** Freezing a definition into an execution snapshot, with the task's per-step constraints merged. Pure. */
-import {
-  type Affinity,
-  type FieldError,
-  type StepConstraints,
-  type StepDefinition,
-  stepKind,
-} from '@tdp/protocol';
+import type { Affinity, FieldError, StepConstraints, StepDefinition } from '@tdp/protocol';
 
 export function mergeAffinity(base: Affinity, override: Affinity): Affinity {
   const merged: Affinity = { ...base };
