@@ -71,6 +71,23 @@ export type FailurePolicy = Static<typeof FailurePolicy>;
 
 const StepKey = Type.String({ minLength: 1, maxLength: 100, pattern: '^[A-Za-z][A-Za-z0-9_-]*$' });
 
+/**
+ * A concurrency key: no more than `limit` steps carrying the same key run at once. `key` names the key in
+ * the tenant (shared by every workflow that names it; its limit can be changed at run time); `value` says
+ * which slot pool a task's step falls in: `$.input.<path>` (e.g. one pool per customer), `$.tenant`,
+ * `$.application`, or a literal (one pool for all). Without `value`, one pool for the whole key.
+ */
+export const ConcurrencyKey = Type.Object(
+  {
+    key: Type.String({ minLength: 1, maxLength: 100, pattern: '^[A-Za-z][A-Za-z0-9_.-]*$' }),
+    value: Type.Optional(Type.String({ minLength: 1, maxLength: 500 })),
+    limit: Type.Integer({ minimum: 1, maximum: 1_000_000 }),
+  },
+  Strict,
+);
+export type ConcurrencyKey = Static<typeof ConcurrencyKey>;
+const ConcurrencyKeys = Type.Array(ConcurrencyKey, { maxItems: 5 });
+
 export const StepDefinitionInput = Type.Object(
   {
     key: StepKey,
@@ -90,6 +107,8 @@ export const StepDefinitionInput = Type.Object(
     failurePolicy: Type.Optional(FailurePolicy),
     /** A delayed step: once ready, its first attempt waits this long before it is placed (up to 30 days). */
     startDelayMs: Type.Optional(Type.Integer({ minimum: 1, maximum: 2_592_000_000 })),
+    /** Keys this step holds while it runs, beside the workflow's own (a capability step). */
+    concurrency: Type.Optional(ConcurrencyKeys),
   },
   Strict,
 );
@@ -114,6 +133,8 @@ export const PublishWorkflowDefinitionRequest = Type.Object(
     steps: Type.Array(StepDefinitionInput, { minItems: 1, maxItems: 200 }),
     /** The schedule-to-start limit of every capability step that sets none of its own. */
     scheduleToStartMs: Type.Optional(Type.Integer({ minimum: 1 })),
+    /** Keys every capability step of the workflow holds while it runs (docs/scheduling.md). */
+    concurrency: Type.Optional(ConcurrencyKeys),
   },
   Strict,
 );
@@ -137,6 +158,8 @@ export const StepDefinition = Type.Object({
   failurePolicy: FailurePolicy,
   /** Absent in definitions published before delayed steps existed. */
   startDelayMs: Type.Optional(Type.Integer()),
+  /** The keys the step holds while it runs: the workflow's, then its own (absent: none). */
+  concurrency: Type.Optional(Type.Array(ConcurrencyKey)),
   /** `kind` is absent in definitions published before step kinds existed (capability steps). */
   ...StepKindOptions,
 });

@@ -4,6 +4,7 @@ import { fingerprint } from '../shared/canonicalJson.ts';
 import { AppError } from '../shared/errors.ts';
 import type { Clock, IdGenerator } from '../shared/ports.ts';
 import { checkChildWorkflows } from './childWorkflows.ts';
+import { applyConcurrency, concurrencyErrors } from './concurrencyKeys.ts';
 import { normaliseSteps, validateSteps } from './dag.ts';
 import { unguaranteedMappings } from './mappingGuarantees.ts';
 import type { DefinitionLookup, DefinitionStore, JsonSchemaValidator, StoredDefinition } from './ports.ts';
@@ -29,14 +30,15 @@ export async function publishDefinition(
   request: PublishWorkflowDefinitionRequest,
 ): Promise<{ definition: StoredDefinition; created: boolean }> {
   // The workflow's limit, for its steps that set none.
-  const steps = applyScheduleToStart(
-    normaliseSteps(request.steps),
-    undefined,
-    request.scheduleToStartMs ?? 0,
+  const steps = applyConcurrency(
+    applyScheduleToStart(normaliseSteps(request.steps), undefined, request.scheduleToStartMs ?? 0),
+    request.steps,
+    request.concurrency,
   );
   const inputSchema = request.inputSchema ?? {};
   const errors = [
     ...validateSteps(steps),
+    ...concurrencyErrors(request, steps, inputSchema),
     ...deps.schemas
       .checkSchema(inputSchema)
       .map((e) => ({ path: `/inputSchema${e.path}`, message: e.message })),

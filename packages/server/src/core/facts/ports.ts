@@ -48,11 +48,99 @@ export interface ClaimedSchedulingRequest {
   reasons: string[];
 }
 
+/** A scheduling request not yet tagged with its place in line (`workers/fairShare.ts`). */
+export interface Arrival {
+  id: string;
+  tenantId: string;
+  applicationId: string;
+  priority: number;
+  createdAt: Date;
+}
+
+/** What tagging needs to know of the flows it tags for. */
+export interface FlowState {
+  /** The virtual time between tenants (the last tenant tag served). */
+  platformServed: number;
+  /** A flow's last tag, by `tenant:<id>` or `application:<id>`; absent: 0. */
+  lastTag: Map<string, number>;
+  /** A tenant's virtual time between its applications, by `tenant:<id>`; absent: 0. */
+  tenantServed: Map<string, number>;
+  /** Weights by `tenant:<id>` or `application:<id>`; absent: 1. */
+  weights: Map<string, number>;
+}
+
+export interface ArrivalTags {
+  id: string;
+  tenantTag: number;
+  applicationTag: number;
+  orderAt: Date;
+}
+
+/** A waiting request as a scheduler round sees it. */
+export interface TaggedRequest {
+  id: string;
+  tenantId: string;
+  applicationId: string;
+  tenantTag: number;
+  applicationTag: number;
+}
+
+/** A round's turns (`FactTransaction.schedulingTurns`): who held them, and who is served. */
+export interface SchedulingTurns {
+  tenantTurns: TaggedRequest[];
+  applicationTurns: TaggedRequest[];
+  served: TaggedRequest[];
+  /** The served requests, as the round places them. */
+  claimed: ClaimedSchedulingRequest[];
+}
+
+/** Why a step could not hold a slot of a concurrency key's pool. */
+export interface ConcurrencyRefusal {
+  key: { name: string; value: string };
+  running: number;
+  limit: number;
+  paused: boolean;
+}
+
+/** A claimed request put back: why, and the concurrency key pool it waits on (parked), if that is why. */
+export interface DeferredRequest {
+  id: string;
+  reasons: string[];
+  parkedOn?: { name: string; value: string; limit: number };
+}
+
 export interface FactTransaction {
-  /** Due PENDING scheduling requests, by priority then age, locked (SKIP LOCKED) until commit. */
-  claimSchedulingRequests(now: Date, limit: number): Promise<ClaimedSchedulingRequest[]>;
-  /** Puts claimed requests back with why no worker could take them, to be tried again at `availableAt`. */
-  deferSchedulingRequests(requests: { id: string; reasons: string[] }[], availableAt: Date): Promise<void>;
+  /**
+   * Untagged open requests (oldest first, up to `limit`) with their flows' state, locked until commit;
+   * null when another transaction is tagging (its round tags them).
+   */
+  schedulingArrivals(limit: number): Promise<{ arrivals: Arrival[]; flows: FlowState } | null>;
+  /** The arrivals' tags and their flows' new last tags. */
+  writeArrivalTags(arrivals: Arrival[], tags: ArrivalTags[], lastTags: Map<string, number>): Promise<void>;
+  /**
+   * One round's turns: the `limit` lowest tenant tags of due requests, within each tenant as many of its
+   * lowest application tags, within each application as many of its first requests by order (served);
+   * all locked (SKIP LOCKED) until commit.
+   */
+  schedulingTurns(now: Date, limit: number): Promise<SchedulingTurns>;
+  /** The tags a round moved, and the virtual times it served (null: it served none). */
+  writeTurns(
+    retagged: TaggedRequest[],
+    served: { platform: number; tenants: Map<string, number> } | null,
+  ): Promise<void>;
+  /** Puts claimed requests back with why they could not be placed, to be tried again at `availableAt`. */
+  deferSchedulingRequests(requests: DeferredRequest[], availableAt: Date): Promise<void>;
+  /**
+   * Holds one slot of each concurrency key pool for a step being placed (until the step stops), or none
+   * and says which pool refused (paused, or at its limit). The pools stay locked until commit.
+   */
+  holdConcurrency(hold: {
+    tenantId: string;
+    taskId: string;
+    stepId: string;
+    keys: { name: string; value: string; declaredLimit: number }[];
+    at: Date;
+  }): Promise<ConcurrencyRefusal | null>;
   /** Why no worker could take this step's open request when last tried (empty: none, or not tried). */
   schedulingReasons(stepId: string): Promise<string[]>;
   /** Transaction-scoped advisory locks on keys (e.g. step + attempt), taken in key order. */

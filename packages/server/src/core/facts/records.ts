@@ -242,6 +242,9 @@ export interface SchedulingRequestRecord {
   id: string;
   taskId: string;
   stepId: string;
+  /** Whom the step's place in line is fair between (docs/scheduling.md). */
+  tenantId: string;
+  applicationId: string;
   priority: number;
   availableAt: Date;
   createdAt: Date;

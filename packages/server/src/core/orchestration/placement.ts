@@ -17,6 +17,7 @@
  * placed by kinds/map.ts with the same `chooseWorker` and `startAttempt`, committed as its progress.
  */
 import type { StepDefinition } from '@tdp/protocol';
+import { heldKeyReason, resolveConcurrencyKeys } from '../definitions/concurrencyKeys.ts';
 import { isTerminal } from '../facts/execution.ts';
 import type {
   AttemptRecord,
@@ -194,7 +195,8 @@ export type Placement =
   | { kind: 'placed'; command: WorkerCommandRecord }
   /** The step no longer waits for a worker (it moved on, or its execution ended). */
   | { kind: 'stale' }
-  | { kind: 'unplaceable'; reasons: string[] }
+  /** No worker could take it, or (`parkedOn`) a concurrency key pool holds it until a slot frees. */
+  | { kind: 'unplaceable'; reasons: string[]; parkedOn?: { name: string; value: string; limit: number } }
   /** Its input could not be resolved (the step was failed, if asked to). */
   | { kind: 'invalid' };
 
@@ -253,6 +255,22 @@ async function placeInSpan(
       milestone: 'INPUT_INVALID',
     });
     return { kind: 'invalid' };
+  }
+  const keys = resolveConcurrencyKeys(definition, before.task);
+  if (keys.length > 0) {
+    const refused = await session.tx.holdConcurrency({
+      tenantId: before.task.tenantId,
+      taskId: before.task.id,
+      stepId: step.id,
+      keys,
+      at: now,
+    });
+    if (refused)
+      return {
+        kind: 'unplaceable',
+        reasons: [heldKeyReason(refused.key, refused.running, refused.limit, refused.paused)],
+        parkedOn: { ...refused.key, limit: refused.limit },
+      };
   }
   // The worker's run continues this placement's span.
   const traceparent = deps.status.tracing?.traceparent();

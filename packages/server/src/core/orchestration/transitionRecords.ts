@@ -174,6 +174,8 @@ export function applyTransitions(
           id: ids.newId(),
           taskId: state.task.id,
           stepId: step.id,
+          tenantId: state.task.tenantId,
+          applicationId: state.task.applicationId,
           priority: state.task.priority,
           availableAt: placeableAt,
           createdAt: at,

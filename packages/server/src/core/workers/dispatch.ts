@@ -1,8 +1,10 @@
+import type { DeferredRequest } from '../facts/ports.ts';
 import type { TaskState, WorkerCommandRecord } from '../facts/records.ts';
 import { inFactTransaction } from '../facts/session.ts';
 import type { FactConsequenceDeps } from '../orchestration/consequences.ts';
 import { isRunningMap, placeMapItems } from '../orchestration/kinds/map.ts';
 import { lockCandidates, placeStep, waitingForWorker } from '../orchestration/placement.ts';
+import { claimFairly } from './fairClaim.ts';
 import type { WorkerStore } from './ports.ts';
 import { freeSlots } from './selector.ts';
 
@@ -13,6 +15,8 @@ export interface DispatchDeps {
   /** Called after the commit with the commands it wrote, for the workers' open streams. */
   wake: (commands: WorkerCommandRecord[]) => void;
   retryUnplaceableMs: number;
+  /** A step of priority p is placed as if it had waited p times this long (docs/scheduling.md). */
+  agingStepMs: number;
   /** Called when worker sessions were ended (lost), so no placement trusts an older view of them. */
   workersEnded?: () => void;
   /** Called after each round; `full` means more requests are waiting. */
@@ -39,7 +43,7 @@ export async function dispatchReady(deps: DispatchDeps, limit: number): Promise<
   const claimed = await inFactTransaction(
     deps.status,
     async (session) => {
-      const requests = await session.tx.claimSchedulingRequests(session.now, claimLimit);
+      const requests = await claimFairly(session.tx, session.now, claimLimit, deps.agingStepMs);
       const now = session.now;
       // Every claimed step's advisory lock, the free workers' capacity (placement.ts: locked before any
       // task; none for an empty round) and the task locks, in one round trip; then no reads until commit.
@@ -52,7 +56,7 @@ export async function dispatchReady(deps: DispatchDeps, limit: number): Promise<
           { workflows: true },
         ),
       ]);
-      const deferred: { id: string; reasons: string[] }[] = [];
+      const deferred: DeferredRequest[] = [];
       // The timeline says a step waits for a worker, and why, when the reason is new (placement.ts).
       const sayWaiting = async (
         state: TaskState,
@@ -91,7 +95,11 @@ export async function dispatchReady(deps: DispatchDeps, limit: number): Promise<
             closeSchedulingRequests: { stepIds: [request.stepId], status: 'CANCELLED' },
           });
         else if (placement.kind === 'unplaceable' && before) {
-          deferred.push({ id: request.id, reasons: placement.reasons });
+          deferred.push({
+            id: request.id,
+            reasons: placement.reasons,
+            ...(placement.parkedOn ? { parkedOn: placement.parkedOn } : {}),
+          });
           await sayWaiting(before, request, placement.reasons);
         }
       }

@@ -91,6 +91,11 @@ export interface WorkerStore {
   /** Requests waiting after finding no worker become due now (a worker registered or changed). */
   retryDeferred(now: Date): Promise<number>;
   /**
+   * Parked requests of concurrency key pools that have room (a slot given back while a round parked,
+   * a limit raised, a key resumed) become due now, as many as there is room for; how many.
+   */
+  unparkWithRoom(now: Date): Promise<number>;
+  /**
    * Sessions to reap: live ones whose last heartbeat is older than `before`, and ended ones that still
    * hold open attempts.
    */

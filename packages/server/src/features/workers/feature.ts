@@ -71,6 +71,12 @@ const settings = settingsSlice(
       default: 5_000,
       description: 'A scheduling request no worker can take is tried again after this long.',
     }),
+    priorityAgingStepMs: setting.integer({
+      env: 'TDP_PRIORITY_AGING_STEP_MS',
+      default: 1_000,
+      description:
+        'Within an application, a step of priority p is placed as if it had waited p times this long: priority orders the work, and waiting ages it, so low priority never starves.',
+    }),
     capacityRetryMinIntervalMs: setting.value({
       default: 50,
       description: 'Freed worker capacity retries the steps waiting for a worker at most this often.',
@@ -155,6 +161,7 @@ export const workersFeature = defineFeature({
       heartbeatTtlMs: settings.workerHeartbeatTtlMs,
       wake: (commands) => hub.deliver(commands),
       retryUnplaceableMs: settings.retryUnplaceableMs,
+      agingStepMs: settings.priorityAgingStepMs,
       workersEnded: () => candidates.invalidate(),
       roundDone: (full) => candidates.schedulerRound(full),
       capacity,
@@ -180,13 +187,15 @@ export const workersFeature = defineFeature({
         ...settings.schedulerLoop,
         round: async () => ({ full: (await dispatchReady(dispatch, batchSize)) === batchSize }),
       }),
-      // Ends silent worker sessions and retries what they held.
+      // Ends silent worker sessions and retries what they held; lets in steps parked on a pool with room.
       host.loop({
         name: 'leases',
         maxIdleMs: settings.leaseCheckIntervalMs,
         round: async (loopLogger) => {
           const reaped = await reapLostWorkers(dispatch);
           if (reaped > 0) loopLogger.warn({ reaped }, 'attempts of lost workers failed over');
+          // Steps parked on a concurrency key whose pool has room after all (docs/scheduling.md).
+          if ((await workerStore.unparkWithRoom(clock.now())) > 0) host.loops.wake('scheduler');
           return { full: false };
         },
       }),

@@ -5,7 +5,14 @@
  * makes inside its transaction in transactionReads.
  */
 
-import { type FactTransaction, KeyTakenError } from '../../../core/facts/ports.ts';
+import {
+  type Arrival,
+  type ArrivalTags,
+  type DeferredRequest,
+  type FactTransaction,
+  KeyTakenError,
+  type TaggedRequest,
+} from '../../../core/facts/ports.ts';
 import type { SignalRecord } from '../../../core/facts/records.ts';
 import type { FactWriteSet } from '../../../core/facts/writeSet.ts';
 import type { HandleHeartbeat, HeartbeatUpdate, StatusStore } from '../../../core/status/ports.ts';
@@ -17,6 +24,7 @@ import {
   pushAttemptStatements,
 } from './attemptTables.ts';
 import { pushOperatorAuditStatements } from './auditTables.ts';
+import { holdConcurrency, pushConcurrencyReleaseStatements } from './concurrencyTables.ts';
 import { isUniqueViolation, type Queryable, type Sql, type TxSql, transaction } from './database.ts';
 import { findStepDecisions, pushDecisionStatements } from './decisionTables.ts';
 import {
@@ -26,6 +34,7 @@ import {
   pushEventStatements,
   pushIdempotencyStatement,
 } from './eventTables.ts';
+import { schedulingArrivals, schedulingTurns, writeArrivalTags, writeTurns } from './fairShareTables.ts';
 import { overdueTasks, pushLeaseStatements, renewLeases, renewLeasesByHandle } from './leaseTables.ts';
 import {
   allMapItems,
@@ -39,7 +48,6 @@ import { pushNotificationStatements } from './notificationTables.ts';
 import { pushCallbackStatements, pushOutboxStatements } from './outboxTables.ts';
 import { type RowStatement, runAll } from './recordset.ts';
 import {
-  claimSchedulingRequests,
   deferSchedulingRequests,
   pushReopenedRequestStatements,
   pushSchedulingRequestStatements,
@@ -100,12 +108,28 @@ class PostgresFactTransaction implements FactTransaction {
     return this.atCommit.length > 0 ? this.send(this.atCommit.splice(0)) : null;
   }
 
-  async claimSchedulingRequests(now: Date, limit: number) {
-    return claimSchedulingRequests(this.sql, now, limit);
+  schedulingArrivals(limit: number) {
+    return schedulingArrivals(this.sql, limit);
   }
 
-  async deferSchedulingRequests(requests: { id: string; reasons: string[] }[], availableAt: Date) {
+  writeArrivalTags(arrivals: Arrival[], tags: ArrivalTags[], lastTags: Map<string, number>) {
+    return writeArrivalTags(this.sql, arrivals, tags, lastTags);
+  }
+
+  schedulingTurns(now: Date, limit: number) {
+    return schedulingTurns(this.sql, now, limit);
+  }
+
+  writeTurns(retagged: TaggedRequest[], served: { platform: number; tenants: Map<string, number> } | null) {
+    return writeTurns(this.sql, retagged, served);
+  }
+
+  async deferSchedulingRequests(requests: DeferredRequest[], availableAt: Date) {
     await deferSchedulingRequests(this.sql, requests, availableAt);
+  }
+
+  holdConcurrency(hold: Parameters<FactTransaction['holdConcurrency']>[0]) {
+    return holdConcurrency(this.sql, hold);
   }
 
   async schedulingReasons(stepId: string) {
@@ -238,6 +262,7 @@ export function factStatements(writes: FactWriteSet[]): RowStatement[] {
   pushTaskStatements(w, statements);
   pushStepStatements(w, statements);
   pushLeaseStatements(w, statements);
+  pushConcurrencyReleaseStatements(w, statements);
   pushAttemptStatements(w, committedAt, statements);
   pushEventStatements(w, statements);
   pushOutboxStatements(w, statements);

@@ -2,7 +2,7 @@
  * What the scheduler and the timers work off: scheduling requests (one per step waiting for a worker),
  * timers, and the task's timeline of milestones (columns, statements and the scheduler's reads).
  */
-import type { ClaimedSchedulingRequest } from '../../../core/facts/ports.ts';
+import type { DeferredRequest } from '../../../core/facts/ports.ts';
 import type { TxSql } from './database.ts';
 import type { MergedWrites } from './mergeWrites.ts';
 import { type Column, insertStatement, type RowStatement, updateRows } from './recordset.ts';
@@ -11,6 +11,8 @@ const schedulingRequestColumns: Column[] = [
   ['id', 'uuid'],
   ['task_id', 'uuid'],
   ['step_id', 'uuid'],
+  ['tenant_id', 'uuid'],
+  ['application_id', 'uuid'],
   ['priority', 'integer'],
   ['status', 'text'],
   ['available_at', 'timestamptz'],
@@ -23,6 +25,9 @@ const schedulingRequestDeferColumns: Column[] = [
   ['reasons', 'jsonb'],
   ['available_at', 'timestamptz'],
   ['updated_at', 'timestamptz'],
+  ['parked_key', 'text'],
+  ['parked_value', 'text'],
+  ['parked_limit', 'integer'],
 ];
 
 const timerColumns: Column[] = [
@@ -64,6 +69,8 @@ export function pushSchedulingRequestStatements(w: MergedWrites, statements: Row
             id: r.id,
             task_id: r.taskId,
             step_id: r.stepId,
+            tenant_id: r.tenantId,
+            application_id: r.applicationId,
             priority: r.priority,
             status,
             available_at: r.availableAt,
@@ -99,8 +106,16 @@ const closeRequests = `UPDATE scheduling_request SET status = x.status, updated_
   FROM jsonb_to_recordset($1::text::jsonb) AS x(step_id uuid, status text)
   WHERE scheduling_request.step_id = x.step_id AND scheduling_request.status = 'PENDING' AND ${unheldRequests}`;
 
-/** A map's request made due again: at once, or sooner if it was due later (a back-off, a deferral). */
+/**
+ * A map's request made due again: at once, or sooner if it was due later (a back-off, a deferral). A
+ * closed one arrives anew, to be tagged again (each round of items is charged its place in line); an
+ * open one keeps its place.
+ */
 const reopenRequests = `UPDATE scheduling_request SET status = 'PENDING', reasons = '[]'::jsonb, updated_at = x.at,
+    tenant_tag = CASE WHEN scheduling_request.status = 'PENDING' THEN tenant_tag END,
+    application_tag = CASE WHEN scheduling_request.status = 'PENDING' THEN application_tag END,
+    order_at = CASE WHEN scheduling_request.status = 'PENDING' THEN order_at END,
+    created_at = CASE WHEN scheduling_request.status = 'PENDING' THEN created_at ELSE x.at END,
     available_at = CASE WHEN scheduling_request.status = 'PENDING'
                         THEN least(scheduling_request.available_at, x.available_at)
                         ELSE x.available_at END
@@ -165,25 +180,8 @@ export function pushTimelineStatements(w: MergedWrites, statements: RowStatement
   }
 }
 
-export async function claimSchedulingRequests(
-  sql: TxSql,
-  now: Date,
-  limit: number,
-): Promise<ClaimedSchedulingRequest[]> {
-  const rows = await sql<{ id: string; task_id: string; step_id: string; reasons: string[] }[]>`
-      SELECT id, task_id, step_id, reasons FROM scheduling_request
-      WHERE status = 'PENDING' AND available_at <= ${now}
-      ORDER BY priority DESC, created_at
-      LIMIT ${limit}
-      FOR UPDATE SKIP LOCKED`;
-  return rows.map((r) => ({ id: r.id, taskId: r.task_id, stepId: r.step_id, reasons: r.reasons }));
-}
-
-export async function deferSchedulingRequests(
-  sql: TxSql,
-  requests: { id: string; reasons: string[] }[],
-  availableAt: Date,
-) {
+/** Claimed requests put back; one held by a concurrency key is parked on its pool until a slot frees. */
+export async function deferSchedulingRequests(sql: TxSql, requests: DeferredRequest[], availableAt: Date) {
   await updateRows(
     sql,
     'scheduling_request',
@@ -193,6 +191,9 @@ export async function deferSchedulingRequests(
       reasons: r.reasons,
       available_at: availableAt,
       updated_at: availableAt,
+      parked_key: r.parkedOn?.name ?? null,
+      parked_value: r.parkedOn?.value ?? null,
+      parked_limit: r.parkedOn?.limit ?? null,
     })),
   );
 }

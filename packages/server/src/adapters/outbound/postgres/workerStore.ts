@@ -6,6 +6,7 @@ import type {
   WorkerStore,
 } from '../../../core/workers/ports.ts';
 import type { WorkerCandidate } from '../../../core/workers/selector.ts';
+import { unparkWithRoom } from './concurrencyTables.ts';
 import { type Sql, transaction } from './database.ts';
 import { drainSession, insertAudit } from './operatorStore.ts';
 
@@ -236,8 +237,12 @@ export class PostgresWorkerStore implements WorkerStore {
   /** Only requests deferred for want of a worker (they carry reasons); a delayed step keeps its delay. */
   async retryDeferred(now: Date) {
     const result = await this.sql`UPDATE scheduling_request SET available_at = ${now}
-           WHERE status = 'PENDING' AND available_at > ${now} AND reasons <> '[]'::jsonb`;
+           WHERE status = 'PENDING' AND available_at > ${now} AND reasons <> '[]'::jsonb AND parked_key IS NULL`;
     return result.count;
+  }
+
+  unparkWithRoom(now: Date) {
+    return unparkWithRoom(this.sql, now);
   }
 
   async lostWorkers(before: Date) {

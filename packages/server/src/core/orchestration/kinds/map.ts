@@ -55,6 +55,8 @@ export function placementRequest(deps: ConsequenceDeps, state: TaskState, step: 
     id: deps.ids.newId(),
     taskId: state.task.id,
     stepId: step.id,
+    tenantId: state.task.tenantId,
+    applicationId: state.task.applicationId,
     priority: state.task.priority,
     availableAt: at,
     createdAt: at,

@@ -1,0 +1,134 @@
+/**
+ * Concurrency keys' slots (`core/definitions/concurrencyKeys.ts`, docs/scheduling.md): holding them at
+ * placement, giving them back with the fact that stops a step, and letting parked steps in.
+ */
+import type { ConcurrencyRefusal } from '../../../core/facts/ports.ts';
+import type { StepRecord } from '../../../core/facts/records.ts';
+import type { Queryable, TxSql } from './database.ts';
+import type { MergedWrites } from './mergeWrites.ts';
+import type { RowStatement } from './recordset.ts';
+import { advisoryLocks } from './transactionReads.ts';
+
+const poolLock = (tenantId: string, name: string, value: string) =>
+  `concurrency:${tenantId}:${name}:${value}`;
+
+/**
+ * Holds a slot of each pool for the step, or none: the pools are locked (until commit, so two placers
+ * never both take a pool's last slot), their running steps counted against the limit (the one set at
+ * run time, else the declared one), and the slots written at once (a second placement in the same
+ * transaction counts them). Refused: the first pool that is paused or full.
+ */
+export async function holdConcurrency(
+  sql: TxSql,
+  hold: {
+    tenantId: string;
+    taskId: string;
+    stepId: string;
+    keys: { name: string; value: string; declaredLimit: number }[];
+    at: Date;
+  },
+): Promise<ConcurrencyRefusal | null> {
+  const { tenantId, keys } = hold;
+  await advisoryLocks(
+    sql,
+    keys.map((k) => poolLock(tenantId, k.name, k.value)),
+  );
+  const names = keys.map((k) => k.name);
+  const [settings, counts] = await Promise.all([
+    sql<{ name: string; limit: number | null; paused: boolean }[]>`
+      SELECT name, "limit", paused FROM concurrency_key WHERE tenant_id = ${tenantId} AND name = ANY(${names}::text[])`,
+    sql<{ name: string; value: string; running: number }[]>`
+      SELECT h.name, h.value, count(*)::int AS running FROM concurrency_hold h
+      JOIN unnest(${names}::text[], ${keys.map((k) => k.value)}::text[]) AS k(name, value)
+        ON h.tenant_id = ${tenantId} AND h.name = k.name AND h.value = k.value
+      GROUP BY h.name, h.value`,
+  ]);
+  for (const key of keys) {
+    const setting = settings.find((s) => s.name === key.name);
+    const limit = setting?.limit ?? key.declaredLimit;
+    const running = counts.find((c) => c.name === key.name && c.value === key.value)?.running ?? 0;
+    const paused = setting?.paused ?? false;
+    if (paused || running >= limit)
+      return { key: { name: key.name, value: key.value }, running, limit, paused };
+  }
+  await sql`
+    INSERT INTO concurrency_hold (step_id, name, tenant_id, value, task_id, created_at)
+    SELECT ${hold.stepId}, k.name, ${tenantId}, k.value, ${hold.taskId}, ${hold.at}
+    FROM unnest(${names}::text[], ${keys.map((k) => k.value)}::text[]) AS k(name, value)
+    ON CONFLICT (step_id, name) DO NOTHING`;
+  return null;
+}
+
+/** A step holds its slots while its attempt is placed or running. */
+const holdsSlots = (s: StepRecord) => s.status === 'QUEUED' || s.status === 'RUNNING';
+
+/**
+ * The slots of the written steps that stopped are given back, and for each slot one parked step of its
+ * pool is let in (due now; placement counts again). Two statements of the commit's one (recordset.ts),
+ * so both read the slots as they were before it. A parked step of a task this commit writes is left to
+ * the recheck (`unparkWithRoom`): the commit may be closing its request, and one statement may not
+ * change a row twice.
+ */
+const written = `jsonb_to_recordset($1::text::jsonb) AS x(step_id uuid, task_id uuid, stopped boolean, at timestamptz)`;
+
+const releaseText = `DELETE FROM concurrency_hold
+  WHERE step_id = ANY(ARRAY(SELECT x.step_id FROM ${written} WHERE x.stopped))`;
+
+const unparkText = `UPDATE scheduling_request
+  SET parked_key = NULL, parked_value = NULL, parked_limit = NULL,
+      available_at = (SELECT min(x.at) FROM ${written})
+  WHERE id IN (
+    SELECT r.id FROM (
+      SELECT h.tenant_id, h.name, h.value, count(*) AS slots FROM concurrency_hold h
+      WHERE h.step_id = ANY(ARRAY(SELECT x.step_id FROM ${written} WHERE x.stopped))
+      GROUP BY h.tenant_id, h.name, h.value) AS freed
+    CROSS JOIN LATERAL (
+      SELECT id FROM scheduling_request
+      WHERE status = 'PENDING' AND parked_key IS NOT NULL
+        AND tenant_id = freed.tenant_id AND parked_key = freed.name AND parked_value = freed.value
+        AND task_id <> ALL(ARRAY(SELECT x.task_id FROM ${written}))
+      ORDER BY order_at LIMIT freed.slots
+      FOR UPDATE SKIP LOCKED) AS r)`;
+
+export function pushConcurrencyReleaseStatements(w: MergedWrites, statements: RowStatement[]): void {
+  const steps = [...w.newSteps, ...w.steps];
+  if (!steps.some((s) => s.attemptId !== null && !holdsSlots(s))) return;
+  const rows = JSON.stringify(
+    steps.map((s) => ({
+      step_id: s.id,
+      task_id: s.taskId,
+      stopped: s.attemptId !== null && !holdsSlots(s),
+      at: s.updatedAt,
+    })),
+  );
+  statements.push({ text: releaseText, rows }, { text: unparkText, rows });
+}
+
+/**
+ * The recheck: parked steps of pools that have room under the limit that parked them (or the one set
+ * since, or none when resumed) are let in, as many as there is room for. It catches a slot given back
+ * while the round that parked a step had not yet committed, and limits raised or keys resumed.
+ */
+export async function unparkWithRoom(sql: Queryable, now: Date): Promise<number> {
+  const result = await sql`
+    WITH pools AS (
+      SELECT tenant_id, parked_key AS name, parked_value AS value, max(parked_limit) AS parked_limit
+      FROM scheduling_request WHERE status = 'PENDING' AND parked_key IS NOT NULL
+      GROUP BY tenant_id, parked_key, parked_value),
+    room AS (
+      SELECT p.tenant_id, p.name, p.value,
+             coalesce(k."limit", p.parked_limit) - (
+               SELECT count(*) FROM concurrency_hold h
+               WHERE h.tenant_id = p.tenant_id AND h.name = p.name AND h.value = p.value) AS slots
+      FROM pools p LEFT JOIN concurrency_key k ON k.tenant_id = p.tenant_id AND k.name = p.name
+      WHERE NOT coalesce(k.paused, false))
+    UPDATE scheduling_request SET parked_key = NULL, parked_value = NULL, parked_limit = NULL, available_at = ${now}
+    WHERE id IN (
+      SELECT r.id FROM room CROSS JOIN LATERAL (
+        SELECT id FROM scheduling_request
+        WHERE status = 'PENDING' AND parked_key IS NOT NULL
+          AND tenant_id = room.tenant_id AND parked_key = room.name AND parked_value = room.value
+        ORDER BY order_at LIMIT greatest(room.slots, 0)
+        FOR UPDATE SKIP LOCKED) r)`;
+  return result.count;
+}

@@ -1,0 +1,143 @@
+/**
+ * Concurrency keys: what a step declares, how publish checks it, and which slot pool a task's step falls
+ * in. A key is named in its tenant (every workflow naming it shares its pools and its limit); its value
+ * picks the pool — one per customer for `$.input.customerId`, one for the whole key without a value.
+ * Pure: placement (`orchestration/placement.ts`) asks the store to hold the slots.
+ */
+import { type ConcurrencyKey, type FieldError, type StepDefinition, stepKind } from '@tdp/protocol';
+import { schemaGuarantees } from './mappingGuarantees.ts';
+
+export type KeyValueSource =
+  | { kind: 'input'; path: string[] }
+  | { kind: 'tenant' }
+  | { kind: 'application' }
+  | { kind: 'literal'; value: string };
+
+/** A step's key resolved for one task: the pool it holds a slot of, and the declared limit. */
+export interface HeldKey {
+  name: string;
+  value: string;
+  /** The limit the definition declares; a limit set through the API takes its place. */
+  declaredLimit: number;
+}
+
+/** `$.input.a.b`, `$.tenant`, `$.application`; any other `$.` string is invalid; the rest are literals. */
+export function keyValueSource(value: string | undefined): KeyValueSource | 'invalid' {
+  if (value === undefined) return { kind: 'literal', value: '' };
+  if (!value.startsWith('$.')) return { kind: 'literal', value };
+  if (value === '$.tenant') return { kind: 'tenant' };
+  if (value === '$.application') return { kind: 'application' };
+  const parts = value.slice(2).split('.');
+  if (parts[0] !== 'input' || parts.length < 2 || parts.some((p) => p.length === 0)) return 'invalid';
+  return { kind: 'input', path: parts.slice(1) };
+}
+
+/**
+ * The keys each capability step holds: the workflow's, then the step's own (`requested`, the steps as
+ * published, in the same order as the normalised `steps`). Steps without keys carry no field, so
+ * definitions without keys keep their content hash.
+ */
+export function applyConcurrency(
+  steps: StepDefinition[],
+  requested: { concurrency?: ConcurrencyKey[] }[],
+  workflowKeys: ConcurrencyKey[] | undefined,
+): StepDefinition[] {
+  return steps.map((step, index) => {
+    const keys = [...(workflowKeys ?? []), ...(requested[index]?.concurrency ?? [])];
+    if (stepKind(step) !== 'capability' || keys.length === 0) return step;
+    return { ...step, concurrency: keys };
+  });
+}
+
+/**
+ * Publish's checks: keys only on capability steps, a value that is a reference TDP can read, an input
+ * path the input schema guarantees (a step never waits on a pool named by a missing value), no key
+ * twice on a step, and one limit per key name across the workflow.
+ */
+export function concurrencyErrors(
+  requested: { steps: { concurrency?: ConcurrencyKey[] }[] },
+  steps: StepDefinition[],
+  inputSchema: Record<string, unknown>,
+): FieldError[] {
+  const errors: FieldError[] = [];
+  requested.steps.forEach((step, index) => {
+    if (step.concurrency?.length && stepKind(steps[index]!) !== 'capability')
+      errors.push({
+        path: `/steps/${index}/concurrency`,
+        message: `step ${steps[index]!.key}: only a capability step holds concurrency keys`,
+      });
+  });
+  const limits = new Map<string, number>();
+  steps.forEach((step, index) => {
+    const names = new Set<string>();
+    for (const key of step.concurrency ?? []) {
+      const where = `/steps/${index}/concurrency`;
+      if (names.has(key.key))
+        errors.push({ path: where, message: `step ${step.key} names concurrency key ${key.key} twice` });
+      names.add(key.key);
+      const known = limits.get(key.key);
+      if (known !== undefined && known !== key.limit)
+        errors.push({
+          path: where,
+          message: `concurrency key ${key.key} is declared with limits ${known} and ${key.limit}; a key has one limit`,
+        });
+      limits.set(key.key, key.limit);
+      const source = keyValueSource(key.value);
+      if (source === 'invalid')
+        errors.push({
+          path: where,
+          message: `concurrency key ${key.key}: value ${key.value} is not $.input.<path>, $.tenant, $.application or a literal`,
+        });
+      else if (source.kind === 'input' && !schemaGuarantees(inputSchema, source.path))
+        errors.push({
+          path: where,
+          message: `concurrency key ${key.key}: the inputSchema does not guarantee ${key.value} (make it required)`,
+        });
+    }
+  });
+  return errors;
+}
+
+/** The pools a step of this task falls in. A value read from the input is its JSON text unless a string. */
+export function resolveConcurrencyKeys(
+  definition: StepDefinition,
+  task: { tenantId: string; applicationId: string; input: unknown },
+): HeldKey[] {
+  return (definition.concurrency ?? []).map((key) => {
+    const source = keyValueSource(key.value);
+    return { name: key.key, value: poolValue(source, task), declaredLimit: key.limit };
+  });
+}
+
+function poolValue(
+  source: KeyValueSource | 'invalid',
+  task: { tenantId: string; applicationId: string; input: unknown },
+) {
+  if (source === 'invalid') return '';
+  switch (source.kind) {
+    case 'literal':
+      return source.value;
+    case 'tenant':
+      return task.tenantId;
+    case 'application':
+      return task.applicationId;
+    case 'input': {
+      let value: unknown = task.input;
+      for (const part of source.path)
+        value =
+          value !== null && typeof value === 'object' ? (value as Record<string, unknown>)[part] : undefined;
+      return typeof value === 'string' ? value : (JSON.stringify(value) ?? '');
+    }
+  }
+}
+
+/** How a waiting step says which pool holds it: "customer 42 at its limit 3/3", "export paused". */
+export function heldKeyReason(
+  key: { name: string; value: string },
+  running: number,
+  limit: number,
+  paused: boolean,
+) {
+  const pool = key.value === '' ? key.name : `${key.name} ${key.value}`;
+  return paused ? `${pool} paused` : `${pool} at its limit ${running}/${limit}`;
+}

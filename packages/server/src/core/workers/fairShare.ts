@@ -1,0 +1,110 @@
+/**
+ * Fair share: the order in which waiting steps get capacity (docs/scheduling.md). Start-time fair
+ * queuing on two levels — between tenants, then between a tenant's applications — and, within an
+ * application, priority aged by waiting. Pure: the scheduler's round reads the rows, these functions
+ * decide, the store writes the result (`workers/fairClaim.ts`).
+ *
+ * Each waiting request carries two tags: its place in its tenant's line among all tenants, and in its
+ * application's line among the tenant's applications. A flow's next tag is one step (1 / its weight)
+ * after the later of its own last tag and the virtual time (the tag last served at that level), so a
+ * busy flow queues behind itself while a flow that was idle starts at the front — and never with
+ * credit saved up while it was idle. A backlog of 100,000 requests of one tenant therefore takes one turn
+ * in every round beside each other tenant's, whatever the number of tenants or requests.
+ */
+import type { Arrival, ArrivalTags, FlowState, TaggedRequest } from '../facts/ports.ts';
+
+export const tenantFlow = (tenantId: string) => `tenant:${tenantId}`;
+export const applicationFlow = (applicationId: string) => `application:${applicationId}`;
+
+/**
+ * Tags arrivals in the order they came (`arrivals` sorted by `createdAt`), and returns the flows' new
+ * last tags. `agingStepMs`: a request of priority p counts as having arrived p steps earlier.
+ */
+export function tagArrivals(
+  arrivals: Arrival[],
+  flows: FlowState,
+  agingStepMs: number,
+): { tags: ArrivalTags[]; lastTags: Map<string, number> } {
+  const lastTags = new Map<string, number>();
+  const last = (flow: string) => lastTags.get(flow) ?? flows.lastTag.get(flow) ?? 0;
+  const weight = (flow: string) => flows.weights.get(flow) ?? 1;
+  const tags = arrivals.map((arrival) => {
+    const tenant = tenantFlow(arrival.tenantId);
+    const application = applicationFlow(arrival.applicationId);
+    const tenantTag = Math.max(flows.platformServed, last(tenant)) + 1 / weight(tenant);
+    const applicationTag =
+      Math.max(flows.tenantServed.get(tenant) ?? 0, last(application)) + 1 / weight(application);
+    lastTags.set(tenant, tenantTag);
+    lastTags.set(application, applicationTag);
+    return {
+      id: arrival.id,
+      tenantTag,
+      applicationTag,
+      orderAt: new Date(arrival.createdAt.getTime() - arrival.priority * agingStepMs),
+    };
+  });
+  return { tags, lastTags };
+}
+
+/**
+ * A round's turns handed to the requests it serves. The round took the lowest tenant tags (`tenantTurns`),
+ * then within each tenant as many of its lowest application tags (`applicationTurns`), then within each
+ * application as many of its first requests by order (`served`). A turn is a tag, not a request: the
+ * served requests take the turns' tags and the turn holders left waiting take the served ones' tags, so
+ * each flow is charged one step per request it is served and keeps its place for the rest.
+ * Returns the requests whose tags change, and the tags now served at each level.
+ */
+export function handTurns(
+  tenantTurns: TaggedRequest[],
+  applicationTurns: TaggedRequest[],
+  served: TaggedRequest[],
+): { retagged: TaggedRequest[]; platformServed: number; tenantServed: Map<string, number> } {
+  const rows = new Map<string, TaggedRequest>();
+  for (const r of [...tenantTurns, ...applicationTurns, ...served]) rows.set(r.id, { ...r });
+  const servedIds = served.map((r) => r.id);
+  swap(rows, tenantTurns, servedIds, (r) => r.tenantId, 'tenantTag');
+  swap(rows, applicationTurns, servedIds, (r) => r.applicationId, 'applicationTag');
+  const original = new Map([...tenantTurns, ...applicationTurns, ...served].map((r) => [r.id, r]));
+  const retagged = [...rows.values()].filter((r) => {
+    const before = original.get(r.id)!;
+    return before.tenantTag !== r.tenantTag || before.applicationTag !== r.applicationTag;
+  });
+  let platformServed = 0;
+  const tenantServed = new Map<string, number>();
+  for (const id of servedIds) {
+    const r = rows.get(id)!;
+    platformServed = Math.max(platformServed, r.tenantTag);
+    const flow = tenantFlow(r.tenantId);
+    tenantServed.set(flow, Math.max(tenantServed.get(flow) ?? 0, r.applicationTag));
+  }
+  return { retagged, platformServed, tenantServed };
+}
+
+/**
+ * Within each group (a tenant, an application), the served requests take the lowest tags of the group's
+ * turn holders and served requests together, in the order they were served; the others the rest.
+ */
+function swap(
+  rows: Map<string, TaggedRequest>,
+  turns: TaggedRequest[],
+  servedIds: string[],
+  groupOf: (r: TaggedRequest) => string,
+  tag: 'tenantTag' | 'applicationTag',
+) {
+  const groups = new Map<string, { served: string[]; others: string[] }>();
+  const group = (r: TaggedRequest) => {
+    const key = groupOf(r);
+    if (!groups.has(key)) groups.set(key, { served: [], others: [] });
+    return groups.get(key)!;
+  };
+  const servedSet = new Set(servedIds);
+  for (const id of servedIds) group(rows.get(id)!).served.push(id);
+  for (const r of turns) if (!servedSet.has(r.id)) group(r).others.push(r.id);
+  for (const { served, others } of groups.values()) {
+    const ids = [...served, ...others];
+    const tags = ids.map((id) => rows.get(id)![tag]).sort((a, b) => a - b);
+    ids.forEach((id, i) => {
+      rows.get(id)![tag] = tags[i]!;
+    });
+  }
+}
