@@ -1,6 +1,7 @@
 /**
- * The operator dashboard: sign-in, then tasks, task detail, workers, pipeline health, workflows, schedules,
- * the audit and (for admins) the operators; each page and control only for the roles that may use it.
+ * The operator dashboard: sign-in, then tasks, task detail, the queue (fair share), workers, pipeline
+ * health, workflows, schedules, the audit and (for admins) the operators; each page and control only for
+ * the roles that may use it.
  */
 import { Component, type ReactNode, StrictMode, useCallback, useEffect, useState } from 'react';
 import { createRoot } from 'react-dom/client';
@@ -12,6 +13,7 @@ import { Audit } from './pages/Audit.tsx';
 import { Health } from './pages/Health.tsx';
 import { Login } from './pages/Login.tsx';
 import { Operators } from './pages/Operators.tsx';
+import { Queue } from './pages/Queue.tsx';
 import { Schedules } from './pages/Schedules.tsx';
 import { TaskDetailPage } from './pages/TaskDetail.tsx';
 import { Tasks } from './pages/Tasks.tsx';
@@ -65,6 +67,7 @@ function ConnectionBadge({ state }: { state: ConnectionState }) {
 /** The pages, who may see them (null: every role), and their nav label. */
 const pages = [
   ['tasks', 'Tasks', null],
+  ['queue', 'Queue', null],
   ['workers', 'Workers', 'seePlatform'],
   ['health', 'Pipeline health', 'seePlatform'],
   ['workflows', 'Workflows', null],
@@ -81,6 +84,8 @@ function PageView({ page, id, feed }: { page: PagePath; id: string | undefined; 
     case 'tasks':
       if (!feed) return null;
       return id ? <TaskDetailPage taskId={id} feed={feed} /> : <Tasks feed={feed} />;
+    case 'queue':
+      return <Queue />;
     case 'workers':
       return <Workers />;
     case 'health':

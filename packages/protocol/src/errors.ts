@@ -61,6 +61,11 @@ export const errorCatalogue = {
   WORKFLOW_NOT_FOUND: { status: 404, retryable: false, title: 'Workflow not found' },
   SCHEDULE_NOT_FOUND: { status: 404, retryable: false, title: 'Schedule not found' },
   WORKER_NOT_FOUND: { status: 404, retryable: false, title: 'No live worker session with this id' },
+  CONCURRENCY_KEY_UNKNOWN: {
+    status: 404,
+    retryable: false,
+    title: 'No workflow of this tenant declares this concurrency key',
+  },
   NODE_NOT_FOUND: { status: 404, retryable: false, title: 'No node with this id' },
   JOB_NOT_FOUND: { status: 404, retryable: false, title: 'No bulk job with this id' },
   NOTIFICATION_NOT_FOUND: { status: 404, retryable: false, title: 'Notification not found' },
@@ -186,6 +191,11 @@ export const errorCatalogue = {
     status: 409,
     retryable: false,
     title: 'This connection already follows 20 task details; stop following one first',
+  },
+  SINGLETON_RUNNING: {
+    status: 409,
+    retryable: true,
+    title: 'A task with this singleton key is not finished yet',
   },
   IDEMPOTENCY_KEY_REUSED: {
     status: 409,

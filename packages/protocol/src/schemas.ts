@@ -204,6 +204,28 @@ export type PublishWorkflowDefinitionResponse = Static<typeof PublishWorkflowDef
 export const StepConstraints = Type.Record(Type.String(), Affinity);
 export type StepConstraints = Static<typeof StepConstraints>;
 
+/** A debounce or singleton key: the application's own name for one kind of submission (docs/scheduling.md). */
+const TaskKey = Type.String({ minLength: 1, maxLength: 200 });
+
+/**
+ * Debounce: the task's first steps wait out `windowMs`; another create with the same key within the
+ * window keeps the `last` (the waiting task is cancelled, the new one waits a whole window) or the
+ * `first` (nothing is created; the answer is the waiting task).
+ */
+export const CreateTaskDebounce = Type.Object(
+  {
+    key: TaskKey,
+    windowMs: Type.Integer({ minimum: 1, maximum: 86_400_000 }),
+    keep: Type.Union([Type.Literal('last'), Type.Literal('first')]),
+  },
+  Strict,
+);
+export type CreateTaskDebounce = Static<typeof CreateTaskDebounce>;
+
+/** Singleton: one unfinished task per key; while one is, a create with the key is refused (409 SINGLETON_RUNNING). */
+export const CreateTaskSingleton = Type.Object({ key: TaskKey, whenRunning: Type.Literal('refuse') }, Strict);
+export type CreateTaskSingleton = Static<typeof CreateTaskSingleton>;
+
 export const CreateTaskRequest = Type.Object(
   {
     workflowName: WorkflowName,
@@ -222,6 +244,8 @@ export const CreateTaskRequest = Type.Object(
      * overriding the workflow's limits for this task.
      */
     scheduleToStartMs: Type.Optional(Type.Integer({ minimum: 1 })),
+    debounce: Type.Optional(CreateTaskDebounce),
+    singleton: Type.Optional(CreateTaskSingleton),
   },
   Strict,
 );
@@ -410,9 +434,21 @@ export type TaskWithExecution = Static<typeof TaskWithExecution>;
  * replay. A replay (200, `idempotent-replayed: true`) adds `current`: the task as it stands now (null once
  * the retention sweep archived it), so a retry long after never reads a finished task as PENDING.
  */
+/**
+ * What a create with `debounce` did: `created` (no task was waiting with the key), `replaced` (the waiting
+ * `replacedTaskId` was cancelled for this one) or `dropped` (nothing created; `taskId` is the waiting one).
+ */
+export const DebounceOutcome = Type.Object({
+  outcome: Type.Union([Type.Literal('created'), Type.Literal('replaced'), Type.Literal('dropped')]),
+  taskId: Type.String(),
+  replacedTaskId: Type.Optional(Type.String()),
+});
+export type DebounceOutcome = Static<typeof DebounceOutcome>;
+
 export const TaskCreated = Type.Object({
   task: TaskView,
   execution: ExecutionView,
+  debounce: Type.Optional(DebounceOutcome),
   current: Type.Optional(Type.Union([TaskWithExecution, Type.Null()])),
 });
 export type TaskCreated = Static<typeof TaskCreated>;

@@ -52,10 +52,11 @@ export function applyConcurrency(
 /**
  * Publish's checks: keys only on capability steps, a value that is a reference TDP can read, an input
  * path the input schema guarantees (a step never waits on a pool named by a missing value), no key
- * twice on a step, and one limit per key name across the workflow.
+ * twice on a step, and one limit per key name across the workflow. Each key is checked once, where it
+ * is declared: a workflow's key is reported at `/concurrency/<i>`, not on every step that holds it.
  */
 export function concurrencyErrors(
-  requested: { steps: { concurrency?: ConcurrencyKey[] }[] },
+  requested: { concurrency?: ConcurrencyKey[] | undefined; steps: { concurrency?: ConcurrencyKey[] }[] },
   steps: StepDefinition[],
   inputSchema: Record<string, unknown>,
 ): FieldError[] {
@@ -67,34 +68,57 @@ export function concurrencyErrors(
         message: `step ${steps[index]!.key}: only a capability step holds concurrency keys`,
       });
   });
-  const limits = new Map<string, number>();
-  steps.forEach((step, index) => {
-    const names = new Set<string>();
-    for (const key of step.concurrency ?? []) {
-      const where = `/steps/${index}/concurrency`;
-      if (names.has(key.key))
-        errors.push({ path: where, message: `step ${step.key} names concurrency key ${key.key} twice` });
-      names.add(key.key);
-      const known = limits.get(key.key);
-      if (known !== undefined && known !== key.limit)
-        errors.push({
-          path: where,
-          message: `concurrency key ${key.key} is declared with limits ${known} and ${key.limit}; a key has one limit`,
-        });
-      limits.set(key.key, key.limit);
-      const source = keyValueSource(key.value);
-      if (source === 'invalid')
-        errors.push({
-          path: where,
-          message: `concurrency key ${key.key}: value ${key.value} is not $.input.<path>, $.tenant, $.application or a literal`,
-        });
-      else if (source.kind === 'input' && !schemaGuarantees(inputSchema, source.path))
-        errors.push({
-          path: where,
-          message: `concurrency key ${key.key}: the inputSchema does not guarantee ${key.value} (make it required)`,
-        });
-    }
+  const workflowKeys = requested.concurrency ?? [];
+  const workflowNames = new Set<string>();
+  workflowKeys.forEach((key, i) => {
+    if (workflowNames.has(key.key))
+      errors.push({
+        path: `/concurrency/${i}`,
+        message: `the workflow names concurrency key ${key.key} twice`,
+      });
+    workflowNames.add(key.key);
   });
+  requested.steps.forEach((step, index) => {
+    const names = new Set(workflowNames);
+    (step.concurrency ?? []).forEach((key, i) => {
+      if (names.has(key.key))
+        errors.push({
+          path: `/steps/${index}/concurrency/${i}`,
+          message: `step ${steps[index]!.key} names concurrency key ${key.key} twice`,
+        });
+      names.add(key.key);
+    });
+  });
+  const declared: [ConcurrencyKey, string][] = [
+    ...workflowKeys.map((key, i): [ConcurrencyKey, string] => [key, `/concurrency/${i}`]),
+    ...requested.steps.flatMap((step, index) =>
+      (step.concurrency ?? []).map((key, i): [ConcurrencyKey, string] => [
+        key,
+        `/steps/${index}/concurrency/${i}`,
+      ]),
+    ),
+  ];
+  const limits = new Map<string, number>();
+  for (const [key, path] of declared) {
+    const known = limits.get(key.key);
+    if (known !== undefined && known !== key.limit)
+      errors.push({
+        path,
+        message: `concurrency key ${key.key} is declared with limits ${known} and ${key.limit}; a key has one limit`,
+      });
+    if (known === undefined) limits.set(key.key, key.limit);
+    const source = keyValueSource(key.value);
+    if (source === 'invalid')
+      errors.push({
+        path,
+        message: `concurrency key ${key.key}: value ${key.value} is not $.input.<path>, $.tenant, $.application or a literal`,
+      });
+    else if (source.kind === 'input' && !schemaGuarantees(inputSchema, source.path))
+      errors.push({
+        path,
+        message: `concurrency key ${key.key}: the inputSchema does not guarantee ${key.value} (make it required)`,
+      });
+  }
   return errors;
 }
 

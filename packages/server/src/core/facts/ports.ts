@@ -109,6 +109,15 @@ export interface DeferredRequest {
   parkedOn?: { name: string; value: string; limit: number };
 }
 
+/** A debounce or singleton key of task creation (core/tasks/taskKeys.ts). */
+export type TaskKeySlotKind = 'debounce' | 'singleton';
+
+/** The task holding such a key, and for a debounce when its window ends. */
+export interface TaskKeySlot {
+  taskId: string;
+  windowEndsAt: Date | null;
+}
+
 export interface FactTransaction {
   /**
    * Untagged open requests (oldest first, up to `limit`) with their flows' state, locked until commit;
@@ -143,6 +152,16 @@ export interface FactTransaction {
   }): Promise<ConcurrencyRefusal | null>;
   /** Why no worker could take this step's open request when last tried (empty: none, or not tried). */
   schedulingReasons(stepId: string): Promise<string[]>;
+  /** Locks an application's debounce or singleton key until commit, then reads its holder (null: none). */
+  lockTaskKeySlot(kind: TaskKeySlotKind, applicationId: string, key: string): Promise<TaskKeySlot | null>;
+  /** Makes a task the holder of a key this transaction locked. */
+  setTaskKeySlot(
+    kind: TaskKeySlotKind,
+    applicationId: string,
+    key: string,
+    slot: TaskKeySlot,
+    at: Date,
+  ): Promise<void>;
   /** Transaction-scoped advisory locks on keys (e.g. step + attempt), taken in key order. */
   advisoryLocks(keys: string[]): Promise<void>;
   /**

@@ -35,6 +35,7 @@ import type { CandidateSource } from '../workers/ports.ts';
 import { freeSlots, type WorkerCandidate } from '../workers/selector.ts';
 import type { TaskStore, TasksInFlight } from './ports.ts';
 import { applyStepConstraints } from './snapshot.ts';
+import { type CreateAnswer, claimTaskKeys, debouncedSteps } from './taskKeys.ts';
 
 export interface CreateTaskDeps extends FactDeps {
   /** The server's schedule-to-start limit for steps that set none (0 or absent: none). */
@@ -54,6 +55,8 @@ export interface CreateTaskDeps extends FactDeps {
   mapItemLimits?: MapItemLimits;
   /** Reads the task as it stands now, for a replay's `current`; absent: a replay carries none. */
   tasks?: TaskStore;
+  /** The cancel's grace for the task a debounce replaces (it has nothing on workers, so rarely used). */
+  cancelGraceMs?: number;
 }
 
 export interface InFlightLimit {
@@ -73,8 +76,8 @@ export interface InlinePlacement extends PlacementDeps {
 export interface CreateTaskResult {
   /** False the first time; true when the same request is replayed with the same key. */
   replayed: boolean;
-  /** The creation's own answer, the same on every replay. */
-  body: TaskWithExecution;
+  /** The creation's own answer, the same on every replay (with a debounce, what the create did). */
+  body: CreateAnswer;
   /** A replay's view of the task now (null: archived since); kept apart so nobody mistakes one for the other. */
   current?: TaskWithExecution | null;
 }
@@ -167,7 +170,10 @@ export async function createTask(
       idempotencyKey,
       request,
       definition,
-      applyScheduleToStart(merged.steps, request.scheduleToStartMs, deps.scheduleToStartDefaultMs ?? 0),
+      debouncedSteps(
+        applyScheduleToStart(merged.steps, request.scheduleToStartMs, deps.scheduleToStartDefaultMs ?? 0),
+        request.debounce?.windowMs,
+      ),
       snapshot,
       span,
     ),
@@ -198,6 +204,15 @@ async function createInTransaction(
   const requestHash = createRequestHash(request);
   const input = request.input ?? {};
   const traceparent = (deps.tracing ?? noTracing).traceparent();
+  const idempotencyRecord = (responseStatus: number, responseBody: CreateAnswer, createdAt: Date) => ({
+    principal: `application:${principal.applicationId}`,
+    operation,
+    key: idempotencyKey,
+    requestHash,
+    responseStatus,
+    responseBody,
+    createdAt,
+  });
   return inFactTransaction(
     deps,
     async (session) => {
@@ -247,6 +262,18 @@ async function createInTransaction(
         },
         now,
       );
+      const keys = await claimTaskKeys(
+        { ...deps, cancelGraceMs: deps.cancelGraceMs ?? 0 },
+        session,
+        principal,
+        request,
+        created.task.id,
+      );
+      if (keys.kind === 'dropped') {
+        // A debounce kept the task waiting with the key: nothing is created, the answer is that task.
+        await session.write({ idempotency: idempotencyRecord(200, keys.answer, now) });
+        return { replayed: false, body: keys.answer };
+      }
       // The platform coordinates this task: the roots are ready at once, the application hears "created".
       const eventId = deps.ids.newId();
       const temporal = deps.engine === 'temporal';
@@ -299,23 +326,20 @@ async function createInTransaction(
               snapshot,
             )
           : state;
-      const body = toTaskView(placed);
+      const body: CreateAnswer = {
+        ...toTaskView(placed),
+        ...(keys.debounce ? { debounce: keys.debounce } : {}),
+      };
       span.setAttributes({ taskId: state.task.id, executionId: state.execution.id, taskVersion: 1 });
-      await session.write({
-        idempotency: {
-          principal: `application:${principal.applicationId}`,
-          operation,
-          key: idempotencyKey,
-          requestHash,
-          responseStatus: 201,
-          responseBody: body,
-          createdAt: now,
-        },
-      });
+      await session.write({ idempotency: idempotencyRecord(201, body, now) });
       return { replayed: false, body };
     },
-    // Without a workflow to lock or roots to place, a create reads nothing: one statement, one round trip.
-    { deferWrites: true, writeOnly: !request.workflowId && snapshot === null },
+    // Without a workflow to lock, roots to place or keys to take, a create reads nothing: one statement,
+    // one round trip.
+    {
+      deferWrites: true,
+      writeOnly: !request.workflowId && snapshot === null && !request.debounce && !request.singleton,
+    },
   ).catch(async (error: unknown) => {
     // The key was taken (maybe by a concurrent request whose commit the insert waited for), or its
     // implicit workflow was (same key, so same request or a reuse): nothing was written; a replay.
@@ -385,7 +409,7 @@ async function replay(
     tx.findIdempotency(`application:${principal.applicationId}`, operation, key),
   );
   if (!existing) return null;
-  const body = existing.responseBody as TaskWithExecution;
+  const body = existing.responseBody as CreateAnswer;
   // Records kept from before defaults were normalised hash the request as it was sent.
   const same =
     existing.requestHash === createRequestHash(request) || existing.requestHash === fingerprint(request);

@@ -4,7 +4,7 @@ import { inFactTransaction } from '../facts/session.ts';
 import type { FactConsequenceDeps } from '../orchestration/consequences.ts';
 import { isRunningMap, placeMapItems } from '../orchestration/kinds/map.ts';
 import { lockCandidates, placeStep, waitingForWorker } from '../orchestration/placement.ts';
-import { claimFairly } from './fairClaim.ts';
+import { claimFairly, tagNewRequests } from './fairClaim.ts';
 import type { WorkerStore } from './ports.ts';
 import { freeSlots } from './selector.ts';
 
@@ -37,13 +37,14 @@ export async function dispatchReady(deps: DispatchDeps, limit: number): Promise<
   const sent: WorkerCommandRecord[] = [];
   const freedBefore = deps.capacity?.generation ?? 0;
   let deferredAny = false;
+  await deps.status.store.transaction((tx) => tagNewRequests(tx, deps.agingStepMs));
   const candidates = await deps.workers.candidates();
   const free = freeSlots(candidates, deps.status.clock.now(), deps.heartbeatTtlMs);
   const claimLimit = free > 0 ? Math.min(limit, free) : limit;
   const claimed = await inFactTransaction(
     deps.status,
     async (session) => {
-      const requests = await claimFairly(session.tx, session.now, claimLimit, deps.agingStepMs);
+      const requests = await claimFairly(session.tx, session.now, claimLimit);
       const now = session.now;
       // Every claimed step's advisory lock, the free workers' capacity (placement.ts: locked before any
       // task; none for an empty round) and the task locks, in one round trip; then no reads until commit.

@@ -1,6 +1,6 @@
 /**
- * The scheduler round's claim: tag the requests that arrived since the last round, then take the round's
- * turns in fair order and hand them to the requests they serve (`fairShare.ts` decides, the transaction
+ * The scheduler round's claim: the requests that arrived since the last round are tagged, then the round
+ * takes its turns in fair order and hand them to the requests they serve (`fairShare.ts` decides, the transaction
  * reads and writes). Every replica runs it on the same rows, so N replicas place in the same order.
  */
 import type { ClaimedSchedulingRequest, FactTransaction } from '../facts/ports.ts';
@@ -9,17 +9,25 @@ import { handTurns, tagArrivals } from './fairShare.ts';
 /** Arrivals tagged per round at most; the rest are tagged by the next rounds, oldest first. */
 const arrivalsPerRound = 5_000;
 
+/**
+ * Tags the requests that arrived since the last round, in a transaction of its own before the round's
+ * (one replica at a time: the round's transaction waits on task locks, and would hold up the others'
+ * tagging that long). Returns how many it tagged.
+ */
+export async function tagNewRequests(tx: FactTransaction, agingStepMs: number): Promise<number> {
+  const pending = await tx.schedulingArrivals(arrivalsPerRound);
+  if (!pending || pending.arrivals.length === 0) return 0;
+  const { tags, lastTags } = tagArrivals(pending.arrivals, pending.flows, agingStepMs);
+  await tx.writeArrivalTags(pending.arrivals, tags, lastTags);
+  return tags.length;
+}
+
+/** The round's turns, handed to the requests they serve (in the round's transaction). */
 export async function claimFairly(
   tx: FactTransaction,
   now: Date,
   limit: number,
-  agingStepMs: number,
 ): Promise<ClaimedSchedulingRequest[]> {
-  const pending = await tx.schedulingArrivals(arrivalsPerRound);
-  if (pending && pending.arrivals.length > 0) {
-    const { tags, lastTags } = tagArrivals(pending.arrivals, pending.flows, agingStepMs);
-    await tx.writeArrivalTags(pending.arrivals, tags, lastTags);
-  }
   const turns = await tx.schedulingTurns(now, limit);
   if (turns.served.length === 0) return [];
   const handed = handTurns(turns.tenantTurns, turns.applicationTurns, turns.served);

@@ -160,3 +160,42 @@ export interface OperatorWorkerStore {
     audit: OperatorAuditRecord,
   ): Promise<StatusChange | null>;
 }
+
+/** A concurrency key of a tenant as applications and operators see it. */
+export interface ConcurrencyKeyView {
+  name: string;
+  /** The limit set at run time; null: the declared one applies. */
+  limit: number | null;
+  /** The limit the tenant's latest definitions declare (null: none declares it any more). */
+  declaredLimit: number | null;
+  paused: boolean;
+  /** Steps holding a slot now, over all the key's pools. */
+  running: number;
+  /** Steps parked on the key's pools. */
+  waiting: number;
+}
+
+export interface SchedulingControlStore {
+  /** Every key the tenant's definitions declare or that has a setting. */
+  keys(tenantId: string): Promise<ConcurrencyKeyView[]>;
+  /**
+   * Changes a key the tenant declares (null: none), with the operator's audit if any, in one
+   * transaction; parked steps of its pools become due so placement counts them again.
+   */
+  changeKey(
+    tenantId: string,
+    name: string,
+    change: { limit?: number | null; paused?: boolean },
+    at: Date,
+    audit: ((before: ConcurrencyKeyView, after: ConcurrencyKeyView) => OperatorAuditRecord | null) | null,
+  ): Promise<ConcurrencyKeyView | null>;
+  /** The tenant of a tenant or application that exists; null: none. */
+  tenantOf(scope: 'tenant' | 'application', id: string): Promise<string | null>;
+  setWeight(
+    scope: 'tenant' | 'application',
+    id: string,
+    weight: number,
+    at: Date,
+    audit: OperatorAuditRecord,
+  ): Promise<void>;
+}

@@ -106,6 +106,7 @@ export const dashboardFeature = defineFeature({
             operatorActions: operations.actions,
             requeue: operations.requeue,
           },
+          queue: { reads: operations.queueReads, controls: workers.schedulingControls },
           pagesDirectory,
           wsUrl: realtime.wsUrl,
         });

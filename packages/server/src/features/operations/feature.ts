@@ -13,6 +13,7 @@ import { PostgresChartReads } from '../../adapters/outbound/postgres/chartReads.
 import { PostgresDashboardReads } from '../../adapters/outbound/postgres/dashboardReads.ts';
 import { PostgresDeadLetters } from '../../adapters/outbound/postgres/deadLetterStore.ts';
 import { PostgresOperatorStore } from '../../adapters/outbound/postgres/operatorStore.ts';
+import { PostgresQueueReads } from '../../adapters/outbound/postgres/queueReads.ts';
 import { type BulkJobDeps, type BulkJobRunnerDeps, runBulkJobRound } from '../../core/operations/bulkJobs.ts';
 import { type ChartSamplerDeps, sampleMinute } from '../../core/operations/charts.ts';
 import type { OperatorAudit } from '../../core/operations/ports.ts';
@@ -27,6 +28,8 @@ export interface Operations {
   requeue: RequeueDeps;
   dashboardReads: PostgresDashboardReads;
   chartReads: PostgresChartReads;
+  /** The queue page's fair-share reads. */
+  queueReads: PostgresQueueReads;
   /** The operator audit, as the admin API and the dashboard read it. */
   audit: OperatorAudit;
 }
@@ -97,6 +100,7 @@ export const operationsFeature = defineFeature({
       },
       dashboardReads: new PostgresDashboardReads(sql),
       chartReads: new PostgresChartReads(sql),
+      queueReads: new PostgresQueueReads(sql),
       audit,
     };
     host.provide('operations', operations);

@@ -77,6 +77,7 @@ export const tasksFeature = defineFeature({
         mapItemLimits: host.need('status').deps.mapItemLimits,
         tasks: store,
         scheduleToStartDefaultMs: settings.scheduleToStartDefaultMs,
+        cancelGraceMs: settings.cancelGraceMs,
       },
       cancel: { ...facts, cancelGraceMs: settings.cancelGraceMs },
       store,

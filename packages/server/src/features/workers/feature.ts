@@ -6,8 +6,10 @@
  */
 import { defaultWorkerConcurrency } from '@tdp/protocol';
 import { Type } from 'typebox';
+import { registerSchedulingRoutes } from '../../adapters/inbound/http/schedulingRoutes.ts';
 import { registerWorkerRoutes } from '../../adapters/inbound/http/workerRoutes.ts';
 import { stopListening } from '../../adapters/outbound/postgres/database.ts';
+import { PostgresSchedulingControlStore } from '../../adapters/outbound/postgres/schedulingControlStore.ts';
 import { PostgresWorkerStore } from '../../adapters/outbound/postgres/workerStore.ts';
 import { TtlCache } from '../../core/shared/ttlCache.ts';
 import { CandidateSnapshot } from '../../core/workers/candidateSnapshot.ts';
@@ -15,6 +17,7 @@ import { CommandHub } from '../../core/workers/commands.ts';
 import { type DispatchDeps, dispatchReady } from '../../core/workers/dispatch.ts';
 import type { DrainWorkerDeps } from '../../core/workers/drainWorker.ts';
 import { reapLostWorkers } from '../../core/workers/leases.ts';
+import type { SchedulingControlDeps } from '../../core/workers/schedulingControls.ts';
 import type { WorkerDeps } from '../../core/workers/workers.ts';
 import { defineFeature } from '../../host/feature.ts';
 import type { LoopPacing } from '../../host/loops/wakeableLoop.ts';
@@ -30,6 +33,8 @@ export interface Workers {
   registration: WorkerDeps;
   workerDrain: DrainWorkerDeps;
   dispatch: DispatchDeps;
+  /** Concurrency keys' limits and pauses, and fair-share weights (the dashboard's queue page changes them too). */
+  schedulingControls: SchedulingControlDeps;
 }
 
 declare module '../../host/provisions.ts' {
@@ -166,7 +171,21 @@ export const workersFeature = defineFeature({
       roundDone: (full) => candidates.schedulerRound(full),
       capacity,
     };
-    host.provide('workers', { workerStore, hub, candidates, registration, workerDrain, dispatch });
+    // Applications' and operators' changes to keys and weights; parked steps may then have room.
+    const schedulingControls: SchedulingControlDeps = {
+      clock,
+      store: new PostgresSchedulingControlStore(host.sql),
+      keysChanged: () => host.loops.wake('scheduler'),
+    };
+    host.provide('workers', {
+      workerStore,
+      hub,
+      candidates,
+      registration,
+      workerDrain,
+      dispatch,
+      schedulingControls,
+    });
     // A worker key revoked on any replica is forgotten here at once (REST and gRPC read this cache).
     host.need('identity').revocations.subscribe((revocation) => {
       if (revocation.kind === 'workerKey') registration.credentials.delete(revocation.keyId);
@@ -218,6 +237,11 @@ export const workersFeature = defineFeature({
           rateLimits: identity.rateLimits,
           grpcPort: host.need('grpc').port,
           revocations: identity.revocations,
+        });
+        registerSchedulingRoutes(app, {
+          gate: host.need('operators').gate,
+          authenticator: identity.authenticator,
+          controls: schedulingControls,
         });
       },
       stop: async () => {

@@ -32,6 +32,7 @@ import type { WorkerDeps } from '../../../core/workers/workers.ts';
 import { registerAuditRoutes } from './auditRoutes.ts';
 import { registerDashboardChartRoutes } from './dashboardChartRoutes.ts';
 import { type DashboardOperatorActions, registerDashboardOperatorRoutes } from './dashboardOperatorRoutes.ts';
+import { type DashboardQueueDeps, registerDashboardQueueRoutes } from './dashboardQueueRoutes.ts';
 import { readDeprecatedStatusSpellings } from './deprecatedSpellings.ts';
 import { registerOperatorAccountRoutes } from './operatorAccountRoutes.ts';
 import {
@@ -78,6 +79,8 @@ export interface DashboardDeps {
   approvals: ApprovalDeps & SignalDeps;
   /** Drain, cordon, requeue dead letters (with a reason; audited). */
   operatorActions: DashboardOperatorActions;
+  /** The queue page: fair share's counts, weights and keys, and the operator's changes to them. */
+  queue: Omit<DashboardQueueDeps, 'clock'>;
   /** Built pages (packages/dashboard/dist); null when they are not built. */
   pagesDirectory: string | null;
   wsUrl?: string | null;
@@ -308,6 +311,7 @@ export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDep
   });
 
   registerDashboardChartRoutes(app, { charts: deps.charts, clock: deps.clock }, viewers);
+  registerDashboardQueueRoutes(app, gate, { ...deps.queue, clock: deps.clock });
 
   app.get('/dashboard/api/workflow-definitions', { schema: hidden, onRequest: viewers }, async (request) => {
     const definitions = await deps.reads.workflowDefinitions(reachOf(request));

@@ -68,10 +68,13 @@ export function registerTaskRoutes(app: FastifyInstance, deps: TaskRouteDeps): v
         return created;
       });
       if (result.replayed) reply.header('idempotent-replayed', 'true');
-      return reply
-        .code(result.replayed ? 200 : 201)
-        .header('location', `/v1/tasks/${result.body.task.id}`)
-        .send(result.current === undefined ? result.body : { ...result.body, current: result.current });
+      return (
+        reply
+          // A debounce that kept the waiting task created nothing: 200 with that task.
+          .code(result.replayed || result.body.debounce?.outcome === 'dropped' ? 200 : 201)
+          .header('location', `/v1/tasks/${result.body.task.id}`)
+          .send(result.current === undefined ? result.body : { ...result.body, current: result.current })
+      );
     },
   );
 

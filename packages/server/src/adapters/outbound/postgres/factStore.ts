@@ -12,6 +12,8 @@ import {
   type FactTransaction,
   KeyTakenError,
   type TaggedRequest,
+  type TaskKeySlot,
+  type TaskKeySlotKind,
 } from '../../../core/facts/ports.ts';
 import type { SignalRecord } from '../../../core/facts/records.ts';
 import type { FactWriteSet } from '../../../core/facts/writeSet.ts';
@@ -56,6 +58,7 @@ import {
 } from './schedulingTables.ts';
 import { insertSignal, takeSignal } from './signalTables.ts';
 import { probeAttempts, pushStepStatements } from './stepTables.ts';
+import { lockTaskKeySlot, setTaskKeySlot } from './taskKeyTables.ts';
 import { pushTaskStatements } from './taskTables.ts';
 import {
   aclOf,
@@ -136,6 +139,14 @@ class PostgresFactTransaction implements FactTransaction {
     const [row] = await this.sql<{ reasons: string[] }[]>`
       SELECT reasons FROM scheduling_request WHERE step_id = ${stepId} AND status = 'PENDING'`;
     return row?.reasons ?? [];
+  }
+
+  lockTaskKeySlot(kind: TaskKeySlotKind, applicationId: string, key: string) {
+    return lockTaskKeySlot(this.sql, kind, applicationId, key);
+  }
+
+  setTaskKeySlot(kind: TaskKeySlotKind, applicationId: string, key: string, slot: TaskKeySlot, at: Date) {
+    return setTaskKeySlot(this.sql, kind, applicationId, key, slot, at);
   }
 
   async advisoryLocks(keys: string[]) {

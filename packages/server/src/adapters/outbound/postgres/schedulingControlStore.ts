@@ -1,0 +1,106 @@
+/** Concurrency keys' settings and the fair-share weights (`core/workers/schedulingControls.ts`). */
+import type { OperatorAuditRecord } from '../../../core/facts/records.ts';
+import type { ConcurrencyKeyView, SchedulingControlStore } from '../../../core/workers/ports.ts';
+import { type Queryable, type Sql, transaction } from './database.ts';
+import { insertAudit } from './operatorStore.ts';
+
+type KeyRow = {
+  name: string;
+  limit: number | null;
+  declared_limit: number | null;
+  paused: boolean;
+  running: number;
+  waiting: number;
+};
+
+const toView = (r: KeyRow): ConcurrencyKeyView => ({
+  name: r.name,
+  limit: r.limit,
+  declaredLimit: r.declared_limit,
+  paused: r.paused,
+  running: r.running,
+  waiting: r.waiting,
+});
+
+/** The tenant's keys (or one): declared by its definitions (the latest published wins) or set. */
+function keyRows(sql: Queryable, tenantId: string, name: string | null) {
+  return sql<KeyRow[]>`
+    WITH declared AS (
+      SELECT DISTINCT ON (k->>'key') k->>'key' AS name, (k->>'limit')::int AS declared_limit
+      FROM workflow_definition d
+      CROSS JOIN jsonb_array_elements(d.steps) AS s
+      CROSS JOIN jsonb_array_elements(coalesce(s->'concurrency', '[]'::jsonb)) AS k
+      WHERE d.tenant_id = ${tenantId} AND (${name}::text IS NULL OR k->>'key' = ${name})
+      ORDER BY k->>'key', d.published_at DESC),
+    keys AS (
+      SELECT coalesce(d.name, c.name) AS name, c."limit", d.declared_limit, coalesce(c.paused, false) AS paused
+      FROM declared d
+      FULL JOIN (SELECT * FROM concurrency_key WHERE tenant_id = ${tenantId} AND (${name}::text IS NULL OR name = ${name})) c
+        ON c.name = d.name)
+    SELECT k.*,
+      (SELECT count(*)::int FROM concurrency_hold h WHERE h.tenant_id = ${tenantId} AND h.name = k.name) AS running,
+      (SELECT count(*)::int FROM scheduling_request r
+       WHERE r.status = 'PENDING' AND r.parked_key IS NOT NULL AND r.tenant_id = ${tenantId}
+         AND r.parked_key = k.name) AS waiting
+    FROM keys k ORDER BY k.name`;
+}
+
+export class PostgresSchedulingControlStore implements SchedulingControlStore {
+  constructor(private readonly sql: Sql) {}
+
+  async keys(tenantId: string) {
+    return (await keyRows(this.sql, tenantId, null)).map(toView);
+  }
+
+  async changeKey(
+    tenantId: string,
+    name: string,
+    change: { limit?: number | null; paused?: boolean },
+    at: Date,
+    audit: ((before: ConcurrencyKeyView, after: ConcurrencyKeyView) => OperatorAuditRecord | null) | null,
+  ) {
+    return transaction(this.sql, async (tx) => {
+      // One change of a key at a time (the audit's before and after are then exact).
+      await tx`SELECT pg_advisory_xact_lock(hashtext(${`concurrency-key:${tenantId}:${name}`}))`;
+      const [before] = await keyRows(tx, tenantId, name);
+      if (!before) return null;
+      await tx`
+        INSERT INTO concurrency_key (tenant_id, name, "limit", paused, updated_at)
+        VALUES (${tenantId}, ${name}, ${change.limit === undefined ? before.limit : change.limit},
+                ${change.paused ?? before.paused}, ${at})
+        ON CONFLICT (tenant_id, name) DO UPDATE SET "limit" = excluded."limit", paused = excluded.paused,
+          updated_at = excluded.updated_at`;
+      // Placement counts the parked steps of the key's pools again (and parks those still without room).
+      await tx`
+        UPDATE scheduling_request SET parked_key = NULL, parked_value = NULL, parked_limit = NULL, available_at = ${at}
+        WHERE status = 'PENDING' AND parked_key IS NOT NULL AND tenant_id = ${tenantId} AND parked_key = ${name}`;
+      const [after] = await keyRows(tx, tenantId, name);
+      const record = audit?.(toView(before), toView(after!));
+      if (record) await insertAudit(tx, record);
+      return toView(after!);
+    });
+  }
+
+  async tenantOf(scope: 'tenant' | 'application', id: string) {
+    const [row] =
+      scope === 'tenant'
+        ? await this.sql<{ tenant_id: string }[]>`SELECT id AS tenant_id FROM tenant WHERE id = ${id}`
+        : await this.sql<{ tenant_id: string }[]>`SELECT tenant_id FROM application WHERE id = ${id}`;
+    return row?.tenant_id ?? null;
+  }
+
+  async setWeight(
+    scope: 'tenant' | 'application',
+    id: string,
+    weight: number,
+    at: Date,
+    audit: OperatorAuditRecord,
+  ) {
+    await transaction(this.sql, async (tx) => {
+      await tx`
+        INSERT INTO scheduling_weight (scope, id, weight, updated_at) VALUES (${scope}, ${id}, ${weight}, ${at})
+        ON CONFLICT (scope, id) DO UPDATE SET weight = excluded.weight, updated_at = excluded.updated_at`;
+      await insertAudit(tx, audit);
+    });
+  }
+}
