@@ -32,7 +32,7 @@ const sharedSurfaces = [
 /** Pure domain modules: records, rules and decisions; they compute, they never do I/O. */
 const domainModules = [
   `${core}facts/(records|writeSet|stateMachine|execution|projections|views|outboxEvents|newRecords|taskFamily|notifications|operatorActor)\\.ts$`,
-  `${core}definitions/(dag|patterns|references|stepKinds|mappingGuarantees|scheduleToStart|concurrencyKeys)\\.ts$`,
+  `${core}definitions/(dag|patterns|references|stepKinds|mappingGuarantees|scheduleToStart|concurrencyKeys|rateLimits)\\.ts$`,
   `${core}orchestration/(advance|transitionRecords|rerun|kinds/approvalRules|kinds/mapItems)\\.ts$`,
   `${core}workers/(selector|attempts|fairShare)\\.ts$`,
   `${core}identity/(outboundUrl|secretBox|apiKeys|userReach|operatorAccess|ssoRoles)\\.ts$`,

@@ -88,6 +88,24 @@ export const ConcurrencyKey = Type.Object(
 export type ConcurrencyKey = Static<typeof ConcurrencyKey>;
 const ConcurrencyKeys = Type.Array(ConcurrencyKey, { maxItems: 5 });
 
+/**
+ * A rate limit: no more than `limit` starts per `intervalMs` of steps carrying the same key (a token
+ * bucket per pool, refilled evenly). `key` and `value` name the pool as a concurrency key's do; `limit`
+ * can be changed and the key paused at run time like a concurrency key's.
+ */
+export const RateLimit = Type.Object(
+  {
+    key: Type.String({ minLength: 1, maxLength: 100, pattern: '^[A-Za-z][A-Za-z0-9_.-]*$' }),
+    value: Type.Optional(Type.String({ minLength: 1, maxLength: 500 })),
+    limit: Type.Integer({ minimum: 1, maximum: 1_000_000 }),
+    /** From 100 ms to one day. */
+    intervalMs: Type.Integer({ minimum: 100, maximum: 86_400_000 }),
+  },
+  Strict,
+);
+export type RateLimit = Static<typeof RateLimit>;
+const RateLimits = Type.Array(RateLimit, { maxItems: 5 });
+
 export const StepDefinitionInput = Type.Object(
   {
     key: StepKey,
@@ -109,6 +127,8 @@ export const StepDefinitionInput = Type.Object(
     startDelayMs: Type.Optional(Type.Integer({ minimum: 1, maximum: 2_592_000_000 })),
     /** Keys this step holds while it runs, beside the workflow's own (a capability step). */
     concurrency: Type.Optional(ConcurrencyKeys),
+    /** Rate limits this step's starts take a token of, beside the workflow's own (a capability step). */
+    rateLimits: Type.Optional(RateLimits),
   },
   Strict,
 );
@@ -135,6 +155,8 @@ export const PublishWorkflowDefinitionRequest = Type.Object(
     scheduleToStartMs: Type.Optional(Type.Integer({ minimum: 1 })),
     /** Keys every capability step of the workflow holds while it runs (docs/scheduling.md). */
     concurrency: Type.Optional(ConcurrencyKeys),
+    /** Rate limits every capability step of the workflow starts under (docs/scheduling.md). */
+    rateLimits: Type.Optional(RateLimits),
   },
   Strict,
 );
@@ -160,6 +182,8 @@ export const StepDefinition = Type.Object({
   startDelayMs: Type.Optional(Type.Integer()),
   /** The keys the step holds while it runs: the workflow's, then its own (absent: none). */
   concurrency: Type.Optional(Type.Array(ConcurrencyKey)),
+  /** The rate limits its starts take a token of: the workflow's, then its own (absent: none). */
+  rateLimits: Type.Optional(Type.Array(RateLimit)),
   /** `kind` is absent in definitions published before step kinds existed (capability steps). */
   ...StepKindOptions,
 });

@@ -133,7 +133,8 @@ export function resolveConcurrencyKeys(
   });
 }
 
-function poolValue(
+/** The pool a task falls in by a key's value (rate limits name their pools the same way). */
+export function poolValue(
   source: KeyValueSource | 'invalid',
   task: { tenantId: string; applicationId: string; input: unknown },
 ) {

@@ -8,6 +8,7 @@ import { applyConcurrency, concurrencyErrors } from './concurrencyKeys.ts';
 import { normaliseSteps, validateSteps } from './dag.ts';
 import { unguaranteedMappings } from './mappingGuarantees.ts';
 import type { DefinitionLookup, DefinitionStore, JsonSchemaValidator, StoredDefinition } from './ports.ts';
+import { applyRateLimits, rateLimitErrors } from './rateLimits.ts';
 import { applyScheduleToStart } from './scheduleToStart.ts';
 import { kindSchemas } from './stepKinds.ts';
 
@@ -30,15 +31,20 @@ export async function publishDefinition(
   request: PublishWorkflowDefinitionRequest,
 ): Promise<{ definition: StoredDefinition; created: boolean }> {
   // The workflow's limit, for its steps that set none.
-  const steps = applyConcurrency(
-    applyScheduleToStart(normaliseSteps(request.steps), undefined, request.scheduleToStartMs ?? 0),
+  const steps = applyRateLimits(
+    applyConcurrency(
+      applyScheduleToStart(normaliseSteps(request.steps), undefined, request.scheduleToStartMs ?? 0),
+      request.steps,
+      request.concurrency,
+    ),
     request.steps,
-    request.concurrency,
+    request.rateLimits,
   );
   const inputSchema = request.inputSchema ?? {};
   const errors = [
     ...validateSteps(steps),
     ...concurrencyErrors(request, steps, inputSchema),
+    ...rateLimitErrors(request, steps, inputSchema),
     ...deps.schemas
       .checkSchema(inputSchema)
       .map((e) => ({ path: `/inputSchema${e.path}`, message: e.message })),

@@ -102,11 +102,23 @@ export interface ConcurrencyRefusal {
   paused: boolean;
 }
 
+/** Why a step could not take a token of a rate limit's bucket (`definitions/rateLimits.ts`). */
+export interface RateRefusal {
+  key: { name: string; value: string };
+  limit: number;
+  intervalMs: number;
+  paused: boolean;
+  /** When the bucket has a token again (unused when paused: the step is parked). */
+  nextAt: Date;
+}
+
 /** A claimed request put back: why, and the concurrency key pool it waits on (parked), if that is why. */
 export interface DeferredRequest {
   id: string;
   reasons: string[];
   parkedOn?: { name: string; value: string; limit: number };
+  /** Due again then rather than at the round's retry (a rate limit's next token). */
+  availableAt?: Date;
 }
 
 /** A debounce or singleton key of task creation (core/tasks/taskKeys.ts). */
@@ -129,9 +141,9 @@ export interface FactTransaction {
   /**
    * One round's turns: the `limit` lowest tenant tags of due requests, within each tenant as many of its
    * lowest application tags, within each application as many of its first requests by order (served);
-   * all locked (SKIP LOCKED) until commit.
+   * all locked (SKIP LOCKED) until commit. `untriedOnly`: only requests no round has tried yet.
    */
-  schedulingTurns(now: Date, limit: number): Promise<SchedulingTurns>;
+  schedulingTurns(now: Date, limit: number, options: { untriedOnly: boolean }): Promise<SchedulingTurns>;
   /** The tags a round moved, and the virtual times it served (null: it served none). */
   writeTurns(
     retagged: TaggedRequest[],
@@ -150,6 +162,17 @@ export interface FactTransaction {
     keys: { name: string; value: string; declaredLimit: number }[];
     at: Date;
   }): Promise<ConcurrencyRefusal | null>;
+  /**
+   * Takes one token of each rate limit's bucket for a step being placed, or none and says which
+   * bucket refused (paused, or empty until `nextAt`). The buckets stay locked until commit.
+   */
+  takeRateTokens(take: {
+    tenantId: string;
+    keys: { name: string; value: string; declaredLimit: number; intervalMs: number }[];
+    at: Date;
+  }): Promise<RateRefusal | null>;
+  /** Gives back the concurrency slots this transaction held at `at` for a step it then did not place. */
+  dropHeldSlots(stepId: string, at: Date): Promise<void>;
   /** Why no worker could take this step's open request when last tried (empty: none, or not tried). */
   schedulingReasons(stepId: string): Promise<string[]>;
   /** Locks an application's debounce or singleton key until commit, then reads its holder (null: none). */

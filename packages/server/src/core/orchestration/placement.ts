@@ -18,6 +18,7 @@
  */
 import type { StepDefinition } from '@tdp/protocol';
 import { heldKeyReason, resolveConcurrencyKeys } from '../definitions/concurrencyKeys.ts';
+import { rateLimitReason, resolveRateLimits } from '../definitions/rateLimits.ts';
 import { isTerminal } from '../facts/execution.ts';
 import type {
   AttemptRecord,
@@ -195,8 +196,18 @@ export type Placement =
   | { kind: 'placed'; command: WorkerCommandRecord }
   /** The step no longer waits for a worker (it moved on, or its execution ended). */
   | { kind: 'stale' }
-  /** No worker could take it, or (`parkedOn`) a concurrency key pool holds it until a slot frees. */
-  | { kind: 'unplaceable'; reasons: string[]; parkedOn?: { name: string; value: string; limit: number } }
+  /**
+   * No worker could take it (`waitsForCapacity`: one would, but for the attempts it runs), or
+   * (`parkedOn`) a concurrency key pool (or a paused rate limit) holds it until a slot frees, or a rate
+   * limit's bucket has no token until `availableAt`.
+   */
+  | {
+      kind: 'unplaceable';
+      reasons: string[];
+      waitsForCapacity?: boolean;
+      parkedOn?: { name: string; value: string; limit: number };
+      availableAt?: Date;
+    }
   /** Its input could not be resolved (the step was failed, if asked to). */
   | { kind: 'invalid' };
 
@@ -243,7 +254,8 @@ async function placeInSpan(
   }
   const definition = before.execution.snapshot.steps.find((d) => d.key === step.key)!;
   const selection = chooseWorker(deps, candidates, step, definition, now);
-  if (!selection.ok) return { kind: 'unplaceable', reasons: selection.reasons };
+  if (!selection.ok)
+    return { kind: 'unplaceable', reasons: selection.reasons, waitsForCapacity: selection.waitsForCapacity };
   const input = resolvePlatformInput(before, step);
   if (!input.ok) {
     if (!failInvalidInput) return { kind: 'invalid' };
@@ -271,6 +283,26 @@ async function placeInSpan(
         reasons: [heldKeyReason(refused.key, refused.running, refused.limit, refused.paused)],
         parkedOn: { ...refused.key, limit: refused.limit },
       };
+  }
+  // After the slots, so a step a full pool parks spends no token; a refusal gives the slots back.
+  const rated = resolveRateLimits(definition, before.task);
+  if (rated.length > 0) {
+    const limited = await session.tx.takeRateTokens({ tenantId: before.task.tenantId, keys: rated, at: now });
+    if (limited) {
+      if (keys.length > 0) await session.tx.dropHeldSlots(step.id, now);
+      // Paused: parked like a paused concurrency key's steps (the resume lets them in).
+      if (limited.paused)
+        return {
+          kind: 'unplaceable',
+          reasons: [heldKeyReason(limited.key, 0, limited.limit, true)],
+          parkedOn: { ...limited.key, limit: limited.limit },
+        };
+      return {
+        kind: 'unplaceable',
+        reasons: [rateLimitReason(limited.key, limited, limited.nextAt)],
+        availableAt: limited.nextAt,
+      };
+    }
   }
   // The worker's run continues this placement's span.
   const traceparent = deps.status.tracing?.traceparent();

@@ -29,9 +29,11 @@ export interface DispatchDeps {
 }
 
 /**
- * One round: up to `limit` requests, and no more than the workers have free slots for (all of `limit`
- * when none has one, so that every waiting step gets its reasons). Returns how many were claimed
- * (placed, deferred or closed); fewer than `limit` means the round is not full.
+ * One round: up to `limit` requests, and no more than the workers have free slots for. When none has
+ * one, only requests never tried yet (up to `limit`), so that every waiting step gets its reasons; a
+ * step that waits only for a busy worker then stays due, to take its fair turn when a slot frees rather
+ * than after a retry interval behind newer steps. Returns how many were claimed (placed, deferred or
+ * closed); fewer than `limit` means the round is not full.
  */
 export async function dispatchReady(deps: DispatchDeps, limit: number): Promise<number> {
   const sent: WorkerCommandRecord[] = [];
@@ -44,7 +46,10 @@ export async function dispatchReady(deps: DispatchDeps, limit: number): Promise<
   const claimed = await inFactTransaction(
     deps.status,
     async (session) => {
-      const requests = await claimFairly(session.tx, session.now, claimLimit);
+      const { claimed: requests, placed } = await claimFairly(session.tx, session.now, claimLimit, {
+        untriedOnly: free === 0,
+      });
+      const placedIds = new Set<string>();
       const now = session.now;
       // Every claimed step's advisory lock, the free workers' capacity (placement.ts: locked before any
       // task; none for an empty round) and the task locks, in one round trip; then no reads until commit.
@@ -80,7 +85,10 @@ export async function dispatchReady(deps: DispatchDeps, limit: number): Promise<
         if (before && isRunningMap(step)) {
           // A map step's request places a round of its items (kinds/map.ts).
           const placement = await placeMapItems(deps, session, before, step, reserved);
-          if (placement.kind === 'placed') sent.push(...placement.commands);
+          if (placement.kind === 'placed') {
+            sent.push(...placement.commands);
+            placedIds.add(request.id);
+          }
           if (placement.kind === 'unplaceable') {
             deferred.push({ id: request.id, reasons: placement.reasons });
             await sayWaiting(before, request, placement.reasons);
@@ -90,8 +98,10 @@ export async function dispatchReady(deps: DispatchDeps, limit: number): Promise<
           continue;
         }
         const placement = await placeStep(deps, session, before, request.stepId, reserved, true);
-        if (placement.kind === 'placed') sent.push(placement.command);
-        else if (placement.kind === 'stale')
+        if (placement.kind === 'placed') {
+          sent.push(placement.command);
+          placedIds.add(request.id);
+        } else if (placement.kind === 'stale')
           await session.write({
             closeSchedulingRequests: { stepIds: [request.stepId], status: 'CANCELLED' },
           });
@@ -100,6 +110,10 @@ export async function dispatchReady(deps: DispatchDeps, limit: number): Promise<
             id: request.id,
             reasons: placement.reasons,
             ...(placement.parkedOn ? { parkedOn: placement.parkedOn } : {}),
+            ...(placement.availableAt ? { availableAt: placement.availableAt } : {}),
+            // Every worker was busy when the round began: it stays due for the next free slot. (With a
+            // free slot that could not take it, it waits its retry, or it would hold the slot's turn.)
+            ...(free === 0 && placement.waitsForCapacity ? { availableAt: now } : {}),
           });
           await sayWaiting(before, request, placement.reasons);
         }
@@ -108,12 +122,14 @@ export async function dispatchReady(deps: DispatchDeps, limit: number): Promise<
       if (deferred.length > 0)
         await session.tx.deferSchedulingRequests(deferred, new Date(now.getTime() + deps.retryUnplaceableMs));
       deferredAny = deferred.length > 0;
+      await placed(placedIds);
       return requests.length;
     },
     { deferWrites: true },
   );
   if (sent.length > 0) deps.wake(sent);
   if (deferredAny && deps.capacity && deps.capacity.generation !== freedBefore) deps.capacity.freed();
-  deps.roundDone?.(claimed === limit);
+  // Steps still wait for capacity: new tasks leave their steps to the scheduler's fair order.
+  deps.roundDone?.(claimed === claimLimit || deferredAny);
   return claimed;
 }

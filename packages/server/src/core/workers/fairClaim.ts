@@ -4,7 +4,7 @@
  * reads and writes). Every replica runs it on the same rows, so N replicas place in the same order.
  */
 import type { ClaimedSchedulingRequest, FactTransaction } from '../facts/ports.ts';
-import { handTurns, tagArrivals } from './fairShare.ts';
+import { handTurns, tagArrivals, virtualTimes } from './fairShare.ts';
 
 /** Arrivals tagged per round at most; the rest are tagged by the next rounds, oldest first. */
 const arrivalsPerRound = 5_000;
@@ -22,15 +22,27 @@ export async function tagNewRequests(tx: FactTransaction, agingStepMs: number): 
   return tags.length;
 }
 
-/** The round's turns, handed to the requests they serve (in the round's transaction). */
+/**
+ * The round's turns, handed to the requests they serve (in the round's transaction); `placed` is to be
+ * called once the round knows which of them it placed, to move the virtual times by those.
+ */
 export async function claimFairly(
   tx: FactTransaction,
   now: Date,
   limit: number,
-): Promise<ClaimedSchedulingRequest[]> {
-  const turns = await tx.schedulingTurns(now, limit);
-  if (turns.served.length === 0) return [];
+  options: { untriedOnly: boolean },
+): Promise<{ claimed: ClaimedSchedulingRequest[]; placed: (ids: ReadonlySet<string>) => Promise<void> }> {
+  const turns = await tx.schedulingTurns(now, limit, options);
+  if (turns.served.length === 0) return { claimed: [], placed: async () => {} };
   const handed = handTurns(turns.tenantTurns, turns.applicationTurns, turns.served);
-  await tx.writeTurns(handed.retagged, { platform: handed.platformServed, tenants: handed.tenantServed });
-  return turns.claimed;
+  await tx.writeTurns(handed.retagged, null);
+  return {
+    claimed: turns.claimed,
+    placed: async (ids) => {
+      const placed = handed.served.filter((r) => ids.has(r.id));
+      if (placed.length === 0) return;
+      const { platformServed, tenantServed } = virtualTimes(placed);
+      await tx.writeTurns([], { platform: platformServed, tenants: tenantServed });
+    },
+  };
 }

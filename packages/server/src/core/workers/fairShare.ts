@@ -58,7 +58,13 @@ export function handTurns(
   tenantTurns: TaggedRequest[],
   applicationTurns: TaggedRequest[],
   served: TaggedRequest[],
-): { retagged: TaggedRequest[]; platformServed: number; tenantServed: Map<string, number> } {
+): {
+  retagged: TaggedRequest[];
+  /** The served requests with the tags they now hold, in the order served. */
+  served: TaggedRequest[];
+  platformServed: number;
+  tenantServed: Map<string, number>;
+} {
   const rows = new Map<string, TaggedRequest>();
   for (const r of [...tenantTurns, ...applicationTurns, ...served]) rows.set(r.id, { ...r });
   const servedIds = served.map((r) => r.id);
@@ -69,15 +75,27 @@ export function handTurns(
     const before = original.get(r.id)!;
     return before.tenantTag !== r.tenantTag || before.applicationTag !== r.applicationTag;
   });
+  const servedNow = servedIds.map((id) => rows.get(id)!);
+  return { retagged, served: servedNow, ...virtualTimes(servedNow) };
+}
+
+/**
+ * The virtual times `served` moves the flows to: the latest tenant tag among them, and per tenant the
+ * latest application tag. Only requests actually placed move them (a round that found no worker for
+ * its requests must not make a tenant that arrives next queue behind them).
+ */
+export function virtualTimes(served: TaggedRequest[]): {
+  platformServed: number;
+  tenantServed: Map<string, number>;
+} {
   let platformServed = 0;
   const tenantServed = new Map<string, number>();
-  for (const id of servedIds) {
-    const r = rows.get(id)!;
+  for (const r of served) {
     platformServed = Math.max(platformServed, r.tenantTag);
     const flow = tenantFlow(r.tenantId);
     tenantServed.set(flow, Math.max(tenantServed.get(flow) ?? 0, r.applicationTag));
   }
-  return { retagged, platformServed, tenantServed };
+  return { platformServed, tenantServed };
 }
 
 /**

@@ -168,6 +168,8 @@ export interface ConcurrencyKeyView {
   limit: number | null;
   /** The limit the tenant's latest definitions declare (null: none declares it any more). */
   declaredLimit: number | null;
+  /** A rate limit's interval (its limit is starts per interval); null: a concurrency key. */
+  intervalMs: number | null;
   paused: boolean;
   /** Steps holding a slot now, over all the key's pools. */
   running: number;

@@ -35,7 +35,8 @@ export interface PlacementRequest {
 
 export type Selection =
   | { ok: true; workerId: string; nodeId: string; score: number; considered: number }
-  | { ok: false; reasons: string[] };
+  /** `waitsForCapacity`: a worker would take it but for the attempts it already runs. */
+  | { ok: false; reasons: string[]; waitsForCapacity: boolean };
 
 export function score(candidate: WorkerCandidate, affinity: Affinity): number {
   const preferred = Object.entries(affinity.preferredLabels ?? {}).filter(
@@ -43,6 +44,8 @@ export function score(candidate: WorkerCandidate, affinity: Affinity): number {
   ).length;
   return preferred * 1_000_000 + candidate.weight * 1_000 - candidate.runningAttempts * 10_000;
 }
+
+const atConcurrencyLimit = 'worker is at its concurrency limit';
 
 /** Why this worker cannot take the request (empty: it can). */
 export function disqualifications(
@@ -68,13 +71,12 @@ export function disqualifications(
   for (const [key, value] of Object.entries(affinity.requiredLabels ?? {})) {
     if (candidate.nodeLabels[key] !== value) reasons.push(`node lacks label ${key}=${value}`);
   }
-  if (candidate.runningAttempts >= candidate.maxConcurrency)
-    reasons.push('worker is at its concurrency limit');
+  if (candidate.runningAttempts >= candidate.maxConcurrency) reasons.push(atConcurrencyLimit);
   else if (
     offered?.maxConcurrency !== undefined &&
     (candidate.runningByCapability[request.capability] ?? 0) >= offered.maxConcurrency
   )
-    reasons.push(`worker is at its concurrency limit for ${request.capability}`);
+    reasons.push(`${atConcurrencyLimit} for ${request.capability}`);
   const min = affinity.minimumResources ?? {};
   if ((min.cpuMillis ?? 0) > candidate.freeResources.cpuMillis)
     reasons.push(`needs ${min.cpuMillis} CPU millis`);
@@ -194,9 +196,17 @@ export function selectWorker(
   now: Date,
   heartbeatTtlMs: number,
 ): Selection {
-  const qualified = candidates.filter((c) => disqualifications(c, request, now, heartbeatTtlMs).length === 0);
+  const disqualified = candidates.map((c) => ({
+    c,
+    reasons: disqualifications(c, request, now, heartbeatTtlMs),
+  }));
+  const qualified = disqualified.filter((d) => d.reasons.length === 0).map((d) => d.c);
   if (qualified.length === 0)
-    return { ok: false, reasons: unschedulableReasons(candidates, request, now, heartbeatTtlMs) };
+    return {
+      ok: false,
+      reasons: unschedulableReasons(candidates, request, now, heartbeatTtlMs),
+      waitsForCapacity: disqualified.some((d) => d.reasons.every((r) => r.startsWith(atConcurrencyLimit))),
+    };
   const ranked = qualified
     .map((c) => ({ c, s: score(c, request.affinity) }))
     .sort(

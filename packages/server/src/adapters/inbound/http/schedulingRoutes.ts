@@ -26,6 +26,9 @@ const KeyView = Type.Object({
     description: 'The limit set at run time; null: the declared one applies.',
   }),
   declaredLimit: Type.Union([Type.Integer(), Type.Null()]),
+  intervalMs: Type.Union([Type.Integer(), Type.Null()], {
+    description: "A rate limit's interval (its limit is starts per interval); null: a concurrency key.",
+  }),
   paused: Type.Boolean(),
   running: Type.Integer({ description: 'Steps holding a slot of one of its pools now.' }),
   waiting: Type.Integer({ description: 'Steps waiting for a slot.' }),

@@ -48,6 +48,7 @@ import {
 import { mergeWrites } from './mergeWrites.ts';
 import { pushNotificationStatements } from './notificationTables.ts';
 import { pushCallbackStatements, pushOutboxStatements } from './outboxTables.ts';
+import { dropHeldSlots, takeRateTokens } from './rateLimitTables.ts';
 import { type RowStatement, runAll } from './recordset.ts';
 import {
   deferSchedulingRequests,
@@ -119,8 +120,8 @@ class PostgresFactTransaction implements FactTransaction {
     return writeArrivalTags(this.sql, arrivals, tags, lastTags);
   }
 
-  schedulingTurns(now: Date, limit: number) {
-    return schedulingTurns(this.sql, now, limit);
+  schedulingTurns(now: Date, limit: number, options: { untriedOnly: boolean }) {
+    return schedulingTurns(this.sql, now, limit, options.untriedOnly);
   }
 
   writeTurns(retagged: TaggedRequest[], served: { platform: number; tenants: Map<string, number> } | null) {
@@ -133,6 +134,14 @@ class PostgresFactTransaction implements FactTransaction {
 
   holdConcurrency(hold: Parameters<FactTransaction['holdConcurrency']>[0]) {
     return holdConcurrency(this.sql, hold);
+  }
+
+  takeRateTokens(take: Parameters<FactTransaction['takeRateTokens']>[0]) {
+    return takeRateTokens(this.sql, take);
+  }
+
+  dropHeldSlots(stepId: string, at: Date) {
+    return dropHeldSlots(this.sql, stepId, at);
   }
 
   async schedulingReasons(stepId: string) {

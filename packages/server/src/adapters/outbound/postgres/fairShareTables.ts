@@ -115,15 +115,22 @@ type TurnRow = {
 /**
  * One round's turns, all locked until commit (SKIP LOCKED: another replica's round has those): the
  * `limit` lowest tenant tags; within each tenant as many of its lowest application tags; within each
- * application as many of its first requests by order — the ones served. A request may have a turn
+ * application as many of its first requests by order — the ones served (`untriedOnly`: of those no round
+ * has tried yet, which have no reasons). A request may have a turn
  * only if it is open, tagged, not parked on a concurrency key (the partial indexes' predicate), and due.
  */
-export async function schedulingTurns(sql: TxSql, now: Date, limit: number): Promise<SchedulingTurns> {
+export async function schedulingTurns(
+  sql: TxSql,
+  now: Date,
+  limit: number,
+  untriedOnly: boolean,
+): Promise<SchedulingTurns> {
   const rows = await sql<TurnRow[]>`
     WITH tenant_turns AS (
       SELECT id, task_id, step_id, reasons, tenant_id, application_id, tenant_tag, application_tag
       FROM scheduling_request
       WHERE status = 'PENDING' AND parked_key IS NULL AND tenant_tag IS NOT NULL AND available_at <= ${now}
+        AND (NOT ${untriedOnly}::boolean OR reasons = '[]'::jsonb)
       ORDER BY tenant_tag LIMIT ${limit}
       FOR UPDATE SKIP LOCKED),
     per_tenant AS (SELECT tenant_id, count(*) AS turns FROM tenant_turns GROUP BY tenant_id),
@@ -132,6 +139,7 @@ export async function schedulingTurns(sql: TxSql, now: Date, limit: number): Pro
         SELECT id, task_id, step_id, reasons, tenant_id, application_id, tenant_tag, application_tag
         FROM scheduling_request
         WHERE tenant_id = p.tenant_id AND status = 'PENDING' AND parked_key IS NULL AND tenant_tag IS NOT NULL AND available_at <= ${now}
+        AND (NOT ${untriedOnly}::boolean OR reasons = '[]'::jsonb)
         ORDER BY application_tag LIMIT p.turns
         FOR UPDATE SKIP LOCKED) r),
     per_application AS (
@@ -141,6 +149,7 @@ export async function schedulingTurns(sql: TxSql, now: Date, limit: number): Pro
         SELECT id, task_id, step_id, reasons, tenant_id, application_id, tenant_tag, application_tag
         FROM scheduling_request
         WHERE application_id = p.application_id AND status = 'PENDING' AND parked_key IS NULL AND tenant_tag IS NOT NULL AND available_at <= ${now}
+        AND (NOT ${untriedOnly}::boolean OR reasons = '[]'::jsonb)
         ORDER BY order_at LIMIT p.turns
         FOR UPDATE SKIP LOCKED) r)
     SELECT 'tenant' AS level, * FROM tenant_turns

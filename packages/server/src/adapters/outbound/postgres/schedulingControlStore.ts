@@ -8,6 +8,7 @@ type KeyRow = {
   name: string;
   limit: number | null;
   declared_limit: number | null;
+  interval_ms: number | null;
   paused: boolean;
   running: number;
   waiting: number;
@@ -17,23 +18,30 @@ const toView = (r: KeyRow): ConcurrencyKeyView => ({
   name: r.name,
   limit: r.limit,
   declaredLimit: r.declared_limit,
+  intervalMs: r.interval_ms,
   paused: r.paused,
   running: r.running,
   waiting: r.waiting,
 });
 
-/** The tenant's keys (or one): declared by its definitions (the latest published wins) or set. */
+/**
+ * The tenant's keys (or one): declared by its definitions, as concurrency keys or rate limits (the
+ * latest published wins), or set.
+ */
 function keyRows(sql: Queryable, tenantId: string, name: string | null) {
   return sql<KeyRow[]>`
     WITH declared AS (
-      SELECT DISTINCT ON (k->>'key') k->>'key' AS name, (k->>'limit')::int AS declared_limit
+      SELECT DISTINCT ON (k->>'key') k->>'key' AS name, (k->>'limit')::int AS declared_limit,
+             (k->>'intervalMs')::int AS interval_ms
       FROM workflow_definition d
       CROSS JOIN jsonb_array_elements(d.steps) AS s
-      CROSS JOIN jsonb_array_elements(coalesce(s->'concurrency', '[]'::jsonb)) AS k
+      CROSS JOIN jsonb_array_elements(
+        coalesce(s->'concurrency', '[]'::jsonb) || coalesce(s->'rateLimits', '[]'::jsonb)) AS k
       WHERE d.tenant_id = ${tenantId} AND (${name}::text IS NULL OR k->>'key' = ${name})
       ORDER BY k->>'key', d.published_at DESC),
     keys AS (
-      SELECT coalesce(d.name, c.name) AS name, c."limit", d.declared_limit, coalesce(c.paused, false) AS paused
+      SELECT coalesce(d.name, c.name) AS name, c."limit", d.declared_limit, d.interval_ms,
+             coalesce(c.paused, false) AS paused
       FROM declared d
       FULL JOIN (SELECT * FROM concurrency_key WHERE tenant_id = ${tenantId} AND (${name}::text IS NULL OR name = ${name})) c
         ON c.name = d.name)

@@ -189,7 +189,7 @@ export async function deferSchedulingRequests(sql: TxSql, requests: DeferredRequ
     requests.map((r) => ({
       id: r.id,
       reasons: r.reasons,
-      available_at: availableAt,
+      available_at: r.availableAt ?? availableAt,
       updated_at: availableAt,
       parked_key: r.parkedOn?.name ?? null,
       parked_value: r.parkedOn?.value ?? null,
