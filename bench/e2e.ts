@@ -35,45 +35,75 @@ const settleTimeoutMs = sized(null, 300_000, 60_000);
 const only = process.env.BENCH_E2E_ONLY ?? (smoke ? 'TDP,TDP (temporal)' : undefined);
 const clients = 16;
 
-interface Workers {
+export interface Workers {
   handled(): number;
+  /** Jobs finished so far per tag (the payload's `tag`), over both processes. */
+  completed(): Record<string, number>;
+  /** Submit → start latencies since the last report: all of them, and per tag. */
+  report(): Promise<{ latencies: number[]; tagged: Record<string, number[]> }>;
   latencies(): Promise<number[]>;
   stop(): Promise<void>;
 }
 
-function startWorkers(system: string, target: string, secret: string): Workers {
+/**
+ * Two worker processes of `system` (bench/e2eWorker.ts). `env` gives them a fixed capacity (its
+ * BENCH_WORKER_SLOTS and BENCH_WORKER_WORK_MS).
+ */
+export function startWorkers(
+  system: string,
+  target: string,
+  secret: string,
+  env: Record<string, string> = {},
+): Workers {
   const children: ChildProcess[] = [];
   const counts = new Map<number, number>();
+  const completions = new Map<number, Record<string, number>>();
   for (let i = 0; i < 2; i += 1) {
     const child = fork('bench/e2eWorker.ts', [system, target, secret], {
       execArgv: ['--conditions=@tdp/source', '--import', 'tsx'],
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      env: { ...process.env, ...env },
     });
-    child.on('message', (m: { type: string; handled: number }) => {
-      if (m.type === 'count') counts.set(i, m.handled);
+    child.on('message', (m: { type: string; handled: number; completed: Record<string, number> }) => {
+      if (m.type !== 'count') return;
+      counts.set(i, m.handled);
+      completions.set(i, m.completed);
     });
     children.push(child);
   }
+  const report = async () => {
+    type Report = { latencies: number[]; tagged: Record<string, number[]> };
+    const all = await Promise.all(
+      children.map(
+        (child) =>
+          new Promise<Report>((resolve) => {
+            const listener = (m: Report & { type: string }) => {
+              if (m.type === 'report') {
+                child.off('message', listener);
+                resolve(m);
+              }
+            };
+            child.on('message', listener);
+            child.send({ type: 'report' });
+          }),
+      ),
+    );
+    const tagged: Record<string, number[]> = {};
+    for (const one of all)
+      for (const [tag, values] of Object.entries(one.tagged))
+        tagged[tag] = (tagged[tag] ?? []).concat(values);
+    return { latencies: all.flatMap((one) => one.latencies), tagged };
+  };
   return {
     handled: () => [...counts.values()].reduce((a, b) => a + b, 0),
-    latencies: async () => {
-      const all = await Promise.all(
-        children.map(
-          (child) =>
-            new Promise<number[]>((resolve) => {
-              const listener = (m: { type: string; latencies: number[] }) => {
-                if (m.type === 'report') {
-                  child.off('message', listener);
-                  resolve(m.latencies);
-                }
-              };
-              child.on('message', listener);
-              child.send({ type: 'report' });
-            }),
-        ),
-      );
-      return all.flat();
+    completed: () => {
+      const total: Record<string, number> = {};
+      for (const one of completions.values())
+        for (const [tag, n] of Object.entries(one)) total[tag] = (total[tag] ?? 0) + n;
+      return total;
     },
+    report,
+    latencies: async () => (await report()).latencies,
     stop: async () => {
       await Promise.all(
         children.map(

@@ -2,26 +2,50 @@
  * A worker process for `bench -- e2e`, one per system: `tdp`, `graphile` or `pgboss`. It runs no-op jobs,
  * measures submit → start latency from the `sentAt` in each payload, and reports counts and latencies
  * to the parent over IPC.
+ *
+ * The fairness bench gives its workers a fixed capacity: BENCH_WORKER_SLOTS jobs at once per process,
+ * each taking BENCH_WORKER_WORK_MS, and tags its jobs (`tag` in the payload: the tenant it stands for);
+ * the worker then also reports latencies and completions per tag.
  */
 import { Pool } from 'undici';
 import { newId } from '../packages/protocol/src/ids.ts';
 import { sseEvents } from '../packages/worker/src/sse.ts';
 
 const [system, target, secret] = process.argv.slice(2) as ['tdp' | 'graphile' | 'pgboss', string, string];
+/** A fixed capacity (the fairness bench), else each system's own settings for the e2e bench. */
+const slots = Number(process.env.BENCH_WORKER_SLOTS ?? 0) || null;
+const workMs = Number(process.env.BENCH_WORKER_WORK_MS ?? 0);
+const work = () => (workMs > 0 ? new Promise((r) => setTimeout(r, workMs)) : Promise.resolve());
+
+interface Job {
+  sentAt?: number;
+  tag?: string;
+}
 let handled = 0;
 let latencies: number[] = [];
-const started = (sentAt: unknown) => {
+let tagged: Record<string, number[]> = {};
+const completed: Record<string, number> = {};
+const started = ({ sentAt, tag }: Job) => {
   handled += 1;
-  if (typeof sentAt === 'number') latencies.push(Date.now() - sentAt);
+  if (typeof sentAt !== 'number') return;
+  latencies.push(Date.now() - sentAt);
+  if (!tag) return;
+  const ofTag = tagged[tag] ?? [];
+  ofTag.push(Date.now() - sentAt);
+  tagged[tag] = ofTag;
+};
+const finished = ({ tag }: Job) => {
+  if (tag) completed[tag] = (completed[tag] ?? 0) + 1;
 };
 
 process.on('message', (message: { type: string }) => {
   if (message.type === 'report') {
-    process.send?.({ type: 'report', handled, latencies });
+    process.send?.({ type: 'report', handled, latencies, tagged });
     latencies = [];
+    tagged = {};
   }
 });
-setInterval(() => process.send?.({ type: 'count', handled }), 100).unref();
+setInterval(() => process.send?.({ type: 'count', handled, completed }), 100).unref();
 
 async function runTdp() {
   const headers = { authorization: `Bearer ${secret}`, 'content-type': 'application/json' };
@@ -34,7 +58,7 @@ async function runTdp() {
         name: `bench-${process.pid}`,
         nodeId: `node-${process.pid}`,
         capabilities: [{ name: 'noop', version: '1' }],
-        maxConcurrency: 256,
+        maxConcurrency: slots ?? 256,
       }),
     })
   ).json()) as { workerId: string };
@@ -78,30 +102,23 @@ async function runTdp() {
       type: string;
       attemptId: string;
       leaseVersion: number;
-      input: { sentAt?: number };
+      input: Job;
     };
     if (seen.has(command.commandId)) continue;
     seen.add(command.commandId);
     acks.push(command.commandId);
     if (command.type !== 'START_ATTEMPT') continue;
-    started(command.input.sentAt);
-    events.push(
-      {
-        attemptId: command.attemptId,
-        leaseVersion: command.leaseVersion,
-        eventId: newId(),
-        eventType: 'STEP_STARTED',
-        sourceSeq: 1,
-      },
-      {
-        attemptId: command.attemptId,
-        leaseVersion: command.leaseVersion,
-        eventId: newId(),
-        eventType: 'STEP_COMPLETED',
-        sourceSeq: 2,
-        output: {},
-      },
-    );
+    started(command.input);
+    const attempt = { attemptId: command.attemptId, leaseVersion: command.leaseVersion };
+    // Both events in one batch once the work is done: flushes run concurrently, and a STEP_STARTED
+    // sent alone could arrive after its STEP_COMPLETED.
+    void work().then(() => {
+      finished(command.input);
+      events.push(
+        { ...attempt, eventId: newId(), eventType: 'STEP_STARTED', sourceSeq: 1 },
+        { ...attempt, eventId: newId(), eventType: 'STEP_COMPLETED', sourceSeq: 2, output: {} },
+      );
+    });
   }
 }
 
@@ -117,10 +134,16 @@ async function runGraphile() {
     logger: new Logger(() => (level, message) => {
       if (level === 'error') process.stderr.write(`graphile-worker: ${message}\n`);
     }),
-    concurrency: 16,
+    concurrency: slots ?? 16,
     noHandleSignals: true,
     pollInterval: 1000,
-    taskList: { noop: async (payload) => started((payload as { sentAt?: number }).sentAt) },
+    taskList: {
+      noop: async (payload) => {
+        started(payload as Job);
+        await work();
+        finished(payload as Job);
+      },
+    },
   });
 }
 
@@ -131,9 +154,15 @@ async function runPgBoss() {
   await boss.start();
   await boss.work(
     'noop',
-    { batchSize: 50, localConcurrency: 4, pollingIntervalSeconds: 0.5 },
-    async (jobs: { data: { sentAt?: number } }[]) => {
-      for (const job of jobs) started(job.data.sentAt);
+    // With a fixed capacity: batches of `slots` jobs run together, fetched back to back while they
+    // come full (else a fetch waits for the next NOTIFY).
+    slots
+      ? { batchSize: slots, localConcurrency: 1, burstWhenBatchFull: true, pollingIntervalSeconds: 0.5 }
+      : { batchSize: 50, localConcurrency: 4, pollingIntervalSeconds: 0.5 },
+    async (jobs: { data: Job }[]) => {
+      for (const job of jobs) started(job.data);
+      await work();
+      for (const job of jobs) finished(job.data);
     },
   );
 }

@@ -6,6 +6,7 @@
 import { benchCreate } from './create.ts';
 import { benchE2e } from './e2e.ts';
 import { benchEvents } from './events.ts';
+import { benchFairness } from './fairness.ts';
 import { benchGrowth } from './growth.ts';
 import { benchIsolation } from './isolation.ts';
 import { benchMap } from './map.ts';
@@ -26,6 +27,7 @@ const benchmarks: Record<string, () => Promise<void>> = {
   watermark: benchWatermark,
   isolation: benchIsolation,
   names: benchNames,
+  fairness: benchFairness,
 };
 
 const requested = process.argv.slice(2).filter((arg) => arg !== '--smoke');

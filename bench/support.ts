@@ -191,20 +191,25 @@ export async function startBenchServer(databaseUrl: string, env: Record<string, 
     await new Promise((r) => setTimeout(r, 100));
   }
   const admin = { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' };
-  const tenant = (await (
-    await fetch(`${base}/admin/v1/tenants`, {
-      method: 'POST',
-      headers: admin,
-      body: JSON.stringify({ name: `bench-${port}` }),
-    })
-  ).json()) as { id: string };
-  const app = (await (
-    await fetch(`${base}/admin/v1/tenants/${tenant.id}/applications`, {
-      method: 'POST',
-      headers: admin,
-      body: JSON.stringify({ name: 'bench' }),
-    })
-  ).json()) as { apiKey: { key: string }; application: { id: string } };
+  /** A new tenant with one application: its application key and ids. */
+  const addTenant = async (name: string) => {
+    const tenant = (await (
+      await fetch(`${base}/admin/v1/tenants`, {
+        method: 'POST',
+        headers: admin,
+        body: JSON.stringify({ name }),
+      })
+    ).json()) as { id: string };
+    const app = (await (
+      await fetch(`${base}/admin/v1/tenants/${tenant.id}/applications`, {
+        method: 'POST',
+        headers: admin,
+        body: JSON.stringify({ name: 'bench' }),
+      })
+    ).json()) as { apiKey: { key: string }; application: { id: string } };
+    return { apiKey: app.apiKey.key, applicationId: app.application.id, tenantId: tenant.id };
+  };
+  const first = await addTenant(`bench-${port}`);
   return {
     base,
     /** The gRPC reporting address (docs/grpc.md). */
@@ -212,9 +217,9 @@ export async function startBenchServer(databaseUrl: string, env: Record<string, 
     adminToken,
     /** The server's process id (for `cpuSeconds`). */
     pid: child.pid!,
-    apiKey: app.apiKey.key,
-    applicationId: app.application.id,
-    tenantId: tenant.id,
+    ...first,
+    /** Another tenant on the same server (the fairness bench: a quiet one beside a noisy one). */
+    addTenant,
     stop: async () => {
       child.kill('SIGTERM');
       if (child.exitCode === null) await new Promise((resolve) => child.once('exit', resolve));

@@ -110,6 +110,12 @@ describe('the queue page', () => {
         .locator(`tr[data-application="${app.applicationId}"] td[data-field="running"]`)
         .textContent(),
     ).toBe('1');
+    // No quota of its own: the platform's tasks-in-flight setting applies.
+    expect(
+      await tenant
+        .locator(`tr[data-application="${app.applicationId}"] td[data-field="quota"]`)
+        .textContent(),
+    ).toBe('platform setting');
     // The chart's legend counts the tenant's placement.
     await expect
       .poll(() =>

@@ -246,8 +246,14 @@ export const CreateTaskDebounce = Type.Object(
 );
 export type CreateTaskDebounce = Static<typeof CreateTaskDebounce>;
 
-/** Singleton: one unfinished task per key; while one is, a create with the key is refused (409 SINGLETON_RUNNING). */
-export const CreateTaskSingleton = Type.Object({ key: TaskKey, whenRunning: Type.Literal('refuse') }, Strict);
+/**
+ * Singleton: one unfinished task per key. While one is, a create with the key is refused (`refuse`: 409
+ * SINGLETON_RUNNING) or creates a task whose steps wait to be placed until the key is free (`wait`).
+ */
+export const CreateTaskSingleton = Type.Object(
+  { key: TaskKey, whenRunning: Type.Union([Type.Literal('refuse'), Type.Literal('wait')]) },
+  Strict,
+);
 export type CreateTaskSingleton = Static<typeof CreateTaskSingleton>;
 
 export const CreateTaskRequest = Type.Object(
@@ -469,10 +475,21 @@ export const DebounceOutcome = Type.Object({
 });
 export type DebounceOutcome = Static<typeof DebounceOutcome>;
 
+/**
+ * What a create with `singleton` did: the task holds the key (`holder`), or (`waiting`, with `wait`) its
+ * steps wait to be placed until the key is free; `heldBy` is the task holding it now.
+ */
+export const SingletonOutcome = Type.Object({
+  outcome: Type.Union([Type.Literal('holder'), Type.Literal('waiting')]),
+  heldBy: Type.Optional(Type.String()),
+});
+export type SingletonOutcome = Static<typeof SingletonOutcome>;
+
 export const TaskCreated = Type.Object({
   task: TaskView,
   execution: ExecutionView,
   debounce: Type.Optional(DebounceOutcome),
+  singleton: Type.Optional(SingletonOutcome),
   current: Type.Optional(Type.Union([TaskWithExecution, Type.Null()])),
 });
 export type TaskCreated = Static<typeof TaskCreated>;

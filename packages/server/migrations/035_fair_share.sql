@@ -32,6 +32,9 @@ CREATE INDEX scheduling_request_tenant_turns ON scheduling_request (tenant_id, a
   WHERE status = 'PENDING' AND parked_key IS NULL AND tenant_tag IS NOT NULL;
 CREATE INDEX scheduling_request_application_order ON scheduling_request (application_id, order_at)
   WHERE status = 'PENDING' AND parked_key IS NULL AND tenant_tag IS NOT NULL;
+-- With every worker busy, a round looks only at requests no round has tried (to give them reasons).
+CREATE INDEX scheduling_request_untried ON scheduling_request (tenant_tag)
+  WHERE status = 'PENDING' AND parked_key IS NULL AND tenant_tag IS NOT NULL AND reasons = '[]'::jsonb;
 CREATE INDEX scheduling_request_arrivals ON scheduling_request (created_at)
   WHERE status = 'PENDING' AND tenant_tag IS NULL;
 CREATE INDEX scheduling_request_parked ON scheduling_request (tenant_id, parked_key, parked_value, order_at)

@@ -233,7 +233,7 @@ describe('bad input', () => {
     ['no window', { debounce: { key: 'k', keep: 'last' } }],
     ['an unknown debounce field', { debounce: { key: 'k', windowMs: 1000, keep: 'last', extra: 1 } }],
     ['a singleton without key', { singleton: { whenRunning: 'refuse' } }],
-    ['a singleton policy not offered', { singleton: { key: 'k', whenRunning: 'wait' } }],
+    ['a singleton policy not offered', { singleton: { key: 'k', whenRunning: 'queue' } }],
   ])('%s is a 400 that changes nothing', async (_, keys) => {
     const before = await taskCount();
     const answer = await submit(keys);

@@ -164,6 +164,41 @@ const policies: Record<string, Policy> = {
     path: (f) => `/admin/v1/applications/${f.applicationId}/operation-definitions`,
     missing: 'APPLICATION_NOT_FOUND',
   },
+  // Fair share (docs/scheduling.md): a tenant's keys and its applications' weights are its operators';
+  // a tenant's own weight against the others is the platform's.
+  'GET /admin/v1/tenants/:tenantId/concurrency-keys': {
+    least: 'viewer',
+    scope: 'tenant',
+    path: (f) => `/admin/v1/tenants/${f.tenantId}/concurrency-keys`,
+    missing: 'TENANT_NOT_FOUND',
+  },
+  'PUT /admin/v1/tenants/:tenantId/concurrency-keys/:name': {
+    least: 'operator',
+    scope: 'tenant',
+    path: (f) => `/admin/v1/tenants/${f.tenantId}/concurrency-keys/matrix`,
+    body: { paused: false, reason },
+    missing: 'TENANT_NOT_FOUND',
+  },
+  'PUT /admin/v1/tenants/:id/scheduling-weight': {
+    least: 'operator',
+    scope: 'platform',
+    path: (f) => `/admin/v1/tenants/${f.tenantId}/scheduling-weight`,
+    body: { weight: 1, reason },
+  },
+  'PUT /admin/v1/applications/:id/scheduling-weight': {
+    least: 'operator',
+    scope: 'tenant',
+    path: (f) => `/admin/v1/applications/${f.applicationId}/scheduling-weight`,
+    body: { weight: 1, reason },
+    missing: 'APPLICATION_NOT_FOUND',
+  },
+  'PUT /admin/v1/applications/:id/quota': {
+    least: 'operator',
+    scope: 'tenant',
+    path: (f) => `/admin/v1/applications/${f.applicationId}/quota`,
+    body: { tasksInFlight: 100_000, reason },
+    missing: 'APPLICATION_NOT_FOUND',
+  },
 
   // Acting on tasks.
   'POST /admin/v1/tasks/:id(^[0-9a-fA-F-]{36})::correct': {
@@ -328,6 +363,27 @@ const policies: Record<string, Policy> = {
   'GET /dashboard/api/charts': { least: 'viewer', scope: 'tenant', path: () => '/dashboard/api/charts' },
   'GET /dashboard/api/audit': { least: 'viewer', scope: 'tenant', path: () => '/dashboard/api/audit' },
   // Workers and the pipeline serve every tenant: the platform's to see and to move.
+  'GET /dashboard/api/queue': { least: 'viewer', scope: 'tenant', path: () => '/dashboard/api/queue' },
+  'PUT /dashboard/api/queue/tenants/:tenantId/keys/:name': {
+    least: 'operator',
+    scope: 'tenant',
+    path: (f) => `/dashboard/api/queue/tenants/${f.tenantId}/keys/matrix`,
+    body: { paused: false, reason },
+    missing: 'TENANT_NOT_FOUND',
+  },
+  'PUT /dashboard/api/queue/applications/:id/weight': {
+    least: 'operator',
+    scope: 'tenant',
+    path: (f) => `/dashboard/api/queue/applications/${f.applicationId}/weight`,
+    body: { weight: 1, reason },
+    missing: 'APPLICATION_NOT_FOUND',
+  },
+  'PUT /dashboard/api/queue/tenants/:id/weight': {
+    least: 'operator',
+    scope: 'platform',
+    path: (f) => `/dashboard/api/queue/tenants/${f.tenantId}/weight`,
+    body: { weight: 1, reason },
+  },
   'GET /dashboard/api/workers': { least: 'viewer', scope: 'platform', path: () => '/dashboard/api/workers' },
   'GET /dashboard/api/health': { least: 'viewer', scope: 'platform', path: () => '/dashboard/api/health' },
   'POST /dashboard/api/workers/:id/drain': {

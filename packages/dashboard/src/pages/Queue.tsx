@@ -1,6 +1,7 @@
 /**
  * The queue page (docs/scheduling.md): fair share as it is now and lately, read every 3 s. Per tenant
- * and application: steps waiting and running, the weight and the share of placements over the window;
+ * and application: steps waiting and running, the weight and the share of placements over the window
+ * (and an application's tasks-in-flight quota);
  * per concurrency key: its limit, whether paused, running and waiting steps; and a chart of the steps
  * placed per minute by tenant. Operators change limits, pauses and weights with a reason (audited).
  */
@@ -20,8 +21,13 @@ interface Line {
   share: number | null;
 }
 
+interface ApplicationLine extends Line {
+  /** Its own limit of unfinished tasks; null: the platform setting. */
+  tasksInFlightQuota: number | null;
+}
+
 interface TenantLine extends Line {
-  applications: Line[];
+  applications: ApplicationLine[];
   keys: KeyView[];
 }
 
@@ -83,6 +89,7 @@ function TenantPanel({ tenant, onDone }: { tenant: TenantLine; onDone: () => voi
             <th>Placed</th>
             <th>Share</th>
             <th>Weight</th>
+            <th>Tasks in flight quota</th>
             {can.act ? <th>Change</th> : null}
           </tr>
         </thead>
@@ -95,6 +102,9 @@ function TenantPanel({ tenant, onDone }: { tenant: TenantLine; onDone: () => voi
               <td data-field="placed">{application.placed}</td>
               <td data-field="share">{percent(application.share)}</td>
               <td data-field="weight">{application.weight}</td>
+              <td data-field="quota">
+                {application.tasksInFlightQuota ?? <span className="muted">platform setting</span>}
+              </td>
               {can.act ? (
                 <td>
                   <WeightControls

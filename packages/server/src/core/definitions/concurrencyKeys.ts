@@ -166,3 +166,12 @@ export function heldKeyReason(
   const pool = key.value === '' ? key.name : `${key.name} ${key.value}`;
   return paused ? `${pool} paused` : `${pool} at its limit ${running}/${limit}`;
 }
+
+/**
+ * The advisory lock a placer holds on a pool (of slots, or a rate limit's tokens) until commit. A
+ * scheduler round takes the locks of all the pools it may place on at once, in one sorted call, before
+ * it places; placing then takes them again (a transaction may), so two rounds never wait on each other
+ * in a circle.
+ */
+export const poolLockKey = (kind: 'concurrency' | 'rate', tenantId: string, name: string, value: string) =>
+  `${kind}:${tenantId}:${name}:${value}`;

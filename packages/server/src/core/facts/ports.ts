@@ -43,6 +43,7 @@ export interface WorkerLoad {
 export interface ClaimedSchedulingRequest {
   id: string;
   taskId: string;
+  tenantId: string;
   stepId: string;
   /** Why no worker could take it when last tried (empty: not tried yet, or reopened since). */
   reasons: string[];
@@ -124,6 +125,13 @@ export interface DeferredRequest {
 /** A debounce or singleton key of task creation (core/tasks/taskKeys.ts). */
 export type TaskKeySlotKind = 'debounce' | 'singleton';
 
+/**
+ * The pool a step of a task waiting for its singleton key is parked on (`scheduling_request.parked_key`;
+ * the value is the key, within the request's application). Not a valid concurrency key name, so no
+ * declared key shares its parked steps.
+ */
+export const singletonPool = 'tdp:singleton';
+
 /** The task holding such a key, and for a debounce when its window ends. */
 export interface TaskKeySlot {
   taskId: string;
@@ -177,6 +185,16 @@ export interface FactTransaction {
   schedulingReasons(stepId: string): Promise<string[]>;
   /** Locks an application's debounce or singleton key until commit, then reads its holder (null: none). */
   lockTaskKeySlot(kind: TaskKeySlotKind, applicationId: string, key: string): Promise<TaskKeySlot | null>;
+  /**
+   * For a step of a task waiting for its singleton key: locks the key until commit, and unless another
+   * unfinished task holds it, makes `taskId` its holder (null). Otherwise the task holding it.
+   */
+  takeSingleton(
+    applicationId: string,
+    key: string,
+    taskId: string,
+    at: Date,
+  ): Promise<{ heldBy: string } | null>;
   /** Makes a task the holder of a key this transaction locked. */
   setTaskKeySlot(
     kind: TaskKeySlotKind,

@@ -37,6 +37,11 @@ export interface ExecutionSnapshot {
    * docs/temporal.md) that reads the execution and hands its decisions back.
    */
   engine?: OrchestrationEngine;
+  /**
+   * A task created with `singleton: { whenRunning: 'wait' }` (docs/scheduling.md): placement puts its
+   * steps on workers only while it holds this singleton key of its application (a retry's execution too).
+   */
+  singleton?: { key: string };
 }
 
 export type OrchestrationEngine = 'native' | 'temporal';

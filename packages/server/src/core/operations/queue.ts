@@ -24,6 +24,8 @@ export interface ApplicationQueue {
   running: number;
   /** Attempts placed on workers over the window. */
   placed: number;
+  /** Its own limit of unfinished tasks (docs/scheduling.md#quotas); null: the platform setting applies. */
+  tasksInFlightQuota: number | null;
 }
 
 export interface TenantQueue {

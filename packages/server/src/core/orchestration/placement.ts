@@ -17,9 +17,10 @@
  * placed by kinds/map.ts with the same `chooseWorker` and `startAttempt`, committed as its progress.
  */
 import type { StepDefinition } from '@tdp/protocol';
-import { heldKeyReason, resolveConcurrencyKeys } from '../definitions/concurrencyKeys.ts';
+import { heldKeyReason, poolLockKey, resolveConcurrencyKeys } from '../definitions/concurrencyKeys.ts';
 import { rateLimitReason, resolveRateLimits } from '../definitions/rateLimits.ts';
 import { isTerminal } from '../facts/execution.ts';
+import { singletonPool } from '../facts/ports.ts';
 import type {
   AttemptRecord,
   StepRecord,
@@ -192,14 +193,28 @@ function sameReasons(a: readonly string[], b: readonly string[]): boolean {
   return [...a].sort().every((r, i) => r === sortedB[i]);
 }
 
+/** The pool locks placing this step may take (`poolLockKey`): its concurrency keys' and rate limits'. */
+export function placementPoolLocks(state: TaskState, stepId: string): string[] {
+  const step = state.steps.find((s) => s.id === stepId);
+  const definition = step && state.execution.snapshot.steps.find((d) => d.key === step.key);
+  if (!definition) return [];
+  const { tenantId } = state.task;
+  return [
+    ...resolveConcurrencyKeys(definition, state.task).map((k) =>
+      poolLockKey('concurrency', tenantId, k.name, k.value),
+    ),
+    ...resolveRateLimits(definition, state.task).map((k) => poolLockKey('rate', tenantId, k.name, k.value)),
+  ];
+}
+
 export type Placement =
   | { kind: 'placed'; command: WorkerCommandRecord }
   /** The step no longer waits for a worker (it moved on, or its execution ended). */
   | { kind: 'stale' }
   /**
    * No worker could take it (`waitsForCapacity`: one would, but for the attempts it runs), or
-   * (`parkedOn`) a concurrency key pool (or a paused rate limit) holds it until a slot frees, or a rate
-   * limit's bucket has no token until `availableAt`.
+   * (`parkedOn`) a concurrency key pool (or a paused rate limit, or another task's singleton key) holds
+   * it until a slot frees, or a rate limit's bucket has no token until `availableAt`.
    */
   | {
       kind: 'unplaceable';
@@ -251,6 +266,19 @@ async function placeInSpan(
     isTerminal(before.execution.status)
   ) {
     return { kind: 'stale' };
+  }
+  // A task waiting for its singleton key: first, so it takes the key in its turn even while no worker
+  // is free, and a step it parks neither holds a slot nor spends a token.
+  const singleton = before.execution.snapshot.singleton;
+  if (singleton) {
+    const { applicationId, id } = before.task;
+    const held = await session.tx.takeSingleton(applicationId, singleton.key, id, now);
+    if (held)
+      return {
+        kind: 'unplaceable',
+        reasons: [`singleton ${singleton.key}: held by task ${held.heldBy} until it finishes`],
+        parkedOn: { name: singletonPool, value: singleton.key, limit: 1 },
+      };
   }
   const definition = before.execution.snapshot.steps.find((d) => d.key === step.key)!;
   const selection = chooseWorker(deps, candidates, step, definition, now);

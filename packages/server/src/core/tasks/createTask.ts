@@ -61,7 +61,7 @@ export interface CreateTaskDeps extends FactDeps {
 
 export interface InFlightLimit {
   tasks: TasksInFlight;
-  /** Unfinished tasks an application may have (`0`: no limit). */
+  /** Unfinished tasks an application may have when it has no quota of its own (`0`: no limit). */
   limit: number;
   /** What the refusal's `Retry-After` says: when finished tasks may have made room. */
   retryAfterSeconds: number;
@@ -149,13 +149,14 @@ export async function createTask(
     const tooMany = inputMapItemsProblem(merged.steps, input, deps.mapItemLimits);
     if (tooMany) throw new AppError('MAP_ITEMS_LIMIT', tooMany);
   }
-  if (deps.inFlight && (await overInFlight(deps.inFlight, principal.applicationId))) {
+  const atLimit = deps.inFlight ? await overInFlight(deps.inFlight, principal.applicationId) : null;
+  if (deps.inFlight && atLimit !== null) {
     // A retry of a create that was accepted is answered as always, at the limit too.
     const replayed = await replay(deps, principal, idempotencyKey, request);
     if (replayed) return replayed;
     throw new RetryLaterError(
       'TASKS_IN_FLIGHT_LIMIT',
-      `the application has ${deps.inFlight.limit} unfinished tasks, its limit; retry once some have finished`,
+      `the application has ${atLimit} unfinished tasks, its limit; retry once some have finished`,
       deps.inFlight.retryAfterSeconds,
     );
   }
@@ -181,13 +182,14 @@ export async function createTask(
 }
 
 /**
- * At the limit, a create is refused before its transaction (429, retry later). Counted outside it (and
- * the count may be a second old, inFlightCounts.ts), so concurrent creates may pass the limit by a few:
- * a bound against a runaway client, not an exact count.
+ * At the limit (the application's own quota, else the platform's), a create is refused before its
+ * transaction (429, retry later): the limit it reached, or null. Counted outside it (and the count and
+ * quota may be a second old, inFlightCounts.ts), so concurrent creates may pass the limit by a few: a
+ * bound against a runaway client, not an exact count.
  */
-async function overInFlight(inFlight: InFlightLimit, applicationId: string): Promise<boolean> {
-  if (inFlight.limit <= 0) return false;
-  return (await inFlight.tasks.countInFlight(applicationId, inFlight.limit)) >= inFlight.limit;
+async function overInFlight(inFlight: InFlightLimit, applicationId: string): Promise<number | null> {
+  const { count, limit } = await inFlight.tasks.inFlight(applicationId, inFlight.limit);
+  return limit > 0 && count >= limit ? limit : null;
 }
 
 /** The create's one transaction (its span's `traceparent` is kept in the execution's snapshot). */
@@ -253,6 +255,10 @@ async function createInTransaction(
             steps,
             ...(traceparent ? { traceparent } : {}),
             ...(deps.engine === 'temporal' ? { engine: deps.engine } : {}),
+            // Its steps are placed only while it holds the key (placement.ts).
+            ...(request.singleton?.whenRunning === 'wait'
+              ? { singleton: { key: request.singleton.key } }
+              : {}),
           },
           steps: stepSpecsOf(steps, platformWorkerProducer),
           externalRef: request.externalRef ?? null,
@@ -329,6 +335,7 @@ async function createInTransaction(
       const body: CreateAnswer = {
         ...toTaskView(placed),
         ...(keys.debounce ? { debounce: keys.debounce } : {}),
+        ...(keys.singleton ? { singleton: keys.singleton } : {}),
       };
       span.setAttributes({ taskId: state.task.id, executionId: state.execution.id, taskVersion: 1 });
       await session.write({ idempotency: idempotencyRecord(201, body, now) });

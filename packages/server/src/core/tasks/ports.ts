@@ -16,7 +16,17 @@ export interface TaskStore {
   listTasks(applicationId: string, filter: TaskListFilter): Promise<TaskState[]>;
 }
 
-/** An application's unfinished (PENDING or RUNNING) tasks, counted up to `atMost` (the limit). */
+/** An application's unfinished (PENDING or RUNNING) tasks against its limit. */
 export interface TasksInFlight {
-  countInFlight(applicationId: string, atMost: number): Promise<number>;
+  /**
+   * The application's limit (its own quota when an operator set one, else `platformLimit`; `0`: none)
+   * and its unfinished tasks, counted up to that limit.
+   */
+  inFlight(applicationId: string, platformLimit: number): Promise<InFlightCount>;
+}
+
+export interface InFlightCount {
+  count: number;
+  /** `0`: no limit. */
+  limit: number;
 }

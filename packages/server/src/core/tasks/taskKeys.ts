@@ -1,4 +1,10 @@
-import type { CreateTaskRequest, DebounceOutcome, StepDefinition, TaskWithExecution } from '@tdp/protocol';
+import type {
+  CreateTaskRequest,
+  DebounceOutcome,
+  SingletonOutcome,
+  StepDefinition,
+  TaskWithExecution,
+} from '@tdp/protocol';
 import { isTerminal } from '../facts/execution.ts';
 import type { FactSession } from '../facts/session.ts';
 import { toTaskView } from '../facts/views.ts';
@@ -13,13 +19,13 @@ import { type CancelDeps, cancelInSession } from './cancelTask.ts';
  * before it reads it, so concurrent creates with one key take turns.
  */
 
-/** A create's answer: the task, and with a debounce what the create did. */
-export type CreateAnswer = TaskWithExecution & { debounce?: DebounceOutcome };
+/** A create's answer: the task, and with a debounce or a singleton what the create did. */
+export type CreateAnswer = TaskWithExecution & { debounce?: DebounceOutcome; singleton?: SingletonOutcome };
 
 /** What the keys let the create do: nothing (a debounce kept the waiting task), or create. */
 export type KeyClaim =
   | { kind: 'dropped'; answer: CreateAnswer }
-  | { kind: 'create'; debounce?: DebounceOutcome };
+  | { kind: 'create'; debounce?: DebounceOutcome; singleton?: SingletonOutcome };
 
 /**
  * A debounced task's first steps wait out the window before their own delay: the window restarts with
@@ -35,7 +41,9 @@ export function debouncedSteps(steps: StepDefinition[], windowMs: number | undef
 /**
  * Takes the create's keys for `taskId`, the task it is about to create. Debounce: a task of the key
  * still in its window is kept (`first`: nothing is created) or cancelled for this one (`last`).
- * Singleton: a task of the key not finished refuses the create (SINGLETON_RUNNING). A refusal rolls the
+ * Singleton: a task of the key not finished refuses the create (SINGLETON_RUNNING), or with `wait` the
+ * task is created without the key: its steps are parked when placed until it takes the key
+ * (placement.ts; the holder's finishing commit hands it on, taskKeyTables.ts). A refusal rolls the
  * transaction back, the cancel with it.
  */
 export async function claimTaskKeys(
@@ -75,18 +83,23 @@ export async function claimTaskKeys(
     const windowEndsAt = new Date(now.getTime() + windowMs);
     await session.tx.setTaskKeySlot('debounce', applicationId, key, { taskId, windowEndsAt }, now);
   }
+  let singleton: SingletonOutcome | undefined;
   if (request.singleton) {
-    const { key } = request.singleton;
+    const { key, whenRunning } = request.singleton;
     const slot = await session.tx.lockTaskKeySlot('singleton', applicationId, key);
     const holder = slot ? await session.lockTask(slot.taskId) : null;
     // The holder keeps the key until its task is finished (a task archived since holds nothing).
     if (holder && !isTerminal(holder.execution.status)) {
-      throw new AppError(
-        'SINGLETON_RUNNING',
-        `task ${holder.task.id} with singleton key "${key}" is not finished yet; retry once it is`,
-      );
+      if (whenRunning === 'refuse')
+        throw new AppError(
+          'SINGLETON_RUNNING',
+          `task ${holder.task.id} with singleton key "${key}" is not finished yet; retry once it is`,
+        );
+      singleton = { outcome: 'waiting', heldBy: holder.task.id };
+    } else {
+      await session.tx.setTaskKeySlot('singleton', applicationId, key, { taskId, windowEndsAt: null }, now);
+      singleton = { outcome: 'holder' };
     }
-    await session.tx.setTaskKeySlot('singleton', applicationId, key, { taskId, windowEndsAt: null }, now);
   }
-  return debounce ? { kind: 'create', debounce } : { kind: 'create' };
+  return { kind: 'create', ...(debounce ? { debounce } : {}), ...(singleton ? { singleton } : {}) };
 }

@@ -3,7 +3,12 @@ import type { TaskState, WorkerCommandRecord } from '../facts/records.ts';
 import { inFactTransaction } from '../facts/session.ts';
 import type { FactConsequenceDeps } from '../orchestration/consequences.ts';
 import { isRunningMap, placeMapItems } from '../orchestration/kinds/map.ts';
-import { lockCandidates, placeStep, waitingForWorker } from '../orchestration/placement.ts';
+import {
+  lockCandidates,
+  placementPoolLocks,
+  placeStep,
+  waitingForWorker,
+} from '../orchestration/placement.ts';
 import { claimFairly, tagNewRequests } from './fairClaim.ts';
 import type { WorkerStore } from './ports.ts';
 import { freeSlots } from './selector.ts';
@@ -39,6 +44,7 @@ export async function dispatchReady(deps: DispatchDeps, limit: number): Promise<
   const sent: WorkerCommandRecord[] = [];
   const freedBefore = deps.capacity?.generation ?? 0;
   let deferredAny = false;
+  const parkedOn: { tenantId: string; name: string; value: string }[] = [];
   await deps.status.store.transaction((tx) => tagNewRequests(tx, deps.agingStepMs));
   const candidates = await deps.workers.candidates();
   const free = freeSlots(candidates, deps.status.clock.now(), deps.heartbeatTtlMs);
@@ -62,6 +68,11 @@ export async function dispatchReady(deps: DispatchDeps, limit: number): Promise<
           { workflows: true },
         ),
       ]);
+      // The pools the round may place on, locked in one sorted call before any placement (placement.ts).
+      const states = await Promise.all(requests.map((r) => session.lockTask(r.taskId)));
+      await session.tx.advisoryLocks(
+        requests.flatMap((r, i) => (states[i] ? placementPoolLocks(states[i], r.stepId) : [])),
+      );
       const deferred: DeferredRequest[] = [];
       // The timeline says a step waits for a worker, and why, when the reason is new (placement.ts).
       const sayWaiting = async (
@@ -122,12 +133,20 @@ export async function dispatchReady(deps: DispatchDeps, limit: number): Promise<
       if (deferred.length > 0)
         await session.tx.deferSchedulingRequests(deferred, new Date(now.getTime() + deps.retryUnplaceableMs));
       deferredAny = deferred.length > 0;
+      for (const { id, parkedOn: pool } of deferred) {
+        const tenantId = requests.find((r) => r.id === id)!.tenantId;
+        if (pool) parkedOn.push({ tenantId, name: pool.name, value: pool.value });
+      }
       await placed(placedIds);
       return requests.length;
     },
     { deferWrites: true },
   );
   if (sent.length > 0) deps.wake(sent);
+  // A slot given back while this round parked steps on its pool did not see them parked: look again
+  // now that they are (the leases loop's recheck is the net; this keeps the wait short).
+  if (parkedOn.length > 0 && (await deps.workers.unparkWithRoom(deps.status.clock.now(), parkedOn)) > 0)
+    deps.capacity?.freed();
   if (deferredAny && deps.capacity && deps.capacity.generation !== freedBefore) deps.capacity.freed();
   // Steps still wait for capacity: new tasks leave their steps to the scheduler's fair order.
   deps.roundDone?.(claimed === claimLimit || deferredAny);

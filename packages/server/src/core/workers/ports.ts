@@ -92,9 +92,10 @@ export interface WorkerStore {
   retryDeferred(now: Date): Promise<number>;
   /**
    * Parked requests of concurrency key pools that have room (a slot given back while a round parked,
-   * a limit raised, a key resumed) become due now, as many as there is room for; how many.
+   * a limit raised, a key resumed) become due now, as many as there is room for; and the first task
+   * waiting for a singleton key whose holder has finished (core/tasks/taskKeys.ts); how many.
    */
-  unparkWithRoom(now: Date): Promise<number>;
+  unparkWithRoom(now: Date, only?: { tenantId: string; name: string; value: string }[]): Promise<number>;
   /**
    * Sessions to reap: live ones whose last heartbeat is older than `before`, and ended ones that still
    * hold open attempts.
@@ -199,5 +200,15 @@ export interface SchedulingControlStore {
     weight: number,
     at: Date,
     audit: OperatorAuditRecord,
+  ): Promise<void>;
+  /**
+   * Sets an application's tasks-in-flight quota (null: removes it, the platform's setting applies) and
+   * writes the audit made from the quota it had, in one transaction.
+   */
+  setQuota(
+    applicationId: string,
+    tasksInFlight: number | null,
+    at: Date,
+    audit: (before: number | null) => OperatorAuditRecord,
   ): Promise<void>;
 }

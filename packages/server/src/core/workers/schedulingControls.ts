@@ -19,6 +19,7 @@ export interface SchedulingControlDeps {
 export const schedulingActions = {
   keyChanged: 'CONCURRENCY_KEY_CHANGED',
   weightChanged: 'SCHEDULING_WEIGHT_CHANGED',
+  quotaChanged: 'APPLICATION_QUOTA_CHANGED',
 } as const;
 
 const unknownKey = (name: string) =>
@@ -91,4 +92,36 @@ export async function setSchedulingWeight(
   };
   await deps.store.setWeight(request.scope, request.id, request.weight, now, audit);
   return { scope: request.scope, id: request.id, weight: request.weight, auditId: audit.id };
+}
+
+/**
+ * An operator's tasks-in-flight quota for an application (null: back to the platform's setting). Creates
+ * read it with their in-flight count, so it applies within a second (features/tasks/inFlightCounts.ts).
+ */
+export async function setApplicationQuota(
+  deps: SchedulingControlDeps,
+  request: {
+    applicationId: string;
+    tasksInFlight: number | null;
+    actor: OperatorActor;
+    reason: string;
+    /** Checked by the caller (its role there) against `SchedulingControlStore.tenantOf`. */
+    tenantId: string;
+  },
+): Promise<{ applicationId: string; tasksInFlight: number | null; auditId: string }> {
+  const now = deps.clock.now();
+  const id = newId();
+  await deps.store.setQuota(request.applicationId, request.tasksInFlight, now, (before) => ({
+    id,
+    action: schedulingActions.quotaChanged,
+    subjectId: request.applicationId,
+    actor: request.actor,
+    reason: request.reason,
+    details: { tasksInFlight: request.tasksInFlight },
+    tenantId: request.tenantId,
+    before: { tasksInFlight: before },
+    after: { tasksInFlight: request.tasksInFlight },
+    createdAt: now,
+  }));
+  return { applicationId: request.applicationId, tasksInFlight: request.tasksInFlight, auditId: id };
 }

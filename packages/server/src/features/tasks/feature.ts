@@ -30,7 +30,7 @@ const settings = settingsSlice(
       env: 'TDP_TASKS_IN_FLIGHT_LIMIT',
       default: 100_000,
       description:
-        'Unfinished (pending or running) tasks one application may have; a create beyond gets 429 `TASKS_IN_FLIGHT_LIMIT` (`0`: no limit).',
+        'Unfinished (pending or running) tasks one application may have, unless an operator set its own quota ([scheduling](scheduling.md#quotas)); a create beyond gets 429 `TASKS_IN_FLIGHT_LIMIT` (`0`: no limit).',
     }),
     tasksInFlightRetryAfterSeconds: setting.value({
       default: 5,

@@ -5,14 +5,18 @@
  * common path. Tasks finished since the last read still count, for up to a second: the limit errs on the
  * side of refusing, and a refused create is told to retry later. The cache runs on the system's clock,
  * not the server's (a test's clock may stand still): it is about how old a count is, not about tasks.
+ *
+ * The application's own quota (docs/scheduling.md#quotas) is read in the same query and kept with the
+ * count, so an operator's change to it takes effect on each replica within that second, not at once: a
+ * quota is a bound against a runaway client, and a create must not pay a second round trip for it.
  */
 
 import { type Clock, systemClock } from '../../core/shared/ports.ts';
 import { TtlCache } from '../../core/shared/ttlCache.ts';
-import type { TasksInFlight } from '../../core/tasks/ports.ts';
+import type { InFlightCount, TasksInFlight } from '../../core/tasks/ports.ts';
 
 export class RecentInFlightCounts implements TasksInFlight {
-  private readonly counts: TtlCache<{ count: number }>;
+  private readonly counts: TtlCache<InFlightCount>;
 
   constructor(
     private readonly store: TasksInFlight,
@@ -21,13 +25,13 @@ export class RecentInFlightCounts implements TasksInFlight {
     this.counts = new TtlCache(clock, 1_000);
   }
 
-  async countInFlight(applicationId: string, atMost: number): Promise<number> {
-    const entry = (await this.counts.get(applicationId, async () => ({
-      count: await this.store.countInFlight(applicationId, atMost),
-    })))!;
-    const count = entry.count;
+  async inFlight(applicationId: string, platformLimit: number): Promise<InFlightCount> {
+    const entry = (await this.counts.get(applicationId, () =>
+      this.store.inFlight(applicationId, platformLimit),
+    ))!;
+    const seen = { ...entry };
     // The create this count lets through is in flight from now on.
-    if (count < atMost) entry.count += 1;
-    return count;
+    if (entry.limit > 0 && entry.count < entry.limit) entry.count += 1;
+    return seen;
   }
 }

@@ -1,7 +1,7 @@
 /**
  * Fair share at run time (docs/scheduling.md): an application reads its tenant's concurrency keys and
- * sets a key's limit without a redeploy; operators also pause and resume keys and weigh tenants and
- * applications (audited, with a reason).
+ * sets a key's limit without a redeploy; operators also pause and resume keys, weigh tenants and
+ * applications and set an application's tasks-in-flight quota (audited, with a reason).
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
@@ -11,6 +11,7 @@ import {
   changeConcurrencyKey,
   listConcurrencyKeys,
   type SchedulingControlDeps,
+  setApplicationQuota,
   setSchedulingWeight,
 } from '../../../core/workers/schedulingControls.ts';
 import { principalOf, requireApplication } from './auth.ts';
@@ -38,6 +39,13 @@ const WeightSet = Type.Object({
   scope: Type.Union([Type.Literal('tenant'), Type.Literal('application')]),
   id: Type.String(),
   weight: Type.Number(),
+  auditId: Type.String(),
+});
+const QuotaSet = Type.Object({
+  applicationId: Type.String(),
+  tasksInFlight: Type.Union([Type.Integer(), Type.Null()], {
+    description: "The application's own limit of unfinished tasks; null: the platform setting applies.",
+  }),
   auditId: Type.String(),
 });
 
@@ -197,4 +205,37 @@ export function registerSchedulingRoutes(
     );
   weightRoute('tenant');
   weightRoute('application');
+
+  app.put<{ Params: { id: string }; Body: { tasksInFlight: number | null; reason: string } }>(
+    '/admin/v1/applications/:id/quota',
+    {
+      onRequest: deps.gate('operator', 'tenants'),
+      schema: {
+        ...admin,
+        summary: "Set or remove an application's tasks-in-flight quota (operator of its tenant; audited)",
+        description:
+          'Unfinished tasks the application may have; a create beyond gets 429 `TASKS_IN_FLIGHT_LIMIT`. null removes it: the platform setting `TDP_TASKS_IN_FLIGHT_LIMIT` applies again. Creates see a change within a second.',
+        params: Type.Object({ id: Uuid }),
+        body: Type.Object(
+          { tasksInFlight: Type.Union([Limit, Type.Null()]), reason: Reason },
+          { additionalProperties: false },
+        ),
+        response: { 200: QuotaSet, ...problemResponses },
+      },
+    },
+    async (request) => {
+      const { id } = request.params;
+      const missing = () => new AppError('APPLICATION_NOT_FOUND', `application ${id} does not exist`);
+      const tenantId = await controls.store.tenantOf('application', id);
+      if (!tenantId) throw missing();
+      requireTenantRole(request, 'operator', tenantId, missing);
+      return setApplicationQuota(controls, {
+        applicationId: id,
+        tasksInFlight: request.body.tasksInFlight,
+        reason: request.body.reason,
+        actor: actorOfRequest(request),
+        tenantId,
+      });
+    },
+  );
 }

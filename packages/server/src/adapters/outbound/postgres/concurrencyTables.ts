@@ -2,15 +2,13 @@
  * Concurrency keys' slots (`core/definitions/concurrencyKeys.ts`, docs/scheduling.md): holding them at
  * placement, giving them back with the fact that stops a step, and letting parked steps in.
  */
-import type { ConcurrencyRefusal } from '../../../core/facts/ports.ts';
+import { poolLockKey } from '../../../core/definitions/concurrencyKeys.ts';
+import { type ConcurrencyRefusal, singletonPool } from '../../../core/facts/ports.ts';
 import type { StepRecord } from '../../../core/facts/records.ts';
 import type { Queryable, TxSql } from './database.ts';
 import type { MergedWrites } from './mergeWrites.ts';
 import type { RowStatement } from './recordset.ts';
 import { advisoryLocks } from './transactionReads.ts';
-
-const poolLock = (tenantId: string, name: string, value: string) =>
-  `concurrency:${tenantId}:${name}:${value}`;
 
 /**
  * Holds a slot of each pool for the step, or none: the pools are locked (until commit, so two placers
@@ -31,7 +29,7 @@ export async function holdConcurrency(
   const { tenantId, keys } = hold;
   await advisoryLocks(
     sql,
-    keys.map((k) => poolLock(tenantId, k.name, k.value)),
+    keys.map((k) => poolLockKey('concurrency', tenantId, k.name, k.value)),
   );
   const names = keys.map((k) => k.name);
   const [settings, counts] = await Promise.all([
@@ -107,13 +105,24 @@ export function pushConcurrencyReleaseStatements(w: MergedWrites, statements: Ro
 /**
  * The recheck: parked steps of pools that have room under the limit that parked them (or the one set
  * since, or none when resumed) are let in, as many as there is room for. It catches a slot given back
- * while the round that parked a step had not yet committed, and limits raised or keys resumed.
+ * while the round that parked a step had not yet committed (the round rechecks `only` the pools it
+ * parked on once it has committed; the leases loop all of them), and limits raised or keys resumed.
  */
-export async function unparkWithRoom(sql: Queryable, now: Date): Promise<number> {
+export async function unparkWithRoom(
+  sql: Queryable,
+  now: Date,
+  only: { tenantId: string; name: string; value: string }[] | null = null,
+): Promise<number> {
+  const onlyRows =
+    only && JSON.stringify(only.map((p) => ({ tenant_id: p.tenantId, name: p.name, value: p.value })));
   const result = await sql`
     WITH pools AS (
       SELECT tenant_id, parked_key AS name, parked_value AS value, max(parked_limit) AS parked_limit
       FROM scheduling_request WHERE status = 'PENDING' AND parked_key IS NOT NULL
+        AND (${onlyRows}::text IS NULL OR (tenant_id, parked_key, parked_value) IN (
+          SELECT x.tenant_id, x.name, x.value
+          FROM jsonb_to_recordset(${onlyRows}::text::jsonb) AS x(tenant_id uuid, name text, value text)))
+        AND parked_key <> ${singletonPool} -- no slots: taskKeyTables.ts \`unparkSingletons\` rechecks those
       GROUP BY tenant_id, parked_key, parked_value),
     room AS (
       SELECT p.tenant_id, p.name, p.value,

@@ -59,7 +59,12 @@ import {
 } from './schedulingTables.ts';
 import { insertSignal, takeSignal } from './signalTables.ts';
 import { probeAttempts, pushStepStatements } from './stepTables.ts';
-import { lockTaskKeySlot, setTaskKeySlot } from './taskKeyTables.ts';
+import {
+  lockTaskKeySlot,
+  pushSingletonReleaseStatements,
+  setTaskKeySlot,
+  takeSingleton,
+} from './taskKeyTables.ts';
 import { pushTaskStatements } from './taskTables.ts';
 import {
   aclOf,
@@ -152,6 +157,10 @@ class PostgresFactTransaction implements FactTransaction {
 
   lockTaskKeySlot(kind: TaskKeySlotKind, applicationId: string, key: string) {
     return lockTaskKeySlot(this.sql, kind, applicationId, key);
+  }
+
+  takeSingleton(applicationId: string, key: string, taskId: string, at: Date) {
+    return takeSingleton(this.sql, applicationId, key, taskId, at);
   }
 
   setTaskKeySlot(kind: TaskKeySlotKind, applicationId: string, key: string, slot: TaskKeySlot, at: Date) {
@@ -283,6 +292,7 @@ export function factStatements(writes: FactWriteSet[]): RowStatement[] {
   pushStepStatements(w, statements);
   pushLeaseStatements(w, statements);
   pushConcurrencyReleaseStatements(w, statements);
+  pushSingletonReleaseStatements(w, statements);
   pushAttemptStatements(w, committedAt, statements);
   pushEventStatements(w, statements);
   pushOutboxStatements(w, statements);

@@ -16,6 +16,13 @@ import type { TxSql } from './database.ts';
 /** One replica tags at a time (the flows' last tags are read and written under it); the others skip. */
 const taggingLockKey = 'scheduling:tagging';
 
+const noFlows: FlowState = {
+  platformServed: 0,
+  lastTag: new Map(),
+  tenantServed: new Map(),
+  weights: new Map(),
+};
+
 /**
  * Untagged open requests, oldest first, with what tagging needs of their flows; null when another
  * replica is tagging now (its round tags them).
@@ -38,6 +45,7 @@ export async function schedulingArrivals(
     ORDER BY r.created_at
     LIMIT ${limit}
     FOR UPDATE OF r SKIP LOCKED`;
+  if (rows.length === 0) return { arrivals: [], flows: noFlows };
   const arrivals = rows
     .filter((r) => r.tenant_id !== null)
     .map((r) => ({
@@ -115,9 +123,11 @@ type TurnRow = {
 /**
  * One round's turns, all locked until commit (SKIP LOCKED: another replica's round has those): the
  * `limit` lowest tenant tags; within each tenant as many of its lowest application tags; within each
- * application as many of its first requests by order — the ones served (`untriedOnly`: of those no round
- * has tried yet, which have no reasons). A request may have a turn
- * only if it is open, tagged, not parked on a concurrency key (the partial indexes' predicate), and due.
+ * application as many of its first requests by order — the ones served. A request may have a turn only
+ * if it is open, tagged, not parked on a concurrency key (the partial indexes' predicate), and due.
+ * `untriedOnly` (every worker is busy: the requests only need their reasons): the lowest tenant tags of
+ * requests no round has tried yet, served as they come, from an index of their own (the tried ones,
+ * due and waiting for a slot, may be a long backlog to scan past).
  */
 export async function schedulingTurns(
   sql: TxSql,
@@ -125,12 +135,15 @@ export async function schedulingTurns(
   limit: number,
   untriedOnly: boolean,
 ): Promise<SchedulingTurns> {
-  const rows = await sql<TurnRow[]>`
+  return toTurns(untriedOnly ? await untriedTurns(sql, now, limit) : await fairTurns(sql, now, limit));
+}
+
+function fairTurns(sql: TxSql, now: Date, limit: number) {
+  return sql<TurnRow[]>`
     WITH tenant_turns AS (
       SELECT id, task_id, step_id, reasons, tenant_id, application_id, tenant_tag, application_tag
       FROM scheduling_request
       WHERE status = 'PENDING' AND parked_key IS NULL AND tenant_tag IS NOT NULL AND available_at <= ${now}
-        AND (NOT ${untriedOnly}::boolean OR reasons = '[]'::jsonb)
       ORDER BY tenant_tag LIMIT ${limit}
       FOR UPDATE SKIP LOCKED),
     per_tenant AS (SELECT tenant_id, count(*) AS turns FROM tenant_turns GROUP BY tenant_id),
@@ -139,7 +152,6 @@ export async function schedulingTurns(
         SELECT id, task_id, step_id, reasons, tenant_id, application_id, tenant_tag, application_tag
         FROM scheduling_request
         WHERE tenant_id = p.tenant_id AND status = 'PENDING' AND parked_key IS NULL AND tenant_tag IS NOT NULL AND available_at <= ${now}
-        AND (NOT ${untriedOnly}::boolean OR reasons = '[]'::jsonb)
         ORDER BY application_tag LIMIT p.turns
         FOR UPDATE SKIP LOCKED) r),
     per_application AS (
@@ -149,12 +161,24 @@ export async function schedulingTurns(
         SELECT id, task_id, step_id, reasons, tenant_id, application_id, tenant_tag, application_tag
         FROM scheduling_request
         WHERE application_id = p.application_id AND status = 'PENDING' AND parked_key IS NULL AND tenant_tag IS NOT NULL AND available_at <= ${now}
-        AND (NOT ${untriedOnly}::boolean OR reasons = '[]'::jsonb)
         ORDER BY order_at LIMIT p.turns
         FOR UPDATE SKIP LOCKED) r)
     SELECT 'tenant' AS level, * FROM tenant_turns
     UNION ALL SELECT 'application', * FROM application_turns
     UNION ALL SELECT 'served', * FROM served`;
+}
+
+function untriedTurns(sql: TxSql, now: Date, limit: number) {
+  return sql<TurnRow[]>`
+    SELECT 'served' AS level, id, task_id, step_id, reasons, tenant_id, application_id, tenant_tag, application_tag
+    FROM scheduling_request
+    WHERE status = 'PENDING' AND parked_key IS NULL AND tenant_tag IS NOT NULL AND reasons = '[]'::jsonb
+      AND available_at <= ${now}
+    ORDER BY tenant_tag LIMIT ${limit}
+    FOR UPDATE SKIP LOCKED`;
+}
+
+function toTurns(rows: TurnRow[]): SchedulingTurns {
   const tagged = (r: TurnRow): TaggedRequest => ({
     id: r.id,
     tenantId: r.tenant_id,
@@ -171,6 +195,7 @@ export async function schedulingTurns(
       (r): ClaimedSchedulingRequest => ({
         id: r.id,
         taskId: r.task_id,
+        tenantId: r.tenant_id,
         stepId: r.step_id,
         reasons: r.reasons,
       }),

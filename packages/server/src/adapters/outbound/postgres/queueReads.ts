@@ -1,7 +1,7 @@
 /**
  * The queue page's reads (`core/operations/queue.ts`): waiting and running steps per tenant and
- * application, weights, and the attempts placed on workers over time. Concurrency keys are read as the
- * scheduling controls read them.
+ * application, weights and applications' tasks-in-flight quotas, and the attempts placed on workers
+ * over time. Concurrency keys are read as the scheduling controls read them.
  */
 import type { Placements, QueueReads, TenantQueue } from '../../../core/operations/queue.ts';
 import type { Sql } from './database.ts';
@@ -46,9 +46,11 @@ export class PostgresQueueReads implements QueueReads {
         GROUP BY application_id
       ), applications AS (
         SELECT ap.tenant_id, ap.id, ap.name, coalesce(w.weight, 1)::float8 AS weight,
-               coalesce(wa.n, 0) AS waiting, coalesce(r.n, 0) AS running, coalesce(p.n, 0) AS placed
+               coalesce(wa.n, 0) AS waiting, coalesce(r.n, 0) AS running, coalesce(p.n, 0) AS placed,
+               q.tasks_in_flight AS quota
         FROM application ap
         LEFT JOIN scheduling_weight w ON w.scope = 'application' AND w.id = ap.id
+        LEFT JOIN application_quota q ON q.application_id = ap.id
         LEFT JOIN waiting wa ON wa.application_id = ap.id
         LEFT JOIN running r ON r.application_id = ap.id
         LEFT JOIN placed p ON p.application_id = ap.id
@@ -58,7 +60,8 @@ export class PostgresQueueReads implements QueueReads {
              coalesce(sum(a.waiting), 0)::int AS waiting, coalesce(sum(a.running), 0)::int AS running,
              coalesce(sum(a.placed), 0)::int AS placed,
              coalesce(jsonb_agg(jsonb_build_object('id', a.id, 'name', a.name, 'weight', a.weight,
-                        'waiting', a.waiting, 'running', a.running, 'placed', a.placed)
+                        'waiting', a.waiting, 'running', a.running, 'placed', a.placed,
+                        'tasksInFlightQuota', a.quota)
                       ORDER BY a.waiting + a.running + a.placed DESC, a.name)
                       FILTER (WHERE a.id IS NOT NULL), '[]') AS applications
       FROM tenant t

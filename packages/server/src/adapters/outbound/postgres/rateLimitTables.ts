@@ -2,9 +2,11 @@
  * Rate limits' buckets (`core/definitions/rateLimits.ts`, migration 037): taking a token of each at
  * placement, under the rows' locks until commit.
  */
+import { poolLockKey } from '../../../core/definitions/concurrencyKeys.ts';
 import { takeToken } from '../../../core/definitions/rateLimits.ts';
 import type { RateRefusal } from '../../../core/facts/ports.ts';
 import type { TxSql } from './database.ts';
+import { advisoryLocks } from './transactionReads.ts';
 
 type BucketRow = {
   name: string;
@@ -33,6 +35,11 @@ export async function takeRateTokens(
   const { tenantId, at } = take;
   const keys = [...take.keys].sort((a, b) =>
     a.name === b.name ? (a.value < b.value ? -1 : 1) : a.name < b.name ? -1 : 1,
+  );
+  // The buckets' rows are locked only under their pools' advisory locks (see `poolLockKey`).
+  await advisoryLocks(
+    sql,
+    keys.map((k) => poolLockKey('rate', tenantId, k.name, k.value)),
   );
   const rows = await sql<BucketRow[]>`
     WITH bucket AS (

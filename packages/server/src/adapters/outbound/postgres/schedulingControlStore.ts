@@ -1,4 +1,7 @@
-/** Concurrency keys' settings and the fair-share weights (`core/workers/schedulingControls.ts`). */
+/**
+ * Concurrency keys' settings, the fair-share weights and applications' quotas
+ * (`core/workers/schedulingControls.ts`).
+ */
 import type { OperatorAuditRecord } from '../../../core/facts/records.ts';
 import type { ConcurrencyKeyView, SchedulingControlStore } from '../../../core/workers/ports.ts';
 import { type Queryable, type Sql, transaction } from './database.ts';
@@ -109,6 +112,29 @@ export class PostgresSchedulingControlStore implements SchedulingControlStore {
         INSERT INTO scheduling_weight (scope, id, weight, updated_at) VALUES (${scope}, ${id}, ${weight}, ${at})
         ON CONFLICT (scope, id) DO UPDATE SET weight = excluded.weight, updated_at = excluded.updated_at`;
       await insertAudit(tx, audit);
+    });
+  }
+
+  async setQuota(
+    applicationId: string,
+    tasksInFlight: number | null,
+    at: Date,
+    audit: (before: number | null) => OperatorAuditRecord,
+  ) {
+    await transaction(this.sql, async (tx) => {
+      // One change of an application's quota at a time (the audit's before is then exact).
+      await tx`SELECT pg_advisory_xact_lock(hashtext(${`application-quota:${applicationId}`}))`;
+      const [before] = await tx<{ tasks_in_flight: number }[]>`
+        SELECT tasks_in_flight FROM application_quota WHERE application_id = ${applicationId}`;
+      if (tasksInFlight === null)
+        await tx`DELETE FROM application_quota WHERE application_id = ${applicationId}`;
+      else
+        await tx`
+          INSERT INTO application_quota (application_id, tasks_in_flight, updated_at)
+          VALUES (${applicationId}, ${tasksInFlight}, ${at})
+          ON CONFLICT (application_id) DO UPDATE SET tasks_in_flight = excluded.tasks_in_flight,
+            updated_at = excluded.updated_at`;
+      await insertAudit(tx, audit(before?.tasks_in_flight ?? null));
     });
   }
 }

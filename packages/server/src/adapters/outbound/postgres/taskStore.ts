@@ -1,6 +1,6 @@
 import type { TaskState } from '../../../core/facts/records.ts';
 import type { TaskRunReads, TimelineEntry } from '../../../core/operations/ports.ts';
-import type { TaskListFilter, TaskStore, TasksInFlight } from '../../../core/tasks/ports.ts';
+import type { InFlightCount, TaskListFilter, TaskStore, TasksInFlight } from '../../../core/tasks/ports.ts';
 import type { Sql } from './database.ts';
 import { type ExecutionRow, type StepRow, type TaskRow, toExecution, toStep, toTask } from './rows.ts';
 import { loadTaskState } from './transactionReads.ts';
@@ -9,16 +9,22 @@ import { loadTaskState } from './transactionReads.ts';
 export class PostgresTaskStore implements TaskStore, TaskRunReads, TasksInFlight {
   constructor(private readonly sql: Sql) {}
 
-  async countInFlight(applicationId: string, atMost: number): Promise<number> {
-    // Stops at the limit. Read at most once a second per application (inFlightCounts.ts), so it goes by
-    // the application's index and no index of its own: one on lifecycle_status would turn the task's
+  async inFlight(applicationId: string, platformLimit: number): Promise<InFlightCount> {
+    // The application's quota and its count in one round trip; the count stops at the limit (`0`, no
+    // limit: nothing counted). Read at most once a second per application (inFlightCounts.ts), so it goes
+    // by the application's index and no index of its own: one on lifecycle_status would turn the task's
     // status changes, HOT updates today, into index writes on every task.
-    const [row] = await this.sql<{ n: number }[]>`
-      SELECT count(*)::int AS n FROM (
-        SELECT 1 FROM task
-        WHERE application_id = ${applicationId} AND lifecycle_status IN ('PENDING', 'RUNNING')
-        LIMIT ${atMost}) AS in_flight`;
-    return row?.n ?? 0;
+    const [row] = await this.sql<{ n: number; lim: number }[]>`
+      WITH quota AS (
+        SELECT coalesce(
+          (SELECT tasks_in_flight FROM application_quota WHERE application_id = ${applicationId}),
+          ${platformLimit}::int) AS lim)
+      SELECT (SELECT lim FROM quota) AS lim, (
+        SELECT count(*)::int FROM (
+          SELECT 1 FROM task
+          WHERE application_id = ${applicationId} AND lifecycle_status IN ('PENDING', 'RUNNING')
+          LIMIT (SELECT lim FROM quota)) AS in_flight) AS n`;
+    return { count: row?.n ?? 0, limit: row?.lim ?? platformLimit };
   }
 
   async isApplicationTask(applicationId: string, taskId: string): Promise<boolean> {

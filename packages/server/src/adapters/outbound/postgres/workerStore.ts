@@ -9,6 +9,7 @@ import type { WorkerCandidate } from '../../../core/workers/selector.ts';
 import { unparkWithRoom } from './concurrencyTables.ts';
 import { type Sql, transaction } from './database.ts';
 import { drainSession, insertAudit } from './operatorStore.ts';
+import { unparkSingletons } from './taskKeyTables.ts';
 
 interface WorkerRow {
   id: string;
@@ -241,8 +242,8 @@ export class PostgresWorkerStore implements WorkerStore {
     return result.count;
   }
 
-  unparkWithRoom(now: Date) {
-    return unparkWithRoom(this.sql, now);
+  async unparkWithRoom(now: Date) {
+    return (await unparkWithRoom(this.sql, now)) + (await unparkSingletons(this.sql, now));
   }
 
   async lostWorkers(before: Date) {
