@@ -88,6 +88,22 @@ export const ConcurrencyKey = Type.Object(
 export type ConcurrencyKey = Static<typeof ConcurrencyKey>;
 const ConcurrencyKeys = Type.Array(ConcurrencyKey, { maxItems: 5 });
 
+/** A tenant's concurrency key (or rate limit) as `GET /v1/concurrency-keys` lists it. */
+export const ConcurrencyKeyState = Type.Object({
+  name: Type.String(),
+  limit: Type.Union([Type.Integer(), Type.Null()], {
+    description: 'The limit set at run time; null: the declared one applies.',
+  }),
+  declaredLimit: Type.Union([Type.Integer(), Type.Null()]),
+  intervalMs: Type.Union([Type.Integer(), Type.Null()], {
+    description: "A rate limit's interval (its limit is starts per interval); null: a concurrency key.",
+  }),
+  paused: Type.Boolean(),
+  running: Type.Integer({ description: 'Steps holding a slot of one of its pools now.' }),
+  waiting: Type.Integer({ description: 'Steps waiting for a slot.' }),
+});
+export type ConcurrencyKeyState = Static<typeof ConcurrencyKeyState>;
+
 /**
  * A rate limit: no more than `limit` starts per `intervalMs` of steps carrying the same key (a token
  * bucket per pool, refilled evenly). `key` and `value` name the pool as a concurrency key's do; `limit`

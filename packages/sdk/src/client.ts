@@ -26,6 +26,7 @@ import type {
   WorkflowDefinition,
 } from '@tdp/protocol';
 import { TdpAccessCalls } from './accessCalls.ts';
+import { TdpConcurrencyKeys } from './concurrencyKeys.ts';
 import { TdpCoordinator } from './coordinator.ts';
 import { decideStep, type StepDecision, type StepDecisionOptions } from './decisions.ts';
 import { outputsOf, type TaskResult } from './results.ts';
@@ -71,11 +72,14 @@ export class TdpClient extends TdpAccessCalls {
   readonly coordinator: TdpCoordinator;
   /** Cron schedules that start tasks. */
   readonly schedules: TdpSchedules;
+  /** The tenant's concurrency keys and rate limits, and their limits at run time. */
+  readonly concurrencyKeys: TdpConcurrencyKeys;
 
   constructor(options: TdpClientOptions) {
     super(options);
     this.coordinator = new TdpCoordinator(this.transport);
     this.schedules = new TdpSchedules(this.transport);
+    this.concurrencyKeys = new TdpConcurrencyKeys(this.transport);
   }
 
   // Workflow definitions

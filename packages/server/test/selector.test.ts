@@ -100,7 +100,7 @@ describe('worker selection', () => {
   });
 
   it('explains an empty cluster', () => {
-    expect(select([])).toEqual({ ok: false, reasons: ['no worker is registered'] });
+    expect(select([])).toEqual({ ok: false, reasons: ['no worker is registered'], waitsForCapacity: false });
   });
 
   it('scores preferred labels, then weight, minus running attempts; ties go to the lowest node id', () => {
@@ -169,13 +169,15 @@ describe('hard capacity: the workers a placing transaction locks, and its view a
       now,
       30_000,
     );
-    // Another placer filled w-busy since the read; w-idle was not locked; neither takes the step.
-    expect(selectWorker(view, request(), now, 30_000)).toMatchObject({ ok: false });
+    // Another placer filled w-busy since the read; w-idle was not locked; neither takes the step, and
+    // it waits only for capacity (a busy worker would take it).
+    expect(selectWorker(view, request(), now, 30_000)).toMatchObject({ ok: false, waitsForCapacity: true });
     expect(view.map((c) => c.runningAttempts)).toEqual([4, 4, 0]);
     // The reasons for a worker that takes no work stay its own.
     expect(selectWorker([view[2]!], request(), now, 30_000)).toEqual({
       ok: false,
       reasons: ['w-draining: worker is DRAINING'],
+      waitsForCapacity: false,
     });
     expect(idle.runningAttempts).toBe(0);
   });

@@ -3,6 +3,8 @@
  * sets a key's limit without a redeploy; operators also pause and resume keys, weigh tenants and
  * applications and set an application's tasks-in-flight quota (audited, with a reason).
  */
+
+import { ConcurrencyKeyState } from '@tdp/protocol';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import type { ApiKeyAuthenticator } from '../../../core/identity/authenticate.ts';
@@ -21,19 +23,7 @@ import { problemResponses, Uuid } from './schemas.ts';
 const KeyName = Type.String({ minLength: 1, maxLength: 100, pattern: '^[A-Za-z][A-Za-z0-9_.-]*$' });
 const Limit = Type.Integer({ minimum: 1, maximum: 1_000_000 });
 const Reason = Type.String({ minLength: 1, maxLength: 2000 });
-const KeyView = Type.Object({
-  name: Type.String(),
-  limit: Type.Union([Type.Integer(), Type.Null()], {
-    description: 'The limit set at run time; null: the declared one applies.',
-  }),
-  declaredLimit: Type.Union([Type.Integer(), Type.Null()]),
-  intervalMs: Type.Union([Type.Integer(), Type.Null()], {
-    description: "A rate limit's interval (its limit is starts per interval); null: a concurrency key.",
-  }),
-  paused: Type.Boolean(),
-  running: Type.Integer({ description: 'Steps holding a slot of one of its pools now.' }),
-  waiting: Type.Integer({ description: 'Steps waiting for a slot.' }),
-});
+const KeyView = ConcurrencyKeyState;
 const Weight = Type.Number({ exclusiveMinimum: 0, maximum: 1000 });
 const WeightSet = Type.Object({
   scope: Type.Union([Type.Literal('tenant'), Type.Literal('application')]),
