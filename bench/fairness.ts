@@ -263,7 +263,13 @@ async function pgBossSystem(): Promise<System> {
 async function placement(keys: number): Promise<{ perSecond: number; withKeys: boolean }> {
   const concurrency = [{ key: 'customer', value: '$.input.customerId', limit: 1_000_000 }];
   const inputMapping = { customerId: '$.input.customerId' };
-  let tdp = await tdpServer(1, tdpDefinition(inputMapping, { concurrency }));
+  // A key read from the input must be one the input schema guarantees (publish checks it).
+  const inputSchema = {
+    type: 'object',
+    required: ['customerId'],
+    properties: { customerId: { type: 'string' } },
+  };
+  let tdp = await tdpServer(1, tdpDefinition(inputMapping, { concurrency, inputSchema }));
   const withKeys = tdp.published[0]! < 300;
   if (!withKeys) {
     await tdp.close();
