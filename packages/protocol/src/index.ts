@@ -1,6 +1,7 @@
 export * from './approvals.ts';
 export * from './deprecations.ts';
 export * from './errors.ts';
+export * from './fairShare.ts';
 export * from './grants.ts';
 export * from './grpc.ts';
 export * from './ids.ts';
