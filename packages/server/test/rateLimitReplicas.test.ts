@@ -6,36 +6,23 @@
  */
 import { newId } from '@tdp/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Harness, startHarness } from '../../../test/harness.ts';
+import type { Harness } from '../../../test/harness.ts';
+import { type Replicas, startReplicas } from '../../../test/replicas.ts';
 import { attemptEvent, startTestWorker } from '../../../test/testWorker.ts';
-import { connectDatabase } from '../src/main.ts';
 
 const settings = { commandPollIntervalMs: 20, retryUnplaceableMs: 200, leaseCheckIntervalMs: 200 };
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+let replicas: Replicas;
 let first: Harness;
 let second: Harness;
-let sql: ReturnType<typeof connectDatabase>;
-let ticking: NodeJS.Timeout;
+let sql: Replicas['sql'];
 
 beforeAll(async () => {
-  first = await startHarness({ runLoops: true, settings });
-  second = await startHarness({ runLoops: true, settings, sharedDatabaseUrl: first.databaseUrl });
-  sql = connectDatabase({ url: first.databaseUrl, maxConnections: 2 });
-  // One time on both replicas (as NTP gives real ones), keeping up with real time: a bucket refills
-  // and a deferred request comes due.
-  second.clock.set(first.clock.now());
-  ticking = setInterval(() => {
-    first.clock.advance(20);
-    second.clock.advance(20);
-  }, 20);
+  replicas = await startReplicas(settings);
+  ({ first, second, sql } = replicas);
 });
-afterAll(async () => {
-  clearInterval(ticking);
-  await sql.end();
-  await second.close();
-  await first.close();
-});
+afterAll(() => replicas.close());
 
 const definition = (name: string, rateLimits: unknown[], inputSchema?: unknown) => ({
   name,

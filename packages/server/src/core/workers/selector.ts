@@ -169,6 +169,9 @@ export function unschedulableReasons(
   request: PlacementRequest,
   now: Date,
   heartbeatTtlMs: number,
+  /** Each worker's disqualifications, when the caller has them already. */
+  reasonsOf: (candidate: WorkerCandidate) => string[] = (c) =>
+    disqualifications(c, request, now, heartbeatTtlMs),
 ): string[] {
   const offering = candidates.filter((c) =>
     c.capabilities.some((x) => x.name === request.capability && x.version === request.capabilityVersion),
@@ -183,8 +186,7 @@ export function unschedulableReasons(
   }
   if (reasons.size > 0) return [...reasons];
   for (const candidate of offering) {
-    for (const reason of disqualifications(candidate, request, now, heartbeatTtlMs))
-      reasons.add(`${candidate.workerId}: ${reason}`);
+    for (const reason of reasonsOf(candidate)) reasons.add(`${candidate.workerId}: ${reason}`);
   }
   return [...reasons];
 }
@@ -196,16 +198,17 @@ export function selectWorker(
   now: Date,
   heartbeatTtlMs: number,
 ): Selection {
-  const disqualified = candidates.map((c) => ({
-    c,
-    reasons: disqualifications(c, request, now, heartbeatTtlMs),
-  }));
-  const qualified = disqualified.filter((d) => d.reasons.length === 0).map((d) => d.c);
+  const disqualified = new Map(
+    candidates.map((c) => [c, disqualifications(c, request, now, heartbeatTtlMs)]),
+  );
+  const qualified = candidates.filter((c) => disqualified.get(c)!.length === 0);
   if (qualified.length === 0)
     return {
       ok: false,
-      reasons: unschedulableReasons(candidates, request, now, heartbeatTtlMs),
-      waitsForCapacity: disqualified.some((d) => d.reasons.every((r) => r.startsWith(atConcurrencyLimit))),
+      reasons: unschedulableReasons(candidates, request, now, heartbeatTtlMs, (c) => disqualified.get(c)!),
+      waitsForCapacity: [...disqualified.values()].some((reasons) =>
+        reasons.every((r) => r.startsWith(atConcurrencyLimit)),
+      ),
     };
   const ranked = qualified
     .map((c) => ({ c, s: score(c, request.affinity) }))
