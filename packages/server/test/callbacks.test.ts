@@ -181,6 +181,13 @@ describe('Standard Webhooks headers on a delivery', () => {
     });
     expect(created.status, JSON.stringify(created.body)).toBeLessThan(300);
     await expect.poll(() => attempts.length, { timeout: 10_000 }).toBe(1);
+    // The back-off is counted from when the failure is recorded: advancing the clock before that
+    // would schedule the retry past the advanced time, where the test clock never goes.
+    const recorded = async () => {
+      const log = await h.request('GET', `/v1/tasks/${created.body.task.id}/callbacks`, { token: app.apiKey });
+      return log.body.items[0]?.status ?? null;
+    };
+    await expect.poll(recorded, { timeout: 10_000 }).toBe('RETRYING');
     h.clock.advance(5_000); // past the first back-off (2 s plus up to 1 s of jitter)
     await expect.poll(() => attempts.length, { timeout: 10_000 }).toBe(2);
 
