@@ -11,7 +11,7 @@ const Strict = { additionalProperties: false } as const;
  * A concurrency key: no more than `limit` steps carrying the same key run at once. `key` names the key in
  * the tenant (shared by every workflow that names it; its limit can be changed at run time); `value` says
  * which slot pool a task's step falls in: `$.input.<path>` (e.g. one pool per customer), `$.tenant`,
- * `$.application`, or a literal (one pool for all). Without `value`, one pool for the whole key.
+ * `$.application`, `$.owner`, or a literal (one pool for all). Without `value`, one pool for the whole key.
  */
 export const ConcurrencyKey = Type.Object(
   {

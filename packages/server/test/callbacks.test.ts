@@ -184,7 +184,9 @@ describe('Standard Webhooks headers on a delivery', () => {
     // The back-off is counted from when the failure is recorded: advancing the clock before that
     // would schedule the retry past the advanced time, where the test clock never goes.
     const recorded = async () => {
-      const log = await h.request('GET', `/v1/tasks/${created.body.task.id}/callbacks`, { token: app.apiKey });
+      const log = await h.request('GET', `/v1/tasks/${created.body.task.id}/callbacks`, {
+        token: app.apiKey,
+      });
       return log.body.items[0]?.status ?? null;
     };
     await expect.poll(recorded, { timeout: 10_000 }).toBe('RETRYING');

@@ -22,6 +22,13 @@ const capability = (key: string, concurrency?: ConcurrencyKey[]): StepInput => (
   capabilityVersion: '1',
   ...(concurrency ? { concurrency } : {}),
 });
+const map = (key: string, concurrency?: ConcurrencyKey[]): StepInput =>
+  ({
+    key,
+    kind: 'map',
+    map: { items: '$.input.files', capability: `cap.${key}`, capabilityVersion: '1' },
+    ...(concurrency ? { concurrency } : {}),
+  }) as StepInput;
 const sleep = (key: string, concurrency?: ConcurrencyKey[]): StepInput => ({
   key,
   kind: 'sleep',
@@ -57,6 +64,7 @@ describe('keyValueSource', () => {
     ['$.input.customer.id', { kind: 'input', path: ['customer', 'id'] }],
     ['$.tenant', { kind: 'tenant' }],
     ['$.application', { kind: 'application' }],
+    ['$.owner', { kind: 'owner' }],
     ['exports', { kind: 'literal', value: 'exports' }],
     ['input.customerId', { kind: 'literal', value: 'input.customerId' }],
     [undefined, { kind: 'literal', value: '' }],
@@ -64,7 +72,7 @@ describe('keyValueSource', () => {
     expect(keyValueSource(value)).toEqual(source);
   });
 
-  it.each(['$.', '$.input', '$.input.', '$.input..id', '$.steps.a.output', '$.tenant.id', '$.owner'])(
+  it.each(['$.', '$.input', '$.input.', '$.input..id', '$.steps.a.output', '$.tenant.id', '$.owner.id'])(
     'rejects %s',
     (value) => {
       expect(keyValueSource(value)).toBe('invalid');
@@ -76,10 +84,17 @@ describe('applyConcurrency', () => {
   const region: ConcurrencyKey = { key: 'region', value: 'eu', limit: 2 };
   const customer: ConcurrencyKey = { key: 'customer', value: '$.input.customer.id', limit: 3 };
 
-  it('gives every capability step the workflow’s keys, then its own', () => {
-    const { steps } = publish([capability('a'), capability('b', [region]), sleep('c')], [customer]);
+  it('gives every capability and map step the workflow’s keys, then its own', () => {
+    const { steps, errors } = publish(
+      [capability('a'), capability('b', [region]), sleep('c'), map('d', [region])],
+      [customer],
+      customerSchema,
+    );
+    expect(errors).toEqual([]);
     expect(steps[0]!.concurrency).toEqual([customer]);
     expect(steps[1]!.concurrency).toEqual([customer, region]);
+    // Each item of a map holds a slot of the map's keys.
+    expect(steps[3]!.concurrency).toEqual([customer, region]);
   });
 
   it('puts no field on steps without keys nor on other kinds of step (their content hash stays)', () => {
@@ -107,10 +122,13 @@ describe('concurrencyErrors', () => {
     expect(errors).toEqual([]);
   });
 
-  it('rejects keys on a step that is not a capability step', () => {
+  it('rejects keys on a step that runs nothing on workers', () => {
     const { errors } = publish([capability('a'), sleep('nap', [{ key: 'k', limit: 1 }])]);
     expect(errors).toEqual([
-      { path: '/steps/1/concurrency', message: 'step nap: only a capability step holds concurrency keys' },
+      {
+        path: '/steps/1/concurrency',
+        message: 'step nap: only a capability or map step holds concurrency keys',
+      },
     ]);
   });
 
@@ -135,7 +153,7 @@ describe('concurrencyErrors', () => {
   it('rejects a $. reference TDP cannot read', () => {
     const { errors } = publish([capability('a', [{ key: 'k', value: '$.steps.x.output', limit: 1 }])]);
     expect(errors.map((e) => e.message)).toEqual([
-      'concurrency key k: value $.steps.x.output is not $.input.<path>, $.tenant, $.application or a literal',
+      'concurrency key k: value $.steps.x.output is not $.input.<path>, $.tenant, $.application, $.owner or a literal',
     ]);
   });
 
@@ -202,6 +220,7 @@ describe('resolveConcurrencyKeys', () => {
   const task = {
     tenantId: 'tenant-1',
     applicationId: 'application-1',
+    ownerId: 'owner-7' as string | null,
     input: { customer: { id: 'c-42', tier: 3, tags: ['a'] }, count: 7, nothing: null },
   };
   const step = (concurrency: ConcurrencyKey[]) =>
@@ -223,22 +242,27 @@ describe('resolveConcurrencyKeys', () => {
     expect(held[0]).toEqual({ name: 'customer', value: 'c-42', declaredLimit: 3 });
   });
 
-  it('reads the tenant, the application and literals, and one pool for a key without a value', () => {
-    const held = resolveConcurrencyKeys(
-      step([
-        { key: 't', value: '$.tenant', limit: 1 },
-        { key: 'a', value: '$.application', limit: 2 },
-        { key: 'l', value: 'exports', limit: 3 },
-        { key: 'whole', limit: 4 },
-      ]),
-      task,
-    );
-    expect(held).toEqual([
+  it('reads the tenant, the application, the owner and literals, and one pool for a key without a value', () => {
+    const keys = step([
+      { key: 't', value: '$.tenant', limit: 1 },
+      { key: 'a', value: '$.application', limit: 2 },
+      { key: 'o', value: '$.owner', limit: 5 },
+      { key: 'l', value: 'exports', limit: 3 },
+      { key: 'whole', limit: 4 },
+    ]);
+    expect(resolveConcurrencyKeys(keys, task)).toEqual([
       { name: 't', value: 'tenant-1', declaredLimit: 1 },
       { name: 'a', value: 'application-1', declaredLimit: 2 },
+      { name: 'o', value: 'owner-7', declaredLimit: 5 },
       { name: 'l', value: 'exports', declaredLimit: 3 },
       { name: 'whole', value: '', declaredLimit: 4 },
     ]);
+    // Tasks created without an owner share one pool of the owner key.
+    expect(resolveConcurrencyKeys(keys, { ...task, ownerId: null })[2]).toEqual({
+      name: 'o',
+      value: '',
+      declaredLimit: 5,
+    });
   });
 
   it('holds nothing for a step without keys', () => {

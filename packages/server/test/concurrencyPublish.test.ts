@@ -93,17 +93,17 @@ describe('publishing concurrency keys', () => {
     [
       'a $. reference TDP cannot read',
       { steps: [work('a', { concurrency: [{ key: 'k', value: '$.steps.a.output', limit: 2 }] })] },
-      'concurrency key k: value $.steps.a.output is not $.input.<path>, $.tenant, $.application or a literal',
+      'concurrency key k: value $.steps.a.output is not $.input.<path>, $.tenant, $.application, $.owner or a literal',
     ],
     [
-      'keys on a step that is not a capability step',
+      'keys on a step that runs nothing on workers',
       {
         steps: [
           work('a'),
           { key: 'nap', kind: 'sleep', sleep: { durationMs: 10 }, concurrency: [{ key: 'k', limit: 1 }] },
         ],
       },
-      'step nap: only a capability step holds concurrency keys',
+      'step nap: only a capability or map step holds concurrency keys',
     ],
     [
       'the same key twice on a step',

@@ -37,15 +37,24 @@ const openai: RateLimit = { key: 'openai', limit: 10, intervalMs: 60_000 };
 const schema = { type: 'object', required: ['customerId'], properties: { customerId: { type: 'string' } } };
 
 describe('applyRateLimits', () => {
-  it("gives capability steps the workflow's limits then their own, and others none", () => {
+  it("gives capability and map steps the workflow's limits then their own, and others none", () => {
     const own: RateLimit = { key: 'mail', value: '$.input.customerId', limit: 1, intervalMs: 1000 };
-    const { steps } = publish(
-      [capability('a', [own]), { key: 'wait', kind: 'sleep', sleep: { durationMs: 5 } }],
+    const each = {
+      key: 'each',
+      kind: 'map',
+      map: { items: '$.input.files', capability: 'cap.each', capabilityVersion: '1' },
+      rateLimits: [own],
+    } as StepInput;
+    const { steps, errors } = publish(
+      [capability('a', [own]), { key: 'wait', kind: 'sleep', sleep: { durationMs: 5 } }, each],
       { rateLimits: [openai] },
       schema,
     );
+    expect(errors).toEqual([]);
     expect(steps[0]!.rateLimits).toEqual([openai, own]);
     expect(steps[1]!.rateLimits).toBeUndefined();
+    // Each item of a map takes a token of the map's limits.
+    expect(steps[2]!.rateLimits).toEqual([openai, own]);
   });
 
   it('leaves a workflow without rate limits as it was (its content hash)', () => {
@@ -99,7 +108,7 @@ describe('rateLimitErrors', () => {
       'a rate limit on a step that is no capability',
       [{ key: 'wait', kind: 'sleep', sleep: { durationMs: 5 }, rateLimits: [openai] } as StepInput],
       {},
-      'only a capability step',
+      'only a capability or map step',
     ],
   ])('rejects %s', (_, steps, workflow, message) => {
     const { errors } = publish(steps, workflow, schema);
@@ -119,7 +128,7 @@ describe('resolveRateLimits', () => {
       {},
       schema,
     ).steps;
-    const task = { tenantId: 'tn', applicationId: 'ap', input: { customerId: 42 } };
+    const task = { tenantId: 'tn', applicationId: 'ap', ownerId: null, input: { customerId: 42 } };
     expect(resolveRateLimits(step!, task)).toEqual([
       { name: 'openai', value: '42', declaredLimit: 10, intervalMs: 60_000 },
       { name: 't', value: 'tn', declaredLimit: 10, intervalMs: 60_000 },

@@ -11,7 +11,16 @@ export type KeyValueSource =
   | { kind: 'input'; path: string[] }
   | { kind: 'tenant' }
   | { kind: 'application' }
+  | { kind: 'owner' }
   | { kind: 'literal'; value: string };
+
+/** What a key's value may be read from: the task's tenant, application, owner and input. */
+export interface KeyedTask {
+  tenantId: string;
+  applicationId: string;
+  ownerId: string | null;
+  input: unknown;
+}
 
 /** A step's key resolved for one task: the pool it holds a slot of, and the declared limit. */
 export interface HeldKey {
@@ -21,19 +30,31 @@ export interface HeldKey {
   declaredLimit: number;
 }
 
-/** `$.input.a.b`, `$.tenant`, `$.application`; any other `$.` string is invalid; the rest are literals. */
+/**
+ * Whether a step's attempts run on workers, so keys and rate limits can hold them: a capability step's
+ * attempt, or each item's of a map.
+ */
+export const startsOnWorkers = (step: StepDefinition): boolean =>
+  stepKind(step) === 'capability' || stepKind(step) === 'map';
+
+/**
+ * `$.input.a.b`, `$.tenant`, `$.application`, `$.owner`; any other `$.` string is invalid; the rest are
+ * literals.
+ */
 export function keyValueSource(value: string | undefined): KeyValueSource | 'invalid' {
   if (value === undefined) return { kind: 'literal', value: '' };
   if (!value.startsWith('$.')) return { kind: 'literal', value };
   if (value === '$.tenant') return { kind: 'tenant' };
   if (value === '$.application') return { kind: 'application' };
+  if (value === '$.owner') return { kind: 'owner' };
   const parts = value.slice(2).split('.');
   if (parts[0] !== 'input' || parts.length < 2 || parts.some((p) => p.length === 0)) return 'invalid';
   return { kind: 'input', path: parts.slice(1) };
 }
 
 /**
- * The keys each capability step holds: the workflow's, then the step's own (`requested`, the steps as
+ * The keys each step that runs on workers holds (each map item holds its own slot): the workflow's, then
+ * the step's own (`requested`, the steps as
  * published, in the same order as the normalised `steps`). Steps without keys carry no field, so
  * definitions without keys keep their content hash.
  */
@@ -44,13 +65,13 @@ export function applyConcurrency(
 ): StepDefinition[] {
   return steps.map((step, index) => {
     const keys = [...(workflowKeys ?? []), ...(requested[index]?.concurrency ?? [])];
-    if (stepKind(step) !== 'capability' || keys.length === 0) return step;
+    if (!startsOnWorkers(step) || keys.length === 0) return step;
     return { ...step, concurrency: keys };
   });
 }
 
 /**
- * Publish's checks: keys only on capability steps, a value that is a reference TDP can read, an input
+ * Publish's checks: keys only on capability and map steps, a value that is a reference TDP can read, an input
  * path the input schema guarantees (a step never waits on a pool named by a missing value), no key
  * twice on a step, and one limit per key name across the workflow. Each key is checked once, where it
  * is declared: a workflow's key is reported at `/concurrency/<i>`, not on every step that holds it.
@@ -62,10 +83,10 @@ export function concurrencyErrors(
 ): FieldError[] {
   const errors: FieldError[] = [];
   requested.steps.forEach((step, index) => {
-    if (step.concurrency?.length && stepKind(steps[index]!) !== 'capability')
+    if (step.concurrency?.length && !startsOnWorkers(steps[index]!))
       errors.push({
         path: `/steps/${index}/concurrency`,
-        message: `step ${steps[index]!.key}: only a capability step holds concurrency keys`,
+        message: `step ${steps[index]!.key}: only a capability or map step holds concurrency keys`,
       });
   });
   const workflowKeys = requested.concurrency ?? [];
@@ -111,7 +132,7 @@ export function concurrencyErrors(
     if (source === 'invalid')
       errors.push({
         path,
-        message: `concurrency key ${key.key}: value ${key.value} is not $.input.<path>, $.tenant, $.application or a literal`,
+        message: `concurrency key ${key.key}: value ${key.value} is not $.input.<path>, $.tenant, $.application, $.owner or a literal`,
       });
     else if (source.kind === 'input' && !schemaGuarantees(inputSchema, source.path))
       errors.push({
@@ -123,21 +144,18 @@ export function concurrencyErrors(
 }
 
 /** The pools a step of this task falls in. A value read from the input is its JSON text unless a string. */
-export function resolveConcurrencyKeys(
-  definition: StepDefinition,
-  task: { tenantId: string; applicationId: string; input: unknown },
-): HeldKey[] {
+export function resolveConcurrencyKeys(definition: StepDefinition, task: KeyedTask): HeldKey[] {
   return (definition.concurrency ?? []).map((key) => {
     const source = keyValueSource(key.value);
     return { name: key.key, value: poolValue(source, task), declaredLimit: key.limit };
   });
 }
 
-/** The pool a task falls in by a key's value (rate limits name their pools the same way). */
-export function poolValue(
-  source: KeyValueSource | 'invalid',
-  task: { tenantId: string; applicationId: string; input: unknown },
-) {
+/**
+ * The pool a task falls in by a key's value (rate limits name their pools the same way). Tasks created
+ * without an owner share the owner key's pool named by the empty value.
+ */
+export function poolValue(source: KeyValueSource | 'invalid', task: KeyedTask) {
   if (source === 'invalid') return '';
   switch (source.kind) {
     case 'literal':
@@ -146,6 +164,8 @@ export function poolValue(
       return task.tenantId;
     case 'application':
       return task.applicationId;
+    case 'owner':
+      return task.ownerId ?? '';
     case 'input': {
       let value: unknown = task.input;
       for (const part of source.path)

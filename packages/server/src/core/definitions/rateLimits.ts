@@ -5,14 +5,8 @@
  * limit and pause are a concurrency key's too. Pure: placement (`orchestration/placement.ts`) asks the
  * store to take the tokens, and the store (`rateLimitTables.ts`) does the bucket arithmetic here.
  */
-import {
-  type ConcurrencyKey,
-  type FieldError,
-  type RateLimit,
-  type StepDefinition,
-  stepKind,
-} from '@tdp/protocol';
-import { keyValueSource, poolValue } from './concurrencyKeys.ts';
+import type { ConcurrencyKey, FieldError, RateLimit, StepDefinition } from '@tdp/protocol';
+import { type KeyedTask, keyValueSource, poolValue, startsOnWorkers } from './concurrencyKeys.ts';
 import { schemaGuarantees } from './mappingGuarantees.ts';
 
 /** A step's rate limit resolved for one task: the pool whose bucket it takes a token of. */
@@ -31,7 +25,8 @@ export interface Bucket {
 }
 
 /**
- * The rate limits each capability step starts under: the workflow's, then the step's own. Steps
+ * The rate limits each step that runs on workers starts under (each map item takes its own token): the
+ * workflow's, then the step's own. Steps
  * without any carry no field, so definitions without rate limits keep their content hash.
  */
 export function applyRateLimits(
@@ -41,14 +36,14 @@ export function applyRateLimits(
 ): StepDefinition[] {
   return steps.map((step, index) => {
     const limits = [...(workflowLimits ?? []), ...(requested[index]?.rateLimits ?? [])];
-    if (stepKind(step) !== 'capability' || limits.length === 0) return step;
+    if (!startsOnWorkers(step) || limits.length === 0) return step;
     return { ...step, rateLimits: limits };
   });
 }
 
 /**
  * Publish's checks (the schema already holds `limit` ≥ 1 and `intervalMs` to 100 ms..1 day): rate
- * limits only on capability steps, no key twice on a step, one limit and interval per key name across
+ * limits only on capability and map steps, no key twice on a step, one limit and interval per key name across
  * the workflow, no name that is also the workflow's concurrency key (a key's run-time limit would mean
  * two things), and a value TDP can read that the input schema guarantees. Each is checked where it is
  * declared.
@@ -64,10 +59,10 @@ export function rateLimitErrors(
 ): FieldError[] {
   const errors: FieldError[] = [];
   requested.steps.forEach((step, index) => {
-    if (step.rateLimits?.length && stepKind(steps[index]!) !== 'capability')
+    if (step.rateLimits?.length && !startsOnWorkers(steps[index]!))
       errors.push({
         path: `/steps/${index}/rateLimits`,
-        message: `step ${steps[index]!.key}: only a capability step starts under rate limits`,
+        message: `step ${steps[index]!.key}: only a capability or map step starts under rate limits`,
       });
   });
   const declared: [RateLimit, string][] = [
@@ -118,7 +113,7 @@ export function rateLimitErrors(
     if (source === 'invalid')
       errors.push({
         path,
-        message: `rate limit ${limit.key}: value ${limit.value} is not $.input.<path>, $.tenant, $.application or a literal`,
+        message: `rate limit ${limit.key}: value ${limit.value} is not $.input.<path>, $.tenant, $.application, $.owner or a literal`,
       });
     else if (source.kind === 'input' && !schemaGuarantees(inputSchema, source.path))
       errors.push({
@@ -130,10 +125,7 @@ export function rateLimitErrors(
 }
 
 /** The buckets a step of this task takes a token of, one per rate limit. */
-export function resolveRateLimits(
-  definition: StepDefinition,
-  task: { tenantId: string; applicationId: string; input: unknown },
-): RatedKey[] {
+export function resolveRateLimits(definition: StepDefinition, task: KeyedTask): RatedKey[] {
   return (definition.rateLimits ?? []).map((l) => ({
     name: l.key,
     value: poolValue(keyValueSource(l.value), task),

@@ -160,13 +160,15 @@ export interface FactTransaction {
   /** Puts claimed requests back with why they could not be placed, to be tried again at `availableAt`. */
   deferSchedulingRequests(requests: DeferredRequest[], availableAt: Date): Promise<void>;
   /**
-   * Holds one slot of each concurrency key pool for a step being placed (until the step stops), or none
-   * and says which pool refused (paused, or at its limit). The pools stay locked until commit.
+   * Holds one slot of each concurrency key pool for a step being placed (until the step stops), or for
+   * one item of a map step (`itemIndex`, until the item's attempt ends), or none and says which pool
+   * refused (paused, or at its limit). The pools stay locked until commit.
    */
   holdConcurrency(hold: {
     tenantId: string;
     taskId: string;
     stepId: string;
+    itemIndex?: number | undefined;
     keys: { name: string; value: string; declaredLimit: number }[];
     at: Date;
   }): Promise<ConcurrencyRefusal | null>;
@@ -179,8 +181,11 @@ export interface FactTransaction {
     keys: { name: string; value: string; declaredLimit: number; intervalMs: number }[];
     at: Date;
   }): Promise<RateRefusal | null>;
-  /** Gives back the concurrency slots this transaction held at `at` for a step it then did not place. */
-  dropHeldSlots(stepId: string, at: Date): Promise<void>;
+  /**
+   * Gives back the concurrency slots this transaction held at `at` for a step (or one map item) it then
+   * did not place.
+   */
+  dropHeldSlots(stepId: string, itemIndex: number | undefined, at: Date): Promise<void>;
   /** Why no worker could take this step's open request when last tried (empty: none, or not tried). */
   schedulingReasons(stepId: string): Promise<string[]>;
   /** Locks an application's debounce or singleton key until commit, then reads its holder (null: none). */

@@ -226,6 +226,60 @@ export type Placement =
   /** Its input could not be resolved (the step was failed, if asked to). */
   | { kind: 'invalid' };
 
+/** Why an attempt may not start yet: a concurrency key pool or a rate limit holds it. */
+export type StartRefusal = Extract<Placement, { kind: 'unplaceable' }>;
+
+/**
+ * The step's limits, for one attempt about to start (of the step, or of one map item): a slot of each of
+ * its concurrency key pools, then a token of each rate limit's bucket — after the slots, so an attempt a
+ * full pool parks spends no token, and a refusal gives the slots back. Null: held and taken. The pools
+ * and buckets stay locked until commit.
+ */
+export async function takeStartLimits(
+  session: FactSession,
+  state: TaskState,
+  step: StepRecord,
+  definition: StepDefinition,
+  itemIndex?: number,
+): Promise<StartRefusal | null> {
+  const now = session.now;
+  const { tenantId, id: taskId } = state.task;
+  const keys = resolveConcurrencyKeys(definition, state.task);
+  if (keys.length > 0) {
+    const refused = await session.tx.holdConcurrency({
+      tenantId,
+      taskId,
+      stepId: step.id,
+      itemIndex,
+      keys,
+      at: now,
+    });
+    if (refused)
+      return {
+        kind: 'unplaceable',
+        reasons: [heldKeyReason(refused.key, refused.running, refused.limit, refused.paused)],
+        parkedOn: { ...refused.key, limit: refused.limit },
+      };
+  }
+  const rated = resolveRateLimits(definition, state.task);
+  if (rated.length === 0) return null;
+  const limited = await session.tx.takeRateTokens({ tenantId, keys: rated, at: now });
+  if (!limited) return null;
+  if (keys.length > 0) await session.tx.dropHeldSlots(step.id, itemIndex, now);
+  // Paused: parked like a paused concurrency key's steps (the resume lets them in).
+  if (limited.paused)
+    return {
+      kind: 'unplaceable',
+      reasons: [heldKeyReason(limited.key, 0, limited.limit, true)],
+      parkedOn: { ...limited.key, limit: limited.limit },
+    };
+  return {
+    kind: 'unplaceable',
+    reasons: [rateLimitReason(limited.key, limited, limited.nextAt)],
+    availableAt: limited.nextAt,
+  };
+}
+
 /**
  * Places one READY step inside the session: chooses a worker among `candidates` (whose running counts it
  * raises), then commits the attempt, the START_ATTEMPT command, the timeout timers, the milestone and the
@@ -296,42 +350,8 @@ async function placeInSpan(
     });
     return { kind: 'invalid' };
   }
-  const keys = resolveConcurrencyKeys(definition, before.task);
-  if (keys.length > 0) {
-    const refused = await session.tx.holdConcurrency({
-      tenantId: before.task.tenantId,
-      taskId: before.task.id,
-      stepId: step.id,
-      keys,
-      at: now,
-    });
-    if (refused)
-      return {
-        kind: 'unplaceable',
-        reasons: [heldKeyReason(refused.key, refused.running, refused.limit, refused.paused)],
-        parkedOn: { ...refused.key, limit: refused.limit },
-      };
-  }
-  // After the slots, so a step a full pool parks spends no token; a refusal gives the slots back.
-  const rated = resolveRateLimits(definition, before.task);
-  if (rated.length > 0) {
-    const limited = await session.tx.takeRateTokens({ tenantId: before.task.tenantId, keys: rated, at: now });
-    if (limited) {
-      if (keys.length > 0) await session.tx.dropHeldSlots(step.id, now);
-      // Paused: parked like a paused concurrency key's steps (the resume lets them in).
-      if (limited.paused)
-        return {
-          kind: 'unplaceable',
-          reasons: [heldKeyReason(limited.key, 0, limited.limit, true)],
-          parkedOn: { ...limited.key, limit: limited.limit },
-        };
-      return {
-        kind: 'unplaceable',
-        reasons: [rateLimitReason(limited.key, limited, limited.nextAt)],
-        availableAt: limited.nextAt,
-      };
-    }
-  }
+  const limited = await takeStartLimits(session, before, step, definition);
+  if (limited) return limited;
   // The worker's run continues this placement's span.
   const traceparent = deps.status.tracing?.traceparent();
   const start = { state: before, step, definition, input: input.value, traceparent };

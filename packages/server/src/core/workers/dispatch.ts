@@ -7,6 +7,7 @@ import {
   lockCandidates,
   placementPoolLocks,
   placeStep,
+  type StartRefusal,
   waitingForWorker,
 } from '../orchestration/placement.ts';
 import { claimFairly, tagNewRequests } from './fairClaim.ts';
@@ -74,6 +75,15 @@ export async function dispatchReady(deps: DispatchDeps, limit: number): Promise<
         requests.flatMap((r, i) => (states[i] ? placementPoolLocks(states[i], r.stepId) : [])),
       );
       const deferred: DeferredRequest[] = [];
+      const deferral = (request: { id: string }, refused: StartRefusal): DeferredRequest => ({
+        id: request.id,
+        reasons: refused.reasons,
+        ...(refused.parkedOn ? { parkedOn: refused.parkedOn } : {}),
+        ...(refused.availableAt ? { availableAt: refused.availableAt } : {}),
+        // Every worker was busy when the round began: it stays due for the next free slot. (With a
+        // free slot that could not take it, it waits its retry, or it would hold the slot's turn.)
+        ...(free === 0 && refused.waitsForCapacity ? { availableAt: now } : {}),
+      });
       // The timeline says a step waits for a worker, and why, when the reason is new (placement.ts).
       const sayWaiting = async (
         state: TaskState,
@@ -100,12 +110,16 @@ export async function dispatchReady(deps: DispatchDeps, limit: number): Promise<
             sent.push(...placement.commands);
             placedIds.add(request.id);
           }
-          if (placement.kind === 'unplaceable') {
-            deferred.push({ id: request.id, reasons: placement.reasons });
-            await sayWaiting(before, request, placement.reasons);
-          }
-          if (placement.kind === 'placed' && placement.waitsForSlot)
-            deferred.push({ id: request.id, reasons: ['every worker is at its concurrency limit'] });
+          const waits =
+            placement.kind === 'placed'
+              ? placement.waits
+              : placement.kind === 'unplaceable'
+                ? placement
+                : null;
+          if (waits) deferred.push(deferral(request, waits));
+          // Its items held by a key or a rate limit say so too (the request keeps its reasons, so once).
+          if (waits && (placement.kind === 'unplaceable' || waits.parkedOn || waits.availableAt))
+            await sayWaiting(before, request, waits.reasons);
           continue;
         }
         const placement = await placeStep(deps, session, before, request.stepId, reserved, true);
@@ -117,15 +131,7 @@ export async function dispatchReady(deps: DispatchDeps, limit: number): Promise<
             closeSchedulingRequests: { stepIds: [request.stepId], status: 'CANCELLED' },
           });
         else if (placement.kind === 'unplaceable' && before) {
-          deferred.push({
-            id: request.id,
-            reasons: placement.reasons,
-            ...(placement.parkedOn ? { parkedOn: placement.parkedOn } : {}),
-            ...(placement.availableAt ? { availableAt: placement.availableAt } : {}),
-            // Every worker was busy when the round began: it stays due for the next free slot. (With a
-            // free slot that could not take it, it waits its retry, or it would hold the slot's turn.)
-            ...(free === 0 && placement.waitsForCapacity ? { availableAt: now } : {}),
-          });
+          deferred.push(deferral(request, placement));
           await sayWaiting(before, request, placement.reasons);
         }
       }

@@ -45,6 +45,7 @@ import {
 } from './operatorAuth.ts';
 import { callbackLogOf, timelineOf } from './runRoutes.ts';
 import { originOf, securityHeaders, sendSecurityHeaders } from './securityHeaders.ts';
+import { itemsWait } from './tasksRoutes.ts';
 import { listWorkerViews } from './workerRoutes.ts';
 
 export interface DashboardDeps {
@@ -195,7 +196,7 @@ export function registerDashboardRoutes(app: FastifyInstance, deps: DashboardDep
           steps: view.execution.steps.map((step) => ({
             ...step,
             error: operatorError(stepError(step.id)),
-            ...(step.status === 'READY' || step.status === 'QUEUED'
+            ...(step.status === 'READY' || step.status === 'QUEUED' || itemsWait(step, reasons)
               ? { unschedulableReasons: reasons.get(step.id) ?? [] }
               : {}),
           })),

@@ -25,6 +25,15 @@ export interface TaskRouteDeps {
   archived?: ArchivedTasks;
 }
 
+/**
+ * A running map whose next items wait (for a worker, a concurrency key's slot, a rate limit's token)
+ * shows why, as a step waiting to be placed does.
+ */
+export const itemsWait = (
+  step: { id: string; status: string; waitingFor?: { kind: string } | null | undefined },
+  reasons: ReadonlyMap<string, string[]>,
+) => step.status === 'RUNNING' && step.waitingFor?.kind === 'map' && (reasons.get(step.id)?.length ?? 0) > 0;
+
 export function registerTaskRoutes(app: FastifyInstance, deps: TaskRouteDeps): void {
   const onRequest = requireApplication(deps.authenticator);
   const security = [{ apiKey: [] }];
@@ -141,7 +150,8 @@ export function registerTaskRoutes(app: FastifyInstance, deps: TaskRouteDeps): v
       const view = await getTask(deps.tasks, principalOf(request), request.params.id, deps.archived);
       const reasons = await deps.unschedulableReasons(view.task.id);
       for (const step of view.execution.steps) {
-        if (step.status === 'READY') step.unschedulableReasons = reasons.get(step.id) ?? [];
+        if (step.status === 'READY' || itemsWait(step, reasons))
+          step.unschedulableReasons = reasons.get(step.id) ?? [];
       }
       return view;
     },

@@ -10,6 +10,9 @@ import type { MergedWrites } from './mergeWrites.ts';
 import type { RowStatement } from './recordset.ts';
 import { advisoryLocks } from './transactionReads.ts';
 
+/** A slot's `item_index` when the step's own attempt holds it (a map item's holds its index). */
+export const ownAttempt = -1;
+
 /**
  * Holds a slot of each pool for the step, or none: the pools are locked (until commit, so two placers
  * never both take a pool's last slot), their running steps counted against the limit (the one set at
@@ -22,6 +25,7 @@ export async function holdConcurrency(
     tenantId: string;
     taskId: string;
     stepId: string;
+    itemIndex?: number | undefined;
     keys: { name: string; value: string; declaredLimit: number }[];
     at: Date;
   },
@@ -50,10 +54,10 @@ export async function holdConcurrency(
       return { key: { name: key.name, value: key.value }, running, limit, paused };
   }
   await sql`
-    INSERT INTO concurrency_hold (step_id, name, tenant_id, value, task_id, created_at)
-    SELECT ${hold.stepId}, k.name, ${tenantId}, k.value, ${hold.taskId}, ${hold.at}
+    INSERT INTO concurrency_hold (step_id, item_index, name, tenant_id, value, task_id, created_at)
+    SELECT ${hold.stepId}, ${hold.itemIndex ?? ownAttempt}, k.name, ${tenantId}, k.value, ${hold.taskId}, ${hold.at}
     FROM unnest(${names}::text[], ${keys.map((k) => k.value)}::text[]) AS k(name, value)
-    ON CONFLICT (step_id, name) DO NOTHING`;
+    ON CONFLICT (step_id, item_index, name) DO NOTHING`;
   return null;
 }
 
@@ -61,16 +65,20 @@ export async function holdConcurrency(
 const holdsSlots = (s: StepRecord) => s.status === 'QUEUED' || s.status === 'RUNNING';
 
 /**
- * The slots of the written steps that stopped are given back, and for each slot one parked step of its
- * pool is let in (due now; placement counts again). Two statements of the commit's one (recordset.ts),
- * so both read the slots as they were before it. A parked step of a task this commit writes is left to
- * the recheck (`unparkWithRoom`): the commit may be closing its request, and one statement may not
- * change a row twice.
+ * The slots of what the commit stopped are given back, and for each slot one parked step of its pool is
+ * let in (due now; placement counts again). What stopped: a step's attempt (with it every slot the step
+ * holds, its map items' too), a map's items all at once (`closeMapItems`), or one map item's attempt
+ * (`item_index`). Two statements of the commit's one (recordset.ts), so both read the slots as they were
+ * before it. A parked step of a task this commit writes is left to the recheck (`unparkWithRoom`): the
+ * commit may be closing its request, and one statement may not change a row twice.
  */
-const written = `jsonb_to_recordset($1::text::jsonb) AS x(step_id uuid, task_id uuid, stopped boolean, at timestamptz)`;
+const written = `jsonb_to_recordset($1::text::jsonb) AS x(step_id uuid, item_index int, task_id uuid, stopped boolean, at timestamptz)`;
+
+const freedHolds = `SELECT h.step_id, h.item_index, h.name FROM concurrency_hold h JOIN ${written}
+  ON x.stopped AND h.step_id = x.step_id AND (x.item_index IS NULL OR h.item_index = x.item_index)`;
 
 const releaseText = `DELETE FROM concurrency_hold
-  WHERE step_id = ANY(ARRAY(SELECT x.step_id FROM ${written} WHERE x.stopped))`;
+  WHERE (step_id, item_index, name) IN (${freedHolds})`;
 
 const unparkText = `UPDATE scheduling_request
   SET parked_key = NULL, parked_value = NULL, parked_limit = NULL,
@@ -78,7 +86,7 @@ const unparkText = `UPDATE scheduling_request
   WHERE id IN (
     SELECT r.id FROM (
       SELECT h.tenant_id, h.name, h.value, count(*) AS slots FROM concurrency_hold h
-      WHERE h.step_id = ANY(ARRAY(SELECT x.step_id FROM ${written} WHERE x.stopped))
+      WHERE (h.step_id, h.item_index, h.name) IN (${freedHolds})
       GROUP BY h.tenant_id, h.name, h.value) AS freed
     CROSS JOIN LATERAL (
       SELECT id FROM scheduling_request
@@ -88,17 +96,39 @@ const unparkText = `UPDATE scheduling_request
       ORDER BY order_at LIMIT freed.slots
       FOR UPDATE SKIP LOCKED) AS r)`;
 
+interface WrittenHolder {
+  step_id: string;
+  /** Null: every slot of the step. */
+  item_index: number | null;
+  task_id: string;
+  stopped: boolean;
+  at: Date;
+}
+
 export function pushConcurrencyReleaseStatements(w: MergedWrites, statements: RowStatement[]): void {
   const steps = [...w.newSteps, ...w.steps];
-  if (!steps.some((s) => s.attemptId !== null && !holdsSlots(s))) return;
-  const rows = JSON.stringify(
-    steps.map((s) => ({
+  const stepStopped = (s: StepRecord) => s.attemptId !== null && !holdsSlots(s);
+  const closedMaps = new Set(w.closeMapItems.map((c) => c.stepId));
+  const itemsStopped = w.mapItems.filter((i) => i.status !== 'RUNNING' && !closedMaps.has(i.stepId));
+  if (!steps.some(stepStopped) && closedMaps.size === 0 && itemsStopped.length === 0) return;
+  const taskOf = new Map(steps.map((s) => [s.id, s.taskId]));
+  const holders: WrittenHolder[] = [
+    ...steps.map((s) => ({
       step_id: s.id,
+      item_index: null,
       task_id: s.taskId,
-      stopped: s.attemptId !== null && !holdsSlots(s),
+      stopped: stepStopped(s) || closedMaps.has(s.id),
       at: s.updatedAt,
     })),
-  );
+    // An item's counters are the map step's: every write of an item writes its step too.
+    ...itemsStopped.flatMap((i) => {
+      const taskId = taskOf.get(i.stepId);
+      return taskId
+        ? [{ step_id: i.stepId, item_index: i.index, task_id: taskId, stopped: true, at: i.updatedAt }]
+        : [];
+    }),
+  ];
+  const rows = JSON.stringify(holders);
   statements.push({ text: releaseText, rows }, { text: unparkText, rows });
 }
 

@@ -145,8 +145,8 @@ class PostgresFactTransaction implements FactTransaction {
     return takeRateTokens(this.sql, take);
   }
 
-  dropHeldSlots(stepId: string, at: Date) {
-    return dropHeldSlots(this.sql, stepId, at);
+  dropHeldSlots(stepId: string, itemIndex: number | undefined, at: Date) {
+    return dropHeldSlots(this.sql, stepId, itemIndex, at);
   }
 
   async schedulingReasons(stepId: string) {

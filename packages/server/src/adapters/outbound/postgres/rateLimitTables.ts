@@ -5,6 +5,7 @@
 import { poolLockKey } from '../../../core/definitions/concurrencyKeys.ts';
 import { takeToken } from '../../../core/definitions/rateLimits.ts';
 import type { RateRefusal } from '../../../core/facts/ports.ts';
+import { ownAttempt } from './concurrencyTables.ts';
 import type { TxSql } from './database.ts';
 import { advisoryLocks } from './transactionReads.ts';
 
@@ -75,9 +76,16 @@ export async function takeRateTokens(
 }
 
 /**
- * A step a rate limit refused holds no concurrency slot: the slots this transaction just wrote for it
- * at `at` (never committed, so no other placer saw them) are deleted.
+ * A step (or map item) a rate limit refused holds no concurrency slot: the slots this transaction just
+ * wrote for it at `at` (never committed, so no other placer saw them) are deleted.
  */
-export async function dropHeldSlots(sql: TxSql, stepId: string, at: Date): Promise<void> {
-  await sql`DELETE FROM concurrency_hold WHERE step_id = ${stepId} AND created_at = ${at}`;
+export async function dropHeldSlots(
+  sql: TxSql,
+  stepId: string,
+  itemIndex: number | undefined,
+  at: Date,
+): Promise<void> {
+  await sql`
+    DELETE FROM concurrency_hold
+    WHERE step_id = ${stepId} AND item_index = ${itemIndex ?? ownAttempt} AND created_at = ${at}`;
 }

@@ -109,9 +109,12 @@ const closeRequests = `UPDATE scheduling_request SET status = x.status, updated_
 /**
  * A map's request made due again: at once, or sooner if it was due later (a back-off, a deferral). A
  * closed one arrives anew, to be tagged again (each round of items is charged its place in line); an
- * open one keeps its place.
+ * open one keeps its place. A parked one is tried again: the slot its item gave back may be the one its
+ * concurrency key waits for (placement parks it again if not). Its reasons stay until a round finds
+ * others, so a map whose items wait on a key says so on its timeline once, not at every item's end.
  */
-const reopenRequests = `UPDATE scheduling_request SET status = 'PENDING', reasons = '[]'::jsonb, updated_at = x.at,
+const reopenRequests = `UPDATE scheduling_request SET status = 'PENDING', updated_at = x.at,
+    parked_key = NULL, parked_value = NULL, parked_limit = NULL,
     tenant_tag = CASE WHEN scheduling_request.status = 'PENDING' THEN tenant_tag END,
     application_tag = CASE WHEN scheduling_request.status = 'PENDING' THEN application_tag END,
     order_at = CASE WHEN scheduling_request.status = 'PENDING' THEN order_at END,

@@ -19,7 +19,13 @@ import type { FactWriteSet } from '../../facts/writeSet.ts';
 import { freeSlots, type WorkerCandidate } from '../../workers/selector.ts';
 import { inputFailure } from '../advance.ts';
 import { type ConsequenceDeps, failStepAttempt, stopRunningItems } from '../consequences.ts';
-import { chooseWorker, type PlacementDeps, startAttempt } from '../placement.ts';
+import {
+  chooseWorker,
+  type PlacementDeps,
+  type StartRefusal,
+  startAttempt,
+  takeStartLimits,
+} from '../placement.ts';
 import { completePlatformStep, stepTimer, waitOnStep } from './finishStep.ts';
 import {
   countersAfter,
@@ -174,11 +180,19 @@ async function commitProgress(
 }
 
 export type MapPlacement =
-  /** `waitsForSlot`: room and items are left, but no worker slot; the request waits for one. */
-  | { kind: 'placed'; commands: WorkerCommandRecord[]; waitsForSlot: boolean }
-  | { kind: 'unplaceable'; reasons: string[] }
+  /**
+   * `waits`: room and items are left, but no worker slot, concurrency key slot or rate token for the
+   * next one now; the request waits (for a worker, parked on the key, or until the next token).
+   */
+  | { kind: 'placed'; commands: WorkerCommandRecord[]; waits: StartRefusal | null }
+  | StartRefusal
   /** Nothing to place now (the map is at `maxParallel`, or has ended): its request was closed. */
   | { kind: 'stale' };
+
+const everyWorkerBusy: StartRefusal = {
+  kind: 'unplaceable',
+  reasons: ['every worker is at its concurrency limit'],
+};
 
 /**
  * The scheduler claimed the map's request: places its lowest pending items on workers (raising the
@@ -200,8 +214,7 @@ export async function placeMapItems(
   const free = freeSlots(candidates, now, deps.heartbeatTtlMs);
   const pending = room > 0 && free > 0 ? await session.tx.pendingMapItems(step.id, Math.min(room, free)) : [];
   if (pending.length === 0) {
-    if (room > 0 && free === 0)
-      return { kind: 'unplaceable', reasons: ['every worker is at its concurrency limit'] };
+    if (room > 0 && free === 0) return everyWorkerBusy;
     await session.write({ closeSchedulingRequests: { stepIds: [step.id], status: 'DISPATCHED' } });
     return { kind: 'stale' };
   }
@@ -234,15 +247,18 @@ export async function placeMapItems(
   const commands: WorkerCommandRecord[] = [];
   const attempts: NonNullable<FactWriteSet['attempts']> = [];
   const timers: NonNullable<FactWriteSet['timers']> = [];
-  let reasons: string[] = [];
+  let refusal: StartRefusal | null = null;
   for (const [i, item] of pending.entries()) {
     const input = inputs[i]!;
     if (!input.ok) continue;
     const selection = chooseWorker(deps, candidates, step, definition, now);
     if (!selection.ok) {
-      reasons = selection.reasons;
+      refusal = { kind: 'unplaceable', reasons: selection.reasons };
       break;
     }
+    // Each item's attempt holds its own slot of the map's concurrency keys and takes its own token.
+    refusal = await takeStartLimits(session, before, step, definition, item.index);
+    if (refusal) break;
     // The item's attempt is bound to the map step, with the item's own attempt number; its run
     // continues the task's trace (no span of its own for the round).
     const itemStep: StepRecord = { ...step, attempt: item.attempt + 1 };
@@ -280,23 +296,26 @@ export async function placeMapItems(
       updatedAt: now,
     });
   }
-  if (placed.length === 0) return { kind: 'unplaceable', reasons };
+  if (placed.length === 0) return refusal ?? everyWorkerBusy;
   const next = countersAfter(
     counters,
     placed.map(() => ({ from: 'PENDING' as const, to: 'RUNNING' as const })),
   );
-  // Room and pending items left, and no worker slot for them: the request waits for a slot.
-  const waitsForSlot =
+  // Room and pending items left, and nothing free for them now: the request waits (for what refused the
+  // next item, or for a worker slot when the free ones ran out).
+  const waits =
     roomFor(definition, next) > 0 &&
-    (placed.length < pending.length || pending.length === Math.min(room, free));
+    (placed.length < pending.length || pending.length === Math.min(room, free))
+      ? (refusal ?? everyWorkerBusy)
+      : null;
   await commitProgress(deps.status, session, before, step, next, 'tdp:scheduler', {
     mapItems: placed,
     attempts,
     workerCommands: commands,
     timers,
-    ...(waitsForSlot ? {} : { closeSchedulingRequests: { stepIds: [step.id], status: 'DISPATCHED' } }),
+    ...(waits ? {} : { closeSchedulingRequests: { stepIds: [step.id], status: 'DISPATCHED' } }),
   });
-  return { kind: 'placed', commands, waitsForSlot };
+  return { kind: 'placed', commands, waits };
 }
 
 /** How one reported item attempt was taken. */
