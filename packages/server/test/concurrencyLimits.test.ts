@@ -2,8 +2,9 @@
  * Concurrency keys under two server replicas on one database, each placing at task creation and in its
  * scheduler rounds: a customer's steps never run more at once than its key's limit (checked by SQL over
  * the whole run and by the worker's own count), the waiting ones say why on the task and its timeline,
- * a limit changed through the API takes effect without a redeploy, and an operator's pause holds a key's
- * steps (nothing fails) until it is resumed.
+ * a limit changed through the API takes effect without a redeploy, a key's limit is the one its latest
+ * definition declares for every workflow naming it, and an operator's pause holds a key's steps (nothing
+ * fails) until it is resumed.
  */
 import { newId } from '@tdp/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -161,6 +162,31 @@ describe('a concurrency key under two replicas', () => {
     // Every slot was given back.
     const [holds] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM concurrency_hold`;
     expect(holds!.n).toBe(0);
+  }, 120_000);
+
+  it("counts every workflow's steps against the limit the key's latest definition declares", async () => {
+    const { app, worker, most, create } = await setUp('keyed-first', 3, 60);
+    // Another workflow of the tenant declares the same key, later, with a lower limit: it is the key's.
+    const later = await second.request('POST', '/v1/workflow-definitions', {
+      token: app.apiKey,
+      body: definition('keyed-later', 1),
+    });
+    expect(later.status, JSON.stringify(later.body)).toBe(201);
+    try {
+      const keys = await first.request('GET', '/v1/concurrency-keys', { token: app.apiKey });
+      expect(keys.body.items).toContainEqual(
+        expect.objectContaining({ name: 'customer', declaredLimit: 1, limit: null }),
+      );
+      const created: string[] = [];
+      for (let i = 0; i < 2; i += 1)
+        for (const response of await Promise.all([create(first, 's'), create(second, 's')]))
+          created.push(response.body.task.id);
+      await expect.poll(() => succeeded(created), { timeout: 60_000, interval: 100 }).toBe(created.length);
+      // The first workflow's own snapshot says 3; its steps ran one at a time.
+      expect(most.get('s')).toBe(1);
+    } finally {
+      await worker.stop();
+    }
   }, 120_000);
 
   it('takes a limit set through the API at once, and refuses an unknown key and a limit below 1', async () => {

@@ -16,7 +16,8 @@ export const ownAttempt = -1;
 /**
  * Holds a slot of each pool for the step, or none: the pools are locked (until commit, so two placers
  * never both take a pool's last slot), their running steps counted against the limit (the one set at
- * run time, else the declared one), and the slots written at once (a second placement in the same
+ * run time, else the one the key's latest definition declares, else the task's own), and the slots
+ * written at once (a second placement in the same
  * transaction counts them). Refused: the first pool that is paused or full.
  */
 export async function holdConcurrency(
@@ -38,7 +39,8 @@ export async function holdConcurrency(
   const names = keys.map((k) => k.name);
   const [settings, counts] = await Promise.all([
     sql<{ name: string; limit: number | null; paused: boolean }[]>`
-      SELECT name, "limit", paused FROM concurrency_key WHERE tenant_id = ${tenantId} AND name = ANY(${names}::text[])`,
+      SELECT name, coalesce("limit", declared_limit) AS "limit", paused
+      FROM concurrency_key WHERE tenant_id = ${tenantId} AND name = ANY(${names}::text[])`,
     sql<{ name: string; value: string; running: number }[]>`
       SELECT h.name, h.value, count(*)::int AS running FROM concurrency_hold h
       JOIN unnest(${names}::text[], ${keys.map((k) => k.value)}::text[]) AS k(name, value)
@@ -156,7 +158,7 @@ export async function unparkWithRoom(
       GROUP BY tenant_id, parked_key, parked_value),
     room AS (
       SELECT p.tenant_id, p.name, p.value,
-             coalesce(k."limit", p.parked_limit) - (
+             coalesce(k."limit", k.declared_limit, p.parked_limit) - (
                SELECT count(*) FROM concurrency_hold h
                WHERE h.tenant_id = p.tenant_id AND h.name = p.name AND h.value = p.value) AS slots
       FROM pools p LEFT JOIN concurrency_key k ON k.tenant_id = p.tenant_id AND k.name = p.name

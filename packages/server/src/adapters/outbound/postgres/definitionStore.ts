@@ -32,13 +32,28 @@ export class PostgresDefinitionStore implements DefinitionStore {
   constructor(private readonly sql: Sql) {}
 
   async insertIfAbsent(d: StoredDefinition): Promise<{ inserted: boolean; stored: StoredDefinition }> {
+    // A new definition's concurrency keys and rate limits set their names' declared limits (the latest
+    // published wins, so every step of a key counts against one limit, whichever definition it runs).
     const inserted = await this.sql<DefinitionRow[]>`
-      INSERT INTO workflow_definition (id, tenant_id, name, version, description, input_schema, steps, content_hash,
-                                       published_by, published_at)
-      VALUES (${d.id}, ${d.tenantId}, ${d.name}, ${d.version}, ${d.description}, ${this.sql.json(d.inputSchema as never)},
-              ${this.sql.json(d.steps as never)}, ${d.contentHash}, ${d.publishedBy}, ${d.publishedAt})
-      ON CONFLICT (tenant_id, name, version) DO NOTHING
-      RETURNING *`;
+      WITH inserted AS (
+        INSERT INTO workflow_definition (id, tenant_id, name, version, description, input_schema, steps, content_hash,
+                                         published_by, published_at)
+        VALUES (${d.id}, ${d.tenantId}, ${d.name}, ${d.version}, ${d.description}, ${this.sql.json(d.inputSchema as never)},
+                ${this.sql.json(d.steps as never)}, ${d.contentHash}, ${d.publishedBy}, ${d.publishedAt})
+        ON CONFLICT (tenant_id, name, version) DO NOTHING
+        RETURNING *),
+      declared AS (
+        INSERT INTO concurrency_key (tenant_id, name, declared_limit, declared_interval_ms, updated_at)
+        SELECT DISTINCT ON (k->>'key') i.tenant_id, k->>'key', (k->>'limit')::int, (k->>'intervalMs')::int,
+               i.published_at
+        FROM inserted i
+        CROSS JOIN jsonb_array_elements(i.steps) AS s
+        CROSS JOIN jsonb_array_elements(
+          coalesce(s->'concurrency', '[]'::jsonb) || coalesce(s->'rateLimits', '[]'::jsonb)) AS k
+        ORDER BY k->>'key'
+        ON CONFLICT (tenant_id, name) DO UPDATE
+          SET declared_limit = excluded.declared_limit, declared_interval_ms = excluded.declared_interval_ms)
+      SELECT * FROM inserted`;
     if (inserted[0]) return { inserted: true, stored: toDefinition(inserted[0]) };
     const stored = await this.get(d.tenantId, d.name, d.version);
     if (!stored) throw new Error(`definition ${d.name}@${d.version} vanished after a conflict`);

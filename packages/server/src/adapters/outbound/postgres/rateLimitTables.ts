@@ -15,6 +15,7 @@ type BucketRow = {
   tokens: number;
   refilled_at: Date;
   limit: number | null;
+  interval_ms: number | null;
   paused: boolean;
 };
 
@@ -22,7 +23,8 @@ type BucketRow = {
  * Takes a token of each bucket, or none. The buckets are created full on first use and locked (the
  * upsert locks an existing row) in key order, so two placers never both take a bucket's last token and
  * never wait on each other in a circle; a second placement in the same transaction sees the first's
- * take. The limit is the one set at run time, else the declared one. Refused: a paused key, else the
+ * take. The limit is the one set at run time, else the one the key's latest definition declares (with
+ * its interval), else the task's own. Refused: a paused key, else the
  * bucket whose next token comes last (the step cannot start before it).
  */
 export async function takeRateTokens(
@@ -51,13 +53,14 @@ export async function takeRateTokens(
       ORDER BY k.n
       ON CONFLICT (tenant_id, name, value) DO UPDATE SET tokens = rate_limit_bucket.tokens
       RETURNING name, value, tokens, refilled_at)
-    SELECT b.name, b.value, b.tokens, b.refilled_at, c."limit", coalesce(c.paused, false) AS paused
+    SELECT b.name, b.value, b.tokens, b.refilled_at, coalesce(c."limit", c.declared_limit) AS "limit",
+           c.declared_interval_ms AS interval_ms, coalesce(c.paused, false) AS paused
     FROM bucket b LEFT JOIN concurrency_key c ON c.tenant_id = ${tenantId} AND c.name = b.name`;
   const taken: { name: string; value: string; tokens: number }[] = [];
   let refused: RateRefusal | null = null;
   for (const key of keys) {
     const row = rows.find((r) => r.name === key.name && r.value === key.value)!;
-    const rate = { limit: row.limit ?? key.declaredLimit, intervalMs: key.intervalMs };
+    const rate = { limit: row.limit ?? key.declaredLimit, intervalMs: row.interval_ms ?? key.intervalMs };
     const pool = { name: key.name, value: key.value };
     if (row.paused) return { key: pool, ...rate, paused: true, nextAt: at };
     const result = takeToken({ tokens: row.tokens, refilledAt: row.refilled_at }, rate, at);

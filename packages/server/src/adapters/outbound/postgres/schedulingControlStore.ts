@@ -28,32 +28,19 @@ const toView = (r: KeyRow): ConcurrencyKeyView => ({
 });
 
 /**
- * The tenant's keys (or one): declared by its definitions, as concurrency keys or rate limits (the
- * latest published wins), or set.
+ * The tenant's keys (or one), as concurrency keys or rate limits: declared by its definitions (publish
+ * records the latest declaration) and set at run time, with their slots held and steps parked.
  */
 function keyRows(sql: Queryable, tenantId: string, name: string | null) {
   return sql<KeyRow[]>`
-    WITH declared AS (
-      SELECT DISTINCT ON (k->>'key') k->>'key' AS name, (k->>'limit')::int AS declared_limit,
-             (k->>'intervalMs')::int AS interval_ms
-      FROM workflow_definition d
-      CROSS JOIN jsonb_array_elements(d.steps) AS s
-      CROSS JOIN jsonb_array_elements(
-        coalesce(s->'concurrency', '[]'::jsonb) || coalesce(s->'rateLimits', '[]'::jsonb)) AS k
-      WHERE d.tenant_id = ${tenantId} AND (${name}::text IS NULL OR k->>'key' = ${name})
-      ORDER BY k->>'key', d.published_at DESC),
-    keys AS (
-      SELECT coalesce(d.name, c.name) AS name, c."limit", d.declared_limit, d.interval_ms,
-             coalesce(c.paused, false) AS paused
-      FROM declared d
-      FULL JOIN (SELECT * FROM concurrency_key WHERE tenant_id = ${tenantId} AND (${name}::text IS NULL OR name = ${name})) c
-        ON c.name = d.name)
-    SELECT k.*,
+    SELECT k.name, k."limit", k.declared_limit, k.declared_interval_ms AS interval_ms, k.paused,
       (SELECT count(*)::int FROM concurrency_hold h WHERE h.tenant_id = ${tenantId} AND h.name = k.name) AS running,
       (SELECT count(*)::int FROM scheduling_request r
        WHERE r.status = 'PENDING' AND r.parked_key IS NOT NULL AND r.tenant_id = ${tenantId}
          AND r.parked_key = k.name) AS waiting
-    FROM keys k ORDER BY k.name`;
+    FROM concurrency_key k
+    WHERE k.tenant_id = ${tenantId} AND (${name}::text IS NULL OR k.name = ${name})
+    ORDER BY k.name`;
 }
 
 export class PostgresSchedulingControlStore implements SchedulingControlStore {
