@@ -9,8 +9,13 @@
 import { newId } from '@tdp/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Harness } from '../../../test/harness.ts';
-import { type Replicas, startReplicas } from '../../../test/replicas.ts';
-import { attemptEvent, startTestWorker } from '../../../test/testWorker.ts';
+import {
+  type Replicas,
+  sampleHighest,
+  startCustomerWorker,
+  startReplicas,
+  succeededCount,
+} from '../../../test/replicas.ts';
 
 const settings = { commandPollIntervalMs: 20, retryUnplaceableMs: 200, leaseCheckIntervalMs: 200 };
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -53,31 +58,11 @@ async function setUp(workflow: string, limit: number, holdMs: number, gate?: Pro
     body: definition(workflow, limit),
   });
   expect(published.status, JSON.stringify(published.body)).toBe(201);
-  const workerKey = (
-    await first.request('POST', '/admin/v1/worker-credentials', {
-      token: first.adminToken,
-      body: { label: workflow },
-    })
-  ).body.key;
-  // The worker's own count of each customer's attempts at once.
-  const running = new Map<string, number>();
-  const most = new Map<string, number>();
-  const worker = await startTestWorker({
-    baseUrl: first.url,
-    workerKey,
-    nodeId: `${workflow}-node`,
-    capabilities: [{ name: 'keyed.work', version: '1' }],
-    maxConcurrency: 16,
-    handler: async (command, report) => {
-      const customer = String((command.input as { customerId?: string }).customerId ?? '');
-      running.set(customer, (running.get(customer) ?? 0) + 1);
-      most.set(customer, Math.max(most.get(customer) ?? 0, running.get(customer)!));
-      await report([attemptEvent(command, 'STEP_STARTED', 1)]);
-      await gate;
-      await sleep(holdMs);
-      running.set(customer, running.get(customer)! - 1);
-      await report([attemptEvent(command, 'STEP_COMPLETED', 2, { output: {}, durationMs: holdMs })]);
-    },
+  const { worker, most } = await startCustomerWorker(first, {
+    label: workflow,
+    capability: 'keyed.work',
+    holdMs,
+    ...(gate ? { gate } : {}),
   });
   const create = (replica: Harness, customerId: string) =>
     replica.request('POST', '/v1/tasks', {
@@ -88,11 +73,7 @@ async function setUp(workflow: string, limit: number, holdMs: number, gate?: Pro
   return { app, worker, most, create };
 }
 
-async function succeeded(ids: string[]) {
-  const [row] = await sql<{ done: number }[]>`
-    SELECT count(*)::int AS done FROM task WHERE id = ANY(${ids}::uuid[]) AND lifecycle_status = 'SUCCEEDED'`;
-  return row!.done;
-}
+const succeeded = (ids: string[]) => succeededCount(sql, ids);
 
 describe('a concurrency key under two replicas', () => {
   it("never runs more of a customer's steps at once than its limit, and says why the others wait", async () => {
@@ -103,17 +84,13 @@ describe('a concurrency key under two replicas', () => {
     const { app, worker, most, create } = await setUp('keyed', 2, 50, gate);
     // The database's count of customer 42's placed or running steps, sampled over the whole run.
     let mostPlaced = 0;
-    let sampling = true;
-    const sampler = (async () => {
-      while (sampling) {
-        const [row] = await sql<{ placed: number }[]>`
-          SELECT count(*)::int AS placed FROM step s JOIN task t ON t.id = s.task_id
-          WHERE t.application_id = ${app.applicationId} AND t.input->>'customerId' = '42'
-            AND s.current AND s.status IN ('QUEUED', 'RUNNING')`;
-        mostPlaced = Math.max(mostPlaced, row!.placed);
-        await sleep(5);
-      }
-    })();
+    const placed = sampleHighest(async () => {
+      const [row] = await sql<{ placed: number }[]>`
+        SELECT count(*)::int AS placed FROM step s JOIN task t ON t.id = s.task_id
+        WHERE t.application_id = ${app.applicationId} AND t.input->>'customerId' = '42'
+          AND s.current AND s.status IN ('QUEUED', 'RUNNING')`;
+      return row!.placed;
+    });
     try {
       const created: string[] = [];
       // Ten of customer 42's tasks and two of customer 7's, to both replicas in pairs.
@@ -153,8 +130,7 @@ describe('a concurrency key under two replicas', () => {
 
       await expect.poll(() => succeeded(created), { timeout: 60_000, interval: 100 }).toBe(created.length);
     } finally {
-      sampling = false;
-      await sampler;
+      mostPlaced = await placed.stop();
       await worker.stop();
     }
     expect(mostPlaced).toBe(2);

@@ -9,8 +9,13 @@
 import { newId } from '@tdp/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Harness } from '../../../test/harness.ts';
-import { type Replicas, startReplicas } from '../../../test/replicas.ts';
-import { attemptEvent, startTestWorker } from '../../../test/testWorker.ts';
+import {
+  type Replicas,
+  sampleHighest,
+  startCustomerWorker,
+  startReplicas,
+  succeededCount,
+} from '../../../test/replicas.ts';
 
 const settings = { commandPollIntervalMs: 20, retryUnplaceableMs: 200, leaseCheckIntervalMs: 200 };
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -56,27 +61,11 @@ const mapWorkflow = (name: string, limits: Record<string, unknown>) => ({
 /** `gate`: the worker holds each attempt until it opens (an item then surely waits behind them). */
 async function setUp(label: string, holdMs: number, gate?: Promise<void>) {
   const app = await first.createApplication();
-  const workerKey = (
-    await first.request('POST', '/admin/v1/worker-credentials', { token: first.adminToken, body: { label } })
-  ).body.key;
-  const running = new Map<string, number>();
-  const most = new Map<string, number>();
-  const worker = await startTestWorker({
-    baseUrl: first.url,
-    workerKey,
-    nodeId: `${label}-node`,
-    capabilities: [{ name: 'keyed.file', version: '1' }],
-    maxConcurrency: 16,
-    handler: async (command, report) => {
-      const customer = String((command.input as { customerId?: string }).customerId ?? '');
-      running.set(customer, (running.get(customer) ?? 0) + 1);
-      most.set(customer, Math.max(most.get(customer) ?? 0, running.get(customer)!));
-      await report([attemptEvent(command, 'STEP_STARTED', 1)]);
-      await gate;
-      await sleep(holdMs);
-      running.set(customer, running.get(customer)! - 1);
-      await report([attemptEvent(command, 'STEP_COMPLETED', 2, { output: {}, durationMs: holdMs })]);
-    },
+  const { worker, most } = await startCustomerWorker(first, {
+    label,
+    capability: 'keyed.file',
+    holdMs,
+    ...(gate ? { gate } : {}),
   });
   const publish = async (replica: Harness, body: unknown) => {
     const published = await replica.request('POST', '/v1/workflow-definitions', { token: app.apiKey, body });
@@ -98,11 +87,7 @@ async function setUp(label: string, holdMs: number, gate?: Promise<void>) {
   return { app, worker, most, publish, create, reasonsOf };
 }
 
-async function succeeded(ids: string[]) {
-  const [row] = await sql<{ done: number }[]>`
-    SELECT count(*)::int AS done FROM task WHERE id = ANY(${ids}::uuid[]) AND lifecycle_status = 'SUCCEEDED'`;
-  return row!.done;
-}
+const succeeded = (ids: string[]) => succeededCount(sql, ids);
 
 describe('a map step under concurrency keys and rate limits', () => {
   it("holds a slot per item, shared with other workflows' steps of the key, and says why once", async () => {
@@ -130,21 +115,17 @@ describe('a map step under concurrency keys and rate limits', () => {
     // Customer 42's attempts placed or running, by the database, sampled over the whole run: the map's
     // items and the plain steps of the other workflow.
     let mostPlaced = 0;
-    let sampling = true;
-    const sampler = (async () => {
-      while (sampling) {
-        const [row] = await sql<{ placed: number }[]>`
-          SELECT (SELECT count(*) FROM map_item i JOIN step s ON s.id = i.step_id JOIN task t ON t.id = s.task_id
-                  WHERE t.application_id = ${app.applicationId} AND t.input->>'customerId' = '42'
-                    AND i.status = 'RUNNING')::int
-               + (SELECT count(*) FROM step s JOIN task t ON t.id = s.task_id
-                  WHERE t.application_id = ${app.applicationId} AND t.input->>'customerId' = '42'
-                    AND t.workflow_name = 'one-keyed' AND s.current AND s.status IN ('QUEUED', 'RUNNING'))::int
-                 AS placed`;
-        mostPlaced = Math.max(mostPlaced, row!.placed);
-        await sleep(5);
-      }
-    })();
+    const placed = sampleHighest(async () => {
+      const [row] = await sql<{ placed: number }[]>`
+        SELECT (SELECT count(*) FROM map_item i JOIN step s ON s.id = i.step_id JOIN task t ON t.id = s.task_id
+                WHERE t.application_id = ${app.applicationId} AND t.input->>'customerId' = '42'
+                  AND i.status = 'RUNNING')::int
+             + (SELECT count(*) FROM step s JOIN task t ON t.id = s.task_id
+                WHERE t.application_id = ${app.applicationId} AND t.input->>'customerId' = '42'
+                  AND t.workflow_name = 'one-keyed' AND s.current AND s.status IN ('QUEUED', 'RUNNING'))::int
+               AS placed`;
+      return row!.placed;
+    });
     const files = Array.from({ length: 8 }, (_, i) => `f${i}.png`);
     let mapTask = '';
     const created: string[] = [];
@@ -171,8 +152,7 @@ describe('a map step under concurrency keys and rate limits', () => {
       open();
       await expect.poll(() => succeeded(created), { timeout: 60_000, interval: 100 }).toBe(created.length);
     } finally {
-      sampling = false;
-      await sampler;
+      mostPlaced = await placed.stop();
       await worker.stop();
     }
     expect(mostPlaced).toBe(2);

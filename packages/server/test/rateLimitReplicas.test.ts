@@ -7,8 +7,7 @@
 import { newId } from '@tdp/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Harness } from '../../../test/harness.ts';
-import { type Replicas, startReplicas } from '../../../test/replicas.ts';
-import { attemptEvent, startTestWorker } from '../../../test/testWorker.ts';
+import { type Replicas, startCustomerWorker, startReplicas, succeededCount } from '../../../test/replicas.ts';
 
 const settings = { commandPollIntervalMs: 20, retryUnplaceableMs: 200, leaseCheckIntervalMs: 200 };
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -50,22 +49,10 @@ async function setUp(workflow: string, key: string, limit: number, intervalMs: n
     body: definition(workflow, [{ key, limit, intervalMs }]),
   });
   expect(published.status, JSON.stringify(published.body)).toBe(201);
-  const workerKey = (
-    await first.request('POST', '/admin/v1/worker-credentials', {
-      token: first.adminToken,
-      body: { label: workflow },
-    })
-  ).body.key;
-  const worker = await startTestWorker({
-    baseUrl: first.url,
-    workerKey,
-    nodeId: `${workflow}-node`,
-    capabilities: [{ name: 'rated.work', version: '1' }],
-    maxConcurrency: 16,
-    handler: async (command, report) => {
-      await report([attemptEvent(command, 'STEP_STARTED', 1)]);
-      await report([attemptEvent(command, 'STEP_COMPLETED', 2, { output: {}, durationMs: 1 })]);
-    },
+  const { worker } = await startCustomerWorker(first, {
+    label: workflow,
+    capability: 'rated.work',
+    holdMs: 1,
   });
   const create = (replica: Harness, customerId: string) =>
     replica.request('POST', '/v1/tasks', {
@@ -76,11 +63,7 @@ async function setUp(workflow: string, key: string, limit: number, intervalMs: n
   return { app, worker, create };
 }
 
-async function succeeded(ids: string[]) {
-  const [row] = await sql<{ done: number }[]>`
-    SELECT count(*)::int AS done FROM task WHERE id = ANY(${ids}::uuid[]) AND lifecycle_status = 'SUCCEEDED'`;
-  return row!.done;
-}
+const succeeded = (ids: string[]) => succeededCount(sql, ids);
 
 const reasonsOf = async (app: { apiKey: string }, taskId: string): Promise<string[]> => {
   const task = await first.request('GET', `/v1/tasks/${taskId}`, { token: app.apiKey });

@@ -1,11 +1,13 @@
 /**
  * The operator's drain as the server keeps it: the session stays DRAINING whatever a later heartbeat
  * says (a beat the worker sent before it heard of the drain must not make it placeable again), and its
- * DRAIN command is on its stream. A repeated drain answers the same and writes nothing. The end-to-end drain of a real worker is packages/worker/test/operatorDrain.test.ts.
+ * DRAIN command is on its stream, and no placement puts work on it from an older view of the workers.
+ * A repeated drain answers the same and writes nothing. The end-to-end drain of a real worker is packages/worker/test/operatorDrain.test.ts.
  */
 import { newId } from '@tdp/protocol';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { type Harness, startHarness } from '../../../test/harness.ts';
+import { PostgresFactStore } from '../src/adapters/outbound/postgres/factStore.ts';
 import { connectDatabase } from '../src/main.ts';
 
 let h: Harness;
@@ -62,6 +64,43 @@ it('a heartbeat saying READY after an operator drain leaves the session DRAINING
     expect(await sql`SELECT id, reason FROM operator_audit WHERE subject_id = ${workerId}`).toEqual([
       { id: drained.body.auditId, reason: 'moving the node' },
     ]);
+  } finally {
+    await sql.end();
+  }
+});
+
+it("placement's capacity lock leaves out a worker that drained or ended since its candidates were read", async () => {
+  const key = (await h.request('POST', '/admin/v1/worker-credentials', { token: h.adminToken, body: {} }))
+    .body.key as string;
+  const register = async (name: string) =>
+    (
+      await h.request('POST', '/v1/workers/register', {
+        token: key,
+        body: {
+          instanceId: newId(),
+          name,
+          nodeId: `node-${name}`,
+          capabilities: [{ name: 'test.echo', version: '1' }],
+        },
+      })
+    ).body.workerId as string;
+  const [ready, draining, ended] = [
+    await register('ready'),
+    await register('draining'),
+    await register('ended'),
+  ];
+  // Another replica's snapshot may still list both as ready: the placing transaction reads them again.
+  await h.request('POST', `/v1/workers/${draining}/heartbeat`, {
+    token: key,
+    body: { runtimeState: 'DRAINING' },
+  });
+  const sql = connectDatabase({ url: h.databaseUrl, maxConnections: 2 });
+  try {
+    await sql`UPDATE worker SET ended_at = now() WHERE id = ${ended}`;
+    const store = new PostgresFactStore(sql);
+    const loads = await store.transaction((tx) => tx.lockWorkerCapacity([ready, draining, ended], 'all'));
+    expect([...loads.keys()]).toEqual([ready]);
+    expect(loads.get(ready)).toEqual({ running: 0, byCapability: {} });
   } finally {
     await sql.end();
   }

@@ -214,7 +214,8 @@ export interface FactTransaction {
    * Locks workers' capacity until commit, then counts their open attempts: the count runs after the
    * lock is granted, so it sees every attempt placed by the transaction that held it. `all` waits for
    * every one (taken in id order); `firstFree` waits for none and keeps only the first of `workerIds`,
-   * in their order, that no other transaction holds. Only locked workers are in the map.
+   * in their order, that no other transaction holds. Only locked workers still taking work (not
+   * drained nor ended, whatever the caller's candidates said) are in the map.
    */
   lockWorkerCapacity(workerIds: string[], mode: 'all' | 'firstFree'): Promise<Map<string, WorkerLoad>>;
   /** Locks the task unless another transaction holds it (then null: try again later). */

@@ -92,17 +92,23 @@ export async function lockWorkerCapacity(
         SELECT id, pg_advisory_xact_lock(${workerCapacityLockSpace}, hashtext(id::text))
         FROM (SELECT id FROM unnest(${ids}::uuid[]) AS id ORDER BY id) AS sorted`;
   // Sent right behind the lock on the same connection, so it runs once the lock is granted and reads
-  // what the previous holder committed.
-  const count = sql<{ worker_id: string; capability: string; running: number }[]>`
-    SELECT a.worker_id, s.capability, count(*)::int AS running
-    FROM attempt a JOIN step s ON s.id = a.step_id
-    WHERE a.worker_id = ANY(${ids}::uuid[]) AND a.revoked_at IS NULL
-    GROUP BY a.worker_id, s.capability`;
+  // what the previous holder committed. Only workers still taking work count: one that drained or
+  // ended since the caller's candidates were read (another replica's snapshot) is left out, as full.
+  const count = sql<{ worker_id: string; capability: string | null; running: number }[]>`
+    SELECT w.id AS worker_id, s.capability, count(s.id)::int AS running
+    FROM worker w
+    LEFT JOIN attempt a ON a.worker_id = w.id AND a.revoked_at IS NULL
+    LEFT JOIN step s ON s.id = a.step_id
+    WHERE w.id = ANY(${ids}::uuid[]) AND w.ended_at IS NULL AND w.runtime_state = 'READY'
+    GROUP BY w.id, s.capability`;
   const [locked, rows] = await Promise.all([lock, count]);
-  const loads = new Map<string, WorkerLoad>(locked.map((r) => [r.id, { running: 0, byCapability: {} }]));
+  const taking = new Set(rows.map((r) => r.worker_id));
+  const loads = new Map<string, WorkerLoad>(
+    locked.filter((r) => taking.has(r.id)).map((r) => [r.id, { running: 0, byCapability: {} }]),
+  );
   for (const row of rows) {
     const load = loads.get(row.worker_id);
-    if (!load) continue;
+    if (!load || row.capability === null) continue;
     load.running += row.running;
     load.byCapability[row.capability] = row.running;
   }
