@@ -13,7 +13,8 @@
  *   in arrival order), with the same worker capacity.
  * - Placement throughput (TDP): a backlog of 10,000 one-step tasks submitted with no worker running, then
  *   workers with room for all of it; starts per second from the first start to the last, with every
- *   task of one concurrency key, then spread over 10,000 keys (target: ≥ 0.8× the one-key figure).
+ *   task of one customer (its concurrency key's pool and its fairness key), then spread over 10,000
+ *   customers (target: ≥ 0.8× the one-customer figure).
  */
 import { Pool } from 'undici';
 import { startWorkers, type Workers } from './e2e.ts';
@@ -153,7 +154,12 @@ async function tdpServer(tenants: number, definition: Record<string, unknown>) {
   }
   const pool = new Pool(server.base, { connections: clients });
   const run = Date.now();
-  const create = async (key: string, i: number, input: Record<string, unknown>) => {
+  const create = async (
+    key: string,
+    i: number,
+    input: Record<string, unknown>,
+    extra: Record<string, unknown> = {},
+  ) => {
     const response = await pool.request({
       method: 'POST',
       path: '/v1/tasks',
@@ -162,7 +168,13 @@ async function tdpServer(tenants: number, definition: Record<string, unknown>) {
         'content-type': 'application/json',
         'idempotency-key': `${run}-${i}`,
       },
-      body: JSON.stringify({ workflowName: 'noop', workflowVersion: '1', name: `noop ${i}`, input }),
+      body: JSON.stringify({
+        workflowName: 'noop',
+        workflowVersion: '1',
+        name: `noop ${i}`,
+        input,
+        ...extra,
+      }),
     });
     const text = await response.body.text();
     if (response.statusCode !== 201)
@@ -256,8 +268,9 @@ async function pgBossSystem(): Promise<System> {
 }
 
 /**
- * Starts per second placing a backlog of `backlog` one-step tasks spread over `keys` values of one
- * concurrency key (limit far above the backlog: the key's bookkeeping is measured, not its limit).
+ * Starts per second placing a backlog of `backlog` one-step tasks spread over `keys` customers: values of
+ * one concurrency key (limit far above the backlog: the key's bookkeeping is measured, not its limit) and
+ * fairness keys.
  * `withKeys` is false when the server does not accept concurrency keys: then the figure is without them.
  */
 async function placement(keys: number): Promise<{ perSecond: number; withKeys: boolean }> {
@@ -277,7 +290,15 @@ async function placement(keys: number): Promise<{ perSecond: number; withKeys: b
   }
   try {
     const key = tdp.keys[0]!;
-    await runLoad(backlog, clients * 2, (i) => tdp.create(key, i, { customerId: `customer-${i % keys}` }));
+    // Each customer is also the task's fairness key: the round takes its turns over as many key lines.
+    await runLoad(backlog, clients * 2, (i) =>
+      tdp.create(
+        key,
+        i,
+        { customerId: `customer-${i % keys}` },
+        withKeys ? { fairness: { key: `customer-${i % keys}` } } : {},
+      ),
+    );
     // Workers with room for the whole backlog: 2 × 256 slots of jobs that finish at once.
     const workers = startWorkers('tdp', tdp.server.base, tdp.workerKey);
     try {

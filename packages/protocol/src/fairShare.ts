@@ -87,6 +87,20 @@ export const CreateTaskSingleton = Type.Object(
 export type CreateTaskSingleton = Static<typeof CreateTaskSingleton>;
 
 /**
+ * Fairness within the application: tasks of one `key` (a customer, say) take fair turns beside the
+ * application's other keys' tasks, `weight` turns to a weight of 1's (docs/scheduling.md). The weight
+ * only shares out the application's own turns: it gains nothing against other applications or tenants.
+ */
+export const CreateTaskFairness = Type.Object(
+  {
+    key: Type.String({ minLength: 1, maxLength: 200 }),
+    weight: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 1000 })),
+  },
+  Strict,
+);
+export type CreateTaskFairness = Static<typeof CreateTaskFairness>;
+
+/**
  * What a create with `debounce` did: `created` (no task was waiting with the key), `replaced` (the waiting
  * `replacedTaskId` was cancelled for this one) or `dropped` (nothing created; `taskId` is the waiting one).
  */

@@ -15,6 +15,7 @@ import {
   ConcurrencyKey,
   ConcurrencyKeys,
   CreateTaskDebounce,
+  CreateTaskFairness,
   CreateTaskSingleton,
   DebounceOutcome,
   RateLimit,
@@ -223,6 +224,7 @@ export const CreateTaskRequest = Type.Object(
     scheduleToStartMs: Type.Optional(Type.Integer({ minimum: 1 })),
     debounce: Type.Optional(CreateTaskDebounce),
     singleton: Type.Optional(CreateTaskSingleton),
+    fairness: Type.Optional(CreateTaskFairness),
   },
   Strict,
 );

@@ -2,7 +2,8 @@
  * Fair placement through the real server: waiting steps of two tenants get capacity in turns whatever
  * the order and the number they were submitted in, a platform operator's weight shifts the shares, and
  * within an application priority ages — a low-priority step is not starved by a steady high-priority
- * flood. The worker takes one attempt at a time, so the order the steps start in is the order the
+ * flood; a customer's flood inside one application takes turns beside the application's other customers
+ * (fairness keys). The worker takes one attempt at a time, so the order the steps start in is the order the
  * scheduler placed them.
  */
 import { newId } from '@tdp/protocol';
@@ -52,7 +53,7 @@ async function application() {
   return app;
 }
 
-function create(apiKey: string, who: string, priority?: number) {
+function create(apiKey: string, who: string, priority?: number, fairness?: { key: string; weight?: number }) {
   return harness.request('POST', '/v1/tasks', {
     token: apiKey,
     headers: { 'idempotency-key': newId() },
@@ -62,6 +63,7 @@ function create(apiKey: string, who: string, priority?: number) {
       name: who,
       input: { who },
       ...(priority !== undefined ? { priority } : {}),
+      ...(fairness ? { fairness } : {}),
     },
   });
 }
@@ -174,4 +176,69 @@ describe('priority within an application', () => {
       await worker.stop();
     }
   }, 90_000);
+});
+
+describe('fair placement between an application’s fairness keys', () => {
+  beforeEach(() => start());
+
+  it('gives a quiet customer its turns beside a backlog of another customer submitted before it', async () => {
+    const app = await application();
+    for (let i = 0; i < 30; i += 1)
+      expect((await create(app.apiKey, 'flooding', undefined, { key: 'customer-1' })).status).toBe(201);
+    for (let i = 0; i < 3; i += 1)
+      expect((await create(app.apiKey, 'quiet', undefined, { key: 'customer-2' })).status).toBe(201);
+    await sleep(300);
+    const { order, worker } = await startWorker(5);
+    try {
+      await expect.poll(() => order.length, { timeout: 60_000, interval: 50 }).toBe(33);
+    } finally {
+      await worker.stop();
+    }
+    // In arrival order the quiet customer would start 31st to 33rd; in turns, among the first eight.
+    const quietPositions = order.flatMap((who, i) => (who === 'quiet' ? [i] : []));
+    expect(quietPositions).toHaveLength(3);
+    expect(Math.max(...quietPositions)).toBeLessThan(8);
+  }, 90_000);
+
+  it("shares an application's turns by its keys' weights: the create's, or an operator's instead", async () => {
+    const app = await application();
+    // The operator's weight 3 for customer-p takes the place of the 1 its tasks are created with;
+    // customer-w's tasks carry a weight of 3 themselves; customer-1 has the default.
+    const weighed = await harness.request(
+      'PUT',
+      `/admin/v1/applications/${app.applicationId}/fairness-keys/customer-p/weight`,
+      { token: harness.adminToken, body: { weight: 3, reason: 'paid tier' } },
+    );
+    expect(weighed.status, JSON.stringify(weighed.body)).toBe(200);
+    expect(weighed.body).toMatchObject({ scope: 'key', id: `${app.applicationId}:customer-p`, weight: 3 });
+    for (let i = 0; i < 20; i += 1) {
+      expect((await create(app.apiKey, 'p', undefined, { key: 'customer-p', weight: 1 })).status).toBe(201);
+      expect((await create(app.apiKey, 'w', undefined, { key: 'customer-w', weight: 3 })).status).toBe(201);
+      expect((await create(app.apiKey, 'one', undefined, { key: 'customer-1' })).status).toBe(201);
+    }
+    await sleep(300);
+    const { order, worker } = await startWorker(5);
+    try {
+      await expect.poll(() => order.length, { timeout: 60_000, interval: 50 }).toBe(60);
+    } finally {
+      await worker.stop();
+    }
+    // 3 : 3 : 1 over the first 21 starts: 9, 9 and 3 (± 2).
+    const first = order.slice(0, 21);
+    const count = (who: string) => first.filter((w) => w === who).length;
+    expect(count('p')).toBeGreaterThanOrEqual(7);
+    expect(count('w')).toBeGreaterThanOrEqual(7);
+    expect(count('one')).toBeLessThanOrEqual(5);
+  }, 90_000);
+
+  it('refuses a fairness key that is empty and a weight of 0 or above 1000, creating nothing', async () => {
+    const app = await application();
+    for (const fairness of [{ key: '' }, { key: 'c', weight: 0 }, { key: 'c', weight: 1001 }]) {
+      const refused = await create(app.apiKey, 'bad', undefined, fairness);
+      expect(refused.status, JSON.stringify(fairness)).toBe(400);
+      expect(refused.headers.get('content-type')).toContain('application/problem+json');
+    }
+    const listed = await harness.request('GET', '/v1/tasks', { token: app.apiKey });
+    expect(listed.body.items).toHaveLength(0);
+  });
 });

@@ -1,24 +1,42 @@
 /**
  * Fair share's pure half (`core/workers/fairShare.ts`): how arrivals are tagged, how a round's turns are
  * handed to the requests it serves, and — driving both as the scheduler round does — the share a quiet
- * tenant gets beside a noisy one.
+ * tenant gets beside a noisy one, an application beside another, and a customer (a fairness key)
+ * beside another inside one application.
  */
 import { describe, expect, it } from 'vitest';
 import type { Arrival, FlowState, TaggedRequest } from '../src/core/facts/ports.ts';
-import { applicationFlow, handTurns, tagArrivals, tenantFlow } from '../src/core/workers/fairShare.ts';
+import {
+  applicationFlow,
+  handTurns,
+  keyFlow,
+  tagArrivals,
+  tenantFlow,
+  virtualTimes,
+} from '../src/core/workers/fairShare.ts';
 
 const at = new Date('2024-01-01T00:00:00Z');
 const noFlows = (): FlowState => ({
   platformServed: 0,
   lastTag: new Map(),
   tenantServed: new Map(),
+  applicationServed: new Map(),
   weights: new Map(),
 });
 let sequence = 0;
-const arrival = (tenantId: string, applicationId = `${tenantId}-app`, priority = 0, createdAt = at) => ({
+const arrival = (
+  tenantId: string,
+  applicationId = `${tenantId}-app`,
+  priority = 0,
+  createdAt = at,
+  fairnessKey = '',
+  fairnessWeight = 1,
+): Arrival => ({
   id: `r${++sequence}`,
   tenantId,
   applicationId,
+  fairnessKey,
+  fairnessWeight,
   priority,
   createdAt,
 });
@@ -72,6 +90,29 @@ describe('tagArrivals', () => {
     expect(lastTags.has(tenantFlow('untouched'))).toBe(false);
   });
 
+  it('gives each fairness key its own line within its application, stepped by the task’s weight', () => {
+    const flows = noFlows();
+    flows.applicationServed.set(applicationFlow('A-app'), 10);
+    flows.lastTag.set(keyFlow('A-app', 'busy'), 14);
+    const { tags, lastTags } = tagArrivals(
+      [
+        arrival('A', 'A-app', 0, at, 'busy'),
+        arrival('A', 'A-app', 0, at, 'idle'),
+        arrival('A', 'A-app', 0, at, 'heavy', 2),
+        arrival('A', 'A-app', 0, at, 'heavy', 2),
+        arrival('A', 'A-app'),
+      ],
+      flows,
+      1000,
+    );
+    // A busy key queues behind itself, an idle one starts at the application's virtual time, a weight of
+    // 2 steps by a half; tasks without a key share the key ''.
+    expect(tags.map((t) => t.keyTag)).toEqual([15, 11, 10.5, 11, 11]);
+    expect(lastTags.get(keyFlow('A-app', ''))).toBe(11);
+    // The tenant and application levels do not see the keys.
+    expect(tags.map((t) => t.applicationTag)).toEqual([1, 2, 3, 4, 5]);
+  });
+
   it('moves a request of priority p p aging steps earlier in its application, and leaves its tags alone', () => {
     const created = new Date('2024-01-01T00:01:00Z');
     const { tags } = tagArrivals(
@@ -91,7 +132,10 @@ const request = (
   applicationId: string,
   tenantTag: number,
   applicationTag: number,
-) => ({ id, tenantId, applicationId, tenantTag, applicationTag }) satisfies TaggedRequest;
+  fairnessKey = '',
+  keyTag = applicationTag,
+) =>
+  ({ id, tenantId, applicationId, fairnessKey, tenantTag, applicationTag, keyTag }) satisfies TaggedRequest;
 
 /** Every tag of a level in the rows, per group, sorted: what handing over turns must not change. */
 const tagsPer = (
@@ -112,10 +156,11 @@ describe('handTurns', () => {
     const a1 = request('a1', 'A', 'A-x', 1, 1);
     const a3 = request('a3', 'A', 'A-x', 5, 4);
     const b1 = request('b1', 'B', 'B-x', 1, 1);
-    const { retagged, platformServed, tenantServed } = handTurns([a1, b1], [a1, b1], [a3, b1]);
+    const { retagged, served } = handTurns([a1, b1], [a1, b1], [a1, b1], [a3, b1]);
+    const { platformServed, tenantServed } = virtualTimes(served);
     const after = new Map(retagged.map((r) => [r.id, r]));
-    expect(after.get('a3')).toEqual({ ...a3, tenantTag: 1, applicationTag: 1 });
-    expect(after.get('a1')).toEqual({ ...a1, tenantTag: 5, applicationTag: 4 });
+    expect(after.get('a3')).toEqual({ ...a3, tenantTag: 1, applicationTag: 1, keyTag: 1 });
+    expect(after.get('a1')).toEqual({ ...a1, tenantTag: 5, applicationTag: 4, keyTag: 4 });
     // b1 kept its own tags: not among the changes.
     expect([...after.keys()].sort()).toEqual(['a1', 'a3']);
     expect(platformServed).toBe(1);
@@ -134,7 +179,8 @@ describe('handTurns', () => {
     const a2 = request('a2', 'A', 'A-y', 2, 3);
     const a3 = request('a3', 'A', 'A-x', 5, 2);
     const b1 = request('b1', 'B', 'B-x', 1, 1);
-    const { retagged, platformServed, tenantServed } = handTurns([a1, b1, a2], [a1, a3, b1], [a3, a1, b1]);
+    const { retagged, served } = handTurns([a1, b1, a2], [a1, a3, b1], [a1, a3, b1], [a3, a1, b1]);
+    const { platformServed, tenantServed } = virtualTimes(served);
     const after = new Map(retagged.map((r) => [r.id, r]));
     expect(after.get('a3')).toMatchObject({ tenantTag: 1, applicationTag: 1 });
     expect(after.get('a1')).toMatchObject({ tenantTag: 2, applicationTag: 2 });
@@ -158,7 +204,7 @@ describe('handTurns', () => {
       request('a3', 'A', 'A-y', 3, 1),
       request('b3', 'B', 'B-y', 4, 8),
     ];
-    const { retagged } = handTurns(turns, turns, served);
+    const { retagged } = handTurns(turns, turns, turns, served);
     const before = [...turns, served[0]!, served[2]!];
     const changed = new Map(retagged.map((r) => [r.id, r]));
     const after = before.map((r) => changed.get(r.id) ?? r);
@@ -175,10 +221,24 @@ describe('handTurns', () => {
 
   it('changes nothing when the turn holders are the ones served', () => {
     const rows = [request('a1', 'A', 'A-x', 1, 1), request('b1', 'B', 'B-x', 2, 3)];
-    const { retagged, platformServed, tenantServed } = handTurns(rows, rows, rows);
+    const { retagged, served } = handTurns(rows, rows, rows, rows);
+    const { platformServed, tenantServed } = virtualTimes(served);
     expect(retagged).toEqual([]);
     expect(platformServed).toBe(2);
     expect(tenantServed.get(tenantFlow('B'))).toBe(3);
+  });
+
+  it('hands an application’s turns between its keys, and moves the application’s virtual time', () => {
+    // A-x's two turns: key tags 1 (x1, key c1) and 2 (x2, key c2). Key c1 serves x3 (urgent), c2 its x2.
+    const x1 = request('x1', 'A', 'A-x', 1, 1, 'c1', 1);
+    const x2 = request('x2', 'A', 'A-x', 2, 2, 'c2', 2);
+    const x3 = request('x3', 'A', 'A-x', 3, 3, 'c1', 6);
+    const { retagged, served } = handTurns([x1, x2], [x1, x2], [x1, x2], [x3, x2]);
+    const after = new Map(retagged.map((r) => [r.id, r]));
+    expect(after.get('x3')).toMatchObject({ keyTag: 1 });
+    expect(after.get('x1')).toMatchObject({ keyTag: 6 });
+    expect(after.has('x2')).toBe(false);
+    expect(virtualTimes(served).applicationServed).toEqual(new Map([[applicationFlow('A-x'), 2]]));
   });
 });
 
@@ -188,7 +248,12 @@ describe('handTurns', () => {
  * within each application as many first by order; hand the turns over; keep the virtual times (never
  * moved back). Ties go to the earlier arrival.
  */
-function simulate(options: { ticks: number; capacity: number; perTick: [string, string, number][] }) {
+function simulate(options: {
+  ticks: number;
+  capacity: number;
+  /** Tenant, application, arrivals per tick, and their fairness key and weight. */
+  perTick: [string, string, number, string?, number?][];
+}) {
   type Waiting = TaggedRequest & { orderAt: number; seq: number };
   const flows = noFlows();
   let waiting: Waiting[] = [];
@@ -202,8 +267,8 @@ function simulate(options: { ticks: number; capacity: number; perTick: [string, 
   };
   for (let tick = 0; tick < options.ticks; tick++) {
     const createdAt = new Date(at.getTime() + tick * 1000);
-    const arrived: Arrival[] = options.perTick.flatMap(([tenantId, applicationId, count]) =>
-      Array.from({ length: count }, () => arrival(tenantId, applicationId, 0, createdAt)),
+    const arrived: Arrival[] = options.perTick.flatMap(([tenantId, applicationId, count, key, weight]) =>
+      Array.from({ length: count }, () => arrival(tenantId, applicationId, 0, createdAt, key, weight)),
     );
     const { tags, lastTags } = tagArrivals(arrived, flows, 1000);
     for (const [flow, tag] of lastTags) flows.lastTag.set(flow, tag);
@@ -218,26 +283,42 @@ function simulate(options: { ticks: number; capacity: number; perTick: [string, 
         turns,
       ),
     );
-    const served = [...countBy(applicationTurns, (r) => r.applicationId)].flatMap(([application, turns]) =>
+    const keyTurns = [...countBy(applicationTurns, (r) => r.applicationId)].flatMap(([application, turns]) =>
       lowest(
         waiting.filter((r) => r.applicationId === application),
+        (r) => r.keyTag,
+        turns,
+      ),
+    );
+    const keyOf = (r: Waiting) => keyFlow(r.applicationId, r.fairnessKey);
+    const served = [...countBy(keyTurns, keyOf)].flatMap(([key, turns]) =>
+      lowest(
+        waiting.filter((r) => keyOf(r) === key),
         (r) => r.orderAt,
         turns,
       ),
     );
-    const handed = handTurns(tenantTurns, applicationTurns, served);
+    const handed = handTurns(tenantTurns, applicationTurns, keyTurns, served);
     const retagged = new Map(handed.retagged.map((r) => [r.id, r]));
     const servedIds = new Set(served.map((r) => r.id));
     waiting = waiting
       .filter((r) => !servedIds.has(r.id))
       .map((r) => {
         const moved = retagged.get(r.id);
-        return moved ? { ...r, tenantTag: moved.tenantTag, applicationTag: moved.applicationTag } : r;
+        return moved
+          ? { ...r, tenantTag: moved.tenantTag, applicationTag: moved.applicationTag, keyTag: moved.keyTag }
+          : r;
       });
-    flows.platformServed = Math.max(flows.platformServed, handed.platformServed);
-    for (const [flow, tag] of handed.tenantServed)
+    const times = virtualTimes(handed.served);
+    flows.platformServed = Math.max(flows.platformServed, times.platformServed);
+    for (const [flow, tag] of times.tenantServed)
       flows.tenantServed.set(flow, Math.max(flows.tenantServed.get(flow) ?? 0, tag));
-    for (const r of served) servedBy.set(r.applicationId, (servedBy.get(r.applicationId) ?? 0) + 1);
+    for (const [flow, tag] of times.applicationServed)
+      flows.applicationServed.set(flow, Math.max(flows.applicationServed.get(flow) ?? 0, tag));
+    for (const r of served) {
+      const by = r.fairnessKey ? `${r.applicationId}/${r.fairnessKey}` : r.applicationId;
+      servedBy.set(by, (servedBy.get(by) ?? 0) + 1);
+    }
   }
   return { servedBy, total: options.ticks * options.capacity };
 }
@@ -282,5 +363,22 @@ describe('fair share over a run (tenant A submits 10 per tick, tenant B 1)', () 
     expect(Math.abs(share('B-app') - 0.5)).toBeLessThanOrEqual(tolerance);
     expect(Math.abs(share('A-quiet') - 0.25)).toBeLessThanOrEqual(tolerance);
     expect(Math.abs(share('A-noisy') - 0.25)).toBeLessThanOrEqual(tolerance);
+  });
+
+  it('shares an application’s turns between its customers (fairness keys) the same way, by weight', () => {
+    const { servedBy, total } = simulate({
+      ticks,
+      capacity: 4,
+      perTick: [
+        ['A', 'A-app', 9, 'flooding'],
+        ['A', 'A-app', 1, 'quiet'],
+        ['A', 'A-app', 10, 'paid', 2],
+      ],
+    });
+    // 4 turns a tick, all A's: the quiet customer gets its demand (1); the rest is shared 1:2 by weight.
+    const share = (key: string) => (servedBy.get(`A-app/${key}`) ?? 0) / total;
+    expect(Math.abs(share('quiet') - 0.25)).toBeLessThanOrEqual(tolerance);
+    expect(Math.abs(share('flooding') - 0.25)).toBeLessThanOrEqual(tolerance);
+    expect(Math.abs(share('paid') - 0.5)).toBeLessThanOrEqual(tolerance);
   });
 });

@@ -192,6 +192,13 @@ const policies: Record<string, Policy> = {
     body: { weight: 1, reason },
     missing: 'APPLICATION_NOT_FOUND',
   },
+  'PUT /admin/v1/applications/:id/fairness-keys/:key/weight': {
+    least: 'operator',
+    scope: 'tenant',
+    path: (f) => `/admin/v1/applications/${f.applicationId}/fairness-keys/customer-1/weight`,
+    body: { weight: 2, reason },
+    missing: 'APPLICATION_NOT_FOUND',
+  },
   'PUT /admin/v1/applications/:id/quota': {
     least: 'operator',
     scope: 'tenant',

@@ -1,6 +1,13 @@
 import type { DynamicRegistrationPolicy, FailurePolicy, StepDefinition } from '@tdp/protocol';
 import type { IdGenerator } from '../shared/ports.ts';
-import type { ExecutionSnapshot, StepRecord, TaskRecord, TaskState, WorkflowRecord } from './records.ts';
+import type {
+  ExecutionSnapshot,
+  SchedulingRequestRecord,
+  StepRecord,
+  TaskRecord,
+  TaskState,
+  WorkflowRecord,
+} from './records.ts';
 
 export interface NewStepSpec {
   key: string;
@@ -196,5 +203,28 @@ export function newWorkflowRecord(
     requestHash: spec.requestHash,
     createdAt: at,
     updatedAt: at,
+  };
+}
+
+/** A step's request for a worker, due `availableAt`: in line for its tenant, application and fairness key. */
+export function newSchedulingRequest(
+  ids: IdGenerator,
+  state: TaskState,
+  stepId: string,
+  availableAt: Date,
+  at: Date,
+): SchedulingRequestRecord {
+  const fairness = state.execution.snapshot.fairness;
+  return {
+    id: ids.newId(),
+    taskId: state.task.id,
+    stepId,
+    tenantId: state.task.tenantId,
+    applicationId: state.task.applicationId,
+    fairnessKey: fairness?.key ?? '',
+    fairnessWeight: fairness?.weight ?? 1,
+    priority: state.task.priority,
+    availableAt,
+    createdAt: at,
   };
 }

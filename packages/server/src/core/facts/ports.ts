@@ -54,6 +54,10 @@ export interface Arrival {
   id: string;
   tenantId: string;
   applicationId: string;
+  /** The task's fairness key within its application ('' for none: one flow with the keyless tasks). */
+  fairnessKey: string;
+  /** The task's weight of its fairness key (1 unless the create said otherwise). */
+  fairnessWeight: number;
   priority: number;
   createdAt: Date;
 }
@@ -62,11 +66,13 @@ export interface Arrival {
 export interface FlowState {
   /** The virtual time between tenants (the last tenant tag served). */
   platformServed: number;
-  /** A flow's last tag, by `tenant:<id>` or `application:<id>`; absent: 0. */
+  /** A flow's last tag, by `tenant:<id>`, `application:<id>` or `key:<application id>:<key>`; absent: 0. */
   lastTag: Map<string, number>;
   /** A tenant's virtual time between its applications, by `tenant:<id>`; absent: 0. */
   tenantServed: Map<string, number>;
-  /** Weights by `tenant:<id>` or `application:<id>`; absent: 1. */
+  /** An application's virtual time between its fairness keys, by `application:<id>`; absent: 0. */
+  applicationServed: Map<string, number>;
+  /** Operators' weights by `tenant:<id>` or `application:<id>`; absent: 1. */
   weights: Map<string, number>;
 }
 
@@ -74,7 +80,18 @@ export interface ArrivalTags {
   id: string;
   tenantTag: number;
   applicationTag: number;
+  keyTag: number;
   orderAt: Date;
+}
+
+/**
+ * The virtual times a round's placements moved: between tenants, per tenant between its applications
+ * (by `tenant:<id>`), per application between its fairness keys (by `application:<id>`).
+ */
+export interface VirtualTimes {
+  platformServed: number;
+  tenantServed: Map<string, number>;
+  applicationServed: Map<string, number>;
 }
 
 /** A waiting request as a scheduler round sees it. */
@@ -82,14 +99,17 @@ export interface TaggedRequest {
   id: string;
   tenantId: string;
   applicationId: string;
+  fairnessKey: string;
   tenantTag: number;
   applicationTag: number;
+  keyTag: number;
 }
 
 /** A round's turns (`FactTransaction.schedulingTurns`): who held them, and who is served. */
 export interface SchedulingTurns {
   tenantTurns: TaggedRequest[];
   applicationTurns: TaggedRequest[];
+  keyTurns: TaggedRequest[];
   served: TaggedRequest[];
   /** The served requests, as the round places them. */
   claimed: ClaimedSchedulingRequest[];
@@ -153,10 +173,7 @@ export interface FactTransaction {
    */
   schedulingTurns(now: Date, limit: number, options: { untriedOnly: boolean }): Promise<SchedulingTurns>;
   /** The tags a round moved, and the virtual times it served (null: it served none). */
-  writeTurns(
-    retagged: TaggedRequest[],
-    served: { platform: number; tenants: Map<string, number> } | null,
-  ): Promise<void>;
+  writeTurns(retagged: TaggedRequest[], served: VirtualTimes | null): Promise<void>;
   /** Puts claimed requests back with why they could not be placed, to be tried again at `availableAt`. */
   deferSchedulingRequests(requests: DeferredRequest[], availableAt: Date): Promise<void>;
   /**

@@ -42,6 +42,8 @@ export interface ExecutionSnapshot {
    * steps on workers only while it holds this singleton key of its application (a retry's execution too).
    */
   singleton?: { key: string };
+  /** The task's fairness key within its application and its weight (docs/scheduling.md). */
+  fairness?: { key: string; weight: number };
 }
 
 export type OrchestrationEngine = 'native' | 'temporal';
@@ -250,6 +252,9 @@ export interface SchedulingRequestRecord {
   /** Whom the step's place in line is fair between (docs/scheduling.md). */
   tenantId: string;
   applicationId: string;
+  /** The task's fairness key in its application ('' for none) and its weight. */
+  fairnessKey: string;
+  fairnessWeight: number;
   priority: number;
   availableAt: Date;
   createdAt: Date;

@@ -5,7 +5,7 @@
  * and a timer), callbacks with the execution's next sequence number, and timeline milestones.
  */
 import { type StepDefinition, stepKind } from '@tdp/protocol';
-import { newStepRecord } from '../facts/newRecords.ts';
+import { newSchedulingRequest, newStepRecord } from '../facts/newRecords.ts';
 import type {
   CallbackRecord,
   SchedulingRequestRecord,
@@ -170,16 +170,7 @@ export function applyTransitions(
           break;
         }
         const step = update(currentStep(t.stepKey), { status: 'READY' });
-        write.schedulingRequests.push({
-          id: ids.newId(),
-          taskId: state.task.id,
-          stepId: step.id,
-          tenantId: state.task.tenantId,
-          applicationId: state.task.applicationId,
-          priority: state.task.priority,
-          availableAt: placeableAt,
-          createdAt: at,
-        });
+        write.schedulingRequests.push(newSchedulingRequest(ids, state, step.id, placeableAt, at));
         const limit = definition?.timeouts.scheduleToStartMs;
         if (limit) {
           write.timers.push({

@@ -259,6 +259,10 @@ async function createInTransaction(
             ...(request.singleton?.whenRunning === 'wait'
               ? { singleton: { key: request.singleton.key } }
               : {}),
+            // Its steps take fair turns with the key's, beside the application's other keys (fairShare.ts).
+            ...(request.fairness
+              ? { fairness: { key: request.fairness.key, weight: request.fairness.weight ?? 1 } }
+              : {}),
           },
           steps: stepSpecsOf(steps, platformWorkerProducer),
           externalRef: request.externalRef ?? null,

@@ -34,15 +34,14 @@ export async function claimFairly(
 ): Promise<{ claimed: ClaimedSchedulingRequest[]; placed: (ids: ReadonlySet<string>) => Promise<void> }> {
   const turns = await tx.schedulingTurns(now, limit, options);
   if (turns.served.length === 0) return { claimed: [], placed: async () => {} };
-  const handed = handTurns(turns.tenantTurns, turns.applicationTurns, turns.served);
+  const handed = handTurns(turns.tenantTurns, turns.applicationTurns, turns.keyTurns, turns.served);
   await tx.writeTurns(handed.retagged, null);
   return {
     claimed: turns.claimed,
     placed: async (ids) => {
       const placed = handed.served.filter((r) => ids.has(r.id));
       if (placed.length === 0) return;
-      const { platformServed, tenantServed } = virtualTimes(placed);
-      await tx.writeTurns([], { platform: platformServed, tenants: tenantServed });
+      await tx.writeTurns([], virtualTimes(placed));
     },
   };
 }

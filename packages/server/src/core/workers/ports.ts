@@ -178,6 +178,9 @@ export interface ConcurrencyKeyView {
   waiting: number;
 }
 
+/** What a fair-share weight weighs: a tenant, an application, or one fairness key of an application. */
+export type WeightScope = 'tenant' | 'application' | 'key';
+
 export interface SchedulingControlStore {
   /** Every key the tenant's definitions declare or that has a setting. */
   keys(tenantId: string): Promise<ConcurrencyKeyView[]>;
@@ -194,8 +197,9 @@ export interface SchedulingControlStore {
   ): Promise<ConcurrencyKeyView | null>;
   /** The tenant of a tenant or application that exists; null: none. */
   tenantOf(scope: 'tenant' | 'application', id: string): Promise<string | null>;
+  /** `id`: a tenant's or application's id, or for a fairness key `<application id>:<key>`. */
   setWeight(
-    scope: 'tenant' | 'application',
+    scope: WeightScope,
     id: string,
     weight: number,
     at: Date,

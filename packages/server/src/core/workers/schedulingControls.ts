@@ -7,7 +7,7 @@ import { newId } from '@tdp/protocol';
 import type { OperatorActor, OperatorAuditRecord } from '../facts/records.ts';
 import { AppError } from '../shared/errors.ts';
 import type { Clock } from '../shared/ports.ts';
-import type { ConcurrencyKeyView, SchedulingControlStore } from './ports.ts';
+import type { ConcurrencyKeyView, SchedulingControlStore, WeightScope } from './ports.ts';
 
 export interface SchedulingControlDeps {
   clock: Clock;
@@ -65,11 +65,15 @@ export async function changeConcurrencyKey(
   return changed;
 }
 
-/** An operator's weight for a tenant or an application (1 when never set). */
+/**
+ * An operator's weight for a tenant, an application, or a fairness key of an application (`id`
+ * `<application id>:<key>`; it takes the place of the weight the key's tasks were created with). 1 when
+ * never set.
+ */
 export async function setSchedulingWeight(
   deps: SchedulingControlDeps,
   request: {
-    scope: 'tenant' | 'application';
+    scope: WeightScope;
     id: string;
     weight: number;
     actor: OperatorActor;
@@ -77,7 +81,7 @@ export async function setSchedulingWeight(
     /** Checked by the caller (its role there) against `SchedulingControlStore.tenantOf`. */
     tenantId: string;
   },
-): Promise<{ scope: 'tenant' | 'application'; id: string; weight: number; auditId: string }> {
+): Promise<{ scope: WeightScope; id: string; weight: number; auditId: string }> {
   const now = deps.clock.now();
   const audit: OperatorAuditRecord = {
     id: newId(),

@@ -26,7 +26,7 @@ const Reason = Type.String({ minLength: 1, maxLength: 2000 });
 const KeyView = ConcurrencyKeyState;
 const Weight = Type.Number({ exclusiveMinimum: 0, maximum: 1000 });
 const WeightSet = Type.Object({
-  scope: Type.Union([Type.Literal('tenant'), Type.Literal('application')]),
+  scope: Type.Union([Type.Literal('tenant'), Type.Literal('application'), Type.Literal('key')]),
   id: Type.String(),
   weight: Type.Number(),
   auditId: Type.String(),
@@ -195,6 +195,38 @@ export function registerSchedulingRoutes(
     );
   weightRoute('tenant');
   weightRoute('application');
+
+  app.put<{ Params: { id: string; key: string }; Body: { weight: number; reason: string } }>(
+    '/admin/v1/applications/:id/fairness-keys/:key/weight',
+    {
+      onRequest: deps.gate('operator', 'tenants'),
+      schema: {
+        ...admin,
+        summary:
+          "A fairness key's weight against its application's other keys (operator of its tenant; audited)",
+        description:
+          'Takes the place of the weight the key’s tasks were created with (`fairness.weight`), for the tasks that arrive from now on.',
+        params: Type.Object({ id: Uuid, key: Type.String({ minLength: 1, maxLength: 200 }) }),
+        body: Type.Object({ weight: Weight, reason: Reason }, { additionalProperties: false }),
+        response: { 200: WeightSet, ...problemResponses },
+      },
+    },
+    async (request) => {
+      const { id, key } = request.params;
+      const missing = () => new AppError('APPLICATION_NOT_FOUND', `application ${id} does not exist`);
+      const tenantId = await controls.store.tenantOf('application', id);
+      if (!tenantId) throw missing();
+      requireTenantRole(request, 'operator', tenantId, missing);
+      return setSchedulingWeight(controls, {
+        scope: 'key',
+        id: `${id}:${key}`,
+        weight: request.body.weight,
+        reason: request.body.reason,
+        actor: actorOfRequest(request),
+        tenantId,
+      });
+    },
+  );
 
   app.put<{ Params: { id: string }; Body: { tasksInFlight: number | null; reason: string } }>(
     '/admin/v1/applications/:id/quota',

@@ -14,6 +14,7 @@ import {
   type TaggedRequest,
   type TaskKeySlot,
   type TaskKeySlotKind,
+  type VirtualTimes,
 } from '../../../core/facts/ports.ts';
 import type { SignalRecord } from '../../../core/facts/records.ts';
 import type { FactWriteSet } from '../../../core/facts/writeSet.ts';
@@ -129,7 +130,7 @@ class PostgresFactTransaction implements FactTransaction {
     return schedulingTurns(this.sql, now, limit, options.untriedOnly);
   }
 
-  writeTurns(retagged: TaggedRequest[], served: { platform: number; tenants: Map<string, number> } | null) {
+  writeTurns(retagged: TaggedRequest[], served: VirtualTimes | null) {
     return writeTurns(this.sql, retagged, served);
   }
 

@@ -49,7 +49,7 @@ export class PostgresQueueReads implements QueueReads {
                coalesce(wa.n, 0) AS waiting, coalesce(r.n, 0) AS running, coalesce(p.n, 0) AS placed,
                q.tasks_in_flight AS quota
         FROM application ap
-        LEFT JOIN scheduling_weight w ON w.scope = 'application' AND w.id = ap.id
+        LEFT JOIN scheduling_weight w ON w.scope = 'application' AND w.id = ap.id::text
         LEFT JOIN application_quota q ON q.application_id = ap.id
         LEFT JOIN waiting wa ON wa.application_id = ap.id
         LEFT JOIN running r ON r.application_id = ap.id
@@ -65,7 +65,7 @@ export class PostgresQueueReads implements QueueReads {
                       ORDER BY a.waiting + a.running + a.placed DESC, a.name)
                       FILTER (WHERE a.id IS NOT NULL), '[]') AS applications
       FROM tenant t
-      LEFT JOIN scheduling_weight w ON w.scope = 'tenant' AND w.id = t.id
+      LEFT JOIN scheduling_weight w ON w.scope = 'tenant' AND w.id = t.id::text
       LEFT JOIN applications a ON a.tenant_id = t.id
       WHERE ${only}::uuid[] IS NULL OR t.id = ANY(${only}::uuid[])
       GROUP BY t.id, t.name, w.weight

@@ -3,7 +3,7 @@
  * (`core/workers/schedulingControls.ts`).
  */
 import type { OperatorAuditRecord } from '../../../core/facts/records.ts';
-import type { ConcurrencyKeyView, SchedulingControlStore } from '../../../core/workers/ports.ts';
+import type { ConcurrencyKeyView, SchedulingControlStore, WeightScope } from '../../../core/workers/ports.ts';
 import { type Queryable, type Sql, transaction } from './database.ts';
 import { insertAudit } from './operatorStore.ts';
 
@@ -87,13 +87,7 @@ export class PostgresSchedulingControlStore implements SchedulingControlStore {
     return row?.tenant_id ?? null;
   }
 
-  async setWeight(
-    scope: 'tenant' | 'application',
-    id: string,
-    weight: number,
-    at: Date,
-    audit: OperatorAuditRecord,
-  ) {
+  async setWeight(scope: WeightScope, id: string, weight: number, at: Date, audit: OperatorAuditRecord) {
     await transaction(this.sql, async (tx) => {
       await tx`
         INSERT INTO scheduling_weight (scope, id, weight, updated_at) VALUES (${scope}, ${id}, ${weight}, ${at})

@@ -12,6 +12,7 @@
  * An item's attempt is an ordinary attempt row naming its item, placed with an ordinary START_ATTEMPT.
  */
 import type { StepDefinition, WaitingFor } from '@tdp/protocol';
+import { newSchedulingRequest } from '../../facts/newRecords.ts';
 import type { MapItemRecord, StepRecord, TaskState, WorkerCommandRecord } from '../../facts/records.ts';
 import type { FactSession } from '../../facts/session.ts';
 import { taskAfterStepChange } from '../../facts/stateMachine.ts';
@@ -57,16 +58,7 @@ export const isRunningMap = (step: StepRecord | undefined): step is StepRecord =
 
 /** The map's request for placement, due `at` (one row per step: created, or made due again). */
 export function placementRequest(deps: ConsequenceDeps, state: TaskState, step: StepRecord, at: Date) {
-  return {
-    id: deps.ids.newId(),
-    taskId: state.task.id,
-    stepId: step.id,
-    tenantId: state.task.tenantId,
-    applicationId: state.task.applicationId,
-    priority: state.task.priority,
-    availableAt: at,
-    createdAt: at,
-  };
+  return newSchedulingRequest(deps.ids, state, step.id, at, at);
 }
 
 /** STEP_BEGIN of a map: its items are written, or it fails (no array) or succeeds at once (empty). */
