@@ -15,7 +15,10 @@ export interface Replicas {
   close(): Promise<void>;
 }
 
-export async function startReplicas(settings: Record<string, unknown>): Promise<Replicas> {
+/** Commands polled every 20 ms, an unplaceable step retried after 200 ms, leases checked every 200 ms. */
+const quickSettings = { commandPollIntervalMs: 20, retryUnplaceableMs: 200, leaseCheckIntervalMs: 200 };
+
+export async function startReplicas(settings: Record<string, unknown> = quickSettings): Promise<Replicas> {
   const first = await startHarness({ runLoops: true, settings });
   const second = await startHarness({ runLoops: true, settings, sharedDatabaseUrl: first.databaseUrl });
   const sql = connectDatabase({ url: first.databaseUrl, maxConnections: 2 });

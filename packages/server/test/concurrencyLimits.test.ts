@@ -17,7 +17,6 @@ import {
   succeededCount,
 } from '../../../test/replicas.ts';
 
-const settings = { commandPollIntervalMs: 20, retryUnplaceableMs: 200, leaseCheckIntervalMs: 200 };
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 let replicas: Replicas;
@@ -26,7 +25,7 @@ let second: Harness;
 let sql: Replicas['sql'];
 
 beforeAll(async () => {
-  replicas = await startReplicas(settings);
+  replicas = await startReplicas();
   ({ first, second, sql } = replicas);
 });
 afterAll(() => replicas.close());

@@ -9,7 +9,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Harness } from '../../../test/harness.ts';
 import { type Replicas, startCustomerWorker, startReplicas, succeededCount } from '../../../test/replicas.ts';
 
-const settings = { commandPollIntervalMs: 20, retryUnplaceableMs: 200, leaseCheckIntervalMs: 200 };
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 let replicas: Replicas;
@@ -18,7 +17,7 @@ let second: Harness;
 let sql: Replicas['sql'];
 
 beforeAll(async () => {
-  replicas = await startReplicas(settings);
+  replicas = await startReplicas();
   ({ first, second, sql } = replicas);
 });
 afterAll(() => replicas.close());
