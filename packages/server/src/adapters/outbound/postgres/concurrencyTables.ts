@@ -17,8 +17,8 @@ export const ownAttempt = -1;
  * Holds a slot of each pool for the step, or none: the pools are locked (until commit, so two placers
  * never both take a pool's last slot), their running steps counted against the limit (the one set at
  * run time, else the one the key's latest definition declares, else the task's own), and the slots
- * written at once (a second placement in the same
- * transaction counts them). Refused: the first pool that is paused or full.
+ * written at once (a second placement in the same transaction counts them). Refused: the first pool
+ * that is paused or full.
  */
 export async function holdConcurrency(
   sql: TxSql,
