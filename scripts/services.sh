@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The servers TDP's tests use besides its embedded PostgreSQL: Redis (the gateway's multi-node engine)
-# and NATS with JetStream (the event bus), both on 127.0.0.1, plus Debian's Chromium for page tests and
-# Centrifugo v6 and Temporal CLI binaries (built from the Go module proxy; the tests start them themselves).
+# and NATS with JetStream (the event bus), both on 127.0.0.1, plus Debian's Chromium for page tests,
+# Debian's PostgreSQL server and client (pg_basebackup, pg_ctl promote and WAL archiving: the failover and
+# restore drills start their own clusters with them), redis-sentinel (the Sentinel drills start their own)
+# and Centrifugo v6 and Temporal CLI binaries (built from the Go module proxy; the tests start them themselves).
 # Installs from Debian's packages what is missing, starts what is not answering, and waits until both
 # accept connections. Safe to run again: a server already answering is left alone.
 set -euo pipefail
@@ -13,6 +15,8 @@ missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v nats-server >/dev/null 2>&1 || missing+=(nats-server)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v redis-sentinel >/dev/null 2>&1 || missing+=(redis-sentinel)
+ls /usr/lib/postgresql/*/bin/pg_basebackup >/dev/null 2>&1 || missing+=(postgresql postgresql-client)
 if ((${#missing[@]})); then
   if [[ $(id -u) -ne 0 ]]; then
     echo "services.sh: install ${missing[*]} (as root: apt-get install -y ${missing[*]})" >&2

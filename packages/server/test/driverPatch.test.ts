@@ -1,0 +1,112 @@
+/**
+ * The PostgreSQL driver's closed connections, as patched (patches/postgres+3.4.9.patch): bytes written
+ * just before a close, and statements sent on a reserved connection after it, neither end the process
+ * nor wedge the connection when it opens again. Real PostgreSQL; the driver as TDP's pools use it (a
+ * socket of our own, corked writes).
+ */
+import { connect as connectTcp, type Socket } from 'node:net';
+import postgres from 'postgres';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestDatabase } from '../../../test/database.ts';
+
+let database: Awaited<ReturnType<typeof createTestDatabase>>;
+beforeAll(async () => {
+  database = await createTestDatabase();
+});
+afterAll(async () => {
+  await database?.drop();
+});
+
+/** A one-connection pool whose current socket the test can reach; `closes` counts connection closes. */
+function pool() {
+  const target = new URL(database.url);
+  const state = { socket: null as Socket | null, closes: 0 };
+  let closed: () => void = () => {};
+  const sql = postgres(database.url, {
+    max: 1,
+    fetch_types: false,
+    connect_timeout: 2,
+    onnotice: () => {},
+    onclose: () => {
+      state.closes += 1;
+      closed();
+    },
+    socket: () => {
+      state.socket = connectTcp({ host: target.hostname, port: Number(target.port) });
+      return state.socket;
+    },
+    // The driver's types leave out its `socket` option (TDP's pools use it: database.ts).
+  } as postgres.Options<Record<string, never>>);
+  const nextClose = () =>
+    new Promise<void>((resolve) => {
+      closed = resolve;
+    });
+  return { sql, state, nextClose };
+}
+
+describe('the driver after a connection closes', () => {
+  it('drops a write deferred to its flush when the socket closes first; the connection opens again', async () => {
+    const { sql, state } = pool();
+    try {
+      await sql`SELECT 1`;
+      // A short statement is flushed by an immediate the driver sets when it writes (a microtask after
+      // execute()). This immediate, set first, runs just before it and closes the socket, as when a
+      // close handled earlier in the same turn of the event loop had led to this statement.
+      const pending = sql`SELECT 2 AS n`.execute();
+      const socket = state.socket!;
+      await new Promise<void>((resolve) =>
+        setImmediate(() => {
+          socket.destroy();
+          socket.emit('close', false);
+          resolve();
+        }),
+      );
+      await expect(pending).rejects.toMatchObject({ code: 'CONNECTION_CLOSED' });
+      // Unpatched, the stale flush timer held back the reopened connection's start-up message (and the
+      // dropped statement's bytes would have gone out ahead of it): CONNECT_TIMEOUT, every time.
+      expect(await sql`SELECT 3 AS n`).toEqual([{ n: 3 }]);
+      expect(await sql`SELECT 4 AS n`).toEqual([{ n: 4 }]);
+    } finally {
+      await sql.end({ timeout: 1 });
+    }
+  });
+
+  it('refuses a statement on a reserved connection that has closed, instead of throwing from a timer', async () => {
+    const { sql, nextClose } = pool();
+    const admin = postgres(database.url, { max: 1, fetch_types: false, onnotice: () => {} });
+    try {
+      const reserved = await sql.reserve();
+      const [row] = await reserved<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`;
+      const closing = nextClose();
+      await admin`SELECT pg_terminate_backend(${row!.pid})`;
+      await closing;
+      // Unpatched: the statement's bytes were handed to the dropped socket at the next tick, a
+      // TypeError no one could catch, and the statement never settled.
+      await expect(reserved`SELECT 1`).rejects.toMatchObject({ code: 'CONNECTION_CLOSED' });
+      expect(await sql`SELECT 5 AS n`).toEqual([{ n: 5 }]);
+    } finally {
+      await Promise.all([sql.end({ timeout: 1 }), admin.end({ timeout: 1 })]);
+    }
+  });
+
+  it('never runs a closed reservation’s statement on the connection reopened for the pool', async () => {
+    const { sql, nextClose } = pool();
+    const admin = postgres(database.url, { max: 1, fetch_types: false, onnotice: () => {} });
+    try {
+      const reserved = await sql.reserve();
+      const [first] = await reserved<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`;
+      const closing = nextClose();
+      await admin`SELECT pg_terminate_backend(${first!.pid})`;
+      await closing;
+      // The pool's one connection opens again for someone else's statement.
+      const [reopened] = await sql<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`;
+      expect(reopened!.pid).not.toBe(first!.pid);
+      // Unpatched, this ran on that connection, outside the reservation its caller thought it had.
+      await expect(reserved`SELECT pg_backend_pid() AS pid`).rejects.toMatchObject({
+        code: 'CONNECTION_CLOSED',
+      });
+    } finally {
+      await Promise.all([sql.end({ timeout: 1 }), admin.end({ timeout: 1 })]);
+    }
+  });
+});
