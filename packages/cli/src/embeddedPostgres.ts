@@ -41,6 +41,16 @@ export interface EmbeddedPostgresOptions {
    * new one for this start only (a throw-away cluster).
    */
   password?: string;
+  /**
+   * Other PostgreSQL binaries than the npm package's (the drills use an installed PostgreSQL, whose
+   * tools — pg_basebackup, pg_receivewal — the package lacks).
+   */
+  binaries?: { initdb: string; postgres: string };
+  /**
+   * A standby made from a base backup (its data folder holds `standby.signal`): it starts as is, without
+   * initdb or a password of its own (its roles are the primary's).
+   */
+  standby?: boolean;
 }
 
 export interface EmbeddedPostgres {
@@ -64,13 +74,13 @@ async function binaries(): Promise<{ initdb: string; postgres: string }> {
   }
 }
 
-interface RunAs {
+export interface RunAs {
   uid: number;
   gid: number;
 }
 
 /** PostgreSQL refuses to run as root; as root we run it as the `postgres` system user, creating it if needed. */
-function postgresUser(): RunAs | null {
+export function postgresUser(): RunAs | null {
   if (process.getuid?.() !== 0) return null;
   const lookup = () => ({
     uid: Number(execFileSync('id', ['-u', 'postgres']).toString().trim()),
@@ -242,7 +252,7 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
   const log = options.log ?? (() => {});
   const password = options.password ?? newPostgresPassword();
   const runAs = postgresUser();
-  const { initdb, postgres } = await reachableBinaries(await binaries(), runAs);
+  const { initdb, postgres } = options.binaries ?? (await reachableBinaries(await binaries(), runAs));
   const dataDirectory = await clusterDirectory(options.dataDirectory, runAs);
 
   const initialised = await access(join(dataDirectory, 'PG_VERSION'), constants.F_OK).then(
@@ -267,7 +277,7 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
     const code = await exited(init);
     if (code !== 0) throw new Error(`initdb failed (exit ${code}): ${stderr.trim().slice(-2000)}`);
   }
-  await requirePassword(postgres, dataDirectory, password, runAs, log);
+  if (!options.standby) await requirePassword(postgres, dataDirectory, password, runAs, log);
 
   const server = run(
     postgres,
@@ -301,7 +311,7 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
       const text = chunk.toString();
       log(text);
       stderrTail = (stderrTail + text).slice(-2000);
-      if (text.includes('database system is ready to accept connections')) {
+      if (/database system is ready to accept (read-only )?connections/.test(text)) {
         clearTimeout(timer);
         resolvePromise();
       }

@@ -20,6 +20,8 @@ export interface ServerHealthOptions {
   /** True when the migrations are current (a database round trip). */
   migrationsCurrent: () => Promise<boolean>;
   databaseDeadlineMs: number;
+  /** Why no host of the database URL takes writes, or null (databaseHosts.ts). */
+  databaseUnwritable?: () => string | null;
   loopRoundDeadlineMs: number;
   processFaultUnreadyMs: number;
   monotonicMs?: () => number;
@@ -80,12 +82,14 @@ export class ServerHealth {
       const current = await Promise.race([this.options.migrationsCurrent(), deadline]);
       if (current === 'deadline')
         return {
-          database: `no connection answered within ${this.options.databaseDeadlineMs} ms`,
+          database:
+            this.options.databaseUnwritable?.() ??
+            `no connection answered within ${this.options.databaseDeadlineMs} ms`,
           migrations: 'unknown',
         };
       return { database: 'ok', migrations: current ? 'ok' : 'pending migrations' };
     } catch {
-      return { database: 'unavailable', migrations: 'unknown' };
+      return { database: this.options.databaseUnwritable?.() ?? 'unavailable', migrations: 'unknown' };
     } finally {
       clearTimeout(timer);
     }

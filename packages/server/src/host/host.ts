@@ -16,6 +16,10 @@ import { documentRateLimits } from '../adapters/inbound/http/rateLimits.ts';
 import { TaskMetrics } from '../adapters/inbound/http/taskMetrics.ts';
 import { PostgresBacklogReads } from '../adapters/outbound/postgres/backlogReads.ts';
 import { connectDatabase, type Sql } from '../adapters/outbound/postgres/database.ts';
+import {
+  DatabaseHostChoice,
+  databaseHosts as parseDatabaseHosts,
+} from '../adapters/outbound/postgres/databaseHosts.ts';
 import { PostgresFactStore } from '../adapters/outbound/postgres/factStore.ts';
 import { heartbeatSession } from '../adapters/outbound/postgres/leaseTables.ts';
 import { loadMigrations, migrationsCurrent } from '../adapters/outbound/postgres/migrate.ts';
@@ -116,9 +120,12 @@ function serverLogger(level: string): Logger {
 export async function createHost(settings: HostSettings, dependencies: ServerDependencies): Promise<Host> {
   const logger = dependencies.logger ?? serverLogger(settings.logLevel);
   const clock = dependencies.clock ?? systemClock;
+  // Both pools follow the same primary: one learns of a promotion for the other.
+  const databaseHosts = new DatabaseHostChoice(parseDatabaseHosts(settings.databaseUrl));
   const pool = (name: string, maxConnections: number, session = {}) =>
     connectDatabase({
       url: settings.databaseUrl,
+      hosts: databaseHosts,
       maxConnections,
       statementTimeoutMs: settings.statementTimeoutMs,
       answerDeadlineMs: settings.databaseAnswerDeadlineMs,
@@ -153,6 +160,7 @@ export async function createHost(settings: HostSettings, dependencies: ServerDep
   const health = new ServerHealth({
     migrationsCurrent: () => migrationsCurrent(sql, latestMigration),
     databaseDeadlineMs: settings.readinessDatabaseDeadlineMs,
+    databaseUnwritable: () => databaseHosts.unwritable(),
     loopRoundDeadlineMs: settings.loopRoundDeadlineMs,
     processFaultUnreadyMs: settings.processFaultUnreadyMs,
   });

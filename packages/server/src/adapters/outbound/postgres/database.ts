@@ -1,8 +1,10 @@
 import { connect as connectTcp, type Socket } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import postgres from 'postgres';
 import { AppError } from '../../../core/shared/errors.ts';
 import { answerDeadline } from './answerDeadline.ts';
 import { arrayTypes } from './arrayTypes.ts';
+import { DatabaseHostChoice, databaseHosts, watchStartup } from './databaseHosts.ts';
 
 export type Sql = postgres.Sql<{ bigint: bigint }>;
 /** A transaction-bound `sql` (what `sql.begin` hands its callback). */
@@ -29,6 +31,11 @@ export interface DatabaseOptions {
   synchronousCommit?: 'on' | 'off';
   /** `force_generic_plan` for a pool of a few statements whose best plan never depends on their values. */
   planCacheMode?: 'auto' | 'force_generic_plan';
+  /**
+   * Which of the URL's hosts takes writes, shared by a process's pools so all of them follow a
+   * promotion at once (and readiness can say why none does). Left out: the pool's own.
+   */
+  hosts?: DatabaseHostChoice;
 }
 
 /** The defaults of `DatabaseOptions` for tools (migrations, tests); the server passes its settings. */
@@ -36,8 +43,10 @@ const defaultAnswerDeadlineMs = 15_000;
 const defaultIdleInTransactionTimeoutMs = 60_000;
 
 export function connectDatabase(options: DatabaseOptions): Sql {
+  const hosts = options.hosts ?? new DatabaseHostChoice(databaseHosts(options.url));
   return postgres(options.url, {
-    ...coalescedTcp(options.url, options.answerDeadlineMs ?? defaultAnswerDeadlineMs),
+    ...coalescedTcp(options.url, hosts, options.answerDeadlineMs ?? defaultAnswerDeadlineMs),
+    target_session_attrs: sessionAttributes(options.url),
     max: options.maxConnections ?? 20,
     idle_timeout: 60,
     connect_timeout: 5,
@@ -60,34 +69,53 @@ export function connectDatabase(options: DatabaseOptions): Sql {
 }
 
 /**
+ * TDP writes on every pool: a connection that lands on a standby is closed and the next host tried. The
+ * driver's `read-write` only looks at `default_transaction_read_only`, which a hot standby leaves off, so
+ * it becomes `primary` (PostgreSQL's `in_hot_standby`). A URL asking for another kind keeps it.
+ */
+function sessionAttributes(url: string): 'primary' | 'read-only' | 'standby' | 'prefer-standby' | undefined {
+  const asked = /[?&]target_session_attrs=([^&#]*)/.exec(url)?.[1];
+  if (asked === 'any') return undefined;
+  return asked === 'read-only' || asked === 'standby' || asked === 'prefer-standby' ? asked : 'primary';
+}
+
+/**
  * postgres.js writes every message of 1 KiB or more to the socket at once, so a pipelined transaction
  * (a dozen statements sent back to back) costs a dozen send syscalls — a third of the server's CPU in the
  * e2e benchmark. Corking the socket until the current burst of work is done sends them in one writev.
- * Only for plain TCP URLs; TLS and Unix-socket URLs keep the driver's own socket.
+ * The socket goes to the host `hosts` picks (the primary, with several), and reports what that host
+ * turned out to be. Only for TCP URLs without TLS; TLS and Unix-socket URLs keep the driver's own socket.
  */
-function coalescedTcp(url: string, answerDeadlineMs: number): { socket?: () => Socket } {
-  const parsed = new URL(url);
-  const ssl = parsed.searchParams.get('sslmode') ?? parsed.searchParams.get('ssl');
-  if ((ssl && ssl !== 'disable') || !parsed.hostname || parsed.hostname.includes(',')) return {};
-  const host = decodeURIComponent(parsed.hostname).replace(/^\[|\]$/g, '');
-  const port = Number(parsed.port || 5432);
+function coalescedTcp(
+  url: string,
+  hosts: DatabaseHostChoice,
+  answerDeadlineMs: number,
+): { socket?: () => Promise<Socket> } {
+  const ssl = /[?&](?:sslmode|ssl)=([^&#]*)/.exec(url)?.[1];
+  if ((ssl && ssl !== 'disable') || hosts.hosts.some(({ host }) => host.startsWith('/'))) return {};
   return {
     // The socket is handed over before it connects (writes wait in its buffer). A refused or slow connect
     // then fails and closes it, which the driver handles like any broken connection, under its own
     // connect_timeout. A factory that rejects instead leaves the driver's connection "connecting" for
     // good: the requests queued behind it were never answered and the pool never recovered.
-    socket: () => {
+    socket: async () => {
+      const { index, host, waitMs } = hosts.pick();
+      // A host that just failed is not tried again at once: the driver retries a connection that is
+      // starting up without a pause, which would spin between the hosts while a promotion is underway.
+      if (waitMs > 0) await sleep(waitMs);
       const socket = connectTcp({
-        host,
-        port,
+        host: host.host,
+        port: host.port,
         noDelay: true,
         keepAlive: true,
         keepAliveInitialDelay: 60_000,
       });
       const write = socket.write.bind(socket) as (...args: unknown[]) => boolean;
       const written = answerDeadline(socket, answerDeadlineMs);
+      const startup = watchStartup(socket, (outcome) => hosts.report(index, outcome));
       let corked = false;
       socket.write = ((...args: unknown[]) => {
+        startup();
         written(args[0]);
         if (!corked) {
           corked = true;
@@ -105,16 +133,6 @@ function coalescedTcp(url: string, answerDeadlineMs: number): { socket?: () => S
 }
 
 /**
- * Runs `work` in one transaction on a reserved connection. BEGIN is not waited for: it goes out with
- * the transaction's first statements, and COMMIT right behind its last ones. Unlike the driver's
- * `sql.begin`, a connection that closes mid-transaction fails the transaction cleanly: the driver
- * hands a statement issued after the close to a socket it has already dropped (an uncaught TypeError,
- * and a query that never settles), so the connection is watched and `tx` refuses to send anything once
- * it is gone; such a connection is never handed back to the pool (the driver connects it again). A
- * connection that stops answering (a COMMIT that never settles) is destroyed at its answer deadline
- * (`answerDeadline.ts`), which closes it and so ends the transaction the same way.
- */
-/**
  * Stops a LISTEN at a stop: its UNLISTEN waits at most `withinMs`. With a database that stopped
  * answering it would wait forever, and the pools are ended right after the features stop anyway.
  */
@@ -130,6 +148,15 @@ export async function stopListening(unlisten: (() => Promise<void>) | undefined,
   clearTimeout(timer);
 }
 
+/**
+ * Runs `work` in one transaction on a reserved connection. BEGIN is not waited for: it goes out with
+ * the transaction's first statements, and COMMIT right behind its last ones. Unlike the driver's
+ * `sql.begin`, a connection that closes mid-transaction fails the transaction cleanly: statements the
+ * driver still queued for it never settle, so the connection is watched and `tx` refuses to send
+ * anything once it is gone; such a connection is never handed back to the pool (the driver connects it
+ * again). A connection that stops answering (a COMMIT that never settles) is destroyed at its answer
+ * deadline (`answerDeadline.ts`), which closes it and so ends the transaction the same way.
+ */
 export async function transaction<T>(sql: Sql, work: (tx: TxSql) => Promise<T>, begin = 'BEGIN'): Promise<T> {
   const reserved = await sql.reserve();
   const watch = new ConnectionWatch();
