@@ -8,6 +8,12 @@ import Type, { type Static } from 'typebox';
 import Value from 'typebox/value';
 import { historyFromNamespaces } from './namespaces.ts';
 import type { ChannelNamespaces, ChannelOptions, GatewayOptions } from './options.ts';
+import {
+  checkMasterName,
+  parseSentinelAddresses,
+  type RedisTarget,
+  RedisTargetError,
+} from './redisConnection.ts';
 
 const flag = Type.Optional(Type.Boolean());
 /** Go's time.Duration in JSON: a string such as "300s" or "1h30m", or a number of nanoseconds. */
@@ -69,6 +75,13 @@ const configSchema = Type.Object(
               {
                 address: Type.Optional(Type.Union([Type.String(), Type.Array(Type.String())])),
                 prefix: Type.Optional(Type.String()),
+                user: Type.Optional(Type.String()),
+                password: Type.Optional(Type.String()),
+                // Centrifugo v6's Sentinel keys: with `sentinel_address`, `address` is not used.
+                sentinel_address: Type.Optional(Type.Union([Type.String(), Type.Array(Type.String())])),
+                sentinel_master_name: Type.Optional(Type.String()),
+                sentinel_user: Type.Optional(Type.String()),
+                sentinel_password: Type.Optional(Type.String()),
               },
               strict,
             ),
@@ -116,8 +129,11 @@ export interface GatewayConfig {
   options: Omit<GatewayOptions, 'hmacKey'> & { hmacKey?: string };
   /** Centrifugo's `http_server.address` and `port`. */
   listen: { address?: string; port?: number };
-  /** Centrifugo's `engine` of type `redis`: the gateway's Redis engine on that Redis, with that prefix. */
-  redis?: { url: string; prefix?: string };
+  /**
+   * Centrifugo's `engine` of type `redis`: the gateway's Redis engine on that Redis (by `address`, or
+   * through Sentinel by `sentinel_address` and `sentinel_master_name`), with that prefix.
+   */
+  redis?: RedisTarget & { prefix?: string };
 }
 
 /** A config the gateway cannot take as it is; `problems` names each key (JSON-pointer-like paths). */
@@ -170,7 +186,37 @@ function redisOf(engine: CentrifugoConfig['engine'], problems: string[]): Gatewa
     problems.push(`engine.type: "${type}" is not supported (memory or redis)`);
     return null;
   }
-  const addresses = [engine?.redis?.address ?? 'redis://127.0.0.1:6379'].flat();
+  const redis = engine?.redis ?? {};
+  const prefix = redis.prefix ? { prefix: redis.prefix } : {};
+  const credentials = {
+    ...(redis.user ? { username: redis.user } : {}),
+    ...(redis.password ? { password: redis.password } : {}),
+  };
+  if (redis.sentinel_address !== undefined) {
+    if (!redis.sentinel_master_name) {
+      problems.push('engine.redis.sentinel_master_name: required with sentinel_address');
+      return null;
+    }
+    try {
+      return {
+        sentinels: parseSentinelAddresses(redis.sentinel_address),
+        masterName: checkMasterName(redis.sentinel_master_name),
+        ...credentials,
+        ...(redis.sentinel_user ? { sentinelUsername: redis.sentinel_user } : {}),
+        ...(redis.sentinel_password ? { sentinelPassword: redis.sentinel_password } : {}),
+        ...prefix,
+      };
+    } catch (error) {
+      if (!(error instanceof RedisTargetError)) throw error;
+      problems.push(`engine.redis.sentinel_address: ${error.message}`);
+      return null;
+    }
+  }
+  if (redis.sentinel_master_name) {
+    problems.push('engine.redis.sentinel_master_name: needs sentinel_address');
+    return null;
+  }
+  const addresses = [redis.address ?? 'redis://127.0.0.1:6379'].flat();
   if (addresses.length !== 1) {
     problems.push('engine.redis.address: one address only (Redis sharding is not supported)');
     return null;
@@ -178,7 +224,7 @@ function redisOf(engine: CentrifugoConfig['engine'], problems: string[]): Gatewa
   // Centrifugo takes `host:port` as well as a redis:// URL.
   const address = addresses[0]!;
   const url = /^rediss?:\/\//.test(address) ? address : `redis://${address}`;
-  return { url, ...(engine?.redis?.prefix ? { prefix: engine.redis.prefix } : {}) };
+  return { url, ...credentials, ...prefix };
 }
 
 /** Unknown keys by path, and values of the wrong type, in the order TypeBox finds them. */

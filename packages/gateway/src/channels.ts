@@ -81,6 +81,11 @@ export class Channels {
     if (!watching) {
       watching = this.engine.watch(channel);
       this.watching.set(channel, watching);
+      // A watch that failed (Redis away) is tried again by the next join, not awaited forever.
+      const attempt = watching;
+      attempt.catch(() => {
+        if (this.watching.get(channel) === attempt) this.watching.delete(channel);
+      });
     }
     await watching;
     // Before the reply, so that the client's own presence call right after finds it.

@@ -65,7 +65,11 @@ export class Commands {
         session.pingSentAt = null; // a pong
         continue;
       }
-      const reply = await this.handle(session, command);
+      // A command the engine failed (Redis away, e.g. during a Sentinel failover) is answered with a
+      // temporary error, which the SDK retries; it is not the client's bad request.
+      const reply = await this.handle(session, command).catch(
+        (): Reply => ({ message: { id: command.id, error: replyErrors.internalTemporary } }),
+      );
       if (reply === 'closed') return;
       if (reply.message) replies.push(reply.message);
       if (reply.after) afters.push(reply.after);
@@ -113,7 +117,11 @@ export class Commands {
       const joined: [string, number][] = [];
       for (const channel of serverSide) {
         const mode = joinMode(this.optionsOf(channel)!, false);
-        const result = await channels.join(session, channel, request.subs?.[channel] ?? {}, true, mode);
+        const result = await channels
+          .join(session, channel, request.subs?.[channel] ?? {}, true, mode)
+          .catch(() => null);
+        // The engine failed (Redis away, e.g. during a Sentinel failover): the SDK reconnects (3004).
+        if (!result) return close(closes.internal);
         subs[channel] = result.reply;
         joined.push([channel, result.floor]);
       }
@@ -162,8 +170,14 @@ export class Commands {
       const channel = request.channel;
       const asked = request.join_leave === true && this.mayPresence(session, namespace, channel, true);
       const mode = joinMode(namespace, asked);
-      const result = await channels.join(session, channel, request, false, mode);
+      const result = await channels.join(session, channel, request, false, mode).catch(() => null);
       if (session.closed) return 'closed';
+      if (!result) {
+        // The engine failed (Redis away, e.g. during a Sentinel failover): temporary, so the SDK
+        // subscribes again after a back-off, as it does for Centrifugo's internal error.
+        channels.leave(session, channel);
+        return fail(replyErrors.internalTemporary);
+      }
       return answer('subscribe', { ...result.reply, ...expiry(claims, tokens.now()) }, () =>
         channels.activate(session, channel, result.floor),
       );

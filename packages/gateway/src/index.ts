@@ -10,4 +10,12 @@ export type {
 export { Gateway, type GatewayOptions, type InternalClient } from './gateway.ts';
 export { MemoryEngine } from './memoryEngine.ts';
 export type { ChannelNamespaces, ChannelOptions } from './options.ts';
-export { RedisEngine, type RedisEngineOptions } from './redisEngine.ts';
+export {
+  checkMasterName,
+  parseSentinelAddresses,
+  type RedisSentinelAddress,
+  type RedisSentinelTarget,
+  type RedisTarget,
+  RedisTargetError,
+} from './redisConnection.ts';
+export { RedisEngine, type RedisEngineOptions, type RedisEngineSettings } from './redisEngine.ts';

@@ -8,6 +8,8 @@ import type { Publication } from './engine.ts';
 /** Reply errors the SDK knows, with Centrifugo's codes and messages. */
 export const replyErrors = {
   internal: { code: 100, message: 'internal server error' },
+  /** Centrifugo's internal error as a client command gets it: the SDK retries the command. */
+  internalTemporary: { code: 100, message: 'internal server error', temporary: true },
   unknownChannel: { code: 102, message: 'unknown channel' },
   permissionDenied: { code: 103, message: 'permission denied' },
   methodNotFound: { code: 104, message: 'method not found' },
@@ -19,7 +21,7 @@ export const replyErrors = {
   unrecoverablePosition: { code: 112, message: 'unrecoverable position' },
 } as const;
 
-export type ReplyError = { code: number; message: string };
+export type ReplyError = { code: number; message: string; temporary?: boolean };
 
 export type Close = readonly [number, string];
 /** Close codes; terminal ones need a reason for the SDK to honour them. */

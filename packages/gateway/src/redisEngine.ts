@@ -12,6 +12,13 @@
  *
  * When the pub/sub connection drops, the publications of that moment are lost to this node: it tells
  * the gateway (every watched channel is "out of step"), whose clients then recover from the history.
+ *
+ * Redis may be found through Sentinel (redisConnection.ts). On failover both connections follow it to
+ * the promoted replica, and the pub/sub one takes the path of any drop above. Replication is
+ * asynchronous, so the replica may lack the last publications, and offsets would then be handed out
+ * again: each channel's position records the Redis server (`run_id`) that wrote it, and one written by
+ * another server gets a new epoch and loses its history, so clients reload a snapshot rather than
+ * "recover" past publications that no longer exist.
  */
 import { Redis } from 'ioredis';
 import {
@@ -27,9 +34,12 @@ import {
   selectHistory,
 } from './engine.ts';
 import { newEpoch } from './memoryEngine.ts';
+import { connectionOptions, isSentinelTarget, type RedisTarget } from './redisConnection.ts';
 
-export interface RedisEngineOptions {
-  url: string;
+/** Where Redis is (`url`, or `sentinels` and `masterName`) and how the engine keeps channels there. */
+export type RedisEngineOptions = RedisTarget & RedisEngineSettings;
+
+export interface RedisEngineSettings {
   /** Key prefix, so that several deployments (or tests) share one Redis. */
   prefix?: string;
   history: (channel: string) => HistoryOptions;
@@ -62,15 +72,35 @@ end
 return redis.call('hgetall', KEYS[1])
 `;
 
-// KEYS: meta hash, history stream, pub/sub channel. ARGV: data, size, history ttl (ms), meta ttl (ms),
-// a new epoch (used if the channel has none), now (ms), skip history ("1").
-// Returns {offset, epoch}. The message fanned out is "<offset>:<epoch>:<at>:<data>".
-const publishScript = `
-local epoch = redis.call('hget', KEYS[1], 'e')
-if not epoch then
-  epoch = ARGV[5]
-  redis.call('hset', KEYS[1], 'e', epoch, 's', 0)
+// KEYS[1] and KEYS[2] of the scripts below: the channel's meta hash ('e' epoch, 's' top offset, 'r' the
+// run_id of the Redis server that wrote it) and its history stream. `channelEpoch` returns the epoch,
+// made when the channel has none, and made anew (the history dropped) when another server wrote the
+// position: a replica promoted by Sentinel, or a restarted Redis, may lack the last publications.
+// A position without 'r' (written before it was recorded) is adopted as it is.
+const epochOfChannel = `
+local run = string.match(redis.call('info', 'server'), 'run_id:(%x+)')
+local function channelEpoch(newEpoch)
+  local meta = redis.call('hmget', KEYS[1], 'e', 'r')
+  if not meta[1] then
+    redis.call('hset', KEYS[1], 'e', newEpoch, 's', 0, 'r', run)
+    return newEpoch, true
+  end
+  if meta[2] == run then return meta[1], false end
+  if meta[2] then
+    redis.call('del', KEYS[2])
+    redis.call('hset', KEYS[1], 'e', newEpoch, 'r', run)
+    return newEpoch, true
+  end
+  redis.call('hset', KEYS[1], 'r', run)
+  return meta[1], false
 end
+`;
+
+// KEYS: meta hash, history stream, pub/sub channel. ARGV: data, size, history ttl (ms), meta ttl (ms),
+// a new epoch (used if the channel needs one), now (ms), skip history ("1").
+// Returns {offset, epoch}. The message fanned out is "<offset>:<epoch>:<at>:<data>".
+const publishScript = `${epochOfChannel}
+local epoch = channelEpoch(ARGV[5])
 local offset = 0
 if ARGV[7] ~= '1' then
   offset = redis.call('hincrby', KEYS[1], 's', 1)
@@ -84,13 +114,9 @@ return {offset, epoch}
 
 // KEYS: meta hash, history stream. ARGV: a new epoch, meta ttl (ms), "1" to include the entries (a
 // subscribe without recovery only needs the position). Returns {offset, epoch, entries}.
-const readScript = `
-local epoch = redis.call('hget', KEYS[1], 'e')
-if not epoch then
-  epoch = ARGV[1]
-  redis.call('hset', KEYS[1], 'e', epoch, 's', 0)
-  redis.call('pexpire', KEYS[1], ARGV[2])
-end
+const readScript = `${epochOfChannel}
+local epoch, made = channelEpoch(ARGV[1])
+if made then redis.call('pexpire', KEYS[1], ARGV[2]) end
 local offset = redis.call('hget', KEYS[1], 's')
 if ARGV[3] ~= '1' then return {tonumber(offset), epoch, {}} end
 return {tonumber(offset), epoch, redis.call('xrange', KEYS[2], '-', '+')}
@@ -114,9 +140,13 @@ export class RedisEngine implements Engine {
   constructor(private readonly options: RedisEngineOptions) {
     this.prefix = options.prefix ?? 'tdp.gateway';
     this.now = options.now ?? Date.now;
-    const connection = { maxRetriesPerRequest: 2, enableOfflineQueue: true, lazyConnect: true } as const;
-    this.commands = new Redis(options.url, connection) as Scripted;
-    this.subscriber = new Redis(options.url, connection);
+    // Both connections through Sentinel when it names the master: after a failover both move.
+    const connect = () =>
+      isSentinelTarget(options)
+        ? new Redis(connectionOptions(options))
+        : new Redis(options.url, connectionOptions(options));
+    this.commands = connect() as Scripted;
+    this.subscriber = connect();
     this.commands.defineCommand('tdpPublish', { numberOfKeys: 3, lua: publishScript });
     this.commands.defineCommand('tdpRead', { numberOfKeys: 2, lua: readScript });
     this.commands.defineCommand('tdpAddPresence', { numberOfKeys: 2, lua: addPresenceScript });

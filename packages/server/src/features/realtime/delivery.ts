@@ -26,9 +26,12 @@ export function realtimePublisher(
  * the process, and its clients then reload snapshots, so its rows are not stored at all.
  */
 export function realtimeHandoffMode(
-  config: Pick<RealtimeSettings, 'redisUrl' | 'centrifugoApiUrl' | 'realtimeHandoffGraceMs'>,
+  config: Pick<
+    RealtimeSettings,
+    'redisUrl' | 'redisSentinel' | 'centrifugoApiUrl' | 'realtimeHandoffGraceMs'
+  >,
 ): RealtimeHandoffMode {
-  return config.redisUrl || config.centrifugoApiUrl
+  return config.redisUrl || config.redisSentinel || config.centrifugoApiUrl
     ? { kind: 'durable', graceMs: config.realtimeHandoffGraceMs }
     : { kind: 'memoryOnly' };
 }

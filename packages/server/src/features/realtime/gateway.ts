@@ -7,12 +7,18 @@ import {
   type GatewayOptions,
   type HistoryOptions,
   RedisEngine,
+  type RedisTarget,
   readCentrifugoConfig,
 } from '@tdp/gateway';
 import { derivedKey } from '../../adapters/outbound/tokens/executionCredentials.ts';
 import { type Keyring, parseKeyring } from '../../core/identity/secretBox.ts';
 import { ConfigError } from '../../host/settings.ts';
-import { defaultRealtimeSettings, type RealtimeSettings, realtimeTokenSecretFrom } from './settings.ts';
+import {
+  defaultRealtimeSettings,
+  type RealtimeSettings,
+  realtimeTokenSecretFrom,
+  redisSentinelFrom,
+} from './settings.ts';
 
 export { realtimeTokenSecretFrom };
 
@@ -32,12 +38,14 @@ export const channelHistory =
 
 /**
  * The realtime gateway as `tdp server` and `tdp gateway` run it: channels in memory, or in Redis when
- * REDIS_URL is set (then any number of gateway nodes serve the same channels).
+ * REDIS_URL, or REDIS_SENTINELS and REDIS_SENTINEL_MASTER, are set (then any number of gateway nodes
+ * serve the same channels).
  */
 export function createGateway(
   config: Pick<
     RealtimeSettings,
     | 'redisUrl'
+    | 'redisSentinel'
     | 'gatewayApiKey'
     | 'realtimeJwksUrl'
     | 'realtimeHistory'
@@ -58,9 +66,11 @@ export function createGateway(
 ): Gateway {
   let gateway: Gateway | null = null;
   const history = fromConfig.history ?? channelHistory(config.realtimeHistory);
-  const engine = config.redisUrl
+  const target: RedisTarget | null =
+    config.redisSentinel ?? (config.redisUrl ? { url: config.redisUrl } : null);
+  const engine = target
     ? new RedisEngine({
-        url: config.redisUrl,
+        ...target,
         ...(config.redisPrefix ? { prefix: config.redisPrefix } : {}),
         history,
         now,
@@ -116,8 +126,8 @@ export async function readGatewayConfigFile(path: string): Promise<GatewayConfig
  * server then publishes through its API: CENTRIFUGO_API_URL=http://<gateway>/api with the same key).
  * Needs TDP_GATEWAY_API_KEY and the token key: TDP_REALTIME_TOKEN_SECRET, or TDP_SECRET_KEYS (the
  * server's, the key is derived from them), unless the Centrifugo config of `--config` gives
- * `client.token.hmac_secret_key` and `http_api.key`; REDIS_URL (or the config's `engine` of type
- * `redis`) for several nodes.
+ * `client.token.hmac_secret_key` and `http_api.key`; REDIS_URL or REDIS_SENTINELS (or the config's
+ * `engine` of type `redis`) for several nodes.
  */
 export async function startGatewayServer(
   env: NodeJS.ProcessEnv,
@@ -148,10 +158,17 @@ export async function startGatewayServer(
       throw new ConfigError(`TDP_SECRET_KEYS: ${(error as Error).message}`);
     }
   }
+  // The environment's Redis wins over the config's (REDIS_URL or REDIS_SENTINELS, not both).
+  const redisUrl = env.REDIS_URL?.trim() || null;
+  const redisSentinel = redisSentinelFrom(env) ?? null;
+  if (redisUrl && redisSentinel) throw new ConfigError('set REDIS_URL or REDIS_SENTINELS, not both');
+  const { prefix: redisPrefix, ...configRedis } = config.redis ?? {};
+  const fromEnv = Boolean(redisUrl || redisSentinel);
   const gateway = createGateway(
     {
-      redisUrl: env.REDIS_URL?.trim() || config.redis?.url || null,
-      ...(config.redis?.prefix ? { redisPrefix: config.redis.prefix } : {}),
+      redisUrl: redisUrl ?? (!fromEnv && 'url' in configRedis ? configRedis.url : null),
+      redisSentinel: redisSentinel ?? (!fromEnv && 'sentinels' in configRedis ? configRedis : null),
+      ...(redisPrefix ? { redisPrefix } : {}),
       gatewayApiKey: apiKey,
       realtimeJwksUrl: env.TDP_REALTIME_JWKS_URL?.trim() || fromConfig.jwksUrl || null,
       realtimeHistory: defaultRealtimeSettings.realtimeHistory,

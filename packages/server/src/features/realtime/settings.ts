@@ -1,4 +1,10 @@
 /** The realtime feature's settings: the gateway, Centrifugo, the hand-off and the relay. */
+import {
+  checkMasterName,
+  parseSentinelAddresses,
+  type RedisSentinelTarget,
+  RedisTargetError,
+} from '@tdp/gateway';
 import { type Static, Type } from 'typebox';
 import type { BucketPolicy } from '../../core/shared/tokenBuckets.ts';
 import type { LoopPacing } from '../../host/loops/wakeableLoop.ts';
@@ -12,12 +18,72 @@ export function realtimeTokenSecretFrom(value: string | null | undefined): strin
   return secret;
 }
 
+/**
+ * The gateway's Redis through Sentinel: `REDIS_SENTINELS` (`host:port`, comma-separated) and
+ * `REDIS_SENTINEL_MASTER`, with `REDIS_SENTINEL_PASSWORD` and `REDIS_PASSWORD` when they need them;
+ * undefined when `REDIS_SENTINELS` is unset. A bad address or a missing master name is a ConfigError.
+ */
+export function redisSentinelFrom(env: NodeJS.ProcessEnv): RedisSentinelTarget | undefined {
+  const list = env.REDIS_SENTINELS?.trim();
+  const masterName = env.REDIS_SENTINEL_MASTER?.trim();
+  if (!list) {
+    if (masterName) throw new ConfigError('REDIS_SENTINEL_MASTER needs REDIS_SENTINELS (host:port,…)');
+    return undefined;
+  }
+  if (!masterName) throw new ConfigError('REDIS_SENTINELS needs REDIS_SENTINEL_MASTER (the master name)');
+  try {
+    const sentinels = parseSentinelAddresses(list);
+    checkMasterName(masterName);
+    const password = env.REDIS_PASSWORD?.trim();
+    const sentinelPassword = env.REDIS_SENTINEL_PASSWORD?.trim();
+    return {
+      sentinels,
+      masterName,
+      ...(password ? { password } : {}),
+      ...(sentinelPassword ? { sentinelPassword } : {}),
+    };
+  } catch (error) {
+    if (error instanceof RedisTargetError)
+      throw new ConfigError(`REDIS_SENTINELS / REDIS_SENTINEL_MASTER: ${error.message}`);
+    throw error;
+  }
+}
+
 export const realtimeSettings = settingsSlice(
   Type.Object({
     redisUrl: setting.optionalString({
       env: 'REDIS_URL',
       description:
         'The in-process gateway keeps its channels in Redis, so several nodes serve them; unset: in memory.',
+    }),
+    redisSentinel: setting.custom<RedisSentinelTarget | null>({
+      variables: {
+        REDIS_SENTINELS: {
+          type: '`host:port`, comma-separated',
+          default: '—',
+          description:
+            "The in-process gateway keeps its channels in Redis through these sentinels (instead of `REDIS_URL`): after a failover its nodes follow them to the promoted replica (docs/realtime.md, 'Redis Sentinel').",
+        },
+        REDIS_SENTINEL_MASTER: {
+          type: 'string',
+          default: '—',
+          description: 'The master name the sentinels monitor (required with `REDIS_SENTINELS`).',
+        },
+        REDIS_SENTINEL_PASSWORD: {
+          type: 'string',
+          default: '—',
+          description: "The sentinels' own password, if they have one.",
+        },
+        REDIS_PASSWORD: {
+          type: 'string',
+          default: '—',
+          description: "With `REDIS_SENTINELS`: the master's (and its replicas') password.",
+        },
+      },
+      typeName: 'sentinels',
+      default: null,
+      description: "The gateway's Redis found through Sentinel.",
+      parse: (env) => redisSentinelFrom(env),
     }),
     gatewayApiKey: setting.optionalString({
       env: 'TDP_GATEWAY_API_KEY',
@@ -88,6 +154,8 @@ export const realtimeSettings = settingsSlice(
   }),
   (settings) => {
     realtimeTokenSecretFrom(settings.realtimeTokenSecret);
+    if (settings.redisUrl && settings.redisSentinel)
+      throw new ConfigError('set REDIS_URL or REDIS_SENTINELS, not both');
     if (settings.centrifugoApiUrl && !settings.centrifugoApiKey)
       throw new ConfigError('CENTRIFUGO_API_KEY is required with CENTRIFUGO_API_URL');
   },
