@@ -14,8 +14,11 @@ const cli = new URL('../packages/cli/src/main.ts', import.meta.url).pathname;
 export interface TdpProcess {
   url: string;
   adminToken: string;
-  /** Starts the server (again); resolves once /readyz answers 200. */
-  start(): Promise<void>;
+  /**
+   * Starts the server (again); resolves once /readyz answers 200 (or, with `until: 'live'`, once
+   * /healthz does: a server expected to stay not ready).
+   */
+  start(options?: { until?: 'ready' | 'live' }): Promise<void>;
   kill(signal?: NodeJS.Signals): Promise<void>;
   /** Sends `signal` and waits up to `withinMs` for the process to exit: its exit code, or null if it did not. */
   stop(signal: NodeJS.Signals, withinMs: number): Promise<number | null>;
@@ -87,7 +90,7 @@ export function tdpProcess(options: {
         throw new Error(`create application: ${created.status} ${JSON.stringify(created.body)}`);
       return created.body.apiKey.key as string;
     },
-    start: async () => {
+    start: async ({ until = 'ready' } = {}) => {
       const started = spawn(
         process.execPath,
         ['--conditions=@tdp/source', '--import', 'tsx', cli, 'server'],
@@ -102,7 +105,7 @@ export function tdpProcess(options: {
       const deadline = Date.now() + 60_000;
       for (;;) {
         if (started.exitCode !== null) throw new Error(`tdp server exited with ${started.exitCode}`);
-        const ready = await fetch(`${url}/readyz`).then(
+        const ready = await fetch(`${url}/${until === 'ready' ? 'readyz' : 'healthz'}`).then(
           (r) => r.status === 200,
           () => false,
         );

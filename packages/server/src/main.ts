@@ -30,6 +30,7 @@ import { statusFeature } from './features/status/feature.ts';
 import { tasksFeature } from './features/tasks/feature.ts';
 import { temporalFeature } from './features/temporal/feature.ts';
 import { workersFeature } from './features/workers/feature.ts';
+import { awaitWritableDatabase } from './host/databaseGate.ts';
 import type { SettingsOf } from './host/feature.ts';
 import type { ServerHealth } from './host/health.ts';
 import { createHost, type HostSettings, type ServerDependencies } from './host/host.ts';
@@ -124,6 +125,7 @@ export async function startServer(
   // A configuration an embedder built is checked as one read from the environment, before anything connects.
   checkConfiguration(slices, config);
   const host = await createHost(config, dependencies);
+  await awaitWritableDatabase(host);
   const running = await runFeatures(host, features, config);
   return {
     app: host.app,

@@ -121,6 +121,49 @@ async function createUntilAccepted(name: string, deadline: number): Promise<{ id
 }
 
 describe('PostgreSQL failover, synchronous standby', () => {
+  it('a URL naming only standbys keeps a server not ready, saying so; it writes nothing and stays up', async () => {
+    const standbyOnly = `${pair.nodeUrl(pair.standby, 'tdp')}`.replace(
+      `127.0.0.1:${pair.standby.port}`,
+      `127.0.0.1:${pair.standby.port},127.0.0.1:${pair.standby.port}`,
+    );
+    const server = tdpProcess({ databaseUrl: standbyOnly, port: await freePort(), env });
+    try {
+      await server.start({ until: 'live' });
+      await expect
+        .poll(
+          async () => {
+            const response = await fetch(`${server.url}/readyz`);
+            return { status: response.status, body: await response.json() };
+          },
+          { timeout: 15_000 },
+        )
+        .toMatchObject({
+          status: 503,
+          body: {
+            code: 'NOT_READY',
+            checks: { database: expect.stringMatching(/every database host is read-only/) },
+          },
+        });
+      // A create waits for a host that takes writes, then is refused as unavailable: nothing written.
+      const created = await call(server, 'POST', '/v1/tasks', apiKey, {
+        workflowName: 'echo-wf',
+        workflowVersion: '1',
+        name: 'never',
+        input: { text: 'never' },
+      });
+      expect(created.status).toBe(503);
+      expect((await fetch(`${server.url}/healthz`)).status).toBe(200);
+      const sql = connectDatabase({ url: pair.nodeUrl(pair.primary, 'tdp'), maxConnections: 1 });
+      try {
+        expect(await sql`SELECT count(*)::int AS n FROM task WHERE name = 'never'`).toEqual([{ n: 0 }]);
+      } finally {
+        await sql.end();
+      }
+    } finally {
+      await server.kill();
+    }
+  }, 90_000);
+
   it('the primary dies under load and the standby is promoted: every accepted task is there once and runs once', async () => {
     const worker = await startWorkerProcess(
       servers.map((s) => s.url).join(','),
@@ -162,8 +205,8 @@ describe('PostgreSQL failover, synchronous standby', () => {
       expect(acceptedAt.filter((at) => at > promotedAt).length).toBeGreaterThan(10);
       const firstAfter = Math.min(...acceptedAt.filter((at) => at > killedAt));
       console.log(
-        `pg failover (synchronous): ${total} accepted, ${refusedTries.length} needed a retry; ` +
-          `first create accepted ${firstAfter - promotedAt} ms after the promotion (${promotedAt - killedAt} ms after the kill)`,
+        `pg failover (synchronous): ${total} accepted, ${refusedTries.length} needed a retry; the standby ` +
+          `promoted ${promotedAt - killedAt} ms after the kill, the first create accepted ${firstAfter - killedAt} ms after it`,
       );
 
       // Every accepted task finishes (through the API), on the promoted node.

@@ -39,6 +39,11 @@ export class ServerHealth {
     this.monotonicMs = options.monotonicMs ?? (() => performance.now());
   }
 
+  /** Why no host of the database URL takes writes, or null. */
+  databaseUnwritable(): string | null {
+    return this.options.databaseUnwritable?.() ?? null;
+  }
+
   /** An unhandled rejection or uncaught exception reached the process guard. */
   processFault(kind: string): void {
     this.lastFault = { kind, at: this.monotonicMs() };

@@ -31,6 +31,22 @@ const NotReady = {
   },
 };
 
+/** The NOT_READY problem for a failing readiness report: each failing check named in `detail`. */
+export function notReady(
+  report: Awaited<ReturnType<ReadinessCheck>>,
+  instance: string,
+): ReturnType<typeof problem> & { checks: Record<string, string>; loops?: unknown[] } {
+  const failing = Object.entries(report.checks)
+    .filter(([, value]) => value !== 'ok')
+    .map(([name, value]) => `${name}: ${value}`)
+    .join('; ');
+  return {
+    ...problem('NOT_READY', failing, undefined, instance),
+    checks: report.checks,
+    ...(report.loops ? { loops: report.loops } : {}),
+  };
+}
+
 export function registerHealthRoutes(
   app: FastifyInstance,
   deps: { readiness: ReadinessCheck; metrics: Registry },
@@ -60,17 +76,9 @@ export function registerHealthRoutes(
       },
     },
     async (request, reply) => {
-      const { ready, checks, loops } = await deps.readiness();
-      if (ready) return reply.send({ status: 'ready', checks });
-      const failing = Object.entries(checks)
-        .filter(([, value]) => value !== 'ok')
-        .map(([name, value]) => `${name}: ${value}`)
-        .join('; ');
-      return sendProblem(reply, {
-        ...problem('NOT_READY', failing, undefined, request.url),
-        checks,
-        ...(loops ? { loops } : {}),
-      } as never);
+      const report = await deps.readiness();
+      if (report.ready) return reply.send({ status: 'ready', checks: report.checks });
+      return sendProblem(reply, notReady(report, request.url) as never);
     },
   );
 
