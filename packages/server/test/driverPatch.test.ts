@@ -1,13 +1,16 @@
 /**
  * The PostgreSQL driver's closed connections, as patched (patches/postgres+3.4.9.patch): bytes written
  * just before a close, and statements sent on a reserved connection after it, neither end the process
- * nor wedge the connection when it opens again. Real PostgreSQL; the driver as TDP's pools use it (a
- * socket of our own, corked writes).
+ * nor wedge the connection when it opens again; a LISTEN is made again after its connection was lost,
+ * and the caller told (to catch up on what it missed). Real PostgreSQL; the driver as TDP's pools use
+ * it (a socket of our own, corked writes).
  */
 import { connect as connectTcp, type Socket } from 'node:net';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase } from '../../../test/database.ts';
+import { TcpProxy } from '../../../test/tcpProxy.ts';
+import { connectDatabase } from '../src/adapters/outbound/postgres/database.ts';
 
 let database: Awaited<ReturnType<typeof createTestDatabase>>;
 beforeAll(async () => {
@@ -107,6 +110,45 @@ describe('the driver after a connection closes', () => {
       });
     } finally {
       await Promise.all([sql.end({ timeout: 1 }), admin.end({ timeout: 1 })]);
+    }
+  });
+
+  it('LISTENs again, and says so, when its connection closed while the database refused new ones', async () => {
+    const target = new URL(database.url);
+    const proxy = new TcpProxy(target.hostname, Number(target.port));
+    await proxy.start();
+    const through = new URL(database.url);
+    through.port = String(proxy.port);
+    const sql = connectDatabase({ url: through.toString(), maxConnections: 2 });
+    const notifier = connectDatabase({ url: database.url, maxConnections: 1 });
+    try {
+      const heard: string[] = [];
+      let listened = 0;
+      await sql.listen(
+        'tdp_test_relisten',
+        (payload) => heard.push(payload),
+        () => {
+          listened += 1;
+        },
+      );
+      expect(listened).toBe(1);
+      // The LISTEN connection is dropped and the next ones refused for a while (a failover, a restart).
+      await proxy.cut();
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      await proxy.restore();
+      await expect
+        .poll(
+          async () => {
+            await notifier`SELECT pg_notify('tdp_test_relisten', 'again')`;
+            return heard;
+          },
+          { timeout: 10_000, interval: 250 },
+        )
+        .toContain('again');
+      expect(listened).toBe(2); // told once it held again (the caller catches up there)
+    } finally {
+      await Promise.all([sql.end({ timeout: 1 }), notifier.end({ timeout: 1 })]);
+      await proxy.cut();
     }
   });
 });

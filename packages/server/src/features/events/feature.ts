@@ -117,7 +117,15 @@ export const eventsFeature = defineFeature({
         }, host.settings.notifyIntervalMs).unref();
       },
     });
-    const listener = loop ? await host.sql.listen(outboxChannel, () => loop.wake()) : null;
+    // Woken again each time the LISTEN is made again (a lost connection, a failover): what was
+    // announced meanwhile was not heard.
+    const listener = loop
+      ? await host.sql.listen(
+          outboxChannel,
+          () => loop.wake(),
+          () => loop.wake(),
+        )
+      : null;
     if (loop) host.clock.onJump?.(() => loop.wake());
     return {
       loops: loop ? [loop] : [],

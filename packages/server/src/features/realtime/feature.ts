@@ -141,7 +141,13 @@ export const realtimeFeature = defineFeature({
         )
       : null;
     const followerListener = follower
-      ? await sql.listen(realtimeCommittedChannel, () => follower.wake())
+      ? // Woken again each time the LISTEN is made again (after a lost connection, a failover): a
+        // commit announced meanwhile was not heard.
+        await sql.listen(
+          realtimeCommittedChannel,
+          () => follower.wake(),
+          () => follower.wake(),
+        )
       : null;
     host.afterCommit.subscribe({
       ...(handoffMode ? { realtimeHandoff: handoffMode } : {}),
