@@ -111,7 +111,7 @@ async function reachableByOthers(path: string): Promise<boolean> {
  * requested folder is inside a private directory (e.g. /root) the cluster goes to a stable folder
  * under /var/lib/tdp derived from the requested path instead.
  */
-async function clusterDirectory(requested: string, runAs: RunAs | null): Promise<string> {
+export async function clusterDirectory(requested: string, runAs: RunAs | null): Promise<string> {
   if (!runAs || (await reachableByOthers(dirname(requested)))) return requested;
   const digest = createHash('sha256').update(resolve(requested)).digest('hex').slice(0, 16);
   return join('/var/lib/tdp', digest, 'postgres');
@@ -185,7 +185,7 @@ export function newPostgresPassword(): string {
 }
 
 /** Every connection, over TCP or a socket, gives the password; nothing is trusted. */
-const passwordOnly = `# Written by TDP's embedded PostgreSQL at each start: every connection needs the password.
+export const passwordOnly = `# Written by TDP's embedded PostgreSQL at each start: every connection needs the password.
 # TYPE  DATABASE     USER  ADDRESS        METHOD
 local   all          all                  scram-sha-256
 host    all          all   127.0.0.1/32   scram-sha-256

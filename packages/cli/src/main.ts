@@ -8,6 +8,7 @@
  *   tdp gateway   the realtime gateway on its own (Centrifugo-compatible), for the server to publish to
  *   tdp centrifugo-config   the Centrifugo v6 config TDP needs, to run Centrifugo instead of the gateway
  *   tdp archive restore --task <id>   one archived task's history back from TDP_ARCHIVE_DIR
+ *   tdp backup / tdp restore   base backup; point-in-time restore into a new cluster (backup.ts, restoreCluster.ts)
  *   tdp operators …   operators, their roles and personal tokens, through the admin API of TDP_URL
  */
 import { parseArgs } from 'node:util';
@@ -25,9 +26,11 @@ import {
   startServer,
 } from '@tdp/server';
 import { ServerProblem, ServerUnreachable } from './adminClient.ts';
+import { Refusal, runBackup } from './backup.ts';
 import { runDev } from './dev.ts';
 import type { WorkerProcessMessage } from './devWorker.ts';
 import { runOperators } from './operators.ts';
+import { runRestore } from './restoreCluster.ts';
 import { onShutdownSignal } from './signals.ts';
 import { startTracing } from './tracing.ts';
 import { reportUnknownVariables } from './variables.ts';
@@ -49,6 +52,11 @@ Commands:
              CENTRIFUGO_REDIS_URL (several Centrifugo nodes on one Redis)
   archive restore --task <id>
              Put an archived task's history back into DATABASE_URL from TDP_ARCHIVE_DIR (docs/retention.md)
+  backup --to <folder> [--archive <wal archive>]
+             A base backup of DATABASE_URL's cluster (pg_basebackup); the server must archive its WAL
+  restore --backup <base> --to <time|latest> --pgdata <new folder> [--archive <wal archive>] [--port <n>]
+             A new cluster recovered to that time from the backup and the WAL archive, then checked
+             (docs/operations.md, "Backups and point-in-time restore"; tdp backup|restore --help)
   operators  List, create, disable and enable operators, set their roles, sign them out, and manage
              personal API tokens, through the admin API of TDP_URL with TDP_OPERATOR_TOKEN or
              TDP_ADMIN_TOKEN (tdp operators --help; docs/operators.md)
@@ -68,6 +76,8 @@ Options:
 async function main(argv: string[]): Promise<number> {
   // Its own options (--email, --role, …) and help: a client of a running server, not a process of TDP.
   if (argv[0] === 'operators') return runOperators(argv.slice(1), process.env);
+  if (argv[0] === 'backup') return runBackup(argv.slice(1), process.env);
+  if (argv[0] === 'restore') return runRestore(argv.slice(1), process.env);
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
@@ -201,6 +211,11 @@ async function main(argv: string[]): Promise<number> {
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (error: unknown) => {
+    // A refusal did nothing: its code and what to do instead, exit code 2 (as for bad usage).
+    if (error instanceof Refusal) {
+      process.stderr.write(`tdp: ${error.message}\n`);
+      process.exit(2);
+    }
     // Errors we raise on purpose read as messages; anything else keeps its stack for the bug report.
     const expected =
       error instanceof ConfigError ||
