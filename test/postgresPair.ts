@@ -17,6 +17,7 @@ import {
   postgresUser,
   startEmbeddedPostgres,
 } from '../packages/cli/src/embeddedPostgres.ts';
+import { TcpProxy } from './tcpProxy.ts';
 
 const run = promisify(execFile);
 
@@ -42,6 +43,7 @@ export class PostgresPair {
     private readonly home: string,
     private readonly bin: string,
     private readonly password: string,
+    private readonly link: TcpProxy,
     readonly primary: PostgresNode,
     readonly standby: PostgresNode,
   ) {}
@@ -78,9 +80,12 @@ export class PostgresPair {
       { env: { ...process.env, PGPASSWORD: password } },
     );
     await writeFile(join(standbyDirectory, 'standby.signal'), '');
+    // Replication goes through a proxy, so a drill can hold it (the standby falls behind).
+    const link = new TcpProxy('127.0.0.1', primaryPort);
+    await link.start();
     await appendFile(
       join(standbyDirectory, 'postgresql.auto.conf'),
-      `primary_conninfo = 'host=127.0.0.1 port=${primaryPort} user=postgres password=${password} application_name=${standbyName}'\n`,
+      `primary_conninfo = 'host=127.0.0.1 port=${link.port} user=postgres password=${password} application_name=${standbyName}'\n`,
     );
     const runAs = postgresUser();
     if (runAs) await run('chown', ['-R', `${runAs.uid}:${runAs.gid}`, standbyDirectory]);
@@ -98,6 +103,7 @@ export class PostgresPair {
       home,
       bin,
       password,
+      link,
       { port: primaryPort, server: primary },
       { port: standbyPort, server: standby },
     );
@@ -111,6 +117,14 @@ export class PostgresPair {
   /** A URL of one node. */
   nodeUrl(node: PostgresNode, database: string): string {
     return `postgres://postgres:${this.password}@127.0.0.1:${node.port}/${database}`;
+  }
+
+  /**
+   * The standby stops receiving WAL (its replication connection passes nothing any more, and nothing
+   * closes it): with asynchronous replication it falls behind; with synchronous, commits wait.
+   */
+  holdReplication(): void {
+    this.link.freeze({ newConnections: true });
   }
 
   /** The primary dies at once (PostgreSQL's immediate shutdown: no checkpoint, every session cut). */
@@ -131,6 +145,7 @@ export class PostgresPair {
 
   async close(): Promise<void> {
     await Promise.all([this.primary.server?.stop('immediate'), this.standby.server?.stop('immediate')]);
+    await this.link.cut();
     await rm(this.home, { recursive: true, force: true });
   }
 }
