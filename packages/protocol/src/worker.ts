@@ -70,8 +70,20 @@ export type WorkerRegistered = Static<typeof WorkerRegistered>;
 export const WorkerRuntimeState = Type.Union([Type.Literal('READY'), Type.Literal('DRAINING')]);
 export type WorkerRuntimeState = Static<typeof WorkerRuntimeState>;
 
-/** `POST /v1/workers/{id}/heartbeat` (an empty body is a plain heartbeat); answered with NoContent. */
-export const WorkerHeartbeat = Type.Object({ runtimeState: Type.Optional(WorkerRuntimeState) }, Strict);
+/**
+ * `POST /v1/workers/{id}/heartbeat` (an empty body is a plain heartbeat); answered with NoContent.
+ * `heldAttempts`: the attempts the worker holds — running, or finished with events it has not yet had
+ * acknowledged. An attempt of this session the server started longer ago than the heartbeat TTL and not
+ * listed is one the worker does not know (its START never arrived, or the database lost what the worker
+ * reported, after a failover or a restore): the server fails it, to be retried. Left out: not checked.
+ */
+export const WorkerHeartbeat = Type.Object(
+  {
+    runtimeState: Type.Optional(WorkerRuntimeState),
+    heldAttempts: Type.Optional(Type.Array(Uuid, { maxItems: 10_000 })),
+  },
+  Strict,
+);
 export type WorkerHeartbeat = Static<typeof WorkerHeartbeat>;
 
 // --- the command stream ------------------------------------------------------------------------------

@@ -254,6 +254,51 @@ describe('failures while running', () => {
     }
   });
 
+  it('a live worker whose heartbeat does not list an attempt started before the TTL has it failed over; a younger one, or a beat without the list, is left alone', async () => {
+    const holder = await startTestWorker({
+      baseUrl: h.url,
+      workerKey,
+      nodeId: 'node-unheld',
+      capabilities: [{ name: 'orphan.op', version: '1' }],
+      handler: async () => {},
+    });
+    const beat = (body: Record<string, unknown>) =>
+      fetch(`${h.url}/v1/workers/${holder.workerId}/heartbeat`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${workerKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      }).then((response) => response.status);
+    try {
+      const taskId = (await submit('orphan-wf')).body.task.id;
+      await expect
+        .poll(() => holder.received.some((c) => c.taskId === taskId), { timeout: 10_000 })
+        .toBe(true);
+      // Just started: its START may still be on its way, so an empty list does not fail it.
+      expect(await beat({ runtimeState: 'READY', heldAttempts: [] })).toBe(204);
+      await advanceBeating(h.clock, 31_000, [holder]);
+      // Past the TTL, a beat without the list checks nothing.
+      expect(await beat({ runtimeState: 'READY' })).toBe(204);
+      expect((await status(taskId)).execution.steps[0]?.attempt).toBe(1);
+      // Listed: it is the worker's, left alone.
+      const first = holder.received.find((c) => c.taskId === taskId)!;
+      expect(await beat({ runtimeState: 'READY', heldAttempts: [first.attemptId] })).toBe(204);
+      expect((await status(taskId)).execution.steps[0]?.attempt).toBe(1);
+      // Not listed: the worker does not know it (the database lost its end, or its START never came).
+      expect(await beat({ runtimeState: 'READY', heldAttempts: [] })).toBe(204);
+      await expect
+        .poll(async () => (await status(taskId)).execution.steps[0]?.attempt, { timeout: 10_000 })
+        .toBe(2);
+      const timeline = (
+        await h.request('GET', `/v1/tasks/${taskId}/timeline`, { token: app.apiKey })
+      ).body.items.map((m: any) => m.kind);
+      expect(timeline).toContain('ATTEMPT_NOT_ON_WORKER');
+      expect(timeline).not.toContain('WORKER_LOST');
+    } finally {
+      h.clock.set(new Date());
+      await holder.stop();
+    }
+  });
+
   it('a session that ended while it still held an attempt (the reaper died in between, or a placement raced the end) has it failed over', async () => {
     const stuck = await startTestWorker({
       baseUrl: h.url,

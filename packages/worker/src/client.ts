@@ -209,8 +209,16 @@ export class WorkerClient {
     return this.call('POST', '/v1/workers/register', registration) as Promise<WorkerRegistered>;
   }
 
-  async heartbeat(workerId: string, runtimeState: WorkerRuntimeState): Promise<void> {
-    await this.call('POST', `/v1/workers/${workerId}/heartbeat`, { runtimeState } satisfies WorkerHeartbeat);
+  /** `heldAttempts` (what the worker runs or still reports) lets the server fail what it does not know. */
+  async heartbeat(
+    workerId: string,
+    runtimeState: WorkerRuntimeState,
+    heldAttempts?: string[],
+  ): Promise<void> {
+    await this.call('POST', `/v1/workers/${workerId}/heartbeat`, {
+      runtimeState,
+      ...(heldAttempts ? { heldAttempts } : {}),
+    } satisfies WorkerHeartbeat);
   }
 
   async ack(workerId: string, commandIds: string[]): Promise<void> {

@@ -261,6 +261,21 @@ export class LocalStore {
     return row ? toAttempt(row) : null;
   }
 
+  /**
+   * The attempts this worker holds, for its session heartbeat: those running, and those whose events
+   * are not all acknowledged yet.
+   */
+  heldAttemptIds(): string[] {
+    return (
+      this.db
+        .prepare(
+          `SELECT attempt_id FROM attempt WHERE state = 'RUNNING'
+           UNION SELECT attempt_id FROM outbox WHERE sent_at IS NULL`,
+        )
+        .all() as { attempt_id: string }[]
+    ).map((row) => row.attempt_id);
+  }
+
   /** Attempts not finished: after a restart, each is resumed or handed back. */
   runningAttempts(): LocalAttempt[] {
     return (

@@ -98,7 +98,11 @@ export class Session {
 
   async heartbeat(): Promise<void> {
     if (!this.currentId) return;
-    await this.options.client.heartbeat(this.currentId, this.runtimeState);
+    await this.options.client.heartbeat(
+      this.currentId,
+      this.runtimeState,
+      this.options.store.heldAttemptIds(),
+    );
   }
 
   /** From here on nothing new is taken, also after a restart (until `drained`). */

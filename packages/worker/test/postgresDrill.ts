@@ -41,6 +41,8 @@ export async function startDrill(options: { synchronous: boolean }): Promise<Dri
     TDP_ADMIN_TOKEN: adminToken,
     TDP_SECRET_KEYS: generateKeyringEntry('pgdrill'),
     TDP_LEASE_CHECK_INTERVAL_MS: '500',
+    // Beats every 2 s: an attempt the database lost the end of is released within seconds (leases.ts).
+    TDP_WORKER_HEARTBEAT_TTL_MS: '6000',
   };
   const pair = await PostgresPair.start(options);
   const servers: TdpProcess[] = [];

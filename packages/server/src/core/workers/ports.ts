@@ -105,9 +105,15 @@ export interface WorkerStore {
    * Attempts a worker holds whose step attempt is still open, and those of map items still running
    * (with the map step and the item's index).
    */
-  openAttempts(
-    workerId: string,
-  ): Promise<{ attemptId: string; taskId: string; item: { stepId: string; index: number } | null }[]>;
+  openAttempts(workerId: string): Promise<OpenAttempt[]>;
+}
+
+/** An attempt a worker session holds, as the database has it: the step's (or a map item's), and since when. */
+export interface OpenAttempt {
+  attemptId: string;
+  taskId: string;
+  item: { stepId: string; index: number } | null;
+  startedAt: Date;
 }
 
 /** The workers as read a moment ago (see CandidateSnapshot), or null when there is no fresh view. */

@@ -16,7 +16,7 @@ import { CandidateSnapshot } from '../../core/workers/candidateSnapshot.ts';
 import { CommandHub } from '../../core/workers/commands.ts';
 import { type DispatchDeps, dispatchReady } from '../../core/workers/dispatch.ts';
 import type { DrainWorkerDeps } from '../../core/workers/drainWorker.ts';
-import { reapLostWorkers } from '../../core/workers/leases.ts';
+import { reapLostWorkers, releaseUnheldAttempts } from '../../core/workers/leases.ts';
 import type { SchedulingControlDeps } from '../../core/workers/schedulingControls.ts';
 import type { WorkerDeps } from '../../core/workers/workers.ts';
 import { defineFeature } from '../../host/feature.ts';
@@ -225,6 +225,7 @@ export const workersFeature = defineFeature({
         const identity = host.need('identity');
         registerWorkerRoutes(app, {
           workers: registration,
+          releaseUnheld: (workerId, held) => releaseUnheldAttempts(dispatch, workerId, held),
           workerDrain,
           grants: host.need('grants'),
           hub,

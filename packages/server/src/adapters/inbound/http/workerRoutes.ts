@@ -39,6 +39,8 @@ export function registerWorkerRoutes(
   app: FastifyInstance,
   deps: {
     workers: WorkerDeps;
+    /** Fails the session's open attempts its worker does not hold (leases.ts); how many. */
+    releaseUnheld: (workerId: string, held: readonly string[]) => Promise<number>;
     workerDrain: DrainWorkerDeps;
     grants: GrantDeps;
     hub: CommandHub;
@@ -237,6 +239,8 @@ export function registerWorkerRoutes(
       );
       // Only a change of state changes where steps may go; every beat carries the state.
       if (beat.stateChanged) deps.workers.workersChanged();
+      if (beat.live && request.body.heldAttempts)
+        await deps.releaseUnheld(request.params.id, request.body.heldAttempts);
       return reply.code(204).send();
     },
   );

@@ -265,18 +265,20 @@ export class PostgresWorkerStore implements WorkerStore {
 
   async openAttempts(workerId: string) {
     const rows = await this.sql<
-      { id: string; task_id: string; step_id: string; item_index: number | null }[]
+      { id: string; task_id: string; step_id: string; item_index: number | null; created_at: Date }[]
     >`
-      SELECT a.id, a.task_id, a.step_id, NULL::integer AS item_index FROM attempt a JOIN step s ON s.attempt_id = a.id
+      SELECT a.id, a.task_id, a.step_id, NULL::integer AS item_index, a.created_at
+      FROM attempt a JOIN step s ON s.attempt_id = a.id
       WHERE a.worker_id = ${workerId} AND s.current AND s.status IN ('QUEUED', 'RUNNING')
       UNION ALL
-      SELECT a.id, a.task_id, a.step_id, a.item_index FROM attempt a
+      SELECT a.id, a.task_id, a.step_id, a.item_index, a.created_at FROM attempt a
         JOIN map_item mi ON mi.step_id = a.step_id AND mi.item_index = a.item_index AND mi.attempt_id = a.id
       WHERE a.worker_id = ${workerId} AND a.revoked_at IS NULL AND mi.status = 'RUNNING'`;
     return rows.map((r) => ({
       attemptId: r.id,
       taskId: r.task_id,
       item: r.item_index === null ? null : { stepId: r.step_id, index: r.item_index },
+      startedAt: r.created_at,
     }));
   }
 
