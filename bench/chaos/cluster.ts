@@ -18,7 +18,19 @@ import {
 
 export const monitorName = 'chaos-monitor';
 
-export class ChaosCluster {
+/** Where a scenario's systems keep their databases: the suite's own cluster, or a failover pair. */
+export interface Cluster {
+  /** A database's URL; `multiHost`: every host of a pair, for a system that finds the primary itself. */
+  urlFor(database: string, options?: { multiHost?: boolean }): string;
+  createDatabase(prefix: string): Promise<string>;
+  dropDatabase(name: string): Promise<void>;
+  stopImmediate(): Promise<void>;
+  startPostgres(): Promise<void>;
+  /** The primary dies and a standby takes over (a pair's). */
+  failover?(): Promise<void>;
+}
+
+export class ChaosCluster implements Cluster {
   /** Kept for the restarts: each start sets it again. */
   private readonly password = newPostgresPassword();
 

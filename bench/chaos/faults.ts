@@ -4,12 +4,12 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import { type ChaosCluster, type Monitor, monitorName } from './cluster.ts';
+import { type Cluster, type Monitor, monitorName } from './cluster.ts';
 import type { SystemUnderTest } from './system.ts';
 
 export interface FaultContext {
   system: SystemUnderTest;
-  cluster: ChaosCluster;
+  cluster: Cluster;
   /** The suite's connection to the system's database. */
   monitor: Monitor;
   /** Sets the client's submission rate (jobs/s). */
@@ -22,9 +22,44 @@ export interface FaultContext {
 export interface Scenario {
   name: string;
   title: string;
+  /**
+   * Runs at another load than the suite's: `rate` jobs/s, `concurrency` slots per worker, a fault phase
+   * of `faultMs` (some faults only show when many connections are busy at once).
+   */
+  load?: { rate: number; concurrency: number; faultMs: number };
+  /** Runs on a fresh primary and standby (pairCluster.ts) instead of the suite's one PostgreSQL. */
+  pair?: { synchronous: boolean };
+  /**
+   * Why accepted jobs may be lost in this scenario by design (asynchronous replication): the loss is
+   * reported, not counted against the system.
+   */
+  lossByDesign?: string;
   start(ctx: FaultContext): Promise<void>;
   end(ctx: FaultContext): Promise<void>;
 }
+
+/** pg_terminate_backend of every connection of the system's database but the suite's, 5 times a second. */
+const terminateStorm = async ({ monitor }: FaultContext) => {
+  stopRepeat = repeat(200, async () => {
+    await monitor.query(
+      `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+       WHERE datname = current_database() AND pid <> pg_backend_pid() AND application_name <> $1`,
+      [monitorName],
+    );
+  });
+};
+
+/** The primary dies under load; a failover manager promotes the standby (pairCluster.ts). */
+const failover = ({ cluster }: FaultContext) => {
+  if (!cluster.failover) throw new Error('a failover scenario needs a primary and a standby');
+  return cluster.failover();
+};
+
+/**
+ * The load at which the database faults once ended a replica: many connections busy at once, so a
+ * terminated one often had a write waiting for its flush.
+ */
+export const wideLoad = { rate: 50, concurrency: 64, faultMs: 10_000 };
 
 /** Runs `action` every `everyMs` until the returned stop is called (which waits for the last round). */
 function repeat(everyMs: number, action: () => Promise<void>): () => Promise<void> {
@@ -93,17 +128,33 @@ export const scenarios: Scenario[] = [
     end: ({ cluster }) => cluster.startPostgres(),
   },
   {
+    name: 'pg-failover',
+    title: 'the primary killed, the synchronous standby promoted after 1 s (nothing acknowledged is lost)',
+    pair: { synchronous: true },
+    start: failover,
+    end: async () => {},
+  },
+  {
+    name: 'pg-failover-async',
+    title:
+      'the primary killed, the asynchronous standby promoted after 1 s (what it had not received is lost)',
+    pair: { synchronous: false },
+    lossByDesign: 'asynchronous replication: commits the standby had not received when the primary died',
+    start: failover,
+    end: async () => {},
+  },
+  {
     name: 'terminate-storm',
     title: "pg_terminate_backend of all the system's connections, 5 times a second",
-    start: async ({ monitor }) => {
-      stopRepeat = repeat(200, async () => {
-        await monitor.query(
-          `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-           WHERE datname = current_database() AND pid <> pg_backend_pid() AND application_name <> $1`,
-          [monitorName],
-        );
-      });
-    },
+    start: terminateStorm,
+    end: stopRepeating,
+  },
+  {
+    name: 'terminate-storm-wide',
+    title:
+      "the same storm at 50 jobs/s on 2 workers × 64 slots (where a closed connection's late flush once ended a replica)",
+    load: wideLoad,
+    start: terminateStorm,
     end: stopRepeating,
   },
   {

@@ -6,7 +6,7 @@
  */
 import { createHash } from 'node:crypto';
 import pg from 'pg';
-import { type ChaosCluster, Monitor } from './cluster.ts';
+import { type Cluster, Monitor } from './cluster.ts';
 import { ProcessGroup } from './processes.ts';
 import { Completions, type SystemOptions, type SystemUnderTest, workerEnv } from './system.ts';
 
@@ -54,7 +54,7 @@ function keysRunAsSeveralJobs(completions: Completions): number {
 }
 
 export async function startPgBoss(
-  cluster: ChaosCluster,
+  cluster: Cluster,
   runName: string,
   options: SystemOptions,
 ): Promise<SystemUnderTest> {
@@ -108,7 +108,7 @@ export async function startPgBoss(
 }
 
 export async function startGraphile(
-  cluster: ChaosCluster,
+  cluster: Cluster,
   runName: string,
   options: SystemOptions,
 ): Promise<SystemUnderTest> {

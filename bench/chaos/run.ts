@@ -6,9 +6,10 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { FixedRateClient } from './client.ts';
-import { type ChaosCluster, Monitor } from './cluster.ts';
+import { type Cluster, Monitor } from './cluster.ts';
 import type { Scenario } from './faults.ts';
 import { measure, type Result } from './measure.ts';
+import { PairCluster } from './pairCluster.ts';
 import type { SystemOptions, SystemUnderTest } from './system.ts';
 
 export interface Timing {
@@ -21,7 +22,7 @@ export interface Timing {
 }
 
 export type StartSystem = (
-  cluster: ChaosCluster,
+  cluster: Cluster,
   runName: string,
   options: SystemOptions,
 ) => Promise<SystemUnderTest>;
@@ -79,7 +80,32 @@ async function until(at: number): Promise<void> {
 }
 
 export async function runScenario(
-  cluster: ChaosCluster,
+  suiteCluster: Cluster,
+  scenario: Scenario,
+  systemName: string,
+  start: StartSystem,
+  timing: Timing,
+  options: SystemOptions,
+): Promise<Result> {
+  const pair = scenario.pair ? await PairCluster.start(scenario.pair) : null;
+  const load = scenario.load;
+  try {
+    const result = await runOn(
+      pair ?? suiteCluster,
+      scenario,
+      systemName,
+      start,
+      load ? { ...timing, rate: load.rate, faultMs: load.faultMs } : timing,
+      load ? { ...options, concurrency: load.concurrency } : options,
+    );
+    return scenario.lossByDesign ? { ...result, lossByDesign: scenario.lossByDesign } : result;
+  } finally {
+    await pair?.close();
+  }
+}
+
+async function runOn(
+  cluster: Cluster,
   scenario: Scenario,
   systemName: string,
   start: StartSystem,

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '../../packages/cli/src/embeddedPostgres.ts';
 import { connectDatabase, generateKeyringEntry, migrate } from '../../packages/server/src/main.ts';
-import { type ChaosCluster, Monitor } from './cluster.ts';
+import { type Cluster, Monitor } from './cluster.ts';
 import { ProcessGroup, type Supervised } from './processes.ts';
 import { Completions, type SystemOptions, type SystemUnderTest, until, workerEnv } from './system.ts';
 
@@ -18,18 +18,19 @@ const cli = 'packages/cli/src/main.ts';
 const terminateDeadlineMs = 35_000;
 
 export async function startTdp(
-  cluster: ChaosCluster,
+  cluster: Cluster,
   runName: string,
   options: SystemOptions,
 ): Promise<SystemUnderTest> {
   const database = await cluster.createDatabase('chaos_tdp');
-  const url = cluster.urlFor(database);
+  // Every host of a failover pair: TDP follows a promotion itself (docs/operations.md).
+  const url = cluster.urlFor(database, { multiHost: true });
   const migrator = connectDatabase({ url, maxConnections: 1 });
   await migrate(migrator);
   await migrator.end();
   const processes = new ProcessGroup(runName);
   const completions = new Completions();
-  const monitor = new Monitor(url);
+  const monitor = new Monitor(cluster.urlFor(database)); // the suite's own client takes one host
   const home = await mkdtemp(join(tmpdir(), 'tdp-chaos-workers-'));
   const adminToken = `tdpadm_chaos_${Date.now()}`;
   const serverEnv = {
