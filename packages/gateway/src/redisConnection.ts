@@ -98,8 +98,9 @@ export function connectionOptions(target: RedisTarget): RedisOptions {
     ...(target.sentinelPassword ? { sentinelPassword: target.sentinelPassword } : {}),
     // Every sentinel down: ask again every second rather than give up.
     sentinelRetryStrategy: (times) => Math.min(times * 100, 1_000),
-    // Hear `+switch-master` from the sentinels: a master demoted without dying (a partition, a manual
-    // failover) is left at once, not when a write first fails.
-    failoverDetector: true,
+    // No `failoverDetector`: its `+switch-master` cuts short a reconnect already asking the sentinels,
+    // and ioredis then gives the connection up for good (a node that never came back in the
+    // redis-failover drill). A master demoted without dying is left at its first write (READONLY,
+    // above); a subscriber on it still hears what the new master publishes, through replication.
   };
 }

@@ -136,6 +136,9 @@ export class RedisEngine implements Engine {
   private handlers: EngineHandlers | null = null;
   private readonly now: () => number;
   private droppedSince = false;
+  private closing = false;
+  /** The Redis channels this node follows (its watched channels' and the control channel). */
+  private readonly followed = new Set<string>();
 
   constructor(private readonly options: RedisEngineOptions) {
     this.prefix = options.prefix ?? 'tdp.gateway';
@@ -154,6 +157,16 @@ export class RedisEngine implements Engine {
     // Errors surface on the commands that fail; a connection error alone is not worth a crash.
     this.commands.on('error', () => {});
     this.subscriber.on('error', () => {});
+    // ioredis gives a connection up for good when a reconnect's set-up fails in a way it does not
+    // retry (a Sentinel lookup cut short): connect again, as a node must never stay off Redis.
+    for (const connection of [this.commands, this.subscriber])
+      connection.on('end', () => {
+        if (this.closing) return;
+        this.droppedSince = true;
+        setTimeout(() => {
+          if (!this.closing) connection.connect().catch(() => {});
+        }, 1_000).unref();
+      });
   }
 
   private key(
@@ -194,8 +207,14 @@ export class RedisEngine implements Engine {
     this.subscriber.on('ready', () => {
       if (!this.droppedSince) return;
       this.droppedSince = false;
-      this.options.onResync?.();
+      // Subscribed again before the clients are told to recover: ioredis's own re-subscription comes
+      // after `ready`, and none comes after a connection it had given up. (SUBSCRIBE twice is harmless.)
+      const channels = [...this.followed];
+      (channels.length > 0 ? this.subscriber.subscribe(...channels) : Promise.resolve())
+        .catch(() => {})
+        .finally(() => this.options.onResync?.());
     });
+    this.followed.add(this.controlChannel);
     await this.subscriber.subscribe(this.controlChannel);
   }
 
@@ -240,11 +259,15 @@ export class RedisEngine implements Engine {
   }
 
   async watch(channel: string): Promise<void> {
-    await this.subscriber.subscribe(this.key('pub', channel));
+    const key = this.key('pub', channel);
+    this.followed.add(key);
+    await this.subscriber.subscribe(key);
   }
 
   async unwatch(channel: string): Promise<void> {
-    await this.subscriber.unsubscribe(this.key('pub', channel));
+    const key = this.key('pub', channel);
+    this.followed.delete(key);
+    await this.subscriber.unsubscribe(key);
   }
 
   async sendControl(message: ControlMessage): Promise<void> {
@@ -284,6 +307,7 @@ export class RedisEngine implements Engine {
   }
 
   async close(): Promise<void> {
+    this.closing = true;
     this.subscriber.disconnect();
     this.commands.disconnect();
   }
