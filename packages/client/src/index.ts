@@ -1,4 +1,10 @@
-export { type Broadcast, bindTaskStore, type LiveTasks, type LiveTasksOptions } from './live.ts';
+export {
+  type Broadcast,
+  bindTaskStore,
+  type LiveTasks,
+  type LiveTasksOptions,
+  snapshotRetryDelay,
+} from './live.ts';
 export { TdpError, TdpUserClient } from './rest.ts';
 export {
   type ConnectionState,

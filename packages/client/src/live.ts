@@ -35,7 +35,7 @@ export interface LiveTasksOptions {
   detailToken?(taskId: string, clientId?: string): Promise<{ token: string; channel: string }>;
   /** Details of these tasks now (`POST /v1/tasks/status:batchGet`), after a gap. */
   loadDetails?(taskIds: string[]): Promise<TaskDetail[]>;
-  /** A snapshot load failed (the store keeps what it had; the next gap retries). */
+  /** A snapshot load failed (it is tried again after a pause; the store keeps what it had meanwhile). */
   onError?(error: unknown): void;
   /** A notice to the person's tenant or to everyone (`task_tenant:…`, `task_system:public`). */
   onBroadcast?(broadcast: Broadcast): void;
@@ -65,6 +65,21 @@ export type Broadcast =
 const isBroadcastChannel = (channel: string | undefined) =>
   channel !== undefined && (channel.startsWith('task_tenant:') || channel.startsWith('task_system:'));
 
+/**
+ * The pause before loading a snapshot again: 0.5 s doubling to 10 s, at least what a 429 or 503 asked
+ * for (`retryAfterSeconds`, as `TdpError` carries it), each drawn at random between half and all of it.
+ */
+export function snapshotRetryDelay(
+  attempt: number,
+  error: unknown,
+  random: () => number = Math.random,
+): number {
+  const asked = (error as { retryAfterSeconds?: unknown } | null)?.retryAfterSeconds;
+  const floor = typeof asked === 'number' && asked > 0 ? asked * 1000 : 0;
+  const delay = Math.max(Math.min(500 * 2 ** attempt, 10_000), floor);
+  return Math.round(delay * (0.5 + random() / 2));
+}
+
 export interface LiveTasks {
   /** Follows one task's detail channel; returns the function that stops following it. */
   follow(taskId: string): Promise<() => void>;
@@ -81,15 +96,30 @@ export function bindTaskStore(options: LiveTasksOptions): LiveTasks {
     if (loading === 0 && centrifuge.state === 'connected') store.setConnection('LIVE');
   };
 
+  let closed = false;
+  // A failed load is tried again, after a pause that grows and is spread at random (a node that died
+  // sends all its clients here at once: their loads must not all come back in the same instant). The
+  // store stays RECOVERING meanwhile, never LIVE on a list it could not load. Given up when the error
+  // is not retryable, when the connection goes (its next subscription loads again) or at close.
   const reload = async (load: () => Promise<SnapshotItem[]>) => {
     loading += 1;
     store.setConnection('RECOVERING');
     store.beginSnapshot();
     let items: SnapshotItem[] = [];
     try {
-      items = await load();
-    } catch (error) {
-      options.onError?.(error);
+      for (let attempt = 0; ; attempt++) {
+        try {
+          items = await load();
+          break;
+        } catch (error) {
+          options.onError?.(error);
+          // Refused for good (an expired or revoked token): the page must act, not this loop.
+          if ((error as { retryable?: unknown } | null)?.retryable === false) break;
+          if (closed || centrifuge.state !== 'connected') break;
+          await new Promise((resolve) => setTimeout(resolve, snapshotRetryDelay(attempt, error)));
+          if (closed || centrifuge.state !== 'connected') break;
+        }
+      }
     } finally {
       store.endSnapshot(items);
       loading -= 1;
@@ -154,6 +184,7 @@ export function bindTaskStore(options: LiveTasksOptions): LiveTasks {
       };
     },
     close() {
+      closed = true;
       for (const subscription of followed.values()) {
         subscription.unsubscribe();
         centrifuge.removeSubscription(subscription);

@@ -13,6 +13,8 @@ export class TdpError extends Error {
     readonly code: string,
     message: string,
     readonly retryable: boolean,
+    /** How long the server asked to wait before trying again (`Retry-After` of a 429 or 503). */
+    readonly retryAfterSeconds?: number,
   ) {
     super(message);
     this.name = 'TdpError';
@@ -51,11 +53,13 @@ export class TdpUserClient {
         title?: string;
         retryable?: boolean;
       };
+      const retryAfter = Number(response.headers.get('retry-after') ?? Number.NaN);
       throw new TdpError(
         response.status,
         problem.code ?? `HTTP_${response.status}`,
         problem.detail ?? problem.title ?? `${method} ${path} answered ${response.status}`,
         problem.retryable ?? response.status >= 500,
+        Number.isFinite(retryAfter) && retryAfter >= 0 ? retryAfter : undefined,
       );
     }
     return parsed as T;

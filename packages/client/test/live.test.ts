@@ -9,7 +9,15 @@ import { Centrifuge } from 'centrifuge';
 import { SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { type Broadcast, bindTaskStore, type TaskDetail, TaskStore, type TaskSummary } from '../src/index.ts';
+import {
+  type Broadcast,
+  bindTaskStore,
+  snapshotRetryDelay,
+  type TaskDetail,
+  TaskStore,
+  type TaskSummary,
+  TdpError,
+} from '../src/index.ts';
 
 const secret = 'live-store-secret-of-enough-length';
 const sign = (claims: Record<string, unknown>) =>
@@ -55,7 +63,11 @@ const summary = (taskId: string, version: number, lifecycleStatus = 'RUNNING'): 
   notice: null,
 });
 
-async function setup(user: string, snapshot: () => TaskSummary[], broadcastChannels: string[] = []) {
+async function setup(
+  user: string,
+  snapshot: () => TaskSummary[] | Promise<TaskSummary[]>,
+  broadcastChannels: string[] = [],
+) {
   const channel = `task_user:t/${user}`;
   const broadcasts: Broadcast[] = [];
   const client = new Centrifuge(url, {
@@ -229,5 +241,43 @@ describe('the task store on the centrifuge SDK', () => {
     expect(broadcasts[0]).toEqual(notice);
     expect(store.myTasks().map((t) => t.taskId)).toEqual(['e1']);
     expect(loads()).toBe(1);
+  });
+
+  it('a snapshot load that fails is tried again, spread out, and the store is not LIVE until one succeeds', async () => {
+    let failures = 2;
+    const { client, store, loads, states } = await setup('retry', async () => {
+      if (failures > 0) {
+        failures -= 1;
+        throw new TdpError(429, 'CONNECTION_LIMIT', 'too many connections from this address', true, 0);
+      }
+      return [summary('r1', 4)];
+    });
+    client.connect();
+    await expect.poll(() => store.connection, { timeout: 10_000 }).toBe('LIVE');
+    expect(loads()).toBe(3);
+    expect(store.summary('r1')?.taskVersion).toBe('4');
+    // Never LIVE on the list it could not load: RECOVERING throughout the two failures.
+    expect(states).toEqual(['RECOVERING', 'LIVE']);
+  });
+
+  it('a refusal for good (an expired token) is not retried', async () => {
+    const { client, loads } = await setup('expired', async () => {
+      throw new TdpError(401, 'UNAUTHENTICATED', 'the token has expired', false);
+    });
+    client.connect();
+    await expect.poll(() => loads()).toBe(1);
+    await new Promise((resolve) => setTimeout(resolve, 1_200));
+    expect(loads()).toBe(1);
+  });
+});
+
+describe('snapshotRetryDelay', () => {
+  it('doubles from 0.5 s to 10 s, waits at least what the server asked, and spreads at random', () => {
+    const full = () => 1;
+    expect([0, 1, 2, 5, 9].map((attempt) => snapshotRetryDelay(attempt, null, full))).toEqual([
+      500, 1_000, 2_000, 10_000, 10_000,
+    ]);
+    expect(snapshotRetryDelay(0, { retryAfterSeconds: 3 }, full)).toBe(3_000);
+    expect(snapshotRetryDelay(1, null, () => 0)).toBe(500);
   });
 });
