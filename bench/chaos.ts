@@ -8,7 +8,8 @@
  *
  * `--smoke` (or CHAOS_SMOKE=1): the six process, connection and failover faults, short phases, TDP alone — for
  * `.ci/run`.
- * CHAOS_SYSTEMS=TDP,pg-boss picks the systems.
+ * CHAOS_SYSTEMS=TDP,pg-boss picks the systems. `--wide` runs every chosen scenario at 50 jobs/s on
+ * 2 workers × 64 slots with a 10 s fault (`terminate-storm-wide` is the terminate storm at that load).
  *
  * Drills run alone, by name (not part of a run without names): `gateway-node-loss` (a realtime node
  * SIGKILLed under 10,000 clients, on TDP's gateway and on Centrifugo: bench/gatewayNodeLoss.ts),
@@ -18,7 +19,7 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { ChaosCluster } from './chaos/cluster.ts';
-import { scenarios } from './chaos/faults.ts';
+import { scenarios, wideLoad } from './chaos/faults.ts';
 import { type Result, table, verdict } from './chaos/measure.ts';
 import { startGraphile, startPgBoss } from './chaos/peers.ts';
 import { exitReason } from './chaos/processes.ts';
@@ -83,9 +84,11 @@ const smokeScenarios = [
   'terminate-storm',
   'slots-full',
 ];
-const chosenScenarios = scenarios.filter((s) =>
-  named.length > 0 ? named.includes(s.name) : !smoke || smokeScenarios.includes(s.name),
-);
+/** `--wide`: every chosen scenario at the load where the database faults once ended a replica. */
+const wide = process.argv.includes('--wide');
+const chosenScenarios = scenarios
+  .filter((s) => (named.length > 0 ? named.includes(s.name) : !smoke || smokeScenarios.includes(s.name)))
+  .map((s) => (wide ? { ...s, load: wideLoad } : s));
 
 console.log(
   `chaos${smoke ? ' (SMOKE: short phases)' : ''} on ${chosenSystems.join(', ')}: ${timing.rate} jobs/s steady, ` +
