@@ -287,6 +287,9 @@ export async function nodeLoss(variant: Variant): Promise<NodeLossResult> {
     TDP_REALTIME_WS_URL: `ws://127.0.0.1:${port}/connection/websocket`,
     TDP_RATE_LIMIT_APPLICATION_PER_SECOND: '10000',
     TDP_RATE_LIMIT_APPLICATION_BURST: '20000',
+    // Every drill client shares 127.0.0.1; real pages come from their own addresses, so the per-address
+    // cap (1,024 open connections) would measure the drill, not the endpoint.
+    TDP_MAX_CONNECTIONS_PER_IP: String(CLIENTS * 2),
   });
   const pool = new Pool(server.base, { connections: 32 });
   let clients: ReturnType<typeof startClients> | null = null;
