@@ -5,11 +5,11 @@
  * acknowledged is lost when the primary dies). Asynchronous: the standby may lag behind.
  */
 import { execFile } from 'node:child_process';
-import { existsSync, readdirSync } from 'node:fs';
 import { appendFile, chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { postgresBinaries } from '../packages/cli/src/backup.ts';
 import {
   type EmbeddedPostgres,
   freePort,
@@ -21,14 +21,13 @@ import { TcpProxy } from './tcpProxy.ts';
 
 const run = promisify(execFile);
 
-/** The installed PostgreSQL's binaries (the newest major version there), or null. */
+/** The installed PostgreSQL's binaries (the newest major version there, as `tdp backup` finds them), or null. */
 export function installedPostgres(): string | null {
-  const root = '/usr/lib/postgresql';
-  if (!existsSync(root)) return null;
-  const versions = readdirSync(root)
-    .filter((v) => existsSync(join(root, v, 'bin', 'pg_basebackup')))
-    .sort((a, b) => Number(b) - Number(a));
-  return versions[0] ? join(root, versions[0], 'bin') : null;
+  try {
+    return postgresBinaries(undefined);
+  } catch {
+    return null;
+  }
 }
 
 const standbyName = 'tdp_standby';
