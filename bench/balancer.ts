@@ -4,8 +4,13 @@
  * (so a 3:7 weighting puts 30% of the clients on the first node), and a node that refuses a connection
  * is taken out of the rotation at once and the connection is tried on the next one — a client only
  * sees its own connection close when its node dies, never a refused reconnect while another node is up.
+ *
+ * A balancer holds two descriptors per connection, so the drills run several in processes of their own
+ * (`startBalancers`), as a cluster has several load-balancer instances: one process may open at most
+ * `ulimit -n` files, and 10,000 clients through one would need 20,000 (20,000 is this machine's limit).
  */
 import { connect, createServer, type Server, type Socket } from 'node:net';
+import { childProcesses } from './realtimeProcesses.ts';
 
 export interface Upstream {
   port: number;
@@ -91,4 +96,37 @@ export class Balancer {
     for (const socket of this.sockets) socket.destroy();
     await new Promise((resolve) => this.server?.close(resolve));
   }
+}
+
+type BalancerMessage = { type: 'start'; upstreams: Upstream[] } | { type: 'routed' | 'stop' };
+
+/** `count` balancer processes over the same upstreams; each keeps its own weighted count. */
+export async function startBalancers(count: number, upstreams: Upstream[]) {
+  const processes = childProcesses('bench/balancer.ts', count);
+  const started = await processes.ask<{ port: number }>('start', 'ready', () => ({ upstreams }));
+  return {
+    ports: started.map((answer) => answer.port),
+    /** Connections handed to each upstream so far, over all the balancers. */
+    routed: async () => {
+      const answers = await processes.ask<{ routed: number[] }>('routed', 'routed');
+      return upstreams.map((_, i) => answers.reduce((sum, a) => sum + a.routed[i]!, 0));
+    },
+    close: processes.stop,
+  };
+}
+
+// Run as a balancer process by `startBalancers`.
+if (process.send && process.argv[1] === new URL(import.meta.url).pathname) {
+  let balancer: Balancer | null = null;
+  process.on('disconnect', () => process.exit(0));
+  process.on('message', async (message: BalancerMessage) => {
+    if (message.type === 'start') {
+      balancer = new Balancer(message.upstreams);
+      process.send?.({ type: 'ready', port: await balancer.start() });
+    } else if (message.type === 'routed') process.send?.({ type: 'routed', routed: balancer?.routed ?? [] });
+    else {
+      await balancer?.close();
+      process.exit(0);
+    }
+  });
 }

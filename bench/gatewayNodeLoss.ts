@@ -1,8 +1,8 @@
 /**
  * `npm run chaos -- gateway-node-loss` (`--smoke` for the small size): a realtime node leaves under
- * load (issue 42). Two nodes share one Redis (127.0.0.1:6379, a key prefix of their own) behind a
- * round-robin TCP balancer (bench/balancer.ts) weighted 3:7; a `tdp server` publishes to them through
- * the balancer (CENTRIFUGO_API_URL) and serves the snapshot, `GET /v1/me/tasks`, with its default rate
+ * load (issue 42). Two nodes share one Redis (127.0.0.1:6379, a key prefix of their own) behind
+ * round-robin TCP balancers (bench/balancer.ts, two processes) weighted 3:7; a `tdp server` publishes to
+ * them through a balancer (CENTRIFUGO_API_URL) and serves the snapshot, `GET /v1/me/tasks`, with its default rate
  * limits. CLIENTS pages, each a person with one task, from a few client processes
  * (bench/gatewayNodeLossClient.ts: the SDK, `TaskStore` and `bindTaskStore` as `@tdp/client` makes a
  * page); the bench commits RATE progress events per second over the tasks, each a numbered version on
@@ -16,22 +16,23 @@
  * that reconnects then reloads its snapshot — the storm the snapshot endpoint has to hold.
  * NODE_LOSS_CLIENTS, NODE_LOSS_RATE, NODE_LOSS_SYSTEMS (e.g. gateway,centrifugo-history-lost) change it.
  */
-import { fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { Pool } from 'undici';
 import { newId } from '../packages/protocol/src/ids.ts';
 import { connectDatabase } from '../packages/server/src/main.ts';
 import { newTokenSecret } from '../test/centrifugo.ts';
-import { Balancer } from './balancer.ts';
+import { startBalancers } from './balancer.ts';
 import { type Execution, progressEvent } from './events.ts';
 import type { ClientReport, ClientSpec, Lost } from './gatewayNodeLossClient.ts';
-import { waitFor } from './realtimeProcesses.ts';
-import { benchDatabase, percentile, runLoad, sane, sized, smoke, startBenchServer } from './support.ts';
+import { childProcesses } from './realtimeProcesses.ts';
+import { benchDatabase, p99Of, runLoad, sane, sized, smoke, startBenchServer } from './support.ts';
 
 const CLIENTS = sized('NODE_LOSS_CLIENTS', 10_000, 1_000);
 const RATE = sized('NODE_LOSS_RATE', 500, 200);
 const PROCESSES = sized(null, 4, 2);
+/** Load-balancer processes; each client process connects through one of them. */
+const BALANCERS = 2;
 const STEADY_MS = sized(null, 10_000, 5_000);
 const AFTER_MS = sized(null, 10_000, 5_000);
 /** Share of the connections the balancer gives the node that is killed. */
@@ -142,32 +143,16 @@ function publish(pool: Pool, apiKey: string, executions: Execution[]) {
   };
 }
 
-function startClients(url: string, base: string, specs: ClientSpec[]) {
-  const children = Array.from({ length: PROCESSES }, () =>
-    fork('bench/gatewayNodeLossClient.ts', [], {
-      execArgv: ['--conditions=@tdp/source', '--import', 'tsx'],
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-    }),
-  );
-  const ask = async <T>(
-    type: string,
-    answer: string,
-    extra: (p: number) => Record<string, unknown> = () => ({}),
-  ) =>
-    Promise.all(
-      children.map((child, p) => {
-        const answered = waitFor<T>(child, answer);
-        child.send({ type, ...extra(p) });
-        return answered;
-      }),
-    );
+/** Client process `p` connects through balancer `p % urls.length`. */
+function startClients(urls: string[], base: string, specs: ClientSpec[]) {
+  const { ask, tell, stop } = childProcesses('bench/gatewayNodeLossClient.ts', PROCESSES);
   return {
     ready: async () => {
       const answers = await ask<{ notLive: number; disconnects: Record<string, number> }>(
         'start',
         'ready',
         (p) => ({
-          url,
+          url: urls[p % urls.length],
           base,
           clients: specs.filter((_, i) => i % PROCESSES === p),
         }),
@@ -184,13 +169,12 @@ function startClients(url: string, base: string, specs: ClientSpec[]) {
         snapshots: reports.flatMap((r) => r.snapshots),
         lost: reports.flatMap((r) => r.lost),
         duplicates: reports.reduce((sum, r) => sum + r.duplicates, 0),
+        outOfOrder: reports.reduce((sum, r) => sum + r.outOfOrder, 0),
         disconnects: Object.assign({}, ...reports.map((r) => r.disconnects)),
         received: reports.reduce((sum, r) => sum + r.received, 0),
       };
     },
-    kill: (at: number) => {
-      for (const child of children) child.send({ type: 'kill', at });
-    },
+    kill: (at: number) => tell({ type: 'kill', at }),
     final: async (finals: Record<string, string>) => {
       const answers = await ask<{ missing: number; live: number }>('final', 'final', () => ({ finals }));
       return {
@@ -198,16 +182,7 @@ function startClients(url: string, base: string, specs: ClientSpec[]) {
         live: answers.reduce((sum, a) => sum + a.live, 0),
       };
     },
-    stop: () =>
-      Promise.all(
-        children.map(
-          (child) =>
-            new Promise((resolve) => {
-              child.once('exit', resolve);
-              child.send({ type: 'stop' });
-            }),
-        ),
-      ),
+    stop,
   };
 }
 
@@ -228,6 +203,8 @@ export interface NodeLossResult {
   fromSnapshot: number;
   missingFinal: number;
   duplicated: number;
+  /** Older than a version the client had, first seen then (a late first delivery, no duplicate). */
+  outOfOrder: number;
   p99: { before: number | null; during: number | null; after: number | null };
   /** Snapshot requests: when every client first loads its list, and during the storm. */
   snapshotAtConnect: Snapshots;
@@ -241,14 +218,6 @@ interface Snapshots {
   p99: number | null;
   failed: Record<string, number>;
 }
-
-const p99Of = (values: number[]) =>
-  values.length > 0
-    ? percentile(
-        values.sort((a, b) => a - b),
-        99,
-      )
-    : null;
 
 function snapshotsOf(rows: [number, number, number][]): Snapshots {
   const failed: Record<string, number> = {};
@@ -273,11 +242,11 @@ export async function nodeLoss(variant: Variant): Promise<NodeLossResult> {
   const apiKey = `node-loss-${randomBytes(8).toString('hex')}`;
   const prefix = `tdp-node-loss-${randomBytes(6).toString('hex')}`;
   const nodes = await startNodes(kind, tokenSecret, apiKey, prefix);
-  const balancer = new Balancer([
+  const balancers = await startBalancers(BALANCERS, [
     { port: nodes[0]!.port, weight: KILLED_WEIGHT },
     { port: nodes[1]!.port, weight: KEPT_WEIGHT },
   ]);
-  const port = await balancer.start();
+  const [port] = balancers.ports;
   const database = await benchDatabase();
   // The snapshot endpoint as deployed: the default rate limits (the bench's servers lift them).
   const server = await startBenchServer(database.url, {
@@ -299,18 +268,23 @@ export async function nodeLoss(variant: Variant): Promise<NodeLossResult> {
     console.log(
       `  ${kind}: ${CLIENTS} people with a task each in ${((performance.now() - preparing) / 1000).toFixed(0)} s; connecting`,
     );
-    clients = startClients(`ws://127.0.0.1:${port}/connection/websocket`, server.base, specs);
+    clients = startClients(
+      balancers.ports.map((p) => `ws://127.0.0.1:${p}/connection/websocket`),
+      server.base,
+      specs,
+    );
     const connecting = performance.now();
     const connected = await clients.ready();
     // Clients the SDK gave up on while connecting (and why) are counted, not waited for.
     if (connected.notLive > 0)
       console.log(
-        `  ${kind}: ${connected.notLive} clients not LIVE after 3 minutes; SDK disconnects ${JSON.stringify(connected.disconnects)}`,
+        `  ${kind}: ${connected.notLive} clients not LIVE after 3 minutes; SDK disconnects and states ${JSON.stringify(connected.disconnects)}`,
       );
     const atConnect = await clients.report();
-    const onKilledNode = balancer.routed[0]!;
+    const routed = await balancers.routed();
+    const onKilledNode = routed[0]!;
     console.log(
-      `  ${kind}: ${CLIENTS - connected.notLive} LIVE in ${((performance.now() - connecting) / 1000).toFixed(1)} s (${balancer.routed.join(' / ')} connections per node); publishing ${RATE}/s`,
+      `  ${kind}: ${CLIENTS - connected.notLive} LIVE in ${((performance.now() - connecting) / 1000).toFixed(1)} s (${routed.join(' / ')} connections per node); publishing ${RATE}/s`,
     );
     const publisher = publish(pool, server.apiKey, executions);
     await new Promise((resolve) => setTimeout(resolve, STEADY_MS));
@@ -322,7 +296,7 @@ export async function nodeLoss(variant: Variant): Promise<NodeLossResult> {
       snapshots.push(...report.snapshots);
       return report;
     };
-    await collect();
+    await describeDelivery(kind, database.url, (await collect()).received);
     const killAt = Date.now();
     clients.kill(killAt);
     nodes[0]!.kill();
@@ -364,6 +338,7 @@ export async function nodeLoss(variant: Variant): Promise<NodeLossResult> {
       final = await clients.final(finals);
     }
     report = await collect();
+    await describeDelivery(kind, database.url, report.received);
     const lost = report.lost;
     const inPhase = (from: number, to: number) =>
       p99Of(latencies.filter(([at]) => at >= from && at < to).map(([, ms]) => ms));
@@ -381,6 +356,7 @@ export async function nodeLoss(variant: Variant): Promise<NodeLossResult> {
       fromSnapshot: lost.filter((l) => l.recovered === false).length,
       missingFinal: final.missing,
       duplicated: report.duplicates,
+      outOfOrder: report.outOfOrder,
       p99: {
         before: inPhase(0, killAt),
         during: inPhase(killAt, backAt + 1),
@@ -396,9 +372,28 @@ export async function nodeLoss(variant: Variant): Promise<NodeLossResult> {
     await pool.close();
     await server.stop();
     await database.close();
-    await balancer.close();
+    await balancers.close();
     await Promise.all(nodes.map((node) => node.stop()));
     await dropKeys(prefix);
+  }
+}
+
+/** What reached the clients so far and where the relay's rows stand: a drill that stalls says where. */
+async function describeDelivery(kind: Kind, url: string, received: number) {
+  const sql = connectDatabase({ url, maxConnections: 1 });
+  try {
+    // A row sent more than once (claimed again after a failed round) may reach clients twice.
+    const rows = await sql<{ status: string; count: string; again: string; error: string | null }[]>`
+      SELECT status, count(*)::text AS count, max(last_error) AS error,
+             coalesce(sum(jsonb_array_length(messages)) FILTER (WHERE attempts > 1), 0)::text AS again
+      FROM realtime_outbox GROUP BY status`;
+    const states = rows.map(
+      (r) =>
+        `${r.status} ${r.count}${r.again !== '0' ? ` (${r.again} messages claimed again)` : ''}${r.error ? ` (${r.error.slice(0, 120)})` : ''}`,
+    );
+    console.log(`  ${kind}: ${received} publications received so far; realtime outbox: ${states.join(', ')}`);
+  } finally {
+    await sql.end();
   }
 }
 
@@ -416,10 +411,10 @@ const snap = (x: Snapshots) =>
 
 export function nodeLossTable(results: NodeLossResult[]): string {
   const header =
-    '| system | clients (not LIVE at start) / connections routed to the killed node / dropped | back: 99% / 100% subscribed, 100% LIVE | from history / snapshot / never back | lost (final state missing) | duplicated | p99 publish→receive before / during / after (ms) | snapshots at connect | snapshots in the storm |';
+    '| system | clients (not LIVE at start) / connections routed to the killed node / dropped | back: 99% / 100% subscribed, 100% LIVE | from history / snapshot / never back | lost (final state missing) | duplicated / out of order | p99 publish→receive before / during / after (ms) | snapshots at connect | snapshots in the storm |';
   const rows = results.map(
     (r) =>
-      `| ${r.system} | ${r.clients} (${r.notLiveAtStart}) / ${r.onKilledNode} / ${r.lostClients} | ${s(r.subscribed99)} / ${s(r.subscribed100)}, ${s(r.live100)} | ${r.fromHistory} / ${r.fromSnapshot} / ${r.neverBack} | ${r.missingFinal} | ${r.duplicated} | ${ms(r.p99.before)} / ${ms(r.p99.during)} / ${ms(r.p99.after)} | ${snap(r.snapshotAtConnect)} | ${snap(r.snapshotInStorm)} |`,
+      `| ${r.system} | ${r.clients} (${r.notLiveAtStart}) / ${r.onKilledNode} / ${r.lostClients} | ${s(r.subscribed99)} / ${s(r.subscribed100)}, ${s(r.live100)} | ${r.fromHistory} / ${r.fromSnapshot} / ${r.neverBack} | ${r.missingFinal} | ${r.duplicated} / ${r.outOfOrder} | ${ms(r.p99.before)} / ${ms(r.p99.during)} / ${ms(r.p99.after)} | ${snap(r.snapshotAtConnect)} | ${snap(r.snapshotInStorm)} |`,
   );
   return [header, `|${' --- |'.repeat(9)}`, ...rows].join('\n');
 }

@@ -13,6 +13,7 @@
  * `final` (each task's final version) → how many clients miss it; `stop`.
  */
 import { Centrifuge } from 'centrifuge';
+import { Agent, fetch as undiciFetch } from 'undici';
 import WebSocket from 'ws';
 import { bindTaskStore, TaskStore, TdpUserClient } from '../packages/client/src/index.ts';
 
@@ -38,6 +39,8 @@ interface Tracked {
   centrifuge: Centrifuge;
   /** The newest task version a publication brought. */
   lastVersion: number;
+  /** Every task version a publication brought (a second one is a duplicate). */
+  versions: Set<number>;
   lostAt: number | null;
   subscribedAt: number | null;
   liveAt: number | null;
@@ -58,6 +61,8 @@ export interface ClientReport {
   snapshots: [number, number, number][];
   lost: Lost[];
   duplicates: number;
+  /** Publications older than one the client had, but new to it: they arrived out of order. */
+  outOfOrder: number;
   received: number;
   disconnects: Record<string, number>;
 }
@@ -66,16 +71,26 @@ const tracked: Tracked[] = [];
 let latencies: [number, number][] = [];
 let snapshots: [number, number, number][] = [];
 let duplicates = 0;
+let outOfOrder = 0;
 let received = 0;
 let killAt: number | null = null;
 /** Why the SDK stopped (its `disconnected` event: no reconnect follows), by code and reason. */
 const disconnects: Record<string, number> = {};
 
+/**
+ * The process's pages share this many connections to the server. A browser opens a few per page; a
+ * pool without a cap would open one per page during a storm, thousands from one process.
+ */
+const snapshotConnections = new Agent({ connections: 256 });
+
 /** `fetch` as the browser's, timed: every snapshot the store loads goes through it. */
 const timedFetch: typeof fetch = async (input, init) => {
   const startedAt = Date.now();
   try {
-    const response = await fetch(input, init);
+    const response = (await undiciFetch(input as string, {
+      ...(init as object),
+      dispatcher: snapshotConnections,
+    })) as unknown as Response;
     snapshots.push([startedAt, Date.now() - startedAt, response.status]);
     return response;
   } catch (error) {
@@ -98,6 +113,7 @@ function open(message: Start, spec: ClientSpec): Promise<void> {
     store,
     centrifuge,
     lastVersion: 0,
+    versions: new Set(),
     lostAt: null,
     subscribedAt: null,
     liveAt: null,
@@ -111,8 +127,10 @@ function open(message: Start, spec: ClientSpec): Promise<void> {
     const now = Date.now();
     latencies.push([now, now - Date.parse(data.updatedAt)]);
     const version = Number(data.taskVersion);
-    if (version <= client.lastVersion) duplicates += 1;
-    else client.lastVersion = version;
+    if (client.versions.has(version)) duplicates += 1;
+    else if (version < client.lastVersion) outOfOrder += 1;
+    client.versions.add(version);
+    client.lastVersion = Math.max(client.lastVersion, version);
   });
   centrifuge.on('disconnected', (ctx) => {
     const key = `${ctx.code} ${ctx.reason}`;
@@ -150,8 +168,14 @@ async function start(message: Start) {
   }
   // A client the SDK gave up on would hold the drill forever: after 3 minutes it goes on without it.
   await Promise.race([Promise.all(ready), new Promise((resolve) => setTimeout(resolve, 180_000))]);
-  const notLive = tracked.filter((c) => c.store.connection !== 'LIVE').length;
-  process.send?.({ type: 'ready', notLive, disconnects });
+  const notLive = tracked.filter((c) => c.store.connection !== 'LIVE');
+  // Where the ones left behind are: the SDK's state and the store's.
+  const states: Record<string, number> = {};
+  for (const c of notLive) {
+    const key = `${c.centrifuge.state}/${c.store.connection}`;
+    states[key] = (states[key] ?? 0) + 1;
+  }
+  process.send?.({ type: 'ready', notLive: notLive.length, disconnects: { ...disconnects, ...states } });
 }
 
 type Message =
@@ -160,6 +184,7 @@ type Message =
   | { type: 'report' | 'stop' }
   | { type: 'final'; finals: Record<string, string> };
 
+process.on('disconnect', () => process.exit(0));
 process.on('message', (message: Message) => {
   if (message.type === 'start')
     void start(message).catch((error) => process.send?.({ type: 'error', error: String(error) }));
@@ -177,6 +202,7 @@ process.on('message', (message: Message) => {
           recovered: c.recovered,
         })),
       duplicates,
+      outOfOrder,
       received,
       disconnects,
     };

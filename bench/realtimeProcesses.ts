@@ -16,17 +16,66 @@ export type Mode = 'tdp' | 'socketio' | 'tdp-idle' | 'socketio-idle';
 
 export function waitFor<T>(child: ChildProcess, type: string): Promise<T> {
   return new Promise((resolve, reject) => {
+    const done = () => {
+      child.off('message', listener);
+      child.off('exit', exited);
+    };
     const listener = (message: { type: string; error?: string }) => {
       if (message.type === 'error') {
-        child.off('message', listener);
+        done();
         reject(new Error(message.error));
       } else if (message.type === type) {
-        child.off('message', listener);
+        done();
         resolve(message as T);
       }
     };
+    // A process that died (an uncaught error) never answers: fail the bench instead of hanging it.
+    const exited = (code: number | null, signal: string | null) => {
+      done();
+      reject(new Error(`${child.spawnargs.at(-1)} exited (${signal ?? code}) before answering '${type}'`));
+    };
     child.on('message', listener);
+    child.on('exit', exited);
   });
+}
+
+/**
+ * `count` processes running `script` (a bench module answering IPC messages): `ask` sends each a message
+ * (with `extra(p)` for process p) and waits for every answer of type `answer`; `stop` sends `stop` and
+ * waits for them to exit.
+ */
+export function childProcesses(script: string, count: number) {
+  const children: ChildProcess[] = Array.from({ length: count }, () =>
+    fork(script, [], {
+      execArgv: ['--conditions=@tdp/source', '--import', 'tsx'],
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    }),
+  );
+  return {
+    children,
+    ask: <T>(type: string, answer: string, extra: (p: number) => Record<string, unknown> = () => ({})) =>
+      Promise.all(
+        children.map((child, p) => {
+          const answered = waitFor<T>(child, answer);
+          child.send({ type, ...extra(p) });
+          return answered;
+        }),
+      ),
+    tell: (message: Record<string, unknown>) => {
+      for (const child of children) child.send(message);
+    },
+    stop: () =>
+      Promise.all(
+        children.map(
+          (child) =>
+            new Promise((resolve) => {
+              if (child.exitCode !== null || child.signalCode !== null) return resolve(null);
+              child.once('exit', resolve);
+              child.send({ type: 'stop' });
+            }),
+        ),
+      ),
+  };
 }
 
 /** Client processes, each holding its share of the connections. */
@@ -35,47 +84,22 @@ export async function openClients(
   url: string,
   connections: { user: string; token?: string; slow?: boolean }[],
 ) {
-  const children = Array.from({ length: CLIENT_PROCESSES }, () =>
-    fork('bench/realtimeClient.ts', [], {
-      execArgv: ['--conditions=@tdp/source', '--import', 'tsx'],
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-    }),
-  );
-  await Promise.all(
-    children.map((child, p) => {
-      const ready = waitFor(child, 'ready');
-      child.send({
-        type: 'start',
-        mode,
-        url,
-        connections: connections.filter((_, i) => i % CLIENT_PROCESSES === p),
-      });
-      return ready;
-    }),
-  );
-  const tellAll = (type: 'pause' | 'resume') =>
-    Promise.all(
-      children.map((child) => {
-        const answer = waitFor(child, type);
-        child.send({ type });
-        return answer;
-      }),
-    );
+  const processes = childProcesses('bench/realtimeClient.ts', CLIENT_PROCESSES);
+  await processes.ask('start', 'ready', (p) => ({
+    mode,
+    url,
+    connections: connections.filter((_, i) => i % CLIENT_PROCESSES === p),
+  }));
   return {
     /** The `slow` connections stop reading their sockets (until `resumeSlow`). */
-    pauseSlow: () => tellAll('pause'),
-    resumeSlow: () => tellAll('resume'),
+    pauseSlow: () => processes.ask('pause', 'pause'),
+    resumeSlow: () => processes.ask('resume', 'resume'),
     report: async () => {
-      const reports = await Promise.all(
-        children.map((child) => {
-          const answer = waitFor<{ latencies: number[]; arrivals?: [string, number][]; received: number }>(
-            child,
-            'report',
-          );
-          child.send({ type: 'report' });
-          return answer;
-        }),
-      );
+      const reports = await processes.ask<{
+        latencies: number[];
+        arrivals?: [string, number][];
+        received: number;
+      }>('report', 'report');
       return {
         latencies: reports.flatMap((r) => r.latencies).sort((a, b) => a - b),
         arrivals: reports.flatMap((r) => r.arrivals ?? []),
@@ -83,15 +107,7 @@ export async function openClients(
       };
     },
     stop: async () => {
-      await Promise.all(
-        children.map(
-          (child) =>
-            new Promise((resolve) => {
-              child.once('exit', resolve);
-              child.send({ type: 'stop' });
-            }),
-        ),
-      );
+      await processes.stop();
     },
   };
 }

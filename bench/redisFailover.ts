@@ -16,7 +16,6 @@
  * in sync, and with its replication held for the last second (what it had not received dies with the
  * master, as with asynchronous replication under lag).
  */
-import { type ChildProcess, fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -35,9 +34,9 @@ import { centrifugoConfig, defaultSettings } from '../packages/server/src/main.t
 import { newTokenSecret } from '../test/centrifugo.ts';
 import { ProcessGroup } from './chaos/processes.ts';
 import { until } from './chaos/system.ts';
-import { waitFor } from './realtimeProcesses.ts';
+import { childProcesses } from './realtimeProcesses.ts';
 import type { FailoverClientReport, FollowerSpec } from './redisFailoverClient.ts';
-import { percentile } from './support.ts';
+import { p99Of } from './support.ts';
 
 interface Sizes {
   clients: number;
@@ -169,26 +168,11 @@ function publishers(channels: string[], bases: string[], apiKey: string, rate: n
 }
 
 function startClients(processes: number, specs: FollowerSpec[], snapshotUrl: string) {
-  const children: ChildProcess[] = Array.from({ length: processes }, () =>
-    fork('bench/redisFailoverClient.ts', [], {
-      execArgv: ['--conditions=@tdp/source', '--import', 'tsx'],
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-    }),
-  );
-  const ask = <T>(type: string, answer: string, extra: (p: number) => Record<string, unknown> = () => ({})) =>
-    Promise.all(
-      children.map((child, p) => {
-        const answered = waitFor<T>(child, answer);
-        child.send({ type, ...extra(p) });
-        return answered;
-      }),
-    );
+  const { ask, tell, stop } = childProcesses('bench/redisFailoverClient.ts', processes);
   return {
     ready: () =>
       ask('start', 'ready', (p) => ({ snapshotUrl, specs: specs.filter((_, i) => i % processes === p) })),
-    kill: (at: number) => {
-      for (const child of children) child.send({ type: 'kill', at });
-    },
+    kill: (at: number) => tell({ type: 'kill', at }),
     report: async (): Promise<FailoverClientReport> => {
       const reports = await ask<FailoverClientReport>('report', 'report');
       const sum = (key: 'duplicates' | 'silentGaps' | 'recovered' | 'reloaded' | 'snapshotFailures') =>
@@ -213,27 +197,9 @@ function startClients(processes: number, specs: FollowerSpec[], snapshotUrl: str
         unsubscribed: answers.reduce((sum, a) => sum + a.unsubscribed, 0),
       };
     },
-    stop: () =>
-      Promise.all(
-        children.map(
-          (child) =>
-            new Promise((resolve) => {
-              if (child.exitCode !== null) return resolve(null);
-              child.once('exit', resolve);
-              child.send({ type: 'stop' });
-            }),
-        ),
-      ),
+    stop,
   };
 }
-
-const p99Of = (values: number[]) =>
-  values.length > 0
-    ? percentile(
-        values.sort((a, b) => a - b),
-        99,
-      )
-    : null;
 
 /**
  * `lagging`: the replica's link is held for a second before the kill, so the publications of that second

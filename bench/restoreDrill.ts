@@ -27,6 +27,7 @@ import {
 } from './chaos/archivingPrimary.ts';
 import { ProcessGroup } from './chaos/processes.ts';
 import { Completions, until } from './chaos/system.ts';
+import { createChaosTask } from './chaos/tdp.ts';
 
 const database = 'restore_drill';
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -86,23 +87,7 @@ class Client {
   async create(key: string): Promise<number> {
     const sentAt = this.sentAt.get(key) ?? Date.now();
     this.sentAt.set(key, sentAt);
-    const response = await fetch(`${this.base}/v1/tasks`, {
-      method: 'POST',
-      headers: {
-        authorization: `Bearer ${this.apiKey}`,
-        'content-type': 'application/json',
-        'idempotency-key': key,
-      },
-      body: JSON.stringify({
-        workflowName: 'chaos',
-        workflowVersion: '1',
-        name: key,
-        input: { key, sentAt },
-      }),
-      signal: AbortSignal.timeout(10_000),
-    });
-    await response.body?.cancel();
-    return response.status;
+    return createChaosTask(this.base, this.apiKey, key, sentAt);
   }
 
   start(rate: number): void {

@@ -70,6 +70,15 @@ export function percentile(sortedMs: number[], p: number): number {
   return sortedMs[Math.min(sortedMs.length - 1, Math.floor((p / 100) * sortedMs.length))]!;
 }
 
+/** The 99th percentile of unsorted values (sorts them), or null for none. */
+export const p99Of = (values: number[]): number | null =>
+  values.length > 0
+    ? percentile(
+        values.sort((a, b) => a - b),
+        99,
+      )
+    : null;
+
 export interface LoadResult {
   count: number;
   seconds: number;

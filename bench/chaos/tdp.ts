@@ -17,6 +17,22 @@ const cli = 'packages/cli/src/main.ts';
 /** How long a stopped process may take to exit before it counts as wedged (TDP's own deadline is 30 s). */
 const terminateDeadlineMs = 35_000;
 
+/** One task of the chaos workflow, `key` its idempotency key; the answer's status. */
+export async function createChaosTask(base: string, apiKey: string, key: string, sentAt: number) {
+  const response = await fetch(`${base}/v1/tasks`, {
+    method: 'POST',
+    headers: {
+      authorization: `Bearer ${apiKey}`,
+      'content-type': 'application/json',
+      'idempotency-key': key,
+    },
+    body: JSON.stringify({ workflowName: 'chaos', workflowVersion: '1', name: key, input: { key, sentAt } }),
+    signal: AbortSignal.timeout(10_000),
+  });
+  await response.body?.cancel();
+  return response.status;
+}
+
 export async function startTdp(
   cluster: Cluster,
   runName: string,
@@ -130,21 +146,8 @@ export async function startTdp(
     })),
     submit: async (key, sentAt, attempt) => {
       const replica = (Number(key.slice(key.lastIndexOf('-') + 1)) + attempt) % 2;
-      const base = bases[replica]!;
-      const response = await fetch(`${base}/v1/tasks`, {
-        method: 'POST',
-        headers: { ...headers, 'idempotency-key': key },
-        body: JSON.stringify({
-          workflowName: 'chaos',
-          workflowVersion: '1',
-          name: key,
-          input: { key, sentAt },
-        }),
-        signal: AbortSignal.timeout(10_000),
-      });
-      await response.body?.cancel();
-      if (response.status !== 201 && response.status !== 200)
-        throw new Error(`POST /v1/tasks answered ${response.status}`);
+      const status = await createChaosTask(bases[replica]!, app.apiKey.key, key, sentAt);
+      if (status !== 201 && status !== 200) throw new Error(`POST /v1/tasks answered ${status}`);
       return servers[replica]!.name;
     },
     // Worker i starts on replica i (TDP_URL lists its own first).

@@ -6,19 +6,18 @@
  * the failover may have lost publications — and never skips a message without noticing.
  */
 import { randomUUID } from 'node:crypto';
-import { createServer, type Server } from 'node:http';
 import { Centrifuge } from 'centrifuge';
 import { SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import {
   type CentrifugoConfigError,
-  Gateway,
+  type Gateway,
   parseSentinelAddresses,
-  RedisEngine,
   RedisTargetError,
   readCentrifugoConfig,
 } from '../src/index.ts';
+import { type Node, redisNodes } from './redisNodes.ts';
 import {
   masterName,
   requireSentinelBinaries,
@@ -36,12 +35,6 @@ const sign = (claims: Record<string, unknown>) =>
     .setExpirationTime('10m')
     .sign(new TextEncoder().encode(secret));
 
-interface Node {
-  gateway: Gateway;
-  server: Server;
-  url: string;
-}
-
 /** What a page does with a channel: a snapshot when not recovered, then each next message in turn. */
 interface Follower {
   channel: string;
@@ -57,34 +50,16 @@ describe.skipIf(!available)('the Redis engine through Sentinel, across a failove
   const prefix = `tdp.test.${randomUUID()}`;
   const channels = [1, 2, 3].map((i) => `task_detail:t/${i}-${randomUUID()}`);
   let cluster: SentinelCluster;
-  const nodes: Node[] = [];
   const clients: Centrifuge[] = [];
   /** The publisher's truth (what a snapshot reads): the newest message of each channel. */
   const current = new Map<string, number>(channels.map((channel) => [channel, 0]));
 
-  const startNode = async (): Promise<Node> => {
-    const gateway = new Gateway({
-      hmacKey: secret,
-      engine: new RedisEngine({
-        sentinels: cluster.sentinels,
-        masterName,
-        prefix,
-        history: () => ({ size: 1000, ttlMs: 600_000 }),
-        onResync: () => gateway.resync(),
-      }),
-    });
-    await gateway.ready;
-    const server = createServer();
-    gateway.attach(server);
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const node = {
-      gateway,
-      server,
-      url: `ws://127.0.0.1:${(server.address() as { port: number }).port}/connection/websocket`,
-    };
-    nodes.push(node);
-    return node;
-  };
+  const nodes = redisNodes(secret, () => ({
+    sentinels: cluster.sentinels,
+    masterName,
+    prefix,
+    history: () => ({ size: 1000, ttlMs: 600_000 }),
+  }));
 
   const follow = async (node: Node, user: string, channel: string): Promise<[Follower, Centrifuge]> => {
     const client = new Centrifuge(node.url, {
@@ -120,21 +95,18 @@ describe.skipIf(!available)('the Redis engine through Sentinel, across a failove
 
   beforeAll(async () => {
     cluster = await startSentinelCluster();
-    await startNode();
-    await startNode();
+    await nodes.start();
+    await nodes.start();
   }, 60_000);
 
   afterAll(async () => {
     for (const client of clients) client.disconnect();
-    for (const node of nodes) {
-      await node.gateway.close();
-      await new Promise((resolve) => node.server.close(resolve));
-    }
+    await nodes.close();
     await cluster?.stop();
   });
 
   it('clients of both nodes end with every final publication when the master is killed', async () => {
-    const [one, two] = nodes as [Node, Node];
+    const [one, two] = nodes.list as [Node, Node];
     const followers: Follower[] = [];
     for (const [i, channel] of channels.entries())
       for (const node of [one, two])
@@ -153,7 +125,7 @@ describe.skipIf(!available)('the Redis engine through Sentinel, across a failove
         const n = current.get(channel)! + 1;
         current.set(channel, n);
         for (let attempt = 0; ; attempt += 1) {
-          const node = nodes[(n + attempt + index) % 2]!;
+          const node = nodes.list[(n + attempt + index) % 2]!;
           try {
             await node.gateway.publish(channel, { n });
             acknowledgedBy.add(node.gateway);

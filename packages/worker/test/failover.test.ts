@@ -17,6 +17,7 @@ import { type TdpProcess, tdpProcess } from '../../../test/tdpProcess.ts';
 import { freePort } from '../../cli/src/embeddedPostgres.ts';
 import { generateKeyringEntry } from '../../server/src/main.ts';
 import { defineCapability, LocalStore, WorkerClient, WorkerRuntime } from '../src/index.ts';
+import { call, provisionEchoApplication } from './replicas.ts';
 import { killAllWorkerProcesses, startWorkerProcess, stopWorkerProcess } from './support.ts';
 
 const adminToken = `tdpadm_failover_${newId()}`;
@@ -28,20 +29,6 @@ let second: TdpProcess;
 let apiKey: string;
 let workerKey: string;
 const directory = mkdtempSync(join(tmpdir(), 'tdp-failover-test-'));
-
-/** A request to `server` with `token`; the parsed body and status. */
-async function call(server: TdpProcess, method: string, path: string, token: string, body?: unknown) {
-  const response = await fetch(`${server.url}${path}`, {
-    method,
-    headers: {
-      authorization: `Bearer ${token}`,
-      ...(body === undefined ? {} : { 'content-type': 'application/json', 'idempotency-key': newId() }),
-    },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const text = await response.text();
-  return { status: response.status, body: (text ? JSON.parse(text) : null) as any };
-}
 
 beforeAll(async () => {
   database = await createTestDatabase();
@@ -56,30 +43,12 @@ beforeAll(async () => {
   second = tdpProcess({ databaseUrl: database.url, port: await freePort(), env });
   await first.start();
   await second.start();
-  const tenant = await call(second, 'POST', '/admin/v1/tenants', adminToken, { name: 'failover' });
-  const application = await call(
-    second,
-    'POST',
-    `/admin/v1/tenants/${tenant.body.id}/applications`,
-    adminToken,
-    { name: 'failover-app' },
-  );
-  apiKey = application.body.apiKey.key;
-  workerKey = (await call(second, 'POST', '/admin/v1/worker-credentials', adminToken, {})).body.key;
-  const defined = await call(second, 'POST', '/v1/workflow-definitions', apiKey, {
-    name: 'echo-wf',
-    version: '1',
-    steps: [
-      {
-        key: 'only',
-        capability: 'test.echo',
-        capabilityVersion: '1',
-        inputMapping: { text: '$.input.text', delayMs: '$.input.delayMs' },
-        retry: { maxAttempts: 3, initialBackoffMs: 100, maxBackoffMs: 100, multiplier: 1 },
-      },
-    ],
-  });
-  expect(defined.status).toBe(201);
+  ({ apiKey, workerKey } = await provisionEchoApplication(second, adminToken, 'failover', {
+    maxAttempts: 3,
+    initialBackoffMs: 100,
+    maxBackoffMs: 100,
+    multiplier: 1,
+  }));
 }, 120_000);
 afterAll(async () => {
   killAllWorkerProcesses();

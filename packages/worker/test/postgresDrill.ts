@@ -11,12 +11,7 @@ import { PostgresPair } from '../../../test/postgresPair.ts';
 import { type TdpProcess, tdpProcess } from '../../../test/tdpProcess.ts';
 import { freePort } from '../../cli/src/embeddedPostgres.ts';
 import { connectDatabase, generateKeyringEntry, migrate } from '../../server/src/main.ts';
-
-export interface Reply {
-  status: number;
-  replayed: boolean;
-  body: any;
-}
+import { call, provisionEchoApplication } from './replicas.ts';
 
 export interface Drill {
   pair: PostgresPair;
@@ -24,14 +19,7 @@ export interface Drill {
   env: Record<string, string>;
   apiKey: string;
   workerKey: string;
-  call(
-    server: TdpProcess,
-    method: string,
-    path: string,
-    token: string,
-    body?: unknown,
-    key?: string,
-  ): Promise<Reply>;
+  call: typeof call;
   close(): Promise<void>;
 }
 
@@ -58,64 +46,17 @@ export async function startDrill(options: { synchronous: boolean }): Promise<Dri
     for (let i = 0; i < 2; i++)
       servers.push(tdpProcess({ databaseUrl: pair.urlFor('tdp'), port: await freePort(), env }));
     await Promise.all(servers.map((server) => server.start()));
-    const first = servers[0]!;
-    const tenant = await call(first, 'POST', '/admin/v1/tenants', adminToken, { name: 'pg-drill' });
-    const application = await call(
-      first,
-      'POST',
-      `/admin/v1/tenants/${tenant.body.id}/applications`,
-      adminToken,
-      { name: 'pg-drill-app' },
-    );
-    const apiKey = application.body.apiKey.key as string;
-    const workerKey = (await call(first, 'POST', '/admin/v1/worker-credentials', adminToken, {})).body
-      .key as string;
-    const defined = await call(first, 'POST', '/v1/workflow-definitions', apiKey, {
-      name: 'echo-wf',
-      version: '1',
-      steps: [
-        {
-          key: 'only',
-          capability: 'test.echo',
-          capabilityVersion: '1',
-          inputMapping: { text: '$.input.text', delayMs: '$.input.delayMs' },
-          retry: { maxAttempts: 5, initialBackoffMs: 200, maxBackoffMs: 1_000, multiplier: 2 },
-        },
-      ],
+    const { apiKey, workerKey } = await provisionEchoApplication(servers[0]!, adminToken, 'pg-drill', {
+      maxAttempts: 5,
+      initialBackoffMs: 200,
+      maxBackoffMs: 1_000,
+      multiplier: 2,
     });
-    if (defined.status !== 201) throw new Error(`definition: ${defined.status}`);
     return { pair, servers, env, apiKey, workerKey, call, close };
   } catch (error) {
     await close();
     throw error;
   }
-}
-
-async function call(
-  server: TdpProcess,
-  method: string,
-  path: string,
-  token: string,
-  body?: unknown,
-  key?: string,
-): Promise<Reply> {
-  const response = await fetch(`${server.url}${path}`, {
-    method,
-    headers: {
-      authorization: `Bearer ${token}`,
-      ...(body === undefined
-        ? {}
-        : { 'content-type': 'application/json', 'idempotency-key': key ?? newId() }),
-    },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    signal: AbortSignal.timeout(20_000),
-  });
-  const text = await response.text();
-  return {
-    status: response.status,
-    replayed: response.headers.get('idempotent-replayed') === 'true',
-    body: text ? JSON.parse(text) : null,
-  };
 }
 
 /** Creates task `name` (key `create-<name>`) until a replica accepts it, alternating replicas. */
