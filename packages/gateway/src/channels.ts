@@ -2,7 +2,7 @@
  * The channels this node's sessions follow, on the engine: joining with history recovery, live delivery
  * in offset order, and sending subscribers to recover when this node fell out of step with the engine.
  */
-import type { Engine, PresenceEntry, Publication, StreamPosition } from './engine.ts';
+import type { Engine, PresenceEntry, Publication, PublishOptions, StreamPosition } from './engine.ts';
 import {
   closes,
   type HistoryRequest,
@@ -15,22 +15,12 @@ import type { JoinMode, Session } from './session.ts';
 
 /** The most publications a subscribe recovers; past it the client is told it did not recover. */
 const recoveryLimit = 300;
-/** How long an idempotency key returns its first result. */
-const idempotencyMs = 5 * 60_000;
-/** Past this many keys the cache starts over (a bound on memory, not an eviction policy). */
-const idempotencyKeysMax = 100_000;
-
-export interface PublishOptions {
-  skipHistory?: boolean;
-  idempotencyKey?: string;
-}
 
 export class Channels {
   private readonly subscribers = new Map<string, Set<Session>>();
   /** Channels this node watches in the engine, and the last position seen on each (for gaps). */
   private readonly watching = new Map<string, Promise<void>>();
   private readonly lastSeen = new Map<string, StreamPosition>();
-  private readonly idempotent = new Map<string, { at: number; result: StreamPosition }>();
 
   constructor(private readonly engine: Engine) {}
 
@@ -40,16 +30,7 @@ export class Channels {
   }
 
   /** Appends to the channel's history and pushes to its subscribers on every node. */
-  async publish(channel: string, data: unknown, options: PublishOptions): Promise<StreamPosition> {
-    if (options.idempotencyKey) {
-      const key = `${channel}\n${options.idempotencyKey}`;
-      const known = this.idempotent.get(key);
-      if (known && Date.now() - known.at < idempotencyMs) return known.result;
-      const result = await this.engine.publish(channel, data, options);
-      if (this.idempotent.size > idempotencyKeysMax) this.idempotent.clear();
-      this.idempotent.set(key, { at: Date.now(), result });
-      return result;
-    }
+  publish(channel: string, data: unknown, options: PublishOptions): Promise<StreamPosition> {
     return this.engine.publish(channel, data, options);
   }
 

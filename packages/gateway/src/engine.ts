@@ -55,6 +55,14 @@ export type ControlMessage =
   /** A client joined or left a channel with join/leave on: pushed to its subscribers on every node. */
   | { kind: 'join' | 'leave'; channel: string; info: PresenceEntry };
 
+export interface PublishOptions {
+  skipHistory?: boolean;
+  idempotencyKey?: string;
+}
+
+/** How long an idempotency key returns its first result (as Centrifugo). */
+export const idempotencyMs = 5 * 60_000;
+
 export interface EngineHandlers {
   /** A publication of a channel this node watches, from any node, in offset order per channel. */
   publication(channel: string, publication: Publication, epoch: string): void;
@@ -64,8 +72,12 @@ export interface EngineHandlers {
 export interface Engine {
   /** Called once by the gateway before anything else. */
   start(handlers: EngineHandlers): Promise<void>;
-  /** Appends to the channel's stream (unless `skipHistory`) and hands it to every node watching it. */
-  publish(channel: string, data: unknown, options?: { skipHistory?: boolean }): Promise<StreamPosition>;
+  /**
+   * Appends to the channel's stream (unless `skipHistory`) and hands it to every node watching it. A
+   * repeat of an `idempotencyKey` of the channel within 5 minutes, from any node, publishes nothing and
+   * returns the first result.
+   */
+  publish(channel: string, data: unknown, options?: PublishOptions): Promise<StreamPosition>;
   /** Publications after `since` (ascending), or newest first with `reverse`; another epoch is refused. */
   read(channel: string, options: ReadOptions): Promise<HistoryResult>;
   /** This node starts receiving the channel's publications; resolves once they flow. */

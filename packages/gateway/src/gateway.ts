@@ -13,12 +13,12 @@
  * internalClient.ts.
  */
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
-import { Channels, type PublishOptions } from './channels.ts';
+import { Channels } from './channels.ts';
 import { Commands } from './commands.ts';
 import { Connections } from './connections.ts';
 import { applyControl } from './control.ts';
 import { EmulationTransport } from './emulationTransport.ts';
-import type { Engine, StreamPosition } from './engine.ts';
+import type { Engine, PublishOptions, StreamPosition } from './engine.ts';
 import { requestUrl } from './http.ts';
 import { type InternalClient, type InternalClientHandlers, openInternalClient } from './internalClient.ts';
 import { MemoryEngine } from './memoryEngine.ts';

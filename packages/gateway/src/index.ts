@@ -5,6 +5,7 @@ export type {
   HistoryOptions,
   HistoryResult,
   Publication,
+  PublishOptions,
   StreamPosition,
 } from './engine.ts';
 export { Gateway, type GatewayOptions, type InternalClient } from './gateway.ts';

@@ -11,12 +11,17 @@ import {
   type EngineHandlers,
   type HistoryOptions,
   type HistoryResult,
+  idempotencyMs,
   type PresenceEntry,
   type Publication,
+  type PublishOptions,
   type ReadOptions,
   type StreamPosition,
   selectHistory,
 } from './engine.ts';
+
+/** Past this many idempotency keys the cache starts over (a bound on memory, not an eviction policy). */
+const idempotencyKeysMax = 100_000;
 
 interface Stream {
   epoch: string;
@@ -39,6 +44,8 @@ export class MemoryEngine implements Engine {
   private readonly streams = new Map<string, Stream>();
   /** One node: presence is this process's, and leaves with its clients (no expiry needed). */
   private readonly present = new Map<string, Map<string, PresenceEntry>>();
+  /** Per channel and idempotency key: the first publish's result, and when. */
+  private readonly idempotent = new Map<string, { at: number; result: StreamPosition }>();
   private handlers: EngineHandlers | null = null;
   private sweeper: NodeJS.Timeout | null = null;
 
@@ -122,8 +129,15 @@ export class MemoryEngine implements Engine {
     return { offset: publication.offset, epoch: stream.epoch };
   }
 
-  async publish(channel: string, data: unknown, options?: { skipHistory?: boolean }) {
-    return this.publishNow(channel, data, options);
+  async publish(channel: string, data: unknown, options: PublishOptions = {}) {
+    if (!options.idempotencyKey) return this.publishNow(channel, data, options);
+    const key = `${channel}\n${options.idempotencyKey}`;
+    const known = this.idempotent.get(key);
+    if (known && this.now() - known.at < idempotencyMs) return known.result;
+    const result = this.publishNow(channel, data, options);
+    if (this.idempotent.size >= idempotencyKeysMax) this.idempotent.clear();
+    this.idempotent.set(key, { at: this.now(), result });
+    return result;
   }
 
   readNow(channel: string, options: ReadOptions): HistoryResult {

@@ -27,8 +27,10 @@ import {
   type EngineHandlers,
   type HistoryOptions,
   type HistoryResult,
+  idempotencyMs,
   type PresenceEntry,
   type Publication,
+  type PublishOptions,
   type ReadOptions,
   type StreamPosition,
   selectHistory,
@@ -96,10 +98,19 @@ local function channelEpoch(newEpoch)
 end
 `;
 
-// KEYS: meta hash, history stream, pub/sub channel. ARGV: data, size, history ttl (ms), meta ttl (ms),
-// a new epoch (used if the channel needs one), now (ms), skip history ("1").
-// Returns {offset, epoch}. The message fanned out is "<offset>:<epoch>:<at>:<data>".
+// KEYS: meta hash, history stream, pub/sub channel, idempotency result. ARGV: data, size, history ttl
+// (ms), meta ttl (ms), a new epoch (used if the channel needs one), now (ms), skip history ("1"), how
+// long the idempotency result is kept (ms; "" without a key).
+// Returns {offset, epoch}, the first publish's for a repeated key. The message fanned out is
+// "<offset>:<epoch>:<at>:<data>".
 const publishScript = `${epochOfChannel}
+if ARGV[8] ~= '' then
+  local known = redis.call('get', KEYS[4])
+  if known then
+    local offset, epoch = string.match(known, '^(%d+):(.*)$')
+    return {tonumber(offset), epoch}
+  end
+end
 local epoch = channelEpoch(ARGV[5])
 local offset = 0
 if ARGV[7] ~= '1' then
@@ -109,6 +120,7 @@ if ARGV[7] ~= '1' then
 end
 redis.call('pexpire', KEYS[1], ARGV[4])
 redis.call('publish', KEYS[3], offset .. ':' .. epoch .. ':' .. ARGV[6] .. ':' .. ARGV[1])
+if ARGV[8] ~= '' then redis.call('set', KEYS[4], offset .. ':' .. epoch, 'PX', ARGV[8]) end
 return {offset, epoch}
 `;
 
@@ -150,7 +162,7 @@ export class RedisEngine implements Engine {
         : new Redis(options.url, connectionOptions(options));
     this.commands = connect() as Scripted;
     this.subscriber = connect();
-    this.commands.defineCommand('tdpPublish', { numberOfKeys: 3, lua: publishScript });
+    this.commands.defineCommand('tdpPublish', { numberOfKeys: 4, lua: publishScript });
     this.commands.defineCommand('tdpRead', { numberOfKeys: 2, lua: readScript });
     this.commands.defineCommand('tdpAddPresence', { numberOfKeys: 2, lua: addPresenceScript });
     this.commands.defineCommand('tdpPresence', { numberOfKeys: 2, lua: presenceScript });
@@ -170,7 +182,7 @@ export class RedisEngine implements Engine {
   }
 
   private key(
-    kind: 'meta' | 'history' | 'pub' | 'presence.data' | 'presence.expire',
+    kind: 'meta' | 'history' | 'pub' | 'presence.data' | 'presence.expire' | 'idempotency',
     channel: string,
   ): string {
     return `${this.prefix}.${kind}.${channel}`;
@@ -218,16 +230,15 @@ export class RedisEngine implements Engine {
     await this.subscriber.subscribe(this.controlChannel);
   }
 
-  async publish(
-    channel: string,
-    data: unknown,
-    options: { skipHistory?: boolean } = {},
-  ): Promise<StreamPosition> {
+  async publish(channel: string, data: unknown, options: PublishOptions = {}): Promise<StreamPosition> {
     const history = this.options.history(channel);
+    const key = options.idempotencyKey;
     const [offset, epoch] = await this.commands.tdpPublish(
       this.key('meta', channel),
       this.key('history', channel),
       this.key('pub', channel),
+      // In Redis, so that a publish repeated through another node is recognised too.
+      this.key('idempotency', key ? `${channel}.${key}` : channel),
       JSON.stringify(data),
       history.size,
       history.ttlMs,
@@ -235,6 +246,7 @@ export class RedisEngine implements Engine {
       newEpoch(),
       this.now(),
       options.skipHistory ? '1' : '0',
+      key ? idempotencyMs : '',
     );
     return { offset: Number(offset), epoch };
   }

@@ -4,8 +4,8 @@
  */
 import { randomUUID, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Channels, PublishOptions } from './channels.ts';
-import type { Engine, StreamPosition } from './engine.ts';
+import type { Channels } from './channels.ts';
+import type { Engine, PublishOptions, StreamPosition } from './engine.ts';
 import { readJsonPost, requestUrl } from './http.ts';
 import { channelOptions } from './namespaces.ts';
 import type { GatewayOptions } from './options.ts';

@@ -3,14 +3,13 @@
  * node 1 receives what node 2 publishes, and recovers from the history kept in Redis.
  */
 import { randomUUID } from 'node:crypto';
-import { createServer, type Server } from 'node:http';
 import { Centrifuge } from 'centrifuge';
 import { Redis } from 'ioredis';
 import { SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { Gateway, RedisEngine } from '../src/index.ts';
 import { redisUrl, requireRedis } from './redisAvailable.ts';
+import { type Node, redisNodes } from './redisNodes.ts';
 
 const available = await requireRedis();
 
@@ -21,40 +20,16 @@ const sign = (claims: Record<string, unknown>) =>
     .setExpirationTime('10m')
     .sign(new TextEncoder().encode(secret));
 
-interface Node {
-  gateway: Gateway;
-  server: Server;
-  url: string;
-}
-
 describe.skipIf(!available)('two gateway nodes on Redis', () => {
   // Keys of their own, so the test never meets another run's channels.
   const prefix = `tdp.test.${randomUUID()}`;
-  const nodes: Node[] = [];
   const clients: Centrifuge[] = [];
 
-  const startNode = async (historyTtlMs = 60_000): Promise<Node> => {
-    const gateway = new Gateway({
-      hmacKey: secret,
-      engine: new RedisEngine({
-        url: redisUrl,
-        prefix,
-        history: () => ({ size: 100, ttlMs: historyTtlMs }),
-        onResync: () => gateway.resync(),
-      }),
-    });
-    await gateway.ready;
-    const server = createServer();
-    gateway.attach(server);
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const node = {
-      gateway,
-      server,
-      url: `ws://127.0.0.1:${(server.address() as { port: number }).port}/connection/websocket`,
-    };
-    nodes.push(node);
-    return node;
-  };
+  const nodes = redisNodes(secret, () => ({
+    url: redisUrl,
+    prefix,
+    history: () => ({ size: 100, ttlMs: 60_000 }),
+  }));
 
   const connect = async (node: Node, user: string) => {
     const client = new Centrifuge(node.url, {
@@ -70,15 +45,12 @@ describe.skipIf(!available)('two gateway nodes on Redis', () => {
   let one: Node;
   let two: Node;
   beforeAll(async () => {
-    one = await startNode();
-    two = await startNode();
+    one = await nodes.start();
+    two = await nodes.start();
   });
   afterAll(async () => {
     for (const client of clients) client.disconnect();
-    for (const node of nodes) {
-      await node.gateway.close();
-      await new Promise((resolve) => node.server.close(resolve));
-    }
+    await nodes.close();
     const cleanup = new Redis(redisUrl);
     const keys = await cleanup.keys(`${prefix}.*`);
     if (keys.length > 0) await cleanup.del(...keys);
@@ -104,6 +76,30 @@ describe.skipIf(!available)('two gateway nodes on Redis', () => {
     const history = await sub.history({ limit: -1 });
     expect(history.publications.map((p) => p.data)).toEqual([1, 2, 3, 4, 5].map((n) => ({ n })));
     expect(history.epoch).toBe(positions[0]!.epoch);
+  });
+
+  it('a publish repeated through the other node with the same idempotency key is delivered once', async () => {
+    const channel = `task_detail:t/${randomUUID()}`;
+    const client = await connect(one, 'u4');
+    client.connect();
+    const sub = client.newSubscription(channel, { getToken: () => sign({ sub: 'u4', channel }) });
+    const seen: unknown[] = [];
+    sub.on('publication', (ctx) => seen.push(ctx.data));
+    const subscribed = new Promise((resolve) => sub.once('subscribed', resolve));
+    sub.subscribe();
+    await subscribed;
+    // What the relay does when the node it published through died before answering: sends it again.
+    const first = await one.gateway.publish(channel, { n: 1 }, { idempotencyKey: 'message-1' });
+    const again = await two.gateway.publish(channel, { n: 1 }, { idempotencyKey: 'message-1' });
+    const other = await two.gateway.publish(channel, { n: 2 }, { idempotencyKey: 'message-2' });
+    expect(again).toEqual(first);
+    expect(other.offset).toBe(first.offset + 1);
+    await expect.poll(() => seen.length).toBe(2);
+    expect(seen).toEqual([{ n: 1 }, { n: 2 }]);
+    expect((await sub.history({ limit: -1 })).publications.map((p) => p.data)).toEqual([{ n: 1 }, { n: 2 }]);
+    // The key is the channel's: the same key on another channel publishes.
+    const elsewhere = await two.gateway.publish(`${channel}-b`, { n: 1 }, { idempotencyKey: 'message-1' });
+    expect(elsewhere.offset).toBe(1);
   });
 
   it('a client away for 2 seconds while node 2 publishes 20 recovers all 20 in order from Redis', async () => {

@@ -21,6 +21,7 @@ import {
 import { publishLiveWorkflow } from '../../../test/fixtures.ts';
 import { startHarness } from '../../../test/harness.ts';
 import { TcpProxy } from '../../../test/tcpProxy.ts';
+import { CentrifugoApiPublisher } from '../src/adapters/outbound/realtime/publishers.ts';
 
 const binary = requireCentrifugo();
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -144,6 +145,24 @@ describe.skipIf(!binary)('TDP with a real Centrifugo', () => {
           SELECT count(*)::int AS n FROM realtime_message WHERE aggregate_id = ${taskId} AND status <> 'PUBLISHED'`
       )[0]!.n;
     await expect.poll(unpublished).toBe(0);
+  });
+
+  it('a batch the relay sends again (the first answer lost) publishes nothing twice: message ids are idempotency keys', async () => {
+    const { summaries, channels } = await connectAs(tdp, 'u-again');
+    const publisher = new CentrifugoApiPublisher(centrifugo.apiUrl, centrifugo.apiKey);
+    const channel = channels[0]!;
+    const message = (id: string, taskId: string) => ({
+      id,
+      channel,
+      data: { taskId, lifecycleStatus: 'RUNNING' },
+    });
+    const [first, second] = [newId(), newId()];
+    expect(await publisher.publish([message(first, 'a')])).toEqual([{ ok: true }]);
+    expect(await publisher.publish([message(first, 'a'), message(second, 'b')])).toEqual([
+      { ok: true },
+      { ok: true },
+    ]);
+    await expect.poll(() => summaries.map((s) => s.taskId)).toEqual(['a', 'b']);
   });
 
   it('the namespaces open no channel to a client without a token: a tokenless detail subscription is refused', async () => {

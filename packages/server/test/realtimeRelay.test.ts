@@ -319,7 +319,7 @@ describe('the relay', () => {
     }
   });
 
-  it('a relay that died after publishing and before marking publishes again; the store ignores the duplicate', async () => {
+  it('a relay that died after publishing and before marking sends again; the gateway knows the message ids and delivers once', async () => {
     await drain();
     const issued = (
       await h.request('POST', '/v1/realtime/connection-token', {
@@ -353,14 +353,16 @@ describe('the relay', () => {
       const changes: string[] = [];
       store.subscribe(() => changes.push(store.summary(taskId)?.taskVersion ?? 'none'));
       expect(store.summary(taskId)?.taskVersion).toBe(received[0].taskVersion);
-      // Its claim lapses; another relay claims the rows again and publishes them a second time.
+      // Its claim lapses; another relay claims the rows again and sends them a second time, each message
+      // with its id as idempotency key: the gateway publishes nothing twice.
       h.clock.advance(realtimeClaimPolicy.leaseMs + 1);
       expect(await relayRealtime({ rows, publisher, clock: h.clock }, 100)).toBe(1);
-      await expect.poll(() => received.length).toBe(2);
-      expect(received[1]).toEqual(received[0]);
-      expect(changes).toEqual([]);
-      expect(store.myTasks().map((t) => t.taskId)).toEqual([taskId]);
       expect(await statuses(taskId)).toEqual(['PUBLISHED:2', 'PUBLISHED:2', 'PUBLISHED:2', 'PUBLISHED:2']);
+      // A later task's message arrives after anything the second round could have delivered.
+      const later = await createTask('crash-user');
+      expect(await relayRealtime({ rows, publisher, clock: h.clock }, 100)).toBe(1);
+      await expect.poll(() => received.map((r) => r.taskId)).toEqual([taskId, later]);
+      expect(changes.filter((version) => version !== received[0].taskVersion)).toEqual([]);
     } finally {
       live.close();
       client.disconnect();
@@ -370,7 +372,7 @@ describe('the relay', () => {
 
 describe('the hand-off after commit', () => {
   it("publishes a commit's projections at once and marks them without a claim; what it could not publish the loop sends after its grace", async () => {
-    let failNext = 1;
+    let failNext = 2;
     const received: { channel: string; data: any }[][] = [];
     const api = createServer((request, response) => {
       let text = '';
@@ -416,9 +418,10 @@ describe('the hand-off after commit', () => {
         (await sql`SELECT status, attempts FROM realtime_message WHERE aggregate_id = ${taskId}`).map(
           (r) => `${r.status}:${r.attempts}`,
         );
-      // The first hand-off meets a 503: its rows stay PENDING, not claimable for 5 s.
+      // The first hand-off meets a 503, and so does the request it sends again at once: its rows stay
+      // PENDING, not claimable for 5 s.
       const failed = await create();
-      await expect.poll(() => received.length).toBe(before + 1);
+      await expect.poll(() => received.length).toBe(before + 2);
       await new Promise((resolve) => setTimeout(resolve, 1_500));
       expect(await rowsOf(failed)).toEqual(['PENDING:0', 'PENDING:0', 'PENDING:0', 'PENDING:0']);
       // The next one goes straight through: published by the hand-off, never claimed.
@@ -434,7 +437,7 @@ describe('the hand-off after commit', () => {
         .toEqual(['PUBLISHED:1', 'PUBLISHED:1', 'PUBLISHED:1', 'PUBLISHED:1']);
       const sentFor = (taskId: string) =>
         received.flat().filter((c) => c.data.taskId === taskId && c.channel.startsWith('task_user:')).length;
-      expect(sentFor(failed)).toBe(2);
+      expect(sentFor(failed)).toBe(3);
       expect(sentFor(handed)).toBe(1);
     } finally {
       await sql.end();

@@ -28,7 +28,9 @@ export interface CommittedProjectionReads {
   committed(
     window: CommittedWindow,
     limit: number,
-  ): Promise<{ writtenBy: string; id: string; messages: { channel: string; payload: unknown }[] }[]>;
+  ): Promise<
+    { writtenBy: string; id: string; messages: { id: string; channel: string; payload: unknown }[] }[]
+  >;
 }
 
 export class CommittedProjectionFollower {
@@ -93,7 +95,7 @@ export class CommittedProjectionFollower {
     const rows = await this.deps.reads.committed(this.window, this.deps.batchSize);
     if (rows.length > 0) {
       const messages: RealtimeMessage[] = rows.flatMap((row) =>
-        row.messages.map((message) => ({ channel: message.channel, data: message.payload })),
+        row.messages.map((message) => ({ id: message.id, channel: message.channel, data: message.payload })),
       );
       const outcomes = await this.deps.local.publish(messages);
       for (const outcome of outcomes) if (!outcome.ok) this.deps.onRefused?.(outcome.error);

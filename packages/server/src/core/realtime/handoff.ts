@@ -4,8 +4,8 @@
  * that end together are published together (in commit order), and their rows (one per commit) marked
  * PUBLISHED in one statement once every message of the row went. The rows were written claimable only a
  * few seconds later, so whatever the hand-off could not publish (the process died, the gateway failed)
- * the loop still claims and publishes: a crash loses nothing, at worst a message arrives twice, which
- * clients ignore by version.
+ * the loop still claims and publishes: a crash loses nothing. A message sent again carries its id as
+ * idempotency key, so the realtime server publishes it once (and clients ignore an older version).
  */
 
 import type { RealtimeRecord } from '../facts/records.ts';
@@ -101,6 +101,12 @@ export class RealtimeHandoff {
     }
   }
 
+  private send(records: RealtimeRecord[]): Promise<PublishOutcome[]> {
+    return this.deps.publisher.publish(
+      records.map((row) => ({ id: row.id, channel: row.channel, data: row.payload })),
+    );
+  }
+
   private async publish(batch: RealtimeRecord[]): Promise<void> {
     const skipped = supersededProgress(batch);
     const sending = batch.filter((record) => !skipped.has(record.id));
@@ -108,20 +114,33 @@ export class RealtimeHandoff {
     const takes = new Map(batch.map((row) => [row.id, this.taken.get(row.id)]));
     for (const row of batch) this.taken.delete(row.id);
     let outcomes: PublishOutcome[] = [];
+    /** When each message's answer came (the retried ones' after the retry). */
+    const answeredAt: Date[] = [];
     try {
-      outcomes = await this.deps.publisher.publish(
-        sending.map((row) => ({ channel: row.channel, data: row.payload })),
-      );
+      outcomes = await this.send(sending);
+      answeredAt.push(...sending.map(() => this.deps.clock.now()));
+      // Failed fast (a connection refused or reset: a node that died behind a load balancer): sent once
+      // more at once, for another node to take, instead of after the loop's grace. A slow failure (a
+      // hung API) is left to the loop. The message ids make a repeat of what went harmless.
+      const retry = [...sending.keys()].filter((i) => outcomes[i]?.ok === false && !outcomes[i].permanent);
+      if (retry.length > 0 && answeredAt[0]!.getTime() - startedAt.getTime() < quickFailureMs) {
+        const again = await this.send(retry.map((i) => sending[i]!));
+        const at = this.deps.clock.now();
+        for (const [n, i] of retry.entries()) {
+          outcomes[i] = again[n] ?? outcomes[i]!;
+          answeredAt[i] = at;
+        }
+      }
     } catch (error) {
       this.deps.onError?.(error);
     }
-    const now = this.deps.clock.now();
     const failed = new Set<string>();
     for (const [index, row] of sending.entries()) {
       if (!outcomes[index]?.ok) {
         failed.add(row.id); // its stored row stays PENDING: the loop retries it with back-off
         continue;
       }
+      const now = answeredAt[index]!;
       this.deps.observer?.published?.(row.createdAt, now);
       const take = takes.get(row.id);
       if (take) this.deps.observer?.handedOff?.(take.at, now);
@@ -149,6 +168,9 @@ export class RealtimeHandoff {
     if (done.length > 0 && this.deps.rows) this.mark(done);
   }
 }
+
+/** A publish that failed within this is retried at once (the API answered, or its connection broke). */
+const quickFailureMs = 1_000;
 
 /** The realtime_outbox row a record is stored in. */
 const rowOf = (record: RealtimeRecord) => record.outboxId ?? record.id;

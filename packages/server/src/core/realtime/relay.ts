@@ -12,6 +12,11 @@ import type { Clock, TraceContexts, Tracing } from '../shared/ports.ts';
 export interface RealtimeMessage {
   channel: string;
   data: unknown;
+  /**
+   * The message's id, sent as its idempotency key: the realtime server publishes it once however often
+   * it is sent (the hand-off and the relay, a retry after a node died having published it).
+   */
+  id?: string;
 }
 
 /** Per message, in order: sent, worth retrying, or refused for good. */
@@ -151,7 +156,7 @@ export async function relayRealtime(deps: RelayDeps, limit: number): Promise<num
     const part = sending.slice(start, start + messagesPerPublish);
     try {
       const answered = await deps.publisher.publish(
-        part.map(({ message }) => ({ channel: message.channel, data: message.payload })),
+        part.map(({ message }) => ({ id: message.id, channel: message.channel, data: message.payload })),
       );
       for (const index of part.keys())
         outcomes.push(

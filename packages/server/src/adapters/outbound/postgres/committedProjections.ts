@@ -17,7 +17,9 @@ export class PostgresCommittedProjections implements CommittedProjectionReads {
 
   async committed(window: CommittedWindow, limit: number) {
     const after = window.after;
-    return this.sql<{ written_by: string; id: string; messages: { channel: string; payload: unknown }[] }[]>`
+    return this.sql<
+      { written_by: string; id: string; messages: { id: string; channel: string; payload: unknown }[] }[]
+    >`
       SELECT written_by::text, id, messages FROM realtime_outbox
       WHERE written_by >= pg_snapshot_xmin(${window.since}::pg_snapshot)
         AND NOT pg_visible_in_snapshot(written_by, ${window.since}::pg_snapshot)
@@ -28,7 +30,7 @@ export class PostgresCommittedProjections implements CommittedProjectionReads {
       rows.map((row) => ({
         writtenBy: row.written_by,
         id: row.id,
-        messages: row.messages.map((m) => ({ channel: m.channel, payload: m.payload })),
+        messages: row.messages.map((m) => ({ id: m.id, channel: m.channel, payload: m.payload })),
       })),
     );
   }

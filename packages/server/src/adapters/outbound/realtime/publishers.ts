@@ -6,11 +6,13 @@ import type { PublishOutcome, RealtimeMessage, RealtimePublisher } from '../../.
 
 /** The in-process gateway; messages are published in order. */
 export function gatewayPublisher(gateway: {
-  publish(channel: string, data: unknown): Promise<unknown>;
+  publish(channel: string, data: unknown, options: { idempotencyKey?: string }): Promise<unknown>;
 }): RealtimePublisher {
   return {
     publish: async (messages) => {
-      const settled = await Promise.allSettled(messages.map((m) => gateway.publish(m.channel, m.data)));
+      const settled = await Promise.allSettled(
+        messages.map((m) => gateway.publish(m.channel, m.data, m.id ? { idempotencyKey: m.id } : {})),
+      );
       return settled.map((s) =>
         s.status === 'fulfilled'
           ? { ok: true }
@@ -24,7 +26,8 @@ export function gatewayPublisher(gateway: {
 const temporaryCodes = new Set([100, 108]);
 
 /**
- * Centrifugo's server API: `POST <apiUrl>/batch` with `X-API-Key`, the publications in order. A timeout,
+ * Centrifugo's server API: `POST <apiUrl>/batch` with `X-API-Key`, the publications in order, each with
+ * its message id as `idempotency_key` (a batch sent again publishes nothing twice). A timeout,
  * a network error, 408, 429 or a 5xx is transient for the whole batch; any other HTTP status is
  * permanent (the key, the URL or the request is wrong); an error in one reply concerns that message.
  */
@@ -43,7 +46,9 @@ export class CentrifugoApiPublisher implements RealtimePublisher {
         method: 'POST',
         headers: { 'content-type': 'application/json', 'x-api-key': this.apiKey },
         body: JSON.stringify({
-          commands: messages.map((m) => ({ publish: { channel: m.channel, data: m.data } })),
+          commands: messages.map((m) => ({
+            publish: { channel: m.channel, data: m.data, ...(m.id ? { idempotency_key: m.id } : {}) },
+          })),
         }),
         signal: AbortSignal.timeout(this.timeoutMs),
       });
