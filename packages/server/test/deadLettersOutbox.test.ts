@@ -4,8 +4,10 @@
  * (created time range, error text, application): the rows chosen are sent again — the event bus gets
  * the event, a client of the realtime gateway following the task gets the message — others are left
  * DEAD, and each call is audited. The relay publishes through TDP's gateway run on its own behind its
- * server API (as with Centrifugo), so the relay's rows are durable. The rows are made DEAD with SQL after their first publication, as the last of their failures
- * would leave them (the failure path itself is claimQueue.test.ts's).
+ * server API (as with Centrifugo), so the relay's rows are durable. Outbox rows are made DEAD with SQL
+ * after their first publication, as the last of their failures would leave them (the failure path itself
+ * is claimQueue.test.ts's); realtime rows become DEAD for real, the gateway's API refusing them, since a
+ * message the gateway once accepted is not published again (its id is its idempotency key).
  */
 import { createServer, type Server } from 'node:http';
 import { Gateway } from '@tdp/gateway';
@@ -27,9 +29,16 @@ const gatewaySecret = 'dead-letter-gateway-secret-of-some-length';
 const gateway = new Gateway({ hmacKey: gatewaySecret, apiKey: 'gateway-api-key' });
 let gatewayServer: Server;
 let client: Centrifuge | null = null;
+/** While set, the gateway's API refuses every request for good (400): what it is sent goes DEAD. */
+let refusingApi = false;
 
 beforeAll(async () => {
   gatewayServer = createServer((request, response) => {
+    if (refusingApi && request.url?.startsWith('/api')) {
+      request.resume();
+      response.writeHead(400).end();
+      return;
+    }
     if (!gateway.handleHttp(request, response)) response.writeHead(404).end();
   });
   gateway.attach(gatewayServer);
@@ -82,22 +91,19 @@ const statuses = async (table: 'outbox_event' | 'realtime_outbox', ids: string[]
       SELECT id, status FROM ${sql(table)} WHERE id = ANY(${ids}::uuid[]) ORDER BY id`
   ).map((r) => r.status);
 
-/** Once the task's rows are published, they are made DEAD with this error; their ids. */
-async function deadRows(table: 'outbox_event' | 'realtime_outbox', taskId: string, error: string) {
-  // A realtime row holds a commit's messages (migration 030): the rows with one of the task's.
-  const ofTask =
-    table === 'realtime_outbox'
-      ? sql`id IN (SELECT outbox_id FROM realtime_message WHERE aggregate_id = ${taskId})`
-      : sql`aggregate_id = ${taskId}`;
+/** Once the task's outbox rows are published, they are made DEAD with this error; their ids. */
+async function deadRows(taskId: string, error: string) {
   await expect
     .poll(
-      async () => (await sql`SELECT 1 FROM ${sql(table)} WHERE ${ofTask} AND status <> 'PUBLISHED'`).length,
+      async () =>
+        (await sql`SELECT 1 FROM outbox_event WHERE aggregate_id = ${taskId} AND status <> 'PUBLISHED'`)
+          .length,
       { timeout: 10_000 },
     )
     .toBe(0);
   const rows = await sql<{ id: string }[]>`
-    UPDATE ${sql(table)} SET status = 'DEAD', attempts = 20, last_error = ${error}, published_at = NULL
-    WHERE ${ofTask} RETURNING id`;
+    UPDATE outbox_event SET status = 'DEAD', attempts = 20, last_error = ${error}, published_at = NULL
+    WHERE aggregate_id = ${taskId} RETURNING id`;
   expect(rows.length).toBeGreaterThan(0);
   return rows.map((r) => r.id);
 }
@@ -108,9 +114,9 @@ it('requeues DEAD outbox rows by ids and by filter; the bus gets them again; the
     await submit(app.apiKey),
     await submit(other.apiKey),
   ];
-  const firstIds = await deadRows('outbox_event', first, 'bus refused: subject too long');
-  const secondIds = await deadRows('outbox_event', second, 'bus timed out');
-  const thirdIds = await deadRows('outbox_event', third, 'bus timed out');
+  const firstIds = await deadRows(first, 'bus refused: subject too long');
+  const secondIds = await deadRows(second, 'bus timed out');
+  const thirdIds = await deadRows(third, 'bus timed out');
   const sentAgain = (ids: string[]) => published.filter((e) => ids.includes(e.id)).length;
   const before = published.length;
 
@@ -197,9 +203,20 @@ async function follow(channel: string): Promise<unknown[]> {
   return seen;
 }
 
-it('requeues DEAD realtime rows: a client following the task gets the message again', async () => {
+it('requeues DEAD realtime rows: a client following the task gets the message', async () => {
+  refusingApi = true;
   const taskId = await submit(app.apiKey, 'owner-1');
-  const deadIds = await deadRows('realtime_outbox', taskId, 'gateway refused');
+  // The hand-off's publish is refused; past its grace the relay's loop sends the rows, refused again: DEAD.
+  const ofTask = sql`id IN (SELECT outbox_id FROM realtime_message WHERE aggregate_id = ${taskId})`;
+  const notDead = async () =>
+    (await sql`SELECT 1 FROM realtime_outbox WHERE ${ofTask} AND status <> 'DEAD'`).length;
+  h.clock.advance(5_001);
+  await expect.poll(notDead, { timeout: 10_000 }).toBe(0);
+  refusingApi = false;
+  const deadIds = (await sql<{ id: string }[]>`SELECT id FROM realtime_outbox WHERE ${ofTask}`).map(
+    (r) => r.id,
+  );
+  expect(deadIds.length).toBeGreaterThan(0);
   const channel = `task_user:${app.tenantId}/${app.applicationId}/owner-1`;
   const received = await follow(channel);
   const [row] = await sql<{ id: string; payload: Record<string, unknown> }[]>`
