@@ -29,10 +29,11 @@ const warm = sized(null, 300, 50);
 const startTimeoutMs = sized(null, 600_000, 60_000);
 const settleTimeoutMs = sized(null, 300_000, 60_000);
 /**
- * `BENCH_E2E_ONLY=TDP` runs one system, e.g. while profiling it with BENCH_PROFILE=1. A smoke run has TDP
+ * `BENCH_E2E_SYSTEMS` picks the systems by name, comma-separated (`TDP`, `TDP (temporal)`, `graphile-worker`,
+ * `pg-boss`…), e.g. `TDP` alone while profiling it with BENCH_PROFILE=1. A smoke run has TDP
  * alone: the peers would show nothing about whether this bench still works.
  */
-const only = process.env.BENCH_E2E_ONLY ?? (smoke ? 'TDP,TDP (temporal)' : undefined);
+const only = process.env.BENCH_E2E_SYSTEMS ?? (smoke ? 'TDP,TDP (temporal)' : undefined);
 const clients = 16;
 
 export interface Workers {
