@@ -67,54 +67,6 @@ describe('the realtime hand-off', () => {
     expect(marked.flat()).toEqual(['B']);
   });
 
-  it('sends what failed fast once more at once (another node takes it), and only that', async () => {
-    let calls = 0;
-    const sent: string[][] = [];
-    const marked: string[] = [];
-    const subject = new RealtimeHandoff({
-      publisher: {
-        // The first request's connection broke after a1 went: a2 failed for now.
-        publish: async (messages) => {
-          calls += 1;
-          sent.push(messages.map((m) => `${m.channel}:${m.id}`));
-          return messages.map((m) =>
-            calls === 1 && m.channel !== 'a1'
-              ? { ok: false, permanent: false, error: 'realtime API unreachable: socket hang up' }
-              : { ok: true },
-          );
-        },
-      },
-      rows: { markPublishedUnclaimed: async (ids) => void marked.push(...ids) },
-      clock: { now: () => new Date() },
-    });
-    const records = [record('A', 'a1'), record('A', 'a2')];
-    subject.take(records);
-    await subject.idle();
-    expect(sent).toEqual([records.map((r) => `${r.channel}:${r.id}`), [`a2:${records[1]!.id}`]]);
-    expect(marked).toEqual(['A']);
-  });
-
-  it('leaves a slow failure (a hung API) to the loop instead of sending it again', async () => {
-    let now = 0;
-    let calls = 0;
-    const marked: string[] = [];
-    const subject = new RealtimeHandoff({
-      publisher: {
-        publish: async (messages) => {
-          calls += 1;
-          now += 5_000; // the request timed out
-          return messages.map(() => ({ ok: false, permanent: false, error: 'timeout' }));
-        },
-      },
-      rows: { markPublishedUnclaimed: async (ids) => void marked.push(...ids) },
-      clock: { now: () => new Date(now) },
-    });
-    subject.take([record('A', 'a1')]);
-    await subject.idle();
-    expect(calls).toBe(1);
-    expect(marked).toEqual([]);
-  });
-
   it('marks nothing when the publisher throws; the next commit is marked as usual', async () => {
     const options = { throws: true };
     const { subject, marked, errors } = handoff(options);

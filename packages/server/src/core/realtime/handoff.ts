@@ -101,12 +101,6 @@ export class RealtimeHandoff {
     }
   }
 
-  private send(records: RealtimeRecord[]): Promise<PublishOutcome[]> {
-    return this.deps.publisher.publish(
-      records.map((row) => ({ id: row.id, channel: row.channel, data: row.payload })),
-    );
-  }
-
   private async publish(batch: RealtimeRecord[]): Promise<void> {
     const skipped = supersededProgress(batch);
     const sending = batch.filter((record) => !skipped.has(record.id));
@@ -114,33 +108,20 @@ export class RealtimeHandoff {
     const takes = new Map(batch.map((row) => [row.id, this.taken.get(row.id)]));
     for (const row of batch) this.taken.delete(row.id);
     let outcomes: PublishOutcome[] = [];
-    /** When each message's answer came (the retried ones' after the retry). */
-    const answeredAt: Date[] = [];
     try {
-      outcomes = await this.send(sending);
-      answeredAt.push(...sending.map(() => this.deps.clock.now()));
-      // Failed fast (a connection refused or reset: a node that died behind a load balancer): sent once
-      // more at once, for another node to take, instead of after the loop's grace. A slow failure (a
-      // hung API) is left to the loop. The message ids make a repeat of what went harmless.
-      const retry = [...sending.keys()].filter((i) => outcomes[i]?.ok === false && !outcomes[i].permanent);
-      if (retry.length > 0 && answeredAt[0]!.getTime() - startedAt.getTime() < quickFailureMs) {
-        const again = await this.send(retry.map((i) => sending[i]!));
-        const at = this.deps.clock.now();
-        for (const [n, i] of retry.entries()) {
-          outcomes[i] = again[n] ?? outcomes[i]!;
-          answeredAt[i] = at;
-        }
-      }
+      outcomes = await this.deps.publisher.publish(
+        sending.map((row) => ({ id: row.id, channel: row.channel, data: row.payload })),
+      );
     } catch (error) {
       this.deps.onError?.(error);
     }
+    const now = this.deps.clock.now();
     const failed = new Set<string>();
     for (const [index, row] of sending.entries()) {
       if (!outcomes[index]?.ok) {
         failed.add(row.id); // its stored row stays PENDING: the loop retries it with back-off
         continue;
       }
-      const now = answeredAt[index]!;
       this.deps.observer?.published?.(row.createdAt, now);
       const take = takes.get(row.id);
       if (take) this.deps.observer?.handedOff?.(take.at, now);
@@ -168,9 +149,6 @@ export class RealtimeHandoff {
     if (done.length > 0 && this.deps.rows) this.mark(done);
   }
 }
-
-/** A publish that failed within this is retried at once (the API answered, or its connection broke). */
-const quickFailureMs = 1_000;
 
 /** The realtime_outbox row a record is stored in. */
 const rowOf = (record: RealtimeRecord) => record.outboxId ?? record.id;

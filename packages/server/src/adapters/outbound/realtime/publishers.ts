@@ -27,8 +27,9 @@ const temporaryCodes = new Set([100, 108]);
 
 /**
  * Centrifugo's server API: `POST <apiUrl>/batch` with `X-API-Key`, the publications in order, each with
- * its message id as `idempotency_key` (a batch sent again publishes nothing twice). A timeout,
- * a network error, 408, 429 or a 5xx is transient for the whole batch; any other HTTP status is
+ * its message id as `idempotency_key` (a batch sent again publishes nothing twice). A broken connection
+ * is tried once more at once; a timeout, a network error, 408, 429 or a 5xx is transient for the whole
+ * batch; any other HTTP status is
  * permanent (the key, the URL or the request is wrong); an error in one reply concerns that message.
  */
 export class CentrifugoApiPublisher implements RealtimePublisher {
@@ -40,17 +41,19 @@ export class CentrifugoApiPublisher implements RealtimePublisher {
 
   async publish(messages: RealtimeMessage[]): Promise<PublishOutcome[]> {
     const all = (outcome: PublishOutcome) => messages.map(() => outcome);
+    const request = JSON.stringify({
+      commands: messages.map((m) => ({
+        publish: { channel: m.channel, data: m.data, ...(m.id ? { idempotency_key: m.id } : {}) },
+      })),
+    });
     let response: Response;
     try {
-      response = await fetch(`${this.apiUrl.replace(/\/$/, '')}/batch`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', 'x-api-key': this.apiKey },
-        body: JSON.stringify({
-          commands: messages.map((m) => ({
-            publish: { channel: m.channel, data: m.data, ...(m.id ? { idempotency_key: m.id } : {}) },
-          })),
-        }),
-        signal: AbortSignal.timeout(this.timeoutMs),
+      response = await this.post(request).catch((error: Error) => {
+        // A connection that broke (refused or reset: a node gone behind a load balancer) is tried once
+        // more on a new one, which the balancer gives a node still up; the message ids make a repeat
+        // harmless. A timeout is not: a hung API would only hold the caller twice as long.
+        if (error.name === 'TimeoutError') throw error;
+        return this.post(request);
       });
     } catch (error) {
       return all({
@@ -91,6 +94,15 @@ export class CentrifugoApiPublisher implements RealtimePublisher {
       const reply = replies[index];
       if (!reply) return { ok: false, permanent: false, error: 'realtime API answered too few replies' };
       return reply.error ? refusal(reply.error) : { ok: true };
+    });
+  }
+
+  private post(body: string): Promise<Response> {
+    return fetch(`${this.apiUrl.replace(/\/$/, '')}/batch`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': this.apiKey },
+      body,
+      signal: AbortSignal.timeout(this.timeoutMs),
     });
   }
 }
