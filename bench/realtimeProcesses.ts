@@ -52,7 +52,6 @@ export function childProcesses(script: string, count: number) {
     }),
   );
   return {
-    children,
     ask: <T>(type: string, answer: string, extra: (p: number) => Record<string, unknown> = () => ({})) =>
       Promise.all(
         children.map((child, p) => {
