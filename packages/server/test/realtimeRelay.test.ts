@@ -57,66 +57,6 @@ describe('progress coalescing', () => {
   });
 });
 
-describe('the Centrifugo API publisher', () => {
-  /** A server API that drops the first request's connection and answers the next (`reset`), or never answers. */
-  async function breakingApi(behaviour: 'reset' | 'hang') {
-    const requests: any[] = [];
-    const server = createServer((request, response) => {
-      let text = '';
-      request.on('data', (chunk) => {
-        text += chunk;
-      });
-      request.on('end', () => {
-        const body = JSON.parse(text);
-        requests.push(body);
-        if (requests.length === 1 && behaviour === 'reset') return void request.socket.destroy();
-        if (behaviour === 'hang') return;
-        response
-          .writeHead(200, { 'content-type': 'application/json' })
-          .end(JSON.stringify({ replies: body.commands.map(() => ({ publish: {} })) }));
-      });
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const url = `http://127.0.0.1:${(server.address() as { port: number }).port}/api`;
-    const close = () => {
-      server.closeAllConnections();
-      return new Promise((resolve) => server.close(resolve));
-    };
-    return { url, requests, close };
-  }
-  const messages = [
-    { id: 'm-1', channel: 'task_user:t/a/u', data: { n: 1 } },
-    { id: 'm-2', channel: 'task_user:t/a/u', data: { n: 2 } },
-  ];
-
-  it('sends a batch whose connection broke once more at once, with the same idempotency keys', async () => {
-    const api = await breakingApi('reset');
-    try {
-      expect(await new CentrifugoApiPublisher(api.url, 'k').publish(messages)).toEqual([
-        { ok: true },
-        { ok: true },
-      ]);
-      expect(api.requests).toHaveLength(2);
-      for (const request of api.requests)
-        expect(request.commands.map((c: any) => c.publish.idempotency_key)).toEqual(['m-1', 'm-2']);
-    } finally {
-      await api.close();
-    }
-  });
-
-  it('does not send again a batch that timed out: a hung API is left to the back-off', async () => {
-    const api = await breakingApi('hang');
-    try {
-      const outcomes = await new CentrifugoApiPublisher(api.url, 'k', 200).publish(messages);
-      expect(outcomes.map((o) => o.ok)).toEqual([false, false]);
-      expect(outcomes[0]).toMatchObject({ permanent: false, error: expect.stringContaining('unreachable') });
-      expect(api.requests).toHaveLength(1);
-    } finally {
-      await api.close();
-    }
-  });
-});
-
 describe('the relay', () => {
   let h: Harness;
   let app: Awaited<ReturnType<Harness['createApplication']>>;
@@ -137,7 +77,10 @@ describe('the relay', () => {
     sql = connectDatabase({ url: h.databaseUrl, maxConnections: 2 });
   });
   afterAll(async () => {
-    for (const server of servers) await new Promise((resolve) => server.close(resolve));
+    for (const server of servers) {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
     await sql.end();
     await h.close();
   });
@@ -157,8 +100,9 @@ describe('the relay', () => {
       await sql`SELECT status, attempts FROM realtime_message WHERE aggregate_id = ${taskId} ORDER BY created_at, id`
     ).map((r) => `${r.status}:${r.attempts}`);
 
+  /** A server API answering each request as `answer` says: a status and body, or its connection dropped or left hanging. */
   async function fakeApi(
-    answer: (request: IncomingMessage, body: any) => { status: number; body?: unknown },
+    answer: (request: IncomingMessage, body: any) => { status: number; body?: unknown } | 'drop' | 'hang',
   ) {
     const received: any[] = [];
     const server = createServer((request, response) => {
@@ -170,6 +114,8 @@ describe('the relay', () => {
         const body = JSON.parse(text);
         received.push({ headers: request.headers, url: request.url, body });
         const reply = answer(request, body);
+        if (reply === 'drop') return void request.socket.destroy();
+        if (reply === 'hang') return;
         response
           .writeHead(reply.status, { 'content-type': 'application/json' })
           .end(JSON.stringify(reply.body ?? {}));
@@ -300,6 +246,30 @@ describe('the relay', () => {
     expect(flaky.received.at(-1).body.commands.map((c: any) => c.publish.channel)).toEqual([
       `task_detail:${app.tenantId}/${taskId}`,
     ]);
+  });
+
+  const twoMessages = [
+    { id: 'm-1', channel: 'task_user:t/a/u', data: { n: 1 } },
+    { id: 'm-2', channel: 'task_user:t/a/u', data: { n: 2 } },
+  ];
+  const ok = (body: any) => ({ status: 200, body: { replies: body.commands.map(() => ({ publish: {} })) } });
+
+  it('sends a batch whose connection broke once more at once, with the same idempotency keys', async () => {
+    let requests = 0;
+    const api = await fakeApi((_request, body) => (++requests === 1 ? 'drop' : ok(body)));
+    const outcomes = await new CentrifugoApiPublisher(api.url, 'k').publish(twoMessages);
+    expect(outcomes).toEqual([{ ok: true }, { ok: true }]);
+    expect(api.received).toHaveLength(2);
+    for (const request of api.received)
+      expect(request.body.commands.map((c: any) => c.publish.idempotency_key)).toEqual(['m-1', 'm-2']);
+  });
+
+  it('does not send again a batch that timed out: a hung API is left to the back-off', async () => {
+    const api = await fakeApi(() => 'hang');
+    const outcomes = await new CentrifugoApiPublisher(api.url, 'k', 200).publish(twoMessages);
+    expect(outcomes.map((o) => o.ok)).toEqual([false, false]);
+    expect(outcomes[0]).toMatchObject({ permanent: false, error: expect.stringContaining('unreachable') });
+    expect(api.received).toHaveLength(1);
   });
 
   it('sends a round of many messages in requests of at most 1,000, in order', async () => {
