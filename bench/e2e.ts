@@ -16,6 +16,7 @@ import { startTemporal, temporalBinary } from '../test/temporal.ts';
 import {
   benchDatabase,
   cpuSeconds,
+  noopWorkflow,
   percentile,
   runLoad,
   sane,
@@ -266,18 +267,7 @@ export async function benchTdp(
   await fetch(`${server.base}/v1/workflow-definitions`, {
     method: 'POST',
     headers,
-    body: JSON.stringify({
-      name: 'noop',
-      version: '1',
-      steps: [
-        {
-          key: 'noop',
-          capability: 'noop',
-          capabilityVersion: '1',
-          inputMapping: { sentAt: '$.input.sentAt' },
-        },
-      ],
-    }),
+    body: JSON.stringify(noopWorkflow(['sentAt'])),
   });
   const workers = startWorkers('tdp', second ? [server.base, second.base] : server.base, workerKey);
   const pools = [server, ...(second ? [second] : [])].map(

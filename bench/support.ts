@@ -65,6 +65,20 @@ export async function benchDatabase(
   };
 }
 
+/** The one-step workflow the queue benchmarks run: a `noop` capability given `fields` of the task input. */
+export const noopWorkflow = (fields: string[]) => ({
+  name: 'noop',
+  version: '1',
+  steps: [
+    {
+      key: 'noop',
+      capability: 'noop',
+      capabilityVersion: '1',
+      inputMapping: Object.fromEntries(fields.map((field) => [field, `$.input.${field}`])),
+    },
+  ],
+});
+
 export function percentile(sortedMs: number[], p: number): number {
   if (sortedMs.length === 0) return Number.NaN;
   return sortedMs[Math.min(sortedMs.length - 1, Math.floor((p / 100) * sortedMs.length))]!;
