@@ -125,6 +125,17 @@ const toAttempt = (r: AttemptRow): LocalAttempt => ({
 
 export class LocalStore {
   private readonly db: Database.Database;
+  /** Prepared once: preparing a statement at each call was a visible share of a busy worker's time. */
+  private readonly statements = new Map<string, Database.Statement>();
+
+  private statement(text: string): Database.Statement {
+    let statement = this.statements.get(text);
+    if (!statement) {
+      statement = this.db.prepare(text);
+      this.statements.set(text, statement);
+    }
+    return statement;
+  }
 
   constructor(
     path: string,
@@ -149,20 +160,18 @@ export class LocalStore {
   }
 
   getMeta(key: string): string | null {
-    const row = this.db.prepare('SELECT value FROM meta WHERE key = ?').get(key) as
+    const row = this.statement('SELECT value FROM meta WHERE key = ?').get(key) as
       | { value: string }
       | undefined;
     return row?.value ?? null;
   }
 
   setMeta(key: string, value: string | null): void {
-    if (value === null) this.db.prepare('DELETE FROM meta WHERE key = ?').run(key);
+    if (value === null) this.statement('DELETE FROM meta WHERE key = ?').run(key);
     else
-      this.db
-        .prepare(
-          'INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value',
-        )
-        .run(key, value);
+      this.statement(
+        'INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value',
+      ).run(key, value);
   }
 
   /**
@@ -175,13 +184,11 @@ export class LocalStore {
     command: { commandId: string; type: string; payload: Record<string, unknown> },
   ): boolean {
     return this.db.transaction(() => {
-      const inserted = this.db
-        .prepare(
-          'INSERT INTO inbox (command_id, worker_id, type, payload, received_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING',
-        )
-        .run(command.commandId, workerId, command.type, JSON.stringify(command.payload), this.now());
+      const inserted = this.statement(
+        'INSERT INTO inbox (command_id, worker_id, type, payload, received_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING',
+      ).run(command.commandId, workerId, command.type, JSON.stringify(command.payload), this.now());
       if (inserted.changes === 0) {
-        this.db.prepare('UPDATE inbox SET acked = 0 WHERE command_id = ?').run(command.commandId);
+        this.statement('UPDATE inbox SET acked = 0 WHERE command_id = ?').run(command.commandId);
         return false;
       }
       if (command.type === 'START_ATTEMPT') {
@@ -200,31 +207,29 @@ export class LocalStore {
           heartbeatIntervalSeconds?: number | null;
           traceparent?: string;
         };
-        this.db
-          .prepare(
-            `INSERT INTO attempt (attempt_id, worker_id, command_id, lease_version, task_id, step_id, attempt, capability,
+        this.statement(
+          `INSERT INTO attempt (attempt_id, worker_id, command_id, lease_version, task_id, step_id, attempt, capability,
                                   capability_version, input, execution_token, heartbeat_interval_seconds, trace_parent, state,
                                   created_at, updated_at)
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'RUNNING', ?, ?)
              ON CONFLICT (attempt_id) DO NOTHING`,
-          )
-          .run(
-            p.attemptId,
-            workerId,
-            command.commandId,
-            p.leaseVersion,
-            p.taskId,
-            p.stepKey ?? p.stepId,
-            p.attempt,
-            p.capability,
-            p.capabilityVersion,
-            JSON.stringify(p.input ?? null),
-            p.executionToken ?? null,
-            p.heartbeatIntervalSeconds ?? null,
-            p.traceparent ?? null,
-            this.now(),
-            this.now(),
-          );
+        ).run(
+          p.attemptId,
+          workerId,
+          command.commandId,
+          p.leaseVersion,
+          p.taskId,
+          p.stepKey ?? p.stepId,
+          p.attempt,
+          p.capability,
+          p.capabilityVersion,
+          JSON.stringify(p.input ?? null),
+          p.executionToken ?? null,
+          p.heartbeatIntervalSeconds ?? null,
+          p.traceparent ?? null,
+          this.now(),
+          this.now(),
+        );
       }
       return true;
     })();
@@ -233,14 +238,14 @@ export class LocalStore {
   /** Commands received but not yet acknowledged to the server. */
   unacked(): string[] {
     return (
-      this.db.prepare('SELECT command_id FROM inbox WHERE acked = 0 ORDER BY command_id').all() as {
+      this.statement('SELECT command_id FROM inbox WHERE acked = 0 ORDER BY command_id').all() as {
         command_id: string;
       }[]
     ).map((r) => r.command_id);
   }
 
   markAcked(commandIds: readonly string[]): void {
-    const mark = this.db.prepare('UPDATE inbox SET acked = 1 WHERE command_id = ?');
+    const mark = this.statement('UPDATE inbox SET acked = 1 WHERE command_id = ?');
     this.db.transaction(() => {
       for (const id of commandIds) mark.run(id);
     })();
@@ -248,14 +253,14 @@ export class LocalStore {
 
   /** The newest command id received by a session: its `Last-Event-ID` after a reconnect. */
   lastCommandId(workerId: string): string | null {
-    const row = this.db
-      .prepare('SELECT max(command_id) AS id FROM inbox WHERE worker_id = ?')
-      .get(workerId) as { id: string | null };
+    const row = this.statement('SELECT max(command_id) AS id FROM inbox WHERE worker_id = ?').get(
+      workerId,
+    ) as { id: string | null };
     return row.id;
   }
 
   getAttempt(attemptId: string): LocalAttempt | null {
-    const row = this.db.prepare('SELECT * FROM attempt WHERE attempt_id = ?').get(attemptId) as
+    const row = this.statement('SELECT * FROM attempt WHERE attempt_id = ?').get(attemptId) as
       | AttemptRow
       | undefined;
     return row ? toAttempt(row) : null;
@@ -267,33 +272,33 @@ export class LocalStore {
    */
   heldAttemptIds(): string[] {
     return (
-      this.db
-        .prepare(
-          `SELECT attempt_id FROM attempt WHERE state = 'RUNNING'
+      this.statement(
+        `SELECT attempt_id FROM attempt WHERE state = 'RUNNING'
            UNION SELECT attempt_id FROM outbox WHERE sent_at IS NULL`,
-        )
-        .all() as { attempt_id: string }[]
+      ).all() as { attempt_id: string }[]
     ).map((row) => row.attempt_id);
   }
 
   /** Attempts not finished: after a restart, each is resumed or handed back. */
   runningAttempts(): LocalAttempt[] {
     return (
-      this.db
-        .prepare("SELECT * FROM attempt WHERE state = 'RUNNING' ORDER BY created_at")
-        .all() as AttemptRow[]
+      this.statement(
+        "SELECT * FROM attempt WHERE state = 'RUNNING' ORDER BY created_at",
+      ).all() as AttemptRow[]
     ).map(toAttempt);
   }
 
   /** The attempt's run span: its reports continue from it, also after a restart. */
   saveTraceparent(attemptId: string, traceparent: string): void {
-    this.db.prepare('UPDATE attempt SET trace_parent = ? WHERE attempt_id = ?').run(traceparent, attemptId);
+    this.statement('UPDATE attempt SET trace_parent = ? WHERE attempt_id = ?').run(traceparent, attemptId);
   }
 
   saveCheckpoint(attemptId: string, data: unknown): void {
-    this.db
-      .prepare('UPDATE attempt SET checkpoint = ?, updated_at = ? WHERE attempt_id = ?')
-      .run(JSON.stringify(data), this.now(), attemptId);
+    this.statement('UPDATE attempt SET checkpoint = ?, updated_at = ? WHERE attempt_id = ?').run(
+      JSON.stringify(data),
+      this.now(),
+      attemptId,
+    );
   }
 
   /**
@@ -303,24 +308,20 @@ export class LocalStore {
    */
   record(attemptId: string, draft: EventDraft, final = false): OutboxEvent | null {
     return this.db.transaction(() => {
-      const row = this.db
-        .prepare('SELECT worker_id, lease_version, next_seq, state FROM attempt WHERE attempt_id = ?')
-        .get(attemptId) as
+      const row = this.statement(
+        'SELECT worker_id, lease_version, next_seq, state FROM attempt WHERE attempt_id = ?',
+      ).get(attemptId) as
         | { worker_id: string; lease_version: number; next_seq: number; state: AttemptState }
         | undefined;
       if (!row || row.state === 'FINISHED') return null;
       const eventId = this.newId();
       const body = { ...draft, attemptId, leaseVersion: row.lease_version, eventId, sourceSeq: row.next_seq };
-      this.db
-        .prepare(
-          'INSERT INTO outbox (event_id, attempt_id, worker_id, seq, body, created_at) VALUES (?, ?, ?, ?, ?, ?)',
-        )
-        .run(eventId, attemptId, row.worker_id, row.next_seq, JSON.stringify(body), this.now());
-      this.db
-        .prepare(
-          `UPDATE attempt SET next_seq = next_seq + 1, updated_at = ?${final ? ", state = 'FINISHED'" : ''} WHERE attempt_id = ?`,
-        )
-        .run(this.now(), attemptId);
+      this.statement(
+        'INSERT INTO outbox (event_id, attempt_id, worker_id, seq, body, created_at) VALUES (?, ?, ?, ?, ?, ?)',
+      ).run(eventId, attemptId, row.worker_id, row.next_seq, JSON.stringify(body), this.now());
+      this.statement(
+        `UPDATE attempt SET next_seq = next_seq + 1, updated_at = ?${final ? ", state = 'FINISHED'" : ''} WHERE attempt_id = ?`,
+      ).run(this.now(), attemptId);
       return { eventId, attemptId, workerId: row.worker_id, body };
     })();
   }
@@ -328,14 +329,12 @@ export class LocalStore {
   /** Undelivered events, oldest first (but those of the sessions named: set aside for now). */
   unsent(limit: number, exceptSessions: ReadonlySet<string> = new Set()): OutboxEvent[] {
     return (
-      this.db
-        .prepare(
-          `SELECT o.event_id, o.attempt_id, o.worker_id, o.body, a.trace_parent
+      this.statement(
+        `SELECT o.event_id, o.attempt_id, o.worker_id, o.body, a.trace_parent
            FROM outbox o LEFT JOIN attempt a ON a.attempt_id = o.attempt_id
            WHERE o.sent_at IS NULL AND o.worker_id NOT IN (SELECT value FROM json_each(?))
            ORDER BY o.created_at, o.seq LIMIT ?`,
-        )
-        .all(JSON.stringify([...exceptSessions]), limit) as {
+      ).all(JSON.stringify([...exceptSessions]), limit) as {
         event_id: string;
         attempt_id: string;
         worker_id: string;
@@ -352,7 +351,7 @@ export class LocalStore {
   }
 
   markSent(eventIds: string[]): void {
-    const mark = this.db.prepare('UPDATE outbox SET sent_at = ? WHERE event_id = ?');
+    const mark = this.statement('UPDATE outbox SET sent_at = ? WHERE event_id = ?');
     const at = this.now();
     this.db.transaction(() => {
       for (const id of eventIds) mark.run(at, id);
@@ -367,25 +366,21 @@ export class LocalStore {
   prune(keepMs: number): { outbox: number; attempt: number; inbox: number } {
     const before = this.now() - keepMs;
     return this.db.transaction(() => ({
-      outbox: this.db.prepare('DELETE FROM outbox WHERE sent_at IS NOT NULL AND sent_at < ?').run(before)
+      outbox: this.statement('DELETE FROM outbox WHERE sent_at IS NOT NULL AND sent_at < ?').run(before)
         .changes,
-      attempt: this.db
-        .prepare(
-          `DELETE FROM attempt WHERE state = 'FINISHED' AND updated_at < ?
+      attempt: this.statement(
+        `DELETE FROM attempt WHERE state = 'FINISHED' AND updated_at < ?
            AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.attempt_id = attempt.attempt_id AND o.sent_at IS NULL)`,
-        )
-        .run(before).changes,
-      inbox: this.db
-        .prepare(
-          `DELETE FROM inbox WHERE acked = 1 AND received_at < ?
+      ).run(before).changes,
+      inbox: this.statement(
+        `DELETE FROM inbox WHERE acked = 1 AND received_at < ?
            AND command_id < (SELECT max(command_id) FROM inbox newest WHERE newest.worker_id = inbox.worker_id)`,
-        )
-        .run(before).changes,
+      ).run(before).changes,
     }))();
   }
 
   unsentCount(): number {
-    return (this.db.prepare('SELECT count(*) AS n FROM outbox WHERE sent_at IS NULL').get() as { n: number })
+    return (this.statement('SELECT count(*) AS n FROM outbox WHERE sent_at IS NULL').get() as { n: number })
       .n;
   }
 }
