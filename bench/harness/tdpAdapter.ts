@@ -1,26 +1,18 @@
 /**
  * TDP's adapter for the PostgreSQL queue benchmark harness (hardbyte/postgresql-job-queue-benchmarking;
- * see README.md here). One process, as the harness kills only the pid it started: TDP's server, a
- * worker of TDP's SDK running a one-step `noop` workflow, the producer, a depth poller and the sampler.
+ * see README.md here). One process, as the harness kills only the pid it started: TDP's server on its own
+ * thread, and on this one a worker of TDP's SDK running a one-step `noop` workflow, the producer, a depth
+ * poller and the sampler.
  * Everything comes from the environment; stdout carries only the JSONL telemetry, logs go to stderr.
  *
  * Run: node --conditions=@tdp/source --import tsx bench/harness/tdpAdapter.ts (from the repo root).
  */
 import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
-import { guardProcess, serverVersion } from '../../packages/server/src/main.ts';
+import { pino } from 'pino';
+import { guardProcess } from '../../packages/server/src/host/processGuard.ts';
 import { emit, Limiter, newMeters, rateReader, startSampler } from './meter.ts';
-import {
-  depthReader,
-  log,
-  migrateDatabase,
-  provision,
-  retrying,
-  sleep,
-  startNoopWorker,
-  startTdpServer,
-  taskCreator,
-} from './tdpSystem.ts';
+import { depthReader, log, sleep, startNoopWorker, startServerThread, taskCreator } from './tdpSystem.ts';
 
 const env = process.env;
 const numberOf = (name: string, fallback: number) => {
@@ -49,20 +41,22 @@ const manifest = JSON.parse(readFileSync(new URL('./adapter.json', import.meta.u
   extensions: string[];
 };
 
-const schemaVersion = await migrateDatabase(databaseUrl);
-const { server, adminToken } = await retrying('start server', () => startTdpServer(databaseUrl));
-// As `tdp server` does: a fault nothing handled (a connection lost mid-query) is logged, and the process
-// goes on unless its state is unknown.
-guardProcess({ logger: server.logger, onFault: (kind) => server.health.processFault(kind) });
-const { apiKey, workerKey } = await retrying('provision', () =>
-  provision(server.url, adminToken, instanceId),
-);
+// The server migrates, starts and provisions on its own thread; a thread that ends unasked (its state
+// unknown) ends the process, as the server's own process guard would have.
+const server = await startServerThread({ databaseUrl, instanceId }, (code) => {
+  log(`the server thread ended (code ${code}): exiting`);
+  process.exit(code || 1);
+});
+// As `tdp server` does, for this thread's loops: a fault nothing handled (a connection lost mid-query)
+// is logged, and the process goes on unless its state is unknown.
+guardProcess({ logger: pino({ base: { src: 'tdp-adapter' } }, pino.destination(2)) });
+const { apiKey, workerKey, schemaVersion } = server;
 emit({
   kind: 'descriptor',
   system: 'tdp',
   event_tables: manifest.event_tables,
   extensions: manifest.extensions,
-  version: `tdp@${serverVersion}`,
+  version: `tdp@${server.version}`,
   schema_version: schemaVersion,
   db_name: new URL(databaseUrl).pathname.slice(1),
   started_at: new Date().toISOString(),
@@ -214,7 +208,7 @@ const shutdown = async (signal: string) => {
   process.stdin.destroy();
   await Promise.race([Promise.allSettled(loops), sleep(1_000)]);
   await Promise.allSettled([running.drain(), creator.close(), depth.close()]);
-  await server.close().catch((error: unknown) => failed('server close', error));
+  await server.close();
   worker.removeHome();
   process.exit(0);
 };

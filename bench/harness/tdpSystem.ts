@@ -1,126 +1,80 @@
 /**
- * TDP inside the adapter's process: the server (what `tdp server` runs), what the benchmark needs on it
- * (a tenant, an application and its key, the one-step `noop` workflow, a worker key), a worker of TDP's
- * SDK running the `noop` capability, and the producer's one call, `POST /v1/tasks`.
+ * TDP inside the adapter's process: the server on its own thread (serverThread.ts), a worker of TDP's
+ * SDK running the `noop` capability, the producer's one call, `POST /v1/tasks`, and the depth gauge.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { mkdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { pino } from 'pino';
+import { Worker } from 'node:worker_threads';
 import { Type } from 'typebox';
 import { Pool } from 'undici';
-import { loadMigrations } from '../../packages/server/src/adapters/outbound/postgres/migrate.ts';
-import {
-  configFromEnv,
-  connectDatabase,
-  migrate,
-  type RunningServer,
-  startServer,
-} from '../../packages/server/src/main.ts';
+// The database module alone: the main thread does not load the server (it runs on its own thread).
+import { connectDatabase } from '../../packages/server/src/adapters/outbound/postgres/database.ts';
 import { defineCapability, type Logger, startWorker } from '../../packages/worker/src/index.ts';
-import { noopWorkflow } from '../support.ts';
+import type { ServerThreadData, ServerThreadMessage } from './serverThread.ts';
 
 export const log = (message: string) => process.stderr.write(`[tdp-adapter] ${message}\n`);
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** Tries `action` until it succeeds (PostgreSQL may be restarting while the harness starts us). */
-export async function retrying<T>(what: string, action: () => Promise<T>, deadlineMs = 55_000): Promise<T> {
-  const deadline = Date.now() + deadlineMs;
-  for (;;) {
-    try {
-      return await action();
-    } catch (error) {
-      if (Date.now() > deadline) throw error;
-      log(`${what}: ${(error as Error).message}; retrying`);
-      await sleep(500);
-    }
-  }
-}
-
-/** Migrates DATABASE_URL (the harness created it); the schema version is the newest migration's name. */
-export async function migrateDatabase(url: string): Promise<string> {
-  await retrying('migrate', async () => {
-    const sql = connectDatabase({ url, maxConnections: 1 });
-    try {
-      await migrate(sql);
-    } finally {
-      await sql.end({ timeout: 1 });
-    }
-  });
-  return (await loadMigrations()).at(-1)?.name ?? 'unknown';
-}
-
-/**
- * The server's settings as `tdp server` reads them, with what a benchmark on loopback needs: a free
- * port, no gRPC, no NATS or Redis, the rate limits far above any rate reached (their cost stays in).
- * A TDP_* variable of the environment wins (to tune the pool, say). The keyring and admin token are
- * the same in every process on the database: replicas and restarts share it.
- */
-function serverEnv(databaseUrl: string): NodeJS.ProcessEnv {
-  const secret = createHash('sha256').update(`tdp-harness:${databaseUrl}`).digest('base64');
-  const limits = Object.fromEntries(
-    ['APPLICATION', 'WORKER', 'EXECUTION'].flatMap((credential) => [
-      [`TDP_RATE_LIMIT_${credential}_PER_SECOND`, '1000000'],
-      [`TDP_RATE_LIMIT_${credential}_BURST`, '1000000'],
-    ]),
-  );
-  return {
-    TDP_HOST: '127.0.0.1',
-    TDP_PORT: '0',
-    TDP_GRPC_PORT: 'off',
-    TDP_LOG_LEVEL: 'warn',
-    TDP_ADMIN_TOKEN: `tdpadm_harness_${createHash('sha256').update(secret).digest('hex').slice(0, 32)}`,
-    TDP_SECRET_KEYS: `harness:${secret}`,
-    ...limits,
-    ...process.env,
-    NATS_URL: process.env.TDP_NATS_URL ?? '',
-    REDIS_URL: process.env.TDP_REDIS_URL ?? '',
-    DATABASE_URL: databaseUrl,
-  };
-}
-
-export async function startTdpServer(
-  databaseUrl: string,
-): Promise<{ server: RunningServer; adminToken: string }> {
-  const env = serverEnv(databaseUrl);
-  const config = configFromEnv(env);
-  // Logs go to stderr: stdout is the harness's telemetry.
-  const logger = pino({ level: config.logLevel, base: { src: 'tdp-server' } }, pino.destination(2));
-  return { server: await startServer(config, { logger }), adminToken: env.TDP_ADMIN_TOKEN! };
-}
-
-export interface Provisioned {
+/** What the main thread holds of the server thread (serverThread.ts): its URL, keys and shutdown. */
+export interface ServerThread {
+  url: string;
   apiKey: string;
   workerKey: string;
+  schemaVersion: string;
+  version: string;
+  /** Closes the server (in-flight requests finish) and ends the thread. */
+  close(): Promise<void>;
 }
 
 /**
- * A tenant and application of this process, the `noop` workflow on it and a worker key. Each start
- * makes its own (an API key is shown once, at creation): after a restart on the same database the
- * earlier tenant's queued tasks still run, on this process's worker (worker keys are not per tenant).
+ * Starts TDP's server on a worker thread of this process (a SIGKILL of the pid still ends it all) and
+ * resolves once it serves, provisioned. `onLost` hears of the thread ending while not asked to close.
+ * Node 20 gives a worker the parent's execArgv (`--conditions=@tdp/source` applies) but not the loader
+ * hooks `--import tsx` registered: its `.ts` entry fails with ERR_UNKNOWN_FILE_EXTENSION. So a small
+ * bootstrap registers tsx's loader on the thread first, then imports the entry.
  */
-export async function provision(base: string, adminToken: string, instanceId: number): Promise<Provisioned> {
-  const post = async <T>(path: string, key: string, body: unknown): Promise<T> => {
-    const response = await fetch(`${base}${path}`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-      body: JSON.stringify(body),
-      signal: AbortSignal.timeout(10_000),
+export function startServerThread(
+  data: ServerThreadData,
+  onLost: (code: number) => void,
+): Promise<ServerThread> {
+  const entry = new URL('./serverThread.ts', import.meta.url).href;
+  const tsx = import.meta.resolve('tsx/esm/api');
+  const bootstrap = `import(${JSON.stringify(tsx)}).then(({ register }) => { register(); return import(${JSON.stringify(entry)}); });`;
+  const thread = new Worker(bootstrap, {
+    eval: true,
+    workerData: data,
+    execArgv: process.execArgv,
+    stdout: true,
+  });
+  // Nothing of the server's belongs on stdout (the harness's JSONL): whatever it prints goes to stderr.
+  thread.stdout.pipe(process.stderr);
+  let ready = false;
+  let closing = false;
+  return new Promise((resolve, reject) => {
+    thread.on('error', (error) => log(`server thread: ${error.stack ?? error.message}`));
+    thread.on('exit', (code) => {
+      if (!ready) reject(new Error(`the server thread ended (code ${code}) before it served`));
+      else if (!closing) onLost(code);
     });
-    if (!response.ok) throw new Error(`POST ${path} answered ${response.status}: ${await response.text()}`);
-    return (await response.json()) as T;
-  };
-  const name = `harness-${instanceId}-${Date.now().toString(36)}-${process.pid}`;
-  const tenant = await post<{ id: string }>('/admin/v1/tenants', adminToken, { name });
-  const app = await post<{ apiKey: { key: string } }>(
-    `/admin/v1/tenants/${tenant.id}/applications`,
-    adminToken,
-    { name: 'bench' },
-  );
-  const workerKey = (await post<{ key: string }>('/admin/v1/worker-credentials', adminToken, {})).key;
-  await post('/v1/workflow-definitions', app.apiKey.key, noopWorkflow(['sentAt', 'padding']));
-  return { apiKey: app.apiKey.key, workerKey };
+    thread.on('message', (message: ServerThreadMessage) => {
+      if (message.kind === 'failed') reject(new Error(`server thread: ${message.message}`));
+      if (message.kind !== 'ready') return;
+      ready = true;
+      const { kind: _, ...served } = message;
+      resolve({
+        ...served,
+        close: () =>
+          new Promise<void>((closed) => {
+            closing = true;
+            thread.once('exit', () => closed());
+            thread.on('message', (m: ServerThreadMessage) => m.kind === 'closed' && closed());
+            thread.postMessage({ kind: 'close' });
+          }),
+      });
+    });
+  });
 }
 
 /** The step's code: claim latency when it starts, the harness's JOB_WORK_MS, end-to-end when done. */
