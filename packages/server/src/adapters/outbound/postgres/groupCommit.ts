@@ -86,7 +86,6 @@ export class GroupCommit {
     }
   }
 
-  /** Settles every member; never rejects itself. */
   private async sendGroup(group: Member[]): Promise<void> {
     try {
       await this.send(group.length === 1 ? group[0]!.writes : group.flatMap((m) => m.writes));
@@ -96,16 +95,7 @@ export class GroupCommit {
         for (const member of group) member.reject(error);
         return;
       }
-      await Promise.all(group.map((member) => this.sendAlone(member)));
-    }
-  }
-
-  private async sendAlone(member: Member): Promise<void> {
-    try {
-      await this.send(member.writes);
-      member.resolve();
-    } catch (error) {
-      member.reject(error);
+      await Promise.all(group.map((member) => this.send(member.writes).then(member.resolve, member.reject)));
     }
   }
 }
