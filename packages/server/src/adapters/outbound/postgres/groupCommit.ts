@@ -11,14 +11,8 @@
  * the database refuses), each member is sent again alone, so the others commit and only the culprit
  * fails, with the error it would have had alone. Any other failure (a lost connection, a deadlock) is
  * every member's, as it would have been for each alone, and each caller's own retry rules apply.
- *
- * A statement the driver never settles (a connection lost in a way it misses) would hold its place for
- * good, and with every place held no write-only transaction would commit again. So a group that has not
- * settled within `settleWithinMs` gives its place up and its members fail as if the database had not
- * answered (retryable; an idempotency key makes a retry safe whatever became of the statement).
  */
 import type { FactWriteSet } from '../../../core/facts/writeSet.ts';
-import { DatabaseAnswerTimeout } from './answerDeadline.ts';
 
 interface Member {
   writes: FactWriteSet[];
@@ -31,16 +25,7 @@ export interface GroupCommitOptions {
   maxInFlight: number;
   /** Transactions in one statement at most (its parameters grow with them). */
   maxMembers: number;
-  /** How long a group may go unsettled before its members fail and its place is given up. */
-  settleWithinMs: number;
 }
-
-export const defaultGroupCommitOptions: GroupCommitOptions = {
-  maxInFlight: 2,
-  maxMembers: 64,
-  // Twice the connections' own answer deadline (database.ts), which should have ended it first.
-  settleWithinMs: 30_000,
-};
 
 /** SQLSTATE classes caused by a statement's own rows: integrity (23) and data (22) violations. */
 const causedByRows = (error: unknown) => {
@@ -55,7 +40,7 @@ export class GroupCommit {
   /** `send` applies write sets as one statement (`factStatements` → `runAll`). */
   constructor(
     private readonly send: (writes: FactWriteSet[]) => Promise<unknown>,
-    private readonly options: GroupCommitOptions = defaultGroupCommitOptions,
+    private readonly options: GroupCommitOptions = { maxInFlight: 2, maxMembers: 64 },
   ) {}
 
   /** Resolves once `writes` are committed, rejects with the error they would have had alone. */
@@ -70,16 +55,7 @@ export class GroupCommit {
     while (this.inFlight < this.options.maxInFlight && this.waiting.length > 0) {
       const group = this.waiting.splice(0, this.options.maxMembers);
       this.inFlight += 1;
-      let timer: NodeJS.Timeout | undefined;
-      const unsettled = new Promise<void>((resolve) => {
-        timer = setTimeout(() => {
-          const timeout = new DatabaseAnswerTimeout(this.options.settleWithinMs);
-          for (const member of group) member.reject(timeout);
-          resolve();
-        }, this.options.settleWithinMs);
-      });
-      void Promise.race([this.sendGroup(group), unsettled]).finally(() => {
-        clearTimeout(timer);
+      void this.sendGroup(group).finally(() => {
         this.inFlight -= 1;
         this.next();
       });
