@@ -4,14 +4,11 @@
  * processed by 2 worker processes (throughput from first submit to last start), then — once the system
  * has finished those jobs — submit → start latency at a steady 100 jobs/s. CPU ms/job is what the whole
  * machine (database, server, workers, clients) spent per job during the burst, from /proc/stat.
- * TDP runs twice: with one `tdp server` process, and with two replicas on the database (the way a
- * deployment runs it; graphile-worker and pg-boss have no server, their two worker processes share the
- * database work).
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { Pool } from 'undici';
-import { connectDatabase, generateKeyringEntry } from '../packages/server/src/main.ts';
+import { connectDatabase } from '../packages/server/src/main.ts';
 import { startTemporal, temporalBinary } from '../test/temporal.ts';
 import {
   benchDatabase,
@@ -33,11 +30,11 @@ const warm = sized(null, 300, 50);
 const startTimeoutMs = sized(null, 600_000, 60_000);
 const settleTimeoutMs = sized(null, 300_000, 60_000);
 /**
- * `BENCH_E2E_SYSTEMS` picks the systems by name, comma-separated (`TDP`, `TDP (2 servers)`, `TDP (temporal)`,
+ * `BENCH_E2E_SYSTEMS` picks the systems by name, comma-separated (`TDP`, `TDP (temporal)`,
  * `graphile-worker`, `pg-boss`), e.g. `TDP` alone while profiling it with BENCH_PROFILE=1. A smoke run
  * has TDP's rows alone: the peers would show nothing about whether this bench still works.
  */
-const only = process.env.BENCH_E2E_SYSTEMS ?? (smoke ? 'TDP,TDP (2 servers),TDP (temporal)' : undefined);
+const only = process.env.BENCH_E2E_SYSTEMS ?? (smoke ? 'TDP,TDP (temporal)' : undefined);
 const clients = 16;
 
 export interface Workers {
@@ -51,13 +48,12 @@ export interface Workers {
 }
 
 /**
- * Two worker processes of `system` (bench/e2eWorker.ts), on `target` or each on its own of two targets
- * (TDP with two servers). `env` gives them a fixed capacity (its BENCH_WORKER_SLOTS and
- * BENCH_WORKER_WORK_MS).
+ * Two worker processes of `system` (bench/e2eWorker.ts). `env` gives them a fixed capacity (its
+ * BENCH_WORKER_SLOTS and BENCH_WORKER_WORK_MS).
  */
 export function startWorkers(
   system: string,
-  target: string | [string, string],
+  target: string,
   secret: string,
   env: Record<string, string> = {},
 ): Workers {
@@ -65,15 +61,11 @@ export function startWorkers(
   const counts = new Map<number, number>();
   const completions = new Map<number, Record<string, number>>();
   for (let i = 0; i < 2; i += 1) {
-    const child = fork(
-      'bench/e2eWorker.ts',
-      [system, typeof target === 'string' ? target : target[i]!, secret],
-      {
-        execArgv: ['--conditions=@tdp/source', '--import', 'tsx'],
-        stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-        env: { ...process.env, ...env },
-      },
-    );
+    const child = fork('bench/e2eWorker.ts', [system, target, secret], {
+      execArgv: ['--conditions=@tdp/source', '--import', 'tsx'],
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      env: { ...process.env, ...env },
+    });
     child.on('message', (m: { type: string; handled: number; completed: Record<string, number> }) => {
       if (m.type !== 'count') return;
       counts.set(i, m.handled);
@@ -241,18 +233,10 @@ export async function benchTdp(
     serverEnv?: Record<string, string>;
     /** The latency phase's rate from the burst's throughput (100/s by default, as for the peers). */
     steadyRate?: (burstPerSecond: number) => number;
-    /**
-     * Two `tdp server` replicas on the database, as a deployment runs them: each worker process on its
-     * own, the creates alternating between them.
-     */
-    replicas?: 1 | 2;
   } = {},
 ): Promise<Figures> {
   const database = options.database ?? (await benchDatabase());
-  // Replicas share the keyring (tokens one signs, the other checks); the second serves the first's tenant.
-  const keyring = { TDP_SECRET_KEYS: generateKeyringEntry('bench'), ...options.serverEnv };
-  const server = await startBenchServer(database.url, keyring);
-  const second = options.replicas === 2 ? await startBenchServer(database.url, keyring) : null;
+  const server = await startBenchServer(database.url, options.serverEnv);
   const admin = { authorization: `Bearer ${server.adminToken}`, 'content-type': 'application/json' };
   const workerKey = (
     (await (
@@ -269,16 +253,14 @@ export async function benchTdp(
     headers,
     body: JSON.stringify(noopWorkflow(['sentAt'])),
   });
-  const workers = startWorkers('tdp', second ? [server.base, second.base] : server.base, workerKey);
-  const pools = [server, ...(second ? [second] : [])].map(
-    (s, _, all) => new Pool(s.base, { connections: clients / all.length }),
-  );
+  const workers = startWorkers('tdp', server.base, workerKey);
+  const pool = new Pool(server.base, { connections: clients });
   const sql = connectDatabase({ url: database.url, maxConnections: 1 });
   const run = Date.now();
   try {
     return await measure(
       async (i, sentAt) => {
-        const response = await pools[i % pools.length]!.request({
+        const response = await pool.request({
           method: 'POST',
           path: '/v1/tasks',
           headers: { ...headers, 'idempotency-key': `${run}-${i}` },
@@ -316,10 +298,9 @@ export async function benchTdp(
       `  (steady phase: ${placed!.inline} of ${placed!.n} placed by their create, create → attempt p99 ${Number(placed!.p99).toFixed(1)} ms)`,
     );
     await sql.end();
-    await Promise.all(pools.map((pool) => pool.close()));
+    await pool.close();
     await workers.stop();
     await server.stop();
-    await second?.stop();
     if (!options.database) await database.close();
   }
 }
@@ -426,7 +407,6 @@ export async function benchE2e(): Promise<void> {
     ['graphile-worker', benchGraphile],
     ['pg-boss', benchPgBoss],
     ['TDP', () => benchTdp()],
-    ['TDP (2 servers)', () => benchTdp({ replicas: 2 })],
     ['TDP (temporal)', benchTdpTemporal],
   ] as const) {
     if (only && !only.split(',').includes(name)) continue;
@@ -459,7 +439,7 @@ export async function benchE2e(): Promise<void> {
   // The targets: graphile-worker's throughput and CPU per job, the best peer's p99.
   const graphile = peers.find(([n]) => n === 'graphile-worker')?.[1];
   const bestP99 = Math.min(...peers.map(([, f]) => f.p99));
-  for (const [name, f] of results.filter(([n]) => n === 'TDP' || n === 'TDP (2 servers)')) {
+  for (const [name, f] of results.filter(([n]) => n === 'TDP')) {
     const against = graphile
       ? `jobs/s ${(f.perSecond / graphile.perSecond).toFixed(2)} of graphile-worker's (target >= 1), ` +
         `CPU ms/job ${(f.cpuMsPerJob / graphile.cpuMsPerJob).toFixed(2)} of its (target <= 1), `
