@@ -8,6 +8,7 @@ import { benchE2e } from './e2e.ts';
 import { benchEvents } from './events.ts';
 import { benchFairness } from './fairness.ts';
 import { benchGrowth } from './growth.ts';
+import { benchHarness } from './harnessCheck.ts';
 import { benchIsolation } from './isolation.ts';
 import { benchMap } from './map.ts';
 import { benchRealtime } from './realtime.ts';
@@ -28,6 +29,7 @@ const benchmarks: Record<string, () => Promise<void>> = {
   isolation: benchIsolation,
   names: benchNames,
   fairness: benchFairness,
+  harness: benchHarness,
 };
 
 const requested = process.argv.slice(2).filter((arg) => arg !== '--smoke');
