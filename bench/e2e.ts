@@ -12,6 +12,7 @@ import { connectDatabase } from '../packages/server/src/main.ts';
 import { startTemporal, temporalBinary } from '../test/temporal.ts';
 import {
   benchDatabase,
+  benchPost,
   cpuSeconds,
   noopWorkflow,
   percentile,
@@ -237,22 +238,11 @@ export async function benchTdp(
 ): Promise<Figures> {
   const database = options.database ?? (await benchDatabase());
   const server = await startBenchServer(database.url, options.serverEnv);
-  const admin = { authorization: `Bearer ${server.adminToken}`, 'content-type': 'application/json' };
   const workerKey = (
-    (await (
-      await fetch(`${server.base}/admin/v1/worker-credentials`, {
-        method: 'POST',
-        headers: admin,
-        body: '{}',
-      })
-    ).json()) as { key: string }
+    await benchPost<{ key: string }>(server.base, '/admin/v1/worker-credentials', server.adminToken, {})
   ).key;
   const headers = { authorization: `Bearer ${server.apiKey}`, 'content-type': 'application/json' };
-  await fetch(`${server.base}/v1/workflow-definitions`, {
-    method: 'POST',
-    headers,
-    body: JSON.stringify(noopWorkflow(['sentAt'])),
-  });
+  await benchPost(server.base, '/v1/workflow-definitions', server.apiKey, noopWorkflow(['sentAt']));
   const workers = startWorkers('tdp', server.base, workerKey);
   const pool = new Pool(server.base, { connections: clients });
   const sql = connectDatabase({ url: database.url, maxConnections: 1 });

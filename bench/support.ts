@@ -157,11 +157,35 @@ export function describe(result: LoadResult): string {
   return `${result.perSecond.toFixed(0)}/s  p50 ${result.p50.toFixed(2)} ms  p99 ${result.p99.toFixed(2)} ms  (${result.count} in ${result.seconds.toFixed(1)} s)`;
 }
 
+/** POSTs `body` to a bench server with `token`; throws unless it answered 2xx (the answer names why). */
+export async function benchPost<T>(base: string, path: string, token: string, body: unknown): Promise<T> {
+  const response = await fetch(`${base}${path}`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+    signal: AbortSignal.timeout(10_000),
+  });
+  if (!response.ok) throw new Error(`POST ${path} answered ${response.status}: ${await response.text()}`);
+  return (await response.json()) as T;
+}
+
+/** A new tenant with one application on a bench server: its application key and ids. */
+export async function addBenchTenant(base: string, adminToken: string, name: string) {
+  const tenant = await benchPost<{ id: string }>(base, '/admin/v1/tenants', adminToken, { name });
+  const app = await benchPost<{ apiKey: { key: string }; application: { id: string } }>(
+    base,
+    `/admin/v1/tenants/${tenant.id}/applications`,
+    adminToken,
+    { name: 'bench' },
+  );
+  return { apiKey: app.apiKey.key, applicationId: app.application.id, tenantId: tenant.id };
+}
+
 /**
  * The rate limits stay on (their cost is measured) but far above any rate a benchmark reaches, so that
  * none is throttled whatever the defaults become.
  */
-const benchRateLimits = Object.fromEntries(
+export const benchRateLimits = Object.fromEntries(
   ['APPLICATION', 'WORKER', 'EXECUTION'].flatMap((credential) => [
     [`TDP_RATE_LIMIT_${credential}_PER_SECOND`, '1000000'],
     [`TDP_RATE_LIMIT_${credential}_BURST`, '1000000'],
@@ -213,25 +237,7 @@ export async function startBenchServer(databaseUrl: string, env: Record<string, 
     if (Date.now() > deadline || child.exitCode !== null) throw new Error('tdp server did not start');
     await new Promise((r) => setTimeout(r, 100));
   }
-  const admin = { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' };
-  /** A new tenant with one application: its application key and ids. */
-  const addTenant = async (name: string) => {
-    const tenant = (await (
-      await fetch(`${base}/admin/v1/tenants`, {
-        method: 'POST',
-        headers: admin,
-        body: JSON.stringify({ name }),
-      })
-    ).json()) as { id: string };
-    const app = (await (
-      await fetch(`${base}/admin/v1/tenants/${tenant.id}/applications`, {
-        method: 'POST',
-        headers: admin,
-        body: JSON.stringify({ name: 'bench' }),
-      })
-    ).json()) as { apiKey: { key: string }; application: { id: string } };
-    return { apiKey: app.apiKey.key, applicationId: app.application.id, tenantId: tenant.id };
-  };
+  const addTenant = (name: string) => addBenchTenant(base, adminToken, name);
   const first = await addTenant(`bench-${port}`);
   return {
     base,

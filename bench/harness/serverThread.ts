@@ -19,7 +19,7 @@ import {
   serverVersion,
   startServer,
 } from '../../packages/server/src/main.ts';
-import { noopWorkflow } from '../support.ts';
+import { addBenchTenant, benchPost, benchRateLimits, noopWorkflow } from '../support.ts';
 
 export interface ServerThreadData {
   databaseUrl: string;
@@ -77,12 +77,6 @@ async function migrateDatabase(url: string): Promise<string> {
  */
 function serverEnv(databaseUrl: string): NodeJS.ProcessEnv {
   const secret = createHash('sha256').update(`tdp-harness:${databaseUrl}`).digest('base64');
-  const limits = Object.fromEntries(
-    ['APPLICATION', 'WORKER', 'EXECUTION'].flatMap((credential) => [
-      [`TDP_RATE_LIMIT_${credential}_PER_SECOND`, '1000000'],
-      [`TDP_RATE_LIMIT_${credential}_BURST`, '1000000'],
-    ]),
-  );
   return {
     TDP_HOST: '127.0.0.1',
     TDP_PORT: '0',
@@ -90,7 +84,7 @@ function serverEnv(databaseUrl: string): NodeJS.ProcessEnv {
     TDP_LOG_LEVEL: 'warn',
     TDP_ADMIN_TOKEN: `tdpadm_harness_${createHash('sha256').update(secret).digest('hex').slice(0, 32)}`,
     TDP_SECRET_KEYS: `harness:${secret}`,
-    ...limits,
+    ...benchRateLimits,
     ...process.env,
     NATS_URL: process.env.TDP_NATS_URL ?? '',
     REDIS_URL: process.env.TDP_REDIS_URL ?? '',
@@ -112,26 +106,12 @@ async function startTdpServer(databaseUrl: string): Promise<{ server: RunningSer
  * earlier tenant's queued tasks still run, on this process's worker (worker keys are not per tenant).
  */
 async function provision(base: string, adminToken: string, instanceId: number) {
-  const post = async <T>(path: string, key: string, body: unknown): Promise<T> => {
-    const response = await fetch(`${base}${path}`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-      body: JSON.stringify(body),
-      signal: AbortSignal.timeout(10_000),
-    });
-    if (!response.ok) throw new Error(`POST ${path} answered ${response.status}: ${await response.text()}`);
-    return (await response.json()) as T;
-  };
   const name = `harness-${instanceId}-${Date.now().toString(36)}-${process.pid}`;
-  const tenant = await post<{ id: string }>('/admin/v1/tenants', adminToken, { name });
-  const app = await post<{ apiKey: { key: string } }>(
-    `/admin/v1/tenants/${tenant.id}/applications`,
-    adminToken,
-    { name: 'bench' },
-  );
-  const workerKey = (await post<{ key: string }>('/admin/v1/worker-credentials', adminToken, {})).key;
-  await post('/v1/workflow-definitions', app.apiKey.key, noopWorkflow(['sentAt', 'padding']));
-  return { apiKey: app.apiKey.key, workerKey };
+  const { apiKey } = await addBenchTenant(base, adminToken, name);
+  const workerKey = (await benchPost<{ key: string }>(base, '/admin/v1/worker-credentials', adminToken, {}))
+    .key;
+  await benchPost(base, '/v1/workflow-definitions', apiKey, noopWorkflow(['sentAt', 'padding']));
+  return { apiKey, workerKey };
 }
 
 if (isMainThread || !parentPort)

@@ -142,7 +142,7 @@ export function taskCreator(base: string, apiKey: string, connections: number, p
           workflowName: 'noop',
           workflowVersion: '1',
           name: `noop ${seq}`,
-          input: { sentAt, seq, padding },
+          input: { sentAt, padding },
         }),
         headersTimeout: 15_000,
         bodyTimeout: 15_000,
