@@ -1,7 +1,8 @@
 /**
  * The PostgreSQL driver's closed connections, as patched (patches/postgres+3.4.9.patch): bytes written
- * just before a close, and statements sent on a reserved connection after it, neither end the process
- * nor wedge the connection when it opens again; a LISTEN is made again after its connection was lost,
+ * just before a close, statements sent on a reserved connection after it, and statements sent between a
+ * socket's error and its close neither end the process nor wedge the connection when it opens again; the
+ * error that ended a connection does not fail the first statement of the next one; a LISTEN is made again after its connection was lost,
  * and the caller told (to catch up on what it missed). Real PostgreSQL; the driver as TDP's pools use
  * it (a socket of our own, corked writes).
  */
@@ -10,7 +11,7 @@ import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase } from '../../../test/database.ts';
 import { TcpProxy } from '../../../test/tcpProxy.ts';
-import { connectDatabase } from '../src/adapters/outbound/postgres/database.ts';
+import { connectDatabase, type Sql, transaction } from '../src/adapters/outbound/postgres/database.ts';
 
 let database: Awaited<ReturnType<typeof createTestDatabase>>;
 beforeAll(async () => {
@@ -45,6 +46,19 @@ function pool() {
       closed = resolve;
     });
   return { sql, state, nextClose };
+}
+
+/** A statement's answer, or a failure naming it once the pool has kept it waiting for 5 s (a wedge). */
+async function answered<T>(statement: PromiseLike<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const wedged = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error('no answer within 5 s: the pool is wedged')), 5_000);
+  });
+  try {
+    return await Promise.race([statement, wedged]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 describe('the driver after a connection closes', () => {
@@ -110,6 +124,48 @@ describe('the driver after a connection closes', () => {
       });
     } finally {
       await Promise.all([sql.end({ timeout: 1 }), admin.end({ timeout: 1 })]);
+    }
+  });
+
+  it('fails the statement in flight when its backend is terminated, and not the next connection’s first one', async () => {
+    const { sql, nextClose } = pool();
+    const admin = postgres(database.url, { max: 1, fetch_types: false, onnotice: () => {} });
+    try {
+      const [row] = await sql<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`;
+      const closing = nextClose();
+      const sleeping = sql`SELECT pg_sleep(5)`.execute();
+      await admin`SELECT pg_terminate_backend(${row!.pid})`;
+      await expect(sleeping).rejects.toMatchObject({ code: 'CONNECTION_CLOSED' });
+      await closing;
+      // Unpatched, the terminated backend's FATAL error stayed with the connection and failed the first
+      // statement of the one opened after it (57P01, "terminating connection due to administrator command").
+      expect(await answered(sql`SELECT 8 AS n`)).toEqual([{ n: 8 }]);
+    } finally {
+      await Promise.all([sql.end({ timeout: 1 }), admin.end({ timeout: 1 })]);
+    }
+  });
+
+  it('fails a statement sent between a socket’s error and its close; the connection opens again and keeps answering', async () => {
+    const { sql, state } = pool();
+    try {
+      await sql`SELECT 1`;
+      // A reset socket reports its error first and its close a turn later. Between the two,
+      // transaction() saw its statement fail and sent ROLLBACK on the same connection.
+      const failed = transaction(sql as unknown as Sql, async (tx) => {
+        const sleeping = tx`SELECT pg_sleep(5)`.execute();
+        setTimeout(
+          () => state.socket?.destroy(Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' })),
+          50,
+        );
+        await sleeping;
+      });
+      await expect(failed).rejects.toMatchObject({ code: 'ECONNRESET' });
+      // Unpatched, that ROLLBACK stayed queued on the connection: the reopened one took it for the
+      // statement it was waiting on, and never answered anything again (the pool wedged for good).
+      expect(await answered(sql`SELECT 6 AS n`)).toEqual([{ n: 6 }]);
+      expect(await answered(sql`SELECT 7 AS n`)).toEqual([{ n: 7 }]);
+    } finally {
+      await sql.end({ timeout: 1 });
     }
   });
 
