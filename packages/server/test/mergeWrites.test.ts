@@ -68,11 +68,14 @@ describe('mergeWrites: the facts of one batch as one set of rows per table', () 
     ]);
   });
 
-  it('refuses two idempotency claims in one transaction', () => {
-    const claim = { principal: 'p', operation: 'o', key: 'k' } as never;
-    expect(() => mergeWrites([fact({ idempotency: claim }), fact({ idempotency: claim })])).toThrow(
-      /one idempotency key/,
-    );
+  it("keeps every transaction's idempotency claim (a group commit merges several), in order", () => {
+    const claim = (key: string) => ({ principal: 'p', operation: 'o', key }) as never;
+    const merged = mergeWrites([
+      fact({ idempotency: claim('a') }),
+      fact({}),
+      fact({ idempotency: claim('b') }),
+    ]);
+    expect(merged.idempotency.map((c) => c.key)).toEqual(['a', 'b']);
   });
 });
 

@@ -1,7 +1,8 @@
 /**
  * The status store's transactions against PostgreSQL: a transaction's writes go out as one statement
  * (with COMMIT behind it, or on its own for a write-only one), so a failing write must still take the
- * whole transaction with it and be reported.
+ * whole transaction with it and be reported. Write-only transactions that arrive together share one
+ * statement (group commit) without sharing a failure.
  */
 import { newId } from '@tdp/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -118,6 +119,39 @@ describe('status store transactions', () => {
       await single.end({ timeout: 1 });
       await proxy.cut();
     }
+  });
+
+  const writeOnly = (key: string, outboxId: string) =>
+    store.transaction(async (tx) => tx.writeAtCommit([claimWithOutbox(key, outboxId)]), {
+      writeOnly: true,
+    });
+
+  it('write-only transactions that arrive together commit as one statement', async () => {
+    const keys = Array.from({ length: 12 }, () => newId());
+    await Promise.all(keys.map((key) => writeOnly(key, newId())));
+    // Rows committed by one statement share its transaction id: fewer transactions than writes.
+    const [row] = await sql<{ n: number }[]>`
+      SELECT count(DISTINCT xmin::text)::int AS n FROM idempotency WHERE key = ANY(${keys})`;
+    expect(row!.n).toBeLessThan(keys.length);
+  });
+
+  it('a member of a group whose key is taken fails alone, as it would have, and the others commit', async () => {
+    const taken = newId();
+    await writeOnly(taken, newId());
+    const keys = Array.from({ length: 12 }, () => newId());
+    const outboxIds = keys.map(() => newId());
+    const late = newId();
+    const outcomes = await Promise.allSettled([
+      ...keys.map((key, i) => writeOnly(key, outboxIds[i]!)),
+      writeOnly(taken, late),
+    ]);
+    expect(outcomes.slice(0, keys.length).every((o) => o.status === 'fulfilled')).toBe(true);
+    expect(outcomes.at(-1)).toMatchObject({
+      status: 'rejected',
+      reason: { name: 'KeyTakenError', cause: { code: '23505' } },
+    });
+    expect(await outboxRows(late)).toBe(0);
+    for (const id of outboxIds) expect(await outboxRows(id)).toBe(1);
   });
 
   it('a write-only transaction refuses to read', async () => {

@@ -108,11 +108,11 @@ const idempotencyRow = (r: IdempotencyRecord): Record<string, RowValue> => ({
   created_at: r.createdAt,
 });
 
-/** The idempotency claim, first of a transaction's statements. */
+/** The idempotency claims (one per transaction), first of a transaction's statements. */
 export function pushIdempotencyStatement(w: MergedWrites, statements: RowStatement[]): void {
   // No ON CONFLICT: a key already taken fails the statement (the caller answers with a replay).
-  if (w.idempotency)
-    statements.push(insertStatement('idempotency', idempotencyColumns, [idempotencyRow(w.idempotency)]));
+  if (w.idempotency.length > 0)
+    statements.push(insertStatement('idempotency', idempotencyColumns, w.idempotency.map(idempotencyRow)));
 }
 
 /** The events, then their dedup rows. */

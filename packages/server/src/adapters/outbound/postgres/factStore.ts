@@ -38,6 +38,7 @@ import {
   pushIdempotencyStatement,
 } from './eventTables.ts';
 import { schedulingArrivals, schedulingTurns, writeArrivalTags, writeTurns } from './fairShareTables.ts';
+import { GroupCommit } from './groupCommit.ts';
 import { overdueTasks, pushLeaseStatements, renewLeases, renewLeasesByHandle } from './leaseTables.ts';
 import {
   allMapItems,
@@ -116,6 +117,11 @@ class PostgresFactTransaction implements FactTransaction {
   /** Starts the writes kept for the commit; the caller sends COMMIT right behind them. */
   sendAtCommit(): Promise<unknown> | null {
     return this.atCommit.length > 0 ? this.send(this.atCommit.splice(0)) : null;
+  }
+
+  /** The writes kept for the commit of a write-only transaction (they go out with a group). */
+  takeAtCommit(): FactWriteSet[] {
+    return this.atCommit.splice(0);
   }
 
   schedulingArrivals(limit: number) {
@@ -322,12 +328,20 @@ export type TransactionObserver = (phase: TransactionPhase, seconds: number) => 
 
 /** The fact store, with the heartbeat path's reads and lease renewals that run outside a transaction. */
 export class PostgresFactStore implements StatusStore {
+  /** Write-only transactions that arrive together commit as one statement. */
+  private readonly writeOnlyGroup: GroupCommit;
+
   /** `heartbeatSql`: the pool heartbeats renew leases on (`leaseTables.ts` `heartbeatSession`). */
   constructor(
     private readonly sql: Sql,
     private readonly heartbeatSql: Sql = sql,
     private readonly observe: TransactionObserver = () => {},
-  ) {}
+  ) {
+    this.writeOnlyGroup = new GroupCommit((writes) => {
+      const statements = factStatements(writes);
+      return statements.length > 0 ? runAll(this.sql, statements).execute() : Promise.resolve();
+    });
+  }
 
   async renewLeases(updates: HeartbeatUpdate[], now: Date): Promise<Set<string>> {
     return renewLeases(this.heartbeatSql, updates, now);
@@ -400,12 +414,16 @@ export class PostgresFactStore implements StatusStore {
     return value;
   }
 
-  /** No BEGIN, no COMMIT: the writes are one statement, so one round trip (a create's). */
+  /**
+   * No BEGIN, no COMMIT: the writes are one statement, so one round trip (a create's), shared with the
+   * write-only transactions that arrive at the same time (groupCommit.ts).
+   */
   private async writeOnly<T>(work: (tx: FactTransaction) => Promise<T>): Promise<T> {
     const tx = new PostgresFactTransaction(null, this.sql);
     const value = await work(tx);
     const sent = performance.now();
-    await tx.sendAtCommit();
+    const writes = tx.takeAtCommit();
+    if (writes.length > 0) await this.writeOnlyGroup.commit(writes);
     this.observe('commit', (performance.now() - sent) / 1000);
     return value;
   }

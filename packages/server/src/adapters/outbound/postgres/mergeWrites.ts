@@ -33,7 +33,8 @@ export function mergeWrites(writes: FactWriteSet[]) {
   /** A map's request made due again; a later close of the same step wins over it (and vice versa). */
   const reopened = new Map<string, SchedulingRequestRecord>();
   const merged = {
-    idempotency: undefined as FactWriteSet['idempotency'],
+    /** One per transaction: a group commit (groupCommit.ts) merges several. */
+    idempotency: [] as NonNullable<FactWriteSet['idempotency']>[],
     events: [] as TaskEventRecord[],
     dedup: [] as NonNullable<FactWriteSet['dedup']>,
     outbox: [] as FactWriteSet['outbox'],
@@ -51,10 +52,7 @@ export function mergeWrites(writes: FactWriteSet[]) {
     aclGrants: [] as NonNullable<FactWriteSet['aclGrants']>[],
   };
   for (const w of writes) {
-    if (w.idempotency) {
-      if (merged.idempotency) throw new Error('one transaction claims one idempotency key');
-      merged.idempotency = w.idempotency;
-    }
+    if (w.idempotency) merged.idempotency.push(w.idempotency);
     if (w.newWorkflow) newWorkflows.set(w.newWorkflow.id, w.newWorkflow);
     if (w.workflow) {
       if (newWorkflows.has(w.workflow.id)) newWorkflows.set(w.workflow.id, w.workflow);
