@@ -160,3 +160,60 @@ describe('status store transactions', () => {
     );
   });
 });
+
+describe('a status store transaction whose connection is lost', () => {
+  let proxy: TcpProxy;
+  let through: ReturnType<typeof connectDatabase>;
+  let proxied: PostgresFactStore;
+  beforeAll(async () => {
+    const target = new URL(h.databaseUrl);
+    proxy = new TcpProxy(target.hostname, Number(target.port || 5432));
+    await proxy.start();
+    const url = new URL(h.databaseUrl);
+    url.port = String(proxy.port);
+    through = connectDatabase({ url: url.toString(), maxConnections: 2 });
+    proxied = new PostgresFactStore(through);
+  });
+  afterAll(async () => {
+    await through.end({ timeout: 1 });
+    await proxy.cut();
+  });
+
+  it('before its commit was sent runs again, whole, on another connection, and commits once', async () => {
+    const outboxId = newId();
+    let runs = 0;
+    // The answer to the transaction's first round trip (BEGIN and its read) never arrives.
+    const lost = proxy.cutReplyWhen('BEGIN');
+    await proxied.transaction(async (tx) => {
+      runs += 1;
+      await tx.findDedup(newId());
+      tx.writeAtCommit([claimWithOutbox(newId(), outboxId)]);
+    });
+    await lost;
+    expect(runs).toBe(2);
+    expect(await outboxRows(outboxId)).toBe(1);
+  });
+
+  for (const writeOnly of [false, true]) {
+    it(`${writeOnly ? 'write-only, ' : ''}after its commit was sent fails and runs once: the outcome is unknown`, async () => {
+      const outboxId = newId();
+      let runs = 0;
+      // PostgreSQL commits; its answer never arrives (a write-only one's is its statement's, `SELECT 1`).
+      const lost = proxy.cutReplyWhen(writeOnly ? 'SELECT 1' : 'COMMIT');
+      const failed = proxied.transaction(
+        async (tx) => {
+          runs += 1;
+          if (!writeOnly) await tx.findDedup(newId());
+          tx.writeAtCommit([claimWithOutbox(newId(), outboxId)]);
+        },
+        { writeOnly },
+      );
+      await expect(failed).rejects.toMatchObject({
+        code: expect.stringMatching(/^(CONNECTION_CLOSED|ECONNRESET)$/),
+      });
+      await lost;
+      expect(runs).toBe(1);
+      expect(await outboxRows(outboxId)).toBe(1);
+    });
+  }
+});

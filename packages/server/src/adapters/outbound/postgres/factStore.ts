@@ -52,6 +52,7 @@ import { pushNotificationStatements } from './notificationTables.ts';
 import { pushCallbackStatements, pushOutboxStatements } from './outboxTables.ts';
 import { dropHeldSlots, takeRateTokens } from './rateLimitTables.ts';
 import { type RowStatement, runAll } from './recordset.ts';
+import { runAgain } from './runAgain.ts';
 import {
   deferSchedulingRequests,
   pushReopenedRequestStatements,
@@ -316,7 +317,10 @@ export function factStatements(writes: FactWriteSet[]): RowStatement[] {
   return statements;
 }
 
-const retryableCodes = new Set(['40P01', '40001']);
+/** Whether a transaction's commit (its writes, or COMMIT) has been sent: from then its outcome is unknown. */
+interface CommitProgress {
+  committing: boolean;
+}
 
 /**
  * Where a fact transaction's time goes: `queue` waiting for a pooled connection, `work` from then to the
@@ -371,13 +375,16 @@ export class PostgresFactStore implements StatusStore {
     work: (tx: FactTransaction) => Promise<T>,
     options: { writeOnly?: boolean } = {},
   ): Promise<T> {
+    let connectionsLost = 0;
     for (let attempt = 1; ; attempt += 1) {
+      const progress: CommitProgress = { committing: false };
       try {
-        return await (options.writeOnly ? this.writeOnly(work) : this.once(work));
+        return await (options.writeOnly ? this.writeOnly(work, progress) : this.once(work, progress));
       } catch (error) {
         if (isUniqueViolation(error)) throw new KeyTakenError({ cause: error });
-        const code = (error as { code?: string }).code;
-        if (attempt >= 5 || !code || !retryableCodes.has(code)) throw error;
+        const again = runAgain(error, { attempt, connectionsLost, committing: progress.committing });
+        if (again === 'no') throw error;
+        if (again === 'on another connection') connectionsLost += 1;
       }
     }
   }
@@ -388,7 +395,7 @@ export class PostgresFactStore implements StatusStore {
    * the transaction is aborted and COMMIT rolls it back (PostgreSQL answers ROLLBACK, not an error), so
    * its own failure is awaited after.
    */
-  private async once<T>(work: (tx: FactTransaction) => Promise<T>): Promise<T> {
+  private async once<T>(work: (tx: FactTransaction) => Promise<T>, progress: CommitProgress): Promise<T> {
     let last: Promise<unknown> | null = null;
     const asked = performance.now();
     let connected = asked;
@@ -400,6 +407,7 @@ export class PostgresFactStore implements StatusStore {
         const tx = new PostgresFactTransaction(sql, sql);
         const result = await work(tx);
         worked = performance.now();
+        progress.committing = true;
         last = tx.sendAtCommit();
         // Observed below, once COMMIT has answered.
         last?.catch(() => {});
@@ -418,10 +426,14 @@ export class PostgresFactStore implements StatusStore {
    * No BEGIN, no COMMIT: the writes are one statement, so one round trip (a create's), shared with the
    * write-only transactions that arrive at the same time (groupCommit.ts).
    */
-  private async writeOnly<T>(work: (tx: FactTransaction) => Promise<T>): Promise<T> {
+  private async writeOnly<T>(
+    work: (tx: FactTransaction) => Promise<T>,
+    progress: CommitProgress,
+  ): Promise<T> {
     const tx = new PostgresFactTransaction(null, this.sql);
     const value = await work(tx);
     const sent = performance.now();
+    progress.committing = true;
     const writes = tx.takeAtCommit();
     if (writes.length > 0) await this.writeOnlyGroup.commit(writes);
     this.observe('commit', (performance.now() - sent) / 1000);
