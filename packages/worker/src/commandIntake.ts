@@ -7,7 +7,7 @@
 import type { WorkerCommand } from '@tdp/protocol';
 import { RejectedError, UnavailableError } from './client.ts';
 import type { Executor } from './executor.ts';
-import { backoffMs, type RuntimeParts, Wakeup } from './loops.ts';
+import { type RuntimeParts, serverRetryMs, Wakeup } from './loops.ts';
 
 export interface CommandIntakeDeps extends RuntimeParts {
   executor: Executor;
@@ -66,7 +66,7 @@ export class CommandIntake {
         this.deps.logger.warn({ from: server, to: client.server }, 'moved to another TDP server');
         server = client.server;
       }
-      await lifecycle.sleep(failures === 0 ? 100 : backoffMs(failures));
+      await lifecycle.sleep(failures === 0 ? 100 : serverRetryMs(failures));
     }
   }
 
@@ -117,7 +117,7 @@ export class CommandIntake {
         // Not written (the server busy, or the key refused: the runtime gets a session back meanwhile):
         // kept, and sent again.
         failures += 1;
-        await lifecycle.sleep(backoffMs(failures));
+        await lifecycle.sleep(serverRetryMs(failures));
         this.ackSoon = true;
       }
     }

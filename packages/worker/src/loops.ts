@@ -11,9 +11,19 @@ export interface RuntimeParts {
 }
 
 /** 1 s doubling to 30 s, each wait between half and all of that (so restarted fleets spread out). */
-export function backoffMs(failures: number, random: () => number = Math.random): number {
-  const ceiling = Math.min(1_000 * 2 ** Math.max(0, failures - 1), 30_000);
+export function backoffMs(failures: number, random: () => number = Math.random, ceilingMs = 30_000): number {
+  const ceiling = Math.min(1_000 * 2 ** Math.max(0, failures - 1), ceilingMs);
   return ceiling / 2 + random() * (ceiling / 2);
+}
+
+/**
+ * The wait before trying TDP's server again (reports, acknowledgements, the command stream): 1 s
+ * doubling to 5 s, spread the same way. Finished work waits in the local outbox meanwhile, so after a
+ * database restart the server hears of it within seconds, not up to half a minute later; a refusal
+ * costs the server little.
+ */
+export function serverRetryMs(failures: number, random: () => number = Math.random): number {
+  return backoffMs(failures, random, 5_000);
 }
 
 /** A one-shot wake-up for a sleeping loop. */

@@ -10,7 +10,7 @@
  */
 import { RejectedError, UnavailableError } from './client.ts';
 import type { LocalStore, OutboxEvent } from './localStore.ts';
-import { backoffMs, type RuntimeParts, Wakeup } from './loops.ts';
+import { type RuntimeParts, serverRetryMs, Wakeup } from './loops.ts';
 import { noSpans } from './tracing.ts';
 
 export interface SenderDeps extends RuntimeParts {
@@ -71,7 +71,7 @@ export class Sender {
         }
         if (!(error instanceof UnavailableError)) throw error;
         failures += 1;
-        const wait = backoffMs(failures);
+        const wait = serverRetryMs(failures);
         logger.warn(
           { err: error.message, failures, retryInMs: Math.round(wait) },
           'events not delivered; retrying',
