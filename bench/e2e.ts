@@ -5,11 +5,13 @@
  * has finished those jobs — submit → start latency at a steady 100 jobs/s. CPU ms/job is what the whole
  * machine (database, server, workers, clients) spent per job during the burst, from /proc/stat.
  */
+
 import { type ChildProcess, fork } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { Pool } from 'undici';
 import { connectDatabase } from '../packages/server/src/main.ts';
 import { startTemporal, temporalBinary } from '../test/temporal.ts';
+import { describeServerView, scrapeMetrics } from './serverView.ts';
 import {
   benchDatabase,
   benchPost,
@@ -175,6 +177,8 @@ async function measure(
   pending: () => Promise<number>,
   checkpoint: () => Promise<void>,
   steadyRate: (burstPerSecond: number) => number = everyoneAt100,
+  /** Called as the steady phase starts; what it returns, once its jobs have started (lines to print). */
+  steadyView?: () => Promise<() => Promise<string[]>>,
 ): Promise<Figures> {
   await runLoad(warm, clients, (i) => submit(i));
   await waitFor(workers, warm);
@@ -196,6 +200,7 @@ async function measure(
   await checkpoint();
   await workers.latencies();
   const steadyBase = workers.handled();
+  const endView = await steadyView?.();
   const t0 = performance.now();
   const sends: Promise<void>[] = [];
   const createMs: number[] = [];
@@ -213,6 +218,7 @@ async function measure(
     `  (steady: submit answered p50 ${percentile(createMs, 50).toFixed(1)} ms, p99 ${percentile(createMs, 99).toFixed(1)} ms)`,
   );
   await waitFor(workers, steadyBase + steadyCount);
+  for (const line of (await endView?.()) ?? []) console.log(line);
   const latencies = (await workers.latencies()).sort((a, b) => a - b);
   sane(latencies.length >= steadyCount, `${latencies.length} latencies of ${steadyCount} steady jobs`);
   return {
@@ -274,6 +280,10 @@ export async function benchTdp(
         ),
       database.checkpoint,
       options.steadyRate,
+      async () => {
+        const before = await scrapeMetrics(server.base);
+        return async () => describeServerView(before, await scrapeMetrics(server.base));
+      },
     );
   } finally {
     // Where the steady phase's starts came from: placed by the create's own transaction (same instant),
