@@ -74,12 +74,22 @@ export function pushLeaseStatements(w: MergedWrites, statements: RowStatement[])
 }
 
 /**
- * The columns a step read adds to `s.*` (joined as `LEFT JOIN execution_lease l ON l.attempt_id =
- * s.attempt_id`): the lease's heartbeat, which `toStep` merges with the step's own. The tagged reads
- * (transactionReads' loadTaskState, taskStore) spell the same two columns out.
+ * The columns a step read adds to `s.*` (joined with `leaseOfStep`): the lease's heartbeat, which
+ * `toStep` merges with the step's own.
  */
 export const leasedStepColumns =
   'l.heartbeat_seq AS lease_heartbeat_seq, l.last_heartbeat_at AS lease_heartbeat_at';
+
+/**
+ * A step's lease (`l`), looked up by its attempt: one key probe per step, whatever the statistics say.
+ * As a plain join, a plan made while the table looked empty scanned the whole lease table, or its whole
+ * index, once per step; the table is small, but while a long transaction holds PostgreSQL's horizon it
+ * keeps every lease ever deleted, and one report's read took 9 ms. OFFSET 0 keeps the planner from
+ * turning the lookup back into that join.
+ */
+export const leaseOfStep = `LEFT JOIN LATERAL (
+    SELECT heartbeat_seq, last_heartbeat_at FROM execution_lease WHERE attempt_id = s.attempt_id OFFSET 0
+  ) l ON true`;
 
 /**
  * The session of the pool heartbeats renew leases on, apart from the main pool so that a burst of

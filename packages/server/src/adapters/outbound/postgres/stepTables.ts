@@ -5,6 +5,7 @@
 import type { StepRecord } from '../../../core/facts/records.ts';
 import type { HeartbeatProbe } from '../../../core/status/ports.ts';
 import type { Sql } from './database.ts';
+import { leaseOfStep } from './leaseTables.ts';
 import type { MergedWrites } from './mergeWrites.ts';
 import {
   type Column,
@@ -154,7 +155,7 @@ export async function probeAttempts(sql: Sql, attemptIds: string[]): Promise<Hea
              greatest(s.last_heartbeat_seq, l.heartbeat_seq) AS last_heartbeat_seq,
              (t.current_execution_id = s.execution_id) AS execution_is_current
       FROM step s JOIN task t ON t.id = s.task_id
-           LEFT JOIN execution_lease l ON l.attempt_id = s.attempt_id
+           ${sql.unsafe(leaseOfStep)}
       WHERE s.attempt_id = ANY(${attemptIds}::uuid[])`;
   return rows.map((r) => ({
     attemptId: r.attempt_id,

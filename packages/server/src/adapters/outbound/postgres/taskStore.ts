@@ -2,6 +2,7 @@ import type { TaskState } from '../../../core/facts/records.ts';
 import type { TaskRunReads, TimelineEntry } from '../../../core/operations/ports.ts';
 import type { InFlightCount, TaskListFilter, TaskStore, TasksInFlight } from '../../../core/tasks/ports.ts';
 import type { Sql } from './database.ts';
+import { leasedStepColumns, leaseOfStep } from './leaseTables.ts';
 import { type ExecutionRow, type StepRow, type TaskRow, toExecution, toStep, toTask } from './rows.ts';
 import { loadTaskState } from './transactionReads.ts';
 
@@ -11,9 +12,8 @@ export class PostgresTaskStore implements TaskStore, TaskRunReads, TasksInFlight
 
   async inFlight(applicationId: string, platformLimit: number): Promise<InFlightCount> {
     // The application's quota and its count in one round trip; the count stops at the limit (`0`, no
-    // limit: nothing counted). Read at most once a second per application (inFlightCounts.ts), so it goes
-    // by the application's index and no index of its own: one on lifecycle_status would turn the task's
-    // status changes, HOT updates today, into index writes on every task.
+    // limit: nothing counted). Read at most once a second per application (inFlightCounts.ts), from
+    // the index of open tasks (task_in_flight), so its cost follows the tasks in flight, not history.
     const [row] = await this.sql<{ n: number; lim: number }[]>`
       WITH quota AS (
         SELECT coalesce(
@@ -75,7 +75,7 @@ export class PostgresTaskStore implements TaskStore, TaskRunReads, TasksInFlight
     const [executions, steps] = await Promise.all([
       this.sql<ExecutionRow[]>`SELECT * FROM execution WHERE id = ANY(${executionIds}::uuid[])`,
       this.sql<StepRow[]>`
-        SELECT s.*, l.heartbeat_seq AS lease_heartbeat_seq, l.last_heartbeat_at AS lease_heartbeat_at FROM step s LEFT JOIN execution_lease l ON l.attempt_id = s.attempt_id
+        SELECT s.*, ${this.sql.unsafe(leasedStepColumns)} FROM step s ${this.sql.unsafe(leaseOfStep)}
         WHERE s.execution_id = ANY(${executionIds}::uuid[]) ORDER BY s.id`,
     ]);
     const executionById = new Map(executions.map((e) => [e.id, toExecution(e)]));

@@ -6,7 +6,7 @@
 import type { WorkerLoad } from '../../../core/facts/ports.ts';
 import type { AclEntry, TaskState, WorkflowRecord } from '../../../core/facts/records.ts';
 import type { Queryable, TxSql } from './database.ts';
-import { leasedStepColumns } from './leaseTables.ts';
+import { leasedStepColumns, leaseOfStep } from './leaseTables.ts';
 import {
   type ExecutionRow,
   type StepRow,
@@ -35,7 +35,7 @@ export async function loadTaskState(sql: Queryable, task: TaskRow, withAcl = fal
   const [[execution], steps, acl] = await Promise.all([
     sql<ExecutionRow[]>`SELECT * FROM execution WHERE id = ${task.current_execution_id}`,
     sql<StepRow[]>`
-      SELECT s.*, l.heartbeat_seq AS lease_heartbeat_seq, l.last_heartbeat_at AS lease_heartbeat_at FROM step s LEFT JOIN execution_lease l ON l.attempt_id = s.attempt_id
+      SELECT s.*, ${sql.unsafe(leasedStepColumns)} FROM step s ${sql.unsafe(leaseOfStep)}
       WHERE s.execution_id = ${task.current_execution_id} ORDER BY s.id`,
     withAcl ? readAcl(sql, task.id) : Promise.resolve(undefined),
   ]);
@@ -60,7 +60,7 @@ async function readAcl(sql: Queryable, taskId: string): Promise<AclEntry[]> {
  * before its first ANALYZE hashed a scan of the whole step table (5 ms per batch at 11,000 steps).
  */
 export const currentStepsOfTasks = `
-  SELECT s.*, ${leasedStepColumns} FROM step s LEFT JOIN execution_lease l ON l.attempt_id = s.attempt_id
+  SELECT s.*, ${leasedStepColumns} FROM step s ${leaseOfStep}
   WHERE s.task_id = ANY($1::uuid[])
     AND s.execution_id IN (SELECT current_execution_id FROM task WHERE id = ANY($1::uuid[]))
   ORDER BY s.id`;
