@@ -85,7 +85,19 @@ const schema = `
   );
   CREATE INDEX IF NOT EXISTS outbox_unsent ON outbox (created_at) WHERE sent_at IS NULL;
   CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+  -- Acknowledged commands, answered events and finished attempts stay for the prune window (ten
+  -- minutes: 90,000 commands at 150 a second). The reads made with every report batch go by these
+  -- indexes, so their cost is what is open, not that window.
+  CREATE INDEX IF NOT EXISTS inbox_unacked ON inbox (command_id) WHERE acked = 0;
+  CREATE INDEX IF NOT EXISTS inbox_by_worker ON inbox (worker_id, command_id);
+  CREATE INDEX IF NOT EXISTS attempt_running ON attempt (created_at) WHERE state = 'RUNNING';
 `;
+
+/** The commands not yet acknowledged, read with every report batch (by `inbox_unacked`). */
+export const unackedCommands = 'SELECT command_id FROM inbox WHERE acked = 0 ORDER BY command_id';
+/** The attempts this worker holds: running, or with events not yet sent (`attempt_running`, `outbox_unsent`). */
+export const heldAttempts = `SELECT attempt_id FROM attempt WHERE state = 'RUNNING'
+  UNION SELECT attempt_id FROM outbox WHERE sent_at IS NULL`;
 
 interface AttemptRow {
   attempt_id: string;
@@ -238,7 +250,7 @@ export class LocalStore {
   /** Commands received but not yet acknowledged to the server. */
   unacked(): string[] {
     return (
-      this.statement('SELECT command_id FROM inbox WHERE acked = 0 ORDER BY command_id').all() as {
+      this.statement(unackedCommands).all() as {
         command_id: string;
       }[]
     ).map((r) => r.command_id);
@@ -271,12 +283,7 @@ export class LocalStore {
    * are not all acknowledged yet.
    */
   heldAttemptIds(): string[] {
-    return (
-      this.statement(
-        `SELECT attempt_id FROM attempt WHERE state = 'RUNNING'
-           UNION SELECT attempt_id FROM outbox WHERE sent_at IS NULL`,
-      ).all() as { attempt_id: string }[]
-    ).map((row) => row.attempt_id);
+    return (this.statement(heldAttempts).all() as { attempt_id: string }[]).map((row) => row.attempt_id);
   }
 
   /** Attempts not finished: after a restart, each is resumed or handed back. */
