@@ -9,6 +9,7 @@ import { newId } from '@tdp/protocol';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { LocalStore } from '../src/localStore.ts';
+import { startCommand } from './fixtures/commands.ts';
 
 async function stores() {
   const path = join(await mkdtemp(join(tmpdir(), 'tdp-commits-')), 'worker.db');
@@ -21,24 +22,8 @@ async function stores() {
 }
 
 const start = () => {
-  const attemptId = newId();
-  return {
-    attemptId,
-    command: {
-      commandId: newId(),
-      type: 'START_ATTEMPT',
-      payload: {
-        attemptId,
-        leaseVersion: 1,
-        taskId: newId(),
-        stepId: newId(),
-        attempt: 1,
-        capability: 'noop',
-        capabilityVersion: '1',
-        input: {},
-      },
-    },
-  };
+  const command = startCommand();
+  return { attemptId: command.payload.attemptId, command };
 };
 
 describe("the worker's local store commits", () => {

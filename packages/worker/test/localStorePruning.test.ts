@@ -6,25 +6,9 @@ import { newId } from '@tdp/protocol';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { LocalStore } from '../src/localStore.ts';
+import { startCommand } from './fixtures/commands.ts';
 
 const hour = 3_600_000;
-
-function startCommand(attemptId: string) {
-  return {
-    commandId: newId(),
-    type: 'START_ATTEMPT',
-    payload: {
-      attemptId,
-      leaseVersion: 1,
-      taskId: newId(),
-      stepId: newId(),
-      attempt: 1,
-      capability: 'archive.clean',
-      capabilityVersion: '1',
-      input: {},
-    },
-  };
-}
 
 describe('LocalStore.prune', () => {
   it('drops acknowledged commands, answered events and finished attempts past the window, keeps the rest', async () => {
