@@ -14,7 +14,7 @@ import type { EventDraft, LocalAttempt } from './localStore.ts';
 import { backoffMs } from './loops.ts';
 import { defaultGrantRenewal, type Logger, type WorkerOptions, workRootOf } from './options.ts';
 import { type AbortReason, failureDraft, failureOf } from './outcomes.ts';
-import { privateDirectory } from './privateFiles.ts';
+import { WorkDirectory } from './privateFiles.ts';
 import { ProgressThrottle } from './progress.ts';
 import { type AttemptLogger, type Capability, type CapabilityContext, CapabilityError } from './sdk.ts';
 import { downloadTo, type Transfers, uploadFrom } from './transfer.ts';
@@ -77,8 +77,7 @@ export async function runAttempt(running: Running, resumed: boolean, deps: Attem
     deps.wakeSender();
   });
   // The attempt's files are this user's alone (0700), as the folder of all attempts is (runtime start).
-  const workDirectory = join(workRootOf(options), local.attemptId);
-  await privateDirectory(workDirectory);
+  const workDirectory = new WorkDirectory(join(workRootOf(options), local.attemptId));
   const held = new Set<HeldGrant>();
   // Transfers end with the attempt: a runner killed mid-download leaves no download running here.
   const ended = new AbortController();
@@ -123,14 +122,15 @@ export async function runAttempt(running: Running, resumed: boolean, deps: Attem
   progress.flush();
   draft.durationMs ??= Date.now() - startedAt;
   finish(draft);
-  await rm(workDirectory, { recursive: true, force: true });
+  // A resumed attempt's folder may hold files from its run before the restart.
+  if (workDirectory.made || resumed) await rm(workDirectory.path, { recursive: true, force: true });
 }
 
 function capabilityContext(
   running: Running,
   resumed: boolean,
   progress: ProgressThrottle,
-  workDirectory: string,
+  workDirectory: WorkDirectory,
   held: Set<HeldGrant>,
   transferSignal: AbortSignal,
   deps: AttemptDeps,
@@ -176,7 +176,9 @@ function capabilityContext(
     checkpoint: resumed ? local.checkpoint : null,
     signal: controller.signal,
     log: attemptLogger(deps.logger, local),
-    workDirectory,
+    get workDirectory() {
+      return workDirectory.use();
+    },
     download: async (resourceRef) => {
       // A fixed key per resource: after a restart the same grant comes back (if still valid).
       const grant = await requestGrant(running, `download:${resourceRef}`, deps, {
@@ -185,7 +187,7 @@ function capabilityContext(
         resourceRef,
       });
       files += 1;
-      const path = join(workDirectory, `input-${files}`);
+      const path = join(workDirectory.use(), `input-${files}`);
       const holding = hold(grant);
       try {
         await downloadTo(
@@ -209,7 +211,7 @@ function capabilityContext(
         maxBytes: spec.maxBytes,
       });
       files += 1;
-      const path = join(workDirectory, `output-${files}`);
+      const path = join(workDirectory.use(), `output-${files}`);
       // Renewed until uploaded: the step may take longer than the URL lasts.
       const holding = hold(grant);
       return {

@@ -140,7 +140,7 @@ export class WorkerRuntime {
   /** Registers (or takes back its session after a restart) and starts every loop. */
   async start(): Promise<void> {
     // The folder of all attempts' files is this user's alone (0700), whatever made it before.
-    await privateDirectory(workRootOf(this.options));
+    privateDirectory(workRootOf(this.options));
     await this.session.open();
     this.executor.recover();
     void this.guard('stream', () => this.intake.streamLoop());

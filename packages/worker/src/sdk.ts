@@ -45,7 +45,7 @@ export interface CapabilityContext<Checkpoint = unknown> {
    * resource (`resourceRef`) to return in the step's output.
    */
   allocateOutput(spec: OutputSpec): Promise<OutputFile>;
-  /** A folder for this attempt's files, removed when the attempt ends. */
+  /** A folder for this attempt's files (0700), made when first read and removed when the attempt ends. */
   workDirectory: string;
   /** Aborted when the attempt is cancelled, its lease is lost, or the worker hands it back. */
   signal: AbortSignal;

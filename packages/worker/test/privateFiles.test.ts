@@ -3,13 +3,13 @@
  * and its -wal/-shm files are 0600, the attempts' work directories 0700 — whatever the umask, and also when
  * they exist from before this rule.
  */
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, statSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { newId } from '@tdp/protocol';
 import Database from 'better-sqlite3';
 import { Type } from 'typebox';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Harness, startHarness } from '../../../test/harness.ts';
 import { defineCapability, LocalStore, WorkerClient, WorkerRuntime } from '../src/index.ts';
 
@@ -88,37 +88,69 @@ const probe = defineCapability({
     return {};
   },
 });
+/** What the folder of all attempts held while an attempt that never asks for its folder ran. */
+const whileFileless: string[][] = [];
+const fileless = defineCapability({
+  name: 'test.no-files',
+  version: '1',
+  input: Type.Object({}),
+  output: Type.Object({}),
+  run: async () => {
+    whileFileless.push(readdirSync(workRoot));
+    return {};
+  },
+});
 
-it("runs each attempt in a 0700 directory, in a 0700 folder (an existing one's mode is tightened)", async () => {
-  mkdirSync(workRoot, { mode: 0o755 });
+/** Runs one task of a one-step workflow on `capability`, on a worker that has both capabilities above. */
+async function runOnce(capability: string, settled: () => boolean): Promise<void> {
   const app = await h.createApplication();
-  const workerKey = (
-    await h.request('POST', '/admin/v1/worker-credentials', { token: h.adminToken, body: {} })
-  ).body.key;
   await h.request('POST', '/v1/workflow-definitions', {
     token: app.apiKey,
-    body: {
-      name: 'private',
-      version: '1',
-      steps: [{ key: 'only', capability: 'test.private-files', capabilityVersion: '1' }],
-    },
+    body: { name: 'private', version: '1', steps: [{ key: 'only', capability, capabilityVersion: '1' }] },
   });
-  const client = new WorkerClient(h.url, workerKey, 5_000);
-  const store = new LocalStore(join(directory, 'attempts.db'), newId);
-  const runtime = new WorkerRuntime({ client, store, capabilities: [probe], workDirectory: workRoot });
-  await runtime.start();
-  try {
-    const created = await h.request('POST', '/v1/tasks', {
-      token: app.apiKey,
-      headers: { 'idempotency-key': newId() },
-      body: { workflowName: 'private', workflowVersion: '1', name: 'private', input: {} },
+  const created = await h.request('POST', '/v1/tasks', {
+    token: app.apiKey,
+    headers: { 'idempotency-key': newId() },
+    body: { workflowName: 'private', workflowVersion: '1', name: 'private', input: {} },
+  });
+  expect(created.status, JSON.stringify(created.body)).toBe(201);
+  await expect.poll(settled, { timeout: 15_000 }).toBe(true);
+  // The attempt's folder goes with the attempt.
+  await expect.poll(() => readdirSync(workRoot), { timeout: 5_000 }).toEqual([]);
+}
+
+describe('attempt directories', () => {
+  let stopWorker = async () => {};
+  beforeAll(async () => {
+    // Left loose by an earlier worker: the runtime's start tightens it.
+    mkdirSync(workRoot, { mode: 0o755 });
+    const workerKey = (
+      await h.request('POST', '/admin/v1/worker-credentials', { token: h.adminToken, body: {} })
+    ).body.key;
+    const client = new WorkerClient(h.url, workerKey, 5_000);
+    const store = new LocalStore(join(directory, 'attempts.db'), newId);
+    const runtime = new WorkerRuntime({
+      client,
+      store,
+      capabilities: [probe, fileless],
+      workDirectory: workRoot,
     });
-    expect(created.status, JSON.stringify(created.body)).toBe(201);
-    await expect.poll(() => seen.length, { timeout: 15_000 }).toBe(1);
+    await runtime.start();
+    stopWorker = async () => {
+      await runtime.stop();
+      await client.close();
+      store.close();
+    };
+  });
+  afterAll(() => stopWorker());
+
+  it("runs each attempt in a 0700 directory, in a 0700 folder (an existing one's mode is tightened)", async () => {
+    await runOnce('test.private-files', () => seen.length === 1);
     expect(seen[0]).toEqual({ directory: 0o700, root: 0o700 });
-  } finally {
-    await runtime.stop();
-    await client.close();
-    store.close();
-  }
+  });
+
+  it('makes no directory for an attempt that never asks for one', async () => {
+    await runOnce('test.no-files', () => whileFileless.length === 1);
+    expect(whileFileless[0]).toEqual([]);
+  });
 });
