@@ -50,6 +50,8 @@ export async function startTemporal(
     [
       ...['server', 'start-dev', '--headless', '--ip', '127.0.0.1', '--port', String(port)],
       ...['--log-level', 'warn', ...(options.dbFile ? ['--db-filename', options.dbFile] : [])],
+      // TDP asks for eager starts; said here so a server whose default differs gives them too.
+      ...['--dynamic-config-value', 'system.enableEagerWorkflowStart=true'],
     ],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );

@@ -7,7 +7,6 @@
 import { fileURLToPath } from 'node:url';
 import {
   Client,
-  Connection,
   WorkflowExecutionAlreadyStartedError,
   WorkflowIdConflictPolicy,
   WorkflowIdReusePolicy,
@@ -76,8 +75,7 @@ export class TemporalEngine implements ExecutionDriver {
   private constructor(
     private readonly settings: TemporalSettings,
     private readonly client: Client,
-    private readonly connection: Connection,
-    private readonly workerConnection: NativeConnection,
+    private readonly connection: NativeConnection,
     private readonly worker: Worker,
     private readonly running: Promise<void>,
   ) {}
@@ -85,22 +83,27 @@ export class TemporalEngine implements ExecutionDriver {
   static async start(settings: TemporalSettings, deps: FactConsequenceDeps): Promise<TemporalEngine> {
     quietRuntime();
     const code = await bundleExecutionWorkflow();
-    const workerConnection = await NativeConnection.connect({ address: settings.address });
-    const connection = await Connection.connect({ address: settings.address });
+    // One native connection for the worker and the client: its HTTP/2 runs in Rust, off the event
+    // loop, and a start can hand its first workflow task straight to this worker (eager start).
+    const connection = await NativeConnection.connect({ address: settings.address });
     try {
       const worker = await Worker.create({
-        connection: workerConnection,
+        connection,
         namespace: settings.namespace,
         taskQueue: settings.taskQueue,
         workflowBundle: { code },
         activities: engineActivities(deps),
-        maxCachedWorkflows: 500,
+        // The workflow runs only local activities: no poller waits for remote ones.
+        enableNonLocalActivities: false,
+        // An execution whose history was evicted is fetched and replayed at its next signal: keep as
+        // many as a burst holds open (a cached run costs tens of kilobytes with the shared context).
+        maxCachedWorkflows: 10_000,
+        workflowTaskPollerBehavior: { type: 'autoscaling' },
       });
       const client = new Client({ connection, namespace: settings.namespace });
-      return new TemporalEngine(settings, client, connection, workerConnection, worker, worker.run());
+      return new TemporalEngine(settings, client, connection, worker, worker.run());
     } catch (error) {
       await connection.close();
-      await workerConnection.close();
       throw error;
     }
   }
@@ -114,6 +117,9 @@ export class TemporalEngine implements ExecutionDriver {
         // A redelivered create finds the workflow running (kept) or closed (refused): never a second one.
         workflowIdConflictPolicy: WorkflowIdConflictPolicy.USE_EXISTING,
         workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
+        // Its first workflow task comes back in the answer, for this process's worker when it has a
+        // free slot: one dispatch and one poll fewer per execution. Otherwise it is queued as usual.
+        requestEagerStart: true,
       });
     } catch (error) {
       if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
@@ -144,7 +150,6 @@ export class TemporalEngine implements ExecutionDriver {
   async stop(): Promise<void> {
     if (this.worker.getState() === 'RUNNING') this.worker.shutdown();
     await this.running.catch(() => {});
-    await this.workerConnection.close();
     await this.connection.close();
   }
 }
