@@ -20,8 +20,8 @@ export function privateDatabaseFile(path: string): void {
 
 /**
  * `path` exists as a directory only its owner can enter. An existing one must be a real directory of
- * this user (not a link someone else left in a shared folder such as /tmp). Synchronous: three system
- * calls of microseconds each cost less than three trips through libuv's thread pool.
+ * this user (not a link someone else left in a shared folder such as /tmp). Synchronous, as an attempt
+ * makes its folder from the context's `workDirectory` getter.
  */
 export function privateDirectory(path: string): void {
   mkdirSync(path, { recursive: true, mode: privateDirectoryMode });

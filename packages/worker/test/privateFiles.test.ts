@@ -12,6 +12,7 @@ import { Type } from 'typebox';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Harness, startHarness } from '../../../test/harness.ts';
 import { defineCapability, LocalStore, WorkerClient, WorkerRuntime } from '../src/index.ts';
+import { startCommand } from './fixtures/commands.ts';
 
 const directory = mkdtempSync(join(tmpdir(), 'tdp-private-files-test-'));
 const modeOf = (path: string) => statSync(path).mode & 0o777;
@@ -27,22 +28,6 @@ beforeAll(async () => {
 afterAll(async () => {
   process.umask(umask);
   await h?.close();
-});
-
-const startCommand = () => ({
-  commandId: newId(),
-  type: 'START_ATTEMPT',
-  payload: {
-    attemptId: newId(),
-    leaseVersion: 1,
-    taskId: newId(),
-    stepId: newId(),
-    attempt: 1,
-    capability: 'x',
-    capabilityVersion: '1',
-    input: { secret: 'an input' },
-    executionToken: 'a token',
-  },
 });
 
 it('creates the local database and its -wal and -shm files 0600', () => {

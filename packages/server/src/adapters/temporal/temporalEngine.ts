@@ -95,9 +95,8 @@ export class TemporalEngine implements ExecutionDriver {
         activities: engineActivities(deps),
         // The workflow runs only local activities: no poller waits for remote ones.
         enableNonLocalActivities: false,
-        // An execution whose history was evicted is fetched and replayed at its next signal: keep as
-        // many as a burst holds open (a cached run costs tens of kilobytes with the shared context).
-        maxCachedWorkflows: 10_000,
+        // The workflow cache is the SDK's default, sized from this process's heap (about 600 runs per
+        // GiB): an execution evicted from it is fetched and replayed at its next signal.
         workflowTaskPollerBehavior: { type: 'autoscaling' },
       });
       const client = new Client({ connection, namespace: settings.namespace });
